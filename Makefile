@@ -1,0 +1,50 @@
+# msr: build, test, benchmark. Every target that needs packages installs
+# them first (scripts/deps.sh is idempotent).
+GO      ?= go
+BIN     := bin/msr
+GOFLAGS ?=
+
+.PHONY: all deps build generate check-generated lint test test-short bench demo clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/msr
+
+# generate compiles bpf/*.c with clang through bpf2go (pinned in go.mod as a
+# tool) into Go files and objects that are committed.
+generate: deps
+	$(GO) generate ./...
+
+# check-generated fails when the committed BPF objects are not what the
+# sources compile to.
+check-generated: generate
+	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' || \
+		{ echo "generated BPF code is stale: run make generate and commit"; exit 1; }
+
+lint: deps
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+# test: unit, BPF fixture (prog.Run) and privileged lab tests; needs root.
+test: deps check-generated lint
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: build
+	$(BIN) bench fwd --dut none --flows 1 --duration 5s
+	$(BIN) bench fwd --dut linux --flows 1 --duration 5s
+	$(BIN) bench fwd --dut linux --flows 1000 --duration 5s
+
+# demo is the main job. Until the whole router exists it runs the baseline
+# benchmark: the instrument's ceiling and Linux forwarding, side by side.
+demo: build
+	@echo "msr demo: the whole router is not built yet; running the baseline benchmark (instrument ceiling, then Linux kernel forwarding)"
+	$(BIN) bench fwd --dut none --flows 1000 --duration 5s
+	$(BIN) bench fwd --dut linux --flows 1000 --duration 5s
+
+clean:
+	rm -rf bin

@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/labs"
+)
+
+// DUTs are the devices under test `msr bench fwd` knows, each a shipped
+// lab with hosts gen (interface g0) and sink (interface s0).
+var DUTs = []string{"none", "linux"}
+
+// FwdOptions is one forwarding benchmark run.
+type FwdOptions struct {
+	DUT      string
+	Size     int
+	Flows    int
+	Duration time.Duration
+	// Rate is the offered load in frames per second; 0 is flat out.
+	Rate float64
+}
+
+// FwdResult is what `msr bench fwd` reports.
+type FwdResult struct {
+	DUT             string    `json:"dut"`
+	Size            int       `json:"size"`
+	Flows           int       `json:"flows"`
+	DurationSeconds float64   `json:"duration_s"`
+	OfferedPackets  uint64    `json:"offered_packets"`
+	ReceivedPackets uint64    `json:"received_packets"`
+	OfferedPPS      float64   `json:"offered_pps"`
+	ReceivedPPS     float64   `json:"received_pps"`
+	ReceivedMbps    float64   `json:"received_mbps"`
+	LossRatio       float64   `json:"loss_ratio"`
+	Reordered       uint64    `json:"reordered"`
+	FlowsSeen       int       `json:"flows_seen"`
+	Latency         LatencyUS `json:"latency_us"`
+}
+
+// LatencyUS is latency in microseconds, generator to sink.
+type LatencyUS struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// drainTime is how long the sink keeps counting after the generator
+// stops, for frames still queued in the DUT.
+const drainTime = 300 * time.Millisecond
+
+// Fwd builds the DUT's lab, runs the generator for the duration, reads
+// the sink, and tears the lab down.
+func Fwd(o FwdOptions) (*FwdResult, error) {
+	spec, err := labs.Load("bench-" + o.DUT)
+	if err != nil {
+		return nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
+	}
+	dst, ok := spec.Peer(lab.Endpoint{Node: "gen", Iface: "g0"})
+	if !ok {
+		return nil, fmt.Errorf("lab %s: gen:g0 is not linked", spec.Name)
+	}
+	dstMAC, ok := spec.MAC(dst)
+	if !ok {
+		return nil, fmt.Errorf("lab %s: %s:%s has no MAC in the file", spec.Name, dst.Node, dst.Iface)
+	}
+	if _, err := lab.Up(spec); err != nil {
+		return nil, err
+	}
+	defer lab.Down(spec.Name)
+
+	var sink *Sink
+	if err := netns.Do(lab.Namespace(spec.Name, "sink"), func() (err error) {
+		sink, err = NewSink("s0", o.Flows)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	defer sink.Close()
+
+	var sent uint64
+	var elapsed time.Duration
+	err = netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
+		g, err := NewGenerator(GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		start := time.Now()
+		sent, err = g.Blast(o.Duration, o.Rate)
+		elapsed = time.Since(start)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(drainTime)
+	rep, err := sink.Read()
+	if err != nil {
+		return nil, err
+	}
+	return result(o, sent, elapsed, rep), nil
+}
+
+func result(o FwdOptions, sent uint64, elapsed time.Duration, rep *SinkReport) *FwdResult {
+	secs := elapsed.Seconds()
+	r := &FwdResult{
+		DUT: o.DUT, Size: o.Size, Flows: o.Flows, DurationSeconds: secs,
+		OfferedPackets: sent, ReceivedPackets: rep.RxPackets,
+		OfferedPPS: float64(sent) / secs, ReceivedPPS: float64(rep.RxPackets) / secs,
+		ReceivedMbps: float64(rep.RxPackets) * float64(o.Size) * 8 / secs / 1e6,
+		Reordered:    rep.Reordered, FlowsSeen: rep.FlowsSeen,
+		Latency: LatencyUS{
+			P50: us(rep.Latency.Quantile(0.50)),
+			P99: us(rep.Latency.Quantile(0.99)),
+			Max: us(rep.Latency.Quantile(1)),
+		},
+	}
+	if sent > 0 && sent > rep.RxPackets {
+		r.LossRatio = float64(sent-rep.RxPackets) / float64(sent)
+	}
+	return r
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// WriteText prints a result for people.
+func (r *FwdResult) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "dut %-6s size %4d B  flows %5d  %.1fs\n", r.DUT, r.Size, r.Flows, r.DurationSeconds)
+	fmt.Fprintf(w, "  offered  %12.0f pps (%d frames)\n", r.OfferedPPS, r.OfferedPackets)
+	fmt.Fprintf(w, "  received %12.0f pps (%d frames, %.0f Mbit/s)\n", r.ReceivedPPS, r.ReceivedPackets, r.ReceivedMbps)
+	fmt.Fprintf(w, "  loss %.4f  reordered %d  flows seen %d\n", r.LossRatio, r.Reordered, r.FlowsSeen)
+	fmt.Fprintf(w, "  latency p50 %.1f us  p99 %.1f us  max %.1f us\n", r.Latency.P50, r.Latency.P99, r.Latency.Max)
+}

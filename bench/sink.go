@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+)
+
+// Sink counts test frames arriving on one interface (trafficsink).
+type Sink struct {
+	objs  trafficsinkObjects
+	link  link.Link
+	flows int
+}
+
+// NewSink loads the sink and attaches it, in native XDP mode, to ifname.
+// Call it inside the interface's namespace.
+func NewSink(ifname string, flows int) (*Sink, error) {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("sink interface: %w", err)
+	}
+	s := &Sink{flows: flows}
+	if err := loadTrafficsinkObjects(&s.objs, nil); err != nil {
+		return nil, fmt.Errorf("load sink: %w", err)
+	}
+	s.link, err = link.AttachXDP(link.XDPOptions{Program: s.objs.Trafficsink, Interface: ifi.Index, Flags: link.XDPDriverMode})
+	if err != nil {
+		s.objs.Close()
+		return nil, fmt.Errorf("attach xdp to %s: %w", ifname, err)
+	}
+	return s, nil
+}
+
+// SinkReport is what the sink counted.
+type SinkReport struct {
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	Reordered uint64 `json:"reordered"`
+	BadFlow   uint64 `json:"bad_flow"`
+	Passed    uint64 `json:"passed"`
+	// FlowsSeen is how many flows delivered at least one frame.
+	FlowsSeen int       `json:"flows_seen"`
+	Latency   Histogram `json:"-"`
+}
+
+// Read sums the sink's per-CPU counters, flows and histogram.
+func (s *Sink) Read() (*SinkReport, error) {
+	var stats []trafficsinkSinkStats
+	if err := s.objs.SinkCounters.Lookup(uint32(0), &stats); err != nil {
+		return nil, fmt.Errorf("read sink counters: %w", err)
+	}
+	r := &SinkReport{}
+	for _, c := range stats {
+		r.RxPackets += c.RxPackets
+		r.RxBytes += c.RxBytes
+		r.Reordered += c.Reordered
+		r.BadFlow += c.BadFlow
+		r.Passed += c.Passed
+	}
+	var f trafficsinkSinkFlow
+	for i := 0; i < s.flows; i++ {
+		if err := s.objs.SinkFlows.Lookup(uint32(i), &f); err != nil {
+			return nil, fmt.Errorf("read sink flow %d: %w", i, err)
+		}
+		if f.Seen != 0 {
+			r.FlowsSeen++
+		}
+	}
+	r.Latency = make(Histogram, s.objs.SinkHist.MaxEntries())
+	var perCPU []uint64
+	for b := range r.Latency {
+		if err := s.objs.SinkHist.Lookup(uint32(b), &perCPU); err != nil {
+			return nil, fmt.Errorf("read sink histogram: %w", err)
+		}
+		for _, v := range perCPU {
+			r.Latency[b] += v
+		}
+	}
+	return r, nil
+}
+
+// Close detaches and unloads the sink.
+func (s *Sink) Close() error {
+	s.link.Close()
+	return s.objs.Close()
+}
+
+// histSubBits is BENCH_HIST_SUB_BITS of bench.h: a #define, which BTF
+// does not carry. TestSinkLatencyBuckets checks the two agree.
+const histSubBits = 3
+
+// Histogram counts latencies per bucket of trafficsink's hist_bucket.
+type Histogram []uint64
+
+// BucketLow is the smallest latency in ns that falls in bucket b.
+func BucketLow(b int) uint64 {
+	const sub = 1 << histSubBits
+	if b < sub {
+		return uint64(b)
+	}
+	m := b/sub + histSubBits - 1
+	return uint64(sub+b%sub) << (m - histSubBits)
+}
+
+// Quantile returns the latency below which a fraction q of the samples
+// lie, as the upper bound of the bucket holding that sample (so it never
+// understates).
+func (h Histogram) Quantile(q float64) time.Duration {
+	var total uint64
+	for _, c := range h {
+		total += c
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(total)))
+	rank = max(rank, 1)
+	var seen uint64
+	for b, c := range h {
+		seen += c
+		if seen >= rank {
+			if b+1 < len(h) {
+				return time.Duration(BucketLow(b + 1))
+			}
+			return time.Duration(BucketLow(b))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * bench.h: the layouts shared by the traffic generator, the sink, and Go
+ * (bpf2go generates the Go types from these; never mirror them by hand).
+ *
+ * A test frame is Ethernet + IPv4 (no options) + UDP + struct
+ * bench_payload. The payload fits a 64-byte frame: 60 bytes without FCS
+ * leave 18 bytes after the UDP header.
+ */
+#ifndef MSR_BENCH_H
+#define MSR_BENCH_H
+
+#include <linux/types.h>
+
+/* "MS" in network byte order marks a frame as one of ours. */
+#define BENCH_MAGIC 0x4d53
+/* Flow ids are 16 bits in the payload. */
+#define BENCH_MAX_FLOWS 65536
+/*
+ * Latency histogram: log-linear, 8 sub-buckets per power of two of
+ * nanoseconds (error under 12.5%), values below 8 ns exact. 256 buckets
+ * reach 2^34 ns (17 s); larger values land in the last bucket.
+ */
+#define BENCH_HIST_SUB_BITS 3
+#define BENCH_HIST_BUCKETS 256
+
+struct bench_payload {
+	__be16 magic;
+	__u16 flow;
+	__u32 seq;
+	__u64 tx_ns; /* bpf_ktime_get_ns() at the generator */
+} __attribute__((packed));
+
+/* One flow of the generator: its addresses, ports and running sequence
+ * number. The IPv4 header checksum is precomputed by user space for the
+ * frame size of the run (every other header field is constant per flow).
+ */
+struct gen_flow {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u16 ip_check; /* network order, as stored in the header */
+	__u16 pad;
+	__u32 seq;
+	__u32 pad2;
+};
+
+/* Load-time constants of the generator. */
+struct gen_config {
+	__u8 dst_mac[6];
+	__u8 src_mac[6];
+	__u32 flows;
+};
+
+/* Per-flow state of the sink. */
+struct sink_flow {
+	__u32 next_seq; /* sequence number expected next */
+	__u32 seen;     /* 0 until the first frame of the flow */
+	__u64 received;
+	__u64 reordered; /* arrived after a later frame of the same flow */
+};
+
+/* Per-CPU counters of the sink. */
+struct sink_stats {
+	__u64 rx_packets; /* test frames counted */
+	__u64 rx_bytes;
+	__u64 reordered;
+	__u64 bad_flow; /* test frames with a flow id out of range */
+	__u64 passed;   /* everything else, passed to the stack */
+};
+
+#endif

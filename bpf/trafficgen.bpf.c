@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * trafficgen: the traffic generator of `msr bench`.
+ *
+ * Run with BPF_PROG_RUN in live-frames mode (BPF_F_TEST_XDP_LIVE_FRAMES):
+ * each run turns one page into a test frame and returns XDP_TX, which the
+ * kernel turns into a redirect out of ctx->ingress_ifindex. The kernel
+ * reuses pages without resetting them (DESIGN.md §7), so every run writes
+ * every header byte, never relying on the frame it was given.
+ *
+ * Flows are taken round-robin from gen_flows (cfg.flows entries); each
+ * carries its own sequence number. The frame length is the data length
+ * the run was given (60..1514 bytes).
+ *
+ * Verdicts: XDP_TX, or XDP_ABORTED for a frame too short for the headers
+ * or a missing flow entry. Counter: sent (frames built).
+ * xdp_pass is attached to the generator's interface so that it has an XDP
+ * program, as the veth transmit path wants.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "bench.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+const volatile struct gen_config cfg = {.flows = 1};
+
+__u64 sent = 0;
+
+/* Keeps struct bench_payload in BTF so bpf2go generates its Go type. */
+const struct bench_payload *unused_bench_payload __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, BENCH_MAX_FLOWS);
+	__type(key, __u32);
+	__type(value, struct gen_flow);
+} gen_flows SEC(".maps");
+
+static __always_inline void write_eth(struct ethhdr *eth)
+{
+	/* Byte by byte through the volatile cfg: a memcpy from a cast-away
+	 * const would let clang fold in the all-zero initializer instead of
+	 * the value user space sets at load time. */
+#pragma unroll
+	for (int i = 0; i < ETH_ALEN; i++) {
+		eth->h_dest[i] = cfg.dst_mac[i];
+		eth->h_source[i] = cfg.src_mac[i];
+	}
+	eth->h_proto = bpf_htons(ETH_P_IP);
+}
+
+static __always_inline void write_ip(struct iphdr *ip, const struct gen_flow *f, __u16 len)
+{
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = 0;
+	ip->tot_len = bpf_htons(len);
+	ip->id = 0;
+	ip->frag_off = 0;
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_UDP;
+	ip->check = f->ip_check;
+	ip->saddr = f->saddr;
+	ip->daddr = f->daddr;
+}
+
+static __always_inline void write_udp(struct udphdr *udp, const struct gen_flow *f, __u16 len)
+{
+	udp->source = f->sport;
+	udp->dest = f->dport;
+	udp->len = bpf_htons(len);
+	/* RFC 768: zero means no checksum, allowed over IPv4. */
+	udp->check = 0;
+}
+
+SEC("xdp")
+int trafficgen(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct udphdr *udp = (void *)(ip + 1);
+	struct bench_payload *pl = (void *)(udp + 1);
+
+	if ((void *)(pl + 1) > end)
+		return XDP_ABORTED;
+	__u32 n = cfg.flows ? cfg.flows : 1;
+	__u32 idx = sent % n;
+	struct gen_flow *f = bpf_map_lookup_elem(&gen_flows, &idx);
+	if (!f)
+		return XDP_ABORTED;
+	sent++;
+
+	__u16 len = (__u16)(end - data);
+	write_eth(eth);
+	write_ip(ip, f, len - sizeof(*eth));
+	write_udp(udp, f, len - sizeof(*eth) - sizeof(*ip));
+	pl->magic = bpf_htons(BENCH_MAGIC);
+	pl->flow = (__u16)idx;
+	/* One Run executes on one CPU; the atomic keeps two concurrent
+	 * generators on one map honest. */
+	pl->seq = __sync_fetch_and_add(&f->seq, 1);
+	pl->tx_ns = bpf_ktime_get_ns();
+	return XDP_TX;
+}
+
+SEC("xdp")
+int xdp_pass(struct xdp_md *ctx)
+{
+	return XDP_PASS;
+}

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * trafficsink: the receiving end of `msr bench`, attached with XDP to the
+ * sink host's interface.
+ *
+ * A test frame (IPv4/UDP with a bench_payload whose magic matches) is
+ * counted, checked for order against its flow's expected sequence number,
+ * timed against the generator's timestamp (same host, same clock) into a
+ * log-linear histogram, and dropped. Everything else (ARP, ...) is passed
+ * to the stack.
+ *
+ * Verdicts: XDP_DROP for test frames, XDP_PASS otherwise.
+ * Maps: sink_flows (per flow), sink_counters and sink_hist (per CPU).
+ *
+ * A veth has one receive queue, so one CPU at a time runs this program for
+ * a given interface; the per-flow state needs no atomics.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "bench.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, BENCH_MAX_FLOWS);
+	__type(key, __u32);
+	__type(value, struct sink_flow);
+} sink_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sink_stats);
+} sink_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, BENCH_HIST_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} sink_hist SEC(".maps");
+
+/* Index of the highest set bit of v > 0, without loops. */
+static __always_inline __u32 msb64(__u64 v)
+{
+	__u32 r = 0;
+
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) r += 1;
+	return r;
+}
+
+/* Bucket of a latency in ns; see BENCH_HIST_SUB_BITS. */
+static __always_inline __u32 hist_bucket(__u64 ns)
+{
+	const __u32 sub = 1 << BENCH_HIST_SUB_BITS;
+
+	if (ns < sub)
+		return (__u32)ns;
+	__u32 m = msb64(ns);
+	__u32 b = (m - BENCH_HIST_SUB_BITS + 1) * sub + ((ns >> (m - BENCH_HIST_SUB_BITS)) & (sub - 1));
+	return b < BENCH_HIST_BUCKETS ? b : BENCH_HIST_BUCKETS - 1;
+}
+
+/* parse_test_frame returns the payload of a test frame, or NULL. */
+static __always_inline struct bench_payload *parse_test_frame(void *data, void *end)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct udphdr *udp = (void *)(ip + 1);
+	struct bench_payload *pl = (void *)(udp + 1);
+
+	if ((void *)(pl + 1) > end)
+		return NULL;
+	if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+		return NULL;
+	if (pl->magic != bpf_htons(BENCH_MAGIC))
+		return NULL;
+	return pl;
+}
+
+/* track_order counts a frame against its flow; returns 1 if it is late.
+ * Sequence numbers compare as RFC 1982 serial numbers, so wrapping is
+ * not reordering. */
+static __always_inline int track_order(struct sink_flow *f, __u32 seq)
+{
+	f->received++;
+	if (f->seen && (__s32)(seq - f->next_seq) < 0) {
+		f->reordered++;
+		return 1;
+	}
+	f->seen = 1;
+	f->next_seq = seq + 1;
+	return 0;
+}
+
+SEC("xdp")
+int trafficsink(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct sink_stats *st = bpf_map_lookup_elem(&sink_counters, &zero);
+
+	if (!st)
+		return XDP_PASS;
+	struct bench_payload *pl = parse_test_frame(data, end);
+	if (!pl) {
+		st->passed++;
+		return XDP_PASS;
+	}
+	__u32 flow = pl->flow;
+	struct sink_flow *f = bpf_map_lookup_elem(&sink_flows, &flow);
+	if (!f) {
+		st->bad_flow++;
+		return XDP_DROP;
+	}
+	st->rx_packets++;
+	st->rx_bytes += end - data;
+	st->reordered += track_order(f, pl->seq);
+
+	__u64 now = bpf_ktime_get_ns();
+	__u32 b = hist_bucket(now > pl->tx_ns ? now - pl->tx_ns : 0);
+	__u64 *cnt = bpf_map_lookup_elem(&sink_hist, &b);
+	if (cnt)
+		(*cnt)++;
+	return XDP_DROP;
+}

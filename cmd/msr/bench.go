@@ -1,0 +1,49 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"time"
+
+	"github.com/msr-router/msr/bench"
+	"github.com/msr-router/msr/internal/cli"
+)
+
+var benchCommand = command{
+	summary: "measure forwarding: msr's own RFC 2544-style instrument",
+	usage: `  msr bench fwd --dut none|linux [--size 64] [--flows 1000] [--duration 5s] [--rate PPS] [-o json]
+      builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
+      offered_pps, received_pps, loss_ratio, reordered and latency_us.
+      --dut none connects gen straight to sink: the instrument's ceiling.
+`,
+	run: runBench,
+}
+
+func runBench(args []string) error {
+	if len(args) == 0 || args[0] != "fwd" {
+		return cli.Usagef("msr bench fwd ...")
+	}
+	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	o := bench.FwdOptions{}
+	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none or linux")
+	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS, 64..1518")
+	fs.IntVar(&o.Flows, "flows", 1, "number of flows, 1..65536")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
+	fs.Float64Var(&o.Rate, "rate", 0, "offered frames per second; 0 is flat out")
+	pos, _, err := cli.Parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return cli.Usagef("unexpected argument %q", pos[0])
+	}
+	if o.Duration <= 0 || o.Rate < 0 {
+		return cli.Usagef("duration must be positive and rate not negative")
+	}
+	r, err := bench.Fwd(o)
+	if err != nil {
+		return err
+	}
+	return out.Print(os.Stdout, r, r.WriteText)
+}

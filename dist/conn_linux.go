@@ -1,0 +1,138 @@
+package dist
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn sends and receives DIST frames on one interface through an
+// AF_PACKET socket bound to the DIST EtherType. The socket belongs to the
+// network namespace of the thread that opened it (see internal/netns).
+//
+// Every received frame is either returned authenticated and fresh, or
+// refused and counted under its reason (Reason): a forged, corrupted or
+// replayed frame never reaches the caller.
+type Conn struct {
+	fd     int
+	ifname string
+	mac    net.HardwareAddr
+	keys   Keyring
+	guard  ReplayGuard
+
+	mu       sync.Mutex
+	counters map[string]uint64
+}
+
+// ErrTimeout is returned by Recv when no acceptable frame arrived in time.
+var ErrTimeout = errors.New("no DIST frame before the deadline")
+
+// Listen opens a DIST socket on ifname that accepts frames sealed with any
+// key of keys.
+func Listen(ifname string, keys Keyring) (*Conn, error) {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("open DIST on %s: %w", ifname, err)
+	}
+	proto := int(htons(EtherType))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+	if err != nil {
+		return nil, fmt.Errorf("open DIST on %s: AF_PACKET socket: %w", ifname, err)
+	}
+	sa := &unix.SockaddrLinklayer{Protocol: htons(EtherType), Ifindex: ifi.Index}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("open DIST on %s: bind: %w", ifname, err)
+	}
+	mreq := &unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_MULTICAST, Alen: 6}
+	copy(mreq.Address[:], GroupMAC)
+	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, mreq); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("open DIST on %s: join %s: %w", ifname, GroupMAC, err)
+	}
+	return &Conn{fd: fd, ifname: ifname, mac: ifi.HardwareAddr, keys: keys, counters: map[string]uint64{}}, nil
+}
+
+// MAC is the interface's hardware address, the source of frames sent.
+func (c *Conn) MAC() net.HardwareAddr { return c.mac }
+
+// Send transmits one sealed frame.
+func (c *Conn) Send(frame []byte) error {
+	if err := unix.Send(c.fd, frame, 0); err != nil {
+		return fmt.Errorf("send DIST on %s: %w", c.ifname, err)
+	}
+	c.count("sent")
+	return nil
+}
+
+// Recv waits up to timeout for the next acceptable frame. Refused frames
+// are counted and skipped.
+func (c *Conn) Recv(timeout time.Duration) (*Frame, error) {
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, MaxFrameLen+1)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, ErrTimeout
+		}
+		tv := unix.NsecToTimeval(left.Nanoseconds())
+		if err := unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return nil, fmt.Errorf("recv DIST on %s: %w", c.ifname, err)
+		}
+		n, from, err := unix.Recvfrom(c.fd, buf, 0)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("recv DIST on %s: %w", c.ifname, err)
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		f, err := c.accept(buf[:n])
+		if err != nil {
+			c.count(Reason(err))
+			continue
+		}
+		c.count("accepted")
+		return f, nil
+	}
+}
+
+func (c *Conn) accept(b []byte) (*Frame, error) {
+	f, err := Unmarshal(b, c.keys)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.guard.Check(f.Header); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (c *Conn) count(what string) {
+	c.mu.Lock()
+	c.counters[what]++
+	c.mu.Unlock()
+}
+
+// Counters returns how many frames were sent, accepted, and refused by
+// reason; every reason is present, zero or not.
+func (c *Conn) Counters() map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]uint64{"sent": c.counters["sent"], "accepted": c.counters["accepted"]}
+	for _, r := range append(Reasons(), "other") {
+		out[r] = c.counters[r]
+	}
+	return out
+}
+
+// Close releases the socket.
+func (c *Conn) Close() error { return unix.Close(c.fd) }
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }

@@ -1,0 +1,223 @@
+// Package dist implements DIST, msr's internal control protocol: layer-2
+// frames with EtherType 0x88B5 exchanged on the interconnect between load
+// balancers, back-end routers and the virtual control plane.
+//
+// Every frame carries a 32-byte header (version, type, key id, sender id,
+// sender epoch, sequence number), a typed body and an HMAC-SHA256 trailer
+// computed over the Ethernet header, the DIST header and the body with a
+// per-deployment key. A receiver authenticates a frame before it decodes
+// the body, then checks (sender, epoch, seq) against a ReplayGuard. The byte
+// layout is specified in docs/dist.md; testdata/vectors.json holds golden
+// frames that another implementation can check itself against.
+package dist
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Wire constants. docs/dist.md is the normative description of each.
+const (
+	// EtherType is IEEE 802's "Local Experimental EtherType 1": never routed,
+	// never used by a public protocol.
+	EtherType = 0x88B5
+	// Version is the only protocol version this package speaks.
+	Version = 1
+
+	EthHeaderLen = 14
+	HeaderLen    = 32
+	MACLen       = sha256.Size
+	// MaxFrameLen is an untagged Ethernet frame of a 1500-byte MTU,
+	// without FCS: DIST never relies on jumbo frames.
+	MaxFrameLen = EthHeaderLen + 1500
+	MaxBodyLen  = MaxFrameLen - EthHeaderLen - HeaderLen - MACLen
+	MinFrameLen = EthHeaderLen + HeaderLen + MACLen
+)
+
+// GroupMAC is the destination of frames meant for every element of the
+// interconnect (hellos, announcements). It is a locally administered
+// multicast address, which a Linux bridge floods like any unknown group;
+// the 01:80:c2:00:00:0x range would be eaten by the bridge itself.
+var GroupMAC = net.HardwareAddr{0x03, 0x6d, 0x73, 0x72, 0x00, 0x01}
+
+// Errors returned by Unmarshal and ReplayGuard.Check, one per reason a
+// received frame is refused. Reason maps them to counter labels.
+var (
+	ErrTruncated  = errors.New("frame shorter than a DIST header and trailer")
+	ErrOversized  = errors.New("frame longer than the 1514-byte maximum")
+	ErrEtherType  = errors.New("not a DIST EtherType")
+	ErrVersion    = errors.New("unsupported DIST version")
+	ErrLength     = errors.New("body length does not match the frame length")
+	ErrUnknownKey = errors.New("unknown key id")
+	ErrAuth       = errors.New("HMAC does not match")
+	ErrType       = errors.New("unknown message type")
+	ErrMalformed  = errors.New("malformed message body")
+	ErrReplay     = errors.New("replayed or stale sequence number")
+)
+
+// Reason returns the counter label of a receive error: "truncated",
+// "auth", "replay", ... or "other" for an error this package did not make.
+func Reason(err error) string {
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.label
+		}
+	}
+	return "other"
+}
+
+var reasons = []struct {
+	err   error
+	label string
+}{
+	{ErrTruncated, "truncated"}, {ErrOversized, "oversized"},
+	{ErrEtherType, "ethertype"}, {ErrVersion, "version"},
+	{ErrLength, "length"}, {ErrUnknownKey, "unknown_key"},
+	{ErrAuth, "auth"}, {ErrType, "type"},
+	{ErrMalformed, "malformed"}, {ErrReplay, "replay"},
+}
+
+// Reasons lists every label Reason can return except "other", in a fixed
+// order, so that counters can be printed with zeros.
+func Reasons() []string {
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = r.label
+	}
+	return out
+}
+
+// Header is the fixed part of every DIST frame after the Ethernet header.
+type Header struct {
+	Type   MsgType `json:"type"`
+	KeyID  uint8   `json:"key_id"`
+	Sender uint64  `json:"sender"`
+	// Epoch identifies one run of the sender (it picks a larger one each
+	// time it starts); Seq counts its frames within that run.
+	Epoch uint64 `json:"epoch"`
+	Seq   uint64 `json:"seq"`
+}
+
+// Frame is one decoded DIST frame.
+type Frame struct {
+	Dst    net.HardwareAddr `json:"dst"`
+	Src    net.HardwareAddr `json:"src"`
+	Header Header           `json:"header"`
+	Msg    Message          `json:"-"`
+}
+
+// Key is a per-deployment HMAC key with the id that names it on the wire,
+// so keys can be rolled over: a receiver holds the old and the new one.
+type Key struct {
+	ID     uint8
+	Secret []byte
+}
+
+// Keyring is the set of keys a receiver accepts, by id.
+type Keyring map[uint8][]byte
+
+// MinKeyLen is the shortest secret accepted: RFC 2104 §3 advises keys no
+// shorter than the hash output.
+const MinKeyLen = 32
+
+// Validate refuses a key too short to be a secret.
+func (k Key) Validate() error {
+	if len(k.Secret) < MinKeyLen {
+		return fmt.Errorf("DIST key %d is %d bytes; use at least %d random bytes", k.ID, len(k.Secret), MinKeyLen)
+	}
+	return nil
+}
+
+// Marshal encodes f with its message and seals it with key. The frame's
+// Header.Type and Header.KeyID are taken from the message and the key.
+func Marshal(f *Frame, key Key) ([]byte, error) {
+	if len(f.Dst) != 6 || len(f.Src) != 6 {
+		return nil, fmt.Errorf("marshal DIST frame: MAC addresses must be 6 bytes")
+	}
+	body, err := f.Msg.appendBody(nil)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s: %w", f.Msg.Type(), err)
+	}
+	if len(body) > MaxBodyLen {
+		return nil, fmt.Errorf("marshal %s: body of %d bytes exceeds %d", f.Msg.Type(), len(body), MaxBodyLen)
+	}
+	b := make([]byte, EthHeaderLen+HeaderLen, MinFrameLen+len(body))
+	copy(b[0:6], f.Dst)
+	copy(b[6:12], f.Src)
+	binary.BigEndian.PutUint16(b[12:14], EtherType)
+	h := b[EthHeaderLen:]
+	h[0] = Version
+	h[1] = uint8(f.Msg.Type())
+	h[2] = key.ID
+	binary.BigEndian.PutUint16(h[4:6], uint16(len(body)))
+	binary.BigEndian.PutUint64(h[8:16], f.Header.Sender)
+	binary.BigEndian.PutUint64(h[16:24], f.Header.Epoch)
+	binary.BigEndian.PutUint64(h[24:32], f.Header.Seq)
+	b = append(b, body...)
+	return append(b, seal(key.Secret, b)...), nil
+}
+
+func seal(secret, b []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(b)
+	return m.Sum(nil)
+}
+
+// Unmarshal checks and decodes one received frame: size, EtherType,
+// version, length, then the HMAC with the key its header names, and only
+// then the body. It does not check for replay: that needs the receiver's
+// state (ReplayGuard).
+func Unmarshal(b []byte, keys Keyring) (*Frame, error) {
+	switch {
+	case len(b) < MinFrameLen:
+		return nil, ErrTruncated
+	case len(b) > MaxFrameLen:
+		return nil, ErrOversized
+	case binary.BigEndian.Uint16(b[12:14]) != EtherType:
+		return nil, ErrEtherType
+	}
+	h := b[EthHeaderLen : EthHeaderLen+HeaderLen]
+	if h[0] != Version {
+		return nil, fmt.Errorf("%w %d", ErrVersion, h[0])
+	}
+	bodyLen := int(binary.BigEndian.Uint16(h[4:6]))
+	if len(b) != MinFrameLen+bodyLen {
+		return nil, fmt.Errorf("%w: header says %d body bytes, frame has %d", ErrLength, bodyLen, len(b)-MinFrameLen)
+	}
+	secret, ok := keys[h[2]]
+	if !ok {
+		return nil, fmt.Errorf("%w %d", ErrUnknownKey, h[2])
+	}
+	sealed := len(b) - MACLen
+	if !hmac.Equal(seal(secret, b[:sealed]), b[sealed:]) {
+		return nil, ErrAuth
+	}
+	// Reserved fields are covered by the HMAC, but a sender that set them
+	// speaks a protocol we do not: refuse rather than guess.
+	if h[3] != 0 || h[6] != 0 || h[7] != 0 {
+		return nil, fmt.Errorf("%w: reserved header bits set", ErrMalformed)
+	}
+	msg, err := newMessage(MsgType(h[1]))
+	if err != nil {
+		return nil, err
+	}
+	if err := msg.decodeBody(b[EthHeaderLen+HeaderLen : sealed]); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, msg.Type(), err)
+	}
+	return &Frame{
+		Dst: net.HardwareAddr(append([]byte(nil), b[0:6]...)),
+		Src: net.HardwareAddr(append([]byte(nil), b[6:12]...)),
+		Header: Header{
+			Type:   MsgType(h[1]),
+			KeyID:  h[2],
+			Sender: binary.BigEndian.Uint64(h[8:16]),
+			Epoch:  binary.BigEndian.Uint64(h[16:24]),
+			Seq:    binary.BigEndian.Uint64(h[24:32]),
+		},
+		Msg: msg,
+	}, nil
+}

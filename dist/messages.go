@@ -1,0 +1,556 @@
+package dist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// MsgType is the DIST message type, byte 1 of the header.
+type MsgType uint8
+
+// Message types. docs/dist.md gives each body's layout.
+const (
+	TypeHello       MsgType = 1
+	TypePortConfig  MsgType = 2
+	TypeTableUpdate MsgType = 3
+	TypeVCPAnnounce MsgType = 4
+)
+
+func (t MsgType) String() string {
+	switch t {
+	case TypeHello:
+		return "HELLO"
+	case TypePortConfig:
+		return "PORT_CONFIG"
+	case TypeTableUpdate:
+		return "TABLE_UPDATE"
+	case TypeVCPAnnounce:
+		return "VCP_ANNOUNCE"
+	}
+	return fmt.Sprintf("TYPE_%d", uint8(t))
+}
+
+// Message is the body of a DIST frame.
+type Message interface {
+	Type() MsgType
+	appendBody(b []byte) ([]byte, error)
+	decodeBody(b []byte) error
+}
+
+func newMessage(t MsgType) (Message, error) {
+	switch t {
+	case TypeHello:
+		return new(Hello), nil
+	case TypePortConfig:
+		return new(PortConfig), nil
+	case TypeTableUpdate:
+		return new(TableUpdate), nil
+	case TypeVCPAnnounce:
+		return new(VCPAnnounce), nil
+	}
+	return nil, fmt.Errorf("%w %d", ErrType, uint8(t))
+}
+
+// Role is what an element is.
+type Role uint8
+
+const (
+	RoleLB     Role = 1
+	RoleRouter Role = 2
+	RoleVCP    Role = 3
+)
+
+// PortRole says which side of the router a port faces.
+type PortRole uint8
+
+const (
+	PortUnknown  PortRole = 0
+	PortExternal PortRole = 1
+	PortInternal PortRole = 2
+)
+
+// Port flags.
+const (
+	PortFlagUp              = 1 << 0
+	PortFlagDefaultInternal = 1 << 1
+	portFlagsKnown          = PortFlagUp | PortFlagDefaultInternal
+)
+
+// Limits of the message bodies.
+const (
+	NameLen          = 16
+	MaxPorts         = 16
+	MaxTableEntries  = 112
+	helloFixedLen    = 32
+	helloPortLen     = 64
+	portConfigHdrLen = 16
+	portConfigLen    = 24
+	tableHdrLen      = 16
+	tableEntryLen    = 12
+	announceLen      = 16
+)
+
+// PortStatus is one port as an element reports it in its HELLO.
+type PortStatus struct {
+	Index     uint8            `json:"index"`
+	Role      PortRole         `json:"role"`
+	VLAN      uint16           `json:"vlan"`
+	MAC       net.HardwareAddr `json:"mac"`
+	Prefix    netip.Prefix     `json:"prefix"`
+	Flags     uint8            `json:"flags"`
+	SpeedMbps uint32           `json:"speed_mbps"`
+	MTU       uint16           `json:"mtu"`
+	RxPackets uint64           `json:"rx_packets"`
+	RxBytes   uint64           `json:"rx_bytes"`
+	TxPackets uint64           `json:"tx_packets"`
+	TxBytes   uint64           `json:"tx_bytes"`
+	RxDropped uint64           `json:"rx_dropped"`
+}
+
+// Hello is sent by every element to GroupMAC every hello interval; it is
+// how elements are discovered and how the VCP learns their ports and load.
+type Hello struct {
+	Role            Role   `json:"role"`
+	Flags           uint8  `json:"flags"`
+	HelloIntervalMs uint16 `json:"hello_interval_ms"`
+	HoldMultiplier  uint8  `json:"hold_multiplier"`
+	// Capacity is the element's forwarding capacity in Mbit/s, the basis of
+	// its balancing weight.
+	Capacity uint32 `json:"capacity"`
+	// TableGeneration is the generation of the balancing table an LB has
+	// installed (0 for other roles), so the VCP can reconcile.
+	TableGeneration uint32       `json:"table_generation"`
+	Name            string       `json:"name"`
+	Ports           []PortStatus `json:"ports"`
+}
+
+// HelloFlagDraining marks a back-end that asks to receive no new flows.
+const HelloFlagDraining = 1 << 0
+
+func (*Hello) Type() MsgType { return TypeHello }
+
+func (m *Hello) appendBody(b []byte) ([]byte, error) {
+	if err := validRole(m.Role); err != nil {
+		return nil, err
+	}
+	if len(m.Ports) > MaxPorts {
+		return nil, fmt.Errorf("%d ports, at most %d", len(m.Ports), MaxPorts)
+	}
+	name, err := encodeName(m.Name)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, uint8(m.Role), m.Flags)
+	b = binary.BigEndian.AppendUint16(b, m.HelloIntervalMs)
+	b = append(b, m.HoldMultiplier, uint8(len(m.Ports)), 0, 0)
+	b = binary.BigEndian.AppendUint32(b, m.Capacity)
+	b = binary.BigEndian.AppendUint32(b, m.TableGeneration)
+	b = append(b, name...)
+	for _, p := range m.Ports {
+		if b, err = p.append(b); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (p *PortStatus) append(b []byte) ([]byte, error) {
+	addr, bits, err := encodePrefix(p.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.MAC) != 6 || p.Role > PortInternal || p.Flags&^portFlagsKnown != 0 {
+		return nil, fmt.Errorf("port %d: bad MAC, role or flags", p.Index)
+	}
+	b = append(b, p.Index, uint8(p.Role))
+	b = binary.BigEndian.AppendUint16(b, p.VLAN)
+	b = append(b, p.MAC...)
+	b = append(b, bits, p.Flags)
+	b = append(b, addr[:]...)
+	b = binary.BigEndian.AppendUint32(b, p.SpeedMbps)
+	b = binary.BigEndian.AppendUint16(b, p.MTU)
+	b = append(b, 0, 0)
+	for _, v := range []uint64{p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.RxDropped} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b, nil
+}
+
+func (m *Hello) decodeBody(b []byte) error {
+	if len(b) < helloFixedLen {
+		return errShort
+	}
+	n := int(b[5])
+	if n > MaxPorts || len(b) != helloFixedLen+n*helloPortLen {
+		return fmt.Errorf("%d ports in %d bytes", n, len(b))
+	}
+	if b[6] != 0 || b[7] != 0 {
+		return errReserved
+	}
+	name, err := decodeName(b[16:32])
+	if err != nil {
+		return err
+	}
+	*m = Hello{
+		Role: Role(b[0]), Flags: b[1],
+		HelloIntervalMs: binary.BigEndian.Uint16(b[2:4]),
+		HoldMultiplier:  b[4],
+		Capacity:        binary.BigEndian.Uint32(b[8:12]),
+		TableGeneration: binary.BigEndian.Uint32(b[12:16]),
+		Name:            name,
+	}
+	if n > 0 {
+		m.Ports = make([]PortStatus, n)
+	}
+	if err := validRole(m.Role); err != nil {
+		return err
+	}
+	if m.Flags&^HelloFlagDraining != 0 {
+		return errReserved
+	}
+	for i := range m.Ports {
+		if err := m.Ports[i].decode(b[helloFixedLen+i*helloPortLen:][:helloPortLen]); err != nil {
+			return fmt.Errorf("port %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (p *PortStatus) decode(b []byte) error {
+	prefix, err := decodePrefix(b[12:16], b[10])
+	if err != nil {
+		return err
+	}
+	if b[1] > uint8(PortInternal) || b[11]&^portFlagsKnown != 0 || b[22] != 0 || b[23] != 0 {
+		return errReserved
+	}
+	c := func(off int) uint64 { return binary.BigEndian.Uint64(b[off : off+8]) }
+	*p = PortStatus{
+		Index: b[0], Role: PortRole(b[1]),
+		VLAN:      binary.BigEndian.Uint16(b[2:4]),
+		MAC:       net.HardwareAddr(append([]byte(nil), b[4:10]...)),
+		Prefix:    prefix,
+		Flags:     b[11],
+		SpeedMbps: binary.BigEndian.Uint32(b[16:20]),
+		MTU:       binary.BigEndian.Uint16(b[20:22]),
+		RxPackets: c(24), RxBytes: c(32), TxPackets: c(40), TxBytes: c(48), RxDropped: c(56),
+	}
+	return validVLAN(p.VLAN)
+}
+
+// PortSetting is one port's configuration pushed by the VCP. The port is
+// named by its MAC; Index is the LB's own index for it.
+type PortSetting struct {
+	Index  uint8            `json:"index"`
+	Role   PortRole         `json:"role"`
+	VLAN   uint16           `json:"vlan"`
+	MAC    net.HardwareAddr `json:"mac"`
+	Prefix netip.Prefix     `json:"prefix"`
+	Flags  uint8            `json:"flags"`
+	MTU    uint16           `json:"mtu"`
+}
+
+// PortConfig is sent by the VCP to one LB (Target) to set its ports' roles,
+// VLAN ids and addresses.
+type PortConfig struct {
+	Target uint64        `json:"target"`
+	Ports  []PortSetting `json:"ports"`
+}
+
+func (*PortConfig) Type() MsgType { return TypePortConfig }
+
+func (m *PortConfig) appendBody(b []byte) ([]byte, error) {
+	if len(m.Ports) > MaxPorts {
+		return nil, fmt.Errorf("%d ports, at most %d", len(m.Ports), MaxPorts)
+	}
+	b = binary.BigEndian.AppendUint64(b, m.Target)
+	b = append(b, uint8(len(m.Ports)), 0, 0, 0, 0, 0, 0, 0)
+	for _, p := range m.Ports {
+		addr, bits, err := encodePrefix(p.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		if len(p.MAC) != 6 || p.Role > PortInternal || p.Flags&^portFlagsKnown != 0 || validVLAN(p.VLAN) != nil {
+			return nil, fmt.Errorf("port %d: bad MAC, role, flags or VLAN", p.Index)
+		}
+		b = append(b, p.Index, uint8(p.Role))
+		b = binary.BigEndian.AppendUint16(b, p.VLAN)
+		b = append(b, p.MAC...)
+		b = append(b, bits, p.Flags)
+		b = append(b, addr[:]...)
+		b = binary.BigEndian.AppendUint16(b, p.MTU)
+		b = append(b, 0, 0, 0, 0, 0, 0)
+	}
+	return b, nil
+}
+
+func (m *PortConfig) decodeBody(b []byte) error {
+	if len(b) < portConfigHdrLen {
+		return errShort
+	}
+	n := int(b[8])
+	if n > MaxPorts || len(b) != portConfigHdrLen+n*portConfigLen {
+		return fmt.Errorf("%d ports in %d bytes", n, len(b))
+	}
+	if !allZero(b[9:16]) {
+		return errReserved
+	}
+	*m = PortConfig{Target: binary.BigEndian.Uint64(b[0:8])}
+	if n > 0 {
+		m.Ports = make([]PortSetting, n)
+	}
+	for i := range m.Ports {
+		e := b[portConfigHdrLen+i*portConfigLen:][:portConfigLen]
+		prefix, err := decodePrefix(e[12:16], e[10])
+		if err != nil {
+			return fmt.Errorf("port %d: %w", i, err)
+		}
+		if e[1] > uint8(PortInternal) || e[11]&^portFlagsKnown != 0 || !allZero(e[18:24]) {
+			return fmt.Errorf("port %d: %w", i, errReserved)
+		}
+		m.Ports[i] = PortSetting{
+			Index: e[0], Role: PortRole(e[1]),
+			VLAN:   binary.BigEndian.Uint16(e[2:4]),
+			MAC:    net.HardwareAddr(append([]byte(nil), e[4:10]...)),
+			Prefix: prefix, Flags: e[11],
+			MTU: binary.BigEndian.Uint16(e[16:18]),
+		}
+		if err := validVLAN(m.Ports[i].VLAN); err != nil {
+			return fmt.Errorf("port %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// BalanceMode is how an LB spreads data packets over back-ends.
+type BalanceMode uint8
+
+const (
+	ModeWRR    BalanceMode = 1
+	ModeHash   BalanceMode = 2
+	ModeMaglev BalanceMode = 3
+)
+
+// Table update flags.
+const (
+	// TableFlush starts a new table: entries of earlier frames of any
+	// generation are discarded.
+	TableFlush = 1 << 0
+	// TableLast ends a table: the LB builds it and swaps it in atomically.
+	TableLast = 1 << 1
+)
+
+// TableEntry is one back-end in a balancing table.
+type TableEntry struct {
+	MAC    net.HardwareAddr `json:"mac"`
+	Port   uint8            `json:"port"`
+	Weight uint16           `json:"weight"`
+}
+
+// TableUpdate is sent by the VCP to one LB. A table too big for one frame
+// spans several of the same Generation: the first with TableFlush, the
+// last with TableLast.
+type TableUpdate struct {
+	Target     uint64       `json:"target"`
+	Generation uint32       `json:"generation"`
+	Flags      uint8        `json:"flags"`
+	Mode       BalanceMode  `json:"mode"`
+	Entries    []TableEntry `json:"entries"`
+}
+
+func (*TableUpdate) Type() MsgType { return TypeTableUpdate }
+
+func (m *TableUpdate) appendBody(b []byte) ([]byte, error) {
+	if len(m.Entries) > MaxTableEntries {
+		return nil, fmt.Errorf("%d entries, at most %d per frame", len(m.Entries), MaxTableEntries)
+	}
+	if m.Mode < ModeWRR || m.Mode > ModeMaglev || m.Flags&^(TableFlush|TableLast) != 0 {
+		return nil, errors.New("bad mode or flags")
+	}
+	b = binary.BigEndian.AppendUint64(b, m.Target)
+	b = binary.BigEndian.AppendUint32(b, m.Generation)
+	b = append(b, m.Flags, uint8(m.Mode))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Entries)))
+	for _, e := range m.Entries {
+		if len(e.MAC) != 6 {
+			return nil, errors.New("entry MAC must be 6 bytes")
+		}
+		b = append(b, e.MAC...)
+		b = append(b, e.Port, 0)
+		b = binary.BigEndian.AppendUint16(b, e.Weight)
+		b = append(b, 0, 0)
+	}
+	return b, nil
+}
+
+func (m *TableUpdate) decodeBody(b []byte) error {
+	if len(b) < tableHdrLen {
+		return errShort
+	}
+	n := int(binary.BigEndian.Uint16(b[14:16]))
+	if n > MaxTableEntries || len(b) != tableHdrLen+n*tableEntryLen {
+		return fmt.Errorf("%d entries in %d bytes", n, len(b))
+	}
+	*m = TableUpdate{
+		Target:     binary.BigEndian.Uint64(b[0:8]),
+		Generation: binary.BigEndian.Uint32(b[8:12]),
+		Flags:      b[12], Mode: BalanceMode(b[13]),
+	}
+	if n > 0 {
+		m.Entries = make([]TableEntry, n)
+	}
+	if m.Mode < ModeWRR || m.Mode > ModeMaglev || m.Flags&^(TableFlush|TableLast) != 0 {
+		return errReserved
+	}
+	for i := range m.Entries {
+		e := b[tableHdrLen+i*tableEntryLen:][:tableEntryLen]
+		if e[7] != 0 || e[10] != 0 || e[11] != 0 {
+			return fmt.Errorf("entry %d: %w", i, errReserved)
+		}
+		m.Entries[i] = TableEntry{
+			MAC:    net.HardwareAddr(append([]byte(nil), e[0:6]...)),
+			Port:   e[6],
+			Weight: binary.BigEndian.Uint16(e[8:10]),
+		}
+	}
+	return nil
+}
+
+// VCP states carried in VCPAnnounce.
+const (
+	VCPActive  uint8 = 1
+	VCPStandby uint8 = 2
+)
+
+// VCPAnnounce is sent by each VCP to GroupMAC every hello interval: elements
+// learn the active VCP's MAC (the frame's source) and its management API.
+// Which VCP is active is decided by VRRP (keepalived), not by DIST.
+type VCPAnnounce struct {
+	State           uint8      `json:"state"`
+	Priority        uint8      `json:"priority"`
+	HelloIntervalMs uint16     `json:"hello_interval_ms"`
+	APIAddr         netip.Addr `json:"api_addr"`
+	APIPort         uint16     `json:"api_port"`
+	// TableGeneration is the latest table generation the VCP has computed.
+	TableGeneration uint32 `json:"table_generation"`
+}
+
+func (*VCPAnnounce) Type() MsgType { return TypeVCPAnnounce }
+
+func (m *VCPAnnounce) appendBody(b []byte) ([]byte, error) {
+	if m.State != VCPActive && m.State != VCPStandby {
+		return nil, errors.New("bad VCP state")
+	}
+	if !m.APIAddr.Is4() {
+		return nil, errors.New("API address must be IPv4")
+	}
+	a := m.APIAddr.As4()
+	b = append(b, m.State, m.Priority)
+	b = binary.BigEndian.AppendUint16(b, m.HelloIntervalMs)
+	b = append(b, a[:]...)
+	b = binary.BigEndian.AppendUint16(b, m.APIPort)
+	b = append(b, 0, 0)
+	return binary.BigEndian.AppendUint32(b, m.TableGeneration), nil
+}
+
+func (m *VCPAnnounce) decodeBody(b []byte) error {
+	if len(b) != announceLen {
+		return fmt.Errorf("%d bytes, want %d", len(b), announceLen)
+	}
+	if (b[0] != VCPActive && b[0] != VCPStandby) || b[10] != 0 || b[11] != 0 {
+		return errReserved
+	}
+	*m = VCPAnnounce{
+		State: b[0], Priority: b[1],
+		HelloIntervalMs: binary.BigEndian.Uint16(b[2:4]),
+		APIAddr:         netip.AddrFrom4([4]byte(b[4:8])),
+		APIPort:         binary.BigEndian.Uint16(b[8:10]),
+		TableGeneration: binary.BigEndian.Uint32(b[12:16]),
+	}
+	return nil
+}
+
+var (
+	errShort    = errors.New("body too short")
+	errReserved = errors.New("reserved or unknown value set")
+)
+
+func validRole(r Role) error {
+	if r < RoleLB || r > RoleVCP {
+		return fmt.Errorf("unknown role %d", r)
+	}
+	return nil
+}
+
+// validVLAN accepts 0 (untagged) and the 802.1Q ids 1-4094.
+func validVLAN(v uint16) error {
+	if v > 4094 {
+		return fmt.Errorf("VLAN id %d out of range", v)
+	}
+	return nil
+}
+
+// encodePrefix returns an IPv4 prefix's address and length; the zero
+// Prefix (no address) encodes as 0.0.0.0/0.
+func encodePrefix(p netip.Prefix) ([4]byte, uint8, error) {
+	if !p.IsValid() {
+		return [4]byte{}, 0, nil
+	}
+	if !p.Addr().Is4() {
+		return [4]byte{}, 0, fmt.Errorf("prefix %s is not IPv4", p)
+	}
+	return p.Addr().As4(), uint8(p.Bits()), nil
+}
+
+func decodePrefix(addr []byte, bits uint8) (netip.Prefix, error) {
+	a := netip.AddrFrom4([4]byte(addr))
+	if bits > 32 {
+		return netip.Prefix{}, fmt.Errorf("prefix length %d", bits)
+	}
+	if bits == 0 && a.IsUnspecified() {
+		return netip.Prefix{}, nil
+	}
+	return netip.PrefixFrom(a, int(bits)), nil
+}
+
+// encodeName pads an element name with NULs to NameLen bytes.
+func encodeName(s string) ([]byte, error) {
+	if len(s) > NameLen {
+		return nil, fmt.Errorf("name %q longer than %d bytes", s, NameLen)
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c > '~' {
+			return nil, fmt.Errorf("name %q: only printable ASCII without spaces", s)
+		}
+	}
+	b := make([]byte, NameLen)
+	copy(b, s)
+	return b, nil
+}
+
+func decodeName(b []byte) (string, error) {
+	n := 0
+	for n < len(b) && b[n] != 0 {
+		n++
+	}
+	if !allZero(b[n:]) {
+		return "", errors.New("name: bytes after NUL")
+	}
+	s := string(b[:n])
+	if _, err := encodeName(s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

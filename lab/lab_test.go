@@ -1,0 +1,174 @@
+package lab
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// upTest builds a lab from text and removes it when the test ends, even if
+// it fails.
+func upTest(t *testing.T, text string) *State {
+	t.Helper()
+	s, err := Load("test.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Up(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Down(s.Name) })
+	return st
+}
+
+func twoHosts(name string) string {
+	return "name: " + name + `
+hosts:
+  h1:
+    interfaces:
+      eth0: {addresses: [10.9.0.1/24], mtu: 9000}
+    processes:
+      - {name: sleeper, command: [sleep, "600"]}
+  h2:
+    interfaces:
+      eth0: {addresses: [10.9.0.2/24], mac: "02:00:00:00:09:02", vlan_offload: off, gro: on, threaded: on}
+    sysctls: {net.ipv4.ip_forward: "1"}
+switches:
+  sw1:
+    interfaces:
+      p2: {vlan_offload: off}
+links:
+  - ends: [h1:eth0, sw1:p1]
+  - ends: [h2:eth0, sw1:p2]
+`
+}
+
+func TestUpExecStatusDown(t *testing.T) {
+	const name = "t-up"
+	st := upTest(t, twoHosts(name))
+
+	var out bytes.Buffer
+	code, err := Exec(name, "h1", []string{"ping", "-c", "1", "-W", "2", "10.9.0.2"}, nil, &out, &out)
+	if err != nil || code != 0 {
+		t.Fatalf("ping across the switch: code %d, %v\n%s", code, err, out.String())
+	}
+	if code, err := Exec(name, "h1", []string{"sh", "-c", "exit 7"}, nil, nil, nil); err != nil || code != 7 {
+		t.Errorf("exit status = %d, %v; want 7", code, err)
+	}
+	out.Reset()
+	if _, err := Exec(name, "h2", []string{"cat", "/proc/sys/net/ipv4/ip_forward", "/sys/class/net/eth0/mtu"}, nil, &out, &out); err != nil || !strings.HasPrefix(out.String(), "1\n") {
+		t.Errorf("sysctl in h2: %q, %v", out.String(), err)
+	}
+	if _, err := Exec(name, "h9", []string{"true"}, nil, nil, nil); err == nil {
+		t.Error("exec on a host that does not exist succeeded")
+	}
+
+	status, err := GetStatus(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifaces := map[string]IfaceStatus{}
+	for _, n := range status.Nodes {
+		if !n.Present {
+			t.Errorf("node %s missing", n.Name)
+		}
+		for _, i := range n.Interfaces {
+			ifaces[n.Name+":"+i.Name] = i
+		}
+	}
+	if i := ifaces["h2:eth0"]; i.MAC != "02:00:00:00:09:02" || len(i.Addresses) != 1 || i.Addresses[0] != "10.9.0.2/24" || i.State != "UP" {
+		t.Errorf("h2:eth0 = %+v", i)
+	}
+	if i := ifaces["h1:eth0"]; i.MTU != 9000 {
+		t.Errorf("h1:eth0 MTU = %d, want 9000", i.MTU)
+	}
+	if i := ifaces["sw1:p1"]; i.Master != "sw1" {
+		t.Errorf("sw1:p1 not in the bridge: %+v", i)
+	}
+	if len(status.Processes) != 1 || !status.Processes[0].Running {
+		t.Fatalf("processes = %+v, want sleeper running", status.Processes)
+	}
+	if threaded := output(t, "ip", "netns", "exec", Namespace(name, "h2"), "cat", "/sys/class/net/eth0/threaded"); strings.TrimSpace(threaded) != "1" {
+		t.Errorf("h2:eth0 threaded = %q, want 1", threaded)
+	}
+	offload := output(t, "nsenter", "--net=/var/run/netns/"+Namespace(name, "h2"), "ethtool", "-k", "eth0")
+	if !strings.Contains(offload, "rx-vlan-offload: off") || !strings.Contains(offload, "tx-vlan-offload: off") {
+		t.Errorf("vlan offload still on:\n%s", offload)
+	}
+
+	pid := st.Processes[0].PID
+	if err := Down(name); err != nil {
+		t.Fatal(err)
+	}
+	if nss, _ := namespacesOf(name); len(nss) != 0 {
+		t.Errorf("namespaces left: %v", nss)
+	}
+	if _, err := os.Stat(filepath.Join(RunDir, name)); err == nil {
+		t.Error("run directory left")
+	}
+	if (&ProcState{PID: pid, StartTime: st.Processes[0].StartTime}).Running() {
+		t.Error("process still running after down")
+	}
+	if err := Down(name); !errors.Is(err, ErrNotUp) {
+		t.Errorf("second down: %v, want ErrNotUp", err)
+	}
+}
+
+func TestLabsCoexist(t *testing.T) {
+	upTest(t, twoHosts("t-a"))
+	s, _ := Load("t.yaml", []byte(strings.Replace(twoHosts("t-a-h1"), "10.9.0.", "10.8.0.", -1)))
+	if _, err := Up(s); err != nil {
+		t.Fatal(err)
+	}
+	defer Down("t-a-h1")
+	if _, err := Up(s); !errors.Is(err, ErrAlreadyUp) {
+		t.Errorf("bringing a lab up twice: %v, want ErrAlreadyUp", err)
+	}
+	if err := Down("t-a"); err != nil {
+		t.Fatal(err)
+	}
+	if nss, _ := namespacesOf("t-a-h1"); len(nss) != 3 {
+		t.Errorf("down t-a touched t-a-h1: namespaces %v", nss)
+	}
+	if code, err := Exec("t-a-h1", "h1", []string{"ping", "-c", "1", "-W", "2", "10.8.0.2"}, nil, nil, nil); err != nil || code != 0 {
+		t.Errorf("t-a-h1 broken after t-a went down: %d %v", code, err)
+	}
+}
+
+func TestUpRollsBack(t *testing.T) {
+	// Valid as a file, but the kernel refuses the route: its gateway is
+	// not on any connected network. Up must remove the namespaces it made.
+	text := strings.Replace(twoHosts("t-rollback"), "    sysctls:", "    routes: [{to: 192.0.2.0/24, via: 203.0.113.1}]\n    sysctls:", 1)
+	s, err := Load("t.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Up(s)
+	if err == nil {
+		Down(s.Name)
+		t.Fatal("Up succeeded with an unreachable gateway")
+	}
+	if !strings.Contains(err.Error(), "203.0.113.1") {
+		t.Errorf("error does not name the route: %v", err)
+	}
+	if nss, _ := namespacesOf(s.Name); len(nss) != 0 {
+		t.Errorf("namespaces left after a failed up: %v", nss)
+	}
+	if _, err := os.Stat(filepath.Join(RunDir, s.Name)); err == nil {
+		t.Error("run directory left after a failed up")
+	}
+}
+
+func output(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}

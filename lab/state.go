@@ -1,0 +1,230 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/msr-router/msr/internal/netns"
+)
+
+// State is what a lab that is up consists of, kept in RunDir/NAME/state.json.
+type State struct {
+	Name      string      `json:"name"`
+	Created   time.Time   `json:"created"`
+	Nodes     []NodeState `json:"nodes"`
+	Processes []ProcState `json:"processes"`
+}
+
+// NodeState is a host or switch and its namespace.
+type NodeState struct {
+	Name      string `json:"name"`
+	Role      string `json:"role"`
+	Namespace string `json:"namespace"`
+}
+
+// ProcState is a process a lab started. StartTime (from /proc/PID/stat)
+// tells the process from a later one that reused its pid.
+type ProcState struct {
+	Host      string   `json:"host"`
+	Name      string   `json:"name"`
+	Command   []string `json:"command"`
+	PID       int      `json:"pid"`
+	StartTime uint64   `json:"start_time"`
+	Log       string   `json:"log"`
+}
+
+// ErrNotUp is returned for a lab name that has no namespaces and no state.
+var ErrNotUp = errors.New("no such lab is up")
+
+func (st *State) save() error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(RunDir, st.Name, "state.json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("save lab state: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// ReadState returns the state of a lab that is up.
+func ReadState(name string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(RunDir, name, "state.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNotUp, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lab state: %w", err)
+	}
+	st := &State{}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("read lab state %s: %w", name, err)
+	}
+	return st, nil
+}
+
+// Labs lists the names of the labs that are up.
+func Labs() ([]string, error) {
+	entries, err := os.ReadDir(RunDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(RunDir, e.Name(), "state.json")); err == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// Only returns the name of the one lab that is up, or an error saying
+// there is none or several.
+func Only() (string, error) {
+	names, err := Labs()
+	if err != nil {
+		return "", err
+	}
+	switch len(names) {
+	case 0:
+		return "", fmt.Errorf("%w: start one with msr lab up FILE.yaml", ErrNotUp)
+	case 1:
+		return names[0], nil
+	}
+	return "", fmt.Errorf("%d labs are up (%s): name one with --lab", len(names), strings.Join(names, ", "))
+}
+
+// namespacesOf lists the namespaces of lab name. Node names cannot hold a
+// dot, so the prefix "msr.NAME." matches this lab's and no other's.
+func namespacesOf(name string) ([]string, error) {
+	entries, err := os.ReadDir(netns.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	prefix := Namespace(name, "")
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// Down stops every process in the lab's namespaces, deletes the
+// namespaces (and with them their veths and bridges), and removes the
+// run directory. It removes nothing that belongs to another lab.
+func Down(name string) error {
+	if !labNameRE.MatchString(name) {
+		return fmt.Errorf("%q is not a lab name", name)
+	}
+	nss, err := namespacesOf(name)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(RunDir, name)
+	if _, err := os.Stat(dir); len(nss) == 0 && err != nil {
+		return fmt.Errorf("%w: %s", ErrNotUp, name)
+	}
+	var errs []error
+	for _, ns := range nss {
+		killAll(ns)
+		if err := run("ip", "netns", "del", ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// killAll ends every process in a namespace: SIGTERM, then SIGKILL after
+// two seconds for those still there.
+func killAll(ns string) {
+	pids := nsPIDs(ns)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for len(pids) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		pids = nsPIDs(ns)
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for i := 0; i < 40 && len(nsPIDs(ns)) > 0; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// nsPIDs lists the processes whose network namespace is ns.
+func nsPIDs(ns string) []int {
+	out, err := exec.Command("ip", "netns", "pids", ns).Output()
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+			pids = append(pids, pid)
+		}
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+// procStartTime returns field 22 of /proc/PID/stat, the process's start
+// time in clock ticks since boot, or 0 if it is gone.
+func procStartTime(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
+
+// Running says whether the process is still the one the lab started.
+func (p *ProcState) Running() bool {
+	if err := syscall.Kill(p.PID, 0); err != nil {
+		return false
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
+		if f := strings.Fields(string(b[i+1:])); len(f) > 0 && f[0] == "Z" {
+			return false
+		}
+	}
+	return procStartTime(p.PID) == p.StartTime
+}
+
+func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }

@@ -1,0 +1,308 @@
+package lab
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/msr-router/msr/internal/netns"
+)
+
+// RunDir holds one directory per lab that is up: its state and its
+// processes' logs.
+var RunDir = "/run/msr/labs"
+
+// ErrAlreadyUp is returned by Up for a lab whose name is taken.
+var ErrAlreadyUp = errors.New("lab is already up")
+
+// Up builds the lab described by s. On failure it removes whatever it had
+// made and returns the error of the step that failed.
+func Up(s *Spec) (*State, error) {
+	if existing, _ := namespacesOf(s.Name); len(existing) > 0 {
+		return nil, fmt.Errorf("%w: %s (run: msr lab down %s)", ErrAlreadyUp, s.Name, s.Name)
+	}
+	if _, err := os.Stat(filepath.Join(RunDir, s.Name)); err == nil {
+		return nil, fmt.Errorf("%w: %s has a run directory %s (run: msr lab down %s)", ErrAlreadyUp, s.Name, filepath.Join(RunDir, s.Name), s.Name)
+	}
+	b := &builder{spec: s, st: &State{Name: s.Name, Created: time.Now().UTC()}}
+	if err := b.build(); err != nil {
+		if derr := Down(s.Name); derr != nil {
+			return nil, fmt.Errorf("%w (and rolling back failed: %v)", err, derr)
+		}
+		return nil, err
+	}
+	return b.st, nil
+}
+
+type builder struct {
+	spec *Spec
+	st   *State
+}
+
+func (b *builder) build() error {
+	dir := filepath.Join(RunDir, b.spec.Name)
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return fmt.Errorf("create run directory: %w", err)
+	}
+	steps := []func() error{b.namespaces, b.switches, b.links, b.interfaces, b.sysctls, b.addresses, b.routes, b.processes}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+		if err := b.st.save(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) ns(node string) string { return Namespace(b.spec.Name, node) }
+
+func (b *builder) namespaces() error {
+	for _, kind := range []struct {
+		names []string
+		role  string
+	}{{sortedKeys(b.spec.Switches), "switch"}, {sortedKeys(b.spec.Hosts), "host"}} {
+		for _, name := range kind.names {
+			ns := b.ns(name)
+			if err := run("ip", "netns", "add", ns); err != nil {
+				return err
+			}
+			b.st.Nodes = append(b.st.Nodes, NodeState{Name: name, Role: kind.role, Namespace: ns})
+			if err := run("ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// switches makes one bridge per switch. STP is off and forwarding starts at
+// once: a lab switch is one segment with no loops.
+func (b *builder) switches() error {
+	for _, name := range sortedKeys(b.spec.Switches) {
+		ns := b.ns(name)
+		if err := run("ip", "-n", ns, "link", "add", name, "type", "bridge",
+			"stp_state", "0", "forward_delay", "0", "mcast_snooping", "0"); err != nil {
+			return err
+		}
+		if err := run("ip", "-n", ns, "link", "set", name, "up"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) links() error {
+	for _, l := range b.spec.Links {
+		a, _ := ParseEndpoint(l.Ends[0])
+		z, _ := ParseEndpoint(l.Ends[1])
+		if err := run("ip", "link", "add", a.Iface, "netns", b.ns(a.Node), "type", "veth",
+			"peer", "name", z.Iface, "netns", b.ns(z.Node)); err != nil {
+			return fmt.Errorf("link %s -- %s: %w", l.Ends[0], l.Ends[1], err)
+		}
+		for _, e := range []Endpoint{a, z} {
+			if _, ok := b.spec.Switches[e.Node]; ok {
+				if err := run("ip", "-n", b.ns(e.Node), "link", "set", e.Iface, "master", e.Node); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// interfaces applies per-interface settings in two passes: addresses and
+// MTUs, then link up, on every end; then offloads and NAPI. Features come
+// last because veth recomputes its peer's XDP features (NDO_XMIT, which an
+// XDP_REDIRECT into the pair needs) only when GRO changes while both ends
+// are up.
+func (b *builder) interfaces() error {
+	for _, pass := range []func(Endpoint, *IfaceSpec) error{b.linkUp, b.features} {
+		for _, l := range b.spec.Links {
+			for _, end := range l.Ends {
+				e, _ := ParseEndpoint(end)
+				ifc := b.spec.iface(e)
+				if ifc == nil {
+					ifc = &IfaceSpec{}
+				}
+				if err := pass(e, ifc); err != nil {
+					return fmt.Errorf("interface %s: %w", end, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (b *builder) linkUp(e Endpoint, ifc *IfaceSpec) error {
+	ns := b.ns(e.Node)
+	if ifc.MAC != "" {
+		if err := run("ip", "-n", ns, "link", "set", e.Iface, "address", ifc.MAC); err != nil {
+			return err
+		}
+	}
+	if ifc.MTU != 0 {
+		if err := run("ip", "-n", ns, "link", "set", e.Iface, "mtu", fmt.Sprint(ifc.MTU)); err != nil {
+			return err
+		}
+	}
+	return run("ip", "-n", ns, "link", "set", e.Iface, "up")
+}
+
+func (b *builder) features(e Endpoint, ifc *IfaceSpec) error {
+	ns := b.ns(e.Node)
+	var features []string
+	for _, f := range []struct {
+		set   *bool
+		names []string
+	}{{ifc.VLANOffload, []string{"rxvlan", "txvlan"}}, {ifc.TxChecksum, []string{"tx"}}, {ifc.GRO, []string{"gro"}}} {
+		if f.set != nil {
+			for _, n := range f.names {
+				features = append(features, n, onOff(*f.set))
+			}
+		}
+	}
+	if len(features) > 0 {
+		if err := inNS(ns, append([]string{"ethtool", "-K", e.Iface}, features...)...); err != nil {
+			return err
+		}
+	}
+	if ifc.Threaded != nil {
+		// /sys/class/net shows the namespace sysfs was mounted in: `ip netns
+		// exec` remounts it, so the write lands on this namespace's device.
+		v := map[bool]string{true: "1", false: "0"}[*ifc.Threaded]
+		return run("ip", "netns", "exec", ns, "sh", "-c", fmt.Sprintf("echo %s > /sys/class/net/%s/threaded", v, e.Iface))
+	}
+	return nil
+}
+
+func (b *builder) sysctls() error {
+	for _, host := range sortedKeys(b.spec.Hosts) {
+		h := b.spec.Hosts[host]
+		for _, k := range sortedKeys(h.Sysctls) {
+			if err := SetSysctl(b.ns(host), k, h.Sysctls[k]); err != nil {
+				return fmt.Errorf("host %s: %w", host, err)
+			}
+		}
+	}
+	return nil
+}
+
+// SetSysctl writes a net.* sysctl of a namespace. /proc/sys/net resolves to
+// the namespace of the thread that opens it.
+func SetSysctl(ns, key, value string) error {
+	path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+	return netns.Do(ns, func() error {
+		if err := os.WriteFile(path, []byte(value), 0); err != nil {
+			return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
+		}
+		return nil
+	})
+}
+
+func (b *builder) addresses() error {
+	for _, host := range sortedKeys(b.spec.Hosts) {
+		h := b.spec.Hosts[host]
+		for _, ifname := range sortedKeys(h.Interfaces) {
+			for _, p := range h.Interfaces[ifname].Addresses {
+				if err := run("ip", "-n", b.ns(host), "addr", "add", p.String(), "dev", ifname); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (b *builder) routes() error {
+	for _, host := range sortedKeys(b.spec.Hosts) {
+		h := b.spec.Hosts[host]
+		for _, r := range h.Routes {
+			args := []string{"-n", b.ns(host), "route", "add", r.To}
+			if r.Via.IsValid() {
+				args = append(args, "via", r.Via.String())
+			}
+			if r.Dev != "" {
+				args = append(args, "dev", r.Dev)
+			}
+			if err := run("ip", args...); err != nil {
+				return fmt.Errorf("%s: %w", r.Pos, err)
+			}
+		}
+		for _, n := range h.Neighbors {
+			if err := run("ip", "-n", b.ns(host), "neigh", "replace", n.IP.String(), "lladdr", n.MAC, "dev", n.Dev, "nud", "permanent"); err != nil {
+				return fmt.Errorf("%s: %w", n.Pos, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *builder) processes() error {
+	for _, host := range sortedKeys(b.spec.Hosts) {
+		for _, p := range b.spec.Hosts[host].Processes {
+			ps, err := Start(b.spec.Name, host, p.Name, p.Command)
+			if err != nil {
+				return err
+			}
+			b.st.Processes = append(b.st.Processes, *ps)
+		}
+	}
+	return nil
+}
+
+// Start runs argv in a host of a lab as a process of its own session, its
+// output in the lab's log directory. It returns once the process exists.
+func Start(lab, host, name string, argv []string) (*ProcState, error) {
+	logPath := filepath.Join(RunDir, lab, "logs", host+"."+name+".log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("process %s on %s: %w", name, host, err)
+	}
+	defer log.Close()
+	cmd := nsCommand(Namespace(lab, host), argv...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = detached()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("process %s on %s: start %s: %w", name, host, argv[0], err)
+	}
+	// Reap it if it ends while this process lives (tests); after `msr lab
+	// up` exits, init does.
+	go cmd.Wait() //nolint:errcheck
+	return &ProcState{Host: host, Name: name, Command: argv, PID: cmd.Process.Pid,
+		StartTime: procStartTime(cmd.Process.Pid), Log: logPath}, nil
+}
+
+// nsCommand runs argv inside a namespace with nsenter, which enters only
+// the network namespace: /sys stays the host's, /sys/fs/bpf stays visible.
+func nsCommand(ns string, argv ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=" + netns.Path(ns), "--"}, argv...)...)
+}
+
+func inNS(ns string, argv ...string) error {
+	return run("nsenter", append([]string{"--net=" + netns.Path(ns), "--"}, argv...)...)
+}
+
+// run executes a command and, if it fails, returns its output in the error.
+func run(name string, args ...string) error {
+	var out bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

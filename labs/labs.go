@@ -1,0 +1,22 @@
+// Package labs ships msr's lab topologies inside the binary, so that
+// `msr bench` builds its lab without a source tree.
+package labs
+
+import (
+	"embed"
+	"fmt"
+
+	"github.com/msr-router/msr/lab"
+)
+
+//go:embed *.yaml
+var files embed.FS
+
+// Load returns the shipped lab NAME (file NAME.yaml), checked.
+func Load(name string) (*lab.Spec, error) {
+	data, err := files.ReadFile(name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no shipped lab %q", name)
+	}
+	return lab.Load("labs/"+name+".yaml", data)
+}
