@@ -84,13 +84,19 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	var sent uint64
 	var elapsed time.Duration
 	err = netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
-		g, err := NewGenerator(GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows})
+		g, err := NewGenerator(GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate})
 		if err != nil {
 			return err
 		}
 		defer g.Close()
+		if err := placeNAPI(spec); err != nil {
+			return err
+		}
+		if err := pinGenerator(); err != nil {
+			return err
+		}
 		start := time.Now()
-		sent, err = g.Blast(o.Duration, o.Rate)
+		sent, err = g.Blast(o.Duration)
 		elapsed = time.Since(start)
 		return err
 	})

@@ -23,14 +23,33 @@ func NewSink(ifname string, flows int) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sink interface: %w", err)
 	}
-	s := &Sink{flows: flows}
-	if err := loadTrafficsinkObjects(&s.objs, nil); err != nil {
-		return nil, fmt.Errorf("load sink: %w", err)
+	s, err := loadSink(flows)
+	if err != nil {
+		return nil, err
 	}
 	s.link, err = link.AttachXDP(link.XDPOptions{Program: s.objs.Trafficsink, Interface: ifi.Index, Flags: link.XDPDriverMode})
 	if err != nil {
 		s.objs.Close()
 		return nil, fmt.Errorf("attach xdp to %s: %w", ifname, err)
+	}
+	return s, nil
+}
+
+// loadSink loads the sink for a run of flows flows, without attaching it.
+func loadSink(flows int) (*Sink, error) {
+	if flows < 1 || flows > MaxFlows {
+		return nil, fmt.Errorf("%d flows: use 1 to %d", flows, MaxFlows)
+	}
+	spec, err := loadTrafficsink()
+	if err != nil {
+		return nil, fmt.Errorf("load sink: %w", err)
+	}
+	if err := spec.Variables["flows"].Set(uint32(flows)); err != nil {
+		return nil, fmt.Errorf("configure sink: %w", err)
+	}
+	s := &Sink{flows: flows}
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+		return nil, fmt.Errorf("load sink: %w", err)
 	}
 	return s, nil
 }

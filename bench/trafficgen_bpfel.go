@@ -26,6 +26,7 @@ type trafficgenGenConfig struct {
 	DstMac [6]uint8
 	SrcMac [6]uint8
 	Flows  uint32
+	GapNs  uint64
 }
 
 type trafficgenGenFlow struct {
@@ -58,6 +59,7 @@ const (
 	trafficgenProgTrafficgen        = "trafficgen"
 	trafficgenProgXdpPass           = "xdp_pass"
 	trafficgenVarCfg                = "cfg"
+	trafficgenVarNextDepartureNs    = "next_departure_ns"
 	trafficgenVarSent               = "sent"
 	trafficgenVarUnusedBenchPayload = "unused_bench_payload"
 )
@@ -120,6 +122,7 @@ type trafficgenMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficgenVariableSpecs struct {
 	Cfg                *ebpf.VariableSpec `ebpf:"cfg"`
+	NextDepartureNs    *ebpf.VariableSpec `ebpf:"next_departure_ns"`
 	Sent               *ebpf.VariableSpec `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.VariableSpec `ebpf:"unused_bench_payload"`
 }
@@ -158,6 +161,7 @@ func (m *trafficgenMaps) Close() error {
 // It can be passed to loadTrafficgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficgenVariables struct {
 	Cfg                *ebpf.Variable `ebpf:"cfg"`
+	NextDepartureNs    *ebpf.Variable `ebpf:"next_departure_ns"`
 	Sent               *ebpf.Variable `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.Variable `ebpf:"unused_bench_payload"`
 }

@@ -38,6 +38,7 @@ const (
 	trafficsinkMapSinkFlows    = "sink_flows"
 	trafficsinkMapSinkHist     = "sink_hist"
 	trafficsinkProgTrafficsink = "trafficsink"
+	trafficsinkVarFlows        = "flows"
 )
 
 // loadTrafficsink returns the embedded CollectionSpec for trafficsink.
@@ -98,6 +99,7 @@ type trafficsinkMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficsinkVariableSpecs struct {
+	Flows *ebpf.VariableSpec `ebpf:"flows"`
 }
 
 // trafficsinkObjects contains all objects after they have been loaded into the kernel.
@@ -137,6 +139,7 @@ func (m *trafficsinkMaps) Close() error {
 //
 // It can be passed to loadTrafficsinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficsinkVariables struct {
+	Flows *ebpf.Variable `ebpf:"flows"`
 }
 
 // trafficsinkPrograms contains all programs after they have been loaded into the kernel.

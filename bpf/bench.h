@@ -51,6 +51,8 @@ struct gen_config {
 	__u8 dst_mac[6];
 	__u8 src_mac[6];
 	__u32 flows;
+	/* Time between frames for a set rate; 0 sends flat out. */
+	__u64 gap_ns;
 };
 
 /* Per-flow state of the sink. */

@@ -12,6 +12,12 @@
  * carries its own sequence number. The frame length is the data length
  * the run was given (60..1514 bytes).
  *
+ * With cfg.gap_ns set, frames are paced: each run waits (spinning in
+ * bpf_loop on the generator's own core) until its departure time, one gap
+ * after the previous frame's. A generator that fell behind by more than
+ * PACE_MAX_BURST gaps (between two BPF_PROG_RUN calls) restarts its clock
+ * rather than catch up in a burst.
+ *
  * Verdicts: XDP_TX, or XDP_ABORTED for a frame too short for the headers
  * or a missing flow entry. Counter: sent (frames built).
  * xdp_pass is attached to the generator's interface so that it has an XDP
@@ -32,6 +38,11 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile struct gen_config cfg = {.flows = 1};
 
 __u64 sent = 0;
+__u64 next_departure_ns = 0;
+
+#define PACE_MAX_BURST 16
+/* bpf_loop's bound: at tens of ns an iteration, a fraction of a second. */
+#define PACE_MAX_SPINS (1 << 23)
 
 /* Keeps struct bench_payload in BTF so bpf2go generates its Go type. */
 const struct bench_payload *unused_bench_payload __attribute__((unused));
@@ -80,6 +91,27 @@ static __always_inline void write_udp(struct udphdr *udp, const struct gen_flow 
 	udp->check = 0;
 }
 
+static long departure_reached(__u64 index, void *ctx)
+{
+	return bpf_ktime_get_ns() >= *(__u64 *)ctx;
+}
+
+static __always_inline void pace(void)
+{
+	__u64 gap = cfg.gap_ns;
+
+	if (!gap)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (next_departure_ns + PACE_MAX_BURST * gap < now)
+		next_departure_ns = now;
+	if (now < next_departure_ns) {
+		__u64 deadline = next_departure_ns; /* bpf_loop's ctx must be on the stack */
+		bpf_loop(PACE_MAX_SPINS, departure_reached, &deadline, 0);
+	}
+	next_departure_ns += gap;
+}
+
 SEC("xdp")
 int trafficgen(struct xdp_md *ctx)
 {
@@ -98,6 +130,7 @@ int trafficgen(struct xdp_md *ctx)
 	if (!f)
 		return XDP_ABORTED;
 	sent++;
+	pace();
 
 	__u16 len = (__u16)(end - data);
 	write_eth(eth);

@@ -11,6 +11,7 @@
  *
  * Verdicts: XDP_DROP for test frames, XDP_PASS otherwise.
  * Maps: sink_flows (per flow), sink_counters and sink_hist (per CPU).
+ * Configuration: flows, the number of flows of the run.
  *
  * A veth has one receive queue, so one CPU at a time runs this program for
  * a given interface; the per-flow state needs no atomics.
@@ -26,6 +27,10 @@
 #include "bench.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Number of flows of the run; frames with a larger flow id count as
+ * bad_flow (set at load time). */
+const volatile __u32 flows = BENCH_MAX_FLOWS;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -122,7 +127,7 @@ int trafficsink(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	__u32 flow = pl->flow;
-	struct sink_flow *f = bpf_map_lookup_elem(&sink_flows, &flow);
+	struct sink_flow *f = flow < flows ? bpf_map_lookup_elem(&sink_flows, &flow) : NULL;
 	if (!f) {
 		st->bad_flow++;
 		return XDP_DROP;

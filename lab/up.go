@@ -174,12 +174,24 @@ func (b *builder) features(e Endpoint, ifc *IfaceSpec) error {
 		}
 	}
 	if ifc.Threaded != nil {
-		// /sys/class/net shows the namespace sysfs was mounted in: `ip netns
-		// exec` remounts it, so the write lands on this namespace's device.
-		v := map[bool]string{true: "1", false: "0"}[*ifc.Threaded]
-		return run("ip", "netns", "exec", ns, "sh", "-c", fmt.Sprintf("echo %s > /sys/class/net/%s/threaded", v, e.Iface))
+		return SetThreaded(ns, e.Iface, *ifc.Threaded)
 	}
 	return nil
+}
+
+// SetThreaded turns threaded NAPI of a device on or off. Attaching an XDP
+// program to a veth, or to its peer, rebuilds its NAPI contexts without
+// their threads: whoever attaches one sets this again.
+func SetThreaded(ns, dev string, on bool) error {
+	// /sys/class/net shows the namespace sysfs was mounted in: `ip netns
+	// exec` remounts it, so the write lands on this namespace's device.
+	// Writing 0 first makes the kernel start threads for NAPI contexts
+	// created since the last write.
+	script := fmt.Sprintf("echo 0 > /sys/class/net/%s/threaded", dev)
+	if on {
+		script += fmt.Sprintf(" && echo 1 > /sys/class/net/%s/threaded", dev)
+	}
+	return run("ip", "netns", "exec", ns, "sh", "-c", script)
 }
 
 func (b *builder) sysctls() error {

@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	xdpAborted = 0
+	xdpDrop    = 1
+	xdpPass    = 2
+	xdpTx      = 3
+)
+
+var (
+	macGen  = net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	macSink = net.HardwareAddr{2, 0, 0, 0, 0, 2}
+)
+
+// monotonic is bpf_ktime_get_ns's clock.
+func monotonic(t *testing.T) uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(ts.Nano())
+}
+
+// referenceFrame is what trafficgen must write for flow i, sequence seq:
+// built here field by field from the packet format, independently of the
+// program.
+func referenceFrame(i int, seq uint32, size int) []byte {
+	b := make([]byte, size-fcsLen)
+	copy(b[0:6], macSink)
+	copy(b[6:12], macGen)
+	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_IP)
+	ip := b[14:34]
+	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_UDP
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(b)-14))
+	copy(ip[12:16], []byte{198, 18, byte((i%65534 + 1) >> 8), byte(i%65534 + 1)})
+	copy(ip[16:20], []byte{198, 19, byte((i%65534 + 1) >> 8), byte(i%65534 + 1)})
+	binary.BigEndian.PutUint16(ip[10:], checksum(ip))
+	udp := b[34:42]
+	h := mix32(uint32(i) + 1)
+	binary.BigEndian.PutUint16(udp[0:], uint16(1024+h%64512))
+	binary.BigEndian.PutUint16(udp[2:], uint16(1024+(h>>16)%64512))
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(b)-34))
+	pl := b[42:58]
+	binary.BigEndian.PutUint16(pl[0:], 0x4d53)
+	binary.NativeEndian.PutUint16(pl[2:], uint16(i))
+	binary.NativeEndian.PutUint32(pl[4:], seq)
+	return b
+}
+
+func TestTrafficgenFrames(t *testing.T) {
+	for _, size := range []int{64, 128, 1518} {
+		g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: size, Flows: 3}, macGen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		// Seven runs over three flows: flows 0,1,2,0,1,2,0 with their own
+		// sequence numbers. The input is garbage, as a reused page is.
+		for run := 0; run < 7; run++ {
+			in := bytes.Repeat([]byte{0xa5}, size-fcsLen)
+			out := make([]byte, len(in))
+			before := monotonic(t)
+			ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: in, DataOut: out})
+			after := monotonic(t)
+			if err != nil || ret != xdpTx {
+				t.Fatalf("size %d run %d: verdict %d, %v", size, run, ret, err)
+			}
+			want := referenceFrame(run%3, uint32(run/3), size)
+			ts := binary.NativeEndian.Uint64(out[50:58])
+			if ts < before || ts > after {
+				t.Errorf("size %d run %d: tx timestamp %d outside [%d, %d]", size, run, ts, before, after)
+			}
+			copy(out[50:58], want[50:58])
+			if !bytes.Equal(out[:58], want[:58]) {
+				t.Fatalf("size %d run %d:\n got %x\nwant %x", size, run, out[:58], want[:58])
+			}
+			if checksum(out[14:34]) != 0 {
+				t.Errorf("size %d run %d: IPv4 header checksum does not verify", size, run)
+			}
+		}
+		if g.Sent() != 7 {
+			t.Errorf("sent = %d, want 7", g.Sent())
+		}
+	}
+}
+
+func TestTrafficgenRefusesShortFrame(t *testing.T) {
+	g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: 64, Flows: 1}, macGen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: make([]byte, 50)})
+	if err != nil || ret != xdpAborted {
+		t.Errorf("50-byte frame: verdict %d, %v; want XDP_ABORTED", ret, err)
+	}
+	if g.Sent() != 0 {
+		t.Errorf("sent = %d after an aborted run", g.Sent())
+	}
+}
+
+func TestGenConfigChecks(t *testing.T) {
+	for _, c := range []GenConfig{
+		{DstMAC: macSink, Size: 63, Flows: 1},
+		{DstMAC: macSink, Size: 1519, Flows: 1},
+		{DstMAC: macSink, Size: 64, Flows: 0},
+		{DstMAC: macSink, Size: 64, Flows: MaxFlows + 1},
+		{Size: 64, Flows: 1},
+	} {
+		if err := c.check(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+func testSink(t *testing.T, flows int) *Sink {
+	t.Helper()
+	s, err := loadSink(flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.objs.Close() })
+	return s
+}
+
+func runSink(t *testing.T, s *Sink, frame []byte) uint32 {
+	t.Helper()
+	ret, err := s.objs.Trafficsink.Run(&ebpf.RunOptions{Data: frame})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ret
+}
+
+// TestTrafficsinkFixtures runs the sink over a table of frames and checks
+// each verdict, then the counters they add up to.
+func TestTrafficsinkFixtures(t *testing.T) {
+	s := testSink(t, 4)
+	stamped := func(flow int, seq uint32) []byte {
+		f := referenceFrame(flow, seq, 64)
+		binary.NativeEndian.PutUint64(f[50:58], monotonic(t))
+		return f
+	}
+	arp := make([]byte, 60)
+	binary.BigEndian.PutUint16(arp[12:], unix.ETH_P_ARP)
+	badMagic := stamped(0, 0)
+	badMagic[42] ^= 0xff
+	options := stamped(0, 0)
+	options[14] = 0x46
+	badFlow := stamped(0, 0)
+	binary.NativeEndian.PutUint16(badFlow[44:], 9)
+	cases := []struct {
+		name  string
+		frame []byte
+		want  uint32
+	}{
+		{"flow 0 seq 0", stamped(0, 0), xdpDrop},
+		{"flow 0 seq 1", stamped(0, 1), xdpDrop},
+		{"flow 1 seq 5 (first of its flow)", stamped(1, 5), xdpDrop},
+		{"flow 0 seq 3 (1 and 2 lost)", stamped(0, 3), xdpDrop},
+		{"flow 0 seq 2 (late: reordered)", stamped(0, 2), xdpDrop},
+		{"flow 0 seq 4", stamped(0, 4), xdpDrop},
+		{"ARP", arp, xdpPass},
+		{"bad magic", badMagic, xdpPass},
+		{"IP options", options, xdpPass},
+		{"truncated", stamped(0, 9)[:45], xdpPass},
+		{"flow id out of range", badFlow, xdpDrop},
+	}
+	for _, c := range cases {
+		if got := runSink(t, s, c.frame); got != c.want {
+			t.Errorf("%s: verdict %d, want %d\nframe %x", c.name, got, c.want, c.frame)
+		}
+	}
+	r, err := s.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SinkReport{RxPackets: 6, RxBytes: 6 * 60, Reordered: 1, BadFlow: 1, Passed: 4, FlowsSeen: 2}
+	r.Latency = nil
+	if !reflect.DeepEqual(*r, want) {
+		t.Errorf("sink report %+v\nwant %+v", *r, want)
+	}
+}
+
+// TestSinkLatencyBuckets stamps frames as sent d ago and checks that the
+// bucket the BPF program picks is the one Go's BucketLow says holds d:
+// the two sides of the histogram agree.
+func TestSinkLatencyBuckets(t *testing.T) {
+	for _, d := range []time.Duration{3 * time.Microsecond, 100 * time.Microsecond, time.Millisecond, 7 * time.Millisecond, 300 * time.Millisecond} {
+		s := testSink(t, 1)
+		f := referenceFrame(0, 0, 64)
+		start := monotonic(t)
+		binary.NativeEndian.PutUint64(f[50:58], start-uint64(d))
+		runSink(t, s, f)
+		slack := monotonic(t) - start
+		r, err := s.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := -1
+		for b, c := range r.Latency {
+			if c > 0 {
+				got = b
+			}
+		}
+		if got < 0 {
+			t.Fatalf("%v: no sample in the histogram", d)
+		}
+		low, high := BucketLow(got), BucketLow(got+1)
+		if uint64(d) >= high || uint64(d)+slack < low {
+			t.Errorf("%v (+%dns): bucket %d holds [%d, %d)", d, slack, got, low, high)
+		}
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	for b := 1; b < 256; b++ {
+		if BucketLow(b) <= BucketLow(b-1) {
+			t.Fatalf("bucket %d starts at %d, not after bucket %d at %d", b, BucketLow(b), b-1, BucketLow(b-1))
+		}
+	}
+	h := make(Histogram, 256)
+	h[20] = 98 // 20: [40, 48) ns
+	h[100] = 1
+	h[200] = 1
+	if q := h.Quantile(0.5); q != time.Duration(BucketLow(21)) {
+		t.Errorf("p50 = %v, want %v", q, BucketLow(21))
+	}
+	if q := h.Quantile(0.99); q != time.Duration(BucketLow(101)) {
+		t.Errorf("p99 = %v, want %v", q, BucketLow(101))
+	}
+	if q := h.Quantile(1); q != time.Duration(BucketLow(201)) {
+		t.Errorf("max = %v, want %v", q, BucketLow(201))
+	}
+	if q := make(Histogram, 256).Quantile(0.5); q != 0 {
+		t.Errorf("empty histogram p50 = %v", q)
+	}
+}

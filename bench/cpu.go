@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/lab"
+)
+
+// genCPU is the core the generator's thread runs on. Everything else the
+// benchmark starts (the DUT's and the sink's NAPI threads) is kept off it,
+// so that on a 2-core machine the generator has one core and the device
+// under test the other, run after run.
+const genCPU = 0
+
+// pinGenerator binds the calling (locked) thread to genCPU.
+func pinGenerator() error {
+	if runtime.NumCPU() < 2 {
+		return nil
+	}
+	var set unix.CPUSet
+	set.Set(genCPU)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin generator to CPU %d: %w", genCPU, err)
+	}
+	return nil
+}
+
+// placeNAPI turns threaded NAPI back on for every interface of the lab
+// whose file asks for it (attaching XDP dropped the threads), and binds
+// those threads to every CPU but genCPU.
+func placeNAPI(spec *lab.Spec) error {
+	var devs []string
+	for _, host := range []string{"dut", "sink"} {
+		h := spec.Hosts[host]
+		if h == nil {
+			continue
+		}
+		for name, ifc := range h.Interfaces {
+			if ifc.Threaded != nil && *ifc.Threaded {
+				if err := lab.SetThreaded(lab.Namespace(spec.Name, host), name, true); err != nil {
+					return err
+				}
+				devs = append(devs, name)
+			}
+		}
+	}
+	if runtime.NumCPU() < 2 {
+		return nil
+	}
+	var set unix.CPUSet
+	for c := 0; c < runtime.NumCPU(); c++ {
+		if c != genCPU {
+			set.Set(c)
+		}
+	}
+	// SCHED_FIFO: a NAPI thread preempted by an ordinary process for a
+	// few milliseconds overflows its 256-frame ring even at low rates.
+	fifo := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}
+	for _, pid := range napiThreads(devs) {
+		if err := unix.SchedSetaffinity(pid, &set); err != nil {
+			return fmt.Errorf("place NAPI thread %d: %w", pid, err)
+		}
+		if err := unix.SchedSetAttr(pid, fifo, 0); err != nil {
+			return fmt.Errorf("raise NAPI thread %d to SCHED_FIFO: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// napiThreads finds the kernel threads "napi/DEV-ID" of the given devices.
+func napiThreads(devs []string) []int {
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	var pids []int
+	for _, c := range comms {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSpace(string(b))
+		for _, d := range devs {
+			if strings.HasPrefix(name, "napi/"+d+"-") {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(c)))
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
