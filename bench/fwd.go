@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"net"
 	"io"
 	"time"
 
@@ -55,6 +56,14 @@ const drainTime = 300 * time.Millisecond
 // Fwd builds the DUT's lab, runs the generator for the duration, reads
 // the sink, and tears the lab down.
 func Fwd(o FwdOptions) (*FwdResult, error) {
+	// Check what the generator will check before building anything.
+	gc := GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.Flows, Rate: o.Rate}
+	if err := gc.check(); err != nil {
+		return nil, err
+	}
+	if o.Duration <= 0 {
+		return nil, fmt.Errorf("duration %v: must be positive", o.Duration)
+	}
 	spec, err := labs.Load("bench-" + o.DUT)
 	if err != nil {
 		return nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)

@@ -82,9 +82,14 @@ func syntaxError(file string, err error) error {
 }
 
 type decoder struct {
-	file  string
-	depth int
+	file    string
+	depth   int
+	aliases int
 }
+
+// maxAliases bounds how many times a file's anchors are expanded, so that
+// a few lines of nested aliases ("billion laughs") cannot make it huge.
+const maxAliases = 10000
 
 var (
 	posType      = reflect.TypeOf(Pos{})
@@ -99,6 +104,9 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, what string) error {
 		// Anchors are followed, but not recursively without bound.
 		if d.depth++; d.depth > 64 {
 			return d.pos(n).Errorf("aliases nested too deeply")
+		}
+		if d.aliases++; d.aliases > maxAliases {
+			return d.pos(n).Errorf("more than %d alias expansions", maxAliases)
 		}
 		defer func() { d.depth-- }()
 		return d.value(n.Alias, v, what)
