@@ -2,8 +2,8 @@ package bench
 
 import (
 	"fmt"
-	"net"
 	"io"
+	"net"
 	"time"
 
 	"github.com/msr-router/msr/internal/netns"
