@@ -34,10 +34,13 @@ lint: deps
 test: deps check-generated lint
 	$(GO) test -count=1 -timeout 20m ./...
 
+# bench: the forwarding benchmarks of docs/benchmarks.md, every DUT beside
+# the instrument's ceiling and the Linux baseline, in one run.
 bench: build
-	$(BIN) bench fwd --dut none --flows 1 --duration 5s
-	$(BIN) bench fwd --dut linux --flows 1 --duration 5s
-	$(BIN) bench fwd --dut linux --flows 1000 --duration 5s
+	@for round in 1 2; do for dut in none linux; do for f in 1 1000; do \
+		$(BIN) bench fwd --dut $$dut --size 64 --flows $$f --duration 5s || exit 1; \
+	done; done; done
+	@for dut in none linux; do $(BIN) bench fwd --dut $$dut --size 1518 --flows 1000 --duration 5s || exit 1; done
 
 # demo is the main job. Until the whole router exists it runs the baseline
 # benchmark: the instrument's ceiling and Linux forwarding, side by side.
