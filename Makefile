@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/msr
 GOFLAGS ?=
 
-.PHONY: all deps build generate check-generated lint test test-short bench demo clean
+.PHONY: all deps build generate check-generated lint test bench demo fuzz clean
 
 all: build
 
@@ -51,3 +51,9 @@ demo: build
 
 clean:
 	rm -rf bin
+
+# fuzz: run each fuzz target for FUZZTIME (the tests run their seeds only).
+FUZZTIME ?= 60s
+fuzz: deps
+	$(GO) test ./dist -run '^$$' -fuzz FuzzUnmarshal -fuzztime $(FUZZTIME)
+	$(GO) test ./lab -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // upTest builds a lab from text and removes it when the test ends, even if
@@ -33,7 +34,7 @@ hosts:
     interfaces:
       eth0: {addresses: [10.9.0.1/24], mtu: 9000}
     processes:
-      - {name: sleeper, command: [sleep, "600"]}
+      - {name: sleeper, command: [sh, -c, "echo started in $(ip -br addr show eth0); exec sleep 600"]}
   h2:
     interfaces:
       eth0: {addresses: [10.9.0.2/24], mac: "02:00:00:00:09:02", vlan_offload: off, gro: on, threaded: on}
@@ -92,6 +93,17 @@ func TestUpExecStatusDown(t *testing.T) {
 	}
 	if len(status.Processes) != 1 || !status.Processes[0].Running {
 		t.Fatalf("processes = %+v, want sleeper running", status.Processes)
+	}
+	// The process runs in its host's namespace, its output in the log.
+	for i := 0; ; i++ {
+		log, _ := os.ReadFile(status.Processes[0].Log)
+		if strings.Contains(string(log), "started in eth0") && strings.Contains(string(log), "10.9.0.1/24") {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("log %s = %q", status.Processes[0].Log, log)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if threaded := output(t, "ip", "netns", "exec", Namespace(name, "h2"), "cat", "/sys/class/net/eth0/threaded"); strings.TrimSpace(threaded) != "1" {
 		t.Errorf("h2:eth0 threaded = %q, want 1", threaded)

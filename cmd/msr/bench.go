@@ -16,7 +16,8 @@ var benchCommand = command{
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
 `,
-	run: runBench,
+	run:  runBench,
+	root: true,
 }
 
 func runBench(args []string) error {

@@ -18,7 +18,8 @@ var labCommand = command{
   msr lab list [-o json]                   the labs that are up
   msr lab exec [--lab NAME] HOST -- CMD... run CMD inside HOST; exits with its status
 `,
-	run: runLab,
+	run:  runLab,
+	root: true,
 }
 
 func runLab(args []string) error {

@@ -17,6 +17,8 @@ type command struct {
 	summary string
 	usage   string
 	run     func(args []string) error
+	// root says the command cannot work without root.
+	root bool
 }
 
 var commands = map[string]command{
@@ -37,6 +39,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "msr: unknown command %q\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	if c.root && os.Geteuid() != 0 {
+		cli.Fatal(fmt.Errorf("msr %s needs root: it makes network namespaces and loads BPF programs; run it with sudo", os.Args[1]))
 	}
 	if err := c.run(os.Args[2:]); err != nil {
 		if errors.Is(err, cli.ErrUsage) {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -18,6 +19,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	os.Chmod(dir, 0o755) // TestNeedsRoot runs it as nobody
 	msrBin = filepath.Join(dir, "msr")
 	if out, err := exec.Command("go", "build", "-o", msrBin, ".").CombinedOutput(); err != nil {
 		panic(string(out))
@@ -130,5 +132,17 @@ func TestErrorsAreForPeople(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.want) || out != "" {
 			t.Errorf("msr %v: exit %d, stdout %q, stderr %q; want exit %d and %q on stderr", c.args, code, out, errOut, c.code, c.want)
 		}
+	}
+}
+
+func TestNeedsRoot(t *testing.T) {
+	var errOut bytes.Buffer
+	cmd := exec.Command(msrBin, "lab", "list")
+	cmd.Stderr = &errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(errOut.String(), "needs root") {
+		t.Errorf("msr lab list as nobody: %v, %q", err, errOut.String())
 	}
 }
