@@ -8,17 +8,17 @@ import (
 )
 
 type sample struct {
-	Name    string            `yaml:"name" msr:"required"`
-	On      bool              `yaml:"on"`
-	Count   uint16            `yaml:"count"`
-	Delta   int               `yaml:"delta"`
-	Every   time.Duration     `yaml:"every"`
-	Prefix  netip.Prefix      `yaml:"prefix"`
-	Tags    []string          `yaml:"tags"`
-	Sub     *sample           `yaml:"sub"`
-	Labels  map[string]string `yaml:"labels"`
-	Pos     Pos               `yaml:"-"`
-	private int
+	Name     string            `yaml:"name" msr:"required"`
+	On       bool              `yaml:"on"`
+	Count    uint16            `yaml:"count"`
+	Delta    int               `yaml:"delta"`
+	Every    time.Duration     `yaml:"every"`
+	Prefix   netip.Prefix      `yaml:"prefix"`
+	Tags     []string          `yaml:"tags"`
+	Sub      *sample           `yaml:"sub"`
+	Labels   map[string]string `yaml:"labels"`
+	Pos      Pos               `yaml:"-"`
+	Untagged int               // no yaml tag: not a key
 }
 
 func TestDecode(t *testing.T) {
@@ -48,7 +48,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"name:\n", "s.yaml:1:6: name must not be empty"},
 		{"- a\n", "s.yaml:1:1: the file must be a mapping"},
 		{"name: x\nlabels: {k: v, k: w}\n", "s.yaml:2:16: \"k\" given twice in labels"},
-		{"name: x\nprivate: 1\n", "s.yaml:2:1: unknown key \"private\""},
+		{"name: x\nUntagged: 1\n", "s.yaml:2:1: unknown key \"Untagged\""},
 	}
 	for _, c := range cases {
 		var s sample
