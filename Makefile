@@ -31,8 +31,10 @@ lint: deps
 	$(GO) tool staticcheck ./...
 
 # test: unit, BPF fixture (prog.Run) and privileged lab tests; needs root.
+# Packages run one at a time (-p 1): the benchmark tests load both cores
+# and would starve the other packages' lab tests.
 test: deps check-generated lint
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -p 1 -timeout 20m ./...
 
 # bench: the forwarding benchmarks of docs/benchmarks.md, every DUT beside
 # the instrument's ceiling and the Linux baseline, in one run.

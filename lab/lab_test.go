@@ -54,7 +54,7 @@ func TestUpExecStatusDown(t *testing.T) {
 	st := upTest(t, twoHosts(name))
 
 	var out bytes.Buffer
-	code, err := Exec(name, "h1", []string{"ping", "-c", "1", "-W", "2", "10.9.0.2"}, nil, &out, &out)
+	code, err := Exec(name, "h1", []string{"ping", "-c", "1", "-w", "5", "10.9.0.2"}, nil, &out, &out)
 	if err != nil || code != 0 {
 		t.Fatalf("ping across the switch: code %d, %v\n%s", code, err, out.String())
 	}
@@ -147,7 +147,7 @@ func TestLabsCoexist(t *testing.T) {
 	if nss, _ := namespacesOf("t-a-h1"); len(nss) != 3 {
 		t.Errorf("down t-a touched t-a-h1: namespaces %v", nss)
 	}
-	if code, err := Exec("t-a-h1", "h1", []string{"ping", "-c", "1", "-W", "2", "10.8.0.2"}, nil, nil, nil); err != nil || code != 0 {
+	if code, err := Exec("t-a-h1", "h1", []string{"ping", "-c", "1", "-w", "5", "10.8.0.2"}, nil, nil, nil); err != nil || code != 0 {
 		t.Errorf("t-a-h1 broken after t-a went down: %d %v", code, err)
 	}
 }

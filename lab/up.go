@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,7 @@ func (b *builder) build() error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
-	steps := []func() error{b.namespaces, b.switches, b.links, b.interfaces, b.sysctls, b.addresses, b.routes, b.processes}
+	steps := []func() error{b.namespaces, b.switches, b.links, b.interfaces, b.carrier, b.sysctls, b.addresses, b.routes, b.processes}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -192,6 +193,48 @@ func SetThreaded(ns, dev string, on bool) error {
 		script += fmt.Sprintf(" && echo 1 > /sys/class/net/%s/threaded", dev)
 	}
 	return run("ip", "netns", "exec", ns, "sh", "-c", script)
+}
+
+// carrierTimeout bounds how long Up waits for every link end to run.
+const carrierTimeout = 5 * time.Second
+
+// carrier waits until the kernel reports every link end running (up, with
+// carrier), so that a lab is usable the moment Up returns.
+func (b *builder) carrier() error {
+	deadline := time.Now().Add(carrierTimeout)
+	for _, l := range b.spec.Links {
+		for _, end := range l.Ends {
+			e, _ := ParseEndpoint(end)
+			for {
+				ok, err := running(b.ns(e.Node), e.Iface)
+				if err != nil || ok {
+					if err != nil {
+						return err
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("interface %s has no carrier after %v", end, carrierTimeout)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	return nil
+}
+
+// running reports IFF_RUNNING of a device in a namespace.
+func running(ns, dev string) (bool, error) {
+	var up bool
+	err := netns.Do(ns, func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return fmt.Errorf("interface %s in %s: %w", dev, ns, err)
+		}
+		up = ifi.Flags&net.FlagRunning != 0
+		return nil
+	})
+	return up, err
 }
 
 func (b *builder) sysctls() error {

@@ -88,7 +88,7 @@ func TestLabCommands(t *testing.T) {
 	}
 
 	// Exit status passes through; with one lab up, --lab is not needed.
-	if _, _, code := msr(t, "lab", "exec", "a", "--", "ping", "-c", "1", "-W", "2", "10.7.0.2"); code != 0 {
+	if _, _, code := msr(t, "lab", "exec", "a", "--", "ping", "-c", "1", "-w", "5", "10.7.0.2"); code != 0 {
 		t.Errorf("ping from a to b: exit %d", code)
 	}
 	if _, _, code := msr(t, "lab", "exec", "--lab", "t-cli", "b", "--", "sh", "-c", "exit 3"); code != 3 {
