@@ -1,0 +1,544 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * lb: the front-end load balancer's data path, attached with XDP to every
+ * port of an LB. It is seed 000's packet processor (Fig. 3): a classifier
+ * (lb_classify_external, lb_classify_internal) in front of one function per
+ * module, with Table 1's rules, the most specific first:
+ *
+ *   from an external port          module        out
+ *   ARP request for this port's IP ext_arp       the same port (answered here)
+ *   ARP reply                      int_arp_in    default internal port, tagged
+ *   routing/management to router   vcp           default internal port, tagged
+ *   other IPv4 unicast             balance       the table's internal port
+ *   from an internal port
+ *   DIST                           dist          the agent (XDP_PASS)
+ *   tagged ARP                     int_arp_out   its VLAN's external port
+ *   other tagged frame             int_to_ext    its VLAN's external port
+ *
+ * Frames going inside carry the VLAN tag of the external port they came in
+ * by, so the VCP and the back-ends know it (DESIGN.md §2). Everything else
+ * is dropped and counted by reason (enum lb_drop); every module counts what
+ * it handled (enum lb_module) per ingress port, and frames sent are counted
+ * per egress port. A port whose role is unknown passes only DIST (so the
+ * agent can sense it) and drops the rest.
+ *
+ * Verdicts: XDP_TX (ext_arp), XDP_REDIRECT, XDP_PASS (DIST), XDP_DROP.
+ * Maps: lb_ports (per ifindex), lb_vlans, lb_own_macs, lb_router_addrs,
+ * lb_cfg, lb_tables (meta) + lb_table_0/1 (two balancing tables: the agent
+ * fills the idle one, then flips lb_cfg.active_table), lb_rr, lb_stats.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "lb.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Keep the counter enums in BTF, so that bpf2go generates their Go names. */
+const enum lb_module *unused_lb_module __attribute__((unused));
+const enum lb_drop *unused_lb_drop __attribute__((unused));
+const enum lb_port_role *unused_lb_port_role __attribute__((unused));
+const enum lb_mode *unused_lb_mode __attribute__((unused));
+
+#define ETH_P_DIST 0x88B5
+#define ARPOP_REQUEST 1
+#define ARPOP_REPLY 2
+#define IPPROTO_OSPF 89
+#define PORT_BGP 179
+#define PORT_RIP 520
+#define PORT_SNMP 161
+#define PORT_SNMP_TRAP 162
+
+struct vlan_hdr {
+	__be16 tci;
+	__be16 proto;
+};
+
+/* Ethernet/IPv4 ARP (RFC 826). */
+struct arp_ipv4 {
+	__be16 htype;
+	__be16 ptype;
+	__u8 hlen;
+	__u8 plen;
+	__be16 op;
+	__u8 sha[ETH_ALEN];
+	__be32 sip;
+	__u8 tha[ETH_ALEN];
+	__be32 tip;
+} __attribute__((packed));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LB_MAX_PORTS);
+	__type(key, __u32); /* ifindex */
+	__type(value, struct lb_port);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LB_VLANS);
+	__type(key, __u32); /* VLAN id */
+	__type(value, struct lb_egress); /* ifindex 0: not this LB's */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_vlans SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LB_MAX_PORTS);
+	__type(key, __u64); /* MAC in the low 48 bits, in frame byte order */
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_own_macs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LB_MAX_ROUTER_ADDRS);
+	__type(key, __be32);
+	__type(value, __u32); /* LB_ADDR_* */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_router_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_config);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct lb_table_meta);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_tables SEC(".maps");
+
+struct lb_table {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LB_TABLE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct lb_slot);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+};
+struct lb_table lb_table_0 SEC(".maps");
+struct lb_table lb_table_1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_rr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LB_MAX_PORTS);
+	__type(key, __u32); /* port index */
+	__type(value, struct lb_port_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_stats SEC(".maps");
+
+/* One frame being processed. */
+struct pkt {
+	struct xdp_md *ctx;
+	struct lb_port *port;
+	struct lb_port_stats *st;
+	__u32 ifindex;
+};
+
+static __always_inline int drop(struct pkt *p, enum lb_drop why)
+{
+	if (why < LB_DROP_MAX)
+		p->st->drop[why]++;
+	return XDP_DROP;
+}
+
+static __always_inline void count_module(struct pkt *p, enum lb_module m)
+{
+	if (m < LB_MOD_MAX)
+		p->st->module[m]++;
+}
+
+/* send counts a frame against its egress port and sends it there. */
+static __always_inline int send(struct pkt *p, __u32 ifindex, __u32 index)
+{
+	struct lb_port_stats *st = bpf_map_lookup_elem(&lb_stats, &index);
+
+	if (st) {
+		st->tx_packets++;
+		st->tx_bytes += p->ctx->data_end - p->ctx->data;
+	}
+	if (ifindex == p->ifindex)
+		return XDP_TX;
+	return bpf_redirect(ifindex, 0);
+}
+
+static __always_inline __u64 mac_key(const __u8 *mac)
+{
+	__u64 k = 0;
+
+	__builtin_memcpy(&k, mac, ETH_ALEN);
+	return k;
+}
+
+static __always_inline int is_multicast(const __u8 *mac)
+{
+	return mac[0] & 1;
+}
+
+static __always_inline int same_mac(const __u8 *a, const __u8 *b)
+{
+	return mac_key(a) == mac_key(b);
+}
+
+/* push_vlan inserts an 802.1Q tag with vid after the MAC addresses. The
+ * frame's pointers are invalid afterwards. The MACs go through the stack:
+ * the old and new places overlap. */
+static __always_inline int push_vlan(struct xdp_md *ctx, __u16 vid)
+{
+	struct ethhdr *eth = (void *)(long)ctx->data;
+	__u8 macs[2 * ETH_ALEN];
+
+	if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
+		return -1;
+	__be16 proto = eth->h_proto;
+	__builtin_memcpy(macs, eth, sizeof(macs));
+	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct vlan_hdr)))
+		return -1;
+	eth = (void *)(long)ctx->data;
+	struct vlan_hdr *vh = (void *)(eth + 1);
+	if ((void *)(vh + 1) > (void *)(long)ctx->data_end)
+		return -1;
+	__builtin_memcpy(eth, macs, sizeof(macs));
+	eth->h_proto = bpf_htons(ETH_P_8021Q);
+	vh->tci = bpf_htons(vid & 0x0fff);
+	vh->proto = proto;
+	return 0;
+}
+
+/* pop_vlan removes the outer tag. The frame's pointers are invalid
+ * afterwards. */
+static __always_inline int pop_vlan(struct xdp_md *ctx)
+{
+	struct ethhdr *eth = (void *)(long)ctx->data;
+	struct vlan_hdr *vh = (void *)(eth + 1);
+	__u8 macs[2 * ETH_ALEN];
+
+	if ((void *)(vh + 1) > (void *)(long)ctx->data_end)
+		return -1;
+	__be16 inner = vh->proto;
+	__builtin_memcpy(macs, eth, sizeof(macs));
+	if (bpf_xdp_adjust_head(ctx, (int)sizeof(struct vlan_hdr)))
+		return -1;
+	eth = (void *)(long)ctx->data;
+	if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
+		return -1;
+	__builtin_memcpy(eth, macs, sizeof(macs));
+	eth->h_proto = inner;
+	return 0;
+}
+
+/* ---- modules ---------------------------------------------------------- */
+
+/* ext_arp answers an ARP request for the ingress port's address, in place
+ * (seed 000 §4.2: no request reaches the back-ends, so no reply storm). */
+static __always_inline int ext_arp(struct pkt *p, struct ethhdr *eth, struct arp_ipv4 *arp)
+{
+	struct lb_port *port = p->port;
+
+	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, port->mac, ETH_ALEN);
+	arp->op = bpf_htons(ARPOP_REPLY);
+	__builtin_memcpy(arp->tha, arp->sha, ETH_ALEN);
+	arp->tip = arp->sip;
+	__builtin_memcpy(arp->sha, port->mac, ETH_ALEN);
+	arp->sip = port->ip;
+	count_module(p, LB_MOD_EXT_ARP);
+	return send(p, p->ifindex, port->index);
+}
+
+/* to_inside tags a frame with the ingress port's VLAN and sends it out the
+ * default internal port to dst. */
+static __always_inline int to_inside(struct pkt *p, const __u8 *dst, struct lb_config *cfg)
+{
+	struct lb_port *ing = bpf_map_lookup_elem(&lb_ports, &cfg->default_int_ifindex);
+
+	if (!ing)
+		return drop(p, LB_DROP_NO_INTERNAL);
+	__u8 mac[ETH_ALEN];
+	__builtin_memcpy(mac, dst, ETH_ALEN);
+	if (push_vlan(p->ctx, p->port->vlan))
+		return drop(p, LB_DROP_RUNT);
+	struct ethhdr *eth = (void *)(long)p->ctx->data;
+	if ((void *)(eth + 1) > (void *)(long)p->ctx->data_end)
+		return drop(p, LB_DROP_RUNT);
+	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
+	return send(p, cfg->default_int_ifindex, ing->index);
+}
+
+/* int_arp_in broadcasts an ARP reply from outside to every back-end,
+ * tagged with its port's VLAN: the reply names no back-end (seed 000
+ * §4.3), and the tag tells them which external port it belongs to. */
+static __always_inline int int_arp_in(struct pkt *p, struct lb_config *cfg)
+{
+	static const __u8 bcast[ETH_ALEN] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+	count_module(p, LB_MOD_INT_ARP_IN);
+	return to_inside(p, bcast, cfg);
+}
+
+/* vcp hands a routing or management packet to the virtual control plane,
+ * tagged with its port's VLAN so that the VCP sees it on that port's
+ * mirror (OSPF is per interface). */
+static __always_inline int vcp(struct pkt *p, struct lb_config *cfg)
+{
+	if (!cfg->has_vcp)
+		return drop(p, LB_DROP_NO_VCP);
+	count_module(p, LB_MOD_VCP);
+	return to_inside(p, cfg->vcp_mac, cfg);
+}
+
+/* flow_hash mixes a flow's addresses, ports and protocol (murmur3's
+ * finalizer steps); lb/model.go's flowHash is the same function. */
+static __always_inline __u32 flow_hash(__u32 saddr, __u32 daddr, __u32 ports, __u32 proto)
+{
+	__u32 h = saddr * 0x9e3779b1u;
+
+	h ^= daddr;
+	h ^= h >> 15;
+	h *= 0x85ebca6bu;
+	h ^= ports;
+	h ^= proto << 24;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
+}
+
+/* balance sends a data frame to the back-end the active table picks. */
+static __always_inline int balance(struct pkt *p, struct ethhdr *eth, __u32 hash, struct lb_config *cfg)
+{
+	__u32 t = cfg->active_table & 1;
+	struct lb_table_meta *meta = bpf_map_lookup_elem(&lb_tables, &t);
+
+	if (!meta || meta->len == 0 || meta->len > LB_TABLE_SLOTS)
+		return drop(p, LB_DROP_NO_BACKEND);
+	__u32 idx;
+	if (meta->mode == LB_MODE_WRR) {
+		__u32 zero = 0;
+		__u32 *rr = bpf_map_lookup_elem(&lb_rr, &zero);
+		if (!rr)
+			return drop(p, LB_DROP_NO_BACKEND);
+		idx = *rr % meta->len;
+		*rr = idx + 1;
+	} else {
+		idx = hash % meta->len;
+	}
+	struct lb_slot *slot = t ? bpf_map_lookup_elem(&lb_table_1, &idx) : bpf_map_lookup_elem(&lb_table_0, &idx);
+	if (!slot || slot->ifindex == 0)
+		return drop(p, LB_DROP_NO_BACKEND);
+	__builtin_memcpy(eth->h_dest, slot->mac, ETH_ALEN);
+	count_module(p, LB_MOD_BALANCE);
+	return send(p, slot->ifindex, slot->index);
+}
+
+/* int_to_ext sends a tagged frame from a back-end out of its VLAN's
+ * external port: tag popped, source MAC that port's (seed 000 §4.5). For
+ * ARP (int_arp_out) the sender hardware address is rewritten too, so the
+ * neighbour learns the LB's MAC, not the back-end's. */
+static __always_inline int int_to_ext(struct pkt *p, struct lb_egress *eg, int is_arp)
+{
+	struct lb_port *out = bpf_map_lookup_elem(&lb_ports, &eg->ifindex);
+
+	if (!out)
+		return drop(p, LB_DROP_VLAN_NOT_OURS);
+	if (pop_vlan(p->ctx))
+		return drop(p, LB_DROP_RUNT);
+	void *data = (void *)(long)p->ctx->data;
+	void *end = (void *)(long)p->ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return drop(p, LB_DROP_RUNT);
+	__builtin_memcpy(eth->h_source, out->mac, ETH_ALEN);
+	if (is_arp) {
+		struct arp_ipv4 *arp = (void *)(eth + 1);
+		if ((void *)(arp + 1) > end)
+			return drop(p, LB_DROP_BAD_ARP);
+		__builtin_memcpy(arp->sha, out->mac, ETH_ALEN);
+		count_module(p, LB_MOD_INT_ARP_OUT);
+	} else {
+		count_module(p, LB_MOD_INT_TO_EXT);
+	}
+	return send(p, eg->ifindex, eg->index);
+}
+
+/* ---- classifiers ------------------------------------------------------ */
+
+static __always_inline int valid_arp(struct arp_ipv4 *arp)
+{
+	return arp->htype == bpf_htons(1) && arp->ptype == bpf_htons(ETH_P_IP) &&
+	       arp->hlen == ETH_ALEN && arp->plen == 4;
+}
+
+static __always_inline int classify_arp(struct pkt *p, struct ethhdr *eth, void *end, struct lb_config *cfg)
+{
+	struct arp_ipv4 *arp = (void *)(eth + 1);
+
+	if ((void *)(arp + 1) > end)
+		return drop(p, LB_DROP_RUNT);
+	if (!valid_arp(arp))
+		return drop(p, LB_DROP_BAD_ARP);
+	if (arp->op == bpf_htons(ARPOP_REQUEST)) {
+		if (arp->tip != p->port->ip || p->port->ip == 0)
+			return drop(p, LB_DROP_ARP_NOT_OURS);
+		return ext_arp(p, eth, arp);
+	}
+	if (arp->op == bpf_htons(ARPOP_REPLY))
+		return int_arp_in(p, cfg);
+	return drop(p, LB_DROP_BAD_ARP);
+}
+
+/* is_control says whether an IPv4 packet from outside is for the VCP:
+ * routing (OSPF, RIP, BGP) or management (SNMP, anything to the
+ * management address) addressed to the router. The same protocols between
+ * two other hosts are data. Non-first fragments carry no ports, so only
+ * the address rules apply to them. */
+static __always_inline int is_control(struct iphdr *ip, __u16 sport, __u16 dport, int has_ports)
+{
+	__u32 *flags = bpf_map_lookup_elem(&lb_router_addrs, &ip->daddr);
+	__u32 f = flags ? *flags : 0;
+	__u32 d = bpf_ntohl(ip->daddr);
+
+	if (f & LB_ADDR_MGMT)
+		return 1;
+	if (ip->protocol == IPPROTO_OSPF)
+		return f || d == 0xe0000005 || d == 0xe0000006; /* AllSPFRouters, AllDRouters */
+	if (!has_ports)
+		return 0;
+	if (ip->protocol == IPPROTO_UDP) {
+		if (dport == PORT_RIP)
+			return f || d == 0xe0000009 || d == 0xffffffff; /* RIPv2 group, RIPv1 broadcast */
+		return f && (dport == PORT_SNMP || dport == PORT_SNMP_TRAP);
+	}
+	if (ip->protocol == IPPROTO_TCP)
+		return f && (dport == PORT_BGP || sport == PORT_BGP);
+	return 0;
+}
+
+static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void *end, struct lb_config *cfg)
+{
+	struct iphdr *ip = (void *)(eth + 1);
+
+	if ((void *)(ip + 1) > end)
+		return drop(p, LB_DROP_RUNT);
+	__u32 ihl = ip->ihl * 4;
+	__u32 tot = bpf_ntohs(ip->tot_len);
+	if (ip->version != 4 || ihl < sizeof(*ip) || tot < ihl || (void *)ip + tot > end)
+		return drop(p, LB_DROP_BAD_IP);
+
+	__u16 sport = 0, dport = 0;
+	int frag = ip->frag_off & bpf_htons(0x3fff); /* MF or an offset */
+	int has_ports = 0;
+	if (!frag && (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP)) {
+		__be16 *l4 = (void *)ip + (ihl & 0x3c);
+		if ((void *)(l4 + 2) > end || (void *)(l4 + 2) > (void *)ip + tot)
+			return drop(p, LB_DROP_BAD_IP);
+		sport = bpf_ntohs(l4[0]);
+		dport = bpf_ntohs(l4[1]);
+		has_ports = 1;
+	}
+	if (is_control(ip, sport, dport, has_ports))
+		return vcp(p, cfg);
+	__u32 d = bpf_ntohl(ip->daddr);
+	if (is_multicast(eth->h_dest) || (d >> 28) == 0xe || d == 0xffffffff)
+		return drop(p, LB_DROP_MCAST_EXTERNAL);
+	/* 5-tuple for TCP/UDP, 3-tuple for fragments and other protocols, so
+	 * all fragments of a datagram take one path. */
+	__u32 ports = has_ports ? ((__u32)sport << 16 | dport) : 0;
+	return balance(p, eth, flow_hash(ip->saddr, ip->daddr, ports, ip->protocol), cfg);
+}
+
+static __always_inline int classify_external(struct pkt *p, struct ethhdr *eth, void *end, struct lb_config *cfg)
+{
+	if (!is_multicast(eth->h_dest) && !same_mac(eth->h_dest, p->port->mac))
+		return drop(p, LB_DROP_NOT_OURS);
+	switch (eth->h_proto) {
+	case bpf_htons(ETH_P_ARP):
+		return classify_arp(p, eth, end, cfg);
+	case bpf_htons(ETH_P_IP):
+		return classify_ipv4(p, eth, end, cfg);
+	case bpf_htons(ETH_P_DIST):
+		return drop(p, LB_DROP_DIST_EXTERNAL);
+	case bpf_htons(ETH_P_8021Q):
+	case bpf_htons(ETH_P_8021AD):
+		return drop(p, LB_DROP_TAGGED_EXTERNAL);
+	}
+	return drop(p, LB_DROP_NO_RULE);
+}
+
+static __always_inline int classify_internal(struct pkt *p, struct ethhdr *eth, void *end)
+{
+	if (eth->h_proto == bpf_htons(ETH_P_DIST)) {
+		count_module(p, LB_MOD_DIST);
+		return XDP_PASS;
+	}
+	__u64 src = mac_key(eth->h_source);
+	if (bpf_map_lookup_elem(&lb_own_macs, &src))
+		return drop(p, LB_DROP_OWN_FRAME);
+	if (eth->h_proto != bpf_htons(ETH_P_8021Q) && eth->h_proto != bpf_htons(ETH_P_8021AD))
+		return drop(p, LB_DROP_UNTAGGED_INTERNAL);
+	struct vlan_hdr *vh = (void *)(eth + 1);
+	if ((void *)(vh + 1) > end)
+		return drop(p, LB_DROP_RUNT);
+	if (vh->proto == bpf_htons(ETH_P_8021Q) || vh->proto == bpf_htons(ETH_P_8021AD))
+		return drop(p, LB_DROP_VLAN_IN_VLAN);
+	__u32 vid = bpf_ntohs(vh->tci) & 0x0fff;
+	struct lb_egress *eg = bpf_map_lookup_elem(&lb_vlans, &vid);
+	if (!eg || eg->ifindex == 0)
+		return drop(p, LB_DROP_VLAN_NOT_OURS);
+	return int_to_ext(p, eg, vh->proto == bpf_htons(ETH_P_ARP));
+}
+
+SEC("xdp")
+int lb(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct pkt p = {.ctx = ctx, .ifindex = ctx->ingress_ifindex};
+	__u32 zero = 0;
+
+	p.port = bpf_map_lookup_elem(&lb_ports, &p.ifindex);
+	if (!p.port)
+		return XDP_PASS; /* not a port of this LB: leave it to the stack */
+	__u32 index = p.port->index;
+	p.st = bpf_map_lookup_elem(&lb_stats, &index);
+	struct lb_config *cfg = bpf_map_lookup_elem(&lb_cfg, &zero);
+	if (!p.st || !cfg)
+		return XDP_ABORTED;
+	p.st->rx_packets++;
+	p.st->rx_bytes += end - data;
+
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return drop(&p, LB_DROP_RUNT);
+	switch (p.port->role) {
+	case LB_PORT_EXTERNAL:
+		return classify_external(&p, eth, end, cfg);
+	case LB_PORT_INTERNAL:
+		return classify_internal(&p, eth, end);
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_DIST)) {
+		count_module(&p, LB_MOD_DIST);
+		return XDP_PASS;
+	}
+	return drop(&p, LB_DROP_PORT_UNKNOWN);
+}

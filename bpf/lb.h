@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * lb.h: the load balancer's maps and counters, shared by lb.bpf.c and Go
+ * (bpf2go generates the Go types; never mirror them by hand).
+ */
+#ifndef MSR_LB_H
+#define MSR_LB_H
+
+#include <linux/types.h>
+
+#define LB_MAX_PORTS 16
+/* Slots of a balancing table: a prime, so it also serves Maglev's
+ * lookup table for up to 655 back-ends at 100 slots each. */
+#define LB_TABLE_SLOTS 65537
+#define LB_VLANS 4096
+#define LB_MAX_ROUTER_ADDRS 1024
+
+enum lb_port_role {
+	LB_PORT_UNKNOWN = 0,
+	LB_PORT_EXTERNAL = 1,
+	LB_PORT_INTERNAL = 2,
+};
+
+enum lb_mode {
+	LB_MODE_WRR = 1,
+	LB_MODE_HASH = 2,
+	LB_MODE_MAGLEV = 3,
+};
+
+/* What each module of seed 000's Fig. 3 handled, per ingress port. */
+enum lb_module {
+	LB_MOD_EXT_ARP = 0,      /* ARP request from outside, answered */
+	LB_MOD_INT_ARP_OUT = 1,  /* back-end ARP, out to its VLAN's port */
+	LB_MOD_INT_ARP_IN = 2,   /* ARP reply from outside, to every back-end */
+	LB_MOD_VCP = 3,          /* routing/management, to the VCP */
+	LB_MOD_BALANCE = 4,      /* data from outside, to a back-end */
+	LB_MOD_INT_TO_EXT = 5,   /* tagged frame from inside, out its port */
+	LB_MOD_DIST = 6,         /* DIST frame, to the agent */
+	LB_MOD_MAX = 7,
+};
+
+/* Why a frame was dropped, per ingress port. */
+enum lb_drop {
+	LB_DROP_RUNT = 0,            /* shorter than its headers say */
+	LB_DROP_NOT_OURS = 1,        /* unicast to another MAC */
+	LB_DROP_PORT_UNKNOWN = 2,    /* port has no role yet; only DIST passes */
+	LB_DROP_DIST_EXTERNAL = 3,   /* DIST from outside: an attack */
+	LB_DROP_TAGGED_EXTERNAL = 4, /* 802.1Q frame from outside */
+	LB_DROP_BAD_ARP = 5,         /* not Ethernet/IPv4 ARP, or unknown op */
+	LB_DROP_ARP_NOT_OURS = 6,    /* ARP request for an address not this port's */
+	LB_DROP_BAD_IP = 7,          /* IPv4 header invalid */
+	LB_DROP_MCAST_EXTERNAL = 8,  /* multicast/broadcast data from outside */
+	LB_DROP_NO_BACKEND = 9,      /* balancing table empty */
+	LB_DROP_NO_VCP = 10,         /* control packet, VCP unknown */
+	LB_DROP_NO_RULE = 11,        /* no rule of Table 1 matches */
+	LB_DROP_OWN_FRAME = 12,      /* from inside with one of our MACs as source */
+	LB_DROP_UNTAGGED_INTERNAL = 13, /* untagged non-DIST from inside */
+	LB_DROP_VLAN_NOT_OURS = 14,  /* VLAN owned by another LB */
+	LB_DROP_VLAN_IN_VLAN = 15,   /* stacked tags */
+	LB_DROP_NO_INTERNAL = 16,    /* no default internal port configured */
+	LB_DROP_MAX = 17,
+};
+
+struct lb_port {
+	__u8 mac[6];
+	__u8 role;  /* enum lb_port_role */
+	__u8 index; /* 0..LB_MAX_PORTS-1: counters and hellos */
+	__u16 vlan; /* external ports: the VLAN id that names them inside */
+	__u16 pad;
+	__be32 ip; /* external ports: the address Ext ARP answers for */
+	__u32 pad2;
+};
+
+struct lb_config {
+	__u8 vcp_mac[6];
+	__u8 has_vcp;
+	__u8 active_table; /* 0 or 1: which of lb_table_0/1 is live */
+	__u32 default_int_ifindex;
+	__be32 mgmt_ip;
+	__u32 pad;
+};
+
+/* A balancing table's header, per table id. */
+struct lb_table_meta {
+	__u32 len; /* slots in use, 1..LB_TABLE_SLOTS; 0 = empty */
+	__u32 mode; /* enum lb_mode */
+};
+
+/* Where a frame leaves: a port's ifindex and its index (for counters). */
+struct lb_egress {
+	__u32 ifindex;
+	__u32 index;
+};
+
+struct lb_slot {
+	__u8 mac[6];  /* the back-end's MAC */
+	__u16 index;  /* the LB port's index */
+	__u32 ifindex; /* the LB port */
+};
+
+struct lb_port_stats {
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 tx_packets; /* frames the data path sent out of this port */
+	__u64 tx_bytes;
+	__u64 module[LB_MOD_MAX];
+	__u64 drop[LB_DROP_MAX];
+};
+
+/* lb_router_addrs values. */
+#define LB_ADDR_ROUTER 1 /* an external address of the router */
+#define LB_ADDR_MGMT 2   /* the management address: everything to the VCP */
+
+#endif

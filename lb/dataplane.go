@@ -1,0 +1,255 @@
+// Package lb is msr's front-end load balancer: the XDP data path of
+// bpf/lb.bpf.c (seed 000's packet processor: classifier, Ext ARP, Int ARP,
+// Virtual-CP, Int-to-ext, DIST, Balance), the balancing tables it reads
+// (weighted round-robin, hash, Maglev), a plain-Go reference model of the
+// data path used by the differential tests, and the agent `msr lb`.
+package lb
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// Port roles, as lb.h numbers them.
+const (
+	RoleUnknown  = uint8(lbxdpLbPortRoleLB_PORT_UNKNOWN)
+	RoleExternal = uint8(lbxdpLbPortRoleLB_PORT_EXTERNAL)
+	RoleInternal = uint8(lbxdpLbPortRoleLB_PORT_INTERNAL)
+)
+
+// Router address flags (lb_router_addrs values).
+const (
+	AddrRouter = 1 // LB_ADDR_ROUTER
+	AddrMgmt   = 2 // LB_ADDR_MGMT
+)
+
+// Port is one port of the LB as the data path sees it.
+type Port struct {
+	Ifindex int
+	Index   uint8 // 0..MaxPorts-1, unique per LB
+	Role    uint8
+	MAC     net.HardwareAddr
+	VLAN    uint16     // external ports
+	Addr    netip.Addr // external ports: the address Ext ARP answers for
+}
+
+// MaxPorts is LB_MAX_PORTS.
+const MaxPorts = 16
+
+// Dataplane is the loaded LB program and its maps.
+type Dataplane struct {
+	objs lbxdpObjects
+}
+
+// tableReuseDelay is how long a balancing table that was just swapped out
+// is left alone before it is rewritten: an XDP program that read the old
+// active_table finishes with it within microseconds.
+const tableReuseDelay = 50 * time.Millisecond
+
+// LoadDataplane loads the program. With pinDir set, maps are pinned there
+// and maps already pinned there are reused: a restarted agent adopts the
+// running state (ports, tables, counters) instead of starting empty.
+func LoadDataplane(pinDir string) (*Dataplane, error) {
+	spec, err := loadLbxdp()
+	if err != nil {
+		return nil, fmt.Errorf("load lb program: %w", err)
+	}
+	opts := &ebpf.CollectionOptions{}
+	if pinDir != "" {
+		opts.Maps.PinPath = pinDir
+	} else {
+		for _, m := range spec.Maps {
+			m.Pinning = ebpf.PinNone
+		}
+	}
+	d := &Dataplane{}
+	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load lb program: %+v", ve)
+		}
+		return nil, fmt.Errorf("load lb program: %w", err)
+	}
+	return d, nil
+}
+
+// Program is the XDP program, to attach to every port.
+func (d *Dataplane) Program() *ebpf.Program { return d.objs.Lb }
+
+// Attach attaches the program to an interface in native mode.
+func (d *Dataplane) Attach(ifindex int) (link.Link, error) {
+	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.Lb, Interface: ifindex, Flags: link.XDPDriverMode})
+	if err != nil {
+		return nil, fmt.Errorf("attach xdp to ifindex %d: %w", ifindex, err)
+	}
+	return l, nil
+}
+
+// SetPort installs or updates a port: its role and addresses, its MAC as
+// one of the LB's own, and for an external port its VLAN.
+func (d *Dataplane) SetPort(p Port) error {
+	if p.Index >= MaxPorts || len(p.MAC) != 6 {
+		return fmt.Errorf("port %d: index must be below %d and MAC 6 bytes", p.Ifindex, MaxPorts)
+	}
+	v := lbxdpLbPort{Role: p.Role, Index: p.Index, Vlan: p.VLAN}
+	copy(v.Mac[:], p.MAC)
+	if p.Addr.Is4() {
+		v.Ip = be32(p.Addr)
+	}
+	if err := d.objs.LbPorts.Put(uint32(p.Ifindex), &v); err != nil {
+		return fmt.Errorf("set port %d: %w", p.Ifindex, err)
+	}
+	if err := d.objs.LbOwnMacs.Put(macKey(p.MAC), uint32(p.Ifindex)); err != nil {
+		return fmt.Errorf("set port %d MAC: %w", p.Ifindex, err)
+	}
+	if p.Role == RoleExternal && p.VLAN != 0 {
+		if err := d.objs.LbVlans.Put(uint32(p.VLAN), lbxdpLbEgress{Ifindex: uint32(p.Ifindex), Index: uint32(p.Index)}); err != nil {
+			return fmt.Errorf("set VLAN %d: %w", p.VLAN, err)
+		}
+	}
+	return nil
+}
+
+// ClearVLAN forgets which port owns a VLAN (after a port's VLAN changed).
+func (d *Dataplane) ClearVLAN(vlan uint16) error {
+	return d.objs.LbVlans.Put(uint32(vlan), lbxdpLbEgress{})
+}
+
+// SetRouterAddr marks an address as the router's (AddrRouter) or as its
+// management address (AddrMgmt); 0 removes it.
+func (d *Dataplane) SetRouterAddr(a netip.Addr, flags uint32) error {
+	if !a.Is4() {
+		return fmt.Errorf("router address %s is not IPv4", a)
+	}
+	if flags == 0 {
+		err := d.objs.LbRouterAddrs.Delete(be32(a))
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		return err
+	}
+	return d.objs.LbRouterAddrs.Put(be32(a), flags)
+}
+
+// Config is the LB-wide part of the data path's configuration.
+type Config struct {
+	VCPMAC            net.HardwareAddr // nil: no VCP known
+	DefaultIntIfindex int
+	ManagementAddr    netip.Addr
+}
+
+// SetConfig writes the LB-wide configuration, keeping the active table.
+func (d *Dataplane) SetConfig(c Config) error {
+	var cur lbxdpLbConfig
+	if err := d.objs.LbCfg.Lookup(uint32(0), &cur); err != nil {
+		return err
+	}
+	cur.HasVcp = 0
+	cur.VcpMac = [6]uint8{}
+	if len(c.VCPMAC) == 6 {
+		cur.HasVcp = 1
+		copy(cur.VcpMac[:], c.VCPMAC)
+	}
+	cur.DefaultIntIfindex = uint32(c.DefaultIntIfindex)
+	cur.MgmtIp = 0
+	if c.ManagementAddr.Is4() {
+		cur.MgmtIp = be32(c.ManagementAddr)
+	}
+	return d.objs.LbCfg.Put(uint32(0), &cur)
+}
+
+// InstallTable writes a balancing table into the idle table map and makes
+// it active with one write of lb_cfg.active_table: a packet sees either
+// the whole old table or the whole new one.
+func (d *Dataplane) InstallTable(t *Table) error {
+	var cfg lbxdpLbConfig
+	if err := d.objs.LbCfg.Lookup(uint32(0), &cfg); err != nil {
+		return err
+	}
+	idle := uint32(cfg.ActiveTable^1) & 1
+	m := d.objs.LbTable0
+	if idle == 1 {
+		m = d.objs.LbTable1
+	}
+	if len(t.Slots) > TableSlots {
+		return fmt.Errorf("table of %d slots, at most %d", len(t.Slots), TableSlots)
+	}
+	keys := make([]uint32, len(t.Slots))
+	vals := make([]lbxdpLbSlot, len(t.Slots))
+	for i, s := range t.Slots {
+		keys[i] = uint32(i)
+		vals[i] = lbxdpLbSlot{Index: uint16(s.PortIndex), Ifindex: uint32(s.Ifindex)}
+		copy(vals[i].Mac[:], s.MAC)
+	}
+	if len(keys) > 0 {
+		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("write balancing table: %w", err)
+		}
+	}
+	if err := d.objs.LbTables.Put(idle, lbxdpLbTableMeta{Len: uint32(len(t.Slots)), Mode: uint32(t.Mode)}); err != nil {
+		return err
+	}
+	cfg.ActiveTable = uint8(idle)
+	if err := d.objs.LbCfg.Put(uint32(0), &cfg); err != nil {
+		return err
+	}
+	// The table just retired may still be read by a packet in flight;
+	// the next install writes it, so wait that out here.
+	time.Sleep(tableReuseDelay)
+	return nil
+}
+
+// PortStats is one port's counters, summed over CPUs.
+type PortStats struct {
+	RxPackets uint64            `json:"rx_packets"`
+	RxBytes   uint64            `json:"rx_bytes"`
+	TxPackets uint64            `json:"tx_packets"`
+	TxBytes   uint64            `json:"tx_bytes"`
+	Modules   map[string]uint64 `json:"modules"`
+	Drops     map[string]uint64 `json:"drops"`
+}
+
+// Stats reads the counters of the port with the given index.
+func (d *Dataplane) Stats(index uint8) (*PortStats, error) {
+	var per []lbxdpLbPortStats
+	if err := d.objs.LbStats.Lookup(uint32(index), &per); err != nil {
+		return nil, fmt.Errorf("read port %d counters: %w", index, err)
+	}
+	s := &PortStats{Modules: map[string]uint64{}, Drops: map[string]uint64{}}
+	for _, c := range per {
+		s.RxPackets += c.RxPackets
+		s.RxBytes += c.RxBytes
+		s.TxPackets += c.TxPackets
+		s.TxBytes += c.TxBytes
+		for m, v := range c.Module {
+			s.Modules[ModuleNames[m]] += v
+		}
+		for r, v := range c.Drop {
+			s.Drops[DropNames[r]] += v
+		}
+	}
+	return s, nil
+}
+
+// Close releases the program and maps (pinned maps stay pinned).
+func (d *Dataplane) Close() error { return d.objs.Close() }
+
+func be32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// macKey is lb_own_macs's key: the MAC's bytes in memory order in a u64.
+func macKey(mac net.HardwareAddr) uint64 {
+	var k uint64
+	for i := 5; i >= 0; i-- {
+		k = k<<8 | uint64(mac[i])
+	}
+	return k
+}

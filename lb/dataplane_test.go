@@ -1,0 +1,441 @@
+package lb
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"reflect"
+	"runtime"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+)
+
+// The fixture LB has two external ports (e0: VLAN 10, e1: VLAN 11), two
+// internal ports (i0, the default, and i1) and one port of unknown role
+// (u0), all veths of one lab host. The XDP test run resolves the ingress
+// ifindex, so the ports must exist; it never transmits.
+const fixtureLab = `name: t-lbfix
+hosts:
+  lb:
+    interfaces:
+      e0: {mac: "02:00:00:00:e0:00"}
+      e1: {mac: "02:00:00:00:e1:00"}
+      i0: {mac: "02:00:00:00:10:00"}
+      i1: {mac: "02:00:00:00:11:00"}
+      u0: {mac: "02:00:00:00:99:00"}
+  peer: {}
+links:
+  - ends: [lb:e0, peer:e0]
+  - ends: [lb:e1, peer:e1]
+  - ends: [lb:i0, peer:i0]
+  - ends: [lb:i1, peer:i1]
+  - ends: [lb:u0, peer:u0]
+`
+
+type fixture struct {
+	dp    *Dataplane
+	model *Model
+	ports map[string]Port
+}
+
+// withFixture builds the lab, loads the data path and its model with the
+// same state, and runs fn inside the LB's namespace on one pinned CPU (the
+// WRR counter is per CPU).
+func withFixture(t *testing.T, mode Mode, fn func(f *fixture)) {
+	t.Helper()
+	spec, err := lab.Load("t.yaml", []byte(fixtureLab))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Up(spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Down(spec.Name) })
+	err = netns.Do(lab.Namespace(spec.Name, "lb"), func() error {
+		var set unix.CPUSet
+		set.Set(runtime.NumCPU() - 1)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return err
+		}
+		f, err := newFixture(mode)
+		if err != nil {
+			return err
+		}
+		defer f.dp.Close()
+		fn(f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newFixture(mode Mode) (*fixture, error) {
+	dp, err := LoadDataplane("")
+	if err != nil {
+		return nil, err
+	}
+	f := &fixture{dp: dp, ports: map[string]Port{}}
+	roles := []struct {
+		name string
+		role uint8
+		vlan uint16
+		addr netip.Addr
+	}{{"e0", RoleExternal, 10, ipExt0}, {"e1", RoleExternal, 11, ipExt1}, {"i0", RoleInternal, 0, netip.Addr{}},
+		{"i1", RoleInternal, 0, netip.Addr{}}, {"u0", RoleUnknown, 0, netip.Addr{}}}
+	m := &Model{Ports: map[int]Port{}, RouterAddrs: map[netip.Addr]uint32{}}
+	for i, r := range roles {
+		ifi, err := net.InterfaceByName(r.name)
+		if err != nil {
+			return nil, err
+		}
+		p := Port{Ifindex: ifi.Index, Index: uint8(i), Role: r.role, MAC: ifi.HardwareAddr, VLAN: r.vlan, Addr: r.addr}
+		if err := dp.SetPort(p); err != nil {
+			return nil, err
+		}
+		f.ports[r.name] = p
+		m.Ports[p.Ifindex] = p
+	}
+	for a, fl := range map[netip.Addr]uint32{ipExt0: AddrRouter, ipExt1: AddrRouter, ipMgmt: AddrMgmt} {
+		if err := dp.SetRouterAddr(a, fl); err != nil {
+			return nil, err
+		}
+		m.RouterAddrs[a] = fl
+	}
+	m.Config = Config{VCPMAC: macVCP, DefaultIntIfindex: f.ports["i0"].Ifindex, ManagementAddr: ipMgmt}
+	if err := dp.SetConfig(m.Config); err != nil {
+		return nil, err
+	}
+	var bs []Backend
+	for i, mac := range macR {
+		for _, pn := range []string{"i0", "i1"} {
+			bs = append(bs, Backend{MAC: mac, Ifindex: f.ports[pn].Ifindex, PortIndex: f.ports[pn].Index, Weight: uint16(1 + i%2)})
+		}
+	}
+	t, err := BuildTable(mode, bs)
+	if err != nil {
+		return nil, err
+	}
+	if err := dp.InstallTable(t); err != nil {
+		return nil, err
+	}
+	m.Table = *t
+	f.model = m
+	return f, nil
+}
+
+// run processes a frame in the kernel and returns the verdict and the
+// frame as it left.
+func (f *fixture) run(ifindex int, frame []byte) (int, []byte, error) {
+	out := make([]byte, len(frame)+64)
+	ret, err := f.dp.Program().Run(&ebpf.RunOptions{
+		Data: frame, DataOut: out,
+		Context: lbxdpXdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ifindex)},
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return int(ret), out, nil
+}
+
+// stats reads every port's counters from the kernel, in the model's shape.
+func (f *fixture) stats() ([MaxPorts]ModelStats, error) {
+	var all [MaxPorts]ModelStats
+	for i := range all {
+		var per []lbxdpLbPortStats
+		if err := f.dp.objs.LbStats.Lookup(uint32(i), &per); err != nil {
+			return all, err
+		}
+		for _, c := range per {
+			s := &all[i]
+			s.RxPackets += c.RxPackets
+			s.RxBytes += c.RxBytes
+			s.TxPackets += c.TxPackets
+			s.TxBytes += c.TxBytes
+			for j := range s.Module {
+				s.Module[j] += c.Module[j]
+			}
+			for j := range s.Drop {
+				s.Drop[j] += c.Drop[j]
+			}
+		}
+	}
+	return all, nil
+}
+
+// compare runs frame through kernel and model and reports any difference
+// in verdict, output bytes, or (when checkCounters) any counter.
+func (f *fixture) compare(ifindex int, frame []byte, checkCounters bool) (Result, error) {
+	want := f.model.Process(ifindex, frame)
+	ret, out, err := f.run(ifindex, frame)
+	if err != nil {
+		return want, err
+	}
+	if ret != want.Verdict {
+		return want, fmt.Errorf("verdict %d, model %d", ret, want.Verdict)
+	}
+	if want.Verdict != XDPDrop && !bytes.Equal(out[:len(want.Out)], want.Out) {
+		return want, fmt.Errorf("output\n got %x\nwant %x", out[:len(want.Out)], want.Out)
+	}
+	if checkCounters {
+		got, err := f.stats()
+		if err != nil {
+			return want, err
+		}
+		if got != f.model.Stats {
+			for i := range got {
+				if got[i] != f.model.Stats[i] {
+					return want, fmt.Errorf("port %d counters\n got %+v\nwant %+v", i, got[i], f.model.Stats[i])
+				}
+			}
+		}
+	}
+	return want, nil
+}
+
+type fixtureCase struct {
+	name    string
+	in      string // ingress port
+	frame   []byte
+	verdict int
+	out     string // egress port, for TX and REDIRECT
+	module  string // counted module, or
+	drop    string // counted drop reason
+	check   func(t *testing.T, out []byte)
+}
+
+func fixtureCases() []fixtureCase {
+	dataA := udp(ipHostA, ipHostB, 4000, 5000)
+	return []fixtureCase{
+		// Table 1, from an external port.
+		{name: "ARP request for the port's address", in: "e0", frame: eth(bcastMAC, macHost, etherTypeARP, arp(1, macHost, ipHostA, make(net.HardwareAddr, 6), ipExt0)),
+			verdict: XDPTx, out: "e0", module: "ext_arp", check: func(t *testing.T, out []byte) {
+				want := eth(macHost, macExt0, etherTypeARP, arp(2, macExt0, ipExt0, macHost, ipHostA))
+				if !bytes.Equal(out[:len(want)], want) {
+					t.Errorf("reply\n got %x\nwant %x", out[:len(want)], want)
+				}
+			}},
+		{name: "ARP request for another port's address", in: "e0", frame: eth(bcastMAC, macHost, etherTypeARP, arp(1, macHost, ipHostA, make(net.HardwareAddr, 6), ipExt1)),
+			verdict: XDPDrop, drop: "arp_not_ours"},
+		{name: "ARP reply from outside", in: "e1", frame: eth(macExt1, macHost, etherTypeARP, arp(2, macHost, ipHostB, macExt1, ipExt1)),
+			verdict: XDPRedirect, out: "i0", module: "int_arp_in", check: func(t *testing.T, out []byte) {
+				want := tagged(bcastMAC, macHost, 11, etherTypeARP, arp(2, macHost, ipHostB, macExt1, ipExt1))
+				if !bytes.Equal(out[:len(want)], want) {
+					t.Errorf("to back-ends\n got %x\nwant %x", out[:len(want)], want)
+				}
+			}},
+		{name: "ARP with another op", in: "e0", frame: eth(bcastMAC, macHost, etherTypeARP, arp(3, macHost, ipHostA, macHost, ipExt0)), verdict: XDPDrop, drop: "bad_arp"},
+		{name: "BGP to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipExt0, 40000, 179)),
+			verdict: XDPRedirect, out: "i0", module: "vcp", check: func(t *testing.T, out []byte) {
+				want := tagged(macVCP, macHost, 10, etherTypeIPv4, tcp(ipHostA, ipExt0, 40000, 179))
+				if !bytes.Equal(out[:len(want)], want) {
+					t.Errorf("to VCP\n got %x\nwant %x", out[:len(want)], want)
+				}
+			}},
+		{name: "BGP reply from the peer (source port 179)", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipExt0, 179, 40000)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "BGP between two other hosts is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipHostB, 40000, 179)), verdict: XDPRedirect, module: "balance"},
+		{name: "OSPF hello to AllSPFRouters", in: "e1", frame: eth(ospfMAC, macHost, etherTypeIPv4, ipv4(ipHostB, netip.MustParseAddr("224.0.0.5"), 89, make([]byte, 44))), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "RIP to its group", in: "e1", frame: eth(netAddrMAC(9), macHost, etherTypeIPv4, udp(ipHostB, netip.MustParseAddr("224.0.0.9"), 520, 520)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "SNMP to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipExt0, 5555, 161)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "anything to the management address", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipMgmt, 5555, 22)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "ICMP echo to the router is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, ipv4(ipHostA, ipExt0, 1, make([]byte, 16))), verdict: XDPRedirect, module: "balance"},
+		{name: "data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, dataA), verdict: XDPRedirect, module: "balance", check: func(t *testing.T, out []byte) {
+			if !bytes.Equal(out[14:14+len(dataA)], dataA) || !bytes.Equal(out[6:12], macHost) {
+				t.Error("balance changed more than the destination MAC")
+			}
+			found := false
+			for _, m := range macR {
+				found = found || bytes.Equal(out[0:6], m)
+			}
+			if !found {
+				t.Errorf("destination %x is no back-end", out[0:6])
+			}
+		}},
+		{name: "data for another MAC", in: "e0", frame: eth(macHost, macR[0], etherTypeIPv4, dataA), verdict: XDPDrop, drop: "not_ours"},
+		{name: "broadcast data", in: "e0", frame: eth(bcastMAC, macHost, etherTypeIPv4, udp(ipHostA, netip.MustParseAddr("255.255.255.255"), 68, 67)), verdict: XDPDrop, drop: "mcast_external"},
+		{name: "multicast data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, netip.MustParseAddr("239.1.1.1"), 1, 2)), verdict: XDPDrop, drop: "mcast_external"},
+		{name: "DIST from outside", in: "e0", frame: eth(macExt0, macHost, etherTypeDIST, make([]byte, 80)), verdict: XDPDrop, drop: "dist_external"},
+		{name: "tagged frame from outside", in: "e0", frame: tagged(macExt0, macHost, 10, etherTypeIPv4, dataA), verdict: XDPDrop, drop: "tagged_external"},
+		{name: "IPv6 (no rule)", in: "e0", frame: eth(macExt0, macHost, 0x86dd, make([]byte, 60)), verdict: XDPDrop, drop: "no_rule"},
+		{name: "IPv4 with a bad IHL", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, func() []byte { b := udp(ipHostA, ipHostB, 1, 2); b[0] = 0x44; return b }()), verdict: XDPDrop, drop: "bad_ip"},
+		{name: "IPv4 longer than the frame", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 1, 2))[:40], verdict: XDPDrop, drop: "bad_ip"},
+		{name: "truncated ARP", in: "e0", frame: eth(bcastMAC, macHost, etherTypeARP, make([]byte, 10)), verdict: XDPDrop, drop: "runt"},
+		// From an internal port.
+		{name: "DIST from inside, to the agent", in: "i0", frame: eth(macInt0, macR[0], etherTypeDIST, make([]byte, 80)), verdict: XDPPass, module: "dist"},
+		{name: "back-end ARP request", in: "i1", frame: tagged(bcastMAC, macR[1], 11, etherTypeARP, arp(1, macR[1], ipExt1, make(net.HardwareAddr, 6), ipHostB)),
+			verdict: XDPRedirect, out: "e1", module: "int_arp_out", check: func(t *testing.T, out []byte) {
+				want := eth(bcastMAC, macExt1, etherTypeARP, arp(1, macExt1, ipExt1, make(net.HardwareAddr, 6), ipHostB))
+				if !bytes.Equal(out[:len(want)], want) {
+					t.Errorf("ARP out\n got %x\nwant %x", out[:len(want)], want)
+				}
+			}},
+		{name: "routed packet out of its VLAN's port", in: "i0", frame: tagged(macHost, macR[2], 10, etherTypeIPv4, dataA),
+			verdict: XDPRedirect, out: "e0", module: "int_to_ext", check: func(t *testing.T, out []byte) {
+				want := eth(macHost, macExt0, etherTypeIPv4, dataA)
+				if !bytes.Equal(out[:len(want)], want) {
+					t.Errorf("int to ext\n got %x\nwant %x", out[:len(want)], want)
+				}
+			}},
+		{name: "broadcast from inside goes out its VLAN's port", in: "i1", frame: tagged(bcastMAC, macVCP, 11, etherTypeIPv4, udp(ipExt1, netip.MustParseAddr("224.0.0.9"), 520, 520)), verdict: XDPRedirect, out: "e1", module: "int_to_ext"},
+		{name: "VLAN of another LB", in: "i0", frame: tagged(macHost, macR[0], 12, etherTypeIPv4, dataA), verdict: XDPDrop, drop: "vlan_not_ours"},
+		{name: "VLAN in VLAN", in: "i0", frame: tagged(macHost, macR[0], 10, etherTypeQ, append([]byte{0, 10, 8, 0}, dataA...)), verdict: XDPDrop, drop: "vlan_in_vlan"},
+		{name: "untagged from inside", in: "i0", frame: eth(macHost, macR[0], etherTypeIPv4, dataA), verdict: XDPDrop, drop: "untagged_internal"},
+		{name: "own source MAC from inside", in: "i1", frame: tagged(bcastMAC, macInt0, 11, etherTypeARP, arp(2, macHost, ipHostB, macExt1, ipExt1)), verdict: XDPDrop, drop: "own_frame"},
+		// A port of unknown role.
+		{name: "DIST on an unknown port (sensing)", in: "u0", frame: eth(macUnk, macR[0], etherTypeDIST, make([]byte, 80)), verdict: XDPPass, module: "dist"},
+		{name: "data on an unknown port", in: "u0", frame: eth(macUnk, macHost, etherTypeIPv4, dataA), verdict: XDPDrop, drop: "port_unknown"},
+	}
+}
+
+// netAddrMAC is the Ethernet address of IPv4 group 224.0.0.n (RFC 1112).
+func netAddrMAC(n byte) net.HardwareAddr { return net.HardwareAddr{1, 0, 0x5e, 0, 0, n} }
+
+// TestLBFixtures runs Table 1 row by row, every module and drop reason,
+// checking verdict, egress port, counter and output frame, in the kernel
+// and in the model.
+func TestLBFixtures(t *testing.T) {
+	withFixture(t, ModeWRR, func(f *fixture) {
+		seenMod, seenDrop := map[string]bool{}, map[string]bool{}
+		for _, c := range fixtureCases() {
+			before, _ := f.stats()
+			want, err := f.compare(f.ports[c.in].Ifindex, c.frame, true)
+			if err != nil {
+				t.Errorf("%s: kernel and model differ: %v\nframe %x", c.name, err, c.frame)
+				continue
+			}
+			if want.Verdict != c.verdict {
+				t.Errorf("%s: verdict %d, want %d\nframe %x", c.name, want.Verdict, c.verdict, c.frame)
+				continue
+			}
+			after, _ := f.stats()
+			in := f.ports[c.in].Index
+			if c.module != "" {
+				seenMod[c.module] = true
+				if d := moduleDelta(before, after, in, c.module); d != 1 {
+					t.Errorf("%s: module %s counted %d", c.name, c.module, d)
+				}
+			}
+			if c.drop != "" {
+				seenDrop[c.drop] = true
+				if d := dropDelta(before, after, in, c.drop); d != 1 {
+					t.Errorf("%s: drop %s counted %d", c.name, c.drop, d)
+				}
+			}
+			if c.out != "" {
+				o := f.ports[c.out].Index
+				if after[o].TxPackets-before[o].TxPackets != 1 {
+					t.Errorf("%s: did not leave by %s", c.name, c.out)
+				}
+			}
+			if c.check != nil {
+				c.check(t, want.Out)
+			}
+		}
+		for _, m := range ModuleNames {
+			if !seenMod[m] {
+				t.Errorf("no fixture for module %s", m)
+			}
+		}
+		for _, d := range DropNames {
+			if !seenDrop[d] && d != "no_backend" && d != "no_vcp" && d != "no_internal" {
+				t.Errorf("no fixture for drop %s", d)
+			}
+		}
+	})
+}
+
+func moduleDelta(before, after [MaxPorts]ModelStats, port uint8, name string) uint64 {
+	for i, n := range ModuleNames {
+		if n == name {
+			return after[port].Module[i] - before[port].Module[i]
+		}
+	}
+	return 0
+}
+
+func dropDelta(before, after [MaxPorts]ModelStats, port uint8, name string) uint64 {
+	for i, n := range DropNames {
+		if n == name {
+			return after[port].Drop[i] - before[port].Drop[i]
+		}
+	}
+	return 0
+}
+
+// TestLBDropsWithoutState covers the drops that need missing state: no
+// table, no VCP, no default internal port.
+func TestLBDropsWithoutState(t *testing.T) {
+	withFixture(t, ModeHash, func(f *fixture) {
+		if err := f.dp.InstallTable(&Table{Mode: ModeHash}); err != nil {
+			t.Fatal(err)
+		}
+		f.model.Table = Table{Mode: ModeHash}
+		f.model.Config = Config{DefaultIntIfindex: 999}
+		if err := f.dp.SetConfig(f.model.Config); err != nil {
+			t.Fatal(err)
+		}
+		cases := []struct {
+			frame []byte
+			drop  string
+		}{
+			{eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 1, 2)), "no_backend"},
+			{eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipExt0, 1, 179)), "no_vcp"},
+			{eth(macExt0, macHost, etherTypeARP, arp(2, macHost, ipHostA, macExt0, ipExt0)), "no_internal"},
+		}
+		for _, c := range cases {
+			before, _ := f.stats()
+			if _, err := f.compare(f.ports["e0"].Ifindex, c.frame, true); err != nil {
+				t.Errorf("%s: %v", c.drop, err)
+			}
+			after, _ := f.stats()
+			if dropDelta(before, after, 0, c.drop) != 1 {
+				t.Errorf("drop %s not counted", c.drop)
+			}
+		}
+	})
+}
+
+// TestLBDifferential runs the fixture frames and 100,000 random and
+// mutated frames through the kernel and the model, for each balancing
+// mode: every verdict and output byte must agree, and all counters (hence
+// every egress port) at each checkpoint.
+func TestLBDifferential(t *testing.T) {
+	const frames = 100_000
+	for _, mode := range []Mode{ModeWRR, ModeHash, ModeMaglev} {
+		t.Run(mode.String(), func(t *testing.T) {
+			withFixture(t, mode, func(f *fixture) {
+				r := rand.New(rand.NewPCG(uint64(mode), 42))
+				ports := []string{"e0", "e1", "i0", "i1", "u0"}
+				fails := 0
+				for i := 0; i < frames && fails < 5; i++ {
+					frame := randomFrame(r)
+					in := f.ports[ports[r.IntN(len(ports))]].Ifindex
+					if _, err := f.compare(in, frame, i%1000 == 999); err != nil {
+						t.Errorf("frame %d in %d: %v\nframe %x", i, in, err, frame)
+						fails++
+					}
+				}
+				got, _ := f.stats()
+				if !reflect.DeepEqual(got, f.model.Stats) {
+					t.Errorf("final counters differ")
+				}
+				var handled uint64
+				for _, s := range got {
+					for _, m := range s.Module {
+						handled += m
+					}
+				}
+				if handled < frames/20 {
+					t.Errorf("only %d of %d random frames got past the classifier: the generator is too narrow", handled, frames)
+				}
+			})
+		})
+	}
+}

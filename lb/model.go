@@ -1,0 +1,327 @@
+package lb
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+)
+
+// This file is the reference model of bpf/lb.bpf.c: the same rules written
+// as plainly as possible in Go, over the same state. The differential tests
+// run both on the same frames and require the same verdict, output bytes
+// and counters. It is not used by the agent.
+
+// XDP verdicts.
+const (
+	XDPAborted  = 0
+	XDPDrop     = 1
+	XDPPass     = 2
+	XDPTx       = 3
+	XDPRedirect = 4
+)
+
+// ModuleNames and DropNames name the counters, indexed by enum lb_module
+// and enum lb_drop.
+var (
+	ModuleNames = [...]string{"ext_arp", "int_arp_out", "int_arp_in", "vcp", "balance", "int_to_ext", "dist"}
+	DropNames   = [...]string{"runt", "not_ours", "port_unknown", "dist_external", "tagged_external", "bad_arp",
+		"arp_not_ours", "bad_ip", "mcast_external", "no_backend", "no_vcp", "no_rule", "own_frame",
+		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal"}
+)
+
+// Model is the state the data path reads, held in plain Go.
+type Model struct {
+	Ports       map[int]Port // by ifindex
+	RouterAddrs map[netip.Addr]uint32
+	Config      Config
+	Table       Table
+	RR          uint32
+	Stats       [MaxPorts]ModelStats
+}
+
+// ModelStats are one port's counters in the model.
+type ModelStats struct {
+	RxPackets, RxBytes, TxPackets, TxBytes uint64
+	Module                                 [len(ModuleNames)]uint64
+	Drop                                   [len(DropNames)]uint64
+}
+
+// Result is what the model does with a frame.
+type Result struct {
+	Verdict int
+	Out     []byte // the frame as it leaves (TX, REDIRECT) or as passed
+	Egress  int    // ifindex, for TX and REDIRECT
+}
+
+const (
+	etherTypeIPv4 = 0x0800
+	etherTypeARP  = 0x0806
+	etherTypeDIST = 0x88B5
+	etherTypeQ    = 0x8100
+	etherTypeQinQ = 0x88A8
+)
+
+type modelPkt struct {
+	m       *Model
+	ifindex int
+	port    Port
+	st      *ModelStats
+	b       []byte
+}
+
+// Process runs one frame that arrived on ifindex through the model.
+func (m *Model) Process(ifindex int, frame []byte) Result {
+	port, ok := m.Ports[ifindex]
+	if !ok {
+		return Result{Verdict: XDPPass, Out: frame}
+	}
+	p := &modelPkt{m: m, ifindex: ifindex, port: port, st: &m.Stats[port.Index], b: bytes.Clone(frame)}
+	p.st.RxPackets++
+	p.st.RxBytes += uint64(len(frame))
+	if len(p.b) < 14 {
+		return p.drop(0)
+	}
+	switch port.Role {
+	case RoleExternal:
+		return p.external()
+	case RoleInternal:
+		return p.internal()
+	}
+	if p.etherType() == etherTypeDIST {
+		p.st.Module[6]++
+		return Result{Verdict: XDPPass, Out: p.b}
+	}
+	return p.drop(2)
+}
+
+func (p *modelPkt) etherType() uint16 { return binary.BigEndian.Uint16(p.b[12:14]) }
+
+func (p *modelPkt) drop(reason int) Result {
+	p.st.Drop[reason]++
+	return Result{Verdict: XDPDrop}
+}
+
+func (p *modelPkt) module(m int) { p.st.Module[m]++ }
+
+func (p *modelPkt) send(ifindex int, index uint8) Result {
+	if int(index) < MaxPorts {
+		st := &p.m.Stats[index]
+		st.TxPackets++
+		st.TxBytes += uint64(len(p.b))
+	}
+	if ifindex == p.ifindex {
+		return Result{Verdict: XDPTx, Out: p.b, Egress: ifindex}
+	}
+	return Result{Verdict: XDPRedirect, Out: p.b, Egress: ifindex}
+}
+
+func (p *modelPkt) external() Result {
+	dst := p.b[0:6]
+	if dst[0]&1 == 0 && !bytes.Equal(dst, p.port.MAC) {
+		return p.drop(1)
+	}
+	switch p.etherType() {
+	case etherTypeARP:
+		return p.arp()
+	case etherTypeIPv4:
+		return p.ipv4()
+	case etherTypeDIST:
+		return p.drop(3)
+	case etherTypeQ, etherTypeQinQ:
+		return p.drop(4)
+	}
+	return p.drop(11)
+}
+
+func (p *modelPkt) arp() Result {
+	if len(p.b) < 14+28 {
+		return p.drop(0)
+	}
+	a := p.b[14:42]
+	if binary.BigEndian.Uint16(a[0:]) != 1 || binary.BigEndian.Uint16(a[2:]) != etherTypeIPv4 || a[4] != 6 || a[5] != 4 {
+		return p.drop(5)
+	}
+	switch binary.BigEndian.Uint16(a[6:]) {
+	case 1:
+		portIP := p.port.Addr
+		tip := netip.AddrFrom4([4]byte(a[24:28]))
+		if !portIP.Is4() || portIP.IsUnspecified() || tip != portIP {
+			return p.drop(6)
+		}
+		copy(p.b[0:6], p.b[6:12])
+		copy(p.b[6:12], p.port.MAC)
+		binary.BigEndian.PutUint16(a[6:], 2)
+		copy(a[18:24], a[8:14])
+		copy(a[24:28], a[14:18])
+		copy(a[8:14], p.port.MAC)
+		ip := portIP.As4()
+		copy(a[14:18], ip[:])
+		p.module(0)
+		return p.send(p.ifindex, p.port.Index)
+	case 2:
+		p.module(2)
+		return p.toInside(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	}
+	return p.drop(5)
+}
+
+func (p *modelPkt) toInside(dst net.HardwareAddr) Result {
+	cfg := p.m.Config
+	in, ok := p.m.Ports[cfg.DefaultIntIfindex]
+	if !ok {
+		return p.drop(16)
+	}
+	tagged := make([]byte, 0, len(p.b)+4)
+	tagged = append(tagged, dst...)
+	tagged = append(tagged, p.b[6:12]...)
+	tagged = binary.BigEndian.AppendUint16(tagged, etherTypeQ)
+	tagged = binary.BigEndian.AppendUint16(tagged, p.port.VLAN&0xfff)
+	tagged = append(tagged, p.b[12:]...)
+	p.b = tagged
+	return p.send(cfg.DefaultIntIfindex, in.Index)
+}
+
+func (p *modelPkt) ipv4() Result {
+	if len(p.b) < 34 {
+		return p.drop(0)
+	}
+	ip := p.b[14:]
+	ihl := int(ip[0]&0xf) * 4
+	tot := int(binary.BigEndian.Uint16(ip[2:]))
+	if ip[0]>>4 != 4 || ihl < 20 || tot < ihl || 14+tot > len(p.b) {
+		return p.drop(7)
+	}
+	proto := ip[9]
+	frag := binary.BigEndian.Uint16(ip[6:])&0x3fff != 0
+	var sport, dport uint16
+	hasPorts := false
+	if !frag && (proto == 6 || proto == 17) {
+		if 14+ihl+4 > len(p.b) || ihl+4 > tot {
+			return p.drop(7)
+		}
+		sport = binary.BigEndian.Uint16(ip[ihl:])
+		dport = binary.BigEndian.Uint16(ip[ihl+2:])
+		hasPorts = true
+	}
+	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
+	if p.isControl(proto, daddr, sport, dport, hasPorts) {
+		if len(p.m.Config.VCPMAC) != 6 {
+			return p.drop(10)
+		}
+		p.module(3)
+		return p.toInside(p.m.Config.VCPMAC)
+	}
+	d := binary.BigEndian.Uint32(ip[16:20])
+	if p.b[0]&1 != 0 || d>>28 == 0xe || d == 0xffffffff {
+		return p.drop(8)
+	}
+	var ports uint32
+	if hasPorts {
+		ports = uint32(sport)<<16 | uint32(dport)
+	}
+	h := FlowHash(binary.LittleEndian.Uint32(ip[12:16]), binary.LittleEndian.Uint32(ip[16:20]), ports, uint32(proto))
+	return p.balance(h)
+}
+
+func (p *modelPkt) isControl(proto uint8, daddr netip.Addr, sport, dport uint16, hasPorts bool) bool {
+	f := p.m.RouterAddrs[daddr]
+	d := binary.BigEndian.Uint32(daddr.AsSlice())
+	switch {
+	case f&AddrMgmt != 0:
+		return true
+	case proto == 89:
+		return f != 0 || d == 0xe0000005 || d == 0xe0000006
+	case !hasPorts:
+		return false
+	case proto == 17 && dport == 520:
+		return f != 0 || d == 0xe0000009 || d == 0xffffffff
+	case proto == 17:
+		return f != 0 && (dport == 161 || dport == 162)
+	case proto == 6:
+		return f != 0 && (dport == 179 || sport == 179)
+	}
+	return false
+}
+
+func (p *modelPkt) balance(hash uint32) Result {
+	t := p.m.Table
+	n := uint32(len(t.Slots))
+	if n == 0 {
+		return p.drop(9)
+	}
+	var idx uint32
+	if t.Mode == ModeWRR {
+		idx = p.m.RR % n
+		p.m.RR = idx + 1
+	} else {
+		idx = hash % n
+	}
+	s := t.Slots[idx]
+	if s.Ifindex == 0 {
+		return p.drop(9)
+	}
+	copy(p.b[0:6], s.MAC)
+	p.module(4)
+	return p.send(s.Ifindex, s.PortIndex)
+}
+
+func (p *modelPkt) internal() Result {
+	if p.etherType() == etherTypeDIST {
+		p.module(6)
+		return Result{Verdict: XDPPass, Out: p.b}
+	}
+	for _, port := range p.m.Ports {
+		if bytes.Equal(port.MAC, p.b[6:12]) {
+			return p.drop(12)
+		}
+	}
+	if et := p.etherType(); et != etherTypeQ && et != etherTypeQinQ {
+		return p.drop(13)
+	}
+	if len(p.b) < 18 {
+		return p.drop(0)
+	}
+	inner := binary.BigEndian.Uint16(p.b[16:18])
+	if inner == etherTypeQ || inner == etherTypeQinQ {
+		return p.drop(15)
+	}
+	vid := binary.BigEndian.Uint16(p.b[14:16]) & 0xfff
+	var out Port
+	found := false
+	for _, port := range p.m.Ports {
+		if port.Role == RoleExternal && port.VLAN == vid && vid != 0 {
+			out, found = port, true
+		}
+	}
+	if !found {
+		return p.drop(14)
+	}
+	p.b = append(bytes.Clone(p.b[0:12]), p.b[16:]...)
+	copy(p.b[6:12], out.MAC)
+	if inner == etherTypeARP {
+		if len(p.b) < 14+28 {
+			return p.drop(5)
+		}
+		copy(p.b[22:28], out.MAC)
+		p.module(1)
+	} else {
+		p.module(5)
+	}
+	return p.send(out.Ifindex, out.Index)
+}
+
+// FlowHash is flow_hash of lb.bpf.c. Addresses are the 32-bit words as
+// they lie in the packet, read in host (little-endian) order.
+func FlowHash(saddr, daddr, ports, proto uint32) uint32 {
+	h := saddr * 0x9e3779b1
+	h ^= daddr
+	h ^= h >> 15
+	h *= 0x85ebca6b
+	h ^= ports
+	h ^= proto << 24
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h
+}

@@ -1,0 +1,212 @@
+package lb
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+)
+
+// Mode is how an LB spreads data packets over back-ends.
+type Mode uint32
+
+const (
+	ModeWRR    = Mode(lbxdpLbModeLB_MODE_WRR)
+	ModeHash   = Mode(lbxdpLbModeLB_MODE_HASH)
+	ModeMaglev = Mode(lbxdpLbModeLB_MODE_MAGLEV)
+)
+
+// TableSlots is LB_TABLE_SLOTS, the most slots a table can have.
+const TableSlots = 65537
+
+// MinWRRSlots is the smallest WRR (and hash) table: seed 000 §4.7 uses up
+// to 1000 entries; more slots give finer weights.
+const MinWRRSlots = 1024
+
+// ParseMode reads a mode's name.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "wrr":
+		return ModeWRR, nil
+	case "hash":
+		return ModeHash, nil
+	case "maglev":
+		return ModeMaglev, nil
+	}
+	return 0, fmt.Errorf("balancing mode %q: use wrr, hash or maglev", s)
+}
+
+func (m Mode) String() string {
+	switch m {
+	case ModeWRR:
+		return "wrr"
+	case ModeHash:
+		return "hash"
+	case ModeMaglev:
+		return "maglev"
+	}
+	return fmt.Sprintf("mode(%d)", uint32(m))
+}
+
+// Backend is one entry of a balancing table before expansion: a back-end
+// reached through one LB port, with its weight.
+type Backend struct {
+	MAC       net.HardwareAddr
+	Ifindex   int
+	PortIndex uint8
+	Weight    uint16
+}
+
+// Slot is one slot of an expanded table.
+type Slot struct {
+	MAC       net.HardwareAddr
+	Ifindex   int
+	PortIndex uint8
+}
+
+// Table is an expanded balancing table, as the data path reads it.
+type Table struct {
+	Mode  Mode
+	Slots []Slot
+}
+
+// ErrNoBackends is returned for a table with no back-end of weight > 0.
+var ErrNoBackends = errors.New("no back-end with a weight above 0")
+
+// BuildTable expands backends into a table for mode. An empty list gives
+// an empty table (every data packet is dropped as no_backend).
+func BuildTable(mode Mode, backends []Backend) (*Table, error) {
+	var live []Backend
+	for _, b := range backends {
+		if b.Weight > 0 {
+			live = append(live, b)
+		}
+	}
+	t := &Table{Mode: mode}
+	if len(live) == 0 {
+		return t, nil
+	}
+	var err error
+	switch mode {
+	case ModeWRR, ModeHash:
+		t.Slots, err = spread(live)
+	case ModeMaglev:
+		t.Slots, err = maglev(live)
+	default:
+		err = fmt.Errorf("unknown balancing mode %d", mode)
+	}
+	return t, err
+}
+
+// spread lays weights out with smooth weighted round-robin (each pick goes
+// to the back-end furthest behind its share), so a back-end's slots are
+// evenly spaced and bursts do not land on one back-end (seed 000 §4.7,
+// drawback iii). The pattern of sum(weights) picks repeats to fill at
+// least MinWRRSlots, so every back-end's share of slots is exactly its
+// weight's share.
+func spread(bs []Backend) ([]Slot, error) {
+	total := 0
+	for _, b := range bs {
+		total += int(b.Weight)
+	}
+	if total > TableSlots {
+		return nil, fmt.Errorf("weights sum to %d, at most %d", total, TableSlots)
+	}
+	reps := (MinWRRSlots + total - 1) / total
+	if total*reps > TableSlots {
+		reps = TableSlots / total
+	}
+	pattern := make([]Slot, 0, total)
+	current := make([]int, len(bs))
+	for len(pattern) < total {
+		best := 0
+		for i, b := range bs {
+			current[i] += int(b.Weight)
+			if current[i] > current[best] {
+				best = i
+			}
+		}
+		current[best] -= total
+		pattern = append(pattern, slotOf(bs[best]))
+	}
+	slots := make([]Slot, 0, total*reps)
+	for r := 0; r < reps; r++ {
+		slots = append(slots, pattern...)
+	}
+	return slots, nil
+}
+
+func slotOf(b Backend) Slot { return Slot{MAC: b.MAC, Ifindex: b.Ifindex, PortIndex: b.PortIndex} }
+
+// maglev builds a Maglev lookup table (Eisenbud et al., NSDI 2016, §3.4)
+// of a prime size at least 100 × back-ends: each back-end fills slots in
+// the order of its own permutation, in turns proportional to its weight.
+// Removing a back-end changes (almost) only the slots it held, so only its
+// flows move.
+func maglev(bs []Backend) ([]Slot, error) {
+	m := nextPrime(max(100*len(bs), 1021))
+	if m > TableSlots {
+		return nil, fmt.Errorf("%d back-ends need a Maglev table of %d slots, at most %d", len(bs), m, TableSlots)
+	}
+	offset := make([]int, len(bs))
+	skip := make([]int, len(bs))
+	maxW := 0
+	for i, b := range bs {
+		key := append(append([]byte{}, b.MAC...), b.PortIndex)
+		offset[i] = int(hash64(key, 0x5bd1e995) % uint64(m))
+		skip[i] = int(hash64(key, 0x27d4eb2f)%uint64(m-1)) + 1
+		maxW = max(maxW, int(b.Weight))
+	}
+	entry := make([]int, m)
+	for i := range entry {
+		entry[i] = -1
+	}
+	next := make([]int, len(bs))
+	credit := make([]int, len(bs))
+	filled := 0
+	for filled < m {
+		for i, b := range bs {
+			// Weighted turns: a back-end of weight w places w/maxW slots
+			// per round on average.
+			credit[i] += int(b.Weight)
+			for credit[i] >= maxW && filled < m {
+				credit[i] -= maxW
+				c := (offset[i] + next[i]*skip[i]) % m
+				for entry[c] >= 0 {
+					next[i]++
+					c = (offset[i] + next[i]*skip[i]) % m
+				}
+				entry[c] = i
+				next[i]++
+				filled++
+			}
+		}
+	}
+	slots := make([]Slot, m)
+	for i, e := range entry {
+		slots[i] = slotOf(bs[e])
+	}
+	return slots, nil
+}
+
+func hash64(b []byte, seed uint32) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
+	h.Write(b)
+	return h.Sum64()
+}
+
+func nextPrime(n int) int {
+	for ; ; n++ {
+		prime := n > 1
+		for d := 2; d*d <= n; d++ {
+			if n%d == 0 {
+				prime = false
+				break
+			}
+		}
+		if prime {
+			return n
+		}
+	}
+}
