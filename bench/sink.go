@@ -150,3 +150,16 @@ func (h Histogram) Quantile(q float64) time.Duration {
 	}
 	return 0
 }
+
+// FlowCounts returns, per flow id, how many frames of it arrived.
+func (s *Sink) FlowCounts() ([]uint64, error) {
+	out := make([]uint64, s.flows)
+	var f trafficsinkSinkFlow
+	for i := range out {
+		if err := s.objs.SinkFlows.Lookup(uint32(i), &f); err != nil {
+			return nil, fmt.Errorf("read sink flow %d: %w", i, err)
+		}
+		out[i] = f.Received
+	}
+	return out, nil
+}

@@ -24,6 +24,7 @@ type command struct {
 var commands = map[string]command{
 	"lab":   labCommand,
 	"bench": benchCommand,
+	"lb":    lbCommand,
 }
 
 func main() {

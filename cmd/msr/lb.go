@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/msr-router/msr/internal/cli"
+	"github.com/msr-router/msr/lb"
+)
+
+var lbCommand = command{
+	summary: "the front-end load balancer: XDP data path and its agent",
+	usage: `  msr lb --config FILE.yaml        run the agent (in the LB's network namespace)
+  msr lb status --name NAME [-o json] | --socket PATH
+                                    ports, counters, back-ends, table
+  msr lb remove --config FILE.yaml  detach the data path and delete its pins
+`,
+	run:  runLB,
+	root: true,
+}
+
+func runLB(args []string) error {
+	fs := flag.NewFlagSet("lb", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	file := fs.String("config", "", "LB configuration file")
+	name := fs.String("name", "", "LB name (status)")
+	socket := fs.String("socket", "", "API socket (status)")
+	pos, _, err := cli.Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 1 && pos[0] == "status":
+		path := *socket
+		if path == "" && *name != "" {
+			path = "/run/msr/lb-" + *name + ".sock"
+		}
+		if path == "" {
+			return cli.Usagef("lb status needs --name or --socket")
+		}
+		s, err := lb.FetchStatus(path)
+		if err != nil {
+			return err
+		}
+		return out.Print(os.Stdout, s, func(w io.Writer) { writeLBStatus(w, s) })
+	case len(pos) == 1 && pos[0] == "remove":
+		cfg, err := lb.LoadConfig(*file)
+		if err != nil {
+			return err
+		}
+		return os.RemoveAll(cfg.PinDir)
+	case len(pos) == 0 && *file != "":
+		return runLBAgent(*file)
+	}
+	return cli.Usagef("run msr lb --config FILE.yaml, or msr lb status")
+}
+
+func runLBAgent(file string) error {
+	cfg, err := lb.LoadConfig(file)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	a, err := lb.NewAgent(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		if err := a.Serve(ctx, cfg.Socket); err != nil {
+			log.Error("API", "err", err)
+		}
+	}()
+	log.Info("lb running", "name", cfg.Name, "socket", cfg.Socket)
+	return a.Run(ctx)
+}
+
+func writeLBStatus(w io.Writer, s *lb.Status) {
+	fmt.Fprintf(w, "lb %s (id %#x) vcp %s\n", s.Name, s.ID, s.VCPMAC)
+	for _, p := range s.Ports {
+		fmt.Fprintf(w, "  port %-8s %-8s %s vlan %d %s rx %d tx %d\n", p.Name, p.Role, p.MAC, p.VLAN, p.Address, p.Stats.RxPackets, p.Stats.TxPackets)
+		for k, v := range p.Stats.Modules {
+			if v > 0 {
+				fmt.Fprintf(w, "      %-12s %d\n", k, v)
+			}
+		}
+		for k, v := range p.Stats.Drops {
+			if v > 0 {
+				fmt.Fprintf(w, "      drop %-12s %d\n", k, v)
+			}
+		}
+	}
+	for _, b := range s.Backends {
+		fmt.Fprintf(w, "  backend %s %-8s alive %v draining %v last hello %d ms ago\n", b.MAC, b.Name, b.Alive, b.Draining, b.LastHelloMs)
+	}
+	fmt.Fprintf(w, "  table %s generation %d slots %d shares %v\n", s.Table.Mode, s.Table.Generation, s.Table.Slots, s.Table.Shares)
+}

@@ -1,0 +1,615 @@
+package lb
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/netns"
+)
+
+// Agent is `msr lb`: it loads and attaches the data path, keeps its maps
+// in line with the configuration, the VCP's messages and the back-ends'
+// hellos, and sends the LB's own hellos.
+type Agent struct {
+	cfg    *FileConfig
+	mode   Mode
+	dp     *Dataplane
+	sender *dist.Sender
+	links  []link.Link
+	conns  map[string]*dist.Conn
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	ports     []*agentPort // by index
+	backends  map[string]*backendState
+	vcpMAC    net.HardwareAddr
+	vcpTable  *vcpTable // nil until the VCP sends one
+	assembly  *vcpTable
+	installed string // identity of the installed table
+	tableGen  uint32
+	table     *Table
+	tableOf   []Backend // what table was built from
+}
+
+type agentPort struct {
+	name      string
+	ifindex   int
+	index     uint8
+	mac       net.HardwareAddr
+	role      uint8
+	auto      bool // role learned from DIST traffic
+	vlan      uint16
+	prefix    netip.Prefix
+	isDefault bool
+	speed     uint32
+}
+
+type backendState struct {
+	mac      net.HardwareAddr
+	name     string
+	capacity uint32
+	draining bool
+	last     time.Time
+}
+
+type vcpTable struct {
+	generation uint32
+	mode       Mode
+	entries    []dist.TableEntry
+}
+
+// NewAgent sets the LB up: call it inside the LB's network namespace
+// (interface names, XDP attachment and DIST sockets are resolved there).
+// What it starts keeps working from any thread.
+func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
+	key, err := ReadKey(cfg.KeyFile, cfg.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	sender, err := dist.NewSender(cfg.ID, key)
+	if err != nil {
+		return nil, err
+	}
+	mode, _ := ParseMode(cfg.Mode)
+	a := &Agent{cfg: cfg, mode: mode, sender: sender, conns: map[string]*dist.Conn{},
+		backends: map[string]*backendState{}, log: log.With("component", "lb", "lb", cfg.Name)}
+	if cfg.VCPMAC != "" {
+		a.vcpMAC, _ = net.ParseMAC(cfg.VCPMAC)
+	}
+	if err := a.setup(key); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) setup(key dist.Key) error {
+	if err := netns.EnsureBPFFS(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.cfg.PinDir, 0o700); err != nil {
+		return fmt.Errorf("pin directory: %w", err)
+	}
+	dp, err := LoadDataplane(a.cfg.PinDir)
+	if err != nil {
+		return err
+	}
+	a.dp = dp
+	for i, name := range a.cfg.PortNames() {
+		pc := a.cfg.Ports[name]
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return fmt.Errorf("port %s: %w", name, err)
+		}
+		p := &agentPort{name: name, ifindex: ifi.Index, index: uint8(i), mac: ifi.HardwareAddr,
+			vlan: pc.VLAN, prefix: pc.Address, isDefault: pc.Default, speed: pc.SpeedMbps, auto: pc.Role == "auto"}
+		switch pc.Role {
+		case "external":
+			p.role = RoleExternal
+		case "internal":
+			p.role = RoleInternal
+		}
+		a.ports = append(a.ports, p)
+	}
+	if err := a.reconcileMaps(); err != nil {
+		return err
+	}
+	for _, p := range a.ports {
+		l, err := a.adoptOrAttach(p)
+		if err != nil {
+			return err
+		}
+		a.links = append(a.links, l)
+		if p.role != RoleExternal {
+			c, err := dist.Listen(p.name, dist.Keyring{key.ID: key.Secret})
+			if err != nil {
+				return err
+			}
+			a.conns[p.name] = c
+		}
+	}
+	return a.applyTable()
+}
+
+// reconcileMaps writes every port, address and the LB-wide config, and
+// removes what a previous run (or a previous lab) left in pinned maps.
+func (a *Agent) reconcileMaps() error {
+	var ifindex uint32
+	var port lbxdpLbPort
+	keep := map[uint32]bool{}
+	for _, p := range a.ports {
+		keep[uint32(p.ifindex)] = true
+	}
+	var stale []uint32
+	for it := a.dp.objs.LbPorts.Iterate(); it.Next(&ifindex, &port); {
+		if !keep[ifindex] {
+			stale = append(stale, ifindex)
+		}
+	}
+	for _, k := range stale {
+		a.dp.objs.LbPorts.Delete(k)
+	}
+	var mac uint64
+	var v uint32
+	var macs []uint64
+	for it := a.dp.objs.LbOwnMacs.Iterate(); it.Next(&mac, &v); {
+		macs = append(macs, mac)
+	}
+	for _, k := range macs {
+		a.dp.objs.LbOwnMacs.Delete(k)
+	}
+	for vid := uint16(1); vid < 4095; vid++ {
+		a.dp.ClearVLAN(vid)
+	}
+	for _, p := range a.ports {
+		if err := a.writePort(p); err != nil {
+			return err
+		}
+	}
+	for _, addr := range a.cfg.RouterAddresses {
+		if err := a.dp.SetRouterAddr(addr, AddrRouter); err != nil {
+			return err
+		}
+	}
+	for _, p := range a.ports {
+		if p.role == RoleExternal {
+			if err := a.dp.SetRouterAddr(p.prefix.Addr(), AddrRouter); err != nil {
+				return err
+			}
+		}
+	}
+	if a.cfg.ManagementAddr.IsValid() {
+		if err := a.dp.SetRouterAddr(a.cfg.ManagementAddr, AddrMgmt); err != nil {
+			return err
+		}
+	}
+	return a.writeConfig()
+}
+
+func (a *Agent) writePort(p *agentPort) error {
+	return a.dp.SetPort(Port{Ifindex: p.ifindex, Index: p.index, Role: p.role, MAC: p.mac, VLAN: p.vlan, Addr: p.prefix.Addr()})
+}
+
+func (a *Agent) defaultPort() *agentPort {
+	for _, p := range a.ports {
+		if p.isDefault && p.role == RoleInternal {
+			return p
+		}
+	}
+	for _, p := range a.ports {
+		if p.role == RoleInternal {
+			return p
+		}
+	}
+	return nil
+}
+
+func (a *Agent) writeConfig() error {
+	c := Config{VCPMAC: a.vcpMAC, ManagementAddr: a.cfg.ManagementAddr}
+	if d := a.defaultPort(); d != nil {
+		c.DefaultIntIfindex = d.ifindex
+	}
+	return a.dp.SetConfig(c)
+}
+
+// adoptOrAttach keeps an XDP link pinned by a previous run of the agent
+// on the same interface, replacing its program in place (forwarding never
+// stops), or attaches and pins a new one.
+func (a *Agent) adoptOrAttach(p *agentPort) (link.Link, error) {
+	path := filepath.Join(a.cfg.PinDir, "link_"+p.name)
+	if l, err := link.LoadPinnedLink(path, nil); err == nil {
+		info, ierr := l.Info()
+		if ierr == nil && info.XDP() != nil && int(info.XDP().Ifindex) == p.ifindex && l.Update(a.dp.Program()) == nil {
+			a.log.Info("adopted pinned XDP link", "port", p.name)
+			return l, nil
+		}
+		l.Unpin()
+		l.Close()
+	}
+	l, err := a.dp.Attach(p.ifindex)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Pin(path); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("pin XDP link of %s: %w", p.name, err)
+	}
+	return l, nil
+}
+
+// Run receives DIST frames and sends hellos until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for name, c := range a.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.receive(ctx, name, c)
+		}()
+	}
+	// Expiry is checked four times per hello interval, so a back-end
+	// leaves the table at most a quarter interval after its hold time.
+	tick := time.NewTicker(a.cfg.HelloInterval / 4)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		if n%4 == 0 {
+			a.sendHello()
+		}
+		if err := a.applyTable(); err != nil {
+			a.log.Error("install balancing table", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (a *Agent) receive(ctx context.Context, port string, c *dist.Conn) {
+	for ctx.Err() == nil {
+		f, err := c.Recv(200 * time.Millisecond)
+		if errors.Is(err, dist.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			a.log.Error("receive DIST", "port", port, "err", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		a.handle(port, f)
+	}
+}
+
+// handle applies one authenticated DIST frame.
+func (a *Agent) handle(port string, f *dist.Frame) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sense(port)
+	switch m := f.Msg.(type) {
+	case *dist.Hello:
+		if m.Role == dist.RoleRouter {
+			b := a.backends[f.Src.String()]
+			if b == nil {
+				b = &backendState{mac: f.Src}
+				a.backends[f.Src.String()] = b
+				a.log.Info("back-end up", "mac", f.Src, "name", m.Name)
+			}
+			b.name, b.capacity, b.last = m.Name, m.Capacity, time.Now()
+			b.draining = m.Flags&dist.HelloFlagDraining != 0
+		}
+	case *dist.VCPAnnounce:
+		if m.State == dist.VCPActive && !bytes.Equal(a.vcpMAC, f.Src) {
+			a.vcpMAC = f.Src
+			a.log.Info("VCP", "mac", f.Src)
+			if err := a.writeConfig(); err != nil {
+				a.log.Error("write config", "err", err)
+			}
+		}
+	case *dist.PortConfig:
+		if m.Target == a.cfg.ID {
+			a.applyPortConfig(m)
+		}
+	case *dist.TableUpdate:
+		if m.Target == a.cfg.ID {
+			a.assemble(m)
+		}
+	}
+}
+
+// sense makes an auto port internal once DIST arrives on it (seed 000
+// §3: the LB learns its port configuration by sensing DIST traffic).
+func (a *Agent) sense(port string) {
+	for _, p := range a.ports {
+		if p.name == port && p.auto && p.role == RoleUnknown {
+			p.role = RoleInternal
+			a.log.Info("port sensed internal", "port", p.name)
+			if err := a.writePort(p); err != nil {
+				a.log.Error("write port", "err", err)
+			}
+			a.writeConfig()
+		}
+	}
+}
+
+func (a *Agent) applyPortConfig(m *dist.PortConfig) {
+	for _, s := range m.Ports {
+		for _, p := range a.ports {
+			if !bytes.Equal(p.mac, s.MAC) {
+				continue
+			}
+			if p.role == RoleExternal && p.vlan != 0 && p.vlan != s.VLAN {
+				a.dp.ClearVLAN(p.vlan)
+			}
+			p.role, p.vlan, p.prefix = uint8(s.Role), s.VLAN, s.Prefix
+			p.isDefault = s.Flags&dist.PortFlagDefaultInternal != 0
+			if err := a.writePort(p); err != nil {
+				a.log.Error("PORT_CONFIG", "port", p.name, "err", err)
+			}
+			if p.role == RoleExternal && p.prefix.IsValid() {
+				a.dp.SetRouterAddr(p.prefix.Addr(), AddrRouter)
+			}
+		}
+	}
+	a.writeConfig()
+}
+
+// assemble collects the frames of one table generation; a frame of
+// another generation before LAST abandons the partial table (docs/dist.md).
+func (a *Agent) assemble(m *dist.TableUpdate) {
+	if m.Flags&dist.TableFlush != 0 || a.assembly == nil || a.assembly.generation != m.Generation {
+		if m.Flags&dist.TableFlush == 0 {
+			a.assembly = nil
+			return
+		}
+		a.assembly = &vcpTable{generation: m.Generation, mode: Mode(m.Mode)}
+	}
+	a.assembly.entries = append(a.assembly.entries, m.Entries...)
+	if m.Flags&dist.TableLast != 0 {
+		a.vcpTable, a.assembly = a.assembly, nil
+		a.log.Info("table from VCP", "generation", m.Generation, "entries", len(a.vcpTable.entries))
+	}
+}
+
+// alive says whether a back-end's hellos are current.
+func (a *Agent) alive(mac net.HardwareAddr, now time.Time) bool {
+	b := a.backends[mac.String()]
+	hold := a.cfg.HelloInterval * time.Duration(a.cfg.HoldMultiplier)
+	return b != nil && !b.draining && now.Sub(b.last) <= hold
+}
+
+// wanted computes the table the LB should have now: the VCP's entries, or
+// the configured back-ends, less those whose hellos stopped.
+func (a *Agent) wanted(now time.Time) (Mode, []Backend) {
+	mode := a.mode
+	var bs []Backend
+	portByIndex := map[uint8]*agentPort{}
+	for _, p := range a.ports {
+		portByIndex[p.index] = p
+	}
+	if a.vcpTable != nil {
+		mode = a.vcpTable.mode
+		for _, e := range a.vcpTable.entries {
+			p := portByIndex[e.Port]
+			if p != nil && p.role == RoleInternal && a.alive(e.MAC, now) {
+				bs = append(bs, Backend{MAC: e.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: e.Weight})
+			}
+		}
+		return mode, bs
+	}
+	for _, bc := range a.cfg.Backends {
+		mac, _ := net.ParseMAC(bc.MAC)
+		if !a.alive(mac, now) {
+			continue
+		}
+		w := bc.Weight
+		if w == 0 {
+			w = 1
+		}
+		for _, p := range a.ports {
+			if p.role == RoleInternal && (len(bc.Ports) == 0 || contains(bc.Ports, p.name)) {
+				bs = append(bs, Backend{MAC: mac, Ifindex: p.ifindex, PortIndex: p.index, Weight: w})
+			}
+		}
+	}
+	return mode, bs
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// applyTable installs the wanted table if it differs from the installed
+// one.
+func (a *Agent) applyTable() error {
+	a.mu.Lock()
+	mode, bs := a.wanted(time.Now())
+	id := fmt.Sprint(mode, bs)
+	if id == a.installed {
+		a.mu.Unlock()
+		return nil
+	}
+	prev, prevBs := a.table, a.tableOf
+	a.mu.Unlock()
+	t, err := RebuildTable(prev, prevBs, mode, bs)
+	if err != nil {
+		return err
+	}
+	if err := a.dp.InstallTable(t); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.installed, a.table, a.tableOf = id, t, bs
+	a.tableGen++
+	a.mu.Unlock()
+	a.log.Info("balancing table installed", "mode", mode, "backends", len(bs), "slots", len(t.Slots))
+	return nil
+}
+
+func (a *Agent) sendHello() {
+	a.mu.Lock()
+	h := &dist.Hello{Role: dist.RoleLB, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond),
+		HoldMultiplier: a.cfg.HoldMultiplier, TableGeneration: a.tableGen, Name: a.cfg.Name}
+	d := a.defaultPort()
+	for _, p := range a.ports {
+		st, err := a.dp.Stats(p.index)
+		if err != nil {
+			continue
+		}
+		flags := uint8(dist.PortFlagUp)
+		if p == d {
+			flags |= dist.PortFlagDefaultInternal
+		}
+		if p.role == RoleInternal {
+			h.Capacity += p.speed
+		}
+		h.Ports = append(h.Ports, dist.PortStatus{Index: p.index, Role: dist.PortRole(p.role), VLAN: p.vlan,
+			MAC: p.mac, Prefix: p.prefix, Flags: flags, SpeedMbps: p.speed, MTU: 1500,
+			RxPackets: st.RxPackets, RxBytes: st.RxBytes, TxPackets: st.TxPackets, TxBytes: st.TxBytes})
+	}
+	a.mu.Unlock()
+	if d == nil {
+		return
+	}
+	c := a.conns[d.name]
+	frame, err := a.sender.Seal(dist.GroupMAC, d.mac, h)
+	if err == nil && c != nil {
+		err = c.Send(frame)
+	}
+	if err != nil {
+		a.log.Error("send hello", "err", err)
+	}
+}
+
+// Close detaches nothing: the pinned links keep the data path forwarding
+// while the agent is away. It closes sockets and this process's handles.
+func (a *Agent) Close() error {
+	for _, c := range a.conns {
+		c.Close()
+	}
+	for _, l := range a.links {
+		l.Close()
+	}
+	if a.dp != nil {
+		return a.dp.Close()
+	}
+	return nil
+}
+
+// Remove detaches the data path and deletes the pins: the LB stops.
+func (a *Agent) Remove() error {
+	for _, l := range a.links {
+		l.Unpin()
+	}
+	a.Close()
+	return os.RemoveAll(a.cfg.PinDir)
+}
+
+// Status is what the local API reports.
+type Status struct {
+	Name     string                       `json:"name"`
+	ID       uint64                       `json:"id"`
+	VCPMAC   string                       `json:"vcp_mac,omitempty"`
+	Ports    []PortStatus                 `json:"ports"`
+	Backends []BackendStatus              `json:"backends"`
+	Table    TableStatus                  `json:"table"`
+	DIST     map[string]map[string]uint64 `json:"dist"`
+}
+
+// PortStatus is one port and its counters.
+type PortStatus struct {
+	Name    string     `json:"name"`
+	Ifindex int        `json:"ifindex"`
+	Index   uint8      `json:"index"`
+	Role    string     `json:"role"`
+	MAC     string     `json:"mac"`
+	VLAN    uint16     `json:"vlan,omitempty"`
+	Address string     `json:"address,omitempty"`
+	Default bool       `json:"default,omitempty"`
+	Stats   *PortStats `json:"stats"`
+}
+
+// BackendStatus is a back-end the LB has heard from.
+type BackendStatus struct {
+	MAC         string `json:"mac"`
+	Name        string `json:"name"`
+	Alive       bool   `json:"alive"`
+	Draining    bool   `json:"draining"`
+	Capacity    uint32 `json:"capacity"`
+	LastHelloMs int64  `json:"last_hello_ms"`
+}
+
+// TableStatus is the installed balancing table, summarized.
+type TableStatus struct {
+	Mode       string         `json:"mode"`
+	Generation uint32         `json:"generation"`
+	Slots      int            `json:"slots"`
+	Shares     map[string]int `json:"shares"` // slots per back-end MAC
+}
+
+// Status reports ports, counters, back-ends and the table.
+func (a *Agent) Status() *Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	s := &Status{Name: a.cfg.Name, ID: a.cfg.ID, DIST: map[string]map[string]uint64{}}
+	if a.vcpMAC != nil {
+		s.VCPMAC = a.vcpMAC.String()
+	}
+	d := a.defaultPort()
+	for _, p := range a.ports {
+		st, _ := a.dp.Stats(p.index)
+		ps := PortStatus{Name: p.name, Ifindex: p.ifindex, Index: p.index, Role: roleName(p.role), MAC: p.mac.String(),
+			VLAN: p.vlan, Default: p == d, Stats: st}
+		if p.prefix.IsValid() {
+			ps.Address = p.prefix.String()
+		}
+		s.Ports = append(s.Ports, ps)
+	}
+	for _, b := range a.backends {
+		s.Backends = append(s.Backends, BackendStatus{MAC: b.mac.String(), Name: b.name, Alive: a.alive(b.mac, now),
+			Draining: b.draining, Capacity: b.capacity, LastHelloMs: now.Sub(b.last).Milliseconds()})
+	}
+	sort.Slice(s.Backends, func(i, j int) bool { return s.Backends[i].MAC < s.Backends[j].MAC })
+	s.Table = TableStatus{Generation: a.tableGen, Shares: map[string]int{}}
+	if a.table != nil {
+		s.Table.Mode = a.table.Mode.String()
+		s.Table.Slots = len(a.table.Slots)
+		for _, sl := range a.table.Slots {
+			s.Table.Shares[sl.MAC.String()]++
+		}
+	}
+	for name, c := range a.conns {
+		s.DIST[name] = c.Counters()
+	}
+	return s
+}
+
+func roleName(r uint8) string {
+	switch r {
+	case RoleExternal:
+		return "external"
+	case RoleInternal:
+		return "internal"
+	}
+	return "unknown"
+}

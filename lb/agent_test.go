@@ -1,0 +1,367 @@
+package lb
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/bench"
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+)
+
+// The agent's lab: an external host (the generator) on the LB's external
+// port e0; the LB's internal port i0 on a switch with three back-end
+// stand-ins r1..r3, each counting what reaches it (the bench sink) and
+// sending DIST hellos.
+const agentLab = `name: t-lbagent
+hosts:
+  ext:
+    interfaces:
+      g0: {addresses: [192.0.2.10/24], mac: "02:00:00:00:aa:01", tx_checksum: off}
+  lb:
+    interfaces:
+      e0: {mac: "02:00:00:00:e0:00"}
+      i0: {mac: "02:00:00:00:10:00"}
+  r1:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:01"}
+  r2:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:02"}
+  r3:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:03"}
+switches:
+  sw:
+    interfaces:
+      # The LB redirects into i0; its peer needs NAPI (DESIGN.md §7).
+      p0: {gro: on}
+links:
+  - ends: [ext:g0, lb:e0]
+  - ends: [lb:i0, sw:p0]
+  - ends: [r1:eth0, sw:p1]
+  - ends: [r2:eth0, sw:p2]
+  - ends: [r3:eth0, sw:p3]
+`
+
+var testKeyHex = strings.Repeat("42", 32)
+
+type agentLabT struct {
+	t      *testing.T
+	agent  *Agent
+	sinks  map[string]*bench.Sink
+	hellos map[string]context.CancelFunc
+	cfg    *FileConfig
+}
+
+const labFlows = 1000
+
+func lbConfig(t *testing.T, mode string) *FileConfig {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	os.WriteFile(key, []byte(testKeyHex), 0o600)
+	cfg := &FileConfig{
+		Name: "t-agent", KeyFile: key, Mode: mode, PinDir: filepath.Join(netns.BPFFS, "msr-test-lb"),
+		Ports: map[string]*PortConfig{
+			"e0": {Role: "external", VLAN: 10},
+			"i0": {Role: "auto", Default: true},
+		},
+		Backends: []BackendConfig{{MAC: "02:00:00:00:b0:01", Weight: 2}, {MAC: "02:00:00:00:b0:02", Weight: 2}, {MAC: "02:00:00:00:b0:03", Weight: 1}},
+	}
+	cfg.Ports["e0"].Address.UnmarshalText([]byte("192.0.2.1/24"))
+	if err := cfg.complete(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// startAgentLab builds the lab, starts the back-end stand-ins and the
+// agent, and waits until the table holds all three back-ends.
+func startAgentLab(t *testing.T, mode string) *agentLabT {
+	spec, err := lab.Load("t.yaml", []byte(agentLab))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Up(spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Down(spec.Name) })
+	l := &agentLabT{t: t, sinks: map[string]*bench.Sink{}, hellos: map[string]context.CancelFunc{}, cfg: lbConfig(t, mode)}
+	for _, r := range []string{"r1", "r2", "r3"} {
+		l.startBackend(r)
+	}
+	err = netns.Do(lab.Namespace(spec.Name, "lb"), func() (err error) {
+		l.agent, err = NewAgent(l.cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.agent.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		l.agent.Remove()
+		for _, s := range l.sinks {
+			s.Close()
+		}
+		for _, stop := range l.hellos {
+			stop()
+		}
+	})
+	l.waitTable(3)
+	return l
+}
+
+func (l *agentLabT) startBackend(r string) {
+	err := netns.Do(lab.Namespace("t-lbagent", r), func() error {
+		s, err := bench.NewSink("eth0", labFlows)
+		if err != nil {
+			return err
+		}
+		l.sinks[r] = s
+		return l.startHellos(r)
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// startHellos makes r a back-end the LB hears from every 100 ms.
+func (l *agentLabT) startHellos(r string) error {
+	secret, _ := hex.DecodeString(testKeyHex)
+	key := dist.Key{ID: 1, Secret: secret}
+	c, err := dist.Listen("eth0", dist.Keyring{1: secret})
+	if err != nil {
+		return err
+	}
+	s, _ := dist.NewSender(uint64(r[1]), key)
+	ctx, cancel := context.WithCancel(context.Background())
+	l.hellos[r] = cancel
+	go func() {
+		defer c.Close()
+		for ctx.Err() == nil {
+			f, _ := s.Seal(dist.GroupMAC, c.MAC(), &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 1000, Name: r})
+			c.Send(f)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return nil
+}
+
+func (l *agentLabT) waitTable(backends int) {
+	l.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(l.agent.Status().Table.Shares) == backends {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l.t.Fatalf("table never held %d back-ends: %+v", backends, l.agent.Status().Table)
+}
+
+// send generates frames from the external host to the LB at a rate.
+func (l *agentLabT) send(d time.Duration, pps float64) uint64 {
+	var sent uint64
+	err := netns.Do(lab.Namespace("t-lbagent", "ext"), func() error {
+		g, err := bench.NewGenerator(bench.GenConfig{Ifname: "g0", DstMAC: net.HardwareAddr{2, 0, 0, 0, 0xe0, 0}, Size: 64, Flows: labFlows, Rate: pps})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		sent, err = g.Blast(d)
+		return err
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	return sent
+}
+
+// counts returns, per back-end, the frames of each flow it received.
+func (l *agentLabT) counts() map[string][]uint64 {
+	out := map[string][]uint64{}
+	for r, s := range l.sinks {
+		c, err := s.FlowCounts()
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		out[r] = c
+	}
+	return out
+}
+
+func sum(c []uint64) uint64 {
+	var n uint64
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// owners maps each flow to the back-ends that received it between two
+// readings.
+func owners(before, after map[string][]uint64) map[int][]string {
+	o := map[int][]string{}
+	for r, c := range after {
+		for f := range c {
+			if c[f] > before[r][f] {
+				o[f] = append(o[f], r)
+			}
+		}
+	}
+	return o
+}
+
+func TestLBAgentWRRShares(t *testing.T) {
+	l := startAgentLab(t, "wrr")
+	if got := l.agent.Status().Ports; got[1].Role != "internal" {
+		t.Errorf("i0 (auto) not sensed internal from the hellos: %+v", got[1])
+	}
+	sent := l.send(1*time.Second, 100_000)
+	c := l.counts()
+	total := sum(c["r1"]) + sum(c["r2"]) + sum(c["r3"])
+	if total < sent*99/100 {
+		t.Fatalf("sent %d, back-ends got %d", sent, total)
+	}
+	for r, want := range map[string]float64{"r1": 0.4, "r2": 0.4, "r3": 0.2} {
+		got := float64(sum(c[r])) / float64(total)
+		if got < want-0.01 || got > want+0.01 {
+			t.Errorf("%s got %.4f of %d frames, want %.2f ± 0.01", r, got, total, want)
+		}
+	}
+}
+
+// TestLBAgentMaglev: each flow keeps one back-end; when a back-end's
+// hellos stop it leaves the table within three hello intervals, and only
+// its flows move.
+func TestLBAgentMaglev(t *testing.T) {
+	l := startAgentLab(t, "maglev")
+	c0 := l.counts()
+	l.send(500*time.Millisecond, 50_000)
+	c1 := l.counts()
+	first := owners(c0, c1)
+	for f := 0; f < labFlows; f++ {
+		if len(first[f]) != 1 {
+			t.Fatalf("flow %d went to %v: one flow, one back-end", f, first[f])
+		}
+	}
+
+	l.hellos["r2"]()
+	stopped := time.Now()
+	for l.agent.Status().Table.Shares["02:00:00:00:b0:02"] > 0 {
+		if time.Since(stopped) > 3*l.cfg.HelloInterval+l.cfg.HelloInterval/2+tableReuseDelay {
+			t.Fatalf("r2 still in the table %v after its last hello", time.Since(stopped))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("r2 left the table %v after its hellos stopped", time.Since(stopped))
+
+	l.send(500*time.Millisecond, 50_000)
+	second := owners(c1, l.counts())
+	moved := 0
+	for f := 0; f < labFlows; f++ {
+		if len(second[f]) != 1 {
+			t.Fatalf("flow %d went to %v after r2 left", f, second[f])
+		}
+		if first[f][0] == "r2" {
+			continue
+		}
+		if second[f][0] != first[f][0] {
+			moved++
+		}
+	}
+	if moved > 0 {
+		t.Errorf("%d flows not on r2 moved when r2 left", moved)
+	}
+}
+
+// TestLBAgentTableSwapUnderLoad swaps tables (weights change) while
+// traffic flows: nothing is lost.
+func TestLBAgentTableSwapUnderLoad(t *testing.T) {
+	l := startAgentLab(t, "hash")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	swaps := 0
+	go func() {
+		defer wg.Done()
+		deadline := time.Now().Add(900 * time.Millisecond)
+		for w := uint16(1); time.Now().Before(deadline); w++ {
+			bs := []Backend{}
+			for i, r := range []string{"02:00:00:00:b0:01", "02:00:00:00:b0:02", "02:00:00:00:b0:03"} {
+				mac, _ := net.ParseMAC(r)
+				bs = append(bs, Backend{MAC: mac, Ifindex: l.agent.ports[1].ifindex, PortIndex: l.agent.ports[1].index, Weight: 1 + (w+uint16(i))%3})
+			}
+			tb, _ := BuildTable(ModeHash, bs)
+			if err := l.agent.dp.InstallTable(tb); err != nil {
+				t.Error(err)
+				return
+			}
+			swaps++
+		}
+	}()
+	sent := l.send(1*time.Second, 50_000)
+	wg.Wait()
+	c := l.counts()
+	total := sum(c["r1"]) + sum(c["r2"]) + sum(c["r3"])
+	st, _ := l.agent.dp.Stats(0)
+	if total != sent || st.Drops["no_backend"] != 0 {
+		t.Errorf("%d table swaps under load: sent %d, back-ends got %d, no_backend drops %d", swaps, sent, total, st.Drops["no_backend"])
+	}
+	if swaps < 5 {
+		t.Errorf("only %d swaps", swaps)
+	}
+}
+
+// TestLBAgentIgnoresForgedDIST sends DIST frames from the external host:
+// one sealed with the right key (as if the key leaked), one forged. The
+// data path drops both at the external port; the table does not change.
+func TestLBAgentIgnoresForgedDIST(t *testing.T) {
+	l := startAgentLab(t, "wrr")
+	before := l.agent.Status()
+	secret, _ := hex.DecodeString(testKeyHex)
+	err := netns.Do(lab.Namespace("t-lbagent", "ext"), func() error {
+		c, err := dist.Listen("g0", dist.Keyring{1: secret})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for i, key := range []dist.Key{{ID: 1, Secret: secret}, {ID: 1, Secret: make([]byte, 32)}} {
+			s, _ := dist.NewSender(99, key)
+			evil := &dist.TableUpdate{Target: l.cfg.ID, Generation: 1000, Flags: dist.TableFlush | dist.TableLast, Mode: dist.ModeWRR,
+				Entries: []dist.TableEntry{{MAC: net.HardwareAddr{2, 0, 0, 0, 0xee, byte(i)}, Port: 1, Weight: 100}}}
+			for _, m := range []dist.Message{evil, &dist.VCPAnnounce{State: dist.VCPActive, APIAddr: ipMgmt}} {
+				f, _ := s.Seal(net.HardwareAddr{2, 0, 0, 0, 0xe0, 0}, c.MAC(), m)
+				if err := c.Send(f); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * l.cfg.HelloInterval)
+	after := l.agent.Status()
+	if fmt.Sprint(after.Table.Shares) != fmt.Sprint(before.Table.Shares) || after.VCPMAC != before.VCPMAC {
+		t.Errorf("forged DIST changed the LB: table %v -> %v, vcp %q -> %q", before.Table.Shares, after.Table.Shares, before.VCPMAC, after.VCPMAC)
+	}
+	if d := after.Ports[0].Stats.Drops["dist_external"]; d != 4 {
+		t.Errorf("dist_external drops = %d, want 4", d)
+	}
+}
