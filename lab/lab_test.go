@@ -32,7 +32,7 @@ func twoHosts(name string) string {
 hosts:
   h1:
     interfaces:
-      eth0: {addresses: [10.9.0.1/24], mtu: 9000}
+      eth0: {addresses: [10.9.0.1/24], mtu: 9000, xdp_pass: on}
     processes:
       - {name: sleeper, command: [sh, -c, "echo started in $(ip -br addr show eth0); exec sleep 600"]}
   h2:
@@ -107,6 +107,9 @@ func TestUpExecStatusDown(t *testing.T) {
 	}
 	if threaded := output(t, "ip", "netns", "exec", Namespace(name, "h2"), "cat", "/sys/class/net/eth0/threaded"); strings.TrimSpace(threaded) != "1" {
 		t.Errorf("h2:eth0 threaded = %q, want 1", threaded)
+	}
+	if link := output(t, "ip", "-n", Namespace(name, "h1"), "link", "show", "eth0"); !strings.Contains(link, "xdp") {
+		t.Errorf("h1:eth0 has no XDP program:\n%s", link)
 	}
 	offload := output(t, "nsenter", "--net=/var/run/netns/"+Namespace(name, "h2"), "ethtool", "-k", "eth0")
 	if !strings.Contains(offload, "rx-vlan-offload: off") || !strings.Contains(offload, "tx-vlan-offload: off") {

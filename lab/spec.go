@@ -62,8 +62,12 @@ type IfaceSpec struct {
 	GRO        *bool `yaml:"gro"`
 	// Threaded NAPI moves the veth's receive work to a kernel thread that
 	// may run on another core.
-	Threaded *bool      `yaml:"threaded"`
-	Pos      config.Pos `yaml:"-"`
+	Threaded *bool `yaml:"threaded"`
+	// XDPPass attaches an XDP program that passes everything, so that
+	// the veth receives what its peer's XDP program sends by XDP_TX or
+	// XDP_REDIRECT (bpf/xdppass.bpf.c says why GRO is not enough).
+	XDPPass bool       `yaml:"xdp_pass"`
+	Pos     config.Pos `yaml:"-"`
 }
 
 // RouteSpec is one static route; To is a prefix or "default".

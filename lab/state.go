@@ -154,6 +154,9 @@ func Down(name string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}
+	if err := os.RemoveAll(pinDir(name)); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

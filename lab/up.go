@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf/link"
+
 	"github.com/msr-router/msr/internal/netns"
 )
 
@@ -174,10 +176,46 @@ func (b *builder) features(e Endpoint, ifc *IfaceSpec) error {
 			return err
 		}
 	}
+	if ifc.XDPPass {
+		if err := b.attachPass(e); err != nil {
+			return err
+		}
+	}
 	if ifc.Threaded != nil {
 		return SetThreaded(ns, e.Iface, *ifc.Threaded)
 	}
 	return nil
+}
+
+// pinDir holds the lab's pinned XDP links, which outlive `msr lab up`.
+func pinDir(lab string) string { return filepath.Join(netns.BPFFS, "msr-lab", lab) }
+
+// attachPass attaches xdppass to an interface and pins the link.
+func (b *builder) attachPass(e Endpoint) error {
+	if err := netns.EnsureBPFFS(); err != nil {
+		return err
+	}
+	dir := pinDir(b.spec.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return netns.Do(b.ns(e.Node), func() error {
+		var objs xdppassObjects
+		if err := loadXdppassObjects(&objs, nil); err != nil {
+			return fmt.Errorf("load xdppass: %w", err)
+		}
+		defer objs.Close()
+		ifi, err := net.InterfaceByName(e.Iface)
+		if err != nil {
+			return err
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: objs.Xdppass, Interface: ifi.Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			return fmt.Errorf("attach xdppass: %w", err)
+		}
+		defer l.Close()
+		return l.Pin(filepath.Join(dir, e.Node+"_"+e.Iface))
+	})
 }
 
 // SetThreaded turns threaded NAPI of a device on or off. Attaching an XDP

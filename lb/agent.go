@@ -42,6 +42,9 @@ type Agent struct {
 	tableGen  uint32
 	table     *Table
 	tableOf   []Backend // what table was built from
+	// started: until one hold time has passed, the agent has not heard
+	// every live back-end yet and keeps the table it found.
+	started time.Time
 }
 
 type agentPort struct {
@@ -84,7 +87,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	mode, _ := ParseMode(cfg.Mode)
-	a := &Agent{cfg: cfg, mode: mode, sender: sender, conns: map[string]*dist.Conn{},
+	a := &Agent{cfg: cfg, mode: mode, sender: sender, conns: map[string]*dist.Conn{}, started: time.Now(),
 		backends: map[string]*backendState{}, log: log.With("component", "lb", "lb", cfg.Name)}
 	if cfg.VCPMAC != "" {
 		a.vcpMAC, _ = net.ParseMAC(cfg.VCPMAC)
@@ -141,7 +144,7 @@ func (a *Agent) setup(key dist.Key) error {
 			a.conns[p.name] = c
 		}
 	}
-	return a.applyTable()
+	return nil
 }
 
 // reconcileMaps writes every port, address and the LB-wide config, and
@@ -162,22 +165,41 @@ func (a *Agent) reconcileMaps() error {
 	for _, k := range stale {
 		a.dp.objs.LbPorts.Delete(k)
 	}
-	var mac uint64
-	var v uint32
-	var macs []uint64
-	for it := a.dp.objs.LbOwnMacs.Iterate(); it.Next(&mac, &v); {
-		macs = append(macs, mac)
-	}
-	for _, k := range macs {
-		a.dp.objs.LbOwnMacs.Delete(k)
-	}
-	for vid := uint16(1); vid < 4095; vid++ {
-		a.dp.ClearVLAN(vid)
-	}
+	// Write what is wanted before removing what is not, so that a
+	// restarted agent never leaves a gap in a running data path.
 	for _, p := range a.ports {
 		if err := a.writePort(p); err != nil {
 			return err
 		}
+	}
+	own, vlans := map[uint64]bool{}, map[uint32]bool{}
+	for _, p := range a.ports {
+		own[macKey(p.mac)] = true
+		if p.role == RoleExternal {
+			vlans[uint32(p.vlan)] = true
+		}
+	}
+	var mac uint64
+	var v uint32
+	var macs []uint64
+	for it := a.dp.objs.LbOwnMacs.Iterate(); it.Next(&mac, &v); {
+		if !own[mac] {
+			macs = append(macs, mac)
+		}
+	}
+	for _, k := range macs {
+		a.dp.objs.LbOwnMacs.Delete(k)
+	}
+	var vid uint32
+	var eg lbxdpLbEgress
+	var staleVLANs []uint16
+	for it := a.dp.objs.LbVlans.Iterate(); it.Next(&vid, &eg); {
+		if eg.Ifindex != 0 && !vlans[vid] {
+			staleVLANs = append(staleVLANs, uint16(vid))
+		}
+	}
+	for _, vid := range staleVLANs {
+		a.dp.ClearVLAN(vid)
 	}
 	for _, addr := range a.cfg.RouterAddresses {
 		if err := a.dp.SetRouterAddr(addr, AddrRouter); err != nil {
@@ -388,8 +410,12 @@ func (a *Agent) assemble(m *dist.TableUpdate) {
 // alive says whether a back-end's hellos are current.
 func (a *Agent) alive(mac net.HardwareAddr, now time.Time) bool {
 	b := a.backends[mac.String()]
-	hold := a.cfg.HelloInterval * time.Duration(a.cfg.HoldMultiplier)
-	return b != nil && !b.draining && now.Sub(b.last) <= hold
+	return b != nil && !b.draining && now.Sub(b.last) <= a.hold()
+}
+
+// hold is how long a back-end stays alive after its last hello.
+func (a *Agent) hold() time.Duration {
+	return a.cfg.HelloInterval * time.Duration(a.cfg.HoldMultiplier)
 }
 
 // wanted computes the table the LB should have now: the VCP's entries, or
@@ -441,6 +467,9 @@ func contains(list []string, s string) bool {
 // applyTable installs the wanted table if it differs from the installed
 // one.
 func (a *Agent) applyTable() error {
+	if time.Since(a.started) < a.hold() {
+		return nil
+	}
 	a.mu.Lock()
 	mode, bs := a.wanted(time.Now())
 	id := fmt.Sprint(mode, bs)

@@ -365,3 +365,37 @@ func TestLBAgentIgnoresForgedDIST(t *testing.T) {
 		t.Errorf("dist_external drops = %d, want 4", d)
 	}
 }
+
+// TestLBAgentRestartKeepsForwarding stops the agent and starts a new one
+// while traffic flows: the pinned links and maps keep forwarding, the new
+// agent adopts them, and no frame is lost.
+func TestLBAgentRestartKeepsForwarding(t *testing.T) {
+	l := startAgentLab(t, "maglev")
+	var sent uint64
+	done := make(chan struct{})
+	go func() { sent = l.send(1500*time.Millisecond, 50_000); close(done) }()
+	time.Sleep(300 * time.Millisecond)
+
+	old := l.agent
+	old.Close() // the process exits: sockets and handles go, pins stay
+	time.Sleep(200 * time.Millisecond)
+	err := netns.Do(lab.Namespace("t-lbagent", "lb"), func() (err error) {
+		l.agent, err = NewAgent(l.cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go l.agent.Run(ctx)
+	<-done
+	c := l.counts()
+	total := sum(c["r1"]) + sum(c["r2"]) + sum(c["r3"])
+	if total != sent {
+		t.Errorf("restart under load: sent %d, back-ends got %d", sent, total)
+	}
+	if len(l.agent.Status().Table.Shares) != 3 {
+		t.Errorf("new agent's table: %+v", l.agent.Status().Table)
+	}
+}

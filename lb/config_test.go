@@ -1,0 +1,57 @@
+package lb
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLoadConfigErrors(t *testing.T) {
+	cases := []struct{ body, want string }{
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  e1: {role: external, address: 192.0.2.2/24, vlan: 10}\n", ":5:7: port e1: VLAN 10 is already port e0's"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, vlan: 10}\n", ":4:7: external port e0 needs an IPv4 address"},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: inside}\n", ":4:7: port i0: role \"inside\""},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\nmode: random\n", ":1:1: balancing mode \"random\""},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\nbackends:\n  - {mac: zz}\n", ":6:5: back-end MAC \"zz\""},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\nbackends:\n  - {mac: \"02:00:00:00:00:01\", ports: [e9]}\n", ":6:5: back-end 02:00:00:00:00:01: \"e9\" is not an internal port"},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\ncolour: blue\n", ":5:1: unknown key \"colour\""},
+		{"name: a\nports:\n  i0: {role: internal}\n", ":1:1: missing required key \"key_file\""},
+		{"name: a\nkey_file: k\nhello_interval: 1ms\nports:\n  i0: {role: internal}\n", "hello_interval 1ms"},
+	}
+	dir := t.TempDir()
+	for i, c := range cases {
+		path := filepath.Join(dir, "lb.yaml")
+		os.WriteFile(path, []byte(c.body), 0o644)
+		_, err := LoadConfig(path)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("case %d: %v, want %q", i, err, c.want)
+		}
+	}
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lb.yaml")
+	os.WriteFile(path, []byte("name: lb1\nkey_file: k\nports:\n  i0: {role: auto}\n"), 0o644)
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID == 0 || c.HelloInterval != DefaultHelloInterval || c.HoldMultiplier != 3 || c.Mode != "wrr" || c.Socket != "/run/msr/lb-lb1.sock" {
+		t.Errorf("defaults: %+v", c)
+	}
+}
+
+func TestReadKey(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("abcd"), 0o600)
+	if _, err := ReadKey(short, 1); err == nil {
+		t.Error("2-byte key accepted")
+	}
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("not hex"), 0o600)
+	if _, err := ReadKey(bad, 1); err == nil {
+		t.Error("non-hex key accepted")
+	}
+}
