@@ -39,10 +39,11 @@ test: deps check-generated lint
 # bench: the forwarding benchmarks of docs/benchmarks.md, every DUT beside
 # the instrument's ceiling and the Linux baseline, in one run.
 bench: build
-	@for round in 1 2; do for dut in none linux; do for f in 1 1000; do \
+	@for round in 1 2; do for dut in none linux lb; do for f in 1 1000; do \
 		$(BIN) bench fwd --dut $$dut --size 64 --flows $$f --duration 5s || exit 1; \
 	done; done; done
-	@for dut in none linux; do $(BIN) bench fwd --dut $$dut --size 1518 --flows 1000 --duration 5s || exit 1; done
+	@for dut in none linux lb; do $(BIN) bench fwd --dut $$dut --size 1518 --flows 1000 --duration 5s || exit 1; done
+	$(BIN) bench prog --repeat 1000000 --rounds 5
 
 # demo is the main job. Until the whole router exists it runs the baseline
 # benchmark: the instrument's ceiling and Linux forwarding, side by side.

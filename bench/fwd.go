@@ -12,8 +12,9 @@ import (
 )
 
 // DUTs are the devices under test `msr bench fwd` knows, each a shipped
-// lab with hosts gen (interface g0) and sink (interface s0).
-var DUTs = []string{"none", "linux"}
+// lab with hosts gen (interface g0) and sink (interface s0); lb also has
+// its data path loaded by setupDUT.
+var DUTs = []string{"none", "linux", "lb"}
 
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
@@ -89,6 +90,11 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 		return nil, err
 	}
 	defer sink.Close()
+	undo, err := setupDUT(o.DUT, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer undo()
 
 	var sent uint64
 	var elapsed time.Duration

@@ -50,3 +50,16 @@ func TestFwdRate(t *testing.T) {
 		t.Errorf("at %d pps: loss %v, reordered %d", pps, r.LossRatio, r.Reordered)
 	}
 }
+
+// TestProg measures the LB program beside the minimal forwarder; both
+// must take the forwarding path (Prog checks the verdict) and cost
+// something plausible.
+func TestProg(t *testing.T) {
+	r, err := Prog(20_000, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NsPerPacket <= 0 || r.MinimalNs <= 0 || r.NsPerPacket > 100_000 {
+		t.Errorf("%+v", r)
+	}
+}

@@ -11,23 +11,29 @@ import (
 
 var benchCommand = command{
 	summary: "measure forwarding: msr's own RFC 2544-style instrument",
-	usage: `  msr bench fwd --dut none|linux [--size 64] [--flows 1000] [--duration 5s] [--rate PPS] [-o json]
+	usage: `  msr bench fwd --dut none|linux|lb [--size 64] [--flows 1000] [--duration 5s] [--rate PPS] [-o json]
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
+  msr bench prog [--repeat N] [--rounds R] [-o json]
+      ns per packet of the LB program on a data frame (kernel test run),
+      beside a minimal MAC-rewrite-and-redirect program, same run.
 `,
 	run:  runBench,
 	root: true,
 }
 
 func runBench(args []string) error {
+	if len(args) > 0 && args[0] == "prog" {
+		return runBenchProg(args[1:])
+	}
 	if len(args) == 0 || args[0] != "fwd" {
-		return cli.Usagef("msr bench fwd ...")
+		return cli.Usagef("msr bench fwd ..., or msr bench prog")
 	}
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
 	o := bench.FwdOptions{}
-	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none or linux")
+	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux or lb")
 	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS, 64..1518")
 	fs.IntVar(&o.Flows, "flows", 1, "number of flows, 1..65536")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
@@ -43,6 +49,24 @@ func runBench(args []string) error {
 		return cli.Usagef("duration must be positive and rate not negative")
 	}
 	r, err := bench.Fwd(o)
+	if err != nil {
+		return err
+	}
+	return out.Print(os.Stdout, r, r.WriteText)
+}
+
+func runBenchProg(args []string) error {
+	fs := flag.NewFlagSet("bench prog", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	repeat := fs.Uint("repeat", 1_000_000, "runs per measurement")
+	rounds := fs.Int("rounds", 5, "measurements of each program, alternating")
+	if _, _, err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if *repeat == 0 || *rounds <= 0 {
+		return cli.Usagef("repeat and rounds must be positive")
+	}
+	r, err := bench.Prog(uint32(*repeat), *rounds)
 	if err != nil {
 		return err
 	}
