@@ -9,6 +9,7 @@ import (
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/labs"
+	"github.com/msr-router/msr/traffic"
 )
 
 // DUTs are the devices under test `msr bench fwd` knows, each a shipped
@@ -58,8 +59,8 @@ const drainTime = 300 * time.Millisecond
 // the sink, and tears the lab down.
 func Fwd(o FwdOptions) (*FwdResult, error) {
 	// Check what the generator will check before building anything.
-	gc := GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.Flows, Rate: o.Rate}
-	if err := gc.check(); err != nil {
+	gc := traffic.GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.Flows, Rate: o.Rate}
+	if err := gc.Check(); err != nil {
 		return nil, err
 	}
 	if o.Duration <= 0 {
@@ -82,9 +83,9 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	}
 	defer lab.Down(spec.Name)
 
-	var sink *Sink
+	var sink *traffic.Sink
 	if err := netns.Do(lab.Namespace(spec.Name, "sink"), func() (err error) {
-		sink, err = NewSink("s0", o.Flows)
+		sink, err = traffic.NewSink("s0", o.Flows)
 		return err
 	}); err != nil {
 		return nil, err
@@ -99,7 +100,7 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	var sent uint64
 	var elapsed time.Duration
 	err = netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
-		g, err := NewGenerator(GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate})
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate})
 		if err != nil {
 			return err
 		}
@@ -126,7 +127,7 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	return result(o, sent, elapsed, rep), nil
 }
 
-func result(o FwdOptions, sent uint64, elapsed time.Duration, rep *SinkReport) *FwdResult {
+func result(o FwdOptions, sent uint64, elapsed time.Duration, rep *traffic.SinkReport) *FwdResult {
 	secs := elapsed.Seconds()
 	r := &FwdResult{
 		DUT: o.DUT, Size: o.Size, Flows: o.Flows, DurationSeconds: secs,

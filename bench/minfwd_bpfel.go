@@ -20,6 +20,16 @@ type minfwdMinfwdConfig struct {
 	Ifindex uint32
 }
 
+type minfwdXdpMd struct {
+	_              structs.HostLayout
+	Data           uint32
+	DataEnd        uint32
+	DataMeta       uint32
+	IngressIfindex uint32
+	RxQueueIndex   uint32
+	EgressIfindex  uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

@@ -12,6 +12,7 @@ import (
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/labs"
+	"github.com/msr-router/msr/traffic"
 )
 
 // ProgResult is what `msr bench prog` reports: the cost of one run of a
@@ -64,7 +65,7 @@ func Prog(repeat uint32, rounds int) (*ProgResult, error) {
 		}
 		defer min.Close()
 		frame := dataFrame(in.HardwareAddr)
-		ctx := trafficgenXdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(in.Index)}
+		ctx := minfwdXdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(in.Index)}
 		var lbSum, minSum time.Duration
 		r.NsPerPacketMin, r.MinimalNsMin = 1e18, 1e18
 		for i := 0; i < rounds; i++ {
@@ -97,7 +98,7 @@ func minf(a, b float64) float64 {
 }
 
 // benchmark returns the mean time of one run over repeat runs.
-func benchmark(p *ebpf.Program, frame []byte, ctx trafficgenXdpMd, repeat uint32) (time.Duration, error) {
+func benchmark(p *ebpf.Program, frame []byte, ctx minfwdXdpMd, repeat uint32) (time.Duration, error) {
 	ret, err := p.Run(&ebpf.RunOptions{Data: frame, Context: ctx, Repeat: 1})
 	if err != nil {
 		return 0, err
@@ -133,11 +134,11 @@ func newMinfwd(out *net.Interface) (*minfwdObjects, error) {
 
 // dataFrame is a 60-byte IPv4/UDP frame to dst, one flow of the bench.
 func dataFrame(dst net.HardwareAddr) []byte {
-	f := make([]byte, MinFrameSize-fcsLen)
+	f := make([]byte, traffic.MinFrameSize-traffic.FCSLen)
 	copy(f, dst)
 	copy(f[6:], []byte{2, 0, 0, 0, 0, 9})
 	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	fl := flowOf(7, len(f))
+	fl := traffic.FlowOf(7, len(f))
 	ip := f[14:]
 	ip[0], ip[8], ip[9] = 0x45, 64, 17
 	binary.BigEndian.PutUint16(ip[2:], uint16(len(f)-14))

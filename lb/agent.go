@@ -42,9 +42,9 @@ type Agent struct {
 	tableGen  uint32
 	table     *Table
 	tableOf   []Backend // what table was built from
-	// started: until one hold time has passed, the agent has not heard
-	// every live back-end yet and keeps the table it found.
-	started time.Time
+	// listening: until one hold time after the agent started listening,
+	// it has not heard every live back-end yet and keeps the table it found.
+	listening time.Time
 }
 
 type agentPort struct {
@@ -87,7 +87,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	mode, _ := ParseMode(cfg.Mode)
-	a := &Agent{cfg: cfg, mode: mode, sender: sender, conns: map[string]*dist.Conn{}, started: time.Now(),
+	a := &Agent{cfg: cfg, mode: mode, sender: sender, conns: map[string]*dist.Conn{},
 		backends: map[string]*backendState{}, log: log.With("component", "lb", "lb", cfg.Name)}
 	if cfg.VCPMAC != "" {
 		a.vcpMAC, _ = net.ParseMAC(cfg.VCPMAC)
@@ -274,6 +274,7 @@ func (a *Agent) adoptOrAttach(p *agentPort) (link.Link, error) {
 
 // Run receives DIST frames and sends hellos until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
+	a.listening = time.Now()
 	var wg sync.WaitGroup
 	for name, c := range a.conns {
 		wg.Add(1)
@@ -467,7 +468,7 @@ func contains(list []string, s string) bool {
 // applyTable installs the wanted table if it differs from the installed
 // one.
 func (a *Agent) applyTable() error {
-	if time.Since(a.started) < a.hold() {
+	if time.Since(a.listening) < a.hold() {
 		return nil
 	}
 	a.mu.Lock()

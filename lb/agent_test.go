@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/traffic"
 )
 
 // The agent's lab: an external host (the generator) on the LB's external
@@ -59,9 +59,10 @@ var testKeyHex = strings.Repeat("42", 32)
 type agentLabT struct {
 	t      *testing.T
 	agent  *Agent
-	sinks  map[string]*bench.Sink
+	sinks  map[string]*traffic.Sink
 	hellos map[string]context.CancelFunc
 	cfg    *FileConfig
+	stop   func() // stops the first agent's Run
 }
 
 const labFlows = 1000
@@ -96,7 +97,7 @@ func startAgentLab(t *testing.T, mode string) *agentLabT {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lab.Down(spec.Name) })
-	l := &agentLabT{t: t, sinks: map[string]*bench.Sink{}, hellos: map[string]context.CancelFunc{}, cfg: lbConfig(t, mode)}
+	l := &agentLabT{t: t, sinks: map[string]*traffic.Sink{}, hellos: map[string]context.CancelFunc{}, cfg: lbConfig(t, mode)}
 	for _, r := range []string{"r1", "r2", "r3"} {
 		l.startBackend(r)
 	}
@@ -110,6 +111,7 @@ func startAgentLab(t *testing.T, mode string) *agentLabT {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { l.agent.Run(ctx); close(done) }()
+	l.stop = func() { cancel(); <-done }
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -127,7 +129,7 @@ func startAgentLab(t *testing.T, mode string) *agentLabT {
 
 func (l *agentLabT) startBackend(r string) {
 	err := netns.Do(lab.Namespace("t-lbagent", r), func() error {
-		s, err := bench.NewSink("eth0", labFlows)
+		s, err := traffic.NewSink("eth0", labFlows)
 		if err != nil {
 			return err
 		}
@@ -177,7 +179,7 @@ func (l *agentLabT) waitTable(backends int) {
 func (l *agentLabT) send(d time.Duration, pps float64) uint64 {
 	var sent uint64
 	err := netns.Do(lab.Namespace("t-lbagent", "ext"), func() error {
-		g, err := bench.NewGenerator(bench.GenConfig{Ifname: "g0", DstMAC: net.HardwareAddr{2, 0, 0, 0, 0xe0, 0}, Size: 64, Flows: labFlows, Rate: pps})
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: net.HardwareAddr{2, 0, 0, 0, 0xe0, 0}, Size: 64, Flows: labFlows, Rate: pps})
 		if err != nil {
 			return err
 		}
@@ -377,7 +379,8 @@ func TestLBAgentRestartKeepsForwarding(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 
 	old := l.agent
-	old.Close() // the process exits: sockets and handles go, pins stay
+	l.stop() // the process exits: sockets and handles go, pins stay
+	old.Close()
 	time.Sleep(200 * time.Millisecond)
 	err := netns.Do(lab.Namespace("t-lbagent", "lb"), func() (err error) {
 		l.agent, err = NewAgent(l.cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -393,7 +396,8 @@ func TestLBAgentRestartKeepsForwarding(t *testing.T) {
 	c := l.counts()
 	total := sum(c["r1"]) + sum(c["r2"]) + sum(c["r3"])
 	if total != sent {
-		t.Errorf("restart under load: sent %d, back-ends got %d", sent, total)
+		st := l.agent.Status()
+		t.Errorf("restart under load: sent %d, back-ends got %d; LB ports %+v %+v", sent, total, st.Ports[0].Stats, st.Ports[1].Stats)
 	}
 	if len(l.agent.Status().Table.Shares) != 3 {
 		t.Errorf("new agent's table: %+v", l.agent.Status().Table)

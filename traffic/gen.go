@@ -1,10 +1,9 @@
-// Package bench is msr's traffic instrument and its benchmarks: a
-// generator that transmits test frames with BPF_PROG_RUN in live-frames
-// mode (bpf/trafficgen.bpf.c), a sink that counts them with XDP
-// (bpf/trafficsink.bpf.c), and `msr bench fwd`, which builds a lab with a
-// device under test between them and reports rate, loss, reordering and
-// latency.
-package bench
+// Package traffic is msr's traffic instrument: a generator that transmits
+// test frames with BPF_PROG_RUN in live-frames mode (bpf/trafficgen.bpf.c)
+// and a sink that counts them with XDP (bpf/trafficsink.bpf.c): rate,
+// loss, per-flow order and latency. Package bench builds benchmarks with
+// it; tests of the data paths use it as traffic and as back-end stand-ins.
+package traffic
 
 import (
 	"encoding/binary"
@@ -23,7 +22,7 @@ import (
 const (
 	MinFrameSize = 64
 	MaxFrameSize = 1518
-	fcsLen       = 4
+	FCSLen       = 4
 	// MaxFlows is the number of distinct flow ids the payload can carry.
 	MaxFlows = 65536
 )
@@ -47,7 +46,8 @@ type GenConfig struct {
 	Rate float64
 }
 
-func (c *GenConfig) check() error {
+// Check refuses sizes, flow counts and rates the instrument cannot do.
+func (c *GenConfig) Check() error {
 	switch {
 	case c.Size < MinFrameSize || c.Size > MaxFrameSize:
 		return fmt.Errorf("frame size %d: use %d to %d bytes", c.Size, MinFrameSize, MaxFrameSize)
@@ -94,7 +94,7 @@ func NewGenerator(c GenConfig) (*Generator, error) {
 // loadGenerator loads the program for frames from src, without attaching
 // anything.
 func loadGenerator(c GenConfig, src net.HardwareAddr) (*Generator, error) {
-	if err := c.check(); err != nil {
+	if err := c.Check(); err != nil {
 		return nil, err
 	}
 	spec, err := loadTrafficgen()
@@ -110,12 +110,12 @@ func loadGenerator(c GenConfig, src net.HardwareAddr) (*Generator, error) {
 	if err := spec.Variables["cfg"].Set(cfg); err != nil {
 		return nil, fmt.Errorf("configure generator: %w", err)
 	}
-	g := &Generator{data: make([]byte, c.Size-fcsLen), rate: c.Rate}
+	g := &Generator{data: make([]byte, c.Size-FCSLen), rate: c.Rate}
 	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
 		return nil, fmt.Errorf("load generator: %w", err)
 	}
 	for i := 0; i < c.Flows; i++ {
-		f := flowOf(i, c.Size-fcsLen)
+		f := FlowOf(i, c.Size-FCSLen)
 		if err := g.objs.GenFlows.Put(uint32(i), &f); err != nil {
 			g.Close()
 			return nil, fmt.Errorf("fill generator flows: %w", err)
@@ -124,10 +124,10 @@ func loadGenerator(c GenConfig, src net.HardwareAddr) (*Generator, error) {
 	return g, nil
 }
 
-// flowOf returns flow i of a run with frames of frameLen bytes (no FCS).
+// FlowOf returns flow i of a run with frames of frameLen bytes (no FCS).
 // Addresses step through the test networks; ports are pseudorandom, as
 // RFC 4814 §4.5 asks, so that hashing devices see realistic spread.
-func flowOf(i, frameLen int) trafficgenGenFlow {
+func FlowOf(i, frameLen int) trafficgenGenFlow {
 	src, dst := srcBase, dstBase
 	host := uint16(i%65534 + 1)
 	binary.BigEndian.PutUint16(src[2:], host)

@@ -1,4 +1,4 @@
-package bench
+package traffic
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func monotonic(t *testing.T) uint64 {
 // built here field by field from the packet format, independently of the
 // program.
 func referenceFrame(i int, seq uint32, size int) []byte {
-	b := make([]byte, size-fcsLen)
+	b := make([]byte, size-FCSLen)
 	copy(b[0:6], macSink)
 	copy(b[6:12], macGen)
 	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_IP)
@@ -69,7 +69,7 @@ func TestTrafficgenFrames(t *testing.T) {
 		// Seven runs over three flows: flows 0,1,2,0,1,2,0 with their own
 		// sequence numbers. The input is garbage, as a reused page is.
 		for run := 0; run < 7; run++ {
-			in := bytes.Repeat([]byte{0xa5}, size-fcsLen)
+			in := bytes.Repeat([]byte{0xa5}, size-FCSLen)
 			out := make([]byte, len(in))
 			before := monotonic(t)
 			ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: in, DataOut: out})
@@ -119,7 +119,7 @@ func TestGenConfigChecks(t *testing.T) {
 		{DstMAC: macSink, Size: 64, Flows: MaxFlows + 1},
 		{Size: 64, Flows: 1},
 	} {
-		if err := c.check(); err == nil {
+		if err := c.Check(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}
