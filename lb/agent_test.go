@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -401,5 +402,81 @@ func TestLBAgentRestartKeepsForwarding(t *testing.T) {
 	}
 	if len(l.agent.Status().Table.Shares) != 3 {
 		t.Errorf("new agent's table: %+v", l.agent.Status().Table)
+	}
+}
+
+// TestLBAgentHashKeepsFlows: in hash mode every flow stays on one back-end.
+func TestLBAgentHashKeepsFlows(t *testing.T) {
+	l := startAgentLab(t, "hash")
+	c0 := l.counts()
+	l.send(500*time.Millisecond, 50_000)
+	o := owners(c0, l.counts())
+	used := map[string]bool{}
+	for f := 0; f < labFlows; f++ {
+		if len(o[f]) != 1 {
+			t.Fatalf("flow %d went to %v", f, o[f])
+		}
+		used[o[f][0]] = true
+	}
+	if len(used) != 3 {
+		t.Errorf("1000 flows hashed onto %v only", used)
+	}
+}
+
+// TestLBAgentFollowsVCP: a VCP on the internal network announces itself,
+// pushes a table with its own weights and mode, and reconfigures a port;
+// the LB follows each message.
+func TestLBAgentFollowsVCP(t *testing.T) {
+	l := startAgentLab(t, "wrr")
+	secret, _ := hex.DecodeString(testKeyHex)
+	vcpMAC := net.HardwareAddr{}
+	err := netns.Do(lab.Namespace("t-lbagent", "r1"), func() error {
+		c, err := dist.Listen("eth0", dist.Keyring{1: secret})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		vcpMAC = c.MAC()
+		s, _ := dist.NewSender(0x7c9, dist.Key{ID: 1, Secret: secret})
+		lbMAC := net.HardwareAddr{2, 0, 0, 0, 0x10, 0}
+		entry := func(last byte, w uint16) dist.TableEntry {
+			return dist.TableEntry{MAC: net.HardwareAddr{2, 0, 0, 0, 0xb0, last}, Port: 1, Weight: w}
+		}
+		msgs := []dist.Message{
+			&dist.VCPAnnounce{State: dist.VCPActive, Priority: 200, HelloIntervalMs: 100, APIAddr: ipMgmt, APIPort: 7700},
+			// A table in two frames: FLUSH, then LAST.
+			&dist.TableUpdate{Target: l.cfg.ID, Generation: 5, Flags: dist.TableFlush, Mode: dist.ModeWRR, Entries: []dist.TableEntry{entry(1, 1)}},
+			&dist.TableUpdate{Target: l.cfg.ID, Generation: 5, Flags: dist.TableLast, Mode: dist.ModeWRR, Entries: []dist.TableEntry{entry(3, 3)}},
+			// For another LB: ignored.
+			&dist.TableUpdate{Target: l.cfg.ID + 1, Generation: 6, Flags: dist.TableFlush | dist.TableLast, Mode: dist.ModeHash, Entries: []dist.TableEntry{entry(2, 9)}},
+			&dist.PortConfig{Target: l.cfg.ID, Ports: []dist.PortSetting{{Index: 0, Role: dist.PortExternal, VLAN: 42,
+				MAC: net.HardwareAddr{2, 0, 0, 0, 0xe0, 0}, Prefix: netip.MustParsePrefix("203.0.113.1/24"), MTU: 1500}}},
+		}
+		for _, m := range msgs {
+			f, err := s.Seal(lbMAC, c.MAC(), m)
+			if err != nil {
+				return err
+			}
+			if err := c.Send(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		st := l.agent.Status()
+		sh := st.Table.Shares
+		if st.VCPMAC == vcpMAC.String() && sh["02:00:00:00:b0:01"]*3 == sh["02:00:00:00:b0:03"] && sh["02:00:00:00:b0:02"] == 0 &&
+			st.Ports[0].VLAN == 42 && st.Ports[0].Address == "203.0.113.1/24" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LB did not follow the VCP: vcp %q (want %s), shares %v, port %+v", st.VCPMAC, vcpMAC, sh, st.Ports[0])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
