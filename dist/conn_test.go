@@ -8,6 +8,7 @@ import (
 
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lab/labtest"
 )
 
 const connLab = `name: t-dist
@@ -43,14 +44,7 @@ func listenIn(t *testing.T, host string, keys Keyring) *Conn {
 // Linux bridge: authentic frames arrive, and frames that are forged,
 // corrupted or replayed are refused and counted by reason.
 func TestConnAcrossBridge(t *testing.T) {
-	spec, err := lab.Load("t.yaml", []byte(connLab))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lab.Up(spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lab.Down(spec.Name) })
+	labtest.Up(t, connLab)
 
 	keys := Keyring{testKey.ID: testKey.Secret}
 	a := listenIn(t, "a", keys)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/dist"
@@ -150,21 +151,6 @@ func (a *Agent) setup(key dist.Key) error {
 // reconcileMaps writes every port, address and the LB-wide config, and
 // removes what a previous run (or a previous lab) left in pinned maps.
 func (a *Agent) reconcileMaps() error {
-	var ifindex uint32
-	var port lbxdpLbPort
-	keep := map[uint32]bool{}
-	for _, p := range a.ports {
-		keep[uint32(p.ifindex)] = true
-	}
-	var stale []uint32
-	for it := a.dp.objs.LbPorts.Iterate(); it.Next(&ifindex, &port); {
-		if !keep[ifindex] {
-			stale = append(stale, ifindex)
-		}
-	}
-	for _, k := range stale {
-		a.dp.objs.LbPorts.Delete(k)
-	}
 	// Write what is wanted before removing what is not, so that a
 	// restarted agent never leaves a gap in a running data path.
 	for _, p := range a.ports {
@@ -172,53 +158,63 @@ func (a *Agent) reconcileMaps() error {
 			return err
 		}
 	}
-	own, vlans := map[uint64]bool{}, map[uint32]bool{}
+	ports, own, vlans := map[uint32]bool{}, map[uint64]bool{}, map[uint32]bool{}
 	for _, p := range a.ports {
+		ports[uint32(p.ifindex)] = true
 		own[macKey(p.mac)] = true
 		if p.role == RoleExternal {
 			vlans[uint32(p.vlan)] = true
 		}
 	}
-	var mac uint64
-	var v uint32
-	var macs []uint64
-	for it := a.dp.objs.LbOwnMacs.Iterate(); it.Next(&mac, &v); {
-		if !own[mac] {
-			macs = append(macs, mac)
-		}
-	}
-	for _, k := range macs {
-		a.dp.objs.LbOwnMacs.Delete(k)
-	}
+	deleteStale(a.dp.objs.LbPorts, func(k uint32, _ lbxdpLbPort) bool { return ports[k] })
+	deleteStale(a.dp.objs.LbOwnMacs, func(k uint64, _ uint32) bool { return own[k] })
+	var staleVLANs []uint32
 	var vid uint32
 	var eg lbxdpLbEgress
-	var staleVLANs []uint16
 	for it := a.dp.objs.LbVlans.Iterate(); it.Next(&vid, &eg); {
 		if eg.Ifindex != 0 && !vlans[vid] {
-			staleVLANs = append(staleVLANs, uint16(vid))
+			staleVLANs = append(staleVLANs, vid)
 		}
 	}
 	for _, vid := range staleVLANs {
-		a.dp.ClearVLAN(vid)
+		a.dp.ClearVLAN(uint16(vid)) // an array: entries are zeroed, not deleted
 	}
+	addrs := map[netip.Addr]uint32{}
 	for _, addr := range a.cfg.RouterAddresses {
-		if err := a.dp.SetRouterAddr(addr, AddrRouter); err != nil {
-			return err
-		}
+		addrs[addr] = AddrRouter
 	}
 	for _, p := range a.ports {
 		if p.role == RoleExternal {
-			if err := a.dp.SetRouterAddr(p.prefix.Addr(), AddrRouter); err != nil {
-				return err
-			}
+			addrs[p.prefix.Addr()] = AddrRouter
 		}
 	}
 	if a.cfg.ManagementAddr.IsValid() {
-		if err := a.dp.SetRouterAddr(a.cfg.ManagementAddr, AddrMgmt); err != nil {
+		addrs[a.cfg.ManagementAddr] = AddrMgmt
+	}
+	keepAddr := map[uint32]bool{}
+	for addr, flags := range addrs {
+		if err := a.dp.SetRouterAddr(addr, flags); err != nil {
 			return err
 		}
+		keepAddr[be32(addr)] = true
 	}
+	deleteStale(a.dp.objs.LbRouterAddrs, func(k uint32, _ uint32) bool { return keepAddr[k] })
 	return a.writeConfig()
+}
+
+// deleteStale deletes the entries of a hash map that keep refuses.
+func deleteStale[K comparable, V any](m *ebpf.Map, keep func(K, V) bool) {
+	var k K
+	var v V
+	var stale []K
+	for it := m.Iterate(); it.Next(&k, &v); {
+		if !keep(k, v) {
+			stale = append(stale, k)
+		}
+	}
+	for _, k := range stale {
+		m.Delete(k)
+	}
 }
 
 func (a *Agent) writePort(p *agentPort) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lab/labtest"
 	"github.com/msr-router/msr/traffic"
 )
 
@@ -90,19 +91,12 @@ func lbConfig(t *testing.T, mode string) *FileConfig {
 // startAgentLab builds the lab, starts the back-end stand-ins and the
 // agent, and waits until the table holds all three back-ends.
 func startAgentLab(t *testing.T, mode string) *agentLabT {
-	spec, err := lab.Load("t.yaml", []byte(agentLab))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lab.Up(spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lab.Down(spec.Name) })
+	spec, _ := labtest.Up(t, agentLab)
 	l := &agentLabT{t: t, sinks: map[string]*traffic.Sink{}, hellos: map[string]context.CancelFunc{}, cfg: lbConfig(t, mode)}
 	for _, r := range []string{"r1", "r2", "r3"} {
 		l.startBackend(r)
 	}
-	err = netns.Do(lab.Namespace(spec.Name, "lb"), func() (err error) {
+	err := netns.Do(lab.Namespace(spec.Name, "lb"), func() (err error) {
 		l.agent, err = NewAgent(l.cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		return err
 	})

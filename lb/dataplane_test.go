@@ -15,6 +15,7 @@ import (
 
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lab/labtest"
 )
 
 // The fixture LB has two external ports (e0: VLAN 10, e1: VLAN 11), two
@@ -50,15 +51,8 @@ type fixture struct {
 // WRR counter is per CPU).
 func withFixture(t *testing.T, mode Mode, fn func(f *fixture)) {
 	t.Helper()
-	spec, err := lab.Load("t.yaml", []byte(fixtureLab))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lab.Up(spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lab.Down(spec.Name) })
-	err = netns.Do(lab.Namespace(spec.Name, "lb"), func() error {
+	spec, _ := labtest.Up(t, fixtureLab)
+	err := netns.Do(lab.Namespace(spec.Name, "lb"), func() error {
 		var set unix.CPUSet
 		set.Set(runtime.NumCPU() - 1)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
