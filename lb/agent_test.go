@@ -455,7 +455,25 @@ func TestLBAgentFollowsVCP(t *testing.T) {
 				return err
 			}
 		}
-		return nil
+		// The LB's own hello reaches the back-ends: its ports, addresses,
+		// roles and counters.
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			f, err := c.Recv(500 * time.Millisecond)
+			if err != nil {
+				continue
+			}
+			h, ok := f.Msg.(*dist.Hello)
+			if !ok || h.Role != dist.RoleLB {
+				continue
+			}
+			if h.Name != "t-agent" || len(h.Ports) != 2 || h.Ports[0].Role != dist.PortExternal ||
+				h.Ports[1].Flags&dist.PortFlagDefaultInternal == 0 || h.Ports[0].RxPackets == 0 && h.Ports[1].RxPackets == 0 {
+				return fmt.Errorf("LB hello: %+v", h)
+			}
+			return nil
+		}
+		return fmt.Errorf("no hello from the LB")
 	})
 	if err != nil {
 		t.Fatal(err)
