@@ -26,4 +26,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 
+# A real Internet routing table for FIB tests and benchmarks (DESIGN.md
+# §7): RouteViews snapshots shipped by Debian's python3-pyasn (MIT). Only
+# the data files are kept; the package is not installed.
+pyasn_dir=/var/cache/msr/pyasn
+if [ ! -s "$pyasn_dir/ipasn_20140513.dat.gz" ]; then
+	echo "deps: fetching RouteViews tables from python3-pyasn"
+	tmp=$(mktemp -d)
+	(cd "$tmp" && apt-get download -qq python3-pyasn >/dev/null 2>&1 || { apt-get update -qq && apt-get download -qq python3-pyasn; })
+	dpkg-deb -x "$tmp"/python3-pyasn_*.deb "$tmp/x"
+	mkdir -p "$pyasn_dir"
+	cp "$tmp"/x/usr/lib/python3/dist-packages/data/ipasn_20140513.dat.gz "$tmp"/x/usr/lib/python3/dist-packages/data/ipasn6_20151101.dat.gz "$pyasn_dir/"
+	rm -rf "$tmp"
+fi
+
 go mod download

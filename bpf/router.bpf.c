@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * router: the back-end router's data path, attached with XDP to its port
+ * on the interconnect (DESIGN.md §2 step 3; seed 000 §5).
+ *
+ * A data frame balanced to this back-end (destination MAC its own) is
+ * checked as RFC 1812 §5.2.2 and §5.3.7 ask (version, IHL, lengths, header
+ * checksum, source and destination sanity), filtered by the ordered ACL,
+ * looked up in the DIR-24-8 FIB (router.h), given an ECMP next hop by flow
+ * hash, and sent back into the interconnect (XDP_TX) tagged with the VLAN
+ * of the egress external port, to the next hop's MAC, its TTL decremented
+ * and its checksum updated incrementally (RFC 1624).
+ *
+ * What the fast path cannot finish goes to the agent (enum rt_slow) as a
+ * perf event with the frame attached, and is dropped here: the agent
+ * answers it (ICMP errors, echo), resolves the next hop and sends what it
+ * held, or forwards it itself (options, fragmentation). DIST and traffic
+ * for this host's own addresses go to the kernel stack (XDP_PASS).
+ *
+ * Verdicts: XDP_TX, XDP_PASS, XDP_DROP. Counters: rt_stats (per CPU).
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "router.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Keep the enums in BTF for bpf2go. */
+const enum rt_slow *unused_rt_slow __attribute__((unused));
+const enum rt_drop *unused_rt_drop __attribute__((unused));
+const struct rt_slow_meta *unused_rt_slow_meta __attribute__((unused));
+const struct rt_nhgroup *unused_rt_nhgroup __attribute__((unused));
+
+#define ETH_P_DIST 0x88B5
+
+struct vlan_hdr {
+	__be16 tci;
+	__be16 proto;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RT_TBL24_ENTRIES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_tbl24 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RT_TBL8_GROUPS * 256);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_tbl8 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RT_MAX_NHGROUPS);
+	__type(key, __u32);
+	__type(value, struct rt_nhgroup);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_nhgroups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RT_MAX_NEXTHOPS);
+	__type(key, __u32);
+	__type(value, struct rt_nexthop);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_nexthops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RT_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct rt_port);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct rt_neigh_key);
+	__type(value, struct rt_neigh);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_neighbors SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __be32);
+	__type(value, __u32); /* RT_LOCAL_* */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_local SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RT_MAX_ACL);
+	__type(key, __u32);
+	__type(value, struct rt_acl_rule);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_acl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rt_config);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rt_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} rt_slowpath SEC(".maps");
+
+struct pkt {
+	struct xdp_md *ctx;
+	struct rt_stats *st;
+};
+
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	return *(const __u32 *)a == *(const __u32 *)b && *(const __u16 *)(a + 4) == *(const __u16 *)(b + 4);
+}
+
+static __always_inline int drop(struct pkt *p, enum rt_drop why)
+{
+	if (why < RT_DROP_MAX)
+		p->st->drop[why]++;
+	return XDP_DROP;
+}
+
+/* slow hands the frame to the agent with its reason. */
+static __always_inline int slow(struct pkt *p, enum rt_slow why, __u32 nexthop)
+{
+	__u64 len = p->ctx->data_end - p->ctx->data;
+	struct rt_slow_meta meta = {.reason = why, .ifindex = p->ctx->ingress_ifindex, .nexthop = nexthop, .len = len};
+
+	if (len > RT_SLOW_SNAPLEN)
+		len = RT_SLOW_SNAPLEN;
+	if (why < RT_SLOW_MAX)
+		p->st->slow[why]++;
+	bpf_perf_event_output(p->ctx, &rt_slowpath, BPF_F_CURRENT_CPU | (len << 32), &meta, sizeof(meta));
+	return XDP_DROP;
+}
+
+/* fib_lookup is DIR-24-8: one or two array reads. Returns the next-hop
+ * group, 0 for no route. */
+static __always_inline __u32 fib_lookup(__be32 daddr)
+{
+	__u32 d = bpf_ntohl(daddr);
+	__u32 idx = d >> 8;
+	__u32 *e = bpf_map_lookup_elem(&rt_tbl24, &idx);
+
+	if (!e)
+		return 0;
+	__u32 v = *e;
+	if (v & RT_TBL8_FLAG) {
+		__u32 i8 = ((v & ~RT_TBL8_FLAG) << 8) | (d & 0xff);
+		__u32 *e8 = bpf_map_lookup_elem(&rt_tbl8, &i8);
+		if (!e8)
+			return 0;
+		v = *e8;
+	}
+	return v;
+}
+
+/* ipv4_csum_ok verifies the header checksum over ihl 32-bit words. */
+static __always_inline int ipv4_csum_ok(struct iphdr *ip, void *end, __u32 ihl)
+{
+	__u32 sum = 0;
+	__u16 *w = (void *)ip;
+
+	/* A bounded loop (at most 60 header bytes), which the verifier walks. */
+	for (int i = 0; i < 30; i++) {
+		if (i >= ihl * 2)
+			break;
+		if ((void *)(w + i + 1) > end)
+			return 0;
+		sum += w[i];
+	}
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+static __always_inline int martian_src(__u32 s)
+{
+	return (s >> 24) == 0 || (s >> 24) == 127 || (s >> 28) == 0xe || (s >> 28) == 0xf;
+}
+
+static __always_inline int martian_dst(__u32 d)
+{
+	return (d >> 24) == 0 || (d >> 24) == 127 || (d >> 28) == 0xe || (d >> 28) == 0xf;
+}
+
+/* The ACL walk runs in a bpf_loop callback, which cannot read the packet:
+ * the fields it matches are copied here first. */
+struct acl_ctx {
+	__be32 saddr, daddr;
+	__u8 proto;
+	__u16 sport, dport;
+	__u32 n;
+	int verdict; /* 0: no rule matched */
+	__u32 rule;
+};
+
+static long acl_match(__u64 i, void *data)
+{
+	struct acl_ctx *c = data;
+	__u32 k = i;
+
+	if (k >= c->n)
+		return 1;
+	struct rt_acl_rule *r = bpf_map_lookup_elem(&rt_acl, &k);
+	if (!r)
+		return 1;
+	if ((c->saddr & r->src_mask) != r->src || (c->daddr & r->dst_mask) != r->dst)
+		return 0;
+	if (r->proto && r->proto != c->proto)
+		return 0;
+	if (c->sport < r->sport_lo || c->sport > r->sport_hi || c->dport < r->dport_lo || c->dport > r->dport_hi)
+		return 0;
+	c->verdict = r->action;
+	c->rule = k;
+	return 1;
+}
+
+/* acl runs the ordered rules; the first that matches decides. No match
+ * permits. */
+static __always_inline int acl(struct pkt *p, struct iphdr *ip, void *end, __u32 ihl, __u16 n)
+{
+	struct acl_ctx c = {.saddr = ip->saddr, .daddr = ip->daddr, .proto = ip->protocol, .n = n, .rule = RT_MAX_ACL};
+
+	if (!n)
+		return 0;
+	if (!(ip->frag_off & bpf_htons(0x1fff)) && (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP)) {
+		__be16 *l4 = (void *)ip + (ihl & 0xf) * 4;
+		if ((void *)(l4 + 2) <= end) {
+			c.sport = bpf_ntohs(l4[0]);
+			c.dport = bpf_ntohs(l4[1]);
+		}
+	}
+	bpf_loop(RT_MAX_ACL, acl_match, &c, 0);
+	if (c.rule >= RT_MAX_ACL)
+		return 0;
+	if (c.verdict == RT_ACL_DENY) {
+		p->st->acl_deny[c.rule]++;
+		return 1;
+	}
+	if (c.verdict == RT_ACL_PERMIT)
+		p->st->acl_permit[c.rule]++;
+	return 0;
+}
+
+static __always_inline __u32 flow_hash(struct iphdr *ip, void *end, __u32 ihl)
+{
+	__u32 ports = 0;
+
+	if (!(ip->frag_off & bpf_htons(0x3fff)) && (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP)) {
+		__u32 *l4 = (void *)ip + (ihl & 0xf) * 4;
+		if ((void *)(l4 + 1) <= end)
+			ports = *l4;
+	}
+	__u32 h = ip->saddr * 0x9e3779b1u;
+	h ^= ip->daddr;
+	h ^= h >> 15;
+	h *= 0x85ebca6bu;
+	h ^= ports;
+	h ^= (__u32)ip->protocol << 24;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
+}
+
+/* forward rewrites and sends: TTL-1 (RFC 1624 incremental checksum), an
+ * 802.1Q tag for the egress port's VLAN, next hop's MAC. */
+static __always_inline int forward(struct pkt *p, struct rt_port *port, struct rt_neigh *nb, struct rt_config *cfg)
+{
+	void *data = (void *)(long)p->ctx->data;
+	void *end = (void *)(long)p->ctx->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+
+	if ((void *)(ip + 1) > end)
+		return drop(p, RT_DROP_RUNT);
+	/* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), m the 16-bit word holding
+	 * TTL and protocol. */
+	__u16 old = *(__u16 *)&ip->ttl;
+	ip->ttl--;
+	__u16 new = *(__u16 *)&ip->ttl;
+	__u32 sum = (__u16)~ip->check + (__u16)~old + new;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	ip->check = ~sum;
+
+	__u64 len = end - data;
+	if (bpf_xdp_adjust_head(p->ctx, -(int)sizeof(struct vlan_hdr)))
+		return drop(p, RT_DROP_RUNT);
+	data = (void *)(long)p->ctx->data;
+	end = (void *)(long)p->ctx->data_end;
+	struct ethhdr *eth = data;
+	struct vlan_hdr *vh = (void *)(eth + 1);
+	if ((void *)(vh + 1) > end)
+		return drop(p, RT_DROP_RUNT);
+	__builtin_memcpy(eth->h_dest, nb->mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, cfg->mac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_8021Q);
+	vh->tci = bpf_htons(port->vlan & 0x0fff);
+	vh->proto = bpf_htons(ETH_P_IP);
+	p->st->forwarded++;
+	p->st->forwarded_bytes += len;
+	return XDP_TX;
+}
+
+static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg)
+{
+	struct iphdr *ip = (void *)(eth + 1);
+
+	if ((void *)(ip + 1) > end)
+		return drop(p, RT_DROP_RUNT);
+	if (ip->version != 4)
+		return drop(p, RT_DROP_BAD_VERSION);
+	__u32 ihl = ip->ihl;
+	if (ihl < 5)
+		return drop(p, RT_DROP_BAD_IHL);
+	__u32 tot = bpf_ntohs(ip->tot_len);
+	if (tot < ihl * 4 || (void *)ip + tot > end)
+		return drop(p, RT_DROP_BAD_LENGTH);
+	if (!ipv4_csum_ok(ip, end, ihl))
+		return drop(p, RT_DROP_BAD_CHECKSUM);
+	__u32 s = bpf_ntohl(ip->saddr), d = bpf_ntohl(ip->daddr);
+	if (martian_src(s))
+		return drop(p, RT_DROP_MARTIAN_SRC);
+
+	__u32 *local = bpf_map_lookup_elem(&rt_local, &ip->daddr);
+	if (local) {
+		if (*local & RT_LOCAL_HOST) {
+			p->st->passed++;
+			return XDP_PASS;
+		}
+		return slow(p, RT_SLOW_LOCAL, 0);
+	}
+	if (martian_dst(d))
+		return drop(p, RT_DROP_MARTIAN_DST);
+	if (ihl > 5)
+		return slow(p, RT_SLOW_OPTIONS, 0);
+	if (ip->ttl <= 1)
+		return slow(p, RT_SLOW_TTL, 0);
+	if (acl(p, ip, end, ihl, cfg->n_acl))
+		return drop(p, RT_DROP_ACL);
+
+	__u32 g = fib_lookup(ip->daddr);
+	if (!g)
+		return slow(p, RT_SLOW_NO_ROUTE, 0);
+	struct rt_nhgroup *grp = bpf_map_lookup_elem(&rt_nhgroups, &g);
+	if (!grp || grp->count == 0 || grp->count > RT_ECMP_MAX)
+		return drop(p, RT_DROP_BAD_NEXTHOP);
+	__u32 pick = grp->count == 1 ? 0 : flow_hash(ip, end, ihl) % grp->count;
+	if (pick >= RT_ECMP_MAX)
+		return drop(p, RT_DROP_BAD_NEXTHOP);
+	__u32 nhid = grp->nh[pick];
+	struct rt_nexthop *nh = bpf_map_lookup_elem(&rt_nexthops, &nhid);
+	if (!nh)
+		return drop(p, RT_DROP_BAD_NEXTHOP);
+	__u32 pi = nh->port;
+	struct rt_port *port = bpf_map_lookup_elem(&rt_ports, &pi);
+	if (!port || port->vlan == 0)
+		return drop(p, RT_DROP_BAD_NEXTHOP);
+	if (tot > port->mtu)
+		return slow(p, (ip->frag_off & bpf_htons(0x4000)) ? RT_SLOW_FRAG_NEEDED : RT_SLOW_FRAGMENT, nhid);
+	struct rt_neigh_key k = {.ip = nh->gw ? nh->gw : ip->daddr, .vlan = port->vlan};
+	struct rt_neigh *nb = bpf_map_lookup_elem(&rt_neighbors, &k);
+	if (!nb)
+		return slow(p, RT_SLOW_UNRESOLVED, nhid);
+	return forward(p, port, nb, cfg);
+}
+
+SEC("xdp")
+int router(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct pkt p = {.ctx = ctx};
+
+	p.st = bpf_map_lookup_elem(&rt_counters, &zero);
+	struct rt_config *cfg = bpf_map_lookup_elem(&rt_cfg, &zero);
+	if (!p.st || !cfg)
+		return XDP_ABORTED;
+	p.st->rx_packets++;
+	p.st->rx_bytes += end - data;
+
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return drop(&p, RT_DROP_RUNT);
+	if (eth->h_proto == bpf_htons(ETH_P_DIST)) {
+		p.st->passed++;
+		return XDP_PASS;
+	}
+	__be16 proto = eth->h_proto;
+	if (proto == bpf_htons(ETH_P_8021Q)) {
+		struct vlan_hdr *vh = (void *)(eth + 1);
+		if ((void *)(vh + 1) > end)
+			return drop(&p, RT_DROP_RUNT);
+		proto = vh->proto;
+		if (proto != bpf_htons(ETH_P_ARP))
+			return drop(&p, RT_DROP_TAGGED);
+	}
+	if (proto == bpf_htons(ETH_P_ARP))
+		return slow(&p, RT_SLOW_ARP, 0);
+	if (!(eth->h_dest[0] & 1) && !mac_eq(eth->h_dest, cfg->mac))
+		return drop(&p, RT_DROP_NOT_OURS);
+	if (proto != bpf_htons(ETH_P_IP))
+		return drop(&p, RT_DROP_NOT_IP);
+	if (eth->h_dest[0] & 1)
+		return drop(&p, RT_DROP_MARTIAN_DST); /* link broadcast/multicast IP: not routed */
+	return route(&p, eth, end, cfg);
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * router.h: the back-end router's maps, shared by router.bpf.c and Go
+ * (bpf2go generates the Go types).
+ *
+ * The FIB is DIR-24-8 (Gupta, Lin, McKeown, INFOCOM 1998): rt_tbl24 has
+ * one entry per /24, rt_tbl8 one group of 256 entries for each /24 that
+ * holds longer prefixes. An entry is 0 (no route), a next-hop group id, or
+ * RT_TBL8_FLAG | group. A lookup reads at most two array entries whatever
+ * the table holds. Both arrays are mmapped by the agent, which writes one
+ * aligned u32 per entry: a packet sees an entry's old or new value, never
+ * half of one.
+ */
+#ifndef MSR_ROUTER_H
+#define MSR_ROUTER_H
+
+#include <linux/types.h>
+
+#define RT_TBL24_ENTRIES (1 << 24)
+#define RT_TBL8_GROUPS 8192
+#define RT_TBL8_FLAG 0x80000000u
+#define RT_MAX_NHGROUPS 65536
+#define RT_MAX_NEXTHOPS 65536
+#define RT_ECMP_MAX 8
+#define RT_MAX_PORTS 64
+#define RT_MAX_ACL 64
+#define RT_SLOW_SNAPLEN 1518
+
+/* Why the fast path handed a frame to the agent. */
+enum rt_slow {
+	RT_SLOW_ARP = 0,          /* ARP (the LBs broadcast replies to back-ends) */
+	RT_SLOW_TTL = 1,          /* TTL would expire: Time Exceeded */
+	RT_SLOW_NO_ROUTE = 2,     /* Destination Unreachable */
+	RT_SLOW_FRAG_NEEDED = 3,  /* DF and larger than the egress MTU */
+	RT_SLOW_FRAGMENT = 4,     /* larger than the egress MTU, may fragment */
+	RT_SLOW_LOCAL = 5,        /* for one of the router's addresses */
+	RT_SLOW_OPTIONS = 6,      /* IP options */
+	RT_SLOW_UNRESOLVED = 7,   /* next hop's MAC unknown: held while ARP runs */
+	RT_SLOW_MAX = 8,
+};
+
+/* Why a frame was dropped. */
+enum rt_drop {
+	RT_DROP_RUNT = 0,
+	RT_DROP_NOT_OURS = 1,     /* unicast to another MAC (a flooding switch) */
+	RT_DROP_BAD_VERSION = 2,
+	RT_DROP_BAD_IHL = 3,
+	RT_DROP_BAD_LENGTH = 4,
+	RT_DROP_BAD_CHECKSUM = 5,
+	RT_DROP_MARTIAN_SRC = 6,  /* RFC 1812 §5.3.7: bad source address */
+	RT_DROP_MARTIAN_DST = 7,  /* 0/8, 127/8, multicast, broadcast */
+	RT_DROP_ACL = 8,
+	RT_DROP_TAGGED = 9,       /* a tagged frame that is not ARP */
+	RT_DROP_NOT_IP = 10,
+	RT_DROP_BAD_NEXTHOP = 11, /* FIB points at a next hop that is not there */
+	RT_DROP_MAX = 12,
+};
+
+struct rt_nhgroup {
+	__u32 count; /* 1..RT_ECMP_MAX */
+	__u32 nh[RT_ECMP_MAX];
+};
+
+struct rt_nexthop {
+	__be32 gw;   /* 0: connected, the destination is the neighbour */
+	__u16 port;  /* index into rt_ports */
+	__u16 pad;
+};
+
+/* An external port of the router, as every back-end mirrors it. */
+struct rt_port {
+	__u16 vlan;
+	__u16 mtu;
+	__be32 addr;
+};
+
+struct rt_neigh_key {
+	__be32 ip;
+	__u16 vlan;
+	__u16 pad;
+};
+
+struct rt_neigh {
+	__u8 mac[6];
+	__u16 pad;
+};
+
+/* Local addresses (rt_local values). */
+#define RT_LOCAL_ROUTER 1 /* an address of the router: the slow path answers */
+#define RT_LOCAL_HOST 2   /* this host's own: the kernel stack */
+
+struct rt_acl_rule {
+	__be32 src;
+	__be32 src_mask;
+	__be32 dst;
+	__be32 dst_mask;
+	__u8 proto; /* 0: any */
+	__u8 action; /* RT_ACL_PERMIT or RT_ACL_DENY */
+	__u16 pad;
+	__u16 sport_lo, sport_hi; /* host order; 0-65535: any */
+	__u16 dport_lo, dport_hi;
+};
+
+#define RT_ACL_PERMIT 1
+#define RT_ACL_DENY 2
+
+struct rt_config {
+	__u8 mac[6];  /* this back-end's MAC on the interconnect */
+	__u16 n_acl;
+};
+
+/* Metadata in front of a frame sent to the agent. */
+struct rt_slow_meta {
+	__u32 reason;  /* enum rt_slow */
+	__u32 ifindex; /* where it arrived */
+	__u32 nexthop; /* RT_SLOW_UNRESOLVED, FRAG_*: the chosen next hop */
+	__u32 len;     /* frame length; the event holds min(len, RT_SLOW_SNAPLEN) */
+};
+
+struct rt_stats {
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 forwarded;
+	__u64 forwarded_bytes;
+	__u64 passed; /* to this host's stack (DIST, its own addresses) */
+	__u64 slow[RT_SLOW_MAX];
+	__u64 drop[RT_DROP_MAX];
+	__u64 acl_permit[RT_MAX_ACL];
+	__u64 acl_deny[RT_MAX_ACL];
+};
+
+#endif

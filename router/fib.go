@@ -1,0 +1,214 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync/atomic"
+)
+
+// DIR-24-8 constants, as router.h defines them.
+const (
+	Tbl24Entries = 1 << 24
+	Tbl8Groups   = 8192
+	tbl8Flag     = 0x80000000
+)
+
+// FIB is the DIR-24-8 longest-prefix-match table of bpf/router.h, kept in
+// two []uint32 that are the data path's own arrays (mmapped) or, in unit
+// tests, plain slices. Every change is a sequence of single aligned 32-bit
+// stores, ordered so that any one lookup sees either the old or the new
+// route, never a mixture: a tbl8 group is filled before the tbl24 entry
+// points at it, and unhooked before it is reused.
+//
+// Besides the arrays it keeps, per entry, the length of the prefix that
+// set it (depth), which is what makes adds and deletes incremental
+// (Gupta, Lin, McKeown, INFOCOM 1998).
+type FIB struct {
+	tbl24, tbl8     []uint32
+	depth24, depth8 []uint8
+	free            []uint32 // unused tbl8 groups
+	routes          map[netip.Prefix]uint32
+}
+
+// ErrTbl8Full is returned when more /24s hold longer prefixes than there
+// are tbl8 groups.
+var ErrTbl8Full = errors.New("no free tbl8 group: too many /24s with longer prefixes")
+
+// NewFIB wraps the two arrays, which must be empty (all zero).
+func NewFIB(tbl24, tbl8 []uint32) (*FIB, error) {
+	if len(tbl24) != Tbl24Entries || len(tbl8) != Tbl8Groups*256 {
+		return nil, fmt.Errorf("FIB arrays of %d and %d entries, want %d and %d", len(tbl24), len(tbl8), Tbl24Entries, Tbl8Groups*256)
+	}
+	f := &FIB{tbl24: tbl24, tbl8: tbl8, depth24: make([]uint8, Tbl24Entries), depth8: make([]uint8, Tbl8Groups*256),
+		routes: map[netip.Prefix]uint32{}}
+	for g := Tbl8Groups - 1; g >= 0; g-- {
+		f.free = append(f.free, uint32(g))
+	}
+	return f, nil
+}
+
+// Len is the number of routes.
+func (f *FIB) Len() int { return len(f.routes) }
+
+// Tbl8Used is the number of tbl8 groups in use.
+func (f *FIB) Tbl8Used() int { return Tbl8Groups - len(f.free) }
+
+// Routes returns every prefix and its next-hop group, sorted.
+func (f *FIB) Routes() map[netip.Prefix]uint32 { return f.routes }
+
+func store(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
+
+// Set adds a route, or changes its next-hop group (nhg > 0).
+func (f *FIB) Set(p netip.Prefix, nhg uint32) error {
+	if !p.Addr().Is4() || nhg == 0 || nhg&tbl8Flag != 0 {
+		return fmt.Errorf("route %s -> %d: IPv4 prefix and a next-hop group 1..%d", p, nhg, tbl8Flag-1)
+	}
+	p = p.Masked()
+	if p.Bits() > 24 {
+		if err := f.ensureGroup(index24(p)); err != nil {
+			return err
+		}
+	}
+	f.routes[p] = nhg
+	f.fill(p, nhg, uint8(p.Bits()), func(d uint8) bool { return d <= uint8(p.Bits()) })
+	return nil
+}
+
+// Delete removes a route; the addresses it covered fall back to the
+// longest shorter prefix that covers them.
+func (f *FIB) Delete(p netip.Prefix) error {
+	p = p.Masked()
+	if _, ok := f.routes[p]; !ok {
+		return fmt.Errorf("no route %s", p)
+	}
+	delete(f.routes, p)
+	cover, coverLen := f.cover(p)
+	f.fill(p, cover, coverLen, func(d uint8) bool { return d == uint8(p.Bits()) })
+	if p.Bits() > 24 {
+		f.collapse(index24(p))
+	}
+	return nil
+}
+
+// cover finds the longest route shorter than p that contains it.
+func (f *FIB) cover(p netip.Prefix) (uint32, uint8) {
+	for l := p.Bits() - 1; l >= 0; l-- {
+		q, _ := p.Addr().Prefix(l)
+		if nhg, ok := f.routes[q]; ok {
+			return nhg, uint8(l)
+		}
+	}
+	return 0, 0
+}
+
+// fill writes value (set by a prefix of length depth) into every entry
+// p covers whose current depth satisfies take.
+func (f *FIB) fill(p netip.Prefix, value uint32, depth uint8, take func(uint8) bool) {
+	a := u32(p.Addr())
+	if p.Bits() <= 24 {
+		first := a >> 8
+		n := uint32(1) << (24 - p.Bits())
+		for i := first; i < first+n; i++ {
+			if e := f.tbl24[i]; e&tbl8Flag != 0 {
+				g := e &^ tbl8Flag
+				for j := g * 256; j < g*256+256; j++ {
+					if take(f.depth8[j]) {
+						store(&f.tbl8[j], value)
+						f.depth8[j] = depth
+					}
+				}
+				if take(f.depth24[i]) {
+					f.depth24[i] = depth
+				}
+				continue
+			}
+			if take(f.depth24[i]) {
+				store(&f.tbl24[i], value)
+				f.depth24[i] = depth
+			}
+		}
+		return
+	}
+	g := f.tbl24[a>>8] &^ tbl8Flag
+	first := g*256 + a&0xff
+	n := uint32(1) << (32 - p.Bits())
+	for j := first; j < first+n; j++ {
+		if take(f.depth8[j]) {
+			store(&f.tbl8[j], value)
+			f.depth8[j] = depth
+		}
+	}
+}
+
+// ensureGroup gives /24 number i a tbl8 group, filled with what the tbl24
+// entry says, before the entry points at it.
+func (f *FIB) ensureGroup(i uint32) error {
+	if f.tbl24[i]&tbl8Flag != 0 {
+		return nil
+	}
+	if len(f.free) == 0 {
+		return ErrTbl8Full
+	}
+	g := f.free[len(f.free)-1]
+	f.free = f.free[:len(f.free)-1]
+	v, d := f.tbl24[i], f.depth24[i]
+	for j := g * 256; j < g*256+256; j++ {
+		store(&f.tbl8[j], v)
+		f.depth8[j] = d
+	}
+	store(&f.tbl24[i], tbl8Flag|g)
+	return nil
+}
+
+// collapse returns /24 number i to a plain tbl24 entry once no prefix
+// longer than /24 is left in it, and frees its group.
+func (f *FIB) collapse(i uint32) {
+	e := f.tbl24[i]
+	if e&tbl8Flag == 0 {
+		return
+	}
+	g := e &^ tbl8Flag
+	for j := g * 256; j < g*256+256; j++ {
+		if f.depth8[j] > 24 {
+			return
+		}
+	}
+	// Every entry holds the /24-or-shorter route, which depth24 tracks.
+	store(&f.tbl24[i], f.tbl8[g*256])
+	f.free = append(f.free, g)
+}
+
+// Lookup reads the arrays exactly as the data path does.
+func (f *FIB) Lookup(a netip.Addr) uint32 {
+	d := u32(a)
+	v := atomic.LoadUint32(&f.tbl24[d>>8])
+	if v&tbl8Flag != 0 {
+		v = atomic.LoadUint32(&f.tbl8[(v&^tbl8Flag)<<8|d&0xff])
+	}
+	return v
+}
+
+// SetAll loads many routes, shortest prefixes first so that each entry is
+// written as few times as possible.
+func (f *FIB) SetAll(routes map[netip.Prefix]uint32) error {
+	ps := make([]netip.Prefix, 0, len(routes))
+	for p := range routes {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Bits() < ps[j].Bits() })
+	for _, p := range ps {
+		if err := f.Set(p, routes[p]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func index24(p netip.Prefix) uint32 { return u32(p.Addr()) >> 8 }
+
+func u32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}

@@ -1,0 +1,84 @@
+package router
+
+import (
+	"bufio"
+	"compress/gzip"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"strings"
+)
+
+// PyASNDir is where scripts/deps.sh puts Debian's python3-pyasn RouteViews
+// snapshots.
+const PyASNDir = "/var/cache/msr/pyasn"
+
+// PyASNTable is the 2014-05-13 RouteViews snapshot: 512,621 IPv4 prefixes.
+const PyASNTable = PyASNDir + "/ipasn_20140513.dat.gz"
+
+// LoadPrefixes reads a pyasn .dat(.gz) file ("prefix<TAB>asn" lines, ';'
+// comments) and returns its IPv4 prefixes, de-duplicated.
+func LoadPrefixes(path string) ([]netip.Prefix, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("routing table: %w (scripts/deps.sh fetches it)", err)
+	}
+	defer f.Close()
+	var sc *bufio.Scanner
+	if strings.HasSuffix(path, ".gz") {
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("routing table %s: %w", path, err)
+		}
+		sc = bufio.NewScanner(z)
+	} else {
+		sc = bufio.NewScanner(f)
+	}
+	seen := map[netip.Prefix]bool{}
+	var out []netip.Prefix
+	line := 0
+	for sc.Scan() {
+		line++
+		t := sc.Text()
+		if t == "" || t[0] == ';' {
+			continue
+		}
+		field, _, _ := strings.Cut(t, "\t")
+		p, err := netip.ParsePrefix(field)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+		}
+		if p = p.Masked(); p.Addr().Is4() && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, sc.Err()
+}
+
+// Synthesize returns n distinct prefixes with the length distribution of
+// base (a real table): it keeps base and adds random prefixes of lengths
+// drawn from it, so a 1M-route table looks like a grown Internet table.
+func Synthesize(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	seen := make(map[netip.Prefix]bool, n)
+	out := make([]netip.Prefix, 0, n)
+	for _, p := range base {
+		if len(out) == n {
+			return out
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	for len(out) < n {
+		l := base[r.IntN(len(base))].Bits()
+		a := netip.AddrFrom4([4]byte{byte(1 + r.IntN(223)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
+		p, _ := a.Prefix(l)
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
