@@ -17,6 +17,11 @@
 #include <linux/types.h>
 
 #define RT_TBL24_ENTRIES (1 << 24)
+/* An mmapable array stores each element at a multiple of 8 bytes, so the
+ * u32 entries are grouped into large elements that are contiguous: 32
+ * chunks of 2^19 entries for tbl24, one 256-entry group per tbl8 element. */
+#define RT_TBL24_CHUNK_BITS 19
+#define RT_TBL24_CHUNKS (RT_TBL24_ENTRIES >> RT_TBL24_CHUNK_BITS)
 #define RT_TBL8_GROUPS 8192
 #define RT_TBL8_FLAG 0x80000000u
 #define RT_MAX_NHGROUPS 65536
@@ -54,6 +59,14 @@ enum rt_drop {
 	RT_DROP_NOT_IP = 10,
 	RT_DROP_BAD_NEXTHOP = 11, /* FIB points at a next hop that is not there */
 	RT_DROP_MAX = 12,
+};
+
+struct rt_tbl24_chunk {
+	__u32 e[1 << RT_TBL24_CHUNK_BITS];
+};
+
+struct rt_tbl8_group {
+	__u32 e[256];
 };
 
 struct rt_nhgroup {
@@ -106,7 +119,7 @@ struct rt_acl_rule {
 
 struct rt_config {
 	__u8 mac[6];  /* this back-end's MAC on the interconnect */
-	__u16 n_acl;
+	__u16 acl_rules;
 };
 
 /* Metadata in front of a frame sent to the agent. */

@@ -29,9 +29,9 @@ type rtxdpRtAclRule struct {
 }
 
 type rtxdpRtConfig struct {
-	_     structs.HostLayout
-	Mac   [6]uint8
-	N_acl uint16
+	_        structs.HostLayout
+	Mac      [6]uint8
+	AclRules uint16
 }
 
 type rtxdpRtDrop uint32
@@ -120,6 +120,16 @@ type rtxdpRtStats struct {
 	AclDeny        [64]uint64
 }
 
+type rtxdpRtTbl24Chunk struct {
+	_ structs.HostLayout
+	E [524288]uint32
+}
+
+type rtxdpRtTbl8Group struct {
+	_ structs.HostLayout
+	E [256]uint32
+}
+
 type rtxdpXdpMd struct {
 	_              structs.HostLayout
 	Data           uint32
@@ -134,22 +144,23 @@ type rtxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	rtxdpMapRtAcl            = "rt_acl"
-	rtxdpMapRtCfg            = "rt_cfg"
-	rtxdpMapRtCounters       = "rt_counters"
-	rtxdpMapRtLocal          = "rt_local"
-	rtxdpMapRtNeighbors      = "rt_neighbors"
-	rtxdpMapRtNexthops       = "rt_nexthops"
-	rtxdpMapRtNhgroups       = "rt_nhgroups"
-	rtxdpMapRtPorts          = "rt_ports"
-	rtxdpMapRtSlowpath       = "rt_slowpath"
-	rtxdpMapRtTbl24          = "rt_tbl24"
-	rtxdpMapRtTbl8           = "rt_tbl8"
-	rtxdpProgRouter          = "router"
-	rtxdpVarUnusedRtDrop     = "unused_rt_drop"
-	rtxdpVarUnusedRtNhgroup  = "unused_rt_nhgroup"
-	rtxdpVarUnusedRtSlow     = "unused_rt_slow"
-	rtxdpVarUnusedRtSlowMeta = "unused_rt_slow_meta"
+	rtxdpMapRtAcl              = "rt_acl"
+	rtxdpMapRtCfg              = "rt_cfg"
+	rtxdpMapRtCounters         = "rt_counters"
+	rtxdpMapRtLocal            = "rt_local"
+	rtxdpMapRtNeighbors        = "rt_neighbors"
+	rtxdpMapRtNexthops         = "rt_nexthops"
+	rtxdpMapRtNhgroups         = "rt_nhgroups"
+	rtxdpMapRtPorts            = "rt_ports"
+	rtxdpMapRtSlowpath         = "rt_slowpath"
+	rtxdpMapRtTbl24            = "rt_tbl24"
+	rtxdpMapRtTbl8             = "rt_tbl8"
+	rtxdpProgRouter            = "router"
+	rtxdpVarUnusedRtDrop       = "unused_rt_drop"
+	rtxdpVarUnusedRtNhgroup    = "unused_rt_nhgroup"
+	rtxdpVarUnusedRtSlow       = "unused_rt_slow"
+	rtxdpVarUnusedRtSlowMeta   = "unused_rt_slow_meta"
+	rtxdpVarUnusedRtTbl24Chunk = "unused_rt_tbl24_chunk"
 )
 
 // loadRtxdp returns the embedded CollectionSpec for rtxdp.
@@ -218,10 +229,11 @@ type rtxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpVariableSpecs struct {
-	UnusedRtDrop     *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
-	UnusedRtNhgroup  *ebpf.VariableSpec `ebpf:"unused_rt_nhgroup"`
-	UnusedRtSlow     *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
-	UnusedRtSlowMeta *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
+	UnusedRtDrop       *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
+	UnusedRtNhgroup    *ebpf.VariableSpec `ebpf:"unused_rt_nhgroup"`
+	UnusedRtSlow       *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
+	UnusedRtSlowMeta   *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
+	UnusedRtTbl24Chunk *ebpf.VariableSpec `ebpf:"unused_rt_tbl24_chunk"`
 }
 
 // rtxdpObjects contains all objects after they have been loaded into the kernel.
@@ -277,10 +289,11 @@ func (m *rtxdpMaps) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpVariables struct {
-	UnusedRtDrop     *ebpf.Variable `ebpf:"unused_rt_drop"`
-	UnusedRtNhgroup  *ebpf.Variable `ebpf:"unused_rt_nhgroup"`
-	UnusedRtSlow     *ebpf.Variable `ebpf:"unused_rt_slow"`
-	UnusedRtSlowMeta *ebpf.Variable `ebpf:"unused_rt_slow_meta"`
+	UnusedRtDrop       *ebpf.Variable `ebpf:"unused_rt_drop"`
+	UnusedRtNhgroup    *ebpf.Variable `ebpf:"unused_rt_nhgroup"`
+	UnusedRtSlow       *ebpf.Variable `ebpf:"unused_rt_slow"`
+	UnusedRtSlowMeta   *ebpf.Variable `ebpf:"unused_rt_slow_meta"`
+	UnusedRtTbl24Chunk *ebpf.Variable `ebpf:"unused_rt_tbl24_chunk"`
 }
 
 // rtxdpPrograms contains all programs after they have been loaded into the kernel.

@@ -1,0 +1,281 @@
+// Package router is msr's back-end router: the XDP data path of
+// bpf/router.bpf.c (RFC 1812 checks, ACL, DIR-24-8 longest-prefix match,
+// ECMP, VLAN-tagged egress), its FIB, a plain-Go reference model used by
+// the differential tests, and the agent `msr router` with its slow path
+// (ICMP, ARP, held packets).
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/perf"
+	"golang.org/x/sys/unix"
+)
+
+// Limits, as router.h defines them.
+const (
+	MaxNextHops = 65536
+	MaxNHGroups = 65536
+	MaxPorts    = 64
+	MaxACL      = 64
+	ECMPMax     = 8
+)
+
+// Dataplane is the loaded router program, its maps, and the FIB over its
+// mmapped arrays.
+type Dataplane struct {
+	objs  rtxdpObjects
+	FIB   *FIB
+	mmaps [][]byte
+}
+
+// LoadDataplane loads the program; with pinDir, maps are pinned there and
+// maps already pinned are reused (a restarted agent adopts the FIB the
+// data path is using; its depths are rebuilt from the routes it reloads).
+func LoadDataplane(pinDir string) (*Dataplane, error) {
+	spec, err := loadRtxdp()
+	if err != nil {
+		return nil, fmt.Errorf("load router program: %w", err)
+	}
+	opts := &ebpf.CollectionOptions{}
+	if pinDir != "" {
+		opts.Maps.PinPath = pinDir
+	} else {
+		for _, m := range spec.Maps {
+			m.Pinning = ebpf.PinNone
+		}
+	}
+	d := &Dataplane{}
+	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load router program: %+v", ve)
+		}
+		return nil, fmt.Errorf("load router program: %w", err)
+	}
+	t24, err := d.mmap(d.objs.RtTbl24, Tbl24Entries)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	t8, err := d.mmap(d.objs.RtTbl8, Tbl8Groups*256)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	// A reused FIB starts over: the agent reloads every route.
+	clear(t24)
+	clear(t8)
+	if d.FIB, err = NewFIB(t24, t8); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// mmap maps an mmapable array of n u32 entries into this process.
+func (d *Dataplane) mmap(m *ebpf.Map, n int) ([]uint32, error) {
+	b, err := unix.Mmap(m.FD(), 0, n*4, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", m, err)
+	}
+	d.mmaps = append(d.mmaps, b)
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n), nil
+}
+
+// Program is the XDP program.
+func (d *Dataplane) Program() *ebpf.Program { return d.objs.Router }
+
+// Attach attaches the program to the interconnect port in native mode.
+func (d *Dataplane) Attach(ifindex int) (link.Link, error) {
+	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.Router, Interface: ifindex, Flags: link.XDPDriverMode})
+	if err != nil {
+		return nil, fmt.Errorf("attach xdp to ifindex %d: %w", ifindex, err)
+	}
+	return l, nil
+}
+
+// SetConfig sets the back-end's own MAC on the interconnect and the
+// number of ACL rules in force.
+func (d *Dataplane) SetConfig(mac net.HardwareAddr, nACL int) error {
+	c := rtxdpRtConfig{AclRules: uint16(nACL)}
+	copy(c.Mac[:], mac)
+	return d.objs.RtCfg.Put(uint32(0), &c)
+}
+
+// Port is an external port of the router as a back-end sees it.
+type Port struct {
+	Index uint16
+	VLAN  uint16
+	MTU   uint16
+	Addr  netip.Prefix
+}
+
+// SetPort writes one external port.
+func (d *Dataplane) SetPort(p Port) error {
+	if p.Index >= MaxPorts {
+		return fmt.Errorf("port index %d, at most %d", p.Index, MaxPorts-1)
+	}
+	v := rtxdpRtPort{Vlan: p.VLAN, Mtu: p.MTU}
+	if p.Addr.IsValid() {
+		v.Addr = be32(p.Addr.Addr())
+	}
+	return d.objs.RtPorts.Put(uint32(p.Index), &v)
+}
+
+// SetNextHop writes next hop id: gateway (invalid Addr: connected) and
+// port.
+func (d *Dataplane) SetNextHop(id uint32, gw netip.Addr, port uint16) error {
+	v := rtxdpRtNexthop{Port: port}
+	if gw.IsValid() {
+		v.Gw = be32(gw)
+	}
+	return d.objs.RtNexthops.Put(id, &v)
+}
+
+// SetGroup writes next-hop group id: the next hops ECMP chooses among.
+func (d *Dataplane) SetGroup(id uint32, nhs []uint32) error {
+	if len(nhs) == 0 || len(nhs) > ECMPMax {
+		return fmt.Errorf("group %d: %d next hops, 1 to %d", id, len(nhs), ECMPMax)
+	}
+	v := rtxdpRtNhgroup{Count: uint32(len(nhs))}
+	copy(v.Nh[:], nhs)
+	return d.objs.RtNhgroups.Put(id, &v)
+}
+
+// SetNeighbor records (or with a nil MAC removes) a neighbour's MAC.
+func (d *Dataplane) SetNeighbor(ip netip.Addr, vlan uint16, mac net.HardwareAddr) error {
+	k := rtxdpRtNeighKey{Ip: be32(ip), Vlan: vlan}
+	if mac == nil {
+		err := d.objs.RtNeighbors.Delete(&k)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		return err
+	}
+	var v rtxdpRtNeigh
+	copy(v.Mac[:], mac)
+	return d.objs.RtNeighbors.Put(&k, &v)
+}
+
+// Local address kinds.
+const (
+	LocalRouter = 1 // RT_LOCAL_ROUTER
+	LocalHost   = 2 // RT_LOCAL_HOST
+)
+
+// SetLocal marks an address as the router's or this host's.
+func (d *Dataplane) SetLocal(a netip.Addr, kind uint32) error {
+	return d.objs.RtLocal.Put(be32(a), kind)
+}
+
+// ACLRule is one rule of the ordered ACL.
+type ACLRule struct {
+	Src, Dst         netip.Prefix // invalid: any
+	Proto            uint8        // 0: any
+	Deny             bool
+	SportLo, SportHi uint16
+	DportLo, DportHi uint16
+}
+
+// SetACL writes the rules in order and then the count in force.
+func (d *Dataplane) SetACL(mac net.HardwareAddr, rules []ACLRule) error {
+	if len(rules) > MaxACL {
+		return fmt.Errorf("%d ACL rules, at most %d", len(rules), MaxACL)
+	}
+	for i, r := range rules {
+		v := rtxdpRtAclRule{Proto: r.Proto, Action: 1, SportLo: r.SportLo, SportHi: r.SportHi, DportLo: r.DportLo, DportHi: r.DportHi}
+		if r.Deny {
+			v.Action = 2
+		}
+		v.Src, v.SrcMask = prefixMask(r.Src)
+		v.Dst, v.DstMask = prefixMask(r.Dst)
+		if err := d.objs.RtAcl.Put(uint32(i), &v); err != nil {
+			return err
+		}
+	}
+	return d.SetConfig(mac, len(rules))
+}
+
+func prefixMask(p netip.Prefix) (uint32, uint32) {
+	if !p.IsValid() || p.Bits() == 0 {
+		return 0, 0
+	}
+	m := ^uint32(0) << (32 - p.Bits())
+	mb := netip.AddrFrom4([4]byte{byte(m >> 24), byte(m >> 16), byte(m >> 8), byte(m)})
+	return be32(p.Masked().Addr()), be32(mb)
+}
+
+// Stats is the data path's counters, summed over CPUs.
+type Stats struct {
+	RxPackets      uint64            `json:"rx_packets"`
+	RxBytes        uint64            `json:"rx_bytes"`
+	Forwarded      uint64            `json:"forwarded"`
+	ForwardedBytes uint64            `json:"forwarded_bytes"`
+	Passed         uint64            `json:"passed"`
+	Slow           map[string]uint64 `json:"slow"`
+	Drops          map[string]uint64 `json:"drops"`
+	ACLPermit      []uint64          `json:"acl_permit"`
+	ACLDeny        []uint64          `json:"acl_deny"`
+}
+
+// SlowNames and DropNames name the counters, by enum rt_slow and rt_drop.
+var (
+	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved"}
+	DropNames = [...]string{"runt", "not_ours", "bad_version", "bad_ihl", "bad_length", "bad_checksum",
+		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop"}
+)
+
+// Stats reads the counters.
+func (d *Dataplane) Stats(nACL int) (*Stats, error) {
+	var per []rtxdpRtStats
+	if err := d.objs.RtCounters.Lookup(uint32(0), &per); err != nil {
+		return nil, err
+	}
+	s := &Stats{Slow: map[string]uint64{}, Drops: map[string]uint64{}, ACLPermit: make([]uint64, nACL), ACLDeny: make([]uint64, nACL)}
+	for _, c := range per {
+		s.RxPackets += c.RxPackets
+		s.RxBytes += c.RxBytes
+		s.Forwarded += c.Forwarded
+		s.ForwardedBytes += c.ForwardedBytes
+		s.Passed += c.Passed
+		for i, v := range c.Slow {
+			s.Slow[SlowNames[i]] += v
+		}
+		for i, v := range c.Drop {
+			s.Drops[DropNames[i]] += v
+		}
+		for i := 0; i < nACL; i++ {
+			s.ACLPermit[i] += c.AclPermit[i]
+			s.ACLDeny[i] += c.AclDeny[i]
+		}
+	}
+	return s, nil
+}
+
+// SlowReader opens the slow-path event stream.
+func (d *Dataplane) SlowReader() (*perf.Reader, error) {
+	return perf.NewReader(d.objs.RtSlowpath, 1<<16)
+}
+
+// Close unmaps the FIB and releases the program and maps.
+func (d *Dataplane) Close() error {
+	for _, b := range d.mmaps {
+		unix.Munmap(b)
+	}
+	d.mmaps = nil
+	return d.objs.Close()
+}
+
+// be32 is an address as the data path stores it: network order bytes in a
+// host-order u32.
+func be32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}

@@ -1,0 +1,273 @@
+package router
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+)
+
+// This file is the reference model of bpf/router.bpf.c: the same rules in
+// plain Go over plain state, with a longest-prefix match that is slow and
+// obviously right (one map per prefix length, searched from /32 down).
+// The differential tests require the data path to agree with it on every
+// verdict, output byte and counter. The agent does not use it.
+
+// XDP verdicts.
+const (
+	XDPAborted = 0
+	XDPDrop    = 1
+	XDPPass    = 2
+	XDPTx      = 3
+)
+
+// Model is the router's state in plain Go.
+type Model struct {
+	MAC       net.HardwareAddr
+	Routes    map[netip.Prefix]uint32 // prefix -> next-hop group
+	Groups    map[uint32][]uint32
+	NextHops  map[uint32]ModelNextHop
+	Ports     map[uint16]Port
+	Neighbors map[NeighborKey]net.HardwareAddr
+	Local     map[netip.Addr]uint32
+	ACL       []ACLRule
+	Stats     ModelStats
+}
+
+// ModelNextHop is a next hop in the model.
+type ModelNextHop struct {
+	GW   netip.Addr
+	Port uint16
+}
+
+// NeighborKey names a neighbour: its address and the VLAN of its port.
+type NeighborKey struct {
+	IP   netip.Addr
+	VLAN uint16
+}
+
+// ModelStats mirrors struct rt_stats.
+type ModelStats struct {
+	RxPackets, RxBytes, Forwarded, ForwardedBytes, Passed uint64
+	Slow                                                  [len(SlowNames)]uint64
+	Drop                                                  [len(DropNames)]uint64
+	ACLPermit, ACLDeny                                    [MaxACL]uint64
+}
+
+// ModelResult is what the model does with a frame.
+type ModelResult struct {
+	Verdict int
+	Out     []byte
+	Slow    int // enum rt_slow, -1 if none
+}
+
+// LPM is the model's lookup.
+func (m *Model) LPM(a netip.Addr) uint32 {
+	for l := 32; l >= 0; l-- {
+		p, _ := a.Prefix(l)
+		if v, ok := m.Routes[p]; ok {
+			return v
+		}
+	}
+	return 0
+}
+
+// Process runs one frame through the model.
+func (m *Model) Process(frame []byte) ModelResult {
+	st := &m.Stats
+	st.RxPackets++
+	st.RxBytes += uint64(len(frame))
+	b := bytes.Clone(frame)
+	drop := func(r int) ModelResult { st.Drop[r]++; return ModelResult{Verdict: XDPDrop, Slow: -1} }
+	slow := func(r int) ModelResult { st.Slow[r]++; return ModelResult{Verdict: XDPDrop, Slow: r} }
+	if len(b) < 14 {
+		return drop(0)
+	}
+	proto := binary.BigEndian.Uint16(b[12:])
+	if proto == 0x88B5 {
+		st.Passed++
+		return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
+	}
+	if proto == 0x8100 {
+		if len(b) < 18 {
+			return drop(0)
+		}
+		proto = binary.BigEndian.Uint16(b[16:])
+		if proto != 0x0806 {
+			return drop(9)
+		}
+	}
+	if proto == 0x0806 {
+		return slow(0)
+	}
+	multicast := b[0]&1 != 0
+	if !multicast && !bytes.Equal(b[0:6], m.MAC) {
+		return drop(1)
+	}
+	if proto != 0x0800 {
+		return drop(10)
+	}
+	if multicast {
+		return drop(7)
+	}
+	return m.route(b, drop, slow)
+}
+
+func (m *Model) route(b []byte, drop, slow func(int) ModelResult) ModelResult {
+	if len(b) < 34 {
+		return drop(0)
+	}
+	ip := b[14:]
+	if ip[0]>>4 != 4 {
+		return drop(2)
+	}
+	ihl := int(ip[0] & 0xf)
+	if ihl < 5 {
+		return drop(3)
+	}
+	tot := int(binary.BigEndian.Uint16(ip[2:]))
+	if tot < ihl*4 || 14+tot > len(b) {
+		return drop(4)
+	}
+	if ihl == 5 && checksum(ip[:20]) != 0 { // options: the slow path checks
+		return drop(5)
+	}
+	s, d := binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:])
+	if martian(s) {
+		return drop(6)
+	}
+	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
+	if k, ok := m.Local[daddr]; ok {
+		if k&LocalHost != 0 {
+			m.Stats.Passed++
+			return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
+		}
+		return slow(5)
+	}
+	if martian(d) {
+		return drop(7)
+	}
+	if ihl > 5 {
+		return slow(6)
+	}
+	if ip[8] <= 1 {
+		return slow(1)
+	}
+	if m.denied(ip, ihl) {
+		return drop(8)
+	}
+	g := m.LPM(daddr)
+	if g == 0 {
+		return slow(2)
+	}
+	nhs := m.Groups[g]
+	if len(nhs) == 0 || len(nhs) > ECMPMax {
+		return drop(11)
+	}
+	pick := 0
+	if len(nhs) > 1 {
+		pick = int(m.flowHash(ip, ihl) % uint32(len(nhs)))
+	}
+	nh, ok := m.NextHops[nhs[pick]]
+	if !ok {
+		return drop(11)
+	}
+	port, ok := m.Ports[nh.Port]
+	if !ok || port.VLAN == 0 {
+		return drop(11)
+	}
+	if tot > int(port.MTU) {
+		if binary.BigEndian.Uint16(ip[6:])&0x4000 != 0 {
+			return slow(3)
+		}
+		return slow(4)
+	}
+	target := nh.GW
+	if !target.IsValid() {
+		target = daddr
+	}
+	mac, ok := m.Neighbors[NeighborKey{target, port.VLAN}]
+	if !ok {
+		return slow(7)
+	}
+	ip[8]--
+	binary.BigEndian.PutUint16(ip[10:], 0)
+	binary.BigEndian.PutUint16(ip[10:], checksum(ip[:ihl*4]))
+	out := make([]byte, 0, len(b)+4)
+	out = append(out, mac...)
+	out = append(out, m.MAC...)
+	out = append(out, 0x81, 0x00, byte(port.VLAN>>8&0x0f), byte(port.VLAN), 0x08, 0x00)
+	out = append(out, b[14:]...)
+	m.Stats.Forwarded++
+	m.Stats.ForwardedBytes += uint64(len(b))
+	return ModelResult{Verdict: XDPTx, Out: out, Slow: -1}
+}
+
+// martian is the address test of RFC 1812 §5.3.7 as the data path applies
+// it: 0/8, 127/8, 224/4 (multicast), 240/4 (reserved and broadcast).
+func martian(a uint32) bool {
+	return a>>24 == 0 || a>>24 == 127 || a>>28 == 0xe || a>>28 == 0xf
+}
+
+func (m *Model) denied(ip []byte, ihl int) bool {
+	var sport, dport uint16
+	proto := ip[9]
+	if binary.BigEndian.Uint16(ip[6:])&0x1fff == 0 && (proto == 6 || proto == 17) && len(ip) >= ihl*4+4 {
+		sport = binary.BigEndian.Uint16(ip[ihl*4:])
+		dport = binary.BigEndian.Uint16(ip[ihl*4+2:])
+	}
+	src := netip.AddrFrom4([4]byte(ip[12:16]))
+	dst := netip.AddrFrom4([4]byte(ip[16:20]))
+	for i, r := range m.ACL {
+		if r.Src.IsValid() && r.Src.Bits() > 0 && !r.Src.Contains(src) || r.Dst.IsValid() && r.Dst.Bits() > 0 && !r.Dst.Contains(dst) {
+			continue
+		}
+		if r.Proto != 0 && r.Proto != proto {
+			continue
+		}
+		if sport < r.SportLo || sport > r.SportHi || dport < r.DportLo || dport > r.DportHi {
+			continue
+		}
+		if r.Deny {
+			m.Stats.ACLDeny[i]++
+			return true
+		}
+		m.Stats.ACLPermit[i]++
+		return false
+	}
+	return false
+}
+
+func (m *Model) flowHash(ip []byte, ihl int) uint32 {
+	var ports uint32
+	proto := ip[9]
+	if binary.BigEndian.Uint16(ip[6:])&0x3fff == 0 && (proto == 6 || proto == 17) && len(ip) >= ihl*4+4 {
+		ports = binary.LittleEndian.Uint32(ip[ihl*4:])
+	}
+	h := binary.LittleEndian.Uint32(ip[12:]) * 0x9e3779b1
+	h ^= binary.LittleEndian.Uint32(ip[16:])
+	h ^= h >> 15
+	h *= 0x85ebca6b
+	h ^= ports
+	h ^= uint32(proto) << 24
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h
+}
+
+// checksum is the Internet checksum (RFC 1071); over a header whose
+// checksum field is right, it is 0.
+func checksum(b []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
+}
