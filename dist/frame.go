@@ -15,9 +15,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 )
 
 // Wire constants. docs/dist.md is the normative description of each.
@@ -130,6 +133,21 @@ func (k Key) Validate() error {
 		return fmt.Errorf("DIST key %d is %d bytes; use at least %d random bytes", k.ID, len(k.Secret), MinKeyLen)
 	}
 	return nil
+}
+
+// ReadKeyFile reads a deployment key: a file holding at least 32 random
+// bytes in hex.
+func ReadKeyFile(path string, id uint8) (Key, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("read DIST key: %w", err)
+	}
+	secret, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return Key{}, fmt.Errorf("DIST key %s: not hex: %w", path, err)
+	}
+	k := Key{ID: id, Secret: secret}
+	return k, k.Validate()
 }
 
 // Marshal encodes f with its message and seals it with key. The frame's

@@ -79,7 +79,7 @@ type vcpTable struct {
 // (interface names, XDP attachment and DIST sockets are resolved there).
 // What it starts keeps working from any thread.
 func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
-	key, err := ReadKey(cfg.KeyFile, cfg.KeyID)
+	key, err := dist.ReadKeyFile(cfg.KeyFile, cfg.KeyID)
 	if err != nil {
 		return nil, err
 	}

@@ -1,17 +1,14 @@
 package lb
 
 import (
-	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"net"
 	"net/netip"
 	"os"
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
 )
 
@@ -169,18 +166,4 @@ func (c *FileConfig) PortNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// ReadKey reads a DIST key file: hex of at least 32 bytes.
-func ReadKey(path string, id uint8) (dist.Key, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return dist.Key{}, fmt.Errorf("read DIST key: %w", err)
-	}
-	secret, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil {
-		return dist.Key{}, fmt.Errorf("DIST key %s: not hex: %w", path, err)
-	}
-	k := dist.Key{ID: id, Secret: secret}
-	return k, k.Validate()
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/msr-router/msr/dist"
 )
 
 func TestLoadConfigErrors(t *testing.T) {
@@ -42,16 +44,16 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 }
 
-func TestReadKey(t *testing.T) {
+func TestReadKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	short := filepath.Join(dir, "short")
 	os.WriteFile(short, []byte("abcd"), 0o600)
-	if _, err := ReadKey(short, 1); err == nil {
+	if _, err := dist.ReadKeyFile(short, 1); err == nil {
 		t.Error("2-byte key accepted")
 	}
 	bad := filepath.Join(dir, "bad")
 	os.WriteFile(bad, []byte("not hex"), 0o600)
-	if _, err := ReadKey(bad, 1); err == nil {
+	if _, err := dist.ReadKeyFile(bad, 1); err == nil {
 		t.Error("non-hex key accepted")
 	}
 }

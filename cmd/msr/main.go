@@ -22,9 +22,10 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"lab":   labCommand,
-	"bench": benchCommand,
-	"lb":    lbCommand,
+	"lab":    labCommand,
+	"bench":  benchCommand,
+	"lb":     lbCommand,
+	"router": routerCommand,
 }
 
 func main() {

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/msr-router/msr/internal/cli"
+	"github.com/msr-router/msr/router"
+)
+
+var routerCommand = command{
+	summary: "the back-end router: XDP forwarding, FIB, slow path, and its agent",
+	usage: `  msr router --config FILE.yaml                 run the agent (in the back-end's namespace)
+  msr router status --name NAME [-o json]        routes, neighbours, counters
+  msr router route list --name NAME [-o json]
+  msr router route add PREFIX via GW [GW...] --name NAME
+  msr router route del PREFIX --name NAME
+  (--socket PATH instead of --name)
+`,
+	run:  runRouter,
+	root: true,
+}
+
+func runRouter(args []string) error {
+	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	file := fs.String("config", "", "router configuration file")
+	name := fs.String("name", "", "router name")
+	socket := fs.String("socket", "", "API socket")
+	pos, _, err := cli.Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 && *file != "" {
+		return runRouterAgent(*file)
+	}
+	path := *socket
+	if path == "" && *name != "" {
+		path = "/run/msr/router-" + *name + ".sock"
+	}
+	if path == "" {
+		return cli.Usagef("name the router with --name or --socket")
+	}
+	c := router.NewClient(path)
+	switch {
+	case len(pos) == 1 && pos[0] == "status":
+		var s router.Status
+		if err := c.Do("GET", "/status", nil, &s); err != nil {
+			return err
+		}
+		return out.Print(os.Stdout, &s, func(w io.Writer) {
+			fmt.Fprintf(w, "router %s: %d routes, %d tbl8 groups; forwarded %d\n", s.Name, s.Routes, s.Tbl8Used, s.Stats.Forwarded)
+			fmt.Fprintf(w, "  slow %v\n  drops %v\n  slow path %v\n  neighbours %v\n", s.Stats.Slow, s.Stats.Drops, s.SlowPath, s.Neighbors)
+		})
+	case len(pos) == 2 && pos[0] == "route" && pos[1] == "list":
+		var rs []router.RouteInfo
+		if err := c.Do("GET", "/routes", nil, &rs); err != nil {
+			return err
+		}
+		return out.Print(os.Stdout, rs, func(w io.Writer) {
+			for _, r := range rs {
+				if r.Port != "" {
+					fmt.Fprintf(w, "%s connected %s\n", r.Prefix, r.Port)
+				} else {
+					fmt.Fprintf(w, "%s via %s\n", r.Prefix, strings.Join(r.Via, " "))
+				}
+			}
+		})
+	case len(pos) >= 5 && pos[0] == "route" && pos[1] == "add" && pos[3] == "via":
+		var res map[string]string
+		return c.Do("POST", "/routes", router.RouteRequest{Prefix: pos[2], Via: pos[4:]}, &res)
+	case len(pos) == 3 && pos[0] == "route" && pos[1] == "del":
+		var res map[string]string
+		return c.Do("DELETE", "/routes?prefix="+url.QueryEscape(pos[2]), nil, &res)
+	}
+	return cli.Usagef("unknown router command %q", strings.Join(pos, " "))
+}
+
+func runRouterAgent(file string) error {
+	cfg, err := router.LoadConfig(file)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	a, err := router.NewAgent(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		if err := a.Serve(ctx, cfg.Socket); err != nil {
+			log.Error("API", "err", err)
+		}
+	}()
+	log.Info("router running", "name", cfg.Name, "socket", cfg.Socket)
+	return a.Run(ctx)
+}

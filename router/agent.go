@@ -1,0 +1,478 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/perf"
+	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/netns"
+)
+
+// Agent is `msr router`: it loads the data path, keeps its FIB, next hops,
+// neighbours and ACL, and runs the slow path.
+type Agent struct {
+	cfg    *FileConfig
+	dp     *Dataplane
+	link   link.Link
+	conn   *dist.Conn
+	sender *dist.Sender
+	raw    int // AF_PACKET socket for what the slow path sends
+	slow   *perf.Reader
+	mac    net.HardwareAddr
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	ports    []Port // by index
+	routes   map[netip.Prefix][]netip.Addr
+	nhIDs    map[nhKey]uint32
+	nhs      map[uint32]nhKey
+	groupIDs map[string]uint32
+	groups   map[uint32][]uint32
+	neigh    map[NeighborKey]*neighbor
+	pending  map[NeighborKey]*pendingARP
+	icmp     tokenBucket
+	counters map[string]uint64
+}
+
+type nhKey struct {
+	gw   netip.Addr // invalid: connected
+	port uint16
+}
+
+type neighbor struct {
+	mac     net.HardwareAddr
+	updated time.Time
+}
+
+// pendingARP is a next hop being resolved and the packets waiting for it.
+type pendingARP struct {
+	packets [][]byte
+	sent    time.Time
+	tries   int
+}
+
+// Neighbour timing: an entry is refreshed by ARP after neighRefresh and
+// forgotten after neighExpire; a request is retried every arpRetry, at
+// most arpTries times, while at most holdMax packets wait.
+const (
+	neighRefresh = 4 * time.Minute
+	neighExpire  = 5 * time.Minute
+	arpRetry     = time.Second
+	arpTries     = 3
+	holdMax      = 16
+)
+
+// NewAgent sets the back-end up: call it inside its network namespace.
+func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
+	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
+		routes: map[netip.Prefix][]netip.Addr{}, nhIDs: map[nhKey]uint32{}, nhs: map[uint32]nhKey{},
+		groupIDs: map[string]uint32{}, groups: map[uint32][]uint32{}, neigh: map[NeighborKey]*neighbor{},
+		pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{},
+		icmp: tokenBucket{rate: float64(cfg.ICMPRate), burst: float64(cfg.ICMPRate), tokens: float64(cfg.ICMPRate)}}
+	if err := a.setup(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) setup() error {
+	key, err := dist.ReadKeyFile(a.cfg.KeyFile, a.cfg.KeyID)
+	if err != nil {
+		return err
+	}
+	if a.sender, err = dist.NewSender(a.cfg.ID, key); err != nil {
+		return err
+	}
+	ifi, err := net.InterfaceByName(a.cfg.Internal)
+	if err != nil {
+		return fmt.Errorf("internal interface: %w", err)
+	}
+	a.mac = ifi.HardwareAddr
+	if err := netns.EnsureBPFFS(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.cfg.PinDir, 0o700); err != nil {
+		return err
+	}
+	if a.dp, err = LoadDataplane(a.cfg.PinDir); err != nil {
+		return err
+	}
+	if err := a.program(ifi); err != nil {
+		return err
+	}
+	if a.link, err = a.attach(ifi); err != nil {
+		return err
+	}
+	if a.conn, err = dist.Listen(a.cfg.Internal, dist.Keyring{key.ID: key.Secret}); err != nil {
+		return err
+	}
+	if a.raw, err = rawSocket(ifi.Index); err != nil {
+		return err
+	}
+	a.slow, err = a.dp.SlowReader()
+	return err
+}
+
+// program writes ports, local addresses, connected and static routes and
+// the ACL into the data path.
+func (a *Agent) program(ifi *net.Interface) error {
+	for i, name := range a.cfg.PortNames() {
+		pc := a.cfg.Ports[name]
+		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address}
+		if err := a.dp.SetPort(p); err != nil {
+			return err
+		}
+		a.ports = append(a.ports, p)
+		if err := a.dp.SetLocal(p.Addr.Addr(), LocalRouter); err != nil {
+			return err
+		}
+	}
+	for _, addr := range a.cfg.RouterAddresses {
+		if err := a.dp.SetLocal(addr, LocalRouter); err != nil {
+			return err
+		}
+	}
+	addrs, _ := ifi.Addrs()
+	for _, ad := range addrs {
+		if p, err := netip.ParsePrefix(ad.String()); err == nil && p.Addr().Is4() {
+			if err := a.dp.SetLocal(p.Addr(), LocalHost); err != nil {
+				return err
+			}
+		}
+	}
+	var rules []ACLRule
+	for _, c := range a.cfg.ACL {
+		r, _ := c.rule()
+		rules = append(rules, r)
+	}
+	if err := a.dp.SetACL(a.mac, rules); err != nil {
+		return err
+	}
+	for _, p := range a.ports {
+		if err := a.setRoute(p.Addr.Masked(), nil); err != nil {
+			return err
+		}
+	}
+	for _, r := range a.cfg.Routes {
+		if err := a.setRoute(r.To, r.Via); err != nil {
+			return fmt.Errorf("%s: %w", r.Pos, err)
+		}
+	}
+	return nil
+}
+
+func (a *Agent) attach(ifi *net.Interface) (link.Link, error) {
+	path := filepath.Join(a.cfg.PinDir, "link_"+ifi.Name)
+	if l, err := link.LoadPinnedLink(path, nil); err == nil {
+		info, ierr := l.Info()
+		if ierr == nil && info.XDP() != nil && int(info.XDP().Ifindex) == ifi.Index && l.Update(a.dp.Program()) == nil {
+			return l, nil
+		}
+		l.Unpin()
+		l.Close()
+	}
+	l, err := a.dp.Attach(ifi.Index)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Pin(path); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("pin XDP link: %w", err)
+	}
+	return l, nil
+}
+
+func rawSocket(ifindex int) (int, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("raw socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifindex}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("bind raw socket: %w", err)
+	}
+	return fd, nil
+}
+
+// ErrNoPort is returned for a gateway on no port's subnet.
+var ErrNoPort = errors.New("gateway is on no port's subnet")
+
+// AddRoute installs or replaces a route; via lists its gateways (ECMP),
+// which must be on a port's subnet.
+func (a *Agent) AddRoute(p netip.Prefix, via []netip.Addr) error {
+	if len(via) == 0 || len(via) > ECMPMax {
+		return fmt.Errorf("route %s: 1 to %d gateways", p, ECMPMax)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.setRoute(p, via)
+}
+
+// DeleteRoute removes a route.
+func (a *Agent) DeleteRoute(p netip.Prefix) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p = p.Masked()
+	if _, ok := a.routes[p]; !ok {
+		return fmt.Errorf("no route %s", p)
+	}
+	delete(a.routes, p)
+	return a.dp.FIB.Delete(p)
+}
+
+// setRoute resolves gateways to next hops and a group, then sets the FIB
+// entry; nil via is a connected route on the port whose subnet p is.
+func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
+	p = p.Masked()
+	var keys []nhKey
+	if via == nil {
+		port, ok := a.portOf(p.Addr())
+		if !ok {
+			return fmt.Errorf("connected route %s: on no port", p)
+		}
+		keys = append(keys, nhKey{port: port})
+	}
+	for _, gw := range via {
+		port, ok := a.portOf(gw)
+		if !ok {
+			return fmt.Errorf("route %s via %s: %w", p, gw, ErrNoPort)
+		}
+		keys = append(keys, nhKey{gw: gw, port: port})
+	}
+	g, err := a.group(keys)
+	if err != nil {
+		return err
+	}
+	if err := a.dp.FIB.Set(p, g); err != nil {
+		return err
+	}
+	a.routes[p] = via
+	return nil
+}
+
+func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
+	for _, p := range a.ports {
+		if p.Addr.Masked().Contains(addr) {
+			return p.Index, true
+		}
+	}
+	return 0, false
+}
+
+// group finds or makes the next-hop group of keys (and their next hops).
+func (a *Agent) group(keys []nhKey) (uint32, error) {
+	var ids []uint32
+	for _, k := range keys {
+		id, ok := a.nhIDs[k]
+		if !ok {
+			id = uint32(len(a.nhIDs) + 1)
+			if id >= MaxNextHops {
+				return 0, errors.New("next-hop table full")
+			}
+			if err := a.dp.SetNextHop(id, k.gw, k.port); err != nil {
+				return 0, err
+			}
+			a.nhIDs[k], a.nhs[id] = id, k
+		}
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	name := fmt.Sprint(ids)
+	if g, ok := a.groupIDs[name]; ok {
+		return g, nil
+	}
+	g := uint32(len(a.groupIDs) + 1)
+	if g >= MaxNHGroups {
+		return 0, errors.New("next-hop group table full")
+	}
+	if err := a.dp.SetGroup(g, ids); err != nil {
+		return 0, err
+	}
+	a.groupIDs[name], a.groups[g] = g, ids
+	return g, nil
+}
+
+// Run handles the slow path and sends hellos until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		a.slow.Close()
+	}()
+	go a.maintain(ctx)
+	for {
+		rec, err := a.slow.Read()
+		if errors.Is(err, perf.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			a.log.Error("slow path", "err", err)
+			continue
+		}
+		if rec.LostSamples > 0 {
+			a.count("slow_lost", rec.LostSamples)
+			continue
+		}
+		a.handleSlow(rec.RawSample)
+	}
+}
+
+// maintain sends hellos, retries and expires ARP, every hello interval.
+func (a *Agent) maintain(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HelloInterval)
+	defer t.Stop()
+	for {
+		a.sendHello()
+		a.tickNeighbors(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Agent) sendHello() {
+	st, err := a.dp.Stats(len(a.cfg.ACL))
+	if err != nil {
+		return
+	}
+	h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), HoldMultiplier: 3,
+		Capacity: a.cfg.Capacity, Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac,
+			Flags: dist.PortFlagUp, SpeedMbps: a.cfg.Capacity, MTU: 1500, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
+			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes}}}
+	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
+	if err == nil {
+		err = a.conn.Send(f)
+	}
+	if err != nil {
+		a.log.Error("send hello", "err", err)
+	}
+}
+
+func (a *Agent) count(what string, n uint64) {
+	a.mu.Lock()
+	a.counters[what] += n
+	a.mu.Unlock()
+}
+
+// Close releases this process's handles; pinned maps and the pinned link
+// keep the data path forwarding.
+func (a *Agent) Close() error {
+	if a.slow != nil {
+		a.slow.Close()
+	}
+	if a.conn != nil {
+		a.conn.Close()
+	}
+	if a.raw >= 0 {
+		unix.Close(a.raw)
+	}
+	if a.link != nil {
+		a.link.Close()
+	}
+	if a.dp != nil {
+		return a.dp.Close()
+	}
+	return nil
+}
+
+// Remove detaches the data path and deletes the pins.
+func (a *Agent) Remove() error {
+	if a.link != nil {
+		a.link.Unpin()
+	}
+	a.Close()
+	return os.RemoveAll(a.cfg.PinDir)
+}
+
+// RouteInfo is one route as the API lists it.
+type RouteInfo struct {
+	Prefix string   `json:"prefix"`
+	Via    []string `json:"via,omitempty"`
+	Port   string   `json:"port,omitempty"` // connected
+}
+
+// Routes lists the routes, sorted.
+func (a *Agent) Routes() []RouteInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names := a.cfg.PortNames()
+	var out []RouteInfo
+	for p, via := range a.routes {
+		ri := RouteInfo{Prefix: p.String()}
+		for _, gw := range via {
+			ri.Via = append(ri.Via, gw.String())
+		}
+		if via == nil {
+			if port, ok := a.portOf(p.Addr()); ok {
+				ri.Port = names[port]
+			}
+		}
+		out = append(out, ri)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Prefix < out[j].Prefix })
+	return out
+}
+
+// Status is what the local API reports.
+type Status struct {
+	Name      string            `json:"name"`
+	ID        uint64            `json:"id"`
+	Routes    int               `json:"routes"`
+	Tbl8Used  int               `json:"tbl8_groups_used"`
+	Neighbors map[string]string `json:"neighbors"`
+	Pending   []string          `json:"pending_arp"`
+	Stats     *Stats            `json:"stats"`
+	SlowPath  map[string]uint64 `json:"slow_path"`
+}
+
+// Status reports routes, neighbours, counters.
+func (a *Agent) Status() *Status {
+	st, _ := a.dp.Stats(len(a.cfg.ACL))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := &Status{Name: a.cfg.Name, ID: a.cfg.ID, Routes: len(a.routes), Tbl8Used: a.dp.FIB.Tbl8Used(),
+		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}}
+	for k, n := range a.neigh {
+		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()
+	}
+	for k := range a.pending {
+		s.Pending = append(s.Pending, fmt.Sprintf("%s vlan %d", k.IP, k.VLAN))
+	}
+	for k, v := range a.counters {
+		s.SlowPath[k] = v
+	}
+	return s
+}
+
+// tokenBucket rate-limits ICMP errors.
+type tokenBucket struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func (b *tokenBucket) take(now time.Time) bool {
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

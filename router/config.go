@@ -1,0 +1,210 @@
+package router
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/msr-router/msr/internal/config"
+)
+
+// FileConfig is `msr router --config FILE.yaml`: a back-end's ports,
+// static routes and ACL, for setups without a VCP.
+type FileConfig struct {
+	Name     string `yaml:"name" msr:"required"`
+	ID       uint64 `yaml:"id"`
+	KeyFile  string `yaml:"key_file" msr:"required"`
+	KeyID    uint8  `yaml:"key_id"`
+	Internal string `yaml:"internal" msr:"required"` // the interface on the interconnect
+	// Capacity in Mbit/s, announced in hellos: the VCP's basis for weights.
+	Capacity        uint32                 `yaml:"capacity_mbps"`
+	PinDir          string                 `yaml:"pin_dir"`
+	Socket          string                 `yaml:"socket"`
+	HelloInterval   time.Duration          `yaml:"hello_interval"`
+	Ports           map[string]*PortConfig `yaml:"ports" msr:"required"`
+	Routes          []RouteConfig          `yaml:"routes"`
+	ACL             []ACLConfig            `yaml:"acl"`
+	RouterAddresses []netip.Addr           `yaml:"router_addresses"`
+	// ICMPRate bounds the ICMP errors sent per second (RFC 1812 §4.3.2.8).
+	ICMPRate int        `yaml:"icmp_rate"`
+	Pos      config.Pos `yaml:"-"`
+}
+
+// PortConfig is one external port of the router, mirrored on the back-end.
+type PortConfig struct {
+	VLAN    uint16       `yaml:"vlan" msr:"required"`
+	Address netip.Prefix `yaml:"address" msr:"required"`
+	MTU     uint16       `yaml:"mtu"`
+	Pos     config.Pos   `yaml:"-"`
+}
+
+// RouteConfig is a static route: to a prefix via one gateway or several
+// (ECMP).
+type RouteConfig struct {
+	To  netip.Prefix `yaml:"to" msr:"required"`
+	Via []netip.Addr `yaml:"via" msr:"required"`
+	Pos config.Pos   `yaml:"-"`
+}
+
+// ACLConfig is one rule; rules apply in order, the first match decides.
+type ACLConfig struct {
+	Action string       `yaml:"action" msr:"required"` // permit or deny
+	Src    netip.Prefix `yaml:"src"`
+	Dst    netip.Prefix `yaml:"dst"`
+	Proto  string       `yaml:"proto"` // tcp, udp, icmp, or a number
+	Sport  string       `yaml:"sport"` // N or N-M
+	Dport  string       `yaml:"dport"`
+	Pos    config.Pos   `yaml:"-"`
+}
+
+// LoadConfig reads and checks a router config file.
+func LoadConfig(path string) (*FileConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read router config: %w", err)
+	}
+	c := &FileConfig{}
+	if err := config.Decode(path, data, c); err != nil {
+		return nil, err
+	}
+	return c, c.complete()
+}
+
+func (c *FileConfig) complete() error {
+	if c.ID == 0 {
+		h := fnv.New64a()
+		h.Write([]byte("router/" + c.Name))
+		c.ID = h.Sum64()
+	}
+	if c.KeyID == 0 {
+		c.KeyID = 1
+	}
+	if c.HelloInterval == 0 {
+		c.HelloInterval = 100 * time.Millisecond
+	}
+	if c.Capacity == 0 {
+		c.Capacity = 1000
+	}
+	if c.ICMPRate == 0 {
+		c.ICMPRate = 100
+	}
+	if c.Socket == "" {
+		c.Socket = "/run/msr/router-" + c.Name + ".sock"
+	}
+	if c.PinDir == "" {
+		c.PinDir = "/sys/fs/bpf/msr/router-" + c.Name
+	}
+	if len(c.Ports) > MaxPorts {
+		return c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
+	}
+	vlans := map[uint16]string{}
+	for _, name := range c.PortNames() {
+		p := c.Ports[name]
+		if p.VLAN == 0 || p.VLAN > 4094 || !p.Address.Addr().Is4() {
+			return p.Pos.Errorf("port %s needs a VLAN id 1-4094 and an IPv4 address", name)
+		}
+		if other, dup := vlans[p.VLAN]; dup {
+			return p.Pos.Errorf("port %s: VLAN %d is already port %s's", name, p.VLAN, other)
+		}
+		vlans[p.VLAN] = name
+		if p.MTU == 0 {
+			p.MTU = 1500
+		}
+		if p.MTU < 576 {
+			return p.Pos.Errorf("port %s: MTU %d below IPv4's 576", name, p.MTU)
+		}
+	}
+	for _, r := range c.Routes {
+		if len(r.Via) == 0 || len(r.Via) > ECMPMax {
+			return r.Pos.Errorf("route to %s: 1 to %d gateways", r.To, ECMPMax)
+		}
+		for _, gw := range r.Via {
+			if _, ok := c.portFor(gw); !ok {
+				return r.Pos.Errorf("route to %s: gateway %s is on no port's subnet", r.To, gw)
+			}
+		}
+	}
+	if len(c.ACL) > MaxACL {
+		return c.Pos.Errorf("%d ACL rules, at most %d", len(c.ACL), MaxACL)
+	}
+	for _, a := range c.ACL {
+		if _, err := a.rule(); err != nil {
+			return a.Pos.Errorf("ACL rule: %v", err)
+		}
+	}
+	return nil
+}
+
+// PortNames lists the ports in a fixed order (their indices).
+func (c *FileConfig) PortNames() []string {
+	names := make([]string, 0, len(c.Ports))
+	for n := range c.Ports {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// portFor finds the port whose subnet holds a.
+func (c *FileConfig) portFor(a netip.Addr) (uint16, bool) {
+	for i, name := range c.PortNames() {
+		if c.Ports[name].Address.Masked().Contains(a) {
+			return uint16(i), true
+		}
+	}
+	return 0, false
+}
+
+func (a ACLConfig) rule() (ACLRule, error) {
+	r := ACLRule{Src: a.Src, Dst: a.Dst, SportHi: 65535, DportHi: 65535}
+	switch a.Action {
+	case "deny":
+		r.Deny = true
+	case "permit":
+	default:
+		return r, fmt.Errorf("action %q: permit or deny", a.Action)
+	}
+	switch a.Proto {
+	case "", "any":
+	case "tcp":
+		r.Proto = 6
+	case "udp":
+		r.Proto = 17
+	case "icmp":
+		r.Proto = 1
+	default:
+		var n int
+		if _, err := fmt.Sscanf(a.Proto, "%d", &n); err != nil || n < 1 || n > 255 {
+			return r, fmt.Errorf("proto %q: tcp, udp, icmp or 1-255", a.Proto)
+		}
+		r.Proto = uint8(n)
+	}
+	var err error
+	if r.SportLo, r.SportHi, err = portRange(a.Sport); err != nil {
+		return r, err
+	}
+	if r.DportLo, r.DportHi, err = portRange(a.Dport); err != nil {
+		return r, err
+	}
+	if (a.Sport != "" || a.Dport != "") && r.Proto != 6 && r.Proto != 17 {
+		return r, fmt.Errorf("ports need proto tcp or udp")
+	}
+	return r, nil
+}
+
+func portRange(s string) (uint16, uint16, error) {
+	if s == "" {
+		return 0, 65535, nil
+	}
+	var lo, hi int
+	if n, _ := fmt.Sscanf(s, "%d-%d", &lo, &hi); n == 2 && lo <= hi && hi <= 65535 && lo >= 0 {
+		return uint16(lo), uint16(hi), nil
+	}
+	if n, _ := fmt.Sscanf(s, "%d", &lo); n == 1 && lo >= 0 && lo <= 65535 && fmt.Sprint(lo) == s {
+		return uint16(lo), uint16(lo), nil
+	}
+	return 0, 0, fmt.Errorf("port %q: N or N-M, 0-65535", s)
+}
