@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/bpfmap"
 	"github.com/msr-router/msr/internal/netns"
 )
 
@@ -166,8 +166,8 @@ func (a *Agent) reconcileMaps() error {
 			vlans[uint32(p.vlan)] = true
 		}
 	}
-	deleteStale(a.dp.objs.LbPorts, func(k uint32, _ lbxdpLbPort) bool { return ports[k] })
-	deleteStale(a.dp.objs.LbOwnMacs, func(k uint64, _ uint32) bool { return own[k] })
+	bpfmap.DeleteStale(a.dp.objs.LbPorts, func(k uint32, _ lbxdpLbPort) bool { return ports[k] })
+	bpfmap.DeleteStale(a.dp.objs.LbOwnMacs, func(k uint64, _ uint32) bool { return own[k] })
 	var staleVLANs []uint32
 	var vid uint32
 	var eg lbxdpLbEgress
@@ -198,23 +198,8 @@ func (a *Agent) reconcileMaps() error {
 		}
 		keepAddr[be32(addr)] = true
 	}
-	deleteStale(a.dp.objs.LbRouterAddrs, func(k uint32, _ uint32) bool { return keepAddr[k] })
+	bpfmap.DeleteStale(a.dp.objs.LbRouterAddrs, func(k uint32, _ uint32) bool { return keepAddr[k] })
 	return a.writeConfig()
-}
-
-// deleteStale deletes the entries of a hash map that keep refuses.
-func deleteStale[K comparable, V any](m *ebpf.Map, keep func(K, V) bool) {
-	var k K
-	var v V
-	var stale []K
-	for it := m.Iterate(); it.Next(&k, &v); {
-		if !keep(k, v) {
-			stale = append(stale, k)
-		}
-	}
-	for _, k := range stale {
-		m.Delete(k)
-	}
 }
 
 func (a *Agent) writePort(p *agentPort) error {

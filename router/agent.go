@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/bpfmap"
 	"github.com/msr-router/msr/internal/netns"
 )
 
@@ -124,12 +126,14 @@ func (a *Agent) setup() error {
 		return err
 	}
 	a.slow, err = a.dp.SlowReader()
+	a.adoptNeighbors()
 	return err
 }
 
 // program writes ports, local addresses, connected and static routes and
 // the ACL into the data path.
 func (a *Agent) program(ifi *net.Interface) error {
+	local := map[netip.Addr]uint32{}
 	for i, name := range a.cfg.PortNames() {
 		pc := a.cfg.Ports[name]
 		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address}
@@ -137,23 +141,25 @@ func (a *Agent) program(ifi *net.Interface) error {
 			return err
 		}
 		a.ports = append(a.ports, p)
-		if err := a.dp.SetLocal(p.Addr.Addr(), LocalRouter); err != nil {
-			return err
-		}
+		local[p.Addr.Addr()] = LocalRouter
 	}
 	for _, addr := range a.cfg.RouterAddresses {
-		if err := a.dp.SetLocal(addr, LocalRouter); err != nil {
-			return err
-		}
+		local[addr] = LocalRouter
 	}
 	addrs, _ := ifi.Addrs()
 	for _, ad := range addrs {
 		if p, err := netip.ParsePrefix(ad.String()); err == nil && p.Addr().Is4() {
-			if err := a.dp.SetLocal(p.Addr(), LocalHost); err != nil {
-				return err
-			}
+			local[p.Addr()] = LocalHost
 		}
 	}
+	keep := map[uint32]bool{}
+	for addr, kind := range local {
+		if err := a.dp.SetLocal(addr, kind); err != nil {
+			return err
+		}
+		keep[be32(addr)] = true
+	}
+	bpfmap.DeleteStale(a.dp.objs.RtLocal, func(k uint32, _ uint32) bool { return keep[k] })
 	var rules []ACLRule
 	for _, c := range a.cfg.ACL {
 		r, _ := c.rule()
@@ -206,6 +212,25 @@ func rawSocket(ifindex int) (int, error) {
 		return -1, fmt.Errorf("bind raw socket: %w", err)
 	}
 	return fd, nil
+}
+
+// adoptNeighbors takes the neighbours a previous run left in the pinned
+// map, so that forwarding goes on, but as about to expire: each is asked
+// again at once and forgotten within seconds unless it answers.
+func (a *Agent) adoptNeighbors() {
+	now := time.Now()
+	var k rtxdpRtNeighKey
+	var v rtxdpRtNeigh
+	for it := a.dp.objs.RtNeighbors.Iterate(); it.Next(&k, &v); {
+		ip := netip.AddrFrom4([4]byte{byte(k.Ip), byte(k.Ip >> 8), byte(k.Ip >> 16), byte(k.Ip >> 24)})
+		a.neigh[NeighborKey{ip, k.Vlan}] = &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)}
+	}
+	for key := range a.neigh {
+		if port, ok := a.portOfVLAN(key.VLAN); ok {
+			a.pending[key] = &pendingARP{tries: 1, sent: now}
+			a.arpRequest(key, port)
+		}
+	}
 }
 
 // ErrNoPort is returned for a gateway on no port's subnet.

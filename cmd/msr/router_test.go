@@ -1,0 +1,206 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The router lab: two external hosts on two ports of one LB, the LB's
+// internal port on a switch with two back-ends. Every element runs as its
+// own `msr` process; the clients are ping, traceroute and bash's /dev/udp.
+//
+//	h1 192.0.2.10 --- e0 (VLAN 10, 192.0.2.1)  lb  e1 (VLAN 11, 198.51.100.1) --- h2 198.51.100.20
+//	                                           i0 --- sw --- r1, r2
+//
+// The hosts compute their checksums themselves (tx_checksum: off): a veth
+// leaves TCP/UDP checksums to "hardware", and a frame an XDP program
+// forwards carries the unfinished one to the next host.
+func routerLab(dir string) string {
+	return `name: t-rt
+hosts:
+  h1:
+    interfaces:
+      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
+    routes: [{to: default, via: 192.0.2.1}]
+  h2:
+    interfaces:
+      eth0: {addresses: [198.51.100.20/24], xdp_pass: on, tx_checksum: off}
+    routes: [{to: default, via: 198.51.100.1}]
+  lb:
+    interfaces:
+      e0: {mac: "02:00:00:00:e0:00"}
+      e1: {mac: "02:00:00:00:e1:00"}
+      i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
+    processes:
+      - {name: lb, command: [` + msrBin + `, lb, --config, ` + dir + `/lb.yaml]}
+  r1:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:01", vlan_offload: off}
+    processes:
+      - {name: router, command: [` + msrBin + `, router, --config, ` + dir + `/r1.yaml]}
+  r2:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:02", vlan_offload: off}
+    processes:
+      - {name: router, command: [` + msrBin + `, router, --config, ` + dir + `/r2.yaml]}
+switches:
+  sw:
+    interfaces:
+      # XDP programs send into these ports (the LB by redirect, the
+      # back-ends by XDP_TX): they need one too (docs/lb.md). Tags must
+      # stay in the frames crossing the bridge (DESIGN.md §7).
+      p0: {xdp_pass: on, vlan_offload: off}
+      p1: {xdp_pass: on, vlan_offload: off}
+      p2: {xdp_pass: on, vlan_offload: off}
+links:
+  - ends: [h1:eth0, lb:e0]
+  - ends: [h2:eth0, lb:e1]
+  - ends: [lb:i0, sw:p0]
+  - ends: [r1:eth0, sw:p1]
+  - ends: [r2:eth0, sw:p2]
+`
+}
+
+func routerConfig(name, dir string) string {
+	return `name: ` + name + `
+key_file: ` + dir + `/key
+internal: eth0
+pin_dir: /sys/fs/bpf/msr-test-` + name + `
+socket: /run/msr/t-rt-` + name + `.sock
+capacity_mbps: 1000
+ports:
+  net1: {vlan: 10, address: 192.0.2.1/24}
+  net2: {vlan: 11, address: 198.51.100.1/24}
+acl:
+  - {action: deny, proto: udp, dst: 198.51.100.20/32, dport: "9999"}
+`
+}
+
+func TestRouterThroughLB(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("5a", 32)), 0o600)
+	os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte(`name: t-rt-lb
+key_file: `+dir+`/key
+pin_dir: /sys/fs/bpf/msr-test-rt-lb
+mode: hash
+ports:
+  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
+  e1: {role: external, address: 198.51.100.1/24, vlan: 11}
+  i0: {role: internal, default: true}
+backends:
+  - {mac: "02:00:00:00:b0:01"}
+  - {mac: "02:00:00:00:b0:02"}
+`), 0o644)
+	for _, r := range []string{"r1", "r2"} {
+		os.WriteFile(filepath.Join(dir, r+".yaml"), []byte(routerConfig(r, dir)), 0o644)
+	}
+	labFile := filepath.Join(dir, "lab.yaml")
+	os.WriteFile(labFile, []byte(routerLab(dir)), 0o644)
+	if _, errOut, code := msr(t, "lab", "up", labFile); code != 0 {
+		t.Fatalf("lab up: %s", errOut)
+	}
+	t.Cleanup(func() {
+		msr(t, "lab", "down", "t-rt")
+		for _, p := range []string{"msr-test-rt-lb", "msr-test-r1", "msr-test-r2"} {
+			os.RemoveAll("/sys/fs/bpf/" + p)
+		}
+	})
+	exec := func(host string, args ...string) (string, int) {
+		out, errOut, code := msr(t, append([]string{"lab", "exec", "--lab", "t-rt", host, "--"}, args...)...)
+		return out + errOut, code
+	}
+	logs := func() string {
+		var b strings.Builder
+		for _, f := range []string{"lb.lb", "r1.router", "r2.router"} {
+			l, _ := os.ReadFile("/run/msr/labs/t-rt/logs/" + f + ".log")
+			b.WriteString("--- " + f + "\n" + string(l))
+		}
+		return b.String()
+	}
+
+	// Wait for the LB to balance to both back-ends.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, _, code := msr(t, "lb", "status", "--name", "t-rt-lb", "-o", "json")
+		var st struct{ Table struct{ Shares map[string]int } }
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && len(st.Table.Shares) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LB never balanced to both back-ends:\n%s\n%s", out, logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// ping across the router: the reply comes back with TTL 64-1.
+	out, code := exec("h1", "ping", "-c", "3", "-i", "0.2", "-w", "10", "198.51.100.20")
+	if code != 0 || !strings.Contains(out, "ttl=63") {
+		t.Fatalf("ping h1 -> h2 (exit %d):\n%s\n%s", code, out, logs())
+	}
+	// The router answers for its own address.
+	if out, code := exec("h1", "ping", "-c", "1", "-w", "5", "192.0.2.1"); code != 0 || !strings.Contains(out, "ttl=64") {
+		t.Errorf("ping the router (exit %d):\n%s", code, out)
+	}
+	// traceroute: one hop, the router's address on h1's side, then h2.
+	out, code = exec("h1", "traceroute", "-n", "-q", "1", "-w", "2", "-m", "5", "198.51.100.20")
+	hops := regexp.MustCompile(`(?m)^\s*(\d+)\s+(\S+)`).FindAllStringSubmatch(out, -1)
+	if code != 0 || len(hops) != 2 || hops[0][2] != "192.0.2.1" || hops[1][2] != "198.51.100.20" {
+		t.Errorf("traceroute (exit %d): want hops 192.0.2.1 then 198.51.100.20:\n%s", code, out)
+	}
+	// No route: Destination Net Unreachable from the router.
+	out, _ = exec("h1", "ping", "-c", "1", "-w", "3", "203.0.113.5")
+	if !strings.Contains(out, "From 192.0.2.1") || !strings.Contains(out, "Unreachable") {
+		t.Errorf("ping without a route:\n%s", out)
+	}
+
+	// The ACL drops UDP to h2:9999, counted on whichever back-end got it.
+	for i := 0; i < 5; i++ {
+		exec("h1", "bash", "-c", "echo probe > /dev/udp/198.51.100.20/9999")
+	}
+	denied := uint64(0)
+	for _, r := range []string{"r1", "r2"} {
+		out, _, _ := msr(t, "router", "status", "--socket", "/run/msr/t-rt-"+r+".sock", "-o", "json")
+		var st struct {
+			Stats struct {
+				ACLDeny []uint64 `json:"acl_deny"`
+			}
+		}
+		json.Unmarshal([]byte(out), &st)
+		if len(st.Stats.ACLDeny) == 1 {
+			denied += st.Stats.ACLDeny[0]
+		}
+	}
+	if denied != 5 {
+		t.Errorf("ACL deny counted %d, want 5", denied)
+	}
+
+	// route add/del through the local command, on both back-ends.
+	for _, r := range []string{"r1", "r2"} {
+		sock := "/run/msr/t-rt-" + r + ".sock"
+		if _, errOut, code := msr(t, "router", "route", "add", "203.0.113.0/24", "via", "198.51.100.20", "--socket", sock); code != 0 {
+			t.Fatalf("route add on %s: %s", r, errOut)
+		}
+		out, _, _ := msr(t, "router", "route", "list", "--socket", sock, "-o", "json")
+		if !strings.Contains(out, `"203.0.113.0/24"`) || !strings.Contains(out, `"198.51.100.20"`) {
+			t.Errorf("route list on %s: %s", r, out)
+		}
+	}
+	out, _ = exec("h1", "ping", "-c", "1", "-w", "2", "203.0.113.5")
+	if strings.Contains(out, "Unreachable") {
+		t.Errorf("route added, still unreachable:\n%s", out)
+	}
+	for _, r := range []string{"r1", "r2"} {
+		if _, errOut, code := msr(t, "router", "route", "del", "203.0.113.0/24", "--socket", "/run/msr/t-rt-"+r+".sock"); code != 0 {
+			t.Errorf("route del on %s: %s", r, errOut)
+		}
+	}
+	if _, errOut, code := msr(t, "router", "route", "add", "10.0.0.0/8", "via", "172.16.0.1", "--socket", "/run/msr/t-rt-r1.sock"); code == 0 || !strings.Contains(errOut, "no port") {
+		t.Errorf("route via an off-subnet gateway: exit %d, %q", code, errOut)
+	}
+}
