@@ -128,7 +128,9 @@ backends:
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		out, _, code := msr(t, "lb", "status", "--name", "t-rt-lb", "-o", "json")
-		var st struct{ Table struct{ Shares map[string]int } }
+		var st struct {
+			Table struct{ Shares map[string]int }
+		}
 		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && len(st.Table.Shares) == 2 {
 			break
 		}
