@@ -44,6 +44,9 @@ bench: build
 	done; done; done
 	@for dut in none linux lb; do $(BIN) bench fwd --dut $$dut --size 1518 --flows 1000 --duration 5s || exit 1; done
 	$(BIN) bench prog --repeat 1000000 --rounds 5
+	@for fib in 10 pyasn 1000000; do $(BIN) bench fwd --dut router --size 64 --flows 1000 --duration 5s --fib $$fib || exit 1; done
+	$(BIN) bench fwd --dut linux --size 64 --flows 1000 --duration 5s --fib pyasn
+	$(GO) test -run '^$$' -bench . ./router
 
 # demo is the main job. Until the whole router exists it runs the baseline
 # benchmark: the instrument's ceiling and Linux forwarding, side by side.

@@ -3,23 +3,112 @@ package bench
 import (
 	"fmt"
 	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
 
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lb"
+	"github.com/msr-router/msr/router"
 )
 
 // setupDUT prepares the device under test once its lab is up and the sink
 // is attached; it returns what undoes it. The linux and none DUTs are
 // ready as their lab files build them.
-func setupDUT(dut string, spec *lab.Spec) (func(), error) {
-	if dut != "lb" {
-		return func() {}, nil
+func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (func(), error) {
+	switch dut {
+	case "lb":
+		_, undo, err := setupLB(spec)
+		return undo, err
+	case "router":
+		return setupRouter(spec, routes)
+	case "linux":
+		return func() {}, installLinuxRoutes(spec, routes)
 	}
-	_, undo, err := setupLB(spec)
-	return undo, err
+	return func() {}, nil
+}
+
+// installLinuxRoutes puts the routes into the Linux DUT's FIB, all via the
+// sink, with one `ip -batch`.
+func installLinuxRoutes(spec *lab.Spec, routes []netip.Prefix) error {
+	if routes == nil {
+		return nil
+	}
+	var b strings.Builder
+	for _, p := range routes {
+		fmt.Fprintf(&b, "route replace %s via 10.10.2.2\n", p)
+	}
+	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, "dut"), "-batch", "-")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("install %d routes in Linux: %v: %s", len(routes), err, out)
+	}
+	return nil
+}
+
+// setupRouter loads the back-end router's data path on host dut: one
+// external port (VLAN 10), one next hop (the generator's side, whose MAC
+// is the sink's), the routes (or 198.19.0.0/16, where the generator sends)
+// all through it.
+func setupRouter(spec *lab.Spec, routes []netip.Prefix) (func(), error) {
+	genMAC, ok := spec.MAC(lab.Endpoint{Node: "gen", Iface: "g0"})
+	if !ok {
+		return nil, fmt.Errorf("lab %s: gen:g0 has no MAC", spec.Name)
+	}
+	if routes == nil {
+		routes = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
+	}
+	var dp *router.Dataplane
+	var l link.Link
+	undo := func() {
+		if l != nil {
+			l.Close()
+		}
+		if dp != nil {
+			dp.Close()
+		}
+	}
+	err := netns.Do(lab.Namespace(spec.Name, "dut"), func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		if dp, err = router.LoadDataplane(""); err != nil {
+			return err
+		}
+		gw := netip.MustParseAddr("10.10.1.2")
+		steps := []func() error{
+			func() error { return dp.SetConfig(ifi.HardwareAddr, 0) },
+			func() error {
+				return dp.SetPort(router.Port{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24")})
+			},
+			func() error { return dp.SetNextHop(1, gw, 0) },
+			func() error { return dp.SetGroup(1, []uint32{1}) },
+			func() error { return dp.SetNeighbor(gw, 10, genMAC) },
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		all := make(map[netip.Prefix]uint32, len(routes))
+		for _, p := range routes {
+			all[p] = 1
+		}
+		if err := dp.FIB.SetAll(all); err != nil {
+			return err
+		}
+		l, err = dp.Attach(ifi.Index)
+		return err
+	})
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	return undo, nil
 }
 
 // setupLB loads the LB data path on host dut: e0 external, i0 internal,

@@ -15,7 +15,7 @@ import (
 // DUTs are the devices under test `msr bench fwd` knows, each a shipped
 // lab with hosts gen (interface g0) and sink (interface s0); lb also has
 // its data path loaded by setupDUT.
-var DUTs = []string{"none", "linux", "lb"}
+var DUTs = []string{"none", "linux", "lb", "router"}
 
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
@@ -25,6 +25,11 @@ type FwdOptions struct {
 	Duration time.Duration
 	// Rate is the offered load in frames per second; 0 is flat out.
 	Rate float64
+	// FIB is the routing table the DUT holds (linux, router): "" for one
+	// route, "pyasn" for the RouteViews table, a number N for N prefixes
+	// (the RouteViews table, cut or grown with its length distribution),
+	// or a pyasn-format file. The flows' destinations are spread over it.
+	FIB string
 }
 
 // FwdResult is what `msr bench fwd` reports.
@@ -39,6 +44,8 @@ type FwdResult struct {
 	ReceivedPPS     float64   `json:"received_pps"`
 	ReceivedMbps    float64   `json:"received_mbps"`
 	LossRatio       float64   `json:"loss_ratio"`
+	Routes          int       `json:"routes"`
+	FIBLoadSeconds  float64   `json:"fib_load_s"`
 	Reordered       uint64    `json:"reordered"`
 	FlowsSeen       int       `json:"flows_seen"`
 	Latency         LatencyUS `json:"latency_us"`
@@ -70,6 +77,13 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
 	}
+	routes, err := loadFIB(o.FIB)
+	if err != nil {
+		return nil, err
+	}
+	if routes != nil && o.DUT != "linux" && o.DUT != "router" {
+		return nil, fmt.Errorf("--fib is for the linux and router DUTs")
+	}
 	dst, ok := spec.Peer(lab.Endpoint{Node: "gen", Iface: "g0"})
 	if !ok {
 		return nil, fmt.Errorf("lab %s: gen:g0 is not linked", spec.Name)
@@ -83,24 +97,33 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	}
 	defer lab.Down(spec.Name)
 
+	// The sink is its own host, except for the router, which sends its
+	// output back to the generator's host.
+	sinkEnd := lab.Endpoint{Node: "sink", Iface: "s0"}
+	if o.DUT == "router" {
+		sinkEnd = lab.Endpoint{Node: "gen", Iface: "g0"}
+	}
 	var sink *traffic.Sink
-	if err := netns.Do(lab.Namespace(spec.Name, "sink"), func() (err error) {
-		sink, err = traffic.NewSink("s0", o.Flows)
+	if err := netns.Do(lab.Namespace(spec.Name, sinkEnd.Node), func() (err error) {
+		sink, err = traffic.NewSink(sinkEnd.Iface, o.Flows)
 		return err
 	}); err != nil {
 		return nil, err
 	}
 	defer sink.Close()
-	undo, err := setupDUT(o.DUT, spec)
+	loadStart := time.Now()
+	undo, err := setupDUT(o.DUT, spec, routes)
 	if err != nil {
 		return nil, err
 	}
 	defer undo()
+	fibLoad := time.Since(loadStart)
 
 	var sent uint64
 	var elapsed time.Duration
 	err = netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
-		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate})
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate,
+			Dsts: flowDsts(routes, o.Flows), HasXDP: sinkEnd.Node == "gen"})
 		if err != nil {
 			return err
 		}
@@ -124,7 +147,12 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return result(o, sent, elapsed, rep), nil
+	r := result(o, sent, elapsed, rep)
+	r.Routes = len(routes)
+	if routes != nil {
+		r.FIBLoadSeconds = fibLoad.Seconds()
+	}
+	return r, nil
 }
 
 func result(o FwdOptions, sent uint64, elapsed time.Duration, rep *traffic.SinkReport) *FwdResult {

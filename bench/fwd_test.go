@@ -63,3 +63,20 @@ func TestProg(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 }
+
+// TestFwdFIB runs the router and Linux with 10,000 real prefixes and the
+// flows spread over them: every flow must come through.
+func TestFwdFIB(t *testing.T) {
+	for _, dut := range []string{"router", "linux"} {
+		r, err := Fwd(FwdOptions{DUT: dut, Size: 64, Flows: 100, Duration: time.Second, FIB: "10000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Routes != 10000 || r.FlowsSeen != 100 || r.ReceivedPackets == 0 {
+			t.Errorf("%s: %+v", dut, r)
+		}
+	}
+	if _, err := Fwd(FwdOptions{DUT: "lb", Size: 64, Flows: 1, Duration: time.Second, FIB: "10"}); err == nil {
+		t.Error("--fib accepted for the lb DUT")
+	}
+}

@@ -3,7 +3,7 @@
  * trafficsink: the receiving end of `msr bench`, attached with XDP to the
  * sink host's interface.
  *
- * A test frame (IPv4/UDP with a bench_payload whose magic matches) is
+ * A test frame (IPv4/UDP, perhaps 802.1Q-tagged, with a bench_payload whose magic matches) is
  * counted, checked for order against its flow's expected sequence number,
  * timed against the generator's timestamp (same host, same clock) into a
  * log-linear histogram, and dropped. Everything else (ARP, ...) is passed
@@ -79,17 +79,30 @@ static __always_inline __u32 hist_bucket(__u64 ns)
 	return b < BENCH_HIST_BUCKETS ? b : BENCH_HIST_BUCKETS - 1;
 }
 
-/* parse_test_frame returns the payload of a test frame, or NULL. */
+/* parse_test_frame returns the payload of a test frame, or NULL. A frame
+ * may carry one 802.1Q tag (a back-end router's output does). */
 static __always_inline struct bench_payload *parse_test_frame(void *data, void *end)
 {
 	struct ethhdr *eth = data;
-	struct iphdr *ip = (void *)(eth + 1);
+	void *l3 = eth + 1;
+
+	if (l3 > end)
+		return NULL;
+	__be16 proto = eth->h_proto;
+	if (proto == bpf_htons(ETH_P_8021Q)) {
+		__be16 *inner = l3 + 2;
+		if ((void *)(inner + 1) > end)
+			return NULL;
+		proto = *inner;
+		l3 += 4;
+	}
+	struct iphdr *ip = l3;
 	struct udphdr *udp = (void *)(ip + 1);
 	struct bench_payload *pl = (void *)(udp + 1);
 
 	if ((void *)(pl + 1) > end)
 		return NULL;
-	if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+	if (proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
 		return NULL;
 	if (pl->magic != bpf_htons(BENCH_MAGIC))
 		return NULL;

@@ -177,6 +177,10 @@ func TestTrafficsinkFixtures(t *testing.T) {
 		{"IP options", options, xdpPass},
 		{"truncated", stamped(0, 9)[:45], xdpPass},
 		{"flow id out of range", badFlow, xdpDrop},
+		{"tagged (a back-end's output)", func() []byte {
+			f := stamped(1, 6)
+			return append(append(append([]byte{}, f[:12]...), 0x81, 0, 0, 10), f[12:]...)
+		}(), xdpDrop},
 	}
 	for _, c := range cases {
 		if got := runSink(t, s, c.frame); got != c.want {
@@ -187,7 +191,7 @@ func TestTrafficsinkFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := SinkReport{RxPackets: 6, RxBytes: 6 * 60, Reordered: 1, BadFlow: 1, Passed: 4, FlowsSeen: 2}
+	want := SinkReport{RxPackets: 7, RxBytes: 6*60 + 64, Reordered: 1, BadFlow: 1, Passed: 4, FlowsSeen: 2}
 	r.Latency = nil
 	if !reflect.DeepEqual(*r, want) {
 		t.Errorf("sink report %+v\nwant %+v", *r, want)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -44,6 +45,13 @@ type GenConfig struct {
 	Flows  int // 1..65536
 	// Rate is the offered load in frames per second; 0 is flat out.
 	Rate float64
+	// Dsts, if set, gives flow i the destination Dsts[i % len(Dsts)]
+	// instead of one in 198.19.0.0/16 (a FIB benchmark spreads its flows
+	// over a routing table).
+	Dsts []netip.Addr
+	// HasXDP says the interface already has an XDP program (a sink on
+	// the same interface): xdp_pass is not attached.
+	HasXDP bool
 }
 
 // Check refuses sizes, flow counts and rates the instrument cannot do.
@@ -83,6 +91,9 @@ func NewGenerator(c GenConfig) (*Generator, error) {
 		return nil, err
 	}
 	g.ifindex = ifi.Index
+	if c.HasXDP {
+		return g, nil
+	}
 	g.pass, err = link.AttachXDP(link.XDPOptions{Program: g.objs.XdpPass, Interface: ifi.Index})
 	if err != nil {
 		g.Close()
@@ -116,6 +127,9 @@ func loadGenerator(c GenConfig, src net.HardwareAddr) (*Generator, error) {
 	}
 	for i := 0; i < c.Flows; i++ {
 		f := FlowOf(i, c.Size-FCSLen)
+		if len(c.Dsts) > 0 {
+			f = flowTo(f, c.Dsts[i%len(c.Dsts)], c.Size-FCSLen)
+		}
 		if err := g.objs.GenFlows.Put(uint32(i), &f); err != nil {
 			g.Close()
 			return nil, fmt.Errorf("fill generator flows: %w", err)
@@ -140,6 +154,16 @@ func FlowOf(i, frameLen int) trafficgenGenFlow {
 		Dport: htons(uint16(1024 + (h>>16)%64512)),
 	}
 	f.IpCheck = htons(ipv4Checksum(src, dst, uint16(frameLen-14)))
+	return f
+}
+
+// flowTo re-aims flow f at dst.
+func flowTo(f trafficgenGenFlow, dst netip.Addr, frameLen int) trafficgenGenFlow {
+	var src [4]byte
+	binary.NativeEndian.PutUint32(src[:], f.Saddr)
+	d := dst.As4()
+	f.Daddr = binary.NativeEndian.Uint32(d[:])
+	f.IpCheck = htons(ipv4Checksum(src, d, uint16(frameLen-14)))
 	return f
 }
 

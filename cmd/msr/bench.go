@@ -11,7 +11,8 @@ import (
 
 var benchCommand = command{
 	summary: "measure forwarding: msr's own RFC 2544-style instrument",
-	usage: `  msr bench fwd --dut none|linux|lb [--size 64] [--flows 1000] [--duration 5s] [--rate PPS] [-o json]
+	usage: `  msr bench fwd --dut none|linux|lb|router [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
+                [--fib pyasn|N|FILE] [-o json]
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
@@ -33,11 +34,12 @@ func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
 	o := bench.FwdOptions{}
-	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux or lb")
+	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux, lb or router")
 	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS, 64..1518")
 	fs.IntVar(&o.Flows, "flows", 1, "number of flows, 1..65536")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
 	fs.Float64Var(&o.Rate, "rate", 0, "offered frames per second; 0 is flat out")
+	fs.StringVar(&o.FIB, "fib", "", "routes in the DUT (linux, router): pyasn, a number of prefixes, or a pyasn-format file")
 	pos, _, err := cli.Parse(fs, args[1:])
 	if err != nil {
 		return err

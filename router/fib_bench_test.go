@@ -1,0 +1,61 @@
+package router
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// BenchmarkFIBLoad1M loads 1,000,000 prefixes (the RouteViews table grown
+// with its own length distribution) into an empty FIB.
+func BenchmarkFIBLoad1M(b *testing.B) {
+	base, err := LoadPrefixes(PyASNTable)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ps := Synthesize(base, 1_000_000, 1)
+	routes := make(map[netip.Prefix]uint32, len(ps))
+	for i, p := range ps {
+		routes[p] = uint32(1 + i%64)
+	}
+	for b.Loop() {
+		f := newTestFIB(b)
+		start := time.Now()
+		if err := f.SetAll(routes); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "s/load")
+		b.ReportMetric(float64(f.Tbl8Used()), "tbl8-groups")
+	}
+}
+
+// BenchmarkRouteChange changes one /24 route of a full table back and
+// forth: the time until the data path's arrays hold the new route.
+func BenchmarkRouteChange(b *testing.B) {
+	base, err := LoadPrefixes(PyASNTable)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := newTestFIB(b)
+	routes := map[netip.Prefix]uint32{}
+	for i, p := range base {
+		routes[p] = uint32(1 + i%64)
+	}
+	if err := f.SetAll(routes); err != nil {
+		b.Fatal(err)
+	}
+	var p netip.Prefix
+	for _, q := range base {
+		if q.Bits() == 24 {
+			p = q
+			break
+		}
+	}
+	n := uint32(0)
+	for b.Loop() {
+		n = n%100 + 1
+		if err := f.Set(p, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
