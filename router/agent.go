@@ -168,6 +168,11 @@ func (a *Agent) program(ifi *net.Interface) error {
 	if err := a.dp.SetACL(a.mac, rules); err != nil {
 		return err
 	}
+	// A reused data path is adopted, so it never stops forwarding; else
+	// (or if the saved state does not match it) the FIB starts empty.
+	if !a.dp.Reused || !a.adopt() {
+		a.dp.FIB.Reset()
+	}
 	for _, p := range a.ports {
 		if err := a.setRoute(p.Addr.Masked(), nil); err != nil {
 			return err
@@ -178,7 +183,7 @@ func (a *Agent) program(ifi *net.Interface) error {
 			return fmt.Errorf("%s: %w", r.Pos, err)
 		}
 	}
-	return nil
+	return a.save()
 }
 
 func (a *Agent) attach(ifi *net.Interface) (link.Link, error) {
@@ -244,7 +249,10 @@ func (a *Agent) AddRoute(p netip.Prefix, via []netip.Addr) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.setRoute(p, via)
+	if err := a.setRoute(p, via); err != nil {
+		return err
+	}
+	return a.save()
 }
 
 // DeleteRoute removes a route.
@@ -256,7 +264,10 @@ func (a *Agent) DeleteRoute(p netip.Prefix) error {
 		return fmt.Errorf("no route %s", p)
 	}
 	delete(a.routes, p)
-	return a.dp.FIB.Delete(p)
+	if err := a.dp.FIB.Delete(p); err != nil {
+		return err
+	}
+	return a.save()
 }
 
 // setRoute resolves gateways to next hops and a group, then sets the FIB
@@ -315,7 +326,7 @@ func (a *Agent) group(keys []nhKey) (uint32, error) {
 		}
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	sortIDs(ids)
 	name := fmt.Sprint(ids)
 	if g, ok := a.groupIDs[name]; ok {
 		return g, nil
@@ -330,6 +341,8 @@ func (a *Agent) group(keys []nhKey) (uint32, error) {
 	a.groupIDs[name], a.groups[g] = g, ids
 	return g, nil
 }
+
+func sortIDs(ids []uint32) { sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] }) }
 
 // Run handles the slow path and sends hellos until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {

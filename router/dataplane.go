@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -33,6 +35,9 @@ type Dataplane struct {
 	objs  rtxdpObjects
 	FIB   *FIB
 	mmaps [][]byte
+	// Reused says the maps were pinned already: the FIB arrays hold what a
+	// previous agent left (see Agent.adopt); else they are empty.
+	Reused bool
 }
 
 // LoadDataplane loads the program; with pinDir, maps are pinned there and
@@ -52,6 +57,10 @@ func LoadDataplane(pinDir string) (*Dataplane, error) {
 		}
 	}
 	d := &Dataplane{}
+	if pinDir != "" {
+		_, err := os.Stat(filepath.Join(pinDir, "rt_tbl24"))
+		d.Reused = err == nil
+	}
 	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -69,9 +78,6 @@ func LoadDataplane(pinDir string) (*Dataplane, error) {
 		d.Close()
 		return nil, err
 	}
-	// A reused FIB starts over: the agent reloads every route.
-	clear(t24)
-	clear(t8)
 	if d.FIB, err = NewFIB(t24, t8); err != nil {
 		d.Close()
 		return nil, err

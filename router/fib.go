@@ -212,3 +212,71 @@ func u32(a netip.Addr) uint32 {
 	b := a.As4()
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
+
+// ErrAdopt is returned when the arrays do not hold the routes given.
+var ErrAdopt = errors.New("the data path's FIB does not hold the saved routes")
+
+// Adopt takes over arrays that already hold routes (a restarted agent's
+// pinned maps) without writing to them: it rebuilds the depths and the
+// free tbl8 groups, after checking that the arrays hold exactly routes.
+// The data path forwards on throughout.
+func (f *FIB) Adopt(routes map[netip.Prefix]uint32) error {
+	scratch, err := NewFIB(make([]uint32, Tbl24Entries), make([]uint32, Tbl8Groups*256))
+	if err != nil {
+		return err
+	}
+	if err := scratch.SetAll(routes); err != nil {
+		return err
+	}
+	used := make([]bool, Tbl8Groups)
+	for i, v := range f.tbl24 {
+		s := scratch.tbl24[i]
+		switch {
+		case v&tbl8Flag == 0 && s&tbl8Flag == 0:
+			if v != s {
+				return fmt.Errorf("%w: /24 number %d holds %d, want %d", ErrAdopt, i, v, s)
+			}
+			f.depth24[i] = scratch.depth24[i]
+		case v&tbl8Flag != 0 && s&tbl8Flag != 0:
+			g, sg := v&^tbl8Flag, s&^tbl8Flag
+			if g >= Tbl8Groups || used[g] {
+				return fmt.Errorf("%w: tbl8 group %d is bad or shared", ErrAdopt, g)
+			}
+			used[g] = true
+			for j := uint32(0); j < 256; j++ {
+				if f.tbl8[g*256+j] != scratch.tbl8[sg*256+j] {
+					return fmt.Errorf("%w: in /24 number %d", ErrAdopt, i)
+				}
+				f.depth8[g*256+j] = scratch.depth8[sg*256+j]
+			}
+			f.depth24[i] = scratch.depth24[i]
+		default:
+			return fmt.Errorf("%w: /24 number %d has a tbl8 group on one side only", ErrAdopt, i)
+		}
+	}
+	f.free = f.free[:0]
+	for g := Tbl8Groups - 1; g >= 0; g-- {
+		if !used[g] {
+			f.free = append(f.free, uint32(g))
+		}
+	}
+	f.routes = map[netip.Prefix]uint32{}
+	for p, v := range routes {
+		f.routes[p.Masked()] = v
+	}
+	return nil
+}
+
+// Reset empties the FIB: every entry written zero, every group free.
+func (f *FIB) Reset() {
+	for i := range f.tbl24 {
+		store(&f.tbl24[i], 0)
+	}
+	clear(f.depth24)
+	clear(f.depth8)
+	f.free = f.free[:0]
+	for g := Tbl8Groups - 1; g >= 0; g-- {
+		f.free = append(f.free, uint32(g))
+	}
+	f.routes = map[netip.Prefix]uint32{}
+}

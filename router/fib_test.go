@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -189,4 +190,71 @@ func TestFIBInternetTable(t *testing.T) {
 	}
 	check("half deleted")
 	t.Logf("%d prefixes, %d tbl8 groups", len(ps), f.Tbl8Used())
+}
+
+// TestFIBAdopt: a FIB built by one "agent" is adopted by another over the
+// same arrays, whatever order of operations built it; wrong routes are
+// refused.
+func TestFIBAdopt(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	a := newTestFIB(t)
+	routes := map[netip.Prefix]uint32{}
+	for i := 0; i < 3000; i++ {
+		p := randPrefix(r)
+		routes[p] = uint32(1 + r.IntN(9))
+		if err := a.Set(p, routes[p]); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			for q := range routes {
+				a.Delete(q)
+				delete(routes, q)
+				break
+			}
+		}
+	}
+	b, _ := NewFIB(a.tbl24, a.tbl8)
+	if err := b.Adopt(routes); err != nil {
+		t.Fatal(err)
+	}
+	if b.Tbl8Used() != a.Tbl8Used() {
+		t.Errorf("adopted %d tbl8 groups, the builder used %d", b.Tbl8Used(), a.Tbl8Used())
+	}
+	// The adopter changes routes incrementally and correctly.
+	ref := refLPM{}
+	for p, v := range routes {
+		ref[p] = v
+	}
+	var live []netip.Prefix
+	for p := range routes {
+		live = append(live, p)
+	}
+	for i := 0; i < 2000; i++ {
+		if i%2 == 0 && len(live) > 0 {
+			p := live[len(live)-1]
+			live = live[:len(live)-1]
+			if err := b.Delete(p); err != nil {
+				t.Fatal(err)
+			}
+			delete(ref, p)
+		} else {
+			p := randPrefix(r)
+			if err := b.Set(p, 42); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := ref[p]; !ok {
+				live = append(live, p)
+			}
+			ref[p] = 42
+		}
+		a := probe(r, live)
+		if got, want := b.Lookup(a), ref.lookup(a); got != want {
+			t.Fatalf("after adoption, step %d: %s -> %d, want %d", i, a, got, want)
+		}
+	}
+	c, _ := NewFIB(b.tbl24, b.tbl8)
+	wrong := map[netip.Prefix]uint32{netip.MustParsePrefix("10.0.0.0/8"): 1}
+	if err := c.Adopt(wrong); !errors.Is(err, ErrAdopt) {
+		t.Errorf("adopting the wrong routes: %v", err)
+	}
 }

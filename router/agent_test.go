@@ -1,0 +1,115 @@
+package router
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lab/labtest"
+	"github.com/msr-router/msr/traffic"
+)
+
+// The restart lab: the generator (and sink) on one side of the back-end,
+// which routes 198.19.0.0/16 back to it tagged with VLAN 10 (as into the
+// interconnect).
+const restartLab = `name: t-rtrestart
+hosts:
+  gen:
+    interfaces:
+      g0: {mac: "02:00:0a:0a:01:02", tx_checksum: off}
+  r:
+    interfaces:
+      eth0: {mac: "02:00:0a:0a:01:01"}
+links:
+  - ends: [gen:g0, r:eth0]
+`
+
+func startRouter(t *testing.T, cfg *FileConfig) (*Agent, context.CancelFunc) {
+	t.Helper()
+	var a *Agent
+	err := netns.Do(lab.Namespace("t-rtrestart", "r"), func() (err error) {
+		a, err = NewAgent(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	return a, func() { cancel(); <-done }
+}
+
+// TestRouterRestartKeepsForwarding: the agent stops and a new one starts
+// while 50 kpps cross the data path; the new agent adopts the pinned FIB
+// (and its saved state) and not a frame is lost.
+func TestRouterRestartKeepsForwarding(t *testing.T) {
+	labtest.Up(t, restartLab)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("3c", 32)), 0o600)
+	cfg := &FileConfig{Name: "t-restart", KeyFile: filepath.Join(dir, "key"), Internal: "eth0",
+		PinDir: filepath.Join(netns.BPFFS, "msr-test-rtrestart"),
+		Ports:  map[string]*PortConfig{"net": {VLAN: 10, Address: netip.MustParsePrefix("10.10.1.1/24")}},
+		Routes: []RouteConfig{{To: netip.MustParsePrefix("198.19.0.0/16"), Via: []netip.Addr{netip.MustParseAddr("10.10.1.2")}}}}
+	if err := cfg.complete(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(cfg.PinDir); os.Remove("/run/msr/router-t-restart.state.json") })
+	a, stop := startRouter(t, cfg)
+	// The next hop's MAC, as ARP through an LB would have taught it.
+	gen := net.HardwareAddr{2, 0, 0x0a, 0x0a, 1, 2}
+	a.mu.Lock()
+	a.neigh[NeighborKey{netip.MustParseAddr("10.10.1.2"), 10}] = &neighbor{mac: gen, updated: time.Now()}
+	a.dp.SetNeighbor(netip.MustParseAddr("10.10.1.2"), 10, gen)
+	a.mu.Unlock()
+
+	var sink *traffic.Sink
+	if err := netns.Do(lab.Namespace("t-rtrestart", "gen"), func() (err error) {
+		sink, err = traffic.NewSink("g0", 100)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var sent uint64
+	done := make(chan error)
+	go func() {
+		done <- netns.Do(lab.Namespace("t-rtrestart", "gen"), func() error {
+			g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: net.HardwareAddr{2, 0, 0x0a, 0x0a, 1, 1},
+				Size: 64, Flows: 100, Rate: 50_000, HasXDP: true})
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			sent, err = g.Blast(1500 * time.Millisecond)
+			return err
+		})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	a.Close()
+	a, stop = startRouter(t, cfg)
+	defer func() { stop(); a.Remove() }()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	rep, err := sink.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RxPackets != sent || sent == 0 {
+		t.Errorf("restart under load: sent %d, got back %d (router %+v)", sent, rep.RxPackets, a.Status().Stats)
+	}
+	if len(a.Routes()) != 2 {
+		t.Errorf("routes after restart: %+v", a.Routes())
+	}
+}

@@ -1,0 +1,129 @@
+package router
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+)
+
+// savedState is what the agent writes after every change, so that a
+// restarted agent can adopt the data path it left (pinned maps) instead of
+// rebuilding it: the routes and the ids it gave next hops and groups.
+type savedState struct {
+	Routes   map[string][]netip.Addr `json:"routes"` // prefix -> gateways (none: connected)
+	NextHops []savedNextHop          `json:"nexthops"`
+	Groups   map[uint32][]uint32     `json:"groups"`
+}
+
+type savedNextHop struct {
+	ID   uint32     `json:"id"`
+	GW   netip.Addr `json:"gw"`
+	Port uint16     `json:"port"`
+}
+
+// statePath is where the agent keeps its state.
+func (a *Agent) statePath() string {
+	return filepath.Join("/run/msr", "router-"+a.cfg.Name+".state.json")
+}
+
+// save writes the state (called with a.mu held or before Run).
+func (a *Agent) save() error {
+	s := savedState{Routes: map[string][]netip.Addr{}, Groups: a.groups}
+	for p, via := range a.routes {
+		s.Routes[p.String()] = via
+	}
+	for k, id := range a.nhIDs {
+		s.NextHops = append(s.NextHops, savedNextHop{ID: id, GW: k.gw, Port: k.port})
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	path := a.statePath()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		return fmt.Errorf("save router state: %w", err)
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// adopt restores the saved state over a reused data path: ids, routes, and
+// the FIB's bookkeeping (Adopt checks the arrays hold those routes). It
+// returns false, having changed nothing, when it cannot.
+func (a *Agent) adopt() bool {
+	b, err := os.ReadFile(a.statePath())
+	if err != nil {
+		return false
+	}
+	var s savedState
+	if err := json.Unmarshal(b, &s); err != nil {
+		a.log.Warn("saved state unreadable: rebuilding the FIB", "err", err)
+		return false
+	}
+	nhIDs, nhs := map[nhKey]uint32{}, map[uint32]nhKey{}
+	for _, n := range s.NextHops {
+		k := nhKey{gw: n.GW, port: n.Port}
+		nhIDs[k], nhs[n.ID] = n.ID, k
+	}
+	groupIDs := map[string]uint32{}
+	for id, ids := range s.Groups {
+		groupIDs[fmt.Sprint(ids)] = id
+	}
+	routes := map[netip.Prefix][]netip.Addr{}
+	fib := map[netip.Prefix]uint32{}
+	for ps, via := range s.Routes {
+		p, err := netip.ParsePrefix(ps)
+		if err != nil {
+			return false
+		}
+		g, ok := a.groupOfSaved(p, via, nhIDs, groupIDs)
+		if !ok {
+			return false
+		}
+		routes[p], fib[p] = via, g
+	}
+	if err := a.dp.FIB.Adopt(fib); err != nil {
+		a.log.Warn("rebuilding the FIB", "err", err)
+		return false
+	}
+	a.nhIDs, a.nhs, a.groupIDs, a.groups, a.routes = nhIDs, nhs, groupIDs, s.Groups, routes
+	if a.groups == nil {
+		a.groups = map[uint32][]uint32{}
+	}
+	a.log.Info("adopted the running data path", "routes", len(routes))
+	return true
+}
+
+// groupOfSaved finds the saved group id of a saved route.
+func (a *Agent) groupOfSaved(p netip.Prefix, via []netip.Addr, nhIDs map[nhKey]uint32, groupIDs map[string]uint32) (uint32, bool) {
+	var keys []nhKey
+	if len(via) == 0 {
+		port, ok := a.portOf(p.Addr())
+		if !ok {
+			return 0, false
+		}
+		keys = append(keys, nhKey{port: port})
+	}
+	for _, gw := range via {
+		port, ok := a.portOf(gw)
+		if !ok {
+			return 0, false
+		}
+		keys = append(keys, nhKey{gw: gw, port: port})
+	}
+	ids := make([]uint32, 0, len(keys))
+	for _, k := range keys {
+		id, ok := nhIDs[k]
+		if !ok {
+			return 0, false
+		}
+		ids = append(ids, id)
+	}
+	sortIDs(ids)
+	g, ok := groupIDs[fmt.Sprint(ids)]
+	return g, ok
+}
