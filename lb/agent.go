@@ -17,8 +17,8 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/dist"
-	"github.com/msr-router/msr/internal/bpfmap"
 	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/internal/xdp"
 )
 
 // Agent is `msr lb`: it loads and attaches the data path, keeps its maps
@@ -132,9 +132,12 @@ func (a *Agent) setup(key dist.Key) error {
 		return err
 	}
 	for _, p := range a.ports {
-		l, err := a.adoptOrAttach(p)
+		l, adopted, err := xdp.AdoptOrAttach(filepath.Join(a.cfg.PinDir, "link_"+p.name), a.dp.Program(), p.ifindex)
 		if err != nil {
-			return err
+			return fmt.Errorf("port %s: %w", p.name, err)
+		}
+		if adopted {
+			a.log.Info("adopted pinned XDP link", "port", p.name)
 		}
 		a.links = append(a.links, l)
 		if p.role != RoleExternal {
@@ -166,8 +169,8 @@ func (a *Agent) reconcileMaps() error {
 			vlans[uint32(p.vlan)] = true
 		}
 	}
-	bpfmap.DeleteStale(a.dp.objs.LbPorts, func(k uint32, _ lbxdpLbPort) bool { return ports[k] })
-	bpfmap.DeleteStale(a.dp.objs.LbOwnMacs, func(k uint64, _ uint32) bool { return own[k] })
+	xdp.DeleteStale(a.dp.objs.LbPorts, func(k uint32, _ lbxdpLbPort) bool { return ports[k] })
+	xdp.DeleteStale(a.dp.objs.LbOwnMacs, func(k uint64, _ uint32) bool { return own[k] })
 	var staleVLANs []uint32
 	var vid uint32
 	var eg lbxdpLbEgress
@@ -198,7 +201,7 @@ func (a *Agent) reconcileMaps() error {
 		}
 		keepAddr[be32(addr)] = true
 	}
-	bpfmap.DeleteStale(a.dp.objs.LbRouterAddrs, func(k uint32, _ uint32) bool { return keepAddr[k] })
+	xdp.DeleteStale(a.dp.objs.LbRouterAddrs, func(k uint32, _ uint32) bool { return keepAddr[k] })
 	return a.writeConfig()
 }
 
@@ -226,31 +229,6 @@ func (a *Agent) writeConfig() error {
 		c.DefaultIntIfindex = d.ifindex
 	}
 	return a.dp.SetConfig(c)
-}
-
-// adoptOrAttach keeps an XDP link pinned by a previous run of the agent
-// on the same interface, replacing its program in place (forwarding never
-// stops), or attaches and pins a new one.
-func (a *Agent) adoptOrAttach(p *agentPort) (link.Link, error) {
-	path := filepath.Join(a.cfg.PinDir, "link_"+p.name)
-	if l, err := link.LoadPinnedLink(path, nil); err == nil {
-		info, ierr := l.Info()
-		if ierr == nil && info.XDP() != nil && int(info.XDP().Ifindex) == p.ifindex && l.Update(a.dp.Program()) == nil {
-			a.log.Info("adopted pinned XDP link", "port", p.name)
-			return l, nil
-		}
-		l.Unpin()
-		l.Close()
-	}
-	l, err := a.dp.Attach(p.ifindex)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Pin(path); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("pin XDP link of %s: %w", p.name, err)
-	}
-	return l, nil
 }
 
 // Run receives DIST frames and sends hellos until ctx ends.

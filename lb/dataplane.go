@@ -14,6 +14,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/msr-router/msr/internal/xdp"
 )
 
 // Port roles, as lb.h numbers them.
@@ -60,20 +62,8 @@ func LoadDataplane(pinDir string) (*Dataplane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load lb program: %w", err)
 	}
-	opts := &ebpf.CollectionOptions{}
-	if pinDir != "" {
-		opts.Maps.PinPath = pinDir
-	} else {
-		for _, m := range spec.Maps {
-			m.Pinning = ebpf.PinNone
-		}
-	}
 	d := &Dataplane{}
-	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load lb program: %+v", ve)
-		}
+	if err := xdp.Load(spec, &d.objs, pinDir); err != nil {
 		return nil, fmt.Errorf("load lb program: %w", err)
 	}
 	return d, nil

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/dist"
-	"github.com/msr-router/msr/internal/bpfmap"
 	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/internal/xdp"
 )
 
 // Agent is `msr router`: it loads the data path, keeps its FIB, next hops,
@@ -116,7 +116,7 @@ func (a *Agent) setup() error {
 	if err := a.program(ifi); err != nil {
 		return err
 	}
-	if a.link, err = a.attach(ifi); err != nil {
+	if a.link, _, err = xdp.AdoptOrAttach(filepath.Join(a.cfg.PinDir, "link_"+ifi.Name), a.dp.Program(), ifi.Index); err != nil {
 		return err
 	}
 	if a.conn, err = dist.Listen(a.cfg.Internal, dist.Keyring{key.ID: key.Secret}); err != nil {
@@ -159,7 +159,7 @@ func (a *Agent) program(ifi *net.Interface) error {
 		}
 		keep[be32(addr)] = true
 	}
-	bpfmap.DeleteStale(a.dp.objs.RtLocal, func(k uint32, _ uint32) bool { return keep[k] })
+	xdp.DeleteStale(a.dp.objs.RtLocal, func(k uint32, _ uint32) bool { return keep[k] })
 	var rules []ACLRule
 	for _, c := range a.cfg.ACL {
 		r, _ := c.rule()
@@ -184,27 +184,6 @@ func (a *Agent) program(ifi *net.Interface) error {
 		}
 	}
 	return a.save()
-}
-
-func (a *Agent) attach(ifi *net.Interface) (link.Link, error) {
-	path := filepath.Join(a.cfg.PinDir, "link_"+ifi.Name)
-	if l, err := link.LoadPinnedLink(path, nil); err == nil {
-		info, ierr := l.Info()
-		if ierr == nil && info.XDP() != nil && int(info.XDP().Ifindex) == ifi.Index && l.Update(a.dp.Program()) == nil {
-			return l, nil
-		}
-		l.Unpin()
-		l.Close()
-	}
-	l, err := a.dp.Attach(ifi.Index)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Pin(path); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("pin XDP link: %w", err)
-	}
-	return l, nil
 }
 
 func rawSocket(ifindex int) (int, error) {

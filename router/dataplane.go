@@ -18,6 +18,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/perf"
 	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/internal/xdp"
 )
 
 // Limits, as router.h defines them.
@@ -48,24 +50,12 @@ func LoadDataplane(pinDir string) (*Dataplane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
 	}
-	opts := &ebpf.CollectionOptions{}
-	if pinDir != "" {
-		opts.Maps.PinPath = pinDir
-	} else {
-		for _, m := range spec.Maps {
-			m.Pinning = ebpf.PinNone
-		}
-	}
 	d := &Dataplane{}
 	if pinDir != "" {
 		_, err := os.Stat(filepath.Join(pinDir, "rt_tbl24"))
 		d.Reused = err == nil
 	}
-	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load router program: %+v", ve)
-		}
+	if err := xdp.Load(spec, &d.objs, pinDir); err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
 	}
 	t24, err := d.mmap(d.objs.RtTbl24, Tbl24Entries)

@@ -1,6 +1,7 @@
-// Package bpfmap holds small helpers over cilium/ebpf maps shared by the
-// agents.
-package bpfmap
+// Package xdp holds what the agents of msr's XDP data paths share: loading
+// a collection with its maps pinned (and reused), adopting a pinned XDP
+// link across a restart, and sweeping stale map entries.
+package xdp
 
 import "github.com/cilium/ebpf"
 
