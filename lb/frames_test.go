@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+
+	"github.com/msr-router/msr/internal/inet"
 )
 
 // A small packet builder for the tests: each function returns a whole
@@ -54,19 +56,8 @@ func ipv4(src, dst netip.Addr, proto uint8, payload []byte) []byte {
 	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
 	copy(h[12:], src.AsSlice())
 	copy(h[16:], dst.AsSlice())
-	binary.BigEndian.PutUint16(h[10:], ipChecksum(h))
+	binary.BigEndian.PutUint16(h[10:], inet.Checksum(h))
 	return append(h, payload...)
-}
-
-func ipChecksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for s > 0xffff {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }
 
 func l4(sport, dport uint16, n int) []byte {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/msr-router/msr/internal/inet"
 )
 
 var (
@@ -170,7 +172,7 @@ func ipPacket(src, dst netip.Addr, proto, ttl uint8, flags uint16, payload []byt
 	binary.BigEndian.PutUint16(h[6:], flags)
 	copy(h[12:], src.AsSlice())
 	copy(h[16:], dst.AsSlice())
-	binary.BigEndian.PutUint16(h[10:], checksum(h))
+	binary.BigEndian.PutUint16(h[10:], inet.Checksum(h))
 	return append(h, payload...)
 }
 
@@ -201,7 +203,7 @@ func routerCases() []routerCase {
 		ip := bytes.Clone(in[14:])
 		ip[8]--
 		binary.BigEndian.PutUint16(ip[10:], 0)
-		binary.BigEndian.PutUint16(ip[10:], checksum(ip[:20]))
+		binary.BigEndian.PutUint16(ip[10:], inet.Checksum(ip[:20]))
 		out := append(append(append([]byte{}, nbr...), macSelf...), 0x81, 0, byte(vlan>>8), byte(vlan), 8, 0)
 		return append(out, ip...)
 	}
@@ -213,7 +215,7 @@ func routerCases() []routerCase {
 		p[0] = 0x46
 		binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
 		binary.BigEndian.PutUint16(p[10:], 0)
-		binary.BigEndian.PutUint16(p[10:], checksum(p[:24]))
+		binary.BigEndian.PutUint16(p[10:], inet.Checksum(p[:24]))
 		return p
 	}())
 	big := func(df uint16) []byte {
@@ -356,7 +358,7 @@ func randomRouterFrame(r *rand.Rand, ps []netip.Prefix) []byte {
 		p[0] = 0x45 + byte(opt/4)
 		binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
 		binary.BigEndian.PutUint16(p[10:], 0)
-		binary.BigEndian.PutUint16(p[10:], checksum(p[:20+opt]))
+		binary.BigEndian.PutUint16(p[10:], inet.Checksum(p[:20+opt]))
 		f = ethFrame(dstMAC, macLB, 0x0800, p)
 	}
 	return f

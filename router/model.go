@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+
+	"github.com/msr-router/msr/internal/inet"
 )
 
 // This file is the reference model of bpf/router.bpf.c: the same rules in
@@ -129,7 +131,7 @@ func (m *Model) route(b []byte, drop, slow func(int) ModelResult) ModelResult {
 	if tot < ihl*4 || 14+tot > len(b) {
 		return drop(4)
 	}
-	if ihl == 5 && checksum(ip[:20]) != 0 { // options: the slow path checks
+	if ihl == 5 && inet.Checksum(ip[:20]) != 0 { // options: the slow path checks
 		return drop(5)
 	}
 	s, d := binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:])
@@ -192,7 +194,7 @@ func (m *Model) route(b []byte, drop, slow func(int) ModelResult) ModelResult {
 	}
 	ip[8]--
 	binary.BigEndian.PutUint16(ip[10:], 0)
-	binary.BigEndian.PutUint16(ip[10:], checksum(ip[:ihl*4]))
+	binary.BigEndian.PutUint16(ip[10:], inet.Checksum(ip[:ihl*4]))
 	out := make([]byte, 0, len(b)+4)
 	out = append(out, mac...)
 	out = append(out, m.MAC...)
@@ -254,20 +256,4 @@ func (m *Model) flowHash(ip []byte, ihl int) uint32 {
 	h *= 0xc2b2ae35
 	h ^= h >> 16
 	return h
-}
-
-// checksum is the Internet checksum (RFC 1071); over a header whose
-// checksum field is right, it is 0.
-func checksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/internal/inet"
 )
 
 // The slow path: what the data path hands to the agent (enum rt_slow),
@@ -70,7 +72,7 @@ func (a *Agent) mtuOf(nh uint32) uint16 {
 // (whose header checksum only the slow path checks) and fragmentation.
 func (a *Agent) forwardSlow(pkt []byte, out func([]byte)) {
 	ihl := int(pkt[0]&0xf) * 4
-	if ihl < 20 || len(pkt) < ihl || checksum(pkt[:ihl]) != 0 {
+	if ihl < 20 || len(pkt) < ihl || inet.Checksum(pkt[:ihl]) != 0 {
 		a.counters["bad_checksum"]++
 		return
 	}
@@ -86,7 +88,7 @@ func decTTL(pkt []byte) []byte {
 	ihl := int(pkt[0]&0xf) * 4
 	pkt[8]--
 	binary.BigEndian.PutUint16(pkt[10:], 0)
-	binary.BigEndian.PutUint16(pkt[10:], checksum(pkt[:ihl]))
+	binary.BigEndian.PutUint16(pkt[10:], inet.Checksum(pkt[:ihl]))
 	return pkt
 }
 
@@ -106,7 +108,7 @@ func (a *Agent) local(pkt []byte) {
 		icmp := reply[20:]
 		icmp[0] = 0
 		binary.BigEndian.PutUint16(icmp[2:], 0)
-		binary.BigEndian.PutUint16(icmp[2:], checksum(icmp))
+		binary.BigEndian.PutUint16(icmp[2:], inet.Checksum(icmp))
 		a.counters["echo_replies"]++
 		a.send(reply)
 	case pkt[9] == 17:
@@ -146,7 +148,7 @@ func (a *Agent) icmpError(pkt []byte, typ, code uint8, mtu uint32) {
 	body[0], body[1] = typ, code
 	binary.BigEndian.PutUint32(body[4:], mtu&0xffff)
 	body = append(body, quote...)
-	binary.BigEndian.PutUint16(body[2:], checksum(body))
+	binary.BigEndian.PutUint16(body[2:], inet.Checksum(body))
 	a.counters["icmp_errors"]++
 	a.send(ipv4(from, src, 1, body))
 }
@@ -337,7 +339,7 @@ func (a *Agent) fragment(pkt []byte, mtu uint16) {
 		}
 		binary.BigEndian.PutUint16(f[6:], fl)
 		binary.BigEndian.PutUint16(f[10:], 0)
-		binary.BigEndian.PutUint16(f[10:], checksum(f[:ihl]))
+		binary.BigEndian.PutUint16(f[10:], inet.Checksum(f[:ihl]))
 		a.counters["fragments"]++
 		a.send(f)
 	}
@@ -350,6 +352,6 @@ func ipv4(src, dst netip.Addr, proto uint8, payload []byte) []byte {
 	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
 	copy(h[12:], src.AsSlice())
 	copy(h[16:], dst.AsSlice())
-	binary.BigEndian.PutUint16(h[10:], checksum(h))
+	binary.BigEndian.PutUint16(h[10:], inet.Checksum(h))
 	return append(h, payload...)
 }

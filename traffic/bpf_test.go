@@ -10,6 +10,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/internal/inet"
 )
 
 const (
@@ -46,7 +48,7 @@ func referenceFrame(i int, seq uint32, size int) []byte {
 	binary.BigEndian.PutUint16(ip[2:], uint16(len(b)-14))
 	copy(ip[12:16], []byte{198, 18, byte((i%65534 + 1) >> 8), byte(i%65534 + 1)})
 	copy(ip[16:20], []byte{198, 19, byte((i%65534 + 1) >> 8), byte(i%65534 + 1)})
-	binary.BigEndian.PutUint16(ip[10:], checksum(ip))
+	binary.BigEndian.PutUint16(ip[10:], inet.Checksum(ip))
 	udp := b[34:42]
 	h := mix32(uint32(i) + 1)
 	binary.BigEndian.PutUint16(udp[0:], uint16(1024+h%64512))
@@ -86,7 +88,7 @@ func TestTrafficgenFrames(t *testing.T) {
 			if !bytes.Equal(out[:58], want[:58]) {
 				t.Fatalf("size %d run %d:\n got %x\nwant %x", size, run, out[:58], want[:58])
 			}
-			if checksum(out[14:34]) != 0 {
+			if inet.Checksum(out[14:34]) != 0 {
 				t.Errorf("size %d run %d: IPv4 header checksum does not verify", size, run)
 			}
 		}

@@ -16,6 +16,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/internal/inet"
 )
 
 // Frame sizes, counted as RFC 2544 does: with the 4-byte FCS the kernel
@@ -175,22 +177,7 @@ func ipv4Checksum(src, dst [4]byte, totalLen uint16) uint16 {
 	binary.BigEndian.PutUint16(h[2:], totalLen)
 	copy(h[12:], src[:])
 	copy(h[16:], dst[:])
-	return checksum(h)
-}
-
-// checksum is the Internet checksum of RFC 1071.
-func checksum(b []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		sum += uint32(b[len(b)-1]) << 8
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
+	return inet.Checksum(h)
 }
 
 // mix32 is a 32-bit integer hash (murmur3's finalizer).

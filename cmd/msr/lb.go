@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/msr-router/msr/internal/cli"
 	"github.com/msr-router/msr/lb"
@@ -66,21 +62,12 @@ func runLBAgent(file string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := newLogger()
 	a, err := lb.NewAgent(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		if err := a.Serve(ctx, cfg.Socket); err != nil {
-			log.Error("API", "err", err)
-		}
-	}()
-	log.Info("lb running", "name", cfg.Name, "socket", cfg.Socket)
-	return a.Run(ctx)
+	return runAgent("lb", cfg.Name, cfg.Socket, a, log)
 }
 
 func writeLBStatus(w io.Writer, s *lb.Status) {

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/msr-router/msr/internal/cli"
 	"github.com/msr-router/msr/router"
@@ -89,19 +85,10 @@ func runRouterAgent(file string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := newLogger()
 	a, err := router.NewAgent(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		if err := a.Serve(ctx, cfg.Socket); err != nil {
-			log.Error("API", "err", err)
-		}
-	}()
-	log.Info("router running", "name", cfg.Name, "socket", cfg.Socket)
-	return a.Run(ctx)
+	return runAgent("router", cfg.Name, cfg.Socket, a, log)
 }
