@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/internal/netns"
@@ -16,19 +17,22 @@ import (
 )
 
 // setupDUT prepares the device under test once its lab is up and the sink
-// is attached; it returns what undoes it. The linux and none DUTs are
-// ready as their lab files build them.
-func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (func(), error) {
+// is attached; it returns the DUT's XDP program (nil for none and linux),
+// whose run time the bench reads, and what undoes it.
+func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), error) {
 	switch dut {
 	case "lb":
-		_, undo, err := setupLB(spec)
-		return undo, err
+		dp, undo, err := setupLB(spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		return dp.Program(), undo, nil
 	case "router":
 		return setupRouter(spec, routes)
 	case "linux":
-		return func() {}, installLinuxRoutes(spec, routes)
+		return nil, func() {}, installLinuxRoutes(spec, routes)
 	}
-	return func() {}, nil
+	return nil, func() {}, nil
 }
 
 // installLinuxRoutes puts the routes into the Linux DUT's FIB, all via the
@@ -53,10 +57,10 @@ func installLinuxRoutes(spec *lab.Spec, routes []netip.Prefix) error {
 // external port (VLAN 10), one next hop (the generator's side, whose MAC
 // is the sink's), the routes (or 198.19.0.0/16, where the generator sends)
 // all through it.
-func setupRouter(spec *lab.Spec, routes []netip.Prefix) (func(), error) {
+func setupRouter(spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), error) {
 	genMAC, ok := spec.MAC(lab.Endpoint{Node: "gen", Iface: "g0"})
 	if !ok {
-		return nil, fmt.Errorf("lab %s: gen:g0 has no MAC", spec.Name)
+		return nil, nil, fmt.Errorf("lab %s: gen:g0 has no MAC", spec.Name)
 	}
 	if routes == nil {
 		routes = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
@@ -106,9 +110,9 @@ func setupRouter(spec *lab.Spec, routes []netip.Prefix) (func(), error) {
 	})
 	if err != nil {
 		undo()
-		return nil, err
+		return nil, nil, err
 	}
-	return undo, nil
+	return dp.Program(), undo, nil
 }
 
 // setupLB loads the LB data path on host dut: e0 external, i0 internal,

@@ -6,6 +6,9 @@ import (
 	"net"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/labs"
@@ -46,6 +49,7 @@ type FwdResult struct {
 	LossRatio       float64   `json:"loss_ratio"`
 	Routes          int       `json:"routes"`
 	FIBLoadSeconds  float64   `json:"fib_load_s"`
+	DUTNsPerPacket  float64   `json:"dut_ns_per_packet,omitempty"`
 	Reordered       uint64    `json:"reordered"`
 	FlowsSeen       int       `json:"flows_seen"`
 	Latency         LatencyUS `json:"latency_us"`
@@ -112,12 +116,25 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	}
 	defer sink.Close()
 	loadStart := time.Now()
-	undo, err := setupDUT(o.DUT, spec, routes)
+	prog, undo, err := setupDUT(o.DUT, spec, routes)
 	if err != nil {
 		return nil, err
 	}
 	defer undo()
 	fibLoad := time.Since(loadStart)
+	// The DUT program's own run time per packet, from the kernel's BPF
+	// statistics: unlike the rates, it does not depend on the generator.
+	var before *ebpf.ProgramStats
+	if prog != nil {
+		stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+		if err != nil {
+			return nil, fmt.Errorf("enable BPF statistics: %w", err)
+		}
+		defer stats.Close()
+		if before, err = prog.Stats(); err != nil {
+			return nil, err
+		}
+	}
 
 	var sent uint64
 	var elapsed time.Duration
@@ -148,6 +165,15 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 		return nil, err
 	}
 	r := result(o, sent, elapsed, rep)
+	if prog != nil {
+		after, err := prog.Stats()
+		if err != nil {
+			return nil, err
+		}
+		if n := after.RunCount - before.RunCount; n > 0 {
+			r.DUTNsPerPacket = float64(after.Runtime-before.Runtime) / float64(n)
+		}
+	}
 	r.Routes = len(routes)
 	if routes != nil {
 		r.FIBLoadSeconds = fibLoad.Seconds()
@@ -184,4 +210,10 @@ func (r *FwdResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  received %12.0f pps (%d frames, %.0f Mbit/s)\n", r.ReceivedPPS, r.ReceivedPackets, r.ReceivedMbps)
 	fmt.Fprintf(w, "  loss %.4f  reordered %d  flows seen %d\n", r.LossRatio, r.Reordered, r.FlowsSeen)
 	fmt.Fprintf(w, "  latency p50 %.1f us  p99 %.1f us  max %.1f us\n", r.Latency.P50, r.Latency.P99, r.Latency.Max)
+	if r.DUTNsPerPacket > 0 {
+		fmt.Fprintf(w, "  DUT program %.1f ns/packet (kernel.bpf_stats)\n", r.DUTNsPerPacket)
+	}
+	if r.Routes > 0 {
+		fmt.Fprintf(w, "  %d routes, loaded in %.1fs\n", r.Routes, r.FIBLoadSeconds)
+	}
 }
