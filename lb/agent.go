@@ -456,8 +456,14 @@ func (a *Agent) applyTable() error {
 
 func (a *Agent) sendHello() {
 	a.mu.Lock()
+	// The generation reported is the VCP's table this LB holds (0: none),
+	// so that the VCP sees an LB that restarted and pushes it again.
+	var gen uint32
+	if a.vcpTable != nil {
+		gen = a.vcpTable.generation
+	}
 	h := &dist.Hello{Role: dist.RoleLB, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond),
-		HoldMultiplier: a.cfg.HoldMultiplier, TableGeneration: a.tableGen, Name: a.cfg.Name}
+		HoldMultiplier: a.cfg.HoldMultiplier, TableGeneration: gen, Name: a.cfg.Name}
 	d := a.defaultPort()
 	for _, p := range a.ports {
 		st, err := a.dp.Stats(p.index)

@@ -26,6 +26,7 @@ var commands = map[string]command{
 	"bench":  benchCommand,
 	"lb":     lbCommand,
 	"router": routerCommand,
+	"vcp":    vcpCommand,
 }
 
 func main() {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/msr-router/msr/internal/cli"
+	"github.com/msr-router/msr/vcp"
+)
+
+var vcpCommand = command{
+	summary: "the virtual control plane: discovery, topology, LB ports and balancing tables",
+	usage: `  msr vcp --config FILE.yaml                 run it (on the interconnect)
+  msr vcp status --name NAME [-o json]       elements, LB tables
+  msr vcp drain|undrain BACKEND --name NAME  no new flows to a back-end, or again
+  (--socket PATH instead of --name)
+`,
+	run:  runVCP,
+	root: true,
+}
+
+func runVCP(args []string) error {
+	fs := flag.NewFlagSet("vcp", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	file := fs.String("config", "", "VCP configuration file")
+	name := fs.String("name", "", "VCP name")
+	socket := fs.String("socket", "", "API socket")
+	pos, _, err := cli.Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 && *file != "" {
+		cfg, err := vcp.LoadConfig(*file)
+		if err != nil {
+			return err
+		}
+		log := newLogger()
+		a, err := vcp.NewAgent(cfg, log)
+		if err != nil {
+			return err
+		}
+		return runAgent("vcp", cfg.Name, cfg.Socket, a, log)
+	}
+	path := *socket
+	if path == "" && *name != "" {
+		path = "/run/msr/vcp-" + *name + ".sock"
+	}
+	if path == "" {
+		return cli.Usagef("name the VCP with --name or --socket")
+	}
+	c := vcp.NewClient(path)
+	switch {
+	case len(pos) == 1 && pos[0] == "status":
+		var s vcp.Status
+		if err := c.Do("GET", "/status", nil, &s); err != nil {
+			return err
+		}
+		return out.Print(os.Stdout, &s, func(w io.Writer) {
+			for _, e := range s.Elements {
+				fmt.Fprintf(w, "%-7s %-10s %s alive %v capacity %d Mbit/s, last hello %d ms ago\n", e.Role, e.Name, e.MAC, e.Alive, e.Capacity, e.LastHelloMs)
+			}
+			for _, t := range s.Tables {
+				fmt.Fprintf(w, "table of %s: %s generation %d applied %v weights %v\n", t.LB, t.Mode, t.Generation, t.Applied, t.Weights)
+			}
+		})
+	case len(pos) == 2 && (pos[0] == "drain" || pos[0] == "undrain"):
+		var res map[string]string
+		return c.Do("POST", "/"+pos[0]+"?name="+url.QueryEscape(pos[1]), nil, &res)
+	}
+	return cli.Usagef("unknown vcp command %q", strings.Join(pos, " "))
+}

@@ -1,0 +1,312 @@
+package vcp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/msr-router/msr/dist"
+)
+
+// Agent is `msr vcp`: discovery, topology, balancing control.
+type Agent struct {
+	cfg    *FileConfig
+	conn   *dist.Conn
+	sender *dist.Sender
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	elements map[uint64]*element
+	drained  map[string]bool // back-end names
+	pushed   map[uint64]*lbPush
+}
+
+// element is one LB or back-end as its hellos describe it.
+type element struct {
+	id    uint64
+	mac   net.HardwareAddr // the source of its hellos
+	hello *dist.Hello
+	first time.Time
+	last  time.Time
+	alive bool
+}
+
+// lbPush is what the VCP last sent one LB.
+type lbPush struct {
+	generation uint32
+	table      string // identity of the entries and mode
+	ports      string // identity of the port settings
+	sent       time.Time
+}
+
+// NewAgent opens the VCP's DIST socket: call it in the VCP's namespace.
+func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
+	key, err := dist.ReadKeyFile(cfg.KeyFile, cfg.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
+		elements: map[uint64]*element{}, drained: map[string]bool{}, pushed: map[uint64]*lbPush{}}
+	if a.sender, err = dist.NewSender(cfg.ID, key); err != nil {
+		return nil, err
+	}
+	if a.conn, err = dist.Listen(cfg.Interface, dist.Keyring{key.ID: key.Secret}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Run receives hellos, announces the VCP and keeps every LB configured,
+// until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	go a.receive(ctx)
+	t := time.NewTicker(a.cfg.HelloInterval)
+	defer t.Stop()
+	for {
+		a.announce()
+		a.tick(time.Now())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Agent) receive(ctx context.Context) {
+	for ctx.Err() == nil {
+		f, err := a.conn.Recv(200 * time.Millisecond)
+		if errors.Is(err, dist.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			a.log.Error("receive DIST", "err", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if h, ok := f.Msg.(*dist.Hello); ok && h.Role != dist.RoleVCP {
+			a.heard(f.Header.Sender, f.Src, h)
+		}
+	}
+}
+
+// heard records a hello: a new element, or one that came back.
+func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	e := a.elements[id]
+	switch {
+	case e == nil:
+		e = &element{id: id, first: now}
+		a.elements[id] = e
+		a.log.Info("element appeared", "id", fmt.Sprintf("%#x", id), "role", roleName(h.Role), "name", h.Name)
+	case !e.alive:
+		a.log.Info("element came back", "name", h.Name)
+	}
+	e.mac, e.hello, e.last, e.alive = mac, h, now, true
+}
+
+func (a *Agent) hold(h *dist.Hello) time.Duration {
+	return time.Duration(h.HelloIntervalMs) * time.Millisecond * time.Duration(max(h.HoldMultiplier, 1))
+}
+
+// tick notices dead elements and pushes what each live LB should have.
+func (a *Agent) tick(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.elements {
+		if e.alive && now.Sub(e.last) > a.hold(e.hello) {
+			e.alive = false
+			a.log.Info("element died", "name", e.hello.Name)
+		}
+	}
+	for _, lb := range a.sorted(dist.RoleLB) {
+		if lb.alive {
+			a.configure(lb, now)
+		}
+	}
+}
+
+// sorted lists the elements of a role by name.
+func (a *Agent) sorted(role dist.Role) []*element {
+	var out []*element
+	for _, e := range a.elements {
+		if e.hello.Role == role {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].hello.Name < out[j].hello.Name })
+	return out
+}
+
+// configure sends one LB its port settings and table when they differ from
+// what was last sent, or when the LB reports another table generation
+// (it restarted). At most one push per hello interval per LB.
+func (a *Agent) configure(lb *element, now time.Time) {
+	p := a.pushed[lb.id]
+	if p == nil {
+		p = &lbPush{}
+		a.pushed[lb.id] = p
+	}
+	if now.Sub(p.sent) < a.cfg.HelloInterval {
+		return
+	}
+	ports := a.portSettings(lb)
+	if id := fmt.Sprint(ports); id != p.ports || !a.portsApplied(lb, ports) {
+		if err := a.send(lb.mac, &dist.PortConfig{Target: lb.id, Ports: ports}); err != nil {
+			a.log.Error("PORT_CONFIG", "lb", lb.hello.Name, "err", err)
+			return
+		}
+		p.ports, p.sent = id, now
+	}
+	mode, entries := a.table(lb)
+	id := fmt.Sprint(mode, entries)
+	if id == p.table && lb.hello.TableGeneration == p.generation {
+		return
+	}
+	p.generation++
+	if err := a.sendTable(lb, p.generation, mode, entries); err != nil {
+		a.log.Error("TABLE_UPDATE", "lb", lb.hello.Name, "err", err)
+		return
+	}
+	p.table, p.sent = id, now
+	a.log.Info("table pushed", "lb", lb.hello.Name, "generation", p.generation, "entries", len(entries))
+}
+
+// portSettings are an LB's ports as the router's config wants them: the
+// configured external ones, the others internal (keeping the LB's default).
+func (a *Agent) portSettings(lb *element) []dist.PortSetting {
+	var out []dist.PortSetting
+	for _, hp := range lb.hello.Ports {
+		s := dist.PortSetting{Index: hp.Index, Role: dist.PortInternal, MAC: hp.MAC, MTU: hp.MTU,
+			Flags: hp.Flags & dist.PortFlagDefaultInternal}
+		for _, ep := range a.cfg.ExternalPorts {
+			if mac, _ := net.ParseMAC(ep.MAC); ep.LB == lb.hello.Name && bytes.Equal(mac, hp.MAC) {
+				s.Role, s.VLAN, s.Prefix, s.Flags = dist.PortExternal, ep.VLAN, ep.Address, 0
+				if ep.MTU != 0 {
+					s.MTU = ep.MTU
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// portsApplied says whether the LB's hello shows the settings in force.
+func (a *Agent) portsApplied(lb *element, want []dist.PortSetting) bool {
+	for i, hp := range lb.hello.Ports {
+		w := want[i]
+		if hp.Role != w.Role || hp.VLAN != w.VLAN || hp.Prefix.Masked() != w.Prefix.Masked() || hp.Prefix.Addr() != w.Prefix.Addr() {
+			return false
+		}
+	}
+	return true
+}
+
+// table computes an LB's balancing table: every live, undrained back-end
+// through every internal port of the LB, weighted by capacity (configured,
+// else from its hellos), the largest 100.
+func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
+	mode := dist.BalanceMode(a.cfg.modeOf(lb.hello.Name))
+	var routers []*element
+	var maxCap uint32
+	for _, r := range a.sorted(dist.RoleRouter) {
+		if r.alive && !a.drained[r.hello.Name] && r.hello.Flags&dist.HelloFlagDraining == 0 {
+			routers = append(routers, r)
+			maxCap = max(maxCap, a.capacity(r))
+		}
+	}
+	var entries []dist.TableEntry
+	for _, hp := range lb.hello.Ports {
+		if hp.Role != dist.PortInternal {
+			continue
+		}
+		for _, r := range routers {
+			w := uint16(max(1, (uint64(a.capacity(r))*100+uint64(maxCap)/2)/uint64(max(maxCap, 1))))
+			entries = append(entries, dist.TableEntry{MAC: r.mac, Port: hp.Index, Weight: w})
+		}
+	}
+	return mode, entries
+}
+
+func (a *Agent) capacity(r *element) uint32 {
+	if b := a.cfg.Backends[r.hello.Name]; b != nil && b.CapacityMbps > 0 {
+		return b.CapacityMbps
+	}
+	return max(r.hello.Capacity, 1)
+}
+
+// sendTable sends a table in as many frames as it takes: FLUSH on the
+// first, LAST on the last (docs/dist.md).
+func (a *Agent) sendTable(lb *element, gen uint32, mode dist.BalanceMode, entries []dist.TableEntry) error {
+	for start := 0; ; start += dist.MaxTableEntries {
+		end := min(start+dist.MaxTableEntries, len(entries))
+		m := &dist.TableUpdate{Target: lb.id, Generation: gen, Mode: mode, Entries: entries[start:end]}
+		if start == 0 {
+			m.Flags |= dist.TableFlush
+		}
+		if end == len(entries) {
+			m.Flags |= dist.TableLast
+		}
+		if err := a.send(lb.mac, m); err != nil {
+			return err
+		}
+		if end == len(entries) {
+			return nil
+		}
+	}
+}
+
+func (a *Agent) send(dst net.HardwareAddr, m dist.Message) error {
+	f, err := a.sender.Seal(dst, a.conn.MAC(), m)
+	if err != nil {
+		return err
+	}
+	return a.conn.Send(f)
+}
+
+// announce tells every element where the VCP is.
+func (a *Agent) announce() {
+	if err := a.send(dist.GroupMAC, &dist.VCPAnnounce{State: dist.VCPActive, Priority: 100,
+		HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), APIAddr: netip.IPv4Unspecified()}); err != nil {
+		a.log.Error("announce", "err", err)
+	}
+}
+
+// Drain takes a back-end out of every table (no new flows to it), or puts
+// it back.
+func (a *Agent) Drain(name string, drain bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.elements {
+		if e.hello.Role == dist.RoleRouter && e.hello.Name == name {
+			a.drained[name] = drain
+			return nil
+		}
+	}
+	return fmt.Errorf("no back-end %q", name)
+}
+
+// Close releases the socket.
+func (a *Agent) Close() error { return a.conn.Close() }
+
+func roleName(r dist.Role) string {
+	switch r {
+	case dist.RoleLB:
+		return "lb"
+	case dist.RoleRouter:
+		return "router"
+	case dist.RoleVCP:
+		return "vcp"
+	}
+	return "unknown"
+}

@@ -1,0 +1,240 @@
+package vcp
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lab/labtest"
+	"github.com/msr-router/msr/lb"
+)
+
+// An LB whose ports are all "auto", three back-ends (r3 at half capacity)
+// and the VCP, on one switch. Everything the LB knows of its ports and its
+// back-ends comes from the VCP.
+const vcpLab = `name: t-vcp
+hosts:
+  lb1:
+    interfaces:
+      e0: {mac: "02:00:00:00:e0:00"}
+      i0: {mac: "02:00:00:00:10:00"}
+  ext:
+    interfaces:
+      eth0: {}
+  vcp:
+    interfaces:
+      eth0: {mac: "02:00:00:00:cc:01"}
+  r1:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:01"}
+  r2:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:02"}
+  r3:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:03"}
+switches:
+  sw: {}
+links:
+  - ends: [lb1:e0, ext:eth0]
+  - ends: [lb1:i0, sw:p0]
+  - ends: [vcp:eth0, sw:p1]
+  - ends: [r1:eth0, sw:p2]
+  - ends: [r2:eth0, sw:p3]
+  - ends: [r3:eth0, sw:p4]
+`
+
+var keyHex = strings.Repeat("7e", 32)
+
+type vcpLabT struct {
+	t      *testing.T
+	dir    string
+	vcp    *Agent
+	lb     *lb.Agent
+	lbStop func()
+	hellos map[string]context.CancelFunc
+}
+
+// run starts an agent's Run in the background; the returned func stops it.
+func run(f func(context.Context) error) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+func quiet() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func startVCPLab(t *testing.T) *vcpLabT {
+	labtest.Up(t, vcpLab)
+	l := &vcpLabT{t: t, dir: t.TempDir(), hellos: map[string]context.CancelFunc{}}
+	os.WriteFile(filepath.Join(l.dir, "key"), []byte(keyHex), 0o600)
+	for name, capacity := range map[string]uint32{"r1": 1000, "r2": 1000, "r3": 500} {
+		l.backend(name, capacity)
+	}
+	cfg := &FileConfig{Name: "t-vcp", KeyFile: filepath.Join(l.dir, "key"), Interface: "eth0", Mode: "maglev",
+		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}}}
+	if err := cfg.complete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Do(lab.Namespace("t-vcp", "vcp"), func() (err error) {
+		l.vcp, err = NewAgent(cfg, quiet())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stop := run(l.vcp.Run)
+	t.Cleanup(func() {
+		stop()
+		l.vcp.Close()
+		for _, h := range l.hellos {
+			h()
+		}
+	})
+	l.startLB()
+	t.Cleanup(func() { l.lbStop(); l.lb.Remove() })
+	return l
+}
+
+func (l *vcpLabT) startLB() {
+	path := filepath.Join(l.dir, "lb.yaml")
+	os.WriteFile(path, []byte("name: lb1\nkey_file: "+filepath.Join(l.dir, "key")+"\npin_dir: "+filepath.Join(netns.BPFFS, "msr-test-vcp-lb1")+
+		"\nsocket: "+filepath.Join(l.dir, "lb.sock")+"\nports:\n  e0: {role: auto}\n  i0: {role: auto, default: true}\n"), 0o644)
+	loaded, err := lb.LoadConfig(path)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := netns.Do(lab.Namespace("t-vcp", "lb1"), func() (err error) {
+		l.lb, err = lb.NewAgent(loaded, quiet())
+		return err
+	}); err != nil {
+		l.t.Fatal(err)
+	}
+	l.lbStop = run(l.lb.Run)
+}
+
+// backend makes a back-end stand-in: hellos of a router of capacity.
+func (l *vcpLabT) backend(name string, capacity uint32) {
+	secret, _ := hex.DecodeString(keyHex)
+	err := netns.Do(lab.Namespace("t-vcp", name), func() error {
+		c, err := dist.Listen("eth0", dist.Keyring{1: secret})
+		if err != nil {
+			return err
+		}
+		s, _ := dist.NewSender(uint64(name[1]), dist.Key{ID: 1, Secret: secret})
+		ctx, cancel := context.WithCancel(context.Background())
+		l.hellos[name] = cancel
+		go func() {
+			defer c.Close()
+			for ctx.Err() == nil {
+				f, _ := s.Seal(dist.GroupMAC, c.MAC(), &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: capacity, Name: name})
+				c.Send(f)
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		return nil
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// waitShares waits until the LB's table has exactly these slot shares per
+// back-end MAC (relative), and its ports are as the VCP set them.
+func (l *vcpLabT) waitShares(what string, want map[string]int) *lb.Status {
+	l.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := l.lb.Status()
+		if sharesMatch(st.Table.Shares, want) && st.Ports[0].Role == "external" && st.Ports[0].VLAN == 10 &&
+			st.Ports[0].Address == "192.0.2.1/24" && st.Ports[1].Role == "internal" && st.VCPMAC == "02:00:00:00:cc:01" {
+			return st
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("%s: LB table %v (want proportions %v), ports %+v %+v, VCP %q\nVCP status %+v", what, st.Table.Shares, want,
+				st.Ports[0], st.Ports[1], st.VCPMAC, l.vcp.Status())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sharesMatch compares slot counts with proportions within 3% (Maglev
+// tables are not exact).
+func sharesMatch(got map[string]int, want map[string]int) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	total, wtotal := 0, 0
+	for k, v := range want {
+		total += got[k]
+		wtotal += v
+	}
+	for k, v := range want {
+		g := float64(got[k]) / float64(total)
+		w := float64(v) / float64(wtotal)
+		if g < w-0.03 || g > w+0.03 {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	macR1 = "02:00:00:00:b0:01"
+	macR2 = "02:00:00:00:b0:02"
+	macR3 = "02:00:00:00:b0:03"
+)
+
+// TestVCPDrivesLB: the VCP discovers the LB and the back-ends, configures
+// the LB's ports, pushes a table weighted by capacity, follows a drain, a
+// back-end's death, and an LB restart.
+func TestVCPDrivesLB(t *testing.T) {
+	l := startVCPLab(t)
+	l.waitShares("start", map[string]int{macR1: 2, macR2: 2, macR3: 1})
+	st := l.vcp.Status()
+	if len(st.Elements) != 4 || len(st.Tables) != 1 || st.Tables[0].Weights["r3"]*2 != st.Tables[0].Weights["r1"] {
+		t.Errorf("VCP status: %+v", st)
+	}
+
+	if err := l.vcp.Drain("r2", true); err != nil {
+		t.Fatal(err)
+	}
+	l.waitShares("r2 drained", map[string]int{macR1: 2, macR3: 1})
+	if err := l.vcp.Drain("r9", true); err == nil {
+		t.Error("draining a back-end that does not exist succeeded")
+	}
+	l.vcp.Drain("r2", false)
+	l.waitShares("r2 back", map[string]int{macR1: 2, macR2: 2, macR3: 1})
+
+	l.hellos["r3"]()
+	l.waitShares("r3 dead", map[string]int{macR1: 1, macR2: 1})
+	for _, e := range l.vcp.Status().Elements {
+		if e.Name == "r3" && e.Alive {
+			t.Error("the VCP still thinks r3 is alive")
+		}
+	}
+
+	// A new LB agent starts with nothing from the VCP: the VCP sees its
+	// hello report no table, and pushes ports and table again.
+	l.lbStop()
+	l.lb.Close()
+	l.startLB()
+	l.waitShares("LB restarted", map[string]int{macR1: 1, macR2: 1})
+	if applied := l.vcp.Status().Tables[0].Applied; !applied {
+		time.Sleep(300 * time.Millisecond)
+		if !l.vcp.Status().Tables[0].Applied {
+			t.Error("the VCP does not see its table applied after the LB restart")
+		}
+	}
+}

@@ -1,0 +1,134 @@
+// Package vcp is msr's virtual control plane: the element that makes the
+// cluster one router. This part discovers the elements from their DIST
+// hellos, keeps the topology, announces itself, and computes and pushes
+// every LB's port configuration and balancing table.
+package vcp
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/msr-router/msr/internal/config"
+)
+
+// FileConfig is `msr vcp --config FILE.yaml`: the router as a whole.
+type FileConfig struct {
+	Name           string        `yaml:"name" msr:"required"`
+	ID             uint64        `yaml:"id"`
+	KeyFile        string        `yaml:"key_file" msr:"required"`
+	KeyID          uint8         `yaml:"key_id"`
+	Interface      string        `yaml:"interface" msr:"required"` // on the interconnect
+	HelloInterval  time.Duration `yaml:"hello_interval"`
+	HoldMultiplier uint8         `yaml:"hold_multiplier"`
+	Socket         string        `yaml:"socket"`
+	// Mode is the balancing mode of every LB not named in LBs.
+	Mode          string                    `yaml:"mode"`
+	LBs           map[string]*LBConfig      `yaml:"lbs"`
+	ExternalPorts []ExternalPortConfig      `yaml:"external_ports"`
+	Backends      map[string]*BackendConfig `yaml:"backends"`
+	Pos           config.Pos                `yaml:"-"`
+}
+
+// LBConfig is what is particular to one LB.
+type LBConfig struct {
+	Mode string     `yaml:"mode"`
+	Pos  config.Pos `yaml:"-"`
+}
+
+// ExternalPortConfig makes one port of one LB an external port of the
+// router. The port is named by its MAC (`msr lb status` shows them).
+type ExternalPortConfig struct {
+	LB      string       `yaml:"lb" msr:"required"`
+	MAC     string       `yaml:"mac" msr:"required"`
+	Address netip.Prefix `yaml:"address" msr:"required"`
+	VLAN    uint16       `yaml:"vlan" msr:"required"`
+	MTU     uint16       `yaml:"mtu"`
+	Pos     config.Pos   `yaml:"-"`
+}
+
+// BackendConfig overrides what a back-end says of itself.
+type BackendConfig struct {
+	// CapacityMbps replaces the capacity in its hellos (0: keep it).
+	CapacityMbps uint32     `yaml:"capacity_mbps"`
+	Pos          config.Pos `yaml:"-"`
+}
+
+// LoadConfig reads and checks a VCP config file.
+func LoadConfig(path string) (*FileConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read vcp config: %w", err)
+	}
+	c := &FileConfig{}
+	if err := config.Decode(path, data, c); err != nil {
+		return nil, err
+	}
+	return c, c.complete()
+}
+
+var modes = map[string]uint8{"wrr": 1, "hash": 2, "maglev": 3}
+
+func (c *FileConfig) complete() error {
+	if c.ID == 0 {
+		h := fnv.New64a()
+		h.Write([]byte("vcp/" + c.Name))
+		c.ID = h.Sum64()
+	}
+	if c.KeyID == 0 {
+		c.KeyID = 1
+	}
+	if c.HelloInterval == 0 {
+		c.HelloInterval = 100 * time.Millisecond
+	}
+	if c.HoldMultiplier == 0 {
+		c.HoldMultiplier = 3
+	}
+	if c.Socket == "" {
+		c.Socket = "/run/msr/vcp-" + c.Name + ".sock"
+	}
+	if c.Mode == "" {
+		c.Mode = "hash"
+	}
+	if _, ok := modes[c.Mode]; !ok {
+		return c.Pos.Errorf("mode %q: wrr, hash or maglev", c.Mode)
+	}
+	for name, l := range c.LBs {
+		if _, ok := modes[l.Mode]; !ok && l.Mode != "" {
+			return l.Pos.Errorf("lb %s: mode %q: wrr, hash or maglev", name, l.Mode)
+		}
+	}
+	vlans := map[uint16]config.Pos{}
+	macs := map[string]config.Pos{}
+	for _, p := range c.ExternalPorts {
+		mac, err := net.ParseMAC(p.MAC)
+		if err != nil {
+			return p.Pos.Errorf("port MAC %q: %v", p.MAC, err)
+		}
+		if prev, dup := macs[mac.String()]; dup {
+			return p.Pos.Errorf("port %s is already configured at %s", mac, prev)
+		}
+		macs[mac.String()] = p.Pos
+		if p.VLAN == 0 || p.VLAN > 4094 || !p.Address.Addr().Is4() {
+			return p.Pos.Errorf("external port %s: VLAN 1-4094 and an IPv4 address", mac)
+		}
+		// A VLAN names one external port of the whole router (seed 000
+		// §4.5): two LBs cannot share one.
+		if prev, dup := vlans[p.VLAN]; dup {
+			return p.Pos.Errorf("VLAN %d is already the port at %s", p.VLAN, prev)
+		}
+		vlans[p.VLAN] = p.Pos
+	}
+	return nil
+}
+
+// modeOf is the balancing mode of an LB.
+func (c *FileConfig) modeOf(lb string) uint8 {
+	if l := c.LBs[lb]; l != nil && l.Mode != "" {
+		return modes[l.Mode]
+	}
+	return modes[c.Mode]
+}

@@ -1,0 +1,68 @@
+package vcp
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const goodVCP = `name: vcp1
+key_file: /etc/msr/key
+interface: eth0
+mode: hash
+lbs:
+  lb2: {mode: maglev}
+external_ports:
+  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+  - {lb: lb2, mac: "02:00:00:00:e2:00", address: 198.51.100.1/24, vlan: 11, mtu: 1500}
+backends:
+  r3: {capacity_mbps: 500}
+`
+
+func load(t *testing.T, text string) (*FileConfig, error) {
+	path := filepath.Join(t.TempDir(), "vcp.yaml")
+	os.WriteFile(path, []byte(text), 0o644)
+	return LoadConfig(path)
+}
+
+func TestLoadConfig(t *testing.T) {
+	c, err := load(t, goodVCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.modeOf("lb1") != 2 || c.modeOf("lb2") != 3 || c.ID == 0 || c.HelloInterval == 0 {
+		t.Errorf("%+v", c)
+	}
+	cases := []struct{ edit, want string }{
+		{"vlan: 11", "vlan: 10"},                             // two ports, one VLAN
+		{`"02:00:00:00:e2:00"`, `"02:00:00:00:e0:00"`},       // one port twice
+		{"mode: hash", "mode: random"},                       // bad mode
+		{"{mode: maglev}", "{mode: fast}"},                   // bad LB mode
+		{"vlan: 10}", "vlan: 5000}"},                         // VLAN range
+		{"capacity_mbps: 500", "capacity: 500"},              // unknown key
+		{"interface: eth0\n", ""},                            // missing key
+		{"address: 192.0.2.1/24", "address: 2001:db8::1/64"}, // not IPv4
+	}
+	msgs := []string{"VLAN 10 is already", "is already configured", "mode \"random\"", "mode \"fast\"", "VLAN 1-4094",
+		"unknown key \"capacity\"", "missing required key \"interface\"", "VLAN 1-4094 and an IPv4"}
+	for i, c := range cases {
+		text := strings.Replace(goodVCP, c.edit, c.want, 1)
+		_, err := load(t, text)
+		if err == nil || !strings.Contains(err.Error(), msgs[i]) || !strings.Contains(err.Error(), "vcp.yaml:") {
+			t.Errorf("case %d: %v, want %q with a position", i, err, msgs[i])
+		}
+	}
+}
+
+// FuzzLoadConfig: no file makes the loader panic; refusals say where.
+func FuzzLoadConfig(f *testing.F) {
+	f.Add([]byte(goodVCP))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "f.yaml")
+		os.WriteFile(path, data, 0o644)
+		if _, err := LoadConfig(path); err != nil && !strings.Contains(err.Error(), "f.yaml:") {
+			t.Fatalf("error without a position: %v", err)
+		}
+	})
+}
