@@ -63,3 +63,4 @@ FUZZTIME ?= 60s
 fuzz: deps
 	$(GO) test ./dist -run '^$$' -fuzz FuzzUnmarshal -fuzztime $(FUZZTIME)
 	$(GO) test ./lab -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
+	$(GO) test ./vcp -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME)
