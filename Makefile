@@ -49,11 +49,14 @@ bench: build
 	$(GO) test -run '^$$' -bench . ./router
 
 # demo is the main job. Until the whole router exists it runs the baseline
-# benchmark: the instrument's ceiling and Linux forwarding, side by side.
+# benchmark: the instrument's ceiling and Linux forwarding, and beside them
+# the parts built so far (the LB's and a back-end's data paths).
 demo: build
-	@echo "msr demo: the whole router is not built yet; running the baseline benchmark (instrument ceiling, then Linux kernel forwarding)"
+	@echo "msr demo: the whole router is not built yet; running the baseline benchmark (instrument ceiling, Linux kernel forwarding) and the LB and back-end data paths beside it"
 	$(BIN) bench fwd --dut none --flows 1000 --duration 5s
 	$(BIN) bench fwd --dut linux --flows 1000 --duration 5s
+	$(BIN) bench fwd --dut lb --flows 1000 --duration 5s
+	$(BIN) bench fwd --dut router --flows 1000 --duration 5s --fib pyasn
 
 clean:
 	rm -rf bin

@@ -183,6 +183,20 @@ func (a *Agent) program(ifi *net.Interface) error {
 			return fmt.Errorf("%s: %w", r.Pos, err)
 		}
 	}
+	for _, f := range a.cfg.RouteFiles {
+		ps, err := LoadPrefixes(f.File)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Pos, err)
+		}
+		// Longest-first order would rewrite entries more often; the FIB
+		// takes them shortest first.
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Bits() < ps[j].Bits() })
+		for _, p := range ps {
+			if err := a.setRoute(p, f.Via); err != nil {
+				return fmt.Errorf("%s: %s: %w", f.Pos, f.File, err)
+			}
+		}
+	}
 	return a.save()
 }
 

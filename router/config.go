@@ -20,14 +20,17 @@ type FileConfig struct {
 	KeyID    uint8  `yaml:"key_id"`
 	Internal string `yaml:"internal" msr:"required"` // the interface on the interconnect
 	// Capacity in Mbit/s, announced in hellos: the VCP's basis for weights.
-	Capacity        uint32                 `yaml:"capacity_mbps"`
-	PinDir          string                 `yaml:"pin_dir"`
-	Socket          string                 `yaml:"socket"`
-	HelloInterval   time.Duration          `yaml:"hello_interval"`
-	Ports           map[string]*PortConfig `yaml:"ports" msr:"required"`
-	Routes          []RouteConfig          `yaml:"routes"`
-	ACL             []ACLConfig            `yaml:"acl"`
-	RouterAddresses []netip.Addr           `yaml:"router_addresses"`
+	Capacity      uint32                 `yaml:"capacity_mbps"`
+	PinDir        string                 `yaml:"pin_dir"`
+	Socket        string                 `yaml:"socket"`
+	HelloInterval time.Duration          `yaml:"hello_interval"`
+	Ports         map[string]*PortConfig `yaml:"ports" msr:"required"`
+	Routes        []RouteConfig          `yaml:"routes"`
+	// RouteFiles load many routes at once: every prefix of a pyasn-format
+	// file (such as a RouteViews snapshot), via the file's gateways.
+	RouteFiles      []RouteFileConfig `yaml:"route_files"`
+	ACL             []ACLConfig       `yaml:"acl"`
+	RouterAddresses []netip.Addr      `yaml:"router_addresses"`
 	// ICMPRate bounds the ICMP errors sent per second (RFC 1812 §4.3.2.8).
 	ICMPRate int        `yaml:"icmp_rate"`
 	Pos      config.Pos `yaml:"-"`
@@ -47,6 +50,13 @@ type RouteConfig struct {
 	To  netip.Prefix `yaml:"to" msr:"required"`
 	Via []netip.Addr `yaml:"via" msr:"required"`
 	Pos config.Pos   `yaml:"-"`
+}
+
+// RouteFileConfig is a file of prefixes routed via the same gateways.
+type RouteFileConfig struct {
+	File string       `yaml:"file" msr:"required"`
+	Via  []netip.Addr `yaml:"via" msr:"required"`
+	Pos  config.Pos   `yaml:"-"`
 }
 
 // ACLConfig is one rule; rules apply in order, the first match decides.
@@ -124,6 +134,16 @@ func (c *FileConfig) complete() error {
 		for _, gw := range r.Via {
 			if _, ok := c.portFor(gw); !ok {
 				return r.Pos.Errorf("route to %s: gateway %s is on no port's subnet", r.To, gw)
+			}
+		}
+	}
+	for _, f := range c.RouteFiles {
+		if len(f.Via) == 0 || len(f.Via) > ECMPMax {
+			return f.Pos.Errorf("route file %s: 1 to %d gateways", f.File, ECMPMax)
+		}
+		for _, gw := range f.Via {
+			if _, ok := c.portFor(gw); !ok {
+				return f.Pos.Errorf("route file %s: gateway %s is on no port's subnet", f.File, gw)
 			}
 		}
 	}
