@@ -33,6 +33,10 @@ type FwdOptions struct {
 	// (the RouteViews table, cut or grown with its length distribution),
 	// or a pyasn-format file. The flows' destinations are spread over it.
 	FIB string
+	// ProgStats turns on the kernel's BPF statistics for the run and
+	// reports the DUT program's run time per packet. They cost two clock
+	// reads per packet, so rates are lower with them.
+	ProgStats bool
 }
 
 // FwdResult is what `msr bench fwd` reports.
@@ -125,6 +129,9 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	// The DUT program's own run time per packet, from the kernel's BPF
 	// statistics: unlike the rates, it does not depend on the generator.
 	var before *ebpf.ProgramStats
+	if !o.ProgStats {
+		prog = nil
+	}
 	if prog != nil {
 		stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 var benchCommand = command{
 	summary: "measure forwarding: msr's own RFC 2544-style instrument",
 	usage: `  msr bench fwd --dut none|linux|lb|router [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
-                [--fib pyasn|N|FILE] [-o json]
+                [--fib pyasn|N|FILE] [--prog-stats] [-o json]
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
@@ -39,6 +39,7 @@ func runBench(args []string) error {
 	fs.IntVar(&o.Flows, "flows", 1, "number of flows, 1..65536")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
 	fs.Float64Var(&o.Rate, "rate", 0, "offered frames per second; 0 is flat out")
+	fs.BoolVar(&o.ProgStats, "prog-stats", false, "report the DUT program's ns/packet from kernel BPF statistics (lowers rates)")
 	fs.StringVar(&o.FIB, "fib", "", "routes in the DUT (linux, router): pyasn, a number of prefixes, or a pyasn-format file")
 	pos, _, err := cli.Parse(fs, args[1:])
 	if err != nil {
