@@ -68,12 +68,17 @@ func TestProg(t *testing.T) {
 // flows spread over them: every flow must come through.
 func TestFwdFIB(t *testing.T) {
 	for _, dut := range []string{"router", "linux"} {
-		r, err := Fwd(FwdOptions{DUT: dut, Size: 64, Flows: 100, Duration: time.Second, FIB: "10000"})
+		r, err := Fwd(FwdOptions{DUT: dut, Size: 64, Flows: 100, Duration: time.Second, FIB: "10000", ProgStats: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Routes != 10000 || r.FlowsSeen != 100 || r.ReceivedPackets == 0 {
 			t.Errorf("%s: %+v", dut, r)
+		}
+		// The router's program time comes from BPF statistics; Linux has
+		// no program.
+		if (dut == "router") != (r.DUTNsPerPacket > 0) {
+			t.Errorf("%s: DUT ns/packet %v", dut, r.DUTNsPerPacket)
 		}
 	}
 	if _, err := Fwd(FwdOptions{DUT: "lb", Size: 64, Flows: 1, Duration: time.Second, FIB: "10"}); err == nil {
