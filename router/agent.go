@@ -38,7 +38,6 @@ type Agent struct {
 
 	mu       sync.Mutex
 	ports    []Port // by index
-	routes   map[netip.Prefix][]netip.Addr
 	nhIDs    map[nhKey]uint32
 	nhs      map[uint32]nhKey
 	groupIDs map[string]uint32
@@ -80,7 +79,7 @@ const (
 // NewAgent sets the back-end up: call it inside its network namespace.
 func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
-		routes: map[netip.Prefix][]netip.Addr{}, nhIDs: map[nhKey]uint32{}, nhs: map[uint32]nhKey{},
+		nhIDs: map[nhKey]uint32{}, nhs: map[uint32]nhKey{},
 		groupIDs: map[string]uint32{}, groups: map[uint32][]uint32{}, neigh: map[NeighborKey]*neighbor{},
 		pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{},
 		icmp: tokenBucket{rate: float64(cfg.ICMPRate), burst: float64(cfg.ICMPRate), tokens: float64(cfg.ICMPRate)}}
@@ -253,10 +252,6 @@ func (a *Agent) DeleteRoute(p netip.Prefix) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p = p.Masked()
-	if _, ok := a.routes[p]; !ok {
-		return fmt.Errorf("no route %s", p)
-	}
-	delete(a.routes, p)
 	if err := a.dp.FIB.Delete(p); err != nil {
 		return err
 	}
@@ -286,11 +281,7 @@ func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	if err := a.dp.FIB.Set(p, g); err != nil {
-		return err
-	}
-	a.routes[p] = via
-	return nil
+	return a.dp.FIB.Set(p, g)
 }
 
 func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
@@ -437,20 +428,19 @@ type RouteInfo struct {
 	Port   string   `json:"port,omitempty"` // connected
 }
 
-// Routes lists the routes, sorted.
+// Routes lists the routes, sorted: the FIB's, each with its next hops.
 func (a *Agent) Routes() []RouteInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	names := a.cfg.PortNames()
 	var out []RouteInfo
-	for p, via := range a.routes {
+	for p, g := range a.dp.FIB.Routes() {
 		ri := RouteInfo{Prefix: p.String()}
-		for _, gw := range via {
-			ri.Via = append(ri.Via, gw.String())
-		}
-		if via == nil {
-			if port, ok := a.portOf(p.Addr()); ok {
-				ri.Port = names[port]
+		for _, id := range a.groups[g] {
+			if k := a.nhs[id]; k.gw.IsValid() {
+				ri.Via = append(ri.Via, k.gw.String())
+			} else {
+				ri.Port = names[k.port]
 			}
 		}
 		out = append(out, ri)
@@ -476,7 +466,7 @@ func (a *Agent) Status() *Status {
 	st, _ := a.dp.Stats(len(a.cfg.ACL))
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &Status{Name: a.cfg.Name, ID: a.cfg.ID, Routes: len(a.routes), Tbl8Used: a.dp.FIB.Tbl8Used(),
+	s := &Status{Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(),
 		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()

@@ -10,11 +10,11 @@ import (
 
 // savedState is what the agent writes after every change, so that a
 // restarted agent can adopt the data path it left (pinned maps) instead of
-// rebuilding it: the routes and the ids it gave next hops and groups.
+// rebuilding it: the FIB's routes, and the ids it gave next hops and groups.
 type savedState struct {
-	Routes   map[string][]netip.Addr `json:"routes"` // prefix -> gateways (none: connected)
-	NextHops []savedNextHop          `json:"nexthops"`
-	Groups   map[uint32][]uint32     `json:"groups"`
+	Routes   map[string]uint32   `json:"routes"` // prefix -> next-hop group
+	NextHops []savedNextHop      `json:"nexthops"`
+	Groups   map[uint32][]uint32 `json:"groups"`
 }
 
 type savedNextHop struct {
@@ -30,9 +30,10 @@ func (a *Agent) statePath() string {
 
 // save writes the state (called with a.mu held or before Run).
 func (a *Agent) save() error {
-	s := savedState{Routes: map[string][]netip.Addr{}, Groups: a.groups}
-	for p, via := range a.routes {
-		s.Routes[p.String()] = via
+	routes := a.dp.FIB.Routes()
+	s := savedState{Routes: make(map[string]uint32, len(routes)), Groups: a.groups}
+	for p, g := range routes {
+		s.Routes[p.String()] = g
 	}
 	for k, id := range a.nhIDs {
 		s.NextHops = append(s.NextHops, savedNextHop{ID: id, GW: k.gw, Port: k.port})
@@ -73,57 +74,19 @@ func (a *Agent) adopt() bool {
 	for id, ids := range s.Groups {
 		groupIDs[fmt.Sprint(ids)] = id
 	}
-	routes := map[netip.Prefix][]netip.Addr{}
-	fib := map[netip.Prefix]uint32{}
-	for ps, via := range s.Routes {
+	fib := make(map[netip.Prefix]uint32, len(s.Routes))
+	for ps, g := range s.Routes {
 		p, err := netip.ParsePrefix(ps)
-		if err != nil {
+		if err != nil || s.Groups[g] == nil {
 			return false
 		}
-		g, ok := a.groupOfSaved(p, via, nhIDs, groupIDs)
-		if !ok {
-			return false
-		}
-		routes[p], fib[p] = via, g
+		fib[p] = g
 	}
 	if err := a.dp.FIB.Adopt(fib); err != nil {
 		a.log.Warn("rebuilding the FIB", "err", err)
 		return false
 	}
-	a.nhIDs, a.nhs, a.groupIDs, a.groups, a.routes = nhIDs, nhs, groupIDs, s.Groups, routes
-	if a.groups == nil {
-		a.groups = map[uint32][]uint32{}
-	}
-	a.log.Info("adopted the running data path", "routes", len(routes))
+	a.nhIDs, a.nhs, a.groupIDs, a.groups = nhIDs, nhs, groupIDs, s.Groups
+	a.log.Info("adopted the running data path", "routes", len(fib))
 	return true
-}
-
-// groupOfSaved finds the saved group id of a saved route.
-func (a *Agent) groupOfSaved(p netip.Prefix, via []netip.Addr, nhIDs map[nhKey]uint32, groupIDs map[string]uint32) (uint32, bool) {
-	var keys []nhKey
-	if len(via) == 0 {
-		port, ok := a.portOf(p.Addr())
-		if !ok {
-			return 0, false
-		}
-		keys = append(keys, nhKey{port: port})
-	}
-	for _, gw := range via {
-		port, ok := a.portOf(gw)
-		if !ok {
-			return 0, false
-		}
-		keys = append(keys, nhKey{gw: gw, port: port})
-	}
-	ids := make([]uint32, 0, len(keys))
-	for _, k := range keys {
-		id, ok := nhIDs[k]
-		if !ok {
-			return 0, false
-		}
-		ids = append(ids, id)
-	}
-	sortIDs(ids)
-	g, ok := groupIDs[fmt.Sprint(ids)]
-	return g, ok
 }
