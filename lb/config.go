@@ -1,11 +1,9 @@
 package lb
 
 import (
-	"fmt"
 	"hash/fnv"
 	"net"
 	"net/netip"
-	"os"
 	"sort"
 	"time"
 
@@ -63,12 +61,8 @@ const (
 
 // LoadConfig reads and checks an LB config file.
 func LoadConfig(path string) (*FileConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read lb config: %w", err)
-	}
 	c := &FileConfig{}
-	if err := config.Decode(path, data, c); err != nil {
+	if err := config.DecodeFile(path, c); err != nil {
 		return nil, err
 	}
 	if err := c.complete(); err != nil {

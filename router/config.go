@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
-	"os"
 	"sort"
 	"time"
 
@@ -72,12 +71,8 @@ type ACLConfig struct {
 
 // LoadConfig reads and checks a router config file.
 func LoadConfig(path string) (*FileConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read router config: %w", err)
-	}
 	c := &FileConfig{}
-	if err := config.Decode(path, data, c); err != nil {
+	if err := config.DecodeFile(path, c); err != nil {
 		return nil, err
 	}
 	return c, c.complete()

@@ -5,11 +5,9 @@
 package vcp
 
 import (
-	"fmt"
 	"hash/fnv"
 	"net"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/msr-router/msr/internal/config"
@@ -59,12 +57,8 @@ type BackendConfig struct {
 
 // LoadConfig reads and checks a VCP config file.
 func LoadConfig(path string) (*FileConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read vcp config: %w", err)
-	}
 	c := &FileConfig{}
-	if err := config.Decode(path, data, c); err != nil {
+	if err := config.DecodeFile(path, c); err != nil {
 		return nil, err
 	}
 	return c, c.complete()

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/msr-router/msr/internal/cli"
 )
 
 // agent is what `msr lb` and `msr router` run: serve the local API, work
@@ -31,3 +33,14 @@ func runAgent(what, name, socket string, a agent, log *slog.Logger) error {
 }
 
 func newLogger() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)) }
+
+// agentSocket is the API socket of the agent kind named name, or socket.
+func agentSocket(kind, name, socket string) (string, error) {
+	switch {
+	case socket != "":
+		return socket, nil
+	case name != "":
+		return "/run/msr/" + kind + "-" + name + ".sock", nil
+	}
+	return "", cli.Usagef("name the %s with --name or --socket", kind)
+}

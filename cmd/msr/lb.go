@@ -33,12 +33,9 @@ func runLB(args []string) error {
 	}
 	switch {
 	case len(pos) == 1 && pos[0] == "status":
-		path := *socket
-		if path == "" && *name != "" {
-			path = "/run/msr/lb-" + *name + ".sock"
-		}
-		if path == "" {
-			return cli.Usagef("lb status needs --name or --socket")
+		path, err := agentSocket("lb", *name, *socket)
+		if err != nil {
+			return err
 		}
 		s, err := lb.FetchStatus(path)
 		if err != nil {

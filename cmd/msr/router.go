@@ -38,12 +38,9 @@ func runRouter(args []string) error {
 	if len(pos) == 0 && *file != "" {
 		return runRouterAgent(*file)
 	}
-	path := *socket
-	if path == "" && *name != "" {
-		path = "/run/msr/router-" + *name + ".sock"
-	}
-	if path == "" {
-		return cli.Usagef("name the router with --name or --socket")
+	path, err := agentSocket("router", *name, *socket)
+	if err != nil {
+		return err
 	}
 	c := router.NewClient(path)
 	switch {

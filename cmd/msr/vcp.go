@@ -45,12 +45,9 @@ func runVCP(args []string) error {
 		}
 		return runAgent("vcp", cfg.Name, cfg.Socket, a, log)
 	}
-	path := *socket
-	if path == "" && *name != "" {
-		path = "/run/msr/vcp-" + *name + ".sock"
-	}
-	if path == "" {
-		return cli.Usagef("name the VCP with --name or --socket")
+	path, err := agentSocket("vcp", *name, *socket)
+	if err != nil {
+		return err
 	}
 	c := vcp.NewClient(path)
 	switch {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"sort"
 	"strconv"
@@ -47,6 +48,15 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// DecodeFile reads path and decodes it into out, as Decode.
+func DecodeFile(path string, out any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return Decode(path, data, out)
+}
 
 // Decode parses one YAML document from data (read from file, used in
 // messages) into out, a pointer to a struct.
