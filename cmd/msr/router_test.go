@@ -75,7 +75,7 @@ socket: /run/msr/t-rt-` + name + `.sock
 capacity_mbps: 1000
 ports:
   net1: {vlan: 10, address: 192.0.2.1/24}
-  net2: {vlan: 11, address: 198.51.100.1/24}
+  net2: {vlan: 11, address: 198.51.100.1/24, mtu: 1000}
 acl:
   - {action: deny, proto: udp, dst: 198.51.100.20/32, dport: "9999"}
 `
@@ -159,6 +159,16 @@ backends:
 	out, _ = exec("h1", "ping", "-c", "1", "-w", "3", "203.0.113.5")
 	if !strings.Contains(out, "From 192.0.2.1") || !strings.Contains(out, "Unreachable") {
 		t.Errorf("ping without a route:\n%s", out)
+	}
+
+	// Towards h2 the router's port has MTU 1000: a larger packet without DF
+	// is fragmented by the slow path and h2 answers it; with DF the sender
+	// hears Fragmentation Needed with the MTU.
+	if out, code := exec("h1", "ping", "-c", "1", "-w", "5", "-M", "dont", "-s", "1300", "198.51.100.20"); code != 0 || !strings.Contains(out, "1308 bytes from 198.51.100.20") {
+		t.Errorf("ping with 1300 bytes across a 1000-byte MTU (exit %d):\n%s", code, out)
+	}
+	if out, _ := exec("h1", "ping", "-c", "1", "-w", "3", "-M", "do", "-s", "1300", "198.51.100.20"); !strings.Contains(out, "mtu = 1000") {
+		t.Errorf("DF set across a 1000-byte MTU: no Fragmentation Needed with mtu = 1000:\n%s", out)
 	}
 
 	// The ACL drops UDP to h2:9999, counted on whichever back-end got it.
