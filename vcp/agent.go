@@ -17,10 +17,11 @@ import (
 
 // Agent is `msr vcp`: discovery, topology, balancing control.
 type Agent struct {
-	cfg    *FileConfig
-	conn   *dist.Conn
-	sender *dist.Sender
-	log    *slog.Logger
+	cfg     *FileConfig
+	conn    *dist.Conn
+	sender  *dist.Sender
+	mirrors *Mirrors
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	elements map[uint64]*element
@@ -60,6 +61,10 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	if a.conn, err = dist.Listen(cfg.Interface, dist.Keyring{key.ID: key.Secret}); err != nil {
 		return nil, err
 	}
+	if a.mirrors, err = NewMirrors(cfg.Interface, cfg.ExternalPorts); err != nil {
+		a.conn.Close()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -67,6 +72,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 // until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	go a.receive(ctx)
+	go a.mirrors.Run(ctx)
 	t := time.NewTicker(a.cfg.HelloInterval)
 	defer t.Stop()
 	for {
@@ -296,7 +302,8 @@ func (a *Agent) Drain(name string, drain bool) error {
 	return fmt.Errorf("no back-end %q", name)
 }
 
-// Close releases the socket.
+// Close releases the DIST socket (the mirrors' sockets close when Run
+// ends).
 func (a *Agent) Close() error { return a.conn.Close() }
 
 func roleName(r dist.Role) string {

@@ -1,0 +1,277 @@
+package vcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mirrors give the VCP's routing suite one interface per external port of
+// the router, carrying that port's address, as if the ports were its own
+// (seed 003: the control plane sees the router's interfaces).
+//
+// Each mirror is a veth pair in the VCP's namespace: the suite side
+// ("x<VLAN>") holds the port's address; the VCP holds the other side
+// ("x<VLAN>b") with a packet socket. There is no kernel 802.1Q here
+// (DESIGN.md §7), so the VCP bridges itself:
+//
+//   - a frame tagged with the port's VLAN arriving on the interconnect,
+//     addressed to the VCP (routing or management from outside, which the
+//     LB's Virtual-CP module sends) or broadcast (ARP replies the LBs relay),
+//     is untagged and delivered to the suite side, unicast re-addressed to
+//     the mirror;
+//   - what the suite sends out of a mirror is tagged with its VLAN and sent
+//     into the interconnect, where the LB owning the VLAN sends it out of
+//     the port (its Int ARP rewrites ARP for it).
+type Mirrors struct {
+	internal int // packet socket on the interconnect
+	mac      net.HardwareAddr
+	ports    map[uint16]*mirror
+	mu       sync.Mutex
+	counters map[string]uint64
+}
+
+type mirror struct {
+	vlan uint16
+	name string
+	mac  net.HardwareAddr // of the suite side
+	fd   int              // packet socket on the bridge side
+}
+
+// NewMirrors makes the mirrors of ports inside the calling thread's
+// namespace and opens the packet sockets.
+func NewMirrors(internal string, ports []ExternalPortConfig) (*Mirrors, error) {
+	ifi, err := net.InterfaceByName(internal)
+	if err != nil {
+		return nil, fmt.Errorf("mirrors: %w", err)
+	}
+	m := &Mirrors{internal: -1, mac: ifi.HardwareAddr, ports: map[uint16]*mirror{}, counters: map[string]uint64{}}
+	if m.internal, err = packetSocket(ifi.Index); err != nil {
+		return nil, err
+	}
+	if err := unix.SetsockoptInt(m.internal, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("mirrors: PACKET_AUXDATA: %w", err)
+	}
+	for _, p := range ports {
+		mr, err := newMirror(p)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.ports[p.VLAN] = mr
+	}
+	return m, nil
+}
+
+func newMirror(p ExternalPortConfig) (*mirror, error) {
+	mr := &mirror{vlan: p.VLAN, name: fmt.Sprintf("x%d", p.VLAN), fd: -1}
+	bridge := mr.name + "b"
+	mtu := p.MTU
+	if mtu == 0 {
+		mtu = 1500
+	}
+	exec.Command("ip", "link", "del", mr.name).Run() // a previous run's
+	steps := [][]string{
+		{"ip", "link", "add", mr.name, "type", "veth", "peer", "name", bridge},
+		{"ip", "link", "set", mr.name, "mtu", fmt.Sprint(mtu)},
+		{"ip", "addr", "add", p.Address.String(), "dev", mr.name},
+		{"ip", "link", "set", bridge, "up"},
+		{"ip", "link", "set", mr.name, "up"},
+		// The suite's TCP and UDP checksums must be complete in the frame:
+		// the bridge copies bytes, there is no "hardware" to finish them.
+		{"ethtool", "-K", mr.name, "tx", "off"},
+	}
+	for _, s := range steps {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("mirror of VLAN %d: %s: %v: %s", p.VLAN, strings.Join(s, " "), err, out)
+		}
+	}
+	// The suite speaks IPv4; IPv6 chatter would only go out of the port.
+	os.WriteFile("/proc/sys/net/ipv6/conf/"+mr.name+"/disable_ipv6", []byte("1"), 0)
+	ifi, err := net.InterfaceByName(mr.name)
+	if err != nil {
+		return nil, err
+	}
+	mr.mac = ifi.HardwareAddr
+	b, err := net.InterfaceByName(bridge)
+	if err != nil {
+		return nil, err
+	}
+	if mr.fd, err = packetSocket(b.Index); err != nil {
+		return nil, err
+	}
+	return mr, nil
+}
+
+func packetSocket(ifindex int) (int, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	if err != nil {
+		return -1, fmt.Errorf("packet socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("bind packet socket: %w", err)
+	}
+	return fd, nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// pollInterval bounds how long a blocked receive waits before checking
+// whether the bridge should stop (a packet socket's recv is not woken by
+// close).
+const pollInterval = 200 * 1000 // microseconds
+
+// Run bridges until ctx ends, then closes the sockets.
+func (m *Mirrors) Run(ctx context.Context) {
+	tv := unix.Timeval{Usec: pollInterval}
+	unix.SetsockoptTimeval(m.internal, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	var wg sync.WaitGroup
+	for _, mr := range m.ports {
+		unix.SetsockoptTimeval(mr.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.outward(ctx, mr)
+		}()
+	}
+	m.inward(ctx)
+	wg.Wait()
+	m.Close()
+}
+
+// inward takes tagged frames from the interconnect to the mirrors.
+func (m *Mirrors) inward(ctx context.Context) {
+	buf := make([]byte, 9216)
+	oob := make([]byte, 256)
+	for ctx.Err() == nil {
+		n, oobn, _, from, err := unix.Recvmsg(m.internal, buf, oob, 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+				continue
+			}
+			return
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		vlan, frame, ok := untag(buf[:n], oob[:oobn])
+		mr := m.ports[vlan]
+		if !ok || mr == nil {
+			continue
+		}
+		dst := frame[0:6]
+		switch {
+		case bytes.Equal(dst, m.mac):
+			copy(dst, mr.mac)
+		case dst[0]&1 == 0:
+			continue // another element's
+		}
+		if err := unix.Send(mr.fd, frame, 0); err != nil {
+			m.count("inward_errors")
+			continue
+		}
+		m.count("inward")
+	}
+}
+
+// untag returns a frame's VLAN and the frame without its tag, whether the
+// tag is in the frame or (VLAN offload) in the packet's auxiliary data.
+func untag(b, oob []byte) (uint16, []byte, bool) {
+	if len(b) < 14 {
+		return 0, nil, false
+	}
+	if binary.BigEndian.Uint16(b[12:]) == 0x8100 && len(b) >= 18 {
+		vlan := binary.BigEndian.Uint16(b[14:]) & 0xfff
+		out := append(append([]byte{}, b[:12]...), b[16:]...)
+		return vlan, out, true
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, nil, false
+	}
+	for _, msg := range msgs {
+		if msg.Header.Level == unix.SOL_PACKET && msg.Header.Type == unix.PACKET_AUXDATA && len(msg.Data) >= int(unsafe.Sizeof(unix.TpacketAuxdata{})) {
+			aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&msg.Data[0]))
+			if aux.Status&unix.TP_STATUS_VLAN_VALID != 0 {
+				return aux.Vlan_tci & 0xfff, append([]byte{}, b...), true
+			}
+		}
+	}
+	return 0, nil, false
+}
+
+// outward takes what the suite sends out of a mirror into the interconnect,
+// tagged with the mirror's VLAN.
+func (m *Mirrors) outward(ctx context.Context, mr *mirror) {
+	buf := make([]byte, 9216)
+	for ctx.Err() == nil {
+		n, from, err := unix.Recvfrom(mr.fd, buf, 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+				continue
+			}
+			return
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue // what inward delivered
+		}
+		if n < 14 {
+			continue
+		}
+		f := make([]byte, 0, n+4)
+		f = append(f, buf[0:6]...)
+		f = append(f, m.mac...)
+		f = append(f, 0x81, 0x00, byte(mr.vlan>>8), byte(mr.vlan))
+		f = append(f, buf[12:n]...)
+		if err := unix.Send(m.internal, f, 0); err != nil {
+			m.count("outward_errors")
+			continue
+		}
+		m.count("outward")
+	}
+}
+
+func (m *Mirrors) count(what string) {
+	m.mu.Lock()
+	m.counters[what]++
+	m.mu.Unlock()
+}
+
+// Counters returns frames bridged each way.
+func (m *Mirrors) Counters() map[string]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]uint64{}
+	for k, v := range m.counters {
+		out[k] = v
+	}
+	return out
+}
+
+// Close closes the sockets (the mirrors stay until the namespace goes or
+// the next run replaces them). Call it after Run has returned, or instead
+// of Run.
+func (m *Mirrors) Close() {
+	if m.internal >= 0 {
+		unix.Close(m.internal)
+		m.internal = -1
+	}
+	for _, mr := range m.ports {
+		if mr.fd >= 0 {
+			unix.Close(mr.fd)
+			mr.fd = -1
+		}
+	}
+}
