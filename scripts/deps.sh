@@ -8,6 +8,7 @@ packages=(
 	iproute2 ethtool          # the lab: namespaces, veths, bridges, offloads
 	util-linux procps         # nsenter, sysctl
 	iputils-ping traceroute   # clients in the tests
+	bird2 frr                 # the VCP's routing suite; FRR as external peers
 )
 
 missing=()

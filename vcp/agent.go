@@ -21,6 +21,7 @@ type Agent struct {
 	conn    *dist.Conn
 	sender  *dist.Sender
 	mirrors *Mirrors
+	suite   *Suite // nil without routing
 	log     *slog.Logger
 
 	mu       sync.Mutex
@@ -64,6 +65,12 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	if a.mirrors, err = NewMirrors(cfg.Interface, cfg.ExternalPorts); err != nil {
 		a.conn.Close()
 		return nil, err
+	}
+	if cfg.Routing != nil {
+		if a.suite, err = StartSuite(cfg.Routing); err != nil {
+			a.Close()
+			return nil, err
+		}
 	}
 	return a, nil
 }
@@ -302,9 +309,14 @@ func (a *Agent) Drain(name string, drain bool) error {
 	return fmt.Errorf("no back-end %q", name)
 }
 
-// Close releases the DIST socket (the mirrors' sockets close when Run
-// ends).
-func (a *Agent) Close() error { return a.conn.Close() }
+// Close stops the suite and releases the DIST socket (the mirrors' sockets
+// close when Run ends).
+func (a *Agent) Close() error {
+	if a.suite != nil {
+		a.suite.Stop()
+	}
+	return a.conn.Close()
+}
 
 func roleName(r dist.Role) string {
 	switch r {

@@ -16,9 +16,11 @@ import (
 
 // Status is the router as the VCP sees it.
 type Status struct {
-	Name     string          `json:"name"`
-	Elements []ElementStatus `json:"elements"`
-	Tables   []TableStatus   `json:"tables"`
+	Name     string            `json:"name"`
+	Elements []ElementStatus   `json:"elements"`
+	Tables   []TableStatus     `json:"tables"`
+	Suite    *SuiteStatus      `json:"suite,omitempty"`
+	Mirrors  map[string]uint64 `json:"mirrors"`
 }
 
 // ElementStatus is one element.
@@ -45,10 +47,14 @@ type TableStatus struct {
 
 // Status reports elements and tables.
 func (a *Agent) Status() *Status {
+	s := &Status{Name: a.cfg.Name, Elements: []ElementStatus{}, Tables: []TableStatus{}, Mirrors: a.mirrors.Counters()}
+	if a.suite != nil {
+		st := a.suite.Status()
+		s.Suite = &st
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	s := &Status{Name: a.cfg.Name, Elements: []ElementStatus{}, Tables: []TableStatus{}}
 	names := map[string]string{}
 	for _, e := range a.elements {
 		names[e.mac.String()] = e.hello.Name

@@ -28,7 +28,26 @@ type FileConfig struct {
 	LBs           map[string]*LBConfig      `yaml:"lbs"`
 	ExternalPorts []ExternalPortConfig      `yaml:"external_ports"`
 	Backends      map[string]*BackendConfig `yaml:"backends"`
-	Pos           config.Pos                `yaml:"-"`
+	// Routing configures the routing suite that terminates the router's
+	// protocols on the mirrors (none: no suite runs).
+	Routing *RoutingConfig `yaml:"routing"`
+	Pos     config.Pos     `yaml:"-"`
+}
+
+// RoutingConfig is the routing suite (BIRD 2) and its protocols.
+type RoutingConfig struct {
+	ASN      uint32     `yaml:"asn" msr:"required"`
+	RouterID netip.Addr `yaml:"router_id"` // default: the first external port's address
+	BGP      []BGPPeer  `yaml:"bgp"`
+	RunDir   string     `yaml:"run_dir"` // default /run/msr/vcp-NAME
+	Pos      config.Pos `yaml:"-"`
+}
+
+// BGPPeer is an external BGP neighbour, reached through a mirror.
+type BGPPeer struct {
+	Neighbor netip.Addr `yaml:"neighbor" msr:"required"`
+	ASN      uint32     `yaml:"asn" msr:"required"`
+	Pos      config.Pos `yaml:"-"`
 }
 
 // LBConfig is what is particular to one LB.
@@ -116,7 +135,33 @@ func (c *FileConfig) complete() error {
 		}
 		vlans[p.VLAN] = p.Pos
 	}
+	if r := c.Routing; r != nil {
+		if !r.RouterID.IsValid() && len(c.ExternalPorts) > 0 {
+			r.RouterID = c.ExternalPorts[0].Address.Addr()
+		}
+		if !r.RouterID.Is4() {
+			return r.Pos.Errorf("routing needs a router_id (or an external port)")
+		}
+		if r.RunDir == "" {
+			r.RunDir = "/run/msr/vcp-" + c.Name
+		}
+		for _, b := range r.BGP {
+			if !b.Neighbor.Is4() || !c.onPort(b.Neighbor) {
+				return b.Pos.Errorf("BGP neighbour %s: an IPv4 address on an external port's subnet", b.Neighbor)
+			}
+		}
+	}
 	return nil
+}
+
+// onPort says whether a is on the subnet of an external port.
+func (c *FileConfig) onPort(a netip.Addr) bool {
+	for _, p := range c.ExternalPorts {
+		if p.Address.Masked().Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // modeOf is the balancing mode of an LB.

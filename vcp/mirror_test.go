@@ -120,3 +120,77 @@ func TestMirrorCarriesControlTraffic(t *testing.T) {
 		t.Errorf("the LB's Virtual-CP module counted nothing")
 	}
 }
+
+// TestBGPThroughMirror: an FRR BGP peer outside the router (h1) forms a
+// session with the VCP's BIRD on the router's address, through the LB and
+// the mirror, and its routes arrive in BIRD.
+func TestBGPThroughMirror(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "bgpd.conf"), []byte(`frr defaults traditional
+hostname bgp1
+router bgp 65010
+ bgp router-id 192.0.2.10
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 192.0.2.1 remote-as 65000
+ address-family ipv4 unicast
+  network 203.0.113.0/24
+  network 198.18.0.0/15
+ exit-address-family
+`), 0o644)
+	labText := strings.Replace(mirrorLab, "      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}\n",
+		"      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}\n    processes:\n      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, "+
+			dir+"/bgpd.conf, -Z, -S, -i, "+dir+"/bgpd.pid, --vty_socket, "+dir+", -P, \"0\", --log, stdout]}\n", 1)
+	labtest.Up(t, labText)
+	os.WriteFile(filepath.Join(dir, "key"), []byte(keyHex), 0o600)
+	cfg := &FileConfig{Name: "t-bgp", KeyFile: filepath.Join(dir, "key"), Interface: "eth0",
+		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}},
+		Routing:       &RoutingConfig{ASN: 65000, BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010}}, RunDir: filepath.Join(dir, "vcp")}}
+	if err := cfg.complete(); err != nil {
+		t.Fatal(err)
+	}
+	var v *Agent
+	if err := netns.Do(lab.Namespace("t-mirror", "vcp"), func() (err error) {
+		v, err = NewAgent(cfg, quiet())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopVCP := run(v.Run)
+	defer func() { stopVCP(); v.Close() }()
+
+	os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte("name: lb1\nkey_file: "+filepath.Join(dir, "key")+
+		"\npin_dir: "+filepath.Join(netns.BPFFS, "msr-test-bgp-lb1")+"\nsocket: "+filepath.Join(dir, "lb.sock")+
+		"\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal, default: true}\n"), 0o644)
+	lcfg, err := lb.LoadConfig(filepath.Join(dir, "lb.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l *lb.Agent
+	if err := netns.Do(lab.Namespace("t-mirror", "lb1"), func() (err error) {
+		l, err = lb.NewAgent(lcfg, quiet())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopLB := run(l.Run)
+	defer func() { stopLB(); l.Remove() }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := v.suite.Query("show route protocol peer0")
+		if strings.Contains(out, "203.0.113.0/24") && strings.Contains(out, "198.18.0.0/15") {
+			break
+		}
+		if time.Now().After(deadline) {
+			protos, _ := v.suite.Query("show protocols all peer0")
+			log, _ := os.ReadFile(filepath.Join(dir, "vcp", "bird.log"))
+			t.Fatalf("BGP routes never arrived in the VCP's BIRD:\n%s\n%s\nbird log:\n%s\nmirrors %v", out, protos, log, v.mirrors.Counters())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := v.Status(); st.Suite == nil || !strings.Contains(st.Suite.Protocols, "Established") {
+		t.Errorf("status does not show the session: %+v", st.Suite)
+	}
+}

@@ -1,0 +1,101 @@
+package vcp
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// Suite is the routing suite the VCP runs: BIRD 2, bound to the mirrors,
+// speaking the router's protocols for the whole cluster.
+type Suite struct {
+	cfg    *RoutingConfig
+	socket string
+	cmd    *exec.Cmd
+}
+
+var birdConf = template.Must(template.New("bird").Parse(`# Written by msr vcp: do not edit, edit the VCP's config.
+log stderr all;
+router id {{.RouterID}};
+
+protocol device {}
+
+# The external ports' subnets, from the mirrors.
+protocol direct {
+	ipv4;
+	interface "x*";
+}
+{{range $i, $b := .BGP}}
+protocol bgp peer{{$i}} {
+	local as {{$.ASN}};
+	neighbor {{$b.Neighbor}} as {{$b.ASN}};
+	ipv4 { import all; export none; };
+}
+{{end}}`))
+
+// StartSuite writes the suite's configuration and starts it. Call it in
+// the VCP's namespace: the process inherits it.
+func StartSuite(cfg *RoutingConfig) (*Suite, error) {
+	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
+		return nil, err
+	}
+	var conf bytes.Buffer
+	if err := birdConf.Execute(&conf, cfg); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(cfg.RunDir, "bird.conf")
+	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	s := &Suite{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl")}
+	log, err := os.Create(filepath.Join(cfg.RunDir, "bird.log"))
+	if err != nil {
+		return nil, err
+	}
+	s.cmd = exec.Command("bird", "-f", "-c", path, "-s", s.socket)
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	if err := s.cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start bird: %w", err)
+	}
+	go func() { s.cmd.Wait(); log.Close() }()
+	return s, nil
+}
+
+// Query runs a birdc command and returns its output.
+func (s *Suite) Query(command string) (string, error) {
+	out, err := exec.Command("birdc", append([]string{"-s", s.socket}, strings.Fields(command)...)...).CombinedOutput()
+	return string(out), err
+}
+
+// SuiteStatus is the suite's protocols and route count.
+type SuiteStatus struct {
+	Protocols string `json:"protocols"`
+	Routes    string `json:"routes"`
+}
+
+// Status asks the suite.
+func (s *Suite) Status() SuiteStatus {
+	p, _ := s.Query("show protocols")
+	r, _ := s.Query("show route count")
+	return SuiteStatus{Protocols: p, Routes: r}
+}
+
+// Stop ends the suite.
+func (s *Suite) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { s.cmd.Process.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			s.cmd.Process.Kill()
+		}
+	}
+}
