@@ -14,8 +14,9 @@
  * What the fast path cannot finish goes to the agent (enum rt_slow) as a
  * perf event with the frame attached, and is dropped here: the agent
  * answers it (ICMP errors, echo), resolves the next hop and sends what it
- * held, or forwards it itself (options, fragmentation). DIST and traffic
- * for this host's own addresses go to the kernel stack (XDP_PASS).
+ * held, or forwards it itself (options, fragmentation). DIST, untagged ARP
+ * and traffic for this host's own addresses go to the kernel stack
+ * (XDP_PASS).
  *
  * Verdicts: XDP_TX, XDP_PASS, XDP_DROP. Counters: rt_stats (per CPU).
  */
@@ -419,6 +420,12 @@ int router(struct xdp_md *ctx)
 		p.st->passed++;
 		return XDP_PASS;
 	}
+	/* Untagged ARP belongs to the interconnect itself (this host's own
+	 * address, e.g. for iBGP with the VCP): the kernel answers it. */
+	if (eth->h_proto == bpf_htons(ETH_P_ARP)) {
+		p.st->passed++;
+		return XDP_PASS;
+	}
 	__be16 proto = eth->h_proto;
 	if (proto == bpf_htons(ETH_P_8021Q)) {
 		struct vlan_hdr *vh = (void *)(eth + 1);
@@ -427,9 +434,9 @@ int router(struct xdp_md *ctx)
 		proto = vh->proto;
 		if (proto != bpf_htons(ETH_P_ARP))
 			return drop(&p, RT_DROP_TAGGED);
-	}
-	if (proto == bpf_htons(ETH_P_ARP))
+		/* ARP of an external port, relayed by an LB. */
 		return slow(&p, RT_SLOW_ARP, 0);
+	}
 	if (!(eth->h_dest[0] & 1) && !mac_eq(eth->h_dest, cfg->mac))
 		return drop(&p, RT_DROP_NOT_OURS);
 	if (proto != bpf_htons(ETH_P_IP))

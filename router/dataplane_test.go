@@ -235,6 +235,7 @@ func routerCases() []routerCase {
 		{name: "IP options", frame: options, verdict: XDPDrop, slow: "options"},
 		{name: "ARP broadcast by an LB, tagged", frame: ethFrame(bcastMAC, macLB, 0x8100, append([]byte{0, 10, 8, 6}, make([]byte, 28)...)), verdict: XDPDrop, slow: "arp"},
 		{name: "DIST", frame: ethFrame(bcastMAC, macLB, 0x88B5, make([]byte, 80)), verdict: XDPPass},
+		{name: "untagged ARP (the interconnect's own)", frame: ethFrame(bcastMAC, macLB, 0x0806, make([]byte, 28)), verdict: XDPPass},
 		{name: "bad checksum", frame: badSum, verdict: XDPDrop, drop: "bad_checksum"},
 		{name: "version 6 in an IPv4 frame", frame: func() []byte { f := data(netip.MustParseAddr("192.0.2.10"), 64); f[14] = 0x65; return f }(), verdict: XDPDrop, drop: "bad_version"},
 		{name: "IHL 4", frame: func() []byte { f := data(netip.MustParseAddr("192.0.2.10"), 64); f[14] = 0x44; return f }(), verdict: XDPDrop, drop: "bad_ihl"},

@@ -86,7 +86,7 @@ func (m *Model) Process(frame []byte) ModelResult {
 		return drop(0)
 	}
 	proto := binary.BigEndian.Uint16(b[12:])
-	if proto == 0x88B5 {
+	if proto == 0x88B5 || proto == 0x0806 { // DIST; untagged ARP of the interconnect
 		st.Passed++
 		return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
 	}
@@ -94,13 +94,10 @@ func (m *Model) Process(frame []byte) ModelResult {
 		if len(b) < 18 {
 			return drop(0)
 		}
-		proto = binary.BigEndian.Uint16(b[16:])
-		if proto != 0x0806 {
+		if binary.BigEndian.Uint16(b[16:]) != 0x0806 {
 			return drop(9)
 		}
-	}
-	if proto == 0x0806 {
-		return slow(0)
+		return slow(0) // an external port's ARP, relayed by an LB
 	}
 	multicast := b[0]&1 != 0
 	if !multicast && !bytes.Equal(b[0:6], m.MAC) {
