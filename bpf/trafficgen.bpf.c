@@ -40,7 +40,7 @@ const volatile struct gen_config cfg = {.flows = 1};
 __u64 sent = 0;
 __u64 next_departure_ns = 0;
 
-#define PACE_MAX_BURST 16
+#define PACE_MAX_BURST 64
 /* bpf_loop's bound: at tens of ns an iteration, a fraction of a second. */
 #define PACE_MAX_SPINS (1 << 23)
 

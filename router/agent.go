@@ -34,6 +34,8 @@ type Agent struct {
 	raw    int // AF_PACKET socket for what the slow path sends
 	slow   *perf.Reader
 	mac    net.HardwareAddr
+	hostIP netip.Addr // this host's address on the interconnect
+	rib    *ribFeed
 	log    *slog.Logger
 
 	mu       sync.Mutex
@@ -149,6 +151,9 @@ func (a *Agent) program(ifi *net.Interface) error {
 	for _, ad := range addrs {
 		if p, err := netip.ParsePrefix(ad.String()); err == nil && p.Addr().Is4() {
 			local[p.Addr()] = LocalHost
+			if !a.hostIP.IsValid() {
+				a.hostIP = p.Addr()
+			}
 		}
 	}
 	keep := map[uint32]bool{}
@@ -330,6 +335,17 @@ func sortIDs(ids []uint32) { sort.Slice(ids, func(i, j int) bool { return ids[i]
 
 // Run handles the slow path and sends hellos until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
+	if r := a.cfg.RIB; r != nil {
+		id := r.RouterID
+		if !id.IsValid() {
+			id = a.hostIP
+		}
+		var err error
+		if a.rib, err = startRIB(ctx, r, id, a.log, a.AddRoute, a.DeleteRoute); err != nil {
+			return err
+		}
+		defer a.rib.Stop()
+	}
 	go func() {
 		<-ctx.Done()
 		a.slow.Close()

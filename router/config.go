@@ -30,6 +30,9 @@ type FileConfig struct {
 	RouteFiles      []RouteFileConfig `yaml:"route_files"`
 	ACL             []ACLConfig       `yaml:"acl"`
 	RouterAddresses []netip.Addr      `yaml:"router_addresses"`
+	// RIB is the iBGP session with the VCP that feeds the FIB (none:
+	// static routes only).
+	RIB *RIBConfig `yaml:"rib"`
 	// ICMPRate bounds the ICMP errors sent per second (RFC 1812 §4.3.2.8).
 	ICMPRate int        `yaml:"icmp_rate"`
 	Pos      config.Pos `yaml:"-"`

@@ -39,8 +39,18 @@ type RoutingConfig struct {
 	ASN      uint32     `yaml:"asn" msr:"required"`
 	RouterID netip.Addr `yaml:"router_id"` // default: the first external port's address
 	BGP      []BGPPeer  `yaml:"bgp"`
-	RunDir   string     `yaml:"run_dir"` // default /run/msr/vcp-NAME
-	Pos      config.Pos `yaml:"-"`
+	// Backends is where the RIB goes: iBGP, the suite the route reflector
+	// of every back-end whose address is in Range.
+	Backends *RIBDistribution `yaml:"backends"`
+	RunDir   string           `yaml:"run_dir"` // default /run/msr/vcp-NAME
+	Pos      config.Pos       `yaml:"-"`
+}
+
+// RIBDistribution is the VCP's side of the back-ends' RIB feed.
+type RIBDistribution struct {
+	Listen netip.Addr   `yaml:"listen" msr:"required"` // the VCP's address on the interconnect
+	Range  netip.Prefix `yaml:"range" msr:"required"`  // the back-ends' addresses
+	Pos    config.Pos   `yaml:"-"`
 }
 
 // BGPPeer is an external BGP neighbour, reached through a mirror.

@@ -36,6 +36,16 @@ protocol bgp peer{{$i}} {
 	neighbor {{$b.Neighbor}} as {{$b.ASN}};
 	ipv4 { import all; export none; };
 }
+{{end}}{{with .Backends}}
+# The RIB to every back-end: iBGP, this suite their route reflector. Next
+# hops are the external peers' addresses, on the ports' subnets, which the
+# back-ends mirror.
+protocol bgp backends {
+	local {{.Listen}} as {{$.ASN}};
+	neighbor range {{.Range}} internal;
+	rr client;
+	ipv4 { import none; export where source = RTS_BGP; };
+}
 {{end}}`))
 
 // StartSuite writes the suite's configuration and starts it. Call it in

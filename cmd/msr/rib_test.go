@@ -1,0 +1,157 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRIBFromPeerToBackend runs the control plane end to end, every
+// element an msr process: an FRR BGP peer outside announces prefixes to the
+// router's address; the LB hands the session to the VCP; the VCP's BIRD,
+// on its mirror of the port, learns the prefixes and reflects them by iBGP
+// to the back-end, whose agent puts them in its FIB. A withdrawal follows
+// the same way.
+func TestRIBFromPeerToBackend(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
+	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6b", 32)), 0o600)
+	write("bgpd.conf", `frr defaults traditional
+hostname bgp1
+router bgp 65010
+ bgp router-id 192.0.2.10
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 192.0.2.1 remote-as 65000
+ address-family ipv4 unicast
+  network 203.0.113.0/24
+  network 100.64.0.0/10
+ exit-address-family
+`)
+	write("lb.yaml", `name: t-rib-lb
+key_file: `+dir+`/key
+pin_dir: /sys/fs/bpf/msr-test-rib-lb
+ports:
+  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
+  i0: {role: internal, default: true}
+`)
+	write("vcp.yaml", `name: t-rib-vcp
+key_file: `+dir+`/key
+interface: eth0
+external_ports:
+  - {lb: t-rib-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+routing:
+  asn: 65000
+  run_dir: `+dir+`/vcp
+  bgp:
+    - {neighbor: 192.0.2.10, asn: 65010}
+  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+`)
+	write("r1.yaml", `name: t-rib-r1
+key_file: `+dir+`/key
+internal: eth0
+pin_dir: /sys/fs/bpf/msr-test-rib-r1
+socket: `+dir+`/r1.sock
+ports:
+  net1: {vlan: 10, address: 192.0.2.1/24}
+rib: {neighbor: 10.0.0.1, asn: 65000}
+`)
+	write("lab.yaml", `name: t-rib
+hosts:
+  h1:
+    interfaces:
+      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
+    processes:
+      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, `+dir+`/bgpd.conf, -Z, -S, -i, `+dir+`/bgpd.pid, --vty_socket, `+dir+`, -P, "0", --log, stdout]}
+  lb:
+    interfaces:
+      e0: {mac: "02:00:00:00:e0:00"}
+      i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
+    processes:
+      - {name: lb, command: [`+msrBin+`, lb, --config, `+dir+`/lb.yaml]}
+  vcp:
+    interfaces:
+      eth0: {addresses: [10.0.0.1/24], mac: "02:00:00:00:cc:01", vlan_offload: off, tx_checksum: off}
+    processes:
+      - {name: vcp, command: [`+msrBin+`, vcp, --config, `+dir+`/vcp.yaml]}
+  r1:
+    interfaces:
+      eth0: {addresses: [10.0.0.11/24], mac: "02:00:00:00:b0:01", vlan_offload: off, tx_checksum: off}
+    processes:
+      - {name: router, command: [`+msrBin+`, router, --config, `+dir+`/r1.yaml]}
+switches:
+  sw:
+    interfaces:
+      p0: {xdp_pass: on, vlan_offload: off}
+      p1: {vlan_offload: off}
+      p2: {xdp_pass: on, vlan_offload: off}
+links:
+  - ends: [h1:eth0, lb:e0]
+  - ends: [lb:i0, sw:p0]
+  - ends: [vcp:eth0, sw:p1]
+  - ends: [r1:eth0, sw:p2]
+`)
+	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
+		t.Fatalf("lab up: %s", errOut)
+	}
+	t.Cleanup(func() {
+		msr(t, "lab", "down", "t-rib")
+		os.RemoveAll("/sys/fs/bpf/msr-test-rib-lb")
+		os.RemoveAll("/sys/fs/bpf/msr-test-rib-r1")
+		os.Remove("/run/msr/router-t-rib-r1.state.json")
+	})
+	logs := func() string {
+		var b strings.Builder
+		for _, f := range []string{"lb.lb", "vcp.vcp", "r1.router", "h1.bgpd"} {
+			l, _ := os.ReadFile("/run/msr/labs/t-rib/logs/" + f + ".log")
+			b.WriteString("--- " + f + "\n" + string(l))
+		}
+		bird, _ := os.ReadFile(filepath.Join(dir, "vcp", "bird.log"))
+		return b.String() + "--- bird\n" + string(bird)
+	}
+	routes := func() string {
+		out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+		return out
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for !strings.Contains(routes(), `"203.0.113.0/24"`) || !strings.Contains(routes(), `"100.64.0.0/10"`) {
+		if time.Now().After(deadline) {
+			vcp, _, _ := msr(t, "vcp", "status", "--name", "t-rib-vcp", "-o", "json")
+			t.Fatalf("the peer's routes never reached the back-end's FIB:\n%s\nVCP: %s\n%s", routes(), vcp, logs())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if r := routes(); !strings.Contains(r, `"192.0.2.10"`) {
+		t.Errorf("routes not via the peer: %s", r)
+	}
+
+	// The peer withdraws one prefix: within a second it is gone from the
+	// back-end's FIB. (A peer that just goes away is different: BIRD keeps
+	// its routes as stale for the graceful-restart time, RFC 4724.)
+	out, errOut, code := msr(t, "lab", "exec", "--lab", "t-rib", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
+		"-c", "configure terminal", "-c", "router bgp 65010", "-c", "address-family ipv4 unicast", "-c", "no network 203.0.113.0/24")
+	if code != 0 {
+		t.Fatalf("vtysh: %s %s", out, errOut)
+	}
+	start := time.Now()
+	for strings.Contains(routes(), `"203.0.113.0/24"`) {
+		if time.Since(start) > 5*time.Second {
+			bird, _ := exec.Command("birdc", "-s", filepath.Join(dir, "vcp", "bird.ctl"), "show", "protocols").CombinedOutput()
+			birdRoutes, _ := exec.Command("birdc", "-s", filepath.Join(dir, "vcp", "bird.ctl"), "show", "route").CombinedOutput()
+			t.Fatalf("withdrawn routes still on the back-end after %v:\n%s\nBIRD:\n%s\n%s\n%s", time.Since(start), routes(), bird, birdRoutes, logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(start)
+	t.Logf("the withdrawal reached the back-end's FIB %v after the peer's withdrawal", took)
+	if took > time.Second {
+		t.Errorf("withdrawal took %v, want under 1 s", took)
+	}
+	if !strings.Contains(routes(), `"100.64.0.0/10"`) {
+		t.Errorf("the other prefix went too: %s", routes())
+	}
+}
