@@ -39,11 +39,29 @@ type RoutingConfig struct {
 	ASN      uint32     `yaml:"asn" msr:"required"`
 	RouterID netip.Addr `yaml:"router_id"` // default: the first external port's address
 	BGP      []BGPPeer  `yaml:"bgp"`
+	// Static routes of the router, via gateways on the external ports.
+	Static []StaticRoute `yaml:"static"`
+	// OSPF runs on the mirrors of the ports with these VLANs, area 0.
+	OSPF []OSPFPort `yaml:"ospf"`
 	// Backends is where the RIB goes: iBGP, the suite the route reflector
 	// of every back-end whose address is in Range.
 	Backends *RIBDistribution `yaml:"backends"`
 	RunDir   string           `yaml:"run_dir"` // default /run/msr/vcp-NAME
 	Pos      config.Pos       `yaml:"-"`
+}
+
+// StaticRoute is a static route of the router.
+type StaticRoute struct {
+	To  netip.Prefix `yaml:"to" msr:"required"`
+	Via netip.Addr   `yaml:"via" msr:"required"`
+	Pos config.Pos   `yaml:"-"`
+}
+
+// OSPFPort runs OSPF on one external port's mirror.
+type OSPFPort struct {
+	VLAN uint16     `yaml:"vlan" msr:"required"`
+	Cost uint32     `yaml:"cost"`
+	Pos  config.Pos `yaml:"-"`
 }
 
 // RIBDistribution is the VCP's side of the back-ends' RIB feed.
@@ -158,6 +176,20 @@ func (c *FileConfig) complete() error {
 		for _, b := range r.BGP {
 			if !b.Neighbor.Is4() || !c.onPort(b.Neighbor) {
 				return b.Pos.Errorf("BGP neighbour %s: an IPv4 address on an external port's subnet", b.Neighbor)
+			}
+		}
+		for _, st := range r.Static {
+			if !st.To.Addr().Is4() || !c.onPort(st.Via) {
+				return st.Pos.Errorf("static route %s via %s: an IPv4 prefix via an address on an external port's subnet", st.To, st.Via)
+			}
+		}
+		for _, o := range r.OSPF {
+			found := false
+			for _, p := range c.ExternalPorts {
+				found = found || p.VLAN == o.VLAN
+			}
+			if !found {
+				return o.Pos.Errorf("OSPF on VLAN %d: no external port has it", o.VLAN)
 			}
 		}
 	}

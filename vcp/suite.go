@@ -36,15 +36,28 @@ protocol bgp peer{{$i}} {
 	neighbor {{$b.Neighbor}} as {{$b.ASN}};
 	ipv4 { import all; export none; };
 }
+{{end}}{{if .Static}}
+protocol static {
+	ipv4;
+{{range .Static}}	route {{.To}} via {{.Via}};
+{{end}}}
+{{end}}{{if .OSPF}}
+protocol ospf v2 {
+	ipv4 { import all; export none; };
+	area 0 {
+{{range .OSPF}}		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
+{{end}}	};
+}
 {{end}}{{with .Backends}}
-# The RIB to every back-end: iBGP, this suite their route reflector. Next
-# hops are the external peers' addresses, on the ports' subnets, which the
-# back-ends mirror.
+# The RIB to every back-end: iBGP, this suite their route reflector. What
+# BGP, OSPF and static routes give goes; the ports' own subnets do not (each
+# back-end has them). Next hops are gateways on the ports' subnets, which
+# the back-ends mirror.
 protocol bgp backends {
 	local {{.Listen}} as {{$.ASN}};
 	neighbor range {{.Range}} internal;
 	rr client;
-	ipv4 { import none; export where source = RTS_BGP; };
+	ipv4 { import none; export where source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_EXT1, RTS_OSPF_EXT2]; };
 }
 {{end}}`))
 

@@ -13,8 +13,8 @@ import (
 // element an msr process: an FRR BGP peer outside announces prefixes to the
 // router's address; the LB hands the session to the VCP; the VCP's BIRD,
 // on its mirror of the port, learns the prefixes and reflects them by iBGP
-// to the back-end, whose agent puts them in its FIB. A withdrawal follows
-// the same way.
+// to the back-end, whose agent puts them in its FIB, with the VCP's own
+// static route. A withdrawal follows the same way.
 func TestRIBFromPeerToBackend(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
@@ -49,6 +49,8 @@ routing:
   run_dir: `+dir+`/vcp
   bgp:
     - {neighbor: 192.0.2.10, asn: 65010}
+  static:
+    - {to: 198.51.100.0/24, via: 192.0.2.20}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
 `)
 	write("r1.yaml", `name: t-rib-r1
@@ -118,15 +120,15 @@ links:
 		return out
 	}
 	deadline := time.Now().Add(40 * time.Second)
-	for !strings.Contains(routes(), `"203.0.113.0/24"`) || !strings.Contains(routes(), `"100.64.0.0/10"`) {
+	for !strings.Contains(routes(), `"203.0.113.0/24"`) || !strings.Contains(routes(), `"100.64.0.0/10"`) || !strings.Contains(routes(), `"198.51.100.0/24"`) {
 		if time.Now().After(deadline) {
 			vcp, _, _ := msr(t, "vcp", "status", "--name", "t-rib-vcp", "-o", "json")
 			t.Fatalf("the peer's routes never reached the back-end's FIB:\n%s\nVCP: %s\n%s", routes(), vcp, logs())
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if r := routes(); !strings.Contains(r, `"192.0.2.10"`) {
-		t.Errorf("routes not via the peer: %s", r)
+	if r := routes(); !strings.Contains(r, `"192.0.2.10"`) || !strings.Contains(r, `"192.0.2.20"`) {
+		t.Errorf("routes not via the peer and the static gateway: %s", r)
 	}
 
 	// The peer withdraws one prefix: within a second it is gone from the
