@@ -9,6 +9,45 @@ import (
 	"time"
 )
 
+// ribLab is the control-plane lab: a peer outside (h1) on the LB's
+// external port, the LB, the VCP and one back-end on a switch. DIR and MSR
+// stand for the test's directory and the msr binary.
+const ribLab = `name: t-rib
+hosts:
+  h1:
+    interfaces:
+      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
+    processes:
+      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -Z, -S, -i, DIR/bgpd.pid, --vty_socket, DIR, -P, "0", --log, stdout]}
+  lb:
+    interfaces:
+      e0: {mac: "02:00:00:00:e0:00"}
+      i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
+    processes:
+      - {name: lb, command: [MSR, lb, --config, DIR/lb.yaml]}
+  vcp:
+    interfaces:
+      eth0: {addresses: [10.0.0.1/24], mac: "02:00:00:00:cc:01", vlan_offload: off, tx_checksum: off}
+    processes:
+      - {name: vcp, command: [MSR, vcp, --config, DIR/vcp.yaml]}
+  r1:
+    interfaces:
+      eth0: {addresses: [10.0.0.11/24], mac: "02:00:00:00:b0:01", vlan_offload: off, tx_checksum: off}
+    processes:
+      - {name: router, command: [MSR, router, --config, DIR/r1.yaml]}
+switches:
+  sw:
+    interfaces:
+      p0: {xdp_pass: on, vlan_offload: off}
+      p1: {vlan_offload: off}
+      p2: {xdp_pass: on, vlan_offload: off}
+links:
+  - ends: [h1:eth0, lb:e0]
+  - ends: [lb:i0, sw:p0]
+  - ends: [vcp:eth0, sw:p1]
+  - ends: [r1:eth0, sw:p2]
+`
+
 // TestRIBFromPeerToBackend runs the control plane end to end, every
 // element an msr process: an FRR BGP peer outside announces prefixes to the
 // router's address; the LB hands the session to the VCP; the VCP's BIRD,
@@ -62,41 +101,7 @@ ports:
   net1: {vlan: 10, address: 192.0.2.1/24}
 rib: {neighbor: 10.0.0.1, asn: 65000}
 `)
-	write("lab.yaml", `name: t-rib
-hosts:
-  h1:
-    interfaces:
-      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
-    processes:
-      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, `+dir+`/bgpd.conf, -Z, -S, -i, `+dir+`/bgpd.pid, --vty_socket, `+dir+`, -P, "0", --log, stdout]}
-  lb:
-    interfaces:
-      e0: {mac: "02:00:00:00:e0:00"}
-      i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
-    processes:
-      - {name: lb, command: [`+msrBin+`, lb, --config, `+dir+`/lb.yaml]}
-  vcp:
-    interfaces:
-      eth0: {addresses: [10.0.0.1/24], mac: "02:00:00:00:cc:01", vlan_offload: off, tx_checksum: off}
-    processes:
-      - {name: vcp, command: [`+msrBin+`, vcp, --config, `+dir+`/vcp.yaml]}
-  r1:
-    interfaces:
-      eth0: {addresses: [10.0.0.11/24], mac: "02:00:00:00:b0:01", vlan_offload: off, tx_checksum: off}
-    processes:
-      - {name: router, command: [`+msrBin+`, router, --config, `+dir+`/r1.yaml]}
-switches:
-  sw:
-    interfaces:
-      p0: {xdp_pass: on, vlan_offload: off}
-      p1: {vlan_offload: off}
-      p2: {xdp_pass: on, vlan_offload: off}
-links:
-  - ends: [h1:eth0, lb:e0]
-  - ends: [lb:i0, sw:p0]
-  - ends: [vcp:eth0, sw:p1]
-  - ends: [r1:eth0, sw:p2]
-`)
+	write("lab.yaml", strings.ReplaceAll(strings.ReplaceAll(ribLab, "DIR", dir), "MSR", msrBin))
 	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
 		t.Fatalf("lab up: %s", errOut)
 	}
@@ -155,5 +160,82 @@ links:
 	}
 	if !strings.Contains(routes(), `"100.64.0.0/10"`) {
 		t.Errorf("the other prefix went too: %s", routes())
+	}
+}
+
+// TestOSPFNeighbourThroughMirror: a BIRD OSPF neighbour outside (h1) forms
+// an adjacency with the VCP's BIRD on the port's mirror (hellos to
+// 224.0.0.5 go to the VCP by the LB's Virtual-CP rule, the VCP's go out of
+// the port), and the external route it originates reaches the back-end.
+func TestOSPFNeighbourThroughMirror(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
+	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6c", 32)), 0o600)
+	write("h1-bird.conf", `router id 192.0.2.10;
+protocol device {}
+protocol static { ipv4; route 10.99.0.0/16 blackhole; }
+protocol ospf v2 {
+	ipv4 { import all; export where source = RTS_STATIC; };
+	area 0 { interface "eth0" { hello 1; dead 4; }; };
+}
+`)
+	write("lb.yaml", `name: t-ospf-lb
+key_file: `+dir+`/key
+pin_dir: /sys/fs/bpf/msr-test-ospf-lb
+ports:
+  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
+  i0: {role: internal, default: true}
+`)
+	write("vcp.yaml", `name: t-ospf-vcp
+key_file: `+dir+`/key
+interface: eth0
+external_ports:
+  - {lb: t-ospf-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+routing:
+  asn: 65000
+  run_dir: `+dir+`/vcp
+  ospf:
+    - {vlan: 10}
+  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+`)
+	write("r1.yaml", `name: t-ospf-r1
+key_file: `+dir+`/key
+internal: eth0
+pin_dir: /sys/fs/bpf/msr-test-ospf-r1
+socket: `+dir+`/r1.sock
+ports:
+  net1: {vlan: 10, address: 192.0.2.1/24}
+rib: {neighbor: 10.0.0.1, asn: 65000}
+`)
+	lab := strings.NewReplacer("t-rib", "t-ospf",
+		`[/usr/lib/frr/bgpd, -f, `+"DIR"+`/bgpd.conf, -Z, -S, -i, `+"DIR"+`/bgpd.pid, --vty_socket, `+"DIR"+`, -P, "0", --log, stdout]`,
+		`[bird, -f, -c, DIR/h1-bird.conf, -s, DIR/h1-bird.ctl]`, "name: bgpd", "name: bird").Replace(ribLab)
+	write("lab.yaml", strings.ReplaceAll(strings.ReplaceAll(lab, "DIR", dir), "MSR", msrBin))
+	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
+		t.Fatalf("lab up: %s", errOut)
+	}
+	t.Cleanup(func() {
+		msr(t, "lab", "down", "t-ospf")
+		os.RemoveAll("/sys/fs/bpf/msr-test-ospf-lb")
+		os.RemoveAll("/sys/fs/bpf/msr-test-ospf-r1")
+		os.Remove("/run/msr/router-t-ospf-r1.state.json")
+	})
+	routes := func() string {
+		out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+		return out
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for !strings.Contains(routes(), `"10.99.0.0/16"`) {
+		if time.Now().After(deadline) {
+			vcpBird, _ := exec.Command("birdc", "-s", filepath.Join(dir, "vcp", "bird.ctl"), "show", "ospf", "neighbors").CombinedOutput()
+			h1Bird, _ := exec.Command("birdc", "-s", filepath.Join(dir, "h1-bird.ctl"), "show", "ospf", "neighbors").CombinedOutput()
+			vcpRoutes, _ := exec.Command("birdc", "-s", filepath.Join(dir, "vcp", "bird.ctl"), "show", "route").CombinedOutput()
+			t.Fatalf("the OSPF route never reached the back-end:\n%s\nVCP neighbours:\n%s\nh1 neighbours:\n%s\nVCP routes:\n%s", routes(), vcpBird, h1Bird, vcpRoutes)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if r := routes(); !strings.Contains(r, `"192.0.2.10"`) {
+		t.Errorf("OSPF route not via the neighbour: %s", r)
 	}
 }
