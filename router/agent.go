@@ -48,6 +48,10 @@ type Agent struct {
 	pending  map[NeighborKey]*pendingARP
 	icmp     tokenBucket
 	counters map[string]uint64
+	// dirty: routes changed since the state was last saved. Saving is
+	// batched (every hello interval), or a table arriving route by route
+	// from the RIB feed would write the whole state per route.
+	dirty bool
 }
 
 type nhKey struct {
@@ -249,7 +253,8 @@ func (a *Agent) AddRoute(p netip.Prefix, via []netip.Addr) error {
 	if err := a.setRoute(p, via); err != nil {
 		return err
 	}
-	return a.save()
+	a.dirty = true
+	return nil
 }
 
 // DeleteRoute removes a route.
@@ -260,7 +265,8 @@ func (a *Agent) DeleteRoute(p netip.Prefix) error {
 	if err := a.dp.FIB.Delete(p); err != nil {
 		return err
 	}
-	return a.save()
+	a.dirty = true
+	return nil
 }
 
 // setRoute resolves gateways to next hops and a group, then sets the FIB
@@ -375,6 +381,14 @@ func (a *Agent) maintain(ctx context.Context) {
 	for {
 		a.sendHello()
 		a.tickNeighbors(time.Now())
+		a.mu.Lock()
+		if a.dirty {
+			if err := a.save(); err != nil {
+				a.log.Error("save state", "err", err)
+			}
+			a.dirty = false
+		}
+		a.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return

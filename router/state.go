@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 )
 
-// savedState is what the agent writes after every change, so that a
+// savedState is what the agent writes after changes (batched every hello
+// interval), so that a
 // restarted agent can adopt the data path it left (pinned maps) instead of
 // rebuilding it: the FIB's routes, and the ids it gave next hops and groups.
 type savedState struct {
@@ -28,7 +29,9 @@ func (a *Agent) statePath() string {
 	return filepath.Join("/run/msr", "router-"+a.cfg.Name+".state.json")
 }
 
-// save writes the state (called with a.mu held or before Run).
+// save writes the state (called with a.mu held or before Run). A restart
+// within an interval of a change finds the state behind the FIB: Adopt
+// then refuses it and the FIB is rebuilt.
 func (a *Agent) save() error {
 	routes := a.dp.FIB.Routes()
 	s := savedState{Routes: make(map[string]uint32, len(routes)), Groups: a.groups}
