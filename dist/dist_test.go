@@ -43,7 +43,7 @@ func goldenCases() []struct {
 		f    Frame
 	}{
 		{"hello-lb", Frame{Dst: GroupMAC, Src: macLB, Header: hdr(1), Msg: &Hello{
-			Role: RoleLB, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 10000, TableGeneration: 7, Name: "lb1",
+			Role: RoleLB, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 10000, Installed: 7, Name: "lb1",
 			Ports: []PortStatus{
 				{Index: 0, Role: PortExternal, VLAN: 10, MAC: macLB, Prefix: netip.MustParsePrefix("192.0.2.1/24"),
 					Flags: PortFlagUp, SpeedMbps: 10000, MTU: 1500, RxPackets: 1000, RxBytes: 64000, TxPackets: 900, TxBytes: 57600, RxDropped: 3},

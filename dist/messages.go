@@ -120,11 +120,13 @@ type Hello struct {
 	// Capacity is the element's forwarding capacity in Mbit/s, the basis of
 	// its balancing weight.
 	Capacity uint32 `json:"capacity"`
-	// TableGeneration is the generation of the balancing table an LB has
-	// installed (0 for other roles), so the VCP can reconcile.
-	TableGeneration uint32       `json:"table_generation"`
-	Name            string       `json:"name"`
-	Ports           []PortStatus `json:"ports"`
+	// Installed is what the element has installed, so that the VCP can
+	// reconcile and show it: an LB the generation of the balancing table it
+	// holds from the VCP (0: none), a back-end the number of routes in its
+	// FIB.
+	Installed uint32       `json:"installed"`
+	Name      string       `json:"name"`
+	Ports     []PortStatus `json:"ports"`
 }
 
 // HelloFlagDraining marks a back-end that asks to receive no new flows.
@@ -147,7 +149,7 @@ func (m *Hello) appendBody(b []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, m.HelloIntervalMs)
 	b = append(b, m.HoldMultiplier, uint8(len(m.Ports)), 0, 0)
 	b = binary.BigEndian.AppendUint32(b, m.Capacity)
-	b = binary.BigEndian.AppendUint32(b, m.TableGeneration)
+	b = binary.BigEndian.AppendUint32(b, m.Installed)
 	b = append(b, name...)
 	for _, p := range m.Ports {
 		if b, err = p.append(b); err != nil {
@@ -199,7 +201,7 @@ func (m *Hello) decodeBody(b []byte) error {
 		HelloIntervalMs: binary.BigEndian.Uint16(b[2:4]),
 		HoldMultiplier:  b[4],
 		Capacity:        binary.BigEndian.Uint32(b[8:12]),
-		TableGeneration: binary.BigEndian.Uint32(b[12:16]),
+		Installed:       binary.BigEndian.Uint32(b[12:16]),
 		Name:            name,
 	}
 	if n > 0 {

@@ -463,7 +463,7 @@ func (a *Agent) sendHello() {
 		gen = a.vcpTable.generation
 	}
 	h := &dist.Hello{Role: dist.RoleLB, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond),
-		HoldMultiplier: a.cfg.HoldMultiplier, TableGeneration: gen, Name: a.cfg.Name}
+		HoldMultiplier: a.cfg.HoldMultiplier, Installed: gen, Name: a.cfg.Name}
 	d := a.defaultPort()
 	for _, p := range a.ports {
 		st, err := a.dp.Stats(p.index)

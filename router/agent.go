@@ -403,7 +403,7 @@ func (a *Agent) sendHello() {
 		return
 	}
 	h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), HoldMultiplier: 3,
-		Capacity: a.cfg.Capacity, Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac,
+		Capacity: a.cfg.Capacity, Installed: uint32(a.routeCount()), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac,
 			Flags: dist.PortFlagUp, SpeedMbps: a.cfg.Capacity, MTU: 1500, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
 			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes}}}
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
@@ -413,6 +413,12 @@ func (a *Agent) sendHello() {
 	if err != nil {
 		a.log.Error("send hello", "err", err)
 	}
+}
+
+func (a *Agent) routeCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.dp.FIB.Len()
 }
 
 func (a *Agent) count(what string, n uint64) {

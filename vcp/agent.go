@@ -182,7 +182,7 @@ func (a *Agent) configure(lb *element, now time.Time) {
 	}
 	mode, entries := a.table(lb)
 	id := fmt.Sprint(mode, entries)
-	if id == p.table && lb.hello.TableGeneration == p.generation {
+	if id == p.table && lb.hello.Installed == p.generation {
 		return
 	}
 	p.generation++

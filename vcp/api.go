@@ -25,15 +25,17 @@ type Status struct {
 
 // ElementStatus is one element.
 type ElementStatus struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name"`
-	Role        string            `json:"role"`
-	MAC         string            `json:"mac"`
-	Alive       bool              `json:"alive"`
-	Drained     bool              `json:"drained,omitempty"`
-	Capacity    uint32            `json:"capacity_mbps"`
-	LastHelloMs int64             `json:"last_hello_ms"`
-	Ports       []dist.PortStatus `json:"ports"`
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Role        string `json:"role"`
+	MAC         string `json:"mac"`
+	Alive       bool   `json:"alive"`
+	Drained     bool   `json:"drained,omitempty"`
+	Capacity    uint32 `json:"capacity_mbps"`
+	LastHelloMs int64  `json:"last_hello_ms"`
+	// Installed: an LB's table generation, a back-end's FIB routes.
+	Installed uint32            `json:"installed"`
+	Ports     []dist.PortStatus `json:"ports"`
 }
 
 // TableStatus is the table the VCP computed for one LB.
@@ -60,7 +62,7 @@ func (a *Agent) Status() *Status {
 		names[e.mac.String()] = e.hello.Name
 		s.Elements = append(s.Elements, ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
 			MAC: e.mac.String(), Alive: e.alive, Drained: a.drained[e.hello.Name], Capacity: a.capacity(e),
-			LastHelloMs: now.Sub(e.last).Milliseconds(), Ports: e.hello.Ports})
+			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: e.hello.Ports})
 	}
 	sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Name < s.Elements[j].Name })
 	for _, lb := range a.sorted(dist.RoleLB) {
@@ -68,7 +70,7 @@ func (a *Agent) Status() *Status {
 		t := TableStatus{LB: lb.hello.Name, Mode: [...]string{"", "wrr", "hash", "maglev"}[mode], Weights: map[string]uint16{}}
 		if p := a.pushed[lb.id]; p != nil {
 			t.Generation = p.generation
-			t.Applied = lb.hello.TableGeneration == p.generation
+			t.Applied = lb.hello.Installed == p.generation
 		}
 		for _, e := range entries {
 			t.Weights[names[e.MAC.String()]] = e.Weight

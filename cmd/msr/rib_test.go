@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,6 +135,30 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 	}
 	if r := routes(); !strings.Contains(r, `"192.0.2.10"`) || !strings.Contains(r, `"192.0.2.20"`) {
 		t.Errorf("routes not via the peer and the static gateway: %s", r)
+	}
+	// The VCP knows what the back-end installed: its hellos carry its FIB's
+	// route count (the port's subnet and the three learned).
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, _, _ := msr(t, "vcp", "status", "--name", "t-rib-vcp", "-o", "json")
+		var st struct {
+			Elements []struct {
+				Name      string `json:"name"`
+				Installed uint32 `json:"installed"`
+			} `json:"elements"`
+		}
+		json.Unmarshal([]byte(out), &st)
+		installed := uint32(0)
+		for _, e := range st.Elements {
+			if e.Name == "t-rib-r1" {
+				installed = e.Installed
+			}
+		}
+		if installed == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the VCP sees %d routes installed on the back-end, want 4:\n%s", installed, out)
+		}
 	}
 
 	// The peer withdraws one prefix: within a second it is gone from the

@@ -58,7 +58,7 @@ func runVCP(args []string) error {
 		}
 		return out.Print(os.Stdout, &s, func(w io.Writer) {
 			for _, e := range s.Elements {
-				fmt.Fprintf(w, "%-7s %-10s %s alive %v capacity %d Mbit/s, last hello %d ms ago\n", e.Role, e.Name, e.MAC, e.Alive, e.Capacity, e.LastHelloMs)
+				fmt.Fprintf(w, "%-7s %-10s %s alive %v capacity %d Mbit/s, installed %d, last hello %d ms ago\n", e.Role, e.Name, e.MAC, e.Alive, e.Capacity, e.Installed, e.LastHelloMs)
 			}
 			for _, t := range s.Tables {
 				fmt.Fprintf(w, "table of %s: %s generation %d applied %v weights %v\n", t.LB, t.Mode, t.Generation, t.Applied, t.Weights)
