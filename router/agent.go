@@ -468,21 +468,34 @@ type RouteInfo struct {
 func (a *Agent) Routes() []RouteInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	names := a.cfg.PortNames()
-	var out []RouteInfo
+	out := []RouteInfo{}
 	for p, g := range a.dp.FIB.Routes() {
-		ri := RouteInfo{Prefix: p.String()}
-		for _, id := range a.groups[g] {
-			if k := a.nhs[id]; k.gw.IsValid() {
-				ri.Via = append(ri.Via, k.gw.String())
-			} else {
-				ri.Port = names[k.port]
-			}
-		}
-		out = append(out, ri)
+		out = append(out, a.routeInfo(p, g))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Prefix < out[j].Prefix })
 	return out
+}
+
+// Route returns the route for exactly p, if there is one.
+func (a *Agent) Route(p netip.Prefix) []RouteInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if g, ok := a.dp.FIB.Routes()[p.Masked()]; ok {
+		return []RouteInfo{a.routeInfo(p.Masked(), g)}
+	}
+	return []RouteInfo{}
+}
+
+func (a *Agent) routeInfo(p netip.Prefix, g uint32) RouteInfo {
+	ri := RouteInfo{Prefix: p.String()}
+	for _, id := range a.groups[g] {
+		if k := a.nhs[id]; k.gw.IsValid() {
+			ri.Via = append(ri.Via, k.gw.String())
+		} else {
+			ri.Port = a.cfg.PortNames()[k.port]
+		}
+	}
+	return ri
 }
 
 // Status is what the local API reports.

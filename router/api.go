@@ -13,7 +13,7 @@ import (
 
 // The agent's local API (internal/api: HTTP on a Unix socket):
 //   GET    /status          Status
-//   GET    /routes          []RouteInfo
+//   GET    /routes          []RouteInfo (?prefix=P: that route only, or none)
 //   POST   /routes          RouteRequest: add or replace
 //   DELETE /routes?prefix=P remove
 
@@ -27,7 +27,18 @@ type RouteRequest struct {
 func (a *Agent) Serve(ctx context.Context, path string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
-	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Routes(), nil) })
+	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query().Get("prefix"); q != "" {
+			p, err := netip.ParsePrefix(q)
+			if err != nil {
+				api.Reply(w, nil, fmt.Errorf("prefix %q: %v", q, err))
+				return
+			}
+			api.Reply(w, a.Route(p), nil)
+			return
+		}
+		api.Reply(w, a.Routes(), nil)
+	})
 	mux.HandleFunc("POST /routes", func(w http.ResponseWriter, r *http.Request) {
 		var req RouteRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {

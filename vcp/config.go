@@ -41,6 +41,9 @@ type RoutingConfig struct {
 	BGP      []BGPPeer  `yaml:"bgp"`
 	// Static routes of the router, via gateways on the external ports.
 	Static []StaticRoute `yaml:"static"`
+	// StaticFiles load many static routes: every prefix of a pyasn-format
+	// file (such as a RouteViews snapshot) via one gateway.
+	StaticFiles []StaticFile `yaml:"static_files"`
 	// OSPF runs on the mirrors of the ports with these VLANs, area 0.
 	OSPF []OSPFPort `yaml:"ospf"`
 	// Backends is where the RIB goes: iBGP, the suite the route reflector
@@ -55,6 +58,13 @@ type StaticRoute struct {
 	To  netip.Prefix `yaml:"to" msr:"required"`
 	Via netip.Addr   `yaml:"via" msr:"required"`
 	Pos config.Pos   `yaml:"-"`
+}
+
+// StaticFile is a file of prefixes routed via one gateway.
+type StaticFile struct {
+	File string     `yaml:"file" msr:"required"`
+	Via  netip.Addr `yaml:"via" msr:"required"`
+	Pos  config.Pos `yaml:"-"`
 }
 
 // OSPFPort runs OSPF on one external port's mirror.
@@ -181,6 +191,11 @@ func (c *FileConfig) complete() error {
 		for _, st := range r.Static {
 			if !st.To.Addr().Is4() || !c.onPort(st.Via) {
 				return st.Pos.Errorf("static route %s via %s: an IPv4 prefix via an address on an external port's subnet", st.To, st.Via)
+			}
+		}
+		for _, f := range r.StaticFiles {
+			if !c.onPort(f.Via) {
+				return f.Pos.Errorf("static file %s via %s: an address on an external port's subnet", f.File, f.Via)
 			}
 		}
 		for _, o := range r.OSPF {

@@ -1,6 +1,7 @@
 package vcp
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/msr-router/msr/router"
 )
 
 // Suite is the routing suite the VCP runs: BIRD 2, bound to the mirrors,
@@ -36,10 +39,11 @@ protocol bgp peer{{$i}} {
 	neighbor {{$b.Neighbor}} as {{$b.ASN}};
 	ipv4 { import all; export none; };
 }
-{{end}}{{if .Static}}
+{{end}}{{if or .Static .StaticFiles}}
 protocol static {
 	ipv4;
 {{range .Static}}	route {{.To}} via {{.Via}};
+{{end}}{{range $i, $f := .StaticFiles}}	include "{{$.RunDir}}/static{{$i}}.conf";
 {{end}}}
 {{end}}{{if .OSPF}}
 protocol ospf v2 {
@@ -71,6 +75,11 @@ func StartSuite(cfg *RoutingConfig) (*Suite, error) {
 	if err := birdConf.Execute(&conf, cfg); err != nil {
 		return nil, err
 	}
+	for i, f := range cfg.StaticFiles {
+		if err := writeStaticFile(filepath.Join(cfg.RunDir, fmt.Sprintf("static%d.conf", i)), f); err != nil {
+			return nil, err
+		}
+	}
 	path := filepath.Join(cfg.RunDir, "bird.conf")
 	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
 		return nil, err
@@ -88,6 +97,27 @@ func StartSuite(cfg *RoutingConfig) (*Suite, error) {
 	}
 	go func() { s.cmd.Wait(); log.Close() }()
 	return s, nil
+}
+
+// writeStaticFile turns a pyasn file into BIRD static routes.
+func writeStaticFile(path string, f StaticFile) error {
+	ps, err := router.LoadPrefixes(f.File)
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(out, 1<<20)
+	for _, p := range ps {
+		fmt.Fprintf(w, "\troute %s via %s;\n", p, f.Via)
+	}
+	if err := w.Flush(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // Query runs a birdc command and returns its output.

@@ -16,6 +16,9 @@ var benchCommand = command{
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
+  msr bench rib [--routes pyasn|N] [--backends 3] [--changes 20] [-o json]
+      the RIB from the VCP's BIRD to every back-end's FIB: load time, and one
+      BGP change's time to every FIB, in a lab of msr processes.
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -27,6 +30,9 @@ var benchCommand = command{
 func runBench(args []string) error {
 	if len(args) > 0 && args[0] == "prog" {
 		return runBenchProg(args[1:])
+	}
+	if len(args) > 0 && args[0] == "rib" {
+		return runBenchRIB(args[1:])
 	}
 	if len(args) == 0 || args[0] != "fwd" {
 		return cli.Usagef("msr bench fwd ..., or msr bench prog")
@@ -70,6 +76,26 @@ func runBenchProg(args []string) error {
 		return cli.Usagef("repeat and rounds must be positive")
 	}
 	r, err := bench.Prog(uint32(*repeat), *rounds)
+	if err != nil {
+		return err
+	}
+	return out.Print(os.Stdout, r, r.WriteText)
+}
+
+func runBenchRIB(args []string) error {
+	fs := flag.NewFlagSet("bench rib", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	o := bench.RIBOptions{}
+	fs.StringVar(&o.Routes, "routes", "pyasn", "static routes in the VCP's suite: pyasn or a number of prefixes")
+	fs.IntVar(&o.Backends, "backends", 3, "back-ends, 1-8")
+	fs.IntVar(&o.Changes, "changes", 20, "announce/withdraw pairs timed")
+	if _, _, err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if o.Backends < 1 || o.Backends > 8 || o.Changes < 0 {
+		return cli.Usagef("backends 1-8, changes not negative")
+	}
+	r, err := bench.RIB(o)
 	if err != nil {
 		return err
 	}
