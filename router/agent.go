@@ -48,11 +48,19 @@ type Agent struct {
 	pending  map[NeighborKey]*pendingARP
 	icmp     tokenBucket
 	counters map[string]uint64
-	// dirty: routes changed since the state was last saved. Saving is
-	// batched (every hello interval), or a table arriving route by route
-	// from the RIB feed would write the whole state per route.
-	dirty bool
+	// dirty: routes changed since the state was last saved. Saving waits
+	// for a quiet second (at most saveEvery), or a table arriving route by
+	// route from the RIB feed would write the whole state over and over.
+	dirty      bool
+	lastChange time.Time
+	lastSave   time.Time
 }
+
+// saveQuiet and saveEvery bound how long the saved state lags the FIB.
+const (
+	saveQuiet = time.Second
+	saveEvery = 10 * time.Second
+)
 
 type nhKey struct {
 	gw   netip.Addr // invalid: connected
@@ -253,7 +261,7 @@ func (a *Agent) AddRoute(p netip.Prefix, via []netip.Addr) error {
 	if err := a.setRoute(p, via); err != nil {
 		return err
 	}
-	a.dirty = true
+	a.dirty, a.lastChange = true, time.Now()
 	return nil
 }
 
@@ -265,7 +273,7 @@ func (a *Agent) DeleteRoute(p netip.Prefix) error {
 	if err := a.dp.FIB.Delete(p); err != nil {
 		return err
 	}
-	a.dirty = true
+	a.dirty, a.lastChange = true, time.Now()
 	return nil
 }
 
@@ -382,11 +390,11 @@ func (a *Agent) maintain(ctx context.Context) {
 		a.sendHello()
 		a.tickNeighbors(time.Now())
 		a.mu.Lock()
-		if a.dirty {
+		if now := time.Now(); a.dirty && (now.Sub(a.lastChange) >= saveQuiet || now.Sub(a.lastSave) >= saveEvery) {
 			if err := a.save(); err != nil {
 				a.log.Error("save state", "err", err)
 			}
-			a.dirty = false
+			a.dirty, a.lastSave = false, now
 		}
 		a.mu.Unlock()
 		select {
