@@ -265,6 +265,33 @@ func (a *Agent) AddRoute(p netip.Prefix, via []netip.Addr) error {
 	return nil
 }
 
+// addLearned applies a route from the RIB feed. A port's own subnet stays
+// connected: a learned route for it is ignored, as a router prefers a
+// connected route to any learned one.
+func (a *Agent) addLearned(p netip.Prefix, via []netip.Addr) error {
+	if a.isConnected(p) {
+		return nil
+	}
+	return a.AddRoute(p, via)
+}
+
+// deleteLearned withdraws a route of the RIB feed (never a connected one).
+func (a *Agent) deleteLearned(p netip.Prefix) error {
+	if a.isConnected(p) {
+		return nil
+	}
+	return a.DeleteRoute(p)
+}
+
+func (a *Agent) isConnected(p netip.Prefix) bool {
+	for _, port := range a.ports {
+		if port.Addr.Masked() == p.Masked() {
+			return true
+		}
+	}
+	return false
+}
+
 // DeleteRoute removes a route.
 func (a *Agent) DeleteRoute(p netip.Prefix) error {
 	a.mu.Lock()
@@ -355,7 +382,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			id = a.hostIP
 		}
 		var err error
-		if a.rib, err = startRIB(ctx, r, id, a.log, a.AddRoute, a.DeleteRoute); err != nil {
+		if a.rib, err = startRIB(ctx, r, id, a.log, a.addLearned, a.deleteLearned); err != nil {
 			return err
 		}
 		defer a.rib.Stop()
@@ -389,14 +416,20 @@ func (a *Agent) maintain(ctx context.Context) {
 	for {
 		a.sendHello()
 		a.tickNeighbors(time.Now())
+		// Copy under the lock, encode and write outside it: a full table
+		// takes seconds to encode, and routes keep arriving meanwhile.
+		var snap *savedState
 		a.mu.Lock()
 		if now := time.Now(); a.dirty && (now.Sub(a.lastChange) >= saveQuiet || now.Sub(a.lastSave) >= saveEvery) {
-			if err := a.save(); err != nil {
-				a.log.Error("save state", "err", err)
-			}
+			snap = a.snapshot()
 			a.dirty, a.lastSave = false, now
 		}
 		a.mu.Unlock()
+		if snap != nil {
+			if err := a.write(snap); err != nil {
+				a.log.Error("save state", "err", err)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -29,18 +29,29 @@ func (a *Agent) statePath() string {
 	return filepath.Join("/run/msr", "router-"+a.cfg.Name+".state.json")
 }
 
-// save writes the state (called with a.mu held or before Run). A restart
-// within an interval of a change finds the state behind the FIB: Adopt
-// then refuses it and the FIB is rebuilt.
-func (a *Agent) save() error {
+// snapshot copies what save writes; call it with a.mu held.
+func (a *Agent) snapshot() *savedState {
 	routes := a.dp.FIB.Routes()
-	s := savedState{Routes: make(map[string]uint32, len(routes)), Groups: a.groups}
+	s := &savedState{Routes: make(map[string]uint32, len(routes)), Groups: make(map[uint32][]uint32, len(a.groups))}
 	for p, g := range routes {
 		s.Routes[p.String()] = g
+	}
+	for g, ids := range a.groups {
+		s.Groups[g] = ids
 	}
 	for k, id := range a.nhIDs {
 		s.NextHops = append(s.NextHops, savedNextHop{ID: id, GW: k.gw, Port: k.port})
 	}
+	return s
+}
+
+// save writes the state (with a.mu held, or before Run). A restart within
+// saveQuiet of a change finds the state behind the FIB: Adopt then refuses
+// it and the FIB is rebuilt.
+func (a *Agent) save() error { return a.write(a.snapshot()) }
+
+// write puts a snapshot on disk; it needs no lock.
+func (a *Agent) write(s *savedState) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
