@@ -47,6 +47,8 @@ bench: build
 	@for fib in 10 pyasn 1000000; do $(BIN) bench fwd --dut router --size 64 --flows 1000 --duration 5s --fib $$fib || exit 1; done
 	$(BIN) bench fwd --dut linux --size 64 --flows 1000 --duration 5s --fib pyasn
 	$(GO) test -run '^$$' -bench . ./router
+	$(BIN) bench rib --routes pyasn --backends 3 --changes 20
+	$(BIN) bench rib --routes pyasn --backends 1 --changes 20
 
 # demo is the main job. Until the whole router exists it runs the baseline
 # benchmark: the instrument's ceiling and Linux forwarding, and beside them

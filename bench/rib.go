@@ -25,6 +25,8 @@ type RIBOptions struct {
 	Routes   string // "pyasn" or a number of prefixes
 	Backends int
 	Changes  int
+	// Msr is the msr binary the lab's elements run (default: this one).
+	Msr string
 }
 
 // RIBResult is what `msr bench rib` reports.
@@ -48,9 +50,12 @@ type Quantiles struct {
 
 // RIB runs the benchmark in a lab of msr processes (this binary).
 func RIB(o RIBOptions) (*RIBResult, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
+	self := o.Msr
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	prefixes, err := loadFIB(o.Routes)
 	if err != nil || prefixes == nil {

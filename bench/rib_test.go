@@ -1,0 +1,24 @@
+package bench
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestRIB runs the RIB benchmark small: 2000 routes to two back-ends, three
+// announce/withdraw pairs, every element an msr process.
+func TestRIB(t *testing.T) {
+	msr := filepath.Join(t.TempDir(), "msr")
+	if out, err := exec.Command("go", "build", "-o", msr, "../cmd/msr").CombinedOutput(); err != nil {
+		t.Fatalf("build msr: %v\n%s", err, out)
+	}
+	r, err := RIB(RIBOptions{Routes: "2000", Backends: 2, Changes: 3, Msr: msr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", r)
+	if r.Routes != 2000 || r.DistributeSeconds <= 0 || r.ChangeMs.N != 6 || r.VCPToFIBMs.P50 <= 0 || len(r.BackendRSSMB) != 2 {
+		t.Errorf("%+v", r)
+	}
+}
