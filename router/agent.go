@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -377,6 +378,13 @@ func sortIDs(ids []uint32) { sort.Slice(ids, func(i, j int) bool { return ids[i]
 // Run handles the slow path and sends hellos until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	if r := a.cfg.RIB; r != nil {
+		// A full table arriving by BGP is mostly garbage-collector work
+		// (a profile: GoBGP 60%, GC 21%); GOGC 300 loads 512k routes in
+		// 7.9 s instead of 10.9 s for 16% more memory. GOGC set by the
+		// operator wins.
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(300)
+		}
 		id := r.RouterID
 		if !id.IsValid() {
 			id = a.hostIP
