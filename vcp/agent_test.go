@@ -42,6 +42,9 @@ hosts:
   r3:
     interfaces:
       eth0: {mac: "02:00:00:00:b0:03"}
+  r4:
+    interfaces:
+      eth0: {mac: "02:00:00:00:b0:04"}
 switches:
   sw: {}
 links:
@@ -51,6 +54,7 @@ links:
   - ends: [r1:eth0, sw:p2]
   - ends: [r2:eth0, sw:p3]
   - ends: [r3:eth0, sw:p4]
+  - ends: [r4:eth0, sw:p5]
 `
 
 var keyHex = strings.Repeat("7e", 32)
@@ -81,8 +85,10 @@ func startVCPLab(t *testing.T) *vcpLabT {
 	l := &vcpLabT{t: t, dir: t.TempDir(), hellos: map[string]context.CancelFunc{}}
 	os.WriteFile(filepath.Join(l.dir, "key"), []byte(keyHex), 0o600)
 	for name, capacity := range map[string]uint32{"r1": 1000, "r2": 1000, "r3": 500} {
-		l.backend(name, capacity)
+		l.backend(name, capacity, keyHex)
 	}
+	// r4 has the wrong key: the VCP and the LB must ignore it.
+	l.backend("r4", 1000, strings.Repeat("5a", 32))
 	cfg := &FileConfig{Name: "t-vcp", KeyFile: filepath.Join(l.dir, "key"), Interface: "eth0", Mode: "maglev",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}}}
 	if err := cfg.complete(); err != nil {
@@ -124,9 +130,10 @@ func (l *vcpLabT) startLB() {
 	l.lbStop = run(l.lb.Run)
 }
 
-// backend makes a back-end stand-in: hellos of a router of capacity.
-func (l *vcpLabT) backend(name string, capacity uint32) {
-	secret, _ := hex.DecodeString(keyHex)
+// backend makes a back-end stand-in: hellos of a router of capacity,
+// sealed with key (hex).
+func (l *vcpLabT) backend(name string, capacity uint32, key string) {
+	secret, _ := hex.DecodeString(key)
 	err := netns.Do(lab.Namespace("t-vcp", name), func() error {
 		c, err := dist.Listen("eth0", dist.Keyring{1: secret})
 		if err != nil {
@@ -205,6 +212,19 @@ func TestVCPDrivesLB(t *testing.T) {
 	st := l.vcp.Status()
 	if len(st.Elements) != 4 || len(st.Tables) != 1 || st.Tables[0].Weights["r3"]*2 != st.Tables[0].Weights["r1"] {
 		t.Errorf("VCP status: %+v", st)
+	}
+	// r4's hellos (wrong key) reach the VCP every 100 ms and are refused:
+	// it is no element, has no weight, and the refusals are counted.
+	for _, e := range st.Elements {
+		if e.Name == "r4" {
+			t.Errorf("the VCP took in r4, whose key is wrong: %+v", e)
+		}
+	}
+	if _, ok := st.Tables[0].Weights["r4"]; ok {
+		t.Errorf("r4 (wrong key) has a weight: %v", st.Tables[0].Weights)
+	}
+	if st.DIST["auth"] == 0 || st.DIST["accepted"] == 0 {
+		t.Errorf("VCP DIST counters: %v (want accepted and refused for auth)", st.DIST)
 	}
 
 	if err := l.vcp.Drain("r2", true); err != nil {

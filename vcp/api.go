@@ -21,6 +21,9 @@ type Status struct {
 	Tables   []TableStatus     `json:"tables"`
 	Suite    *SuiteStatus      `json:"suite,omitempty"`
 	Mirrors  map[string]uint64 `json:"mirrors"`
+	// DIST counts control frames sent, accepted, and refused by reason
+	// (a wrong key shows as "auth" or "unknown_key").
+	DIST map[string]uint64 `json:"dist"`
 }
 
 // ElementStatus is one element.
@@ -49,7 +52,7 @@ type TableStatus struct {
 
 // Status reports elements and tables.
 func (a *Agent) Status() *Status {
-	s := &Status{Name: a.cfg.Name, Elements: []ElementStatus{}, Tables: []TableStatus{}, Mirrors: a.mirrors.Counters()}
+	s := &Status{Name: a.cfg.Name, Elements: []ElementStatus{}, Tables: []TableStatus{}, Mirrors: a.mirrors.Counters(), DIST: a.conn.Counters()}
 	if a.suite != nil {
 		st := a.suite.Status()
 		s.Suite = &st

@@ -88,8 +88,8 @@ links:
 
 	// ping resolves 192.0.2.1 by ARP: the LB's data path answers. (The echo
 	// itself is data, and with no back-end it is dropped.)
-	msr(t, "lab", "exec", "ext", "--", "ping", "-c", "1", "-w", "2", "192.0.2.1")
-	out, _, _ := msr(t, "lab", "exec", "ext", "--", "ip", "neigh", "show", "192.0.2.1")
+	msr(t, "lab", "exec", "--lab", "t-cli-lb", "ext", "--", "ping", "-c", "1", "-w", "2", "192.0.2.1")
+	out, _, _ := msr(t, "lab", "exec", "--lab", "t-cli-lb", "ext", "--", "ip", "neigh", "show", "192.0.2.1")
 	if !strings.Contains(out, "02:00:00:00:e0:00") {
 		t.Errorf("ext did not learn the LB's MAC by ARP: %q", out)
 	}

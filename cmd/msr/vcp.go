@@ -4,8 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/msr-router/msr/internal/cli"
@@ -63,6 +65,13 @@ func runVCP(args []string) error {
 			for _, t := range s.Tables {
 				fmt.Fprintf(w, "table of %s: %s generation %d applied %v weights %v\n", t.LB, t.Mode, t.Generation, t.Applied, t.Weights)
 			}
+			fmt.Fprintf(w, "DIST frames:")
+			for _, k := range slices.Sorted(maps.Keys(s.DIST)) {
+				if v := s.DIST[k]; v != 0 || k == "auth" {
+					fmt.Fprintf(w, " %s %d", k, v)
+				}
+			}
+			fmt.Fprintln(w)
 		})
 	case len(pos) == 2 && (pos[0] == "drain" || pos[0] == "undrain"):
 		var res map[string]string
