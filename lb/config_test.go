@@ -57,3 +57,15 @@ func TestReadKeyFile(t *testing.T) {
 		t.Error("non-hex key accepted")
 	}
 }
+
+// FuzzLoadConfig: no file makes the loader panic; refusals say where.
+func FuzzLoadConfig(f *testing.F) {
+	f.Add([]byte("name: lb1\nkey_file: k\nmode: maglev\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal, default: true}\nbackends:\n  - {mac: \"02:00:00:00:00:01\", ports: [i0], weight: 2}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "f.yaml")
+		os.WriteFile(path, data, 0o644)
+		if _, err := LoadConfig(path); err != nil && !strings.Contains(err.Error(), "f.yaml:") {
+			t.Fatalf("error without a position: %v", err)
+		}
+	})
+}

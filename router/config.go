@@ -145,6 +145,9 @@ func (c *FileConfig) complete() error {
 			}
 		}
 	}
+	if c.RIB != nil && c.RIB.ASN == 0 {
+		return c.Pos.Errorf("rib: asn 0 is reserved")
+	}
 	if len(c.ACL) > MaxACL {
 		return c.Pos.Errorf("%d ACL rules, at most %d", len(c.ACL), MaxACL)
 	}
@@ -195,7 +198,7 @@ func (a ACLConfig) rule() (ACLRule, error) {
 		r.Proto = 1
 	default:
 		var n int
-		if _, err := fmt.Sscanf(a.Proto, "%d", &n); err != nil || n < 1 || n > 255 {
+		if _, err := fmt.Sscanf(a.Proto, "%d", &n); err != nil || n < 1 || n > 255 || fmt.Sprint(n) != a.Proto {
 			return r, fmt.Errorf("proto %q: tcp, udp, icmp or 1-255", a.Proto)
 		}
 		r.Proto = uint8(n)
@@ -218,7 +221,7 @@ func portRange(s string) (uint16, uint16, error) {
 		return 0, 65535, nil
 	}
 	var lo, hi int
-	if n, _ := fmt.Sscanf(s, "%d-%d", &lo, &hi); n == 2 && lo <= hi && hi <= 65535 && lo >= 0 {
+	if n, _ := fmt.Sscanf(s, "%d-%d", &lo, &hi); n == 2 && lo <= hi && hi <= 65535 && lo >= 0 && fmt.Sprintf("%d-%d", lo, hi) == s {
 		return uint16(lo), uint16(hi), nil
 	}
 	if n, _ := fmt.Sscanf(s, "%d", &lo); n == 1 && lo >= 0 && lo <= 65535 && fmt.Sprint(lo) == s {

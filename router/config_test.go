@@ -1,0 +1,83 @@
+package router
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const goodRouter = `name: r1
+key_file: /etc/msr/key
+internal: eth0
+capacity_mbps: 500
+ports:
+  x: {vlan: 10, address: 192.0.2.2/24}
+  y: {vlan: 11, address: 198.51.100.2/24, mtu: 9000}
+routes:
+  - {to: 203.0.113.0/24, via: [192.0.2.10, 198.51.100.10]}
+acl:
+  - {action: deny, proto: udp, dport: 5000-5009}
+  - {action: permit, src: 10.0.0.0/8}
+rib: {neighbor: 10.0.0.1, asn: 65000}
+`
+
+func loadRouter(t *testing.T, text string) (*FileConfig, error) {
+	path := filepath.Join(t.TempDir(), "router.yaml")
+	os.WriteFile(path, []byte(text), 0o644)
+	return LoadConfig(path)
+}
+
+func TestLoadConfig(t *testing.T) {
+	c, err := loadRouter(t, goodRouter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID == 0 || c.Capacity != 500 || c.Ports["x"].MTU != 1500 || c.Ports["y"].MTU != 9000 || len(c.Routes[0].Via) != 2 ||
+		c.RIB.ASN != 65000 || c.Socket != "/run/msr/router-r1.sock" {
+		t.Errorf("%+v", c)
+	}
+	r, err := c.ACL[0].rule()
+	if err != nil || !r.Deny || r.Proto != 17 || r.DportLo != 5000 || r.DportHi != 5009 || r.SportHi != 65535 {
+		t.Errorf("ACL rule 0: %+v %v", r, err)
+	}
+	// Each edit of the good file must be refused at its line.
+	cases := []struct{ edit, want, msg string }{
+		{"vlan: 11", "vlan: 10", ":7:6: port y: VLAN 10 is already port x's"},
+		{"vlan: 11", "vlan: 4095", ":7:6: port y needs a VLAN id 1-4094"},
+		{"address: 198.51.100.2/24", "address: 2001:db8::2/64", ":7:6: port y needs a VLAN id 1-4094 and an IPv4 address"},
+		{"mtu: 9000", "mtu: 500", ":7:6: port y: MTU 500 below"},
+		{"via: [192.0.2.10, 198.51.100.10]", "via: [203.0.113.9]", ":9:5: route to 203.0.113.0/24: gateway 203.0.113.9 is on no port's subnet"},
+		{"via: [192.0.2.10, 198.51.100.10]", "via: []", ":9:5: route to 203.0.113.0/24: 1 to"},
+		{"action: deny", "action: drop", ":11:5: ACL rule: action \"drop\""},
+		{"proto: udp", "proto: 17x", ":11:5: ACL rule: proto \"17x\""},
+		{"dport: 5000-5009", "dport: 5000-5009x", ":11:5: ACL rule: port \"5000-5009x\""},
+		{"dport: 5000-5009", "dport: 5009-5000", ":11:5: ACL rule: port \"5009-5000\""},
+		{"src: 10.0.0.0/8", "src: 10.0.0.0/8, dport: 80", ":12:5: ACL rule: ports need proto tcp or udp"},
+		{"asn: 65000", "asn: 0", ":1:1: rib: asn 0 is reserved"},
+		{"capacity_mbps: 500", "capacity: 500", ":4:1: unknown key \"capacity\""},
+		{"internal: eth0\n", "", ":1:1: missing required key \"internal\""},
+		{"address: 192.0.2.2/24", "address: 192.0.2.300/24", ":6:26: ports.x.address"},
+	}
+	for i, c := range cases {
+		if !strings.Contains(goodRouter, c.edit) {
+			t.Fatalf("case %d: %q is not in the good file", i, c.edit)
+		}
+		_, err := loadRouter(t, strings.Replace(goodRouter, c.edit, c.want, 1))
+		if err == nil || !strings.Contains(err.Error(), "router.yaml"+c.msg) {
+			t.Errorf("case %d (%s → %s): %v, want %q", i, c.edit, c.want, err, c.msg)
+		}
+	}
+}
+
+// FuzzLoadConfig: no file makes the loader panic; refusals say where.
+func FuzzLoadConfig(f *testing.F) {
+	f.Add([]byte(goodRouter))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "f.yaml")
+		os.WriteFile(path, data, 0o644)
+		if _, err := LoadConfig(path); err != nil && !strings.Contains(err.Error(), "f.yaml:") {
+			t.Fatalf("error without a position: %v", err)
+		}
+	})
+}
