@@ -2,6 +2,7 @@ package dist
 
 import (
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,14 @@ type Sender struct {
 	Epoch uint64
 	Key   Key
 	seq   atomic.Uint64
+}
+
+// ElementID is the sender id an element takes when its config names none:
+// FNV-1a of "kind/name" (kind lb, router or vcp), stable across restarts.
+func ElementID(kind, name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(kind + "/" + name))
+	return h.Sum64()
 }
 
 // NewSender returns a Sender whose epoch is the current time in

@@ -1,12 +1,12 @@
 package lb
 
 import (
-	"hash/fnv"
 	"net"
 	"net/netip"
 	"sort"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
 )
 
@@ -74,9 +74,7 @@ func LoadConfig(path string) (*FileConfig, error) {
 // complete fills defaults and checks what decoding cannot.
 func (c *FileConfig) complete() error {
 	if c.ID == 0 {
-		h := fnv.New64a()
-		h.Write([]byte("lb/" + c.Name))
-		c.ID = h.Sum64()
+		c.ID = dist.ElementID("lb", c.Name)
 	}
 	if c.KeyID == 0 {
 		c.KeyID = 1

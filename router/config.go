@@ -2,11 +2,11 @@ package router
 
 import (
 	"fmt"
-	"hash/fnv"
 	"net/netip"
 	"sort"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
 )
 
@@ -83,9 +83,7 @@ func LoadConfig(path string) (*FileConfig, error) {
 
 func (c *FileConfig) complete() error {
 	if c.ID == 0 {
-		h := fnv.New64a()
-		h.Write([]byte("router/" + c.Name))
-		c.ID = h.Sum64()
+		c.ID = dist.ElementID("router", c.Name)
 	}
 	if c.KeyID == 0 {
 		c.KeyID = 1

@@ -5,11 +5,11 @@
 package vcp
 
 import (
-	"hash/fnv"
 	"net"
 	"net/netip"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
 )
 
@@ -125,9 +125,7 @@ var modes = map[string]uint8{"wrr": 1, "hash": 2, "maglev": 3}
 
 func (c *FileConfig) complete() error {
 	if c.ID == 0 {
-		h := fnv.New64a()
-		h.Write([]byte("vcp/" + c.Name))
-		c.ID = h.Sum64()
+		c.ID = dist.ElementID("vcp", c.Name)
 	}
 	if c.KeyID == 0 {
 		c.KeyID = 1
