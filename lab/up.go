@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cilium/ebpf/link"
-
 	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/internal/xdp"
 )
 
 // RunDir holds one directory per lab that is up: its state and its
@@ -209,9 +208,9 @@ func (b *builder) attachPass(e Endpoint) error {
 		if err != nil {
 			return err
 		}
-		l, err := link.AttachXDP(link.XDPOptions{Program: objs.Xdppass, Interface: ifi.Index, Flags: link.XDPDriverMode})
+		l, err := xdp.Attach(objs.Xdppass, ifi.Index)
 		if err != nil {
-			return fmt.Errorf("attach xdppass: %w", err)
+			return fmt.Errorf("xdppass: %w", err)
 		}
 		defer l.Close()
 		return l.Pin(filepath.Join(dir, e.Node+"_"+e.Iface))

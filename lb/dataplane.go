@@ -74,11 +74,7 @@ func (d *Dataplane) Program() *ebpf.Program { return d.objs.Lb }
 
 // Attach attaches the program to an interface in native mode.
 func (d *Dataplane) Attach(ifindex int) (link.Link, error) {
-	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.Lb, Interface: ifindex, Flags: link.XDPDriverMode})
-	if err != nil {
-		return nil, fmt.Errorf("attach xdp to ifindex %d: %w", ifindex, err)
-	}
-	return l, nil
+	return xdp.Attach(d.objs.Lb, ifindex)
 }
 
 // SetPort installs or updates a port: its role and addresses, its MAC as

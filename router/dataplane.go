@@ -90,11 +90,7 @@ func (d *Dataplane) Program() *ebpf.Program { return d.objs.Router }
 
 // Attach attaches the program to the interconnect port in native mode.
 func (d *Dataplane) Attach(ifindex int) (link.Link, error) {
-	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.Router, Interface: ifindex, Flags: link.XDPDriverMode})
-	if err != nil {
-		return nil, fmt.Errorf("attach xdp to ifindex %d: %w", ifindex, err)
-	}
-	return l, nil
+	return xdp.Attach(d.objs.Router, ifindex)
 }
 
 // SetConfig sets the back-end's own MAC on the interconnect and the

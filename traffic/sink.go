@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/link"
+	"github.com/msr-router/msr/internal/xdp"
 )
 
 // Sink counts test frames arriving on one interface (trafficsink).
@@ -27,10 +28,9 @@ func NewSink(ifname string, flows int) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.link, err = link.AttachXDP(link.XDPOptions{Program: s.objs.Trafficsink, Interface: ifi.Index, Flags: link.XDPDriverMode})
-	if err != nil {
+	if s.link, err = xdp.Attach(s.objs.Trafficsink, ifi.Index); err != nil {
 		s.objs.Close()
-		return nil, fmt.Errorf("attach xdp to %s: %w", ifname, err)
+		return nil, fmt.Errorf("%s: %w", ifname, err)
 	}
 	return s, nil
 }

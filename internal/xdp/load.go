@@ -33,6 +33,15 @@ func Load(spec *ebpf.CollectionSpec, objs any, pinDir string) error {
 	return nil
 }
 
+// Attach attaches prog to an interface in native (driver) mode.
+func Attach(prog *ebpf.Program, ifindex int) (link.Link, error) {
+	l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPDriverMode})
+	if err != nil {
+		return nil, fmt.Errorf("attach xdp to ifindex %d: %w", ifindex, err)
+	}
+	return l, nil
+}
+
 // AdoptOrAttach keeps the XDP link pinned at path by a previous run on the
 // same interface, replacing its program in place (forwarding never stops),
 // or attaches prog in native mode and pins the new link. adopted says
@@ -49,9 +58,8 @@ func AdoptOrAttach(path string, prog *ebpf.Program, ifindex int) (l link.Link, a
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, false, err
 	}
-	l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPDriverMode})
-	if err != nil {
-		return nil, false, fmt.Errorf("attach xdp to ifindex %d: %w", ifindex, err)
+	if l, err = Attach(prog, ifindex); err != nil {
+		return nil, false, err
 	}
 	if err := l.Pin(path); err != nil {
 		l.Close()
