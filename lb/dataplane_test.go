@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
@@ -235,11 +236,11 @@ func fixtureCases() []fixtureCase {
 			}},
 		{name: "BGP reply from the peer (source port 179)", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipExt0, 179, 40000)), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "BGP between two other hosts is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipHostB, 40000, 179)), verdict: XDPRedirect, module: "balance"},
-		{name: "OSPF hello to AllSPFRouters", in: "e1", frame: eth(ospfMAC, macHost, etherTypeIPv4, ipv4(ipHostB, netip.MustParseAddr("224.0.0.5"), 89, make([]byte, 44))), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "OSPF hello to AllSPFRouters", in: "e1", frame: eth(ospfMAC, macHost, etherTypeIPv4, inet.IPv4(ipHostB, netip.MustParseAddr("224.0.0.5"), 89, make([]byte, 44))), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "RIP to its group", in: "e1", frame: eth(netAddrMAC(9), macHost, etherTypeIPv4, udp(ipHostB, netip.MustParseAddr("224.0.0.9"), 520, 520)), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "SNMP to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipExt0, 5555, 161)), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "anything to the management address", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipMgmt, 5555, 22)), verdict: XDPRedirect, out: "i0", module: "vcp"},
-		{name: "ICMP echo to the router is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, ipv4(ipHostA, ipExt0, 1, make([]byte, 16))), verdict: XDPRedirect, module: "balance"},
+		{name: "ICMP echo to the router is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, inet.IPv4(ipHostA, ipExt0, 1, make([]byte, 16))), verdict: XDPRedirect, module: "balance"},
 		{name: "data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, dataA), verdict: XDPRedirect, module: "balance", check: func(t *testing.T, out []byte) {
 			if !bytes.Equal(out[14:14+len(dataA)], dataA) || !bytes.Equal(out[6:12], macHost) {
 				t.Error("balance changed more than the destination MAC")

@@ -49,17 +49,6 @@ func arp(op uint16, sha net.HardwareAddr, sip netip.Addr, tha net.HardwareAddr, 
 	return append(b, tip.AsSlice()...)
 }
 
-// ipv4 builds an IPv4 packet with a correct header checksum.
-func ipv4(src, dst netip.Addr, proto uint8, payload []byte) []byte {
-	h := make([]byte, 20)
-	h[0], h[8], h[9] = 0x45, 64, proto
-	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
-	copy(h[12:], src.AsSlice())
-	copy(h[16:], dst.AsSlice())
-	binary.BigEndian.PutUint16(h[10:], inet.Checksum(h))
-	return append(h, payload...)
-}
-
 func l4(sport, dport uint16, n int) []byte {
 	b := make([]byte, 8+n)
 	binary.BigEndian.PutUint16(b, sport)
@@ -68,11 +57,11 @@ func l4(sport, dport uint16, n int) []byte {
 }
 
 func udp(src, dst netip.Addr, sport, dport uint16) []byte {
-	return ipv4(src, dst, 17, l4(sport, dport, 18))
+	return inet.IPv4(src, dst, 17, l4(sport, dport, 18))
 }
 
 func tcp(src, dst netip.Addr, sport, dport uint16) []byte {
-	return ipv4(src, dst, 6, append(l4(sport, dport, 12), make([]byte, 8)...))
+	return inet.IPv4(src, dst, 6, append(l4(sport, dport, 12), make([]byte, 8)...))
 }
 
 // randomFrame draws a frame from the shapes the data path must tell
@@ -99,7 +88,7 @@ func randomFrame(r *rand.Rand) []byte {
 	case 2:
 		et, payload = etherTypeIPv4, tcp(addr(), addr(), port(), port())
 	case 3:
-		et, payload = etherTypeIPv4, ipv4(addr(), addr(), []uint8{1, 89, 47, 6, 17}[pick(5)], make([]byte, pick(64)))
+		et, payload = etherTypeIPv4, inet.IPv4(addr(), addr(), []uint8{1, 89, 47, 6, 17}[pick(5)], make([]byte, pick(64)))
 	case 4:
 		et, payload = etherTypeDIST, make([]byte, 64+pick(64))
 	default:

@@ -104,7 +104,7 @@ func (a *Agent) local(pkt []byte) {
 	pkt = pkt[:tot]
 	switch {
 	case pkt[9] == 1 && len(pkt) >= ihl+8 && pkt[ihl] == 8 && binary.BigEndian.Uint16(pkt[6:])&0x3fff == 0:
-		reply := ipv4(netip.AddrFrom4([4]byte(pkt[16:20])), netip.AddrFrom4([4]byte(pkt[12:16])), 1, bytes.Clone(pkt[ihl:]))
+		reply := inet.IPv4(netip.AddrFrom4([4]byte(pkt[16:20])), netip.AddrFrom4([4]byte(pkt[12:16])), 1, bytes.Clone(pkt[ihl:]))
 		icmp := reply[20:]
 		icmp[0] = 0
 		binary.BigEndian.PutUint16(icmp[2:], 0)
@@ -150,7 +150,7 @@ func (a *Agent) icmpError(pkt []byte, typ, code uint8, mtu uint32) {
 	body = append(body, quote...)
 	binary.BigEndian.PutUint16(body[2:], inet.Checksum(body))
 	a.counters["icmp_errors"]++
-	a.send(ipv4(from, src, 1, body))
+	a.send(inet.IPv4(from, src, 1, body))
 }
 
 // addressTowards is the address of the router's port on the route to dst.
@@ -343,15 +343,4 @@ func (a *Agent) fragment(pkt []byte, mtu uint16) {
 		a.counters["fragments"]++
 		a.send(f)
 	}
-}
-
-// ipv4 builds an IPv4 packet with TTL 64.
-func ipv4(src, dst netip.Addr, proto uint8, payload []byte) []byte {
-	h := make([]byte, 20, 20+len(payload))
-	h[0], h[8], h[9] = 0x45, 64, proto
-	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
-	copy(h[12:], src.AsSlice())
-	copy(h[16:], dst.AsSlice())
-	binary.BigEndian.PutUint16(h[10:], inet.Checksum(h))
-	return append(h, payload...)
 }

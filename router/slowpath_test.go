@@ -36,7 +36,7 @@ func TestTokenBucket(t *testing.T) {
 
 // TestDecTTL checks the slow path's TTL decrement keeps the header valid.
 func TestDecTTL(t *testing.T) {
-	p := ipv4(netipMust("198.18.0.1"), netipMust("192.0.2.10"), 17, make([]byte, 12))
+	p := inet.IPv4(netipMust("198.18.0.1"), netipMust("192.0.2.10"), 17, make([]byte, 12))
 	p = decTTL(p)
 	if p[8] != 63 || !checksumOK(p[:20]) {
 		t.Errorf("TTL %d, header %x", p[8], p[:20])
