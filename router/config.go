@@ -124,23 +124,13 @@ func (c *FileConfig) complete() error {
 		}
 	}
 	for _, r := range c.Routes {
-		if len(r.Via) == 0 || len(r.Via) > ECMPMax {
-			return r.Pos.Errorf("route to %s: 1 to %d gateways", r.To, ECMPMax)
-		}
-		for _, gw := range r.Via {
-			if _, ok := c.portFor(gw); !ok {
-				return r.Pos.Errorf("route to %s: gateway %s is on no port's subnet", r.To, gw)
-			}
+		if err := c.checkVia(r.Via); err != nil {
+			return r.Pos.Errorf("route to %s: %v", r.To, err)
 		}
 	}
 	for _, f := range c.RouteFiles {
-		if len(f.Via) == 0 || len(f.Via) > ECMPMax {
-			return f.Pos.Errorf("route file %s: 1 to %d gateways", f.File, ECMPMax)
-		}
-		for _, gw := range f.Via {
-			if _, ok := c.portFor(gw); !ok {
-				return f.Pos.Errorf("route file %s: gateway %s is on no port's subnet", f.File, gw)
-			}
+		if err := c.checkVia(f.Via); err != nil {
+			return f.Pos.Errorf("route file %s: %v", f.File, err)
 		}
 	}
 	if c.RIB != nil && c.RIB.ASN == 0 {
@@ -152,6 +142,20 @@ func (c *FileConfig) complete() error {
 	for _, a := range c.ACL {
 		if _, err := a.rule(); err != nil {
 			return a.Pos.Errorf("ACL rule: %v", err)
+		}
+	}
+	return nil
+}
+
+// checkVia checks a route's gateways: 1 to ECMPMax, each on a port's
+// subnet.
+func (c *FileConfig) checkVia(via []netip.Addr) error {
+	if len(via) == 0 || len(via) > ECMPMax {
+		return fmt.Errorf("1 to %d gateways", ECMPMax)
+	}
+	for _, gw := range via {
+		if _, ok := c.portFor(gw); !ok {
+			return fmt.Errorf("gateway %s is on no port's subnet", gw)
 		}
 	}
 	return nil
