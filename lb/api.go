@@ -1,7 +1,6 @@
 package lb
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/msr-router/msr/internal/api"
@@ -10,11 +9,11 @@ import (
 // The agent's local API (internal/api: HTTP on a Unix socket), read by
 // `msr lb status`. GET /status returns Status.
 
-// Serve answers API requests on the Unix socket path until ctx ends.
-func (a *Agent) Serve(ctx context.Context, path string) error {
+// Handler answers the API's requests.
+func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
-	return api.Serve(ctx, path, mux)
+	return mux
 }
 
 // FetchStatus asks the agent listening on the Unix socket path.

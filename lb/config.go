@@ -19,8 +19,11 @@ type FileConfig struct {
 	KeyFile string `yaml:"key_file" msr:"required"`
 	KeyID   uint8  `yaml:"key_id"`
 	// PinDir keeps maps and links across restarts of the agent.
-	PinDir          string                 `yaml:"pin_dir"`
-	Socket          string                 `yaml:"socket"`
+	PinDir string `yaml:"pin_dir"`
+	Socket string `yaml:"socket"`
+	// APIListen is the API's address on the management network
+	// (HOST:PORT), beside the local socket; changes need the key's token.
+	APIListen       netip.AddrPort         `yaml:"api_listen"`
 	HelloInterval   time.Duration          `yaml:"hello_interval"`
 	HoldMultiplier  uint8                  `yaml:"hold_multiplier"`
 	Mode            string                 `yaml:"mode"`

@@ -535,6 +535,20 @@ func (a *Agent) Route(p netip.Prefix) []RouteInfo {
 	return []RouteInfo{}
 }
 
+// Lookup returns the FIB's longest match for addr, if there is one.
+func (a *Agent) Lookup(addr netip.Addr) []RouteInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	routes := a.dp.FIB.Routes()
+	for bits := 32; bits >= 0; bits-- {
+		p := netip.PrefixFrom(addr, bits).Masked()
+		if g, ok := routes[p]; ok {
+			return []RouteInfo{a.routeInfo(p, g)}
+		}
+	}
+	return []RouteInfo{}
+}
+
 func (a *Agent) routeInfo(p netip.Prefix, g uint32) RouteInfo {
 	ri := RouteInfo{Prefix: p.String()}
 	for _, id := range a.groups[g] {

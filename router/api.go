@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 //   GET    /routes          []RouteInfo (?prefix=P: that route only, or none)
 //   POST   /routes          RouteRequest: add or replace
 //   DELETE /routes?prefix=P remove
+//   GET    /lookup?addr=A   []RouteInfo: the FIB's longest match for A, or none
 
 // RouteRequest adds a route.
 type RouteRequest struct {
@@ -23,8 +23,8 @@ type RouteRequest struct {
 	Via    []string `json:"via"`
 }
 
-// Serve answers API requests on the Unix socket path until ctx ends.
-func (a *Agent) Serve(ctx context.Context, path string) error {
+// Handler answers the API's requests.
+func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
 	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, r *http.Request) {
@@ -38,6 +38,14 @@ func (a *Agent) Serve(ctx context.Context, path string) error {
 			return
 		}
 		api.Reply(w, a.Routes(), nil)
+	})
+	mux.HandleFunc("GET /lookup", func(w http.ResponseWriter, r *http.Request) {
+		addr, err := netip.ParseAddr(r.URL.Query().Get("addr"))
+		if err != nil || !addr.Is4() {
+			api.Reply(w, nil, fmt.Errorf("addr %q: an IPv4 address", r.URL.Query().Get("addr")))
+			return
+		}
+		api.Reply(w, a.Lookup(addr), nil)
 	})
 	mux.HandleFunc("POST /routes", func(w http.ResponseWriter, r *http.Request) {
 		var req RouteRequest
@@ -58,7 +66,7 @@ func (a *Agent) Serve(ctx context.Context, path string) error {
 		}
 		api.Reply(w, map[string]string{"deleted": p.String()}, err)
 	})
-	return api.Serve(ctx, path, mux)
+	return mux
 }
 
 func (r RouteRequest) parse() (netip.Prefix, []netip.Addr, error) {

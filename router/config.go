@@ -19,9 +19,12 @@ type FileConfig struct {
 	KeyID    uint8  `yaml:"key_id"`
 	Internal string `yaml:"internal" msr:"required"` // the interface on the interconnect
 	// Capacity in Mbit/s, announced in hellos: the VCP's basis for weights.
-	Capacity      uint32                 `yaml:"capacity_mbps"`
-	PinDir        string                 `yaml:"pin_dir"`
-	Socket        string                 `yaml:"socket"`
+	Capacity uint32 `yaml:"capacity_mbps"`
+	PinDir   string `yaml:"pin_dir"`
+	Socket   string `yaml:"socket"`
+	// APIListen is the API's address on the management network
+	// (HOST:PORT), beside the local socket; changes need the key's token.
+	APIListen     netip.AddrPort         `yaml:"api_listen"`
 	HelloInterval time.Duration          `yaml:"hello_interval"`
 	Ports         map[string]*PortConfig `yaml:"ports" msr:"required"`
 	Routes        []RouteConfig          `yaml:"routes"`

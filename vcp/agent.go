@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/api"
 )
 
 // Agent is `msr vcp`: discovery, topology, balancing control.
@@ -23,11 +24,15 @@ type Agent struct {
 	mirrors *Mirrors
 	suite   *Suite // nil without routing
 	log     *slog.Logger
+	token   string // of the management API, for relaying to elements
 
+	reloadMu sync.Mutex // one reload at a time
 	mu       sync.Mutex
 	elements map[uint64]*element
 	drained  map[string]bool // back-end names
-	pushed   map[uint64]*lbPush
+	// capacities set from the console (SetCapacity), by back-end name
+	capacities map[string]uint32
+	pushed     map[uint64]*lbPush
 }
 
 // element is one LB or back-end as its hellos describe it.
@@ -55,7 +60,8 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
-		elements: map[uint64]*element{}, drained: map[string]bool{}, pushed: map[uint64]*lbPush{}}
+		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{},
+		pushed: map[uint64]*lbPush{}, token: api.Token(key.Secret)}
 	if a.sender, err = dist.NewSender(cfg.ID, key); err != nil {
 		return nil, err
 	}
@@ -252,6 +258,9 @@ func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 }
 
 func (a *Agent) capacity(r *element) uint32 {
+	if c := a.capacities[r.hello.Name]; c > 0 {
+		return c
+	}
 	if b := a.cfg.Backends[r.hello.Name]; b != nil && b.CapacityMbps > 0 {
 		return b.CapacityMbps
 	}
@@ -309,11 +318,18 @@ func (a *Agent) Drain(name string, drain bool) error {
 	return fmt.Errorf("no back-end %q", name)
 }
 
+// currentSuite is the running suite, or nil (a reload may change it).
+func (a *Agent) currentSuite() *Suite {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.suite
+}
+
 // Close stops the suite and releases the DIST socket (the mirrors' sockets
 // close when Run ends).
 func (a *Agent) Close() error {
-	if a.suite != nil {
-		a.suite.Stop()
+	if suite := a.currentSuite(); suite != nil {
+		suite.Stop()
 	}
 	return a.conn.Close()
 }

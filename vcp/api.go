@@ -1,18 +1,31 @@
 package vcp
 
 import (
-	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/netip"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
 )
 
-// The VCP's local API (internal/api): GET /status; POST /drain?name=B and
-// POST /undrain?name=B.
+// The VCP's API (internal/api), on its Unix socket and, with api_listen,
+// on the management network, where `msr ctl` is its client:
+//
+//	GET  /status                   Status: everything below at once
+//	GET  /elements                 []ElementStatus
+//	GET  /ports                    PortsView: the router's ports and counters
+//	GET  /tables                   []TableStatus: every LB's balancing table
+//	GET  /routes                   RoutesView: count, protocols, per back-end install state
+//	GET  /routes/lookup?addr=A     LookupView: the suite's and every back-end's routes for A
+//	POST /drain?name=B, /undrain?name=B
+//	POST /weight?name=B&capacity=MBPS   (0: the configured or announced one again)
+//	POST /reload                   ReloadResult: the config file read again, the difference applied
+//	ANY  /relay/ELEMENT/PATH       the request, passed to ELEMENT's own API (by name or id)
 
 // Status is the router as the VCP sees it.
 type Status struct {
@@ -53,8 +66,8 @@ type TableStatus struct {
 // Status reports elements and tables.
 func (a *Agent) Status() *Status {
 	s := &Status{Name: a.cfg.Name, Elements: []ElementStatus{}, Tables: []TableStatus{}, Mirrors: a.mirrors.Counters(), DIST: a.conn.Counters()}
-	if a.suite != nil {
-		st := a.suite.Status()
+	if suite := a.currentSuite(); suite != nil {
+		st := suite.Status()
 		s.Suite = &st
 	}
 	a.mu.Lock()
@@ -83,17 +96,66 @@ func (a *Agent) Status() *Status {
 	return s
 }
 
-// Serve answers API requests on the Unix socket path until ctx ends.
-func (a *Agent) Serve(ctx context.Context, path string) error {
+// Handler answers the API's requests.
+func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
+	mux.HandleFunc("GET /elements", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status().Elements, nil) })
+	mux.HandleFunc("GET /tables", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status().Tables, nil) })
+	mux.HandleFunc("GET /ports", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Ports(), nil) })
+	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.Routes()
+		api.Reply(w, v, err)
+	})
+	mux.HandleFunc("GET /routes/lookup", func(w http.ResponseWriter, r *http.Request) {
+		addr, err := netip.ParseAddr(r.URL.Query().Get("addr"))
+		if err != nil || !addr.Is4() {
+			api.Reply(w, nil, fmt.Errorf("addr %q: an IPv4 address", r.URL.Query().Get("addr")))
+			return
+		}
+		api.Reply(w, a.Lookup(addr), nil)
+	})
 	for _, op := range []string{"drain", "undrain"} {
 		mux.HandleFunc("POST /"+op, func(w http.ResponseWriter, r *http.Request) {
 			name := r.URL.Query().Get("name")
 			api.Reply(w, map[string]string{op: name}, a.Drain(name, op == "drain"))
 		})
 	}
-	return api.Serve(ctx, path, mux)
+	mux.HandleFunc("POST /weight", func(w http.ResponseWriter, r *http.Request) {
+		name, c := r.URL.Query().Get("name"), r.URL.Query().Get("capacity")
+		mbps, err := strconv.ParseUint(c, 10, 32)
+		if err != nil {
+			api.Reply(w, nil, fmt.Errorf("capacity %q: Mbit/s, such as 1000", c))
+			return
+		}
+		api.Reply(w, map[string]any{"name": name, "capacity_mbps": mbps}, a.SetCapacity(name, uint32(mbps)))
+	})
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		res, err := a.Reload()
+		api.Reply(w, res, err)
+	})
+	mux.HandleFunc("/relay/{element}/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if len(body) == 0 {
+			body = nil
+		}
+		path := "/" + r.PathValue("path")
+		if r.URL.RawQuery != "" {
+			path += "?" + r.URL.RawQuery
+		}
+		var status int
+		if err == nil {
+			status, body, err = a.Relay(r.PathValue("element"), r.Method, path, body)
+		}
+		if err != nil {
+			api.Reply(w, nil, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(body)
+	})
+	return mux
 }
 
 // NewClient dials the VCP on the Unix socket path.

@@ -23,6 +23,9 @@ type FileConfig struct {
 	HelloInterval  time.Duration `yaml:"hello_interval"`
 	HoldMultiplier uint8         `yaml:"hold_multiplier"`
 	Socket         string        `yaml:"socket"`
+	// APIListen is the API's address on the management network
+	// (HOST:PORT), beside the local socket; changes need the key's token.
+	APIListen netip.AddrPort `yaml:"api_listen"`
 	// Mode is the balancing mode of every LB not named in LBs.
 	Mode          string                    `yaml:"mode"`
 	LBs           map[string]*LBConfig      `yaml:"lbs"`
@@ -90,8 +93,11 @@ type BGPPeer struct {
 
 // LBConfig is what is particular to one LB.
 type LBConfig struct {
-	Mode string     `yaml:"mode"`
-	Pos  config.Pos `yaml:"-"`
+	Mode string `yaml:"mode"`
+	// API is the LB agent's management API (its api_listen), where the
+	// console relays commands for it.
+	API netip.AddrPort `yaml:"api"`
+	Pos config.Pos     `yaml:"-"`
 }
 
 // ExternalPortConfig makes one port of one LB an external port of the
@@ -108,8 +114,10 @@ type ExternalPortConfig struct {
 // BackendConfig overrides what a back-end says of itself.
 type BackendConfig struct {
 	// CapacityMbps replaces the capacity in its hellos (0: keep it).
-	CapacityMbps uint32     `yaml:"capacity_mbps"`
-	Pos          config.Pos `yaml:"-"`
+	CapacityMbps uint32 `yaml:"capacity_mbps"`
+	// API is the back-end agent's management API (its api_listen).
+	API netip.AddrPort `yaml:"api"`
+	Pos config.Pos     `yaml:"-"`
 }
 
 // LoadConfig reads and checks a VCP config file.
@@ -217,6 +225,17 @@ func (c *FileConfig) onPort(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// apiOf is the management API of the element named name, if configured.
+func (c *FileConfig) apiOf(name string) (netip.AddrPort, bool) {
+	if l := c.LBs[name]; l != nil && l.API.IsValid() {
+		return l.API, true
+	}
+	if b := c.Backends[name]; b != nil && b.API.IsValid() {
+		return b.API, true
+	}
+	return netip.AddrPort{}, false
 }
 
 // modeOf is the balancing mode of an LB.

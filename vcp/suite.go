@@ -68,20 +68,8 @@ protocol bgp backends {
 // StartSuite writes the suite's configuration and starts it. Call it in
 // the VCP's namespace: the process inherits it.
 func StartSuite(cfg *RoutingConfig) (*Suite, error) {
-	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
-		return nil, err
-	}
-	var conf bytes.Buffer
-	if err := birdConf.Execute(&conf, cfg); err != nil {
-		return nil, err
-	}
-	for i, f := range cfg.StaticFiles {
-		if err := writeStaticFile(filepath.Join(cfg.RunDir, fmt.Sprintf("static%d.conf", i)), f); err != nil {
-			return nil, err
-		}
-	}
-	path := filepath.Join(cfg.RunDir, "bird.conf")
-	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
+	path, err := writeSuiteConfig(cfg)
+	if err != nil {
 		return nil, err
 	}
 	s := &Suite{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl")}
@@ -97,6 +85,39 @@ func StartSuite(cfg *RoutingConfig) (*Suite, error) {
 	}
 	go func() { s.cmd.Wait(); log.Close() }()
 	return s, nil
+}
+
+// writeSuiteConfig writes BIRD's configuration (and its static route
+// files) into the run directory and returns its path.
+func writeSuiteConfig(cfg *RoutingConfig) (string, error) {
+	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
+		return "", err
+	}
+	var conf bytes.Buffer
+	if err := birdConf.Execute(&conf, cfg); err != nil {
+		return "", err
+	}
+	for i, f := range cfg.StaticFiles {
+		if err := writeStaticFile(filepath.Join(cfg.RunDir, fmt.Sprintf("static%d.conf", i)), f); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(cfg.RunDir, "bird.conf")
+	return path, os.WriteFile(path, conf.Bytes(), 0o644)
+}
+
+// Reconfigure gives the running suite a new configuration: BIRD compares
+// it with the old one and restarts only the protocols that changed.
+func (s *Suite) Reconfigure(cfg *RoutingConfig) error {
+	if _, err := writeSuiteConfig(cfg); err != nil {
+		return err
+	}
+	out, err := s.Query("configure")
+	if err != nil || !strings.Contains(out, "Reconfigur") {
+		return fmt.Errorf("BIRD refused the new configuration: %v: %s", err, out)
+	}
+	s.cfg = cfg
+	return nil
 }
 
 // writeStaticFile turns a pyasn file into BIRD static routes.

@@ -64,7 +64,7 @@ func runLBAgent(file string) error {
 	if err != nil {
 		return err
 	}
-	return runAgent("lb", cfg.Name, cfg.Socket, a, log)
+	return runAgent("lb", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID), a, log)
 }
 
 func writeLBStatus(w io.Writer, s *lb.Status) {

@@ -27,6 +27,7 @@ var commands = map[string]command{
 	"lb":     lbCommand,
 	"router": routerCommand,
 	"vcp":    vcpCommand,
+	"ctl":    ctlCommand,
 }
 
 func main() {

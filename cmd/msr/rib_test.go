@@ -82,6 +82,9 @@ ports:
 	write("vcp.yaml", `name: t-rib-vcp
 key_file: `+dir+`/key
 interface: eth0
+api_listen: 10.0.0.1:8179
+backends:
+  t-rib-r1: {api: 10.0.0.11:8180}
 external_ports:
   - {lb: t-rib-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
 routing:
@@ -96,6 +99,7 @@ routing:
 	write("r1.yaml", `name: t-rib-r1
 key_file: `+dir+`/key
 internal: eth0
+api_listen: 10.0.0.11:8180
 pin_dir: /sys/fs/bpf/msr-test-rib-r1
 socket: `+dir+`/r1.sock
 ports:
@@ -160,6 +164,8 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 			t.Fatalf("the VCP sees %d routes installed on the back-end, want 4:\n%s", installed, out)
 		}
 	}
+
+	checkConsole(t, dir, routes)
 
 	// The peer withdraws one prefix: within a second it is gone from the
 	// back-end's FIB. (A peer that just goes away is different: BIRD keeps

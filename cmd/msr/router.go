@@ -87,5 +87,5 @@ func runRouterAgent(file string) error {
 	if err != nil {
 		return err
 	}
-	return runAgent("router", cfg.Name, cfg.Socket, a, log)
+	return runAgent("router", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID), a, log)
 }

@@ -7,8 +7,10 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/msr-router/msr/internal/cli"
 	"github.com/msr-router/msr/vcp"
@@ -16,7 +18,7 @@ import (
 
 var vcpCommand = command{
 	summary: "the virtual control plane: discovery, topology, LB ports and balancing tables",
-	usage: `  msr vcp --config FILE.yaml                 run it (on the interconnect)
+	usage: `  msr vcp --config FILE.yaml                 run it (on the interconnect); SIGHUP reloads FILE
   msr vcp status --name NAME [-o json]       elements, LB tables
   msr vcp drain|undrain BACKEND --name NAME  no new flows to a back-end, or again
   (--socket PATH instead of --name)
@@ -45,7 +47,19 @@ func runVCP(args []string) error {
 		if err != nil {
 			return err
 		}
-		return runAgent("vcp", cfg.Name, cfg.Socket, a, log)
+		// SIGHUP reloads the config, as `msr ctl reload` does.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		go func() {
+			for range hup {
+				if res, err := a.Reload(); err != nil {
+					log.Error("reload", "err", err)
+				} else {
+					log.Info("reload", "changes", len(res.Changes))
+				}
+			}
+		}()
+		return runAgent("vcp", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID), a, log)
 	}
 	path, err := agentSocket("vcp", *name, *socket)
 	if err != nil {

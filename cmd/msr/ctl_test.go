@@ -1,0 +1,173 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// checkConsole drives `msr ctl` against the running t-rib lab
+// (TestRIBFromPeerToBackend) from the back-end's host, over the network to
+// the VCP's management API, as an operator would: the router as one box,
+// a relay to one element, changes with and without the key, and a reload.
+func checkConsole(t *testing.T, dir string, routes func() string) {
+	t.Helper()
+	ctl := func(args ...string) (string, string, int) {
+		t.Helper()
+		return msr(t, append([]string{"lab", "exec", "--lab", "t-rib", "r1", "--", msrBin, "ctl", "--api", "10.0.0.1:8179"}, args...)...)
+	}
+	ctlJSON := func(v any, args ...string) {
+		t.Helper()
+		out, errOut, code := ctl(append(args, "-o", "json")...)
+		if code != 0 {
+			t.Fatalf("msr ctl %v: %s %s", args, out, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("msr ctl %v: %v: %s", args, err, out)
+		}
+	}
+	keyed := []string{"--key-file", filepath.Join(dir, "key")}
+
+	var elements []struct {
+		Name     string
+		Role     string
+		Alive    bool
+		Capacity uint32 `json:"capacity_mbps"`
+	}
+	ctlJSON(&elements, "elements")
+	if len(elements) != 2 || elements[0].Name != "t-rib-lb" || elements[1].Name != "t-rib-r1" || !elements[0].Alive || !elements[1].Alive {
+		t.Errorf("elements: %+v", elements)
+	}
+
+	// Routes: the suite's count, the back-end's session and install state.
+	var rv struct {
+		Networks int
+		Backends []struct {
+			Name      string
+			Installed uint32
+			Session   string
+			Exported  int
+		}
+	}
+	ctlJSON(&rv, "routes")
+	if rv.Networks < 4 || len(rv.Backends) != 1 || rv.Backends[0].Session != "Established" || rv.Backends[0].Exported != 3 || rv.Backends[0].Installed != 4 {
+		t.Errorf("routes: %+v", rv)
+	}
+	// One address: the suite's route, and the back-end's FIB entry.
+	var lv struct {
+		Suite []struct {
+			Prefix, Protocol string
+			Best             bool
+			Via              []string
+		}
+		Backends []struct {
+			Name   string
+			Routes []struct {
+				Prefix string
+				Via    []string
+			}
+			Error string
+		}
+	}
+	ctlJSON(&lv, "route", "203.0.113.7")
+	if len(lv.Suite) != 1 || lv.Suite[0].Prefix != "203.0.113.0/24" || !lv.Suite[0].Best || strings.Join(lv.Suite[0].Via, ",") != "192.0.2.10" {
+		t.Errorf("the suite's route for 203.0.113.7: %+v", lv.Suite)
+	}
+	if len(lv.Backends) != 1 || len(lv.Backends[0].Routes) != 1 || lv.Backends[0].Routes[0].Prefix != "203.0.113.0/24" ||
+		strings.Join(lv.Backends[0].Routes[0].Via, ",") != "192.0.2.10" {
+		t.Errorf("the back-end's route for 203.0.113.7: %+v", lv.Backends)
+	}
+	// Ports: the LB's external port with the router's address, and the BGP
+	// session's packets counted on it.
+	var pv struct {
+		Ports []struct {
+			Name, Role, Address string
+			VLAN                uint16
+			RxPackets           uint64 `json:"rx_packets"`
+		}
+		External struct {
+			RxPackets uint64 `json:"rx_packets"`
+		}
+	}
+	ctlJSON(&pv, "ports")
+	ext := 0
+	for _, p := range pv.Ports {
+		if p.Role == "external" {
+			ext++
+			if p.VLAN != 10 || p.Address != "192.0.2.1/24" || !strings.HasPrefix(p.Name, "t-rib-lb:") {
+				t.Errorf("external port: %+v", p)
+			}
+		}
+	}
+	if ext != 1 || pv.External.RxPackets == 0 {
+		t.Errorf("ports: %+v", pv)
+	}
+	// A relay to the back-end's own API, by name.
+	var r1 struct{ Name string }
+	ctlJSON(&r1, "element", "t-rib-r1")
+	if r1.Name != "t-rib-r1" {
+		t.Errorf("relayed status: %+v", r1)
+	}
+
+	// Changes need the key: without it nothing happens.
+	if out, errOut, code := ctl("drain", "t-rib-r1"); code == 0 || !strings.Contains(errOut, "needs the API token") {
+		t.Errorf("a drain without the key: %d %s %s", code, out, errOut)
+	}
+	tableWeights := func() map[string]uint16 {
+		var ts []struct{ Weights map[string]uint16 }
+		ctlJSON(&ts, "tables")
+		if len(ts) != 1 {
+			t.Fatalf("tables: %+v", ts)
+		}
+		return ts[0].Weights
+	}
+	if w := tableWeights(); w["t-rib-r1"] == 0 {
+		t.Errorf("weights before the drain: %v", w)
+	}
+	if out, errOut, code := ctl(append(keyed, "drain", "t-rib-r1")...); code != 0 {
+		t.Fatalf("drain: %s %s", out, errOut)
+	}
+	if w := tableWeights(); w["t-rib-r1"] != 0 {
+		t.Errorf("weights after the drain: %v", w)
+	}
+	ctl(append(keyed, "undrain", "t-rib-r1")...)
+	if out, errOut, code := ctl(append(keyed, "weight", "t-rib-r1", "500")...); code != 0 {
+		t.Fatalf("weight: %s %s", out, errOut)
+	}
+	ctlJSON(&elements, "elements")
+	if elements[1].Capacity != 500 {
+		t.Errorf("capacity after weight 500: %+v", elements)
+	}
+
+	// Reload: a bad file is refused with its line, a change that needs a
+	// restart is refused whole, a new static route is applied and reaches
+	// the back-end.
+	vcpFile := filepath.Join(dir, "vcp.yaml")
+	good, _ := os.ReadFile(vcpFile)
+	os.WriteFile(vcpFile, []byte(strings.Replace(string(good), "routing:\n", "routing:\n  colour: blue\n", 1)), 0o644)
+	if _, errOut, code := ctl(append(keyed, "reload")...); code == 0 || !strings.Contains(errOut, "vcp.yaml:") || !strings.Contains(errOut, "colour") {
+		t.Errorf("reload of a bad file: %d %s", code, errOut)
+	}
+	os.WriteFile(vcpFile, []byte(strings.Replace(string(good), "interface: eth0", "interface: eth1", 1)), 0o644)
+	if _, errOut, code := ctl(append(keyed, "reload")...); code == 0 || !strings.Contains(errOut, "need a restart") {
+		t.Errorf("reload of a new interface: %d %s", code, errOut)
+	}
+	os.WriteFile(vcpFile, []byte(strings.Replace(string(good), "  static:\n", "  static:\n    - {to: 198.51.101.0/24, via: 192.0.2.20}\n", 1)), 0o644)
+	var res struct{ Changes []string }
+	ctlJSON(&res, append(keyed, "reload")...)
+	if len(res.Changes) != 1 || res.Changes[0] != "routing static 198.51.101.0/24 added: via 192.0.2.20" {
+		t.Errorf("reload said %q", res.Changes)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(routes(), `"198.51.101.0/24"`); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reloaded static route never reached the back-end: %s", routes())
+		}
+	}
+	ctlJSON(&res, append(keyed, "reload")...)
+	if len(res.Changes) != 0 {
+		t.Errorf("a second reload of the same file changed %q", res.Changes)
+	}
+}

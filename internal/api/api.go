@@ -1,0 +1,129 @@
+// Package api is the agents' API transport: HTTP with JSON bodies on a
+// Unix socket (local) and, where configured, on a TCP address of the
+// management network (tcp.go), and its client. Each agent registers its own
+// handlers.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Serve answers h's requests on the Unix socket path until ctx ends,
+// then removes the socket.
+func Serve(ctx context.Context, path string, h http.Handler) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("API socket: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		os.Remove(path)
+	}()
+	return serve(ctx, ln, h)
+}
+
+// serve answers on ln until ctx ends.
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Reply writes v as JSON, or err as {"error": ...} with status 400.
+func Reply(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+		return
+	}
+	json.NewEncoder(w).Encode(v)
+}
+
+// Client talks to an agent's API on a Unix socket or a TCP address.
+type Client struct {
+	http  *http.Client
+	what  string // the agent, for errors: "msr lb"
+	base  string // "http://agent" on a Unix socket, "http://ADDR" on TCP
+	token string // sent with every request when set (tcp.go)
+}
+
+// NewClient dials the agent named what on the Unix socket path.
+func NewClient(path, what string) *Client {
+	return &Client{what: what, base: "http://agent", http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		},
+	}}}
+}
+
+// Do sends a request with body (JSON, or nil) and decodes the answer into
+// out; an error answer becomes an error.
+func (c *Client) Do(method, path string, body any, out any) error {
+	var b []byte
+	if body != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			return err
+		}
+	}
+	status, answer, err := c.Raw(method, path, b)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		var e struct{ Error string }
+		if json.Unmarshal(answer, &e) != nil || e.Error == "" {
+			return fmt.Errorf("%s: HTTP %d: %.200s", c.what, status, answer)
+		}
+		return errors.New(e.Error)
+	}
+	return json.Unmarshal(answer, out)
+}
+
+// Raw sends a request with a JSON body (or none) and returns the answer's
+// status and body as they are: what a relay passes on.
+func (c *Client) Raw(method, path string, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = strings.NewReader(string(body))
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("is %s running? %w", c.what, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	return resp.StatusCode, answer, err
+}
+
+// maxAnswer bounds an answer a client reads: a full table's route list
+// (600k routes) is ~60 MB of JSON.
+const maxAnswer = 256 << 20

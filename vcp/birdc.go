@@ -1,0 +1,133 @@
+package vcp
+
+import (
+	"bufio"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// What the console reads from BIRD, parsed from birdc's answers (BIRD 2).
+
+// Protocol is one of the suite's protocols, as `show protocols all` says.
+type Protocol struct {
+	Name     string     `json:"name"`
+	Proto    string     `json:"proto"` // BGP, OSPF, Static, Direct, Device
+	State    string     `json:"state"` // up, start, down
+	Since    string     `json:"since"`
+	Info     string     `json:"info"` // Established, Active, Running ...
+	Neighbor netip.Addr `json:"neighbor,omitzero"`
+	Imported int        `json:"imported"`
+	Exported int        `json:"exported"`
+}
+
+// parseProtocols reads `show protocols all`.
+func parseProtocols(out string) []Protocol {
+	var ps []Protocol
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0 || strings.HasPrefix(line, "BIRD ") || f[0] == "Name":
+		case line[0] != ' ' && line[0] != '\t' && len(f) >= 5:
+			p := Protocol{Name: f[0], Proto: f[1], State: f[3], Since: f[4]}
+			if len(f) > 5 {
+				p.Info = strings.Join(f[5:], " ")
+			}
+			// "Since" may be a date and a time.
+			if len(f) > 6 && strings.Contains(f[5], ":") && !strings.Contains(f[4], ":") {
+				p.Since, p.Info = f[4]+" "+f[5], strings.Join(f[6:], " ")
+			}
+			ps = append(ps, p)
+		case len(ps) > 0 && strings.HasPrefix(strings.TrimSpace(line), "Neighbor address:"):
+			ps[len(ps)-1].Neighbor, _ = netip.ParseAddr(f[len(f)-1])
+		case len(ps) > 0 && f[0] == "Routes:":
+			// Routes:         3 imported, 5 exported, 3 preferred
+			for i := 1; i+1 < len(f); i++ {
+				n, err := strconv.Atoi(f[i])
+				if err != nil {
+					continue
+				}
+				switch strings.TrimSuffix(f[i+1], ",") {
+				case "imported":
+					ps[len(ps)-1].Imported += n
+				case "exported":
+					ps[len(ps)-1].Exported += n
+				}
+			}
+		}
+	}
+	return ps
+}
+
+// SuiteRoute is a route of the suite's table.
+type SuiteRoute struct {
+	Prefix   string   `json:"prefix"`
+	Protocol string   `json:"protocol"` // where it came from: peer0, static1, ospf1 ...
+	Best     bool     `json:"best"`
+	Via      []string `json:"via,omitempty"`
+	Dev      string   `json:"dev,omitempty"` // connected: the mirror
+}
+
+// parseRoutes reads `show route ...`: blocks of a route line
+//
+//	10.1.0.0/16          unicast [peer0 10:00:01.000] * (100) [AS65010i]
+//		via 192.0.2.10 on x10
+//
+// where a prefix with several routes writes the prefix only on the first.
+func parseRoutes(out string) []SuiteRoute {
+	var rs []SuiteRoute
+	var prefix string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(line, "BIRD ") || strings.HasPrefix(line, "Table ") {
+			continue
+		}
+		indented := line[0] == ' ' || line[0] == '\t'
+		switch {
+		case indented && f[0] == "via" && len(rs) > 0:
+			rs[len(rs)-1].Via = append(rs[len(rs)-1].Via, f[1])
+		case indented && f[0] == "dev" && len(f) > 1 && len(rs) > 0:
+			rs[len(rs)-1].Dev = f[1]
+		case strings.Contains(line, "["):
+			r := SuiteRoute{}
+			rest := f
+			if !indented {
+				if _, err := netip.ParsePrefix(f[0]); err != nil {
+					continue
+				}
+				prefix, rest = f[0], f[1:]
+			}
+			r.Prefix = prefix
+			for i, w := range rest {
+				switch {
+				case strings.HasPrefix(w, "[") && r.Protocol == "":
+					r.Protocol = strings.TrimPrefix(w, "[")
+				case w == "*":
+					r.Best = true
+				case w == "via" && i+1 < len(rest): // single-line form
+					r.Via = append(r.Via, rest[i+1])
+				}
+			}
+			if prefix != "" {
+				rs = append(rs, r)
+			}
+		}
+	}
+	return rs
+}
+
+// parseRouteCount reads `show route count`: "12 of 12 routes for 12
+// networks in table master4".
+func parseRouteCount(out string) (routes, networks int, err error) {
+	for _, line := range strings.Split(out, "\n") {
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "%d of %d routes for %d networks", new(int), &routes, &networks); err == nil {
+			return routes, networks, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("no route count in %q", out)
+}

@@ -1,0 +1,59 @@
+package vcp
+
+import (
+	"os"
+	"reflect"
+	"testing"
+)
+
+func birdcOutput(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/birdc/" + name + ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The parsers read what BIRD 2.0.12 answered (vcp/testdata/birdc).
+func TestParseProtocols(t *testing.T) {
+	ps := parseProtocols(birdcOutput(t, "protocols-all"))
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+	}
+	if want := []string{"device1", "direct1", "static1", "s2", "peer0", "backends"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("protocols %v, want %v", names, want)
+	}
+	if p := ps[2]; p.Proto != "Static" || p.State != "up" || p.Imported != 3 || p.Exported != 0 {
+		t.Errorf("static1: %+v", p)
+	}
+	if p := ps[4]; p.Proto != "BGP" || p.State != "start" || p.Info != "Active" || p.Neighbor.String() != "192.0.2.10" {
+		t.Errorf("peer0: %+v", p)
+	}
+}
+
+func TestParseRoutes(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		want []SuiteRoute
+	}{
+		{"route-two", []SuiteRoute{
+			{Prefix: "10.1.0.0/16", Protocol: "static1", Best: true, Via: []string{"192.0.2.10"}},
+			{Prefix: "10.1.0.0/16", Protocol: "s2", Via: []string{"192.0.2.12"}}}},
+		{"route-ecmp", []SuiteRoute{{Prefix: "10.2.0.0/16", Protocol: "static1", Best: true, Via: []string{"192.0.2.10", "192.0.2.11"}}}},
+		{"route-direct", []SuiteRoute{{Prefix: "192.0.2.0/24", Protocol: "direct1", Best: true, Dev: "d0"}}},
+		{"route-none", nil},
+	} {
+		if got := parseRoutes(birdcOutput(t, c.file)); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.file, got, c.want)
+		}
+	}
+	routes, networks, err := parseRouteCount(birdcOutput(t, "route-count"))
+	if err != nil || routes != 5 || networks != 4 {
+		t.Errorf("route count %d %d %v, want 5 4", routes, networks, err)
+	}
+	if _, _, err := parseRouteCount("BIRD 2.0.12 ready.\nUnable to connect"); err == nil {
+		t.Error("a count out of nothing")
+	}
+}

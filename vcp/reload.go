@@ -1,0 +1,223 @@
+package vcp
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"sort"
+	"strings"
+)
+
+// Reload: the router's config file read again, and the difference applied
+// while the VCP runs. Everything but the VCP's own identity and the set of
+// external ports (which are its mirrors' interfaces) can change; a file
+// that changes those is refused whole, with nothing applied, and says why.
+
+// ReloadResult says what a reload changed.
+type ReloadResult struct {
+	Changes []string `json:"changes"`
+}
+
+// Reload reads the config file the VCP started with and applies what
+// differs. A bad file (with its line) or a change that needs a restart
+// leaves everything as it was.
+func (a *Agent) Reload() (*ReloadResult, error) {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	a.mu.Lock()
+	old := a.cfg
+	a.mu.Unlock()
+	next, err := LoadConfig(old.Pos.File)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := diffConfig(old, next)
+	if err != nil {
+		return nil, err
+	}
+	res := &ReloadResult{Changes: changes}
+	if len(changes) == 0 {
+		return res, nil
+	}
+	// The mirrors first: their addresses and MTUs.
+	for _, np := range next.ExternalPorts {
+		for _, op := range old.ExternalPorts {
+			if op.VLAN == np.VLAN && (op.Address != np.Address || op.MTU != np.MTU) {
+				if err := readdressMirror(np); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	suite := a.currentSuite()
+	switch {
+	case old.Routing != nil && next.Routing == nil:
+		suite.Stop()
+		suite = nil
+	case old.Routing == nil && next.Routing != nil:
+		if suite, err = StartSuite(next.Routing); err != nil {
+			return nil, err
+		}
+	case next.Routing != nil:
+		if err := suite.Reconfigure(next.Routing); err != nil {
+			return nil, err
+		}
+	}
+	a.mu.Lock()
+	a.cfg, a.suite = next, suite
+	clear(a.capacities) // the file's capacities now
+	a.mu.Unlock()
+	for _, c := range changes {
+		a.log.Info("reloaded", "change", c)
+	}
+	return res, nil
+}
+
+// readdressMirror gives a mirror its port's new address and MTU.
+func readdressMirror(p ExternalPortConfig) error {
+	name := fmt.Sprintf("x%d", p.VLAN)
+	mtu := p.MTU
+	if mtu == 0 {
+		mtu = 1500
+	}
+	for _, s := range [][]string{
+		{"ip", "addr", "flush", "dev", name},
+		{"ip", "addr", "add", p.Address.String(), "dev", name},
+		{"ip", "link", "set", name, "mtu", fmt.Sprint(mtu)},
+	} {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("mirror of VLAN %d: %s: %v: %s", p.VLAN, strings.Join(s, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// diffConfig lists what differs between two configs, one change per line,
+// sorted; or says what cannot change without a restart.
+func diffConfig(old, next *FileConfig) ([]string, error) {
+	var restart []string
+	same := func(what string, o, n any) {
+		if fmt.Sprint(o) != fmt.Sprint(n) {
+			restart = append(restart, fmt.Sprintf("%s %v -> %v", what, o, n))
+		}
+	}
+	same("name", old.Name, next.Name)
+	same("id", old.ID, next.ID)
+	same("key_file", old.KeyFile, next.KeyFile)
+	same("key_id", old.KeyID, next.KeyID)
+	same("interface", old.Interface, next.Interface)
+	same("hello_interval", old.HelloInterval, next.HelloInterval)
+	same("hold_multiplier", old.HoldMultiplier, next.HoldMultiplier)
+	same("socket", old.Socket, next.Socket)
+	same("api_listen", old.APIListen, next.APIListen)
+	same("external port VLANs", portVLANs(old), portVLANs(next))
+	if old.Routing != nil && next.Routing != nil {
+		same("routing run_dir", old.Routing.RunDir, next.Routing.RunDir)
+	}
+	if len(restart) > 0 {
+		return nil, errors.New("nothing applied: these changes need a restart of msr vcp: " + strings.Join(restart, "; "))
+	}
+	var ch []string
+	if old.Mode != next.Mode {
+		ch = append(ch, fmt.Sprintf("mode %s -> %s", old.Mode, next.Mode))
+	}
+	ch = append(ch, diffKeyed("lb", lbLines(old), lbLines(next))...)
+	ch = append(ch, diffKeyed("back-end", backendLines(old), backendLines(next))...)
+	ch = append(ch, diffKeyed("external port", portLines(old), portLines(next))...)
+	ch = append(ch, diffKeyed("routing", routingLines(old.Routing), routingLines(next.Routing))...)
+	sort.Strings(ch)
+	return ch, nil
+}
+
+// diffKeyed compares two sets of keyed settings: added, removed, changed.
+func diffKeyed(what string, old, next map[string]string) []string {
+	var ch []string
+	for k, o := range old {
+		n, ok := next[k]
+		switch {
+		case !ok:
+			ch = append(ch, fmt.Sprintf("%s %s removed (was %s)", what, k, o))
+		case n != o:
+			ch = append(ch, fmt.Sprintf("%s %s: %s -> %s", what, k, o, n))
+		}
+	}
+	for k, n := range next {
+		if _, ok := old[k]; !ok {
+			ch = append(ch, fmt.Sprintf("%s %s added: %s", what, k, n))
+		}
+	}
+	return ch
+}
+
+func portVLANs(c *FileConfig) []uint16 {
+	var vs []uint16
+	for _, p := range c.ExternalPorts {
+		vs = append(vs, p.VLAN)
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	return vs
+}
+
+func lbLines(c *FileConfig) map[string]string {
+	m := map[string]string{}
+	for name, l := range c.LBs {
+		m[name] = "mode " + orDefault(l.Mode) + apiText(l.API)
+	}
+	return m
+}
+
+func backendLines(c *FileConfig) map[string]string {
+	m := map[string]string{}
+	for name, b := range c.Backends {
+		m[name] = fmt.Sprintf("capacity %d Mbit/s", b.CapacityMbps) + apiText(b.API)
+	}
+	return m
+}
+
+func orDefault(mode string) string {
+	if mode == "" {
+		return "default"
+	}
+	return mode
+}
+
+func apiText(a netip.AddrPort) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return ", api " + a.String()
+}
+
+func portLines(c *FileConfig) map[string]string {
+	m := map[string]string{}
+	for _, p := range c.ExternalPorts {
+		m[fmt.Sprintf("VLAN %d", p.VLAN)] = fmt.Sprintf("lb %s mac %s address %s mtu %d", p.LB, p.MAC, p.Address, p.MTU)
+	}
+	return m
+}
+
+func routingLines(r *RoutingConfig) map[string]string {
+	m := map[string]string{}
+	if r == nil {
+		return m
+	}
+	m["AS"] = fmt.Sprint(r.ASN)
+	m["router id"] = r.RouterID.String()
+	for _, b := range r.BGP {
+		m["BGP neighbour "+b.Neighbor.String()] = fmt.Sprintf("AS %d", b.ASN)
+	}
+	for _, s := range r.Static {
+		m["static "+s.To.String()] = "via " + s.Via.String()
+	}
+	for _, f := range r.StaticFiles {
+		m["static file "+f.File] = "via " + f.Via.String()
+	}
+	for _, o := range r.OSPF {
+		m[fmt.Sprintf("OSPF on VLAN %d", o.VLAN)] = fmt.Sprintf("cost %d", o.Cost)
+	}
+	if b := r.Backends; b != nil {
+		m["RIB feed"] = fmt.Sprintf("listen %s range %s", b.Listen, b.Range)
+	}
+	return m
+}
