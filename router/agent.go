@@ -563,14 +563,16 @@ func (a *Agent) routeInfo(p netip.Prefix, g uint32) RouteInfo {
 
 // Status is what the local API reports.
 type Status struct {
-	Name      string            `json:"name"`
-	ID        uint64            `json:"id"`
-	Routes    int               `json:"routes"`
-	Tbl8Used  int               `json:"tbl8_groups_used"`
-	Neighbors map[string]string `json:"neighbors"`
-	Pending   []string          `json:"pending_arp"`
-	Stats     *Stats            `json:"stats"`
-	SlowPath  map[string]uint64 `json:"slow_path"`
+	Name     string `json:"name"`
+	ID       uint64 `json:"id"`
+	Routes   int    `json:"routes"`
+	Tbl8Used int    `json:"tbl8_groups_used"`
+	// FIBChanges counts routes added, changed and deleted since start.
+	FIBChanges uint64            `json:"fib_changes"`
+	Neighbors  map[string]string `json:"neighbors"`
+	Pending    []string          `json:"pending_arp"`
+	Stats      *Stats            `json:"stats"`
+	SlowPath   map[string]uint64 `json:"slow_path"`
 }
 
 // Status reports routes, neighbours, counters.
@@ -578,7 +580,7 @@ func (a *Agent) Status() *Status {
 	st, _ := a.dp.Stats(len(a.cfg.ACL))
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &Status{Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(),
+	s := &Status{Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes(),
 		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()

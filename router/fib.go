@@ -30,7 +30,13 @@ type FIB struct {
 	depth24, depth8 []uint8
 	free            []uint32 // unused tbl8 groups
 	routes          map[netip.Prefix]uint32
+	changes         uint64 // routes added, changed or deleted
 }
+
+// Changes counts the writes that changed what a lookup can return: an
+// unchanged route set again is not one (so a resync of the same routes
+// leaves it alone).
+func (f *FIB) Changes() uint64 { return f.changes }
 
 // ErrTbl8Full is returned when more /24s hold longer prefixes than there
 // are tbl8 groups.
@@ -66,11 +72,15 @@ func (f *FIB) Set(p netip.Prefix, nhg uint32) error {
 		return fmt.Errorf("route %s -> %d: IPv4 prefix and a next-hop group 1..%d", p, nhg, tbl8Flag-1)
 	}
 	p = p.Masked()
+	if old, ok := f.routes[p]; ok && old == nhg {
+		return nil
+	}
 	if p.Bits() > 24 {
 		if err := f.ensureGroup(index24(p)); err != nil {
 			return err
 		}
 	}
+	f.changes++
 	f.routes[p] = nhg
 	f.fill(p, nhg, uint8(p.Bits()), func(d uint8) bool { return d <= uint8(p.Bits()) })
 	return nil
@@ -84,6 +94,7 @@ func (f *FIB) Delete(p netip.Prefix) error {
 		return fmt.Errorf("no route %s", p)
 	}
 	delete(f.routes, p)
+	f.changes++
 	cover, coverLen := f.cover(p)
 	f.fill(p, cover, coverLen, func(d uint8) bool { return d == uint8(p.Bits()) })
 	if p.Bits() > 24 {

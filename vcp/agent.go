@@ -22,12 +22,17 @@ type Agent struct {
 	conn    *dist.Conn
 	sender  *dist.Sender
 	mirrors *Mirrors
-	suite   *Suite // nil without routing
-	log     *slog.Logger
-	token   string // of the management API, for relaying to elements
+	suite   *Suite // nil without routing, and while standby
+	// election is VRRP between this VCP and its twin (nil: always active).
+	election *Election
+	log      *slog.Logger
+	token    string // of the management API, for relaying to elements
 
 	reloadMu sync.Mutex // one reload at a time
 	mu       sync.Mutex
+	// active: this VCP configures the LBs and runs the suite; a standby
+	// only keeps the topology from hellos.
+	active   bool
 	elements map[uint64]*element
 	drained  map[string]bool // back-end names
 	// capacities set from the console (SetCapacity), by back-end name
@@ -72,11 +77,20 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		a.conn.Close()
 		return nil, err
 	}
-	if cfg.Routing != nil {
-		if a.suite, err = StartSuite(cfg.Routing); err != nil {
-			a.Close()
-			return nil, err
+	if cfg.Standby == nil {
+		a.active = true
+		a.mirrors.SetActive(true)
+		if cfg.Routing != nil {
+			if a.suite, err = StartSuite(cfg.Routing, false); err != nil {
+				a.Close()
+				return nil, err
+			}
 		}
+		return a, nil
+	}
+	if a.election, err = StartElection(cfg.Name, cfg.Interface, cfg.Standby, cfg.AsStandby, cfg.runDir(), a.log); err != nil {
+		a.Close()
+		return nil, err
 	}
 	return a, nil
 }
@@ -88,6 +102,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.mirrors.Run(ctx)
 	t := time.NewTicker(a.cfg.HelloInterval)
 	defer t.Stop()
+	var elected chan bool // nil without an election: never ready
+	if a.election != nil {
+		elected = a.election.Active
+	}
 	for {
 		a.announce()
 		a.tick(time.Now())
@@ -95,7 +113,46 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case active := <-elected:
+			a.become(active)
 		}
+	}
+}
+
+// become makes this VCP the active one, or a standby, as VRRP decided.
+// Taking over: the suite starts in graceful-restart recovery (it holds
+// back what it tells the back-ends until its own sessions have converged,
+// so their FIBs do not flap), every LB gets its ports and table again, and
+// the announcement that follows makes the LBs send control traffic here.
+func (a *Agent) become(active bool) {
+	a.mu.Lock()
+	was, routing := a.active, a.cfg.Routing
+	a.mu.Unlock()
+	if active == was {
+		return
+	}
+	var suite *Suite
+	if active && routing != nil {
+		var err error
+		if suite, err = StartSuite(routing, true); err != nil {
+			a.log.Error("taking over: routing suite", "err", err)
+		}
+	}
+	a.mu.Lock()
+	old := a.suite
+	a.active, a.suite = active, suite
+	for _, p := range a.pushed {
+		p.ports, p.table, p.sent = "", "", time.Time{}
+	}
+	a.mu.Unlock()
+	a.mirrors.SetActive(active)
+	if old != nil {
+		old.Stop()
+	}
+	if active {
+		a.log.Info("active: this VCP took over")
+	} else {
+		a.log.Info("standby")
 	}
 }
 
@@ -147,6 +204,9 @@ func (a *Agent) tick(now time.Time) {
 			a.log.Info("element died", "name", e.hello.Name)
 		}
 	}
+	if !a.active {
+		return
+	}
 	for _, lb := range a.sorted(dist.RoleLB) {
 		if lb.alive {
 			a.configure(lb, now)
@@ -191,7 +251,8 @@ func (a *Agent) configure(lb *element, now time.Time) {
 	if id == p.table && lb.hello.Installed == p.generation {
 		return
 	}
-	p.generation++
+	// After a takeover, number on from what the LB holds.
+	p.generation = max(p.generation, lb.hello.Installed) + 1
 	if err := a.sendTable(lb, p.generation, mode, entries); err != nil {
 		a.log.Error("TABLE_UPDATE", "lb", lb.hello.Name, "err", err)
 		return
@@ -296,9 +357,16 @@ func (a *Agent) send(dst net.HardwareAddr, m dist.Message) error {
 	return a.conn.Send(f)
 }
 
-// announce tells every element where the VCP is.
+// announce tells every element where the VCP is, and whether it is the
+// active one (LBs follow only the active).
 func (a *Agent) announce() {
-	if err := a.send(dist.GroupMAC, &dist.VCPAnnounce{State: dist.VCPActive, Priority: 100,
+	a.mu.Lock()
+	state := dist.VCPStandby
+	if a.active {
+		state = dist.VCPActive
+	}
+	a.mu.Unlock()
+	if err := a.send(dist.GroupMAC, &dist.VCPAnnounce{State: state, Priority: 100,
 		HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), APIAddr: netip.IPv4Unspecified()}); err != nil {
 		a.log.Error("announce", "err", err)
 	}
@@ -328,6 +396,9 @@ func (a *Agent) currentSuite() *Suite {
 // Close stops the suite and releases the DIST socket (the mirrors' sockets
 // close when Run ends).
 func (a *Agent) Close() error {
+	if a.election != nil {
+		a.election.Stop()
+	}
 	if suite := a.currentSuite(); suite != nil {
 		suite.Stop()
 	}

@@ -30,6 +30,7 @@ import (
 // Status is the router as the VCP sees it.
 type Status struct {
 	Name     string            `json:"name"`
+	Role     string            `json:"role"` // active, or standby (docs/vcp.md, hot standby)
 	Elements []ElementStatus   `json:"elements"`
 	Tables   []TableStatus     `json:"tables"`
 	Suite    *SuiteStatus      `json:"suite,omitempty"`
@@ -72,6 +73,10 @@ func (a *Agent) Status() *Status {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	s.Role = "standby"
+	if a.active {
+		s.Role = "active"
+	}
 	now := time.Now()
 	names := map[string]string{}
 	for _, e := range a.elements {

@@ -34,7 +34,13 @@ type FileConfig struct {
 	// Routing configures the routing suite that terminates the router's
 	// protocols on the mirrors (none: no suite runs).
 	Routing *RoutingConfig `yaml:"routing"`
-	Pos     config.Pos     `yaml:"-"`
+	// Standby makes this VCP one of two, the active one elected by VRRP
+	// (election.go). None: this VCP is always active.
+	Standby *StandbyConfig `yaml:"standby"`
+	// AsStandby is `msr vcp --standby`: the lower VRRP priority, so the
+	// other VCP wins when both start together.
+	AsStandby bool       `yaml:"-"`
+	Pos       config.Pos `yaml:"-"`
 }
 
 // RoutingConfig is the routing suite (BIRD 2) and its protocols.
@@ -88,6 +94,9 @@ type RIBDistribution struct {
 type BGPPeer struct {
 	Neighbor netip.Addr `yaml:"neighbor" msr:"required"`
 	ASN      uint32     `yaml:"asn" msr:"required"`
+	// HoldTime in seconds (BIRD's default: 240). A short one makes the
+	// peer notice a VCP takeover sooner.
+	HoldTime uint16     `yaml:"hold_time"`
 	Pos      config.Pos `yaml:"-"`
 }
 
@@ -179,6 +188,26 @@ func (c *FileConfig) complete() error {
 		}
 		vlans[p.VLAN] = p.Pos
 	}
+	if sb := c.Standby; sb != nil {
+		if !sb.Address.Addr().Is4() {
+			return sb.Pos.Errorf("standby address: the VCP's virtual IPv4 address on the interconnect, such as 10.0.0.1/24")
+		}
+		if sb.VRID == 0 {
+			sb.VRID = 51
+		}
+		if sb.Priority == 0 {
+			sb.Priority = 150
+		}
+		if sb.AdvertInterval == 0 {
+			sb.AdvertInterval = 100 * time.Millisecond
+		}
+		if sb.AdvertInterval < 10*time.Millisecond || sb.AdvertInterval > 40*time.Second {
+			return sb.Pos.Errorf("standby advert_interval %v: 10ms to 40s", sb.AdvertInterval)
+		}
+		if r := c.Routing; r != nil && r.Backends != nil && r.Backends.Listen != sb.Address.Addr() {
+			return r.Backends.Pos.Errorf("backends listen %s: with a standby VCP the back-ends must reach the VCP at its virtual address %s", r.Backends.Listen, sb.Address.Addr())
+		}
+	}
 	if r := c.Routing; r != nil {
 		if !r.RouterID.IsValid() && len(c.ExternalPorts) > 0 {
 			r.RouterID = c.ExternalPorts[0].Address.Addr()
@@ -225,6 +254,14 @@ func (c *FileConfig) onPort(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// runDir is where the VCP keeps its suite's and election's files.
+func (c *FileConfig) runDir() string {
+	if c.Routing != nil {
+		return c.Routing.RunDir
+	}
+	return "/run/msr/vcp-" + c.Name
 }
 
 // apiOf is the management API of the element named name, if configured.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -39,7 +40,13 @@ type Mirrors struct {
 	ports    map[uint16]*mirror
 	mu       sync.Mutex
 	counters map[string]uint64
+	// active: a standby VCP's mirrors send nothing out.
+	active atomic.Bool
 }
+
+// SetActive lets the mirrors send into the interconnect (the active VCP),
+// or not (a standby).
+func (m *Mirrors) SetActive(active bool) { m.active.Store(active) }
 
 type mirror struct {
 	vlan uint16
@@ -228,6 +235,10 @@ func (m *Mirrors) outward(ctx context.Context, mr *mirror) {
 			continue // what inward delivered
 		}
 		if n < 14 {
+			continue
+		}
+		if !m.active.Load() {
+			m.count("outward_standby")
 			continue
 		}
 		f := make([]byte, 0, n+4)

@@ -50,13 +50,16 @@ func (a *Agent) Reload() (*ReloadResult, error) {
 			}
 		}
 	}
-	suite := a.currentSuite()
+	a.mu.Lock()
+	suite, active := a.suite, a.active
+	a.mu.Unlock()
 	switch {
+	case !active: // a standby: the suite starts with the new config when it takes over
 	case old.Routing != nil && next.Routing == nil:
 		suite.Stop()
 		suite = nil
 	case old.Routing == nil && next.Routing != nil:
-		if suite, err = StartSuite(next.Routing); err != nil {
+		if suite, err = StartSuite(next.Routing, false); err != nil {
 			return nil, err
 		}
 	case next.Routing != nil:
@@ -111,6 +114,7 @@ func diffConfig(old, next *FileConfig) ([]string, error) {
 	same("hold_multiplier", old.HoldMultiplier, next.HoldMultiplier)
 	same("socket", old.Socket, next.Socket)
 	same("api_listen", old.APIListen, next.APIListen)
+	same("standby", standbyText(old.Standby), standbyText(next.Standby))
 	same("external port VLANs", portVLANs(old), portVLANs(next))
 	if old.Routing != nil && next.Routing != nil {
 		same("routing run_dir", old.Routing.RunDir, next.Routing.RunDir)
@@ -148,6 +152,13 @@ func diffKeyed(what string, old, next map[string]string) []string {
 		}
 	}
 	return ch
+}
+
+func standbyText(s *StandbyConfig) string {
+	if s == nil {
+		return "none"
+	}
+	return fmt.Sprintf("address %s vrid %d priority %d advert %v", s.Address, s.VRID, s.Priority, s.AdvertInterval)
 }
 
 func portVLANs(c *FileConfig) []uint16 {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/template"
 	"time"
 
@@ -37,6 +38,8 @@ protocol direct {
 protocol bgp peer{{$i}} {
 	local as {{$.ASN}};
 	neighbor {{$b.Neighbor}} as {{$b.ASN}};
+{{if $b.HoldTime}}	hold time {{$b.HoldTime}};
+{{end}}	graceful restart on;
 	ipv4 { import all; export none; };
 }
 {{end}}{{if or .Static .StaticFiles}}
@@ -61,13 +64,17 @@ protocol bgp backends {
 	local {{.Listen}} as {{$.ASN}};
 	neighbor range {{.Range}} internal;
 	rr client;
+	graceful restart on;
 	ipv4 { import none; export where source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_EXT1, RTS_OSPF_EXT2]; };
 }
 {{end}}`))
 
 // StartSuite writes the suite's configuration and starts it. Call it in
-// the VCP's namespace: the process inherits it.
-func StartSuite(cfg *RoutingConfig) (*Suite, error) {
+// the VCP's namespace: the process inherits it. With recovery (a VCP
+// taking over) BIRD starts in graceful-restart recovery (`bird -R`): it
+// tells its BGP neighbours it restarted with its forwarding state kept,
+// and waits for its sessions to converge before it sends them routes.
+func StartSuite(cfg *RoutingConfig, recovery bool) (*Suite, error) {
 	path, err := writeSuiteConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -77,8 +84,14 @@ func StartSuite(cfg *RoutingConfig) (*Suite, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.cmd = exec.Command("bird", "-f", "-c", path, "-s", s.socket)
+	args := []string{"-f", "-c", path, "-s", s.socket}
+	if recovery {
+		args = append(args, "-R")
+	}
+	s.cmd = exec.Command("bird", args...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
+	// If msr vcp dies, so does its suite: its sessions must go with it.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start bird: %w", err)

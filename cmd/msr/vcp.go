@@ -18,7 +18,7 @@ import (
 
 var vcpCommand = command{
 	summary: "the virtual control plane: discovery, topology, LB ports and balancing tables",
-	usage: `  msr vcp --config FILE.yaml                 run it (on the interconnect); SIGHUP reloads FILE
+	usage: `  msr vcp --config FILE.yaml [--standby]     run it (on the interconnect); SIGHUP reloads FILE
   msr vcp status --name NAME [-o json]       elements, LB tables
   msr vcp drain|undrain BACKEND --name NAME  no new flows to a back-end, or again
   (--socket PATH instead of --name)
@@ -33,6 +33,7 @@ func runVCP(args []string) error {
 	file := fs.String("config", "", "VCP configuration file")
 	name := fs.String("name", "", "VCP name")
 	socket := fs.String("socket", "", "API socket")
+	standby := fs.Bool("standby", false, "start as the standby VCP (lower VRRP priority)")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
@@ -42,6 +43,7 @@ func runVCP(args []string) error {
 		if err != nil {
 			return err
 		}
+		cfg.AsStandby = *standby
 		log := newLogger()
 		a, err := vcp.NewAgent(cfg, log)
 		if err != nil {

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// standbyLab is the control-plane lab with two VCPs: vcp1 and vcp2 (the
+// standby) on the switch, with their own addresses and the VCP's virtual
+// address 10.0.0.1 between them (VRRP).
+const standbyLab = `name: t-sb
+hosts:
+  h1:
+    interfaces:
+      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
+    processes:
+      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -Z, -S, -i, DIR/bgpd.pid, --vty_socket, DIR, -P, "0", --log, stdout]}
+  lb:
+    interfaces:
+      e0: {mac: "02:00:00:00:e0:00"}
+      i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
+    processes:
+      - {name: lb, command: [MSR, lb, --config, DIR/lb.yaml]}
+  vcp1:
+    interfaces:
+      eth0: {addresses: [10.0.0.2/24], mac: "02:00:00:00:cc:01", vlan_offload: off, tx_checksum: off}
+    processes:
+      - {name: vcp, command: [MSR, vcp, --config, DIR/vcp1.yaml]}
+  vcp2:
+    interfaces:
+      eth0: {addresses: [10.0.0.3/24], mac: "02:00:00:00:cc:02", vlan_offload: off, tx_checksum: off}
+    processes:
+      - {name: vcp, command: [MSR, vcp, --config, DIR/vcp2.yaml, --standby]}
+  r1:
+    interfaces:
+      eth0: {addresses: [10.0.0.11/24], mac: "02:00:00:00:b0:01", vlan_offload: off, tx_checksum: off}
+    processes:
+      - {name: router, command: [MSR, router, --config, DIR/r1.yaml]}
+switches:
+  sw:
+    interfaces:
+      p0: {xdp_pass: on, vlan_offload: off}
+      p1: {vlan_offload: off}
+      p2: {xdp_pass: on, vlan_offload: off}
+      p3: {vlan_offload: off}
+links:
+  - ends: [h1:eth0, lb:e0]
+  - ends: [lb:i0, sw:p0]
+  - ends: [vcp1:eth0, sw:p1]
+  - ends: [r1:eth0, sw:p2]
+  - ends: [vcp2:eth0, sw:p3]
+`
+
+// TestStandbyTakeover kills the active VCP: the standby, elected by VRRP,
+// takes over within a second (the LB sends control traffic to it), the
+// back-end's FIB is not touched throughout, the BGP session with the peer
+// outside comes back on the new VCP, the RIB flows from it, and the old
+// active, restarted, stays standby.
+func TestStandbyTakeover(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
+	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6d", 32)), 0o600)
+	write("bgpd.conf", `frr defaults traditional
+hostname bgp1
+router bgp 65010
+ bgp router-id 192.0.2.10
+ bgp graceful-restart
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 192.0.2.1 remote-as 65000
+ address-family ipv4 unicast
+  network 203.0.113.0/24
+  network 100.64.0.0/10
+ exit-address-family
+`)
+	write("lb.yaml", `name: t-sb-lb
+key_file: `+dir+`/key
+pin_dir: /sys/fs/bpf/msr-test-sb-lb
+ports:
+  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
+  i0: {role: internal, default: true}
+`)
+	for _, name := range []string{"vcp1", "vcp2"} {
+		write(name+".yaml", `name: t-sb-`+name+`
+key_file: `+dir+`/key
+interface: eth0
+standby: {address: 10.0.0.1/24, vrid: 61}
+external_ports:
+  - {lb: t-sb-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+routing:
+  asn: 65000
+  run_dir: `+dir+`/`+name+`
+  bgp:
+    - {neighbor: 192.0.2.10, asn: 65010, hold_time: 6}
+  static:
+    - {to: 198.51.100.0/24, via: 192.0.2.20}
+  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+`)
+	}
+	write("r1.yaml", `name: t-sb-r1
+key_file: `+dir+`/key
+internal: eth0
+pin_dir: /sys/fs/bpf/msr-test-sb-r1
+socket: `+dir+`/r1.sock
+ports:
+  net1: {vlan: 10, address: 192.0.2.1/24}
+rib: {neighbor: 10.0.0.1, asn: 65000}
+`)
+	write("lab.yaml", strings.ReplaceAll(strings.ReplaceAll(standbyLab, "DIR", dir), "MSR", msrBin))
+	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
+		t.Fatalf("lab up: %s", errOut)
+	}
+	var restarted *exec.Cmd
+	t.Cleanup(func() {
+		if restarted != nil && restarted.Process != nil {
+			restarted.Process.Signal(syscall.SIGTERM)
+			restarted.Wait()
+		}
+		msr(t, "lab", "down", "t-sb")
+		os.RemoveAll("/sys/fs/bpf/msr-test-sb-lb")
+		os.RemoveAll("/sys/fs/bpf/msr-test-sb-r1")
+		os.Remove("/run/msr/router-t-sb-r1.state.json")
+	})
+	logs := func() string {
+		var b strings.Builder
+		for _, f := range []string{"lb.lb", "vcp1.vcp", "vcp2.vcp", "r1.router", "h1.bgpd"} {
+			l, _ := os.ReadFile("/run/msr/labs/t-sb/logs/" + f + ".log")
+			b.WriteString("--- " + f + "\n" + string(l))
+		}
+		for _, f := range []string{"vcp1/bird.log", "vcp2/bird.log", "vcp1/keepalived.log", "vcp2/keepalived.log"} {
+			l, _ := os.ReadFile(filepath.Join(dir, f))
+			b.WriteString("--- " + f + "\n" + string(l))
+		}
+		return b.String()
+	}
+	type r1Status struct {
+		Routes     int    `json:"routes"`
+		FIBChanges uint64 `json:"fib_changes"`
+	}
+	r1 := func() (r1Status, string) {
+		out, _, _ := msr(t, "router", "status", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+		var s r1Status
+		json.Unmarshal([]byte(out), &s)
+		list, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+		return s, list
+	}
+	lbVCP := func() string {
+		out, _, _ := msr(t, "lb", "status", "--name", "t-sb-lb", "-o", "json")
+		var s struct {
+			VCPMAC string `json:"vcp_mac"`
+		}
+		json.Unmarshal([]byte(out), &s)
+		return s.VCPMAC
+	}
+	vcpStatus := func(name string) (role, protocols string) {
+		out, _, _ := msr(t, "vcp", "status", "--name", name, "-o", "json")
+		var s struct {
+			Role  string
+			Suite *struct{ Protocols string }
+		}
+		json.Unmarshal([]byte(out), &s)
+		if s.Suite != nil {
+			protocols = s.Suite.Protocols
+		}
+		return s.Role, protocols
+	}
+	established := func(protocols, name string) bool {
+		for _, l := range strings.Split(protocols, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], name) && strings.Contains(l, "Established") {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Converged: vcp1 active (the higher priority), vcp2 standby, the LB
+	// sending control traffic to vcp1, the peer's routes on the back-end.
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		_, list := r1()
+		role1, _ := vcpStatus("t-sb-vcp1")
+		role2, _ := vcpStatus("t-sb-vcp2")
+		if role1 == "active" && role2 == "standby" && lbVCP() == "02:00:00:00:cc:01" && strings.Contains(list, `"203.0.113.0/24"`) &&
+			strings.Contains(list, `"100.64.0.0/10"`) && strings.Contains(list, `"198.51.100.0/24"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never converged: vcp1 %s, vcp2 %s, LB's VCP %s, back-end routes %s\n%s", role1, role2, lbVCP(), list, logs())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	before, routesBefore := r1()
+
+	// Kill the active VCP as a crash of its host would: msr vcp and both
+	// keepalived processes at once, so that no VRRP "priority 0" resignation
+	// goes out; the standby must notice the silence (~3 adverts).
+	st, _, _ := msr(t, "lab", "status", "t-sb", "-o", "json")
+	var lab struct {
+		Processes []struct {
+			Host string
+			PID  int
+		}
+	}
+	json.Unmarshal([]byte(st), &lab)
+	pid := 0
+	for _, p := range lab.Processes {
+		if p.Host == "vcp1" {
+			pid = p.PID
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no vcp1 process in %s", st)
+	}
+	pids := []int{pid}
+	for _, f := range []string{"keepalived.pid", "vrrp.pid"} {
+		b, _ := os.ReadFile(filepath.Join(dir, "vcp1", f))
+		var p int
+		if _, err := fmt.Sscan(string(b), &p); err != nil {
+			t.Fatalf("%s: %q", f, b)
+		}
+		pids = append(pids, p)
+	}
+	killed := time.Now()
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGSTOP) // all silent at the same instant
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+
+	// The standby takes over: the LB follows its announcement.
+	for lbVCP() != "02:00:00:00:cc:02" {
+		if time.Since(killed) > 5*time.Second {
+			t.Fatalf("the LB still sends control traffic to %s\n%s", lbVCP(), logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	takeover := time.Since(killed)
+	t.Logf("takeover: the LB sends control traffic to vcp2 %v after vcp1 was killed", takeover)
+	if takeover > time.Second {
+		t.Errorf("takeover took %v, want at most 1 s", takeover)
+	}
+
+	// Until the new VCP has the peer's session back and has fed the
+	// back-end again, the back-end's FIB must not change at all.
+	var peerBack, feedBack time.Duration
+	for peerBack == 0 || feedBack == 0 {
+		now, list := r1()
+		if now.FIBChanges != before.FIBChanges || list != routesBefore {
+			t.Fatalf("the back-end's FIB changed during the takeover (%d -> %d changes):\n%s\nwas\n%s\n%s",
+				before.FIBChanges, now.FIBChanges, list, routesBefore, logs())
+		}
+		_, protocols := vcpStatus("t-sb-vcp2")
+		if peerBack == 0 && established(protocols, "peer0") {
+			peerBack = time.Since(killed)
+		}
+		if feedBack == 0 && established(protocols, "dynbgp") {
+			feedBack = time.Since(killed)
+		}
+		if time.Since(killed) > 60*time.Second {
+			t.Fatalf("after 60 s: the peer's session back %v, the back-end's %v:\n%s\n%s", peerBack, feedBack, protocols, logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("BGP with the peer re-established %v after the kill, the back-end's RIB feed %v", peerBack, feedBack)
+	// A few seconds more: the new VCP resends the same routes; nothing
+	// changes.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if now, list := r1(); now.FIBChanges != before.FIBChanges || list != routesBefore {
+			t.Fatalf("the back-end's FIB changed after the resync:\n%s\nwas\n%s", list, routesBefore)
+		}
+	}
+
+	// The routes now come from vcp2: a withdrawal at the peer reaches the
+	// back-end.
+	out, errOut, code := msr(t, "lab", "exec", "--lab", "t-sb", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
+		"-c", "configure terminal", "-c", "router bgp 65010", "-c", "address-family ipv4 unicast", "-c", "no network 203.0.113.0/24")
+	if code != 0 {
+		t.Fatalf("vtysh: %s %s", out, errOut)
+	}
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		if _, list := r1(); !strings.Contains(list, `"203.0.113.0/24"`) {
+			break
+		}
+		if time.Since(start) > 3*time.Second {
+			t.Fatalf("the withdrawal through vcp2 never reached the back-end\n%s", logs())
+		}
+	}
+
+	// The old active comes back: it stays standby, vcp2 stays active.
+	restarted = exec.Command(msrBin, "lab", "exec", "--lab", "t-sb", "vcp1", "--", msrBin, "vcp", "--config", filepath.Join(dir, "vcp1.yaml"))
+	if err := restarted.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		role1, _ := vcpStatus("t-sb-vcp1")
+		role2, _ := vcpStatus("t-sb-vcp2")
+		if role2 != "active" || (role1 != "" && role1 != "standby") || lbVCP() != "02:00:00:00:cc:02" {
+			t.Fatalf("with vcp1 back: vcp1 %q, vcp2 %q, the LB's VCP %s\n%s", role1, role2, lbVCP(), logs())
+		}
+	}
+	if role1, _ := vcpStatus("t-sb-vcp1"); role1 != "standby" {
+		t.Errorf("the returning vcp1 is %q, want standby", role1)
+	}
+}
