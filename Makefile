@@ -69,5 +69,6 @@ fuzz: deps
 	$(GO) test ./dist -run '^$$' -fuzz FuzzUnmarshal -fuzztime $(FUZZTIME)
 	$(GO) test ./lab -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
 	$(GO) test ./vcp -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME)
+	$(GO) test ./vcp -run '^$$' -fuzz FuzzBirdcParsers -fuzztime $(FUZZTIME)
 	$(GO) test ./lb -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME)
 	$(GO) test ./router -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME)

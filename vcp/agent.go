@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -87,6 +88,11 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 			}
 		}
 		return a, nil
+	}
+	// The API may listen on the virtual address, which only the active VCP
+	// holds: let a standby bind it before it has it.
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_nonlocal_bind", []byte("1"), 0); err != nil {
+		a.log.Warn("ip_nonlocal_bind", "err", err)
 	}
 	if a.election, err = StartElection(cfg.Name, cfg.Interface, cfg.Standby, cfg.AsStandby, cfg.runDir(), a.log); err != nil {
 		a.Close()

@@ -89,7 +89,7 @@ func parseRoutes(out string) []SuiteRoute {
 		}
 		indented := line[0] == ' ' || line[0] == '\t'
 		switch {
-		case indented && f[0] == "via" && len(rs) > 0:
+		case indented && f[0] == "via" && len(f) > 1 && len(rs) > 0:
 			rs[len(rs)-1].Via = append(rs[len(rs)-1].Via, f[1])
 		case indented && f[0] == "dev" && len(f) > 1 && len(rs) > 0:
 			rs[len(rs)-1].Dev = f[1]

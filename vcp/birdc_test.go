@@ -57,3 +57,28 @@ func TestParseRoutes(t *testing.T) {
 		t.Error("a count out of nothing")
 	}
 }
+
+// The parsers read another program's output: whatever it says, they do
+// not panic, and what they return is well formed.
+func FuzzBirdcParsers(f *testing.F) {
+	for _, name := range []string{"protocols-all", "route-two", "route-ecmp", "route-direct", "route-none", "route-count"} {
+		b, err := os.ReadFile("testdata/birdc/" + name + ".txt")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		for _, p := range parseProtocols(out) {
+			if p.Name == "" || p.Imported < 0 || p.Exported < 0 {
+				t.Fatalf("protocol %+v", p)
+			}
+		}
+		for _, r := range parseRoutes(out) {
+			if r.Prefix == "" {
+				t.Fatalf("route without a prefix: %+v", r)
+			}
+		}
+		parseRouteCount(out)
+	})
+}
