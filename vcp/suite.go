@@ -65,7 +65,11 @@ protocol bgp backends {
 	neighbor range {{.Range}} internal;
 	rr client;
 	graceful restart on;
-	ipv4 { import none; export where source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_EXT1, RTS_OSPF_EXT2]; };
+	ipv4 {
+		import none;
+		export where source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_EXT1, RTS_OSPF_EXT2];
+		add paths tx;   # every path, so that ECMP reaches the back-ends
+	};
 }
 {{end}}`))
 

@@ -20,6 +20,11 @@ hosts:
       eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
     processes:
       - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -Z, -S, -i, DIR/bgpd.pid, --vty_socket, DIR, -P, "0", --log, stdout]}
+  h2:
+    interfaces:
+      eth0: {addresses: [192.0.2.11/24], xdp_pass: on, tx_checksum: off}
+    processes:
+      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/h2-bgpd.conf, -Z, -S, -i, DIR/h2-bgpd.pid, --vty_socket, DIR/h2, -P, "0", --log, stdout]}
   lb:
     interfaces:
       e0: {mac: "02:00:00:00:e0:00"}
@@ -42,19 +47,27 @@ switches:
       p0: {xdp_pass: on, vlan_offload: off}
       p1: {vlan_offload: off}
       p2: {xdp_pass: on, vlan_offload: off}
+  ext:
+    interfaces:
+      q0: {xdp_pass: on}
+      q1: {xdp_pass: on}
+      q2: {xdp_pass: on}
 links:
-  - ends: [h1:eth0, lb:e0]
+  - ends: [lb:e0, ext:q0]
+  - ends: [h1:eth0, ext:q1]
+  - ends: [h2:eth0, ext:q2]
   - ends: [lb:i0, sw:p0]
   - ends: [vcp:eth0, sw:p1]
   - ends: [r1:eth0, sw:p2]
 `
 
 // TestRIBFromPeerToBackend runs the control plane end to end, every
-// element an msr process: an FRR BGP peer outside announces prefixes to the
-// router's address; the LB hands the session to the VCP; the VCP's BIRD,
+// element an msr process: FRR BGP peers outside announce prefixes to the
+// router's address; the LB hands the sessions to the VCP; the VCP's BIRD,
 // on its mirror of the port, learns the prefixes and reflects them by iBGP
 // to the back-end, whose agent puts them in its FIB, with the VCP's own
-// static route. A withdrawal follows the same way.
+// static route; a prefix both peers announce arrives with both next hops
+// (ECMP). A withdrawal follows the same way.
 func TestRIBFromPeerToBackend(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
@@ -72,6 +85,18 @@ router bgp 65010
   network 100.64.0.0/10
  exit-address-family
 `)
+	write("h2-bgpd.conf", `frr defaults traditional
+hostname bgp2
+router bgp 65020
+ bgp router-id 192.0.2.11
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 192.0.2.1 remote-as 65000
+ address-family ipv4 unicast
+  network 100.64.0.0/10
+ exit-address-family
+`)
+	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	write("lb.yaml", `name: t-rib-lb
 key_file: `+dir+`/key
 pin_dir: /sys/fs/bpf/msr-test-rib-lb
@@ -92,6 +117,7 @@ routing:
   run_dir: `+dir+`/vcp
   bgp:
     - {neighbor: 192.0.2.10, asn: 65010}
+    - {neighbor: 192.0.2.11, asn: 65020}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
@@ -118,7 +144,7 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 	})
 	logs := func() string {
 		var b strings.Builder
-		for _, f := range []string{"lb.lb", "vcp.vcp", "r1.router", "h1.bgpd"} {
+		for _, f := range []string{"lb.lb", "vcp.vcp", "r1.router", "h1.bgpd", "h2.bgpd"} {
 			l, _ := os.ReadFile("/run/msr/labs/t-rib/logs/" + f + ".log")
 			b.WriteString("--- " + f + "\n" + string(l))
 		}
@@ -139,6 +165,26 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 	}
 	if r := routes(); !strings.Contains(r, `"192.0.2.10"`) || !strings.Contains(r, `"192.0.2.20"`) {
 		t.Errorf("routes not via the peer and the static gateway: %s", r)
+	}
+	// ECMP survives the trip: both peers announce 100.64.0.0/10.
+	ecmp := func() []string {
+		out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+		var rs []struct {
+			Prefix string
+			Via    []string
+		}
+		json.Unmarshal([]byte(out), &rs)
+		for _, r := range rs {
+			if r.Prefix == "100.64.0.0/10" {
+				return r.Via
+			}
+		}
+		return nil
+	}
+	for deadline := time.Now().Add(20 * time.Second); strings.Join(ecmp(), ",") != "192.0.2.10,192.0.2.11"; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("100.64.0.0/10 via %v on the back-end, want both peers:\n%s", ecmp(), logs())
+		}
 	}
 	// The VCP knows what the back-end installed: its hellos carry its FIB's
 	// route count (the port's subnet and the three learned).
@@ -239,6 +285,9 @@ ports:
   net1: {vlan: 10, address: 192.0.2.1/24}
 rib: {neighbor: 10.0.0.1, asn: 65000}
 `)
+	// ribLab's second BGP peer (h2) stays, idle: no neighbour.
+	write("h2-bgpd.conf", "frr defaults traditional\nrouter bgp 65020\n bgp router-id 192.0.2.11\n")
+	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	lab := strings.NewReplacer("t-rib", "t-ospf",
 		`[/usr/lib/frr/bgpd, -f, `+"DIR"+`/bgpd.conf, -Z, -S, -i, `+"DIR"+`/bgpd.pid, --vty_socket, `+"DIR"+`, -P, "0", --log, stdout]`,
 		`[bird, -f, -c, DIR/h1-bird.conf, -s, DIR/h1-bird.ctl]`, "name: bgpd", "name: bird").Replace(ribLab)
