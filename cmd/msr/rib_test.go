@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,7 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 		json.Unmarshal([]byte(out), &rs)
 		for _, r := range rs {
 			if r.Prefix == "100.64.0.0/10" {
+				sort.Strings(r.Via) // a set
 				return r.Via
 			}
 		}
