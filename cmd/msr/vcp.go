@@ -75,6 +75,7 @@ func runVCP(args []string) error {
 			return err
 		}
 		return out.Print(os.Stdout, &s, func(w io.Writer) {
+			fmt.Fprintf(w, "%s: %s\n", s.Name, s.Role)
 			for _, e := range s.Elements {
 				fmt.Fprintf(w, "%-7s %-10s %s alive %v capacity %d Mbit/s, installed %d, last hello %d ms ago\n", e.Role, e.Name, e.MAC, e.Alive, e.Capacity, e.Installed, e.LastHelloMs)
 			}
