@@ -1,28 +1,41 @@
 package router
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
-	api "github.com/osrg/gobgp/v4/api"
-	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
-	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
 // The RIB feed: the back-end takes its routes from the VCP by iBGP (seed
 // 003: distribute the RIB, every back-end computes its own FIB). The VCP's
-// routing suite is the route reflector; here GoBGP, embedded, is its
-// client. The suite sends every path it has (ADD-PATH, RFC 7911); GoBGP's
-// multipath keeps the equal best ones, so ECMP survives the trip: a route
-// goes via the BGP next hops of all of them (which must be on an external
-// port's subnet: external peers' addresses); a withdrawal of the last
-// removes it. The FIB is changed route by route, never reloaded, so a
-// session that comes back resyncs without flapping what did not change.
+// routing suite (BIRD) is the route reflector; the back-end is its client,
+// a BGP speaker that only receives (RFC 4271), with BGP's own messages
+// encoded and decoded by GoBGP's packet library.
+//
+// It is not a whole BGP implementation because it needs so little of one:
+// one neighbour, one address family, nothing to send. What it does have:
+//   - ADD-PATH receive (RFC 7911): the suite sends every path it has, and
+//     the paths equal on LOCAL_PREF, AS_PATH length, ORIGIN and MED to the
+//     best are the route's next hops, so ECMP survives the trip;
+//   - graceful restart (RFC 4724) as helper: when the session goes, the
+//     routes stay (stale) for the suite's restart time; when it comes back,
+//     what is sent again replaces them, and at End-of-RIB whatever was not
+//     sent again goes. The FIB changes route by route, never reloaded, so a
+//     resync changes nothing that did not change.
+//
+// An embedded GoBGP server did this before, at a cost: a full table took
+// 7.9 s and 0.8–1.0 GB per back-end (docs/benchmarks.md), two thirds of it
+// in GoBGP's own RIB, which duplicated what the FIB holds.
 
 // RIBConfig is the iBGP session with the VCP.
 type RIBConfig struct {
@@ -31,119 +44,464 @@ type RIBConfig struct {
 	RouterID netip.Addr `yaml:"router_id"`               // default: this host's interconnect address
 }
 
-// ribFeed runs the BGP speaker.
+// Timers of the session: the VCP's takeover must be noticed in seconds.
+const (
+	ribHoldTime     = 9 // seconds; keepalives every third of what is agreed
+	ribConnectRetry = time.Second
+	ribRestartTime  = 120 // seconds we ask the suite to keep our routes
+)
+
+// ribPath is one path of a prefix, as the suite sent it.
+type ribPath struct {
+	id        uint32 // ADD-PATH path identifier (0 without ADD-PATH)
+	nh        netip.Addr
+	localPref uint32
+	med       uint32
+	asLen     uint16
+	origin    uint8
+	stale     bool // from before the session came back (graceful restart)
+}
+
+// ribFeed runs the session and keeps every prefix's paths.
 type ribFeed struct {
-	s   *server.BgpServer
-	log *slog.Logger
-	// paths are the multipath set of each prefix: path -> its next hop.
-	// Only the watch goroutine touches it.
-	paths map[netip.Prefix]map[pathKey]netip.Addr
+	cfg      *RIBConfig
+	routerID netip.Addr
+	log      *slog.Logger
+	add      func(netip.Prefix, []netip.Addr) error
+	del      func(netip.Prefix) error
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu    sync.Mutex
+	paths map[netip.Prefix][]ribPath
+	// staleUntil: after a session loss, when the stale paths go if no
+	// End-of-RIB has swept them (zero: none stale).
+	staleUntil time.Time
+	st         RIBStatus
 }
 
-// pathKey names one path of a prefix: who sent it, and its ADD-PATH id.
-type pathKey struct {
-	peer netip.Addr
-	id   uint32
+// RIBStatus is the feed's state, for the agent's status.
+type RIBStatus struct {
+	Neighbor    string `json:"neighbor"`
+	State       string `json:"state"` // connecting, open, established
+	Established string `json:"established_since,omitempty"`
+	Prefixes    int    `json:"prefixes"`
+	Paths       int    `json:"paths"`
+	Stale       int    `json:"stale"`
+	Updates     uint64 `json:"updates"`
+	Sessions    uint64 `json:"sessions"` // established so far
+	LastError   string `json:"last_error,omitempty"`
+	AddPath     bool   `json:"add_path"`
+	GR          bool   `json:"graceful_restart"` // the suite keeps our routes, and we its
 }
 
-// startRIB starts the speaker and applies its best paths with add and del.
+// startRIB starts the session; routes go to the FIB through add and del.
 func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slog.Logger,
 	add func(netip.Prefix, []netip.Addr) error, del func(netip.Prefix) error) (*ribFeed, error) {
-	s := server.NewBgpServer()
-	go s.Serve()
-	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: cfg.ASN, RouterId: routerID.String(), ListenPort: -1,
-		UseMultiplePaths: true}}); err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("start BGP: %w", err)
+	if !routerID.Is4() {
+		return nil, fmt.Errorf("RIB feed: router id %v: an IPv4 address", routerID)
 	}
-	f := &ribFeed{s: s, log: log, paths: map[netip.Prefix]map[pathKey]netip.Addr{}}
-	err := s.WatchEvent(ctx, server.WatchEventMessageCallbacks{
-		OnBestPath: func(paths []*apiutil.Path, _ time.Time) {
-			for _, p := range paths {
-				f.apply(p, add, del)
-			}
-		},
-	}, server.WatchBestPath(true))
-	if err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("watch BGP: %w", err)
-	}
-	peer := &api.Peer{
-		Conf: &api.PeerConf{NeighborAddress: cfg.Neighbor.String(), PeerAsn: cfg.ASN},
-		// Graceful restart: while the VCP is away the back-end keeps
-		// forwarding with the routes it has (RFC 4724).
-		GracefulRestart: &api.GracefulRestart{Enabled: true, RestartTime: 120},
-		AfiSafis: []*api.AfiSafi{{
-			Config:            &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, Enabled: true},
-			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
-			AddPaths:          &api.AddPaths{Config: &api.AddPathsConfig{Receive: true}},
-		}},
-		Timers: &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1, HoldTime: 9, KeepaliveInterval: 3}},
-	}
-	if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: peer}); err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("add BGP peer %s: %w", cfg.Neighbor, err)
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	f := &ribFeed{cfg: cfg, routerID: routerID, log: log.With("rib", cfg.Neighbor), add: add, del: del,
+		cancel: cancel, done: make(chan struct{}), paths: map[netip.Prefix][]ribPath{}}
+	f.st.Neighbor, f.st.State = cfg.Neighbor.String(), "connecting"
+	go f.run(ctx)
 	return f, nil
 }
 
-// apply takes one change of a prefix's multipath set (GoBGP reports the
-// paths that joined or changed, and those that left) and sets the route to
-// the set's next hops, or removes it when the set is empty.
-func (f *ribFeed) apply(p *apiutil.Path, add func(netip.Prefix, []netip.Addr) error, del func(netip.Prefix) error) {
-	nlri, ok := p.Nlri.(*bgp.IPAddrPrefix)
-	if !ok || !nlri.Prefix.Addr().Is4() {
-		return
+// Stop ends the session (the routes stay in the FIB).
+func (f *ribFeed) Stop() {
+	f.cancel()
+	<-f.done
+}
+
+// Status reports the session and the paths held.
+func (f *ribFeed) Status() RIBStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.st
+	s.Prefixes = len(f.paths)
+	for _, ps := range f.paths {
+		s.Paths += len(ps)
+		for _, p := range ps {
+			if p.stale {
+				s.Stale++
+			}
+		}
 	}
-	prefix, key := nlri.Prefix.Masked(), pathKey{p.PeerAddress, p.RemoteID}
-	set := f.paths[prefix]
-	if p.Withdrawal {
-		delete(set, key)
-	} else {
-		nh, ok := nextHop(p)
-		if !ok {
+	return s
+}
+
+func (f *ribFeed) run(ctx context.Context) {
+	defer close(f.done)
+	for ctx.Err() == nil {
+		err := f.session(ctx)
+		if ctx.Err() != nil {
 			return
 		}
-		if set == nil {
-			set = map[pathKey]netip.Addr{}
-			f.paths[prefix] = set
+		f.mu.Lock()
+		was := f.st.State
+		f.st.State, f.st.LastError = "connecting", err.Error()
+		f.mu.Unlock()
+		if was == "established" {
+			f.log.Warn("RIB feed lost", "err", err)
+			f.sessionLost()
 		}
-		set[key] = nh
+		select {
+		case <-ctx.Done():
+		case <-time.After(ribConnectRetry):
+		}
+		f.sweepIfExpired()
 	}
-	hops := nextHops(set)
+}
+
+// sessionLost keeps the routes as stale if the suite does graceful
+// restart, for its restart time; else they go now.
+func (f *ribFeed) sessionLost() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.st.GR {
+		for _, ps := range f.paths {
+			for i := range ps {
+				ps[i].stale = true
+			}
+		}
+		f.staleUntil = time.Now().Add(ribRestartTime * time.Second)
+		return
+	}
+	for p := range f.paths {
+		delete(f.paths, p)
+		f.apply(p, nil)
+	}
+}
+
+func (f *ribFeed) sweepIfExpired() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.staleUntil.IsZero() && time.Now().After(f.staleUntil) {
+		f.log.Warn("RIB feed: graceful restart time over, stale routes go")
+		f.sweepStale()
+	}
+}
+
+// sweepStale removes every path not sent again since the session came
+// back (End-of-RIB, or the restart time over). Call with f.mu held.
+func (f *ribFeed) sweepStale() {
+	f.staleUntil = time.Time{}
+	for p, ps := range f.paths {
+		fresh := slices.DeleteFunc(ps, func(r ribPath) bool { return r.stale })
+		if len(fresh) != len(ps) || len(fresh) == 0 {
+			f.set(p, fresh)
+		}
+	}
+}
+
+// session runs one BGP session until it fails or ctx ends.
+func (f *ribFeed) session(ctx context.Context) error {
+	d := net.Dialer{Timeout: 3 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(f.cfg.Neighbor, 179).String())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	var wmu sync.Mutex
+	send := func(m *bgp.BGPMessage) error {
+		b, err := m.Serialize()
+		if err != nil {
+			return err
+		}
+		wmu.Lock()
+		defer wmu.Unlock()
+		conn.SetWriteDeadline(time.Now().Add(ribHoldTime * time.Second))
+		_, err = conn.Write(b)
+		return err
+	}
+	if err := send(f.open()); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.st.State = "open"
+	f.mu.Unlock()
+
+	hold := time.Duration(ribHoldTime) * time.Second
+	var opt *bgp.MarshallingOption
+	established := false
+	keepalives := make(chan struct{})
+	defer close(keepalives)
+	for {
+		if hold > 0 {
+			conn.SetReadDeadline(time.Now().Add(hold))
+		}
+		msg, err := readBGP(conn, opt)
+		if err != nil {
+			var me *bgp.MessageError
+			if errors.As(err, &me) {
+				send(bgp.NewBGPNotificationMessage(me.TypeCode, me.SubTypeCode, me.Data))
+			}
+			return err
+		}
+		switch body := msg.Body.(type) {
+		case *bgp.BGPOpen:
+			agreed, o, err := f.opened(body)
+			if err != nil {
+				send(bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_OPEN_MESSAGE_ERROR, bgp.BGP_ERROR_SUB_BAD_PEER_AS, nil))
+				return err
+			}
+			hold, opt = agreed, o
+			if err := send(bgp.NewBGPKeepAliveMessage()); err != nil {
+				return err
+			}
+			if hold > 0 {
+				go func() {
+					t := time.NewTicker(hold / 3)
+					defer t.Stop()
+					for {
+						select {
+						case <-keepalives:
+							return
+						case <-t.C:
+							if send(bgp.NewBGPKeepAliveMessage()) != nil {
+								return
+							}
+						}
+					}
+				}()
+			}
+		case *bgp.BGPKeepAlive:
+			if !established {
+				established = true
+				f.mu.Lock()
+				f.st.State, f.st.Established, f.st.LastError = "established", time.Now().UTC().Format(time.RFC3339), ""
+				f.st.Sessions++
+				f.mu.Unlock()
+				f.log.Info("RIB feed established")
+			}
+		case *bgp.BGPUpdate:
+			if !established {
+				return errors.New("UPDATE before the session was established")
+			}
+			f.update(body)
+		case *bgp.BGPNotification:
+			return fmt.Errorf("the suite closed the session: NOTIFICATION %d/%d", body.ErrorCode, body.ErrorSubcode)
+		}
+	}
+}
+
+// open is our OPEN: IPv4 unicast, 4-octet AS, graceful restart (our
+// forwarding state survives our own restarts: the FIB is pinned), ADD-PATH
+// receive.
+func (f *ribFeed) open() *bgp.BGPMessage {
+	as2 := uint16(bgp.AS_TRANS)
+	if f.cfg.ASN <= 0xffff {
+		as2 = uint16(f.cfg.ASN)
+	}
+	caps := []bgp.ParameterCapabilityInterface{
+		bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC),
+		bgp.NewCapFourOctetASNumber(f.cfg.ASN),
+		bgp.NewCapGracefulRestart(false, false, ribRestartTime, []*bgp.CapGracefulRestartTuple{bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true)}),
+		bgp.NewCapAddPath([]*bgp.CapAddPathTuple{bgp.NewCapAddPathTuple(bgp.RF_IPv4_UC, bgp.BGP_ADD_PATH_RECEIVE)}),
+	}
+	m, _ := bgp.NewBGPOpenMessage(as2, ribHoldTime, f.routerID, []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)})
+	return m
+}
+
+// opened checks the suite's OPEN and agrees on the hold time, ADD-PATH
+// and graceful restart.
+func (f *ribFeed) opened(o *bgp.BGPOpen) (time.Duration, *bgp.MarshallingOption, error) {
+	asn := uint32(o.MyAS)
+	addPath, gr := false, false
+	var grTime uint16
+	for _, p := range o.OptParams {
+		c, ok := p.(*bgp.OptionParameterCapability)
+		if !ok {
+			continue
+		}
+		for _, cap := range c.Capability {
+			switch v := cap.(type) {
+			case *bgp.CapFourOctetASNumber:
+				asn = v.CapValue
+			case *bgp.CapAddPath:
+				for _, t := range v.Tuples {
+					addPath = addPath || (t.Family == bgp.RF_IPv4_UC && t.Mode&bgp.BGP_ADD_PATH_SEND != 0)
+				}
+			case *bgp.CapGracefulRestart:
+				for _, t := range v.Tuples {
+					gr = gr || t.AFI == bgp.AFI_IP && t.SAFI == bgp.SAFI_UNICAST
+				}
+				grTime = v.Time
+			}
+		}
+	}
+	if asn != f.cfg.ASN {
+		return 0, nil, fmt.Errorf("the suite is AS %d, not our AS %d (iBGP)", asn, f.cfg.ASN)
+	}
+	hold := min(time.Duration(o.HoldTime), ribHoldTime) * time.Second
+	if o.HoldTime == 0 {
+		hold = 0
+	}
+	var opt *bgp.MarshallingOption
+	if addPath {
+		opt = &bgp.MarshallingOption{AddPath: map[bgp.Family]bgp.BGPAddPathMode{bgp.RF_IPv4_UC: bgp.BGP_ADD_PATH_RECEIVE}}
+	}
+	f.mu.Lock()
+	f.st.AddPath, f.st.GR = addPath, gr
+	f.mu.Unlock()
+	f.log.Info("RIB feed open", "hold", hold, "add_path", addPath, "graceful_restart", gr, "restart_time", grTime)
+	return hold, opt, nil
+}
+
+// readBGP reads one message.
+func readBGP(r io.Reader, opt *bgp.MarshallingOption) (*bgp.BGPMessage, error) {
+	var hdr [bgp.BGP_HEADER_LENGTH]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(hdr[16])<<8 | int(hdr[17])
+	if n < bgp.BGP_HEADER_LENGTH || n > bgp.BGP_MAX_MESSAGE_LENGTH {
+		return nil, bgp.NewMessageError(bgp.BGP_ERROR_MESSAGE_HEADER_ERROR, bgp.BGP_ERROR_SUB_BAD_MESSAGE_LENGTH, hdr[16:18], fmt.Sprintf("message of %d bytes", n))
+	}
+	b := make([]byte, n)
+	copy(b, hdr[:])
+	if _, err := io.ReadFull(r, b[bgp.BGP_HEADER_LENGTH:]); err != nil {
+		return nil, err
+	}
+	if opt == nil {
+		return bgp.ParseBGPMessage(b)
+	}
+	return bgp.ParseBGPMessage(b, opt)
+}
+
+// update applies one UPDATE: withdrawals, then the announced paths with
+// their attributes; an empty one is End-of-RIB.
+func (f *ribFeed) update(u *bgp.BGPUpdate) {
+	withdrawn, announced := u.WithdrawnRoutes, u.NLRI
+	attr := ribPath{localPref: 100}
+	mpOnly := false
+	for _, a := range u.PathAttributes {
+		switch v := a.(type) {
+		case *bgp.PathAttributeNextHop:
+			attr.nh = v.Value
+		case *bgp.PathAttributeLocalPref:
+			attr.localPref = v.Value
+		case *bgp.PathAttributeMultiExitDisc:
+			attr.med = v.Value
+		case *bgp.PathAttributeOrigin:
+			attr.origin = v.Value
+		case *bgp.PathAttributeAsPath:
+			for _, seg := range v.Value {
+				attr.asLen += uint16(seg.ASLen())
+			}
+		case *bgp.PathAttributeMpReachNLRI:
+			if v.AFI == bgp.AFI_IP && v.SAFI == bgp.SAFI_UNICAST {
+				attr.nh, announced = v.Nexthop, append(announced, v.Value...)
+			}
+		case *bgp.PathAttributeMpUnreachNLRI:
+			if v.AFI == bgp.AFI_IP && v.SAFI == bgp.SAFI_UNICAST {
+				withdrawn = append(withdrawn, v.Value...)
+				mpOnly = len(u.PathAttributes) == 1
+			}
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st.Updates++
+	if (len(withdrawn) == 0 && len(announced) == 0 && len(u.PathAttributes) == 0) || (mpOnly && len(withdrawn) == 0) {
+		f.log.Info("RIB feed: End-of-RIB", "prefixes", len(f.paths))
+		f.sweepStale()
+		return
+	}
+	for _, w := range withdrawn {
+		p, ok := ipv4(w.NLRI)
+		if !ok {
+			continue
+		}
+		ps := f.paths[p]
+		if i := slices.IndexFunc(ps, func(r ribPath) bool { return r.id == w.ID }); i >= 0 {
+			f.set(p, slices.Delete(ps, i, i+1))
+		}
+	}
+	if !attr.nh.Is4() {
+		return
+	}
+	for _, a := range announced {
+		p, ok := ipv4(a.NLRI)
+		if !ok {
+			continue
+		}
+		r := attr
+		r.id = a.ID
+		ps := f.paths[p]
+		if i := slices.IndexFunc(ps, func(x ribPath) bool { return x.id == a.ID }); i >= 0 {
+			ps[i] = r
+		} else {
+			ps = append(ps, r)
+		}
+		f.set(p, ps)
+	}
+}
+
+func ipv4(n bgp.NLRI) (netip.Prefix, bool) {
+	p, ok := n.(*bgp.IPAddrPrefix)
+	if !ok || !p.Prefix.Addr().Is4() {
+		return netip.Prefix{}, false
+	}
+	return p.Prefix.Masked(), true
+}
+
+// set records a prefix's paths and applies its best ones. Call with f.mu
+// held.
+func (f *ribFeed) set(p netip.Prefix, ps []ribPath) {
+	if len(ps) == 0 {
+		if _, had := f.paths[p]; !had {
+			return
+		}
+		delete(f.paths, p)
+	} else {
+		f.paths[p] = ps
+	}
+	f.apply(p, bestHops(ps))
+}
+
+// apply puts a prefix's next hops in the FIB, or removes it.
+func (f *ribFeed) apply(p netip.Prefix, hops []netip.Addr) {
 	if len(hops) == 0 {
-		delete(f.paths, prefix)
-		if err := del(prefix); err != nil {
-			f.log.Warn("RIB withdraw", "prefix", prefix, "err", err)
+		if err := f.del(p); err != nil {
+			f.log.Warn("RIB withdraw", "prefix", p, "err", err)
 		}
 		return
 	}
-	if err := add(prefix, hops); err != nil {
-		f.log.Warn("RIB route", "prefix", prefix, "via", hops, "err", err)
+	if err := f.add(p, hops); err != nil {
+		f.log.Warn("RIB route", "prefix", p, "via", hops, "err", err)
 	}
 }
 
-func nextHop(p *apiutil.Path) (netip.Addr, bool) {
-	for _, a := range p.Attrs {
-		if nh, ok := a.(*bgp.PathAttributeNextHop); ok {
-			return nh.Value, true
+// bestHops are the distinct next hops of the paths as good as the best
+// (higher LOCAL_PREF, then shorter AS_PATH, lower ORIGIN, lower MED),
+// sorted, at most ECMPMax: BGP multipath.
+func bestHops(ps []ribPath) []netip.Addr {
+	better := func(a, b ribPath) int { // < 0: a is better
+		return cmp.Or(cmp.Compare(b.localPref, a.localPref), cmp.Compare(a.asLen, b.asLen),
+			cmp.Compare(a.origin, b.origin), cmp.Compare(a.med, b.med))
+	}
+	var best []ribPath
+	for _, p := range ps {
+		switch {
+		case len(best) == 0:
+			best = append(best, p)
+		case better(p, best[0]) < 0:
+			best = append(best[:0], p)
+		case better(p, best[0]) == 0:
+			best = append(best, p)
 		}
 	}
-	return netip.Addr{}, false
-}
-
-// nextHops are a set's distinct next hops, sorted (so the same set is
-// the same route), at most ECMPMax.
-func nextHops(set map[pathKey]netip.Addr) []netip.Addr {
 	var hops []netip.Addr
-	for _, nh := range set {
-		if !slices.Contains(hops, nh) {
-			hops = append(hops, nh)
+	for _, p := range best {
+		if !slices.Contains(hops, p.nh) {
+			hops = append(hops, p.nh)
 		}
 	}
 	slices.SortFunc(hops, func(a, b netip.Addr) int { return a.Compare(b) })
 	return hops[:min(len(hops), ECMPMax)]
 }
-
-// Stop ends the speaker.
-func (f *ribFeed) Stop() { f.s.Stop() }

@@ -82,7 +82,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		a.active = true
 		a.mirrors.SetActive(true)
 		if cfg.Routing != nil {
-			if a.suite, err = StartSuite(cfg.Routing, false); err != nil {
+			if a.suite, err = StartSuite(cfg.Routing, true, a.log); err != nil {
 				a.Close()
 				return nil, err
 			}
@@ -140,7 +140,7 @@ func (a *Agent) become(active bool) {
 	var suite *Suite
 	if active && routing != nil {
 		var err error
-		if suite, err = StartSuite(routing, true); err != nil {
+		if suite, err = StartSuite(routing, true, a.log); err != nil {
 			a.log.Error("taking over: routing suite", "err", err)
 		}
 	}

@@ -59,7 +59,7 @@ func (a *Agent) Reload() (*ReloadResult, error) {
 		suite.Stop()
 		suite = nil
 	case old.Routing == nil && next.Routing != nil:
-		if suite, err = StartSuite(next.Routing, false); err != nil {
+		if suite, err = StartSuite(next.Routing, false, a.log); err != nil {
 			return nil, err
 		}
 	case next.Routing != nil:

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"text/template"
 	"time"
@@ -21,11 +23,26 @@ type Suite struct {
 	cfg    *RoutingConfig
 	socket string
 	cmd    *exec.Cmd
+	log    *slog.Logger
+	stop   chan struct{}
+
+	mu      sync.Mutex
+	feeding bool // the back-ends' sessions are enabled (holdFeed)
+}
+
+// suiteConf is what the template renders: the config, and whether the
+// back-ends' sessions start disabled.
+type suiteConf struct {
+	*RoutingConfig
+	HoldFeed bool
 }
 
 var birdConf = template.Must(template.New("bird").Parse(`# Written by msr vcp: do not edit, edit the VCP's config.
 log stderr all;
 router id {{.RouterID}};
+# Started in graceful-restart recovery (-R), BIRD waits at most this long
+# for its peers' End-of-RIB.
+graceful restart wait 30;
 
 protocol device {}
 
@@ -61,7 +78,8 @@ protocol ospf v2 {
 # back-end has them). Next hops are gateways on the ports' subnets, which
 # the back-ends mirror.
 protocol bgp backends {
-	local {{.Listen}} as {{$.ASN}};
+{{if $.HoldFeed}}	disabled;       # until the suite's own sessions have converged (Suite.holdFeed)
+{{end}}	local {{.Listen}} as {{$.ASN}};
 	neighbor range {{.Range}} internal;
 	rr client;
 	graceful restart on;
@@ -76,15 +94,21 @@ protocol bgp backends {
 // StartSuite writes the suite's configuration and starts it. Call it in
 // the VCP's namespace: the process inherits it. With recovery (a VCP
 // taking over) BIRD starts in graceful-restart recovery (`bird -R`): it
-// tells its BGP neighbours it restarted with its forwarding state kept,
-// and waits for its sessions to converge before it sends them routes.
-func StartSuite(cfg *RoutingConfig, recovery bool) (*Suite, error) {
-	path, err := writeSuiteConfig(cfg)
+// tells its BGP neighbours it restarted with its forwarding state kept.
+//
+// Either way the back-ends' sessions start disabled, and are enabled once
+// the suite's own sessions have converged (holdFeed): a back-end that kept
+// its routes through a VCP's restart or takeover (graceful restart) must
+// not be sent a partial RIB and End-of-RIB, or it would drop, then relearn,
+// every route the peers had not re-sent yet.
+func StartSuite(cfg *RoutingConfig, recovery bool, log *slog.Logger) (*Suite, error) {
+	s := &Suite{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl"), log: log, stop: make(chan struct{}),
+		feeding: cfg.Backends == nil}
+	path, err := s.writeConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Suite{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl")}
-	log, err := os.Create(filepath.Join(cfg.RunDir, "bird.log"))
+	logFile, err := os.Create(filepath.Join(cfg.RunDir, "bird.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -93,25 +117,96 @@ func StartSuite(cfg *RoutingConfig, recovery bool) (*Suite, error) {
 		args = append(args, "-R")
 	}
 	s.cmd = exec.Command("bird", args...)
-	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	// If msr vcp dies, so does its suite: its sessions must go with it.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
-		log.Close()
+		logFile.Close()
 		return nil, fmt.Errorf("start bird: %w", err)
 	}
-	go func() { s.cmd.Wait(); log.Close() }()
+	go func() { s.cmd.Wait(); logFile.Close() }()
+	if !s.feeding {
+		go s.holdFeed()
+	}
 	return s, nil
 }
 
-// writeSuiteConfig writes BIRD's configuration (and its static route
-// files) into the run directory and returns its path.
-func writeSuiteConfig(cfg *RoutingConfig) (string, error) {
+// Convergence before the back-ends are fed: BIRD's graceful-restart
+// recovery over (every peer that does graceful restart has sent its
+// End-of-RIB), every external BGP session Established for feedSettle and
+// the table's size unchanged as long (a peer may send its End-of-RIB before
+// its routes); or feedMaxWait at most (a peer that never
+// comes must not keep the back-ends waiting).
+const (
+	feedSettle  = time.Second
+	feedMaxWait = 30 * time.Second
+)
+
+// holdFeed enables the back-ends' sessions once the suite has converged.
+func (s *Suite) holdFeed() {
+	// since: when the table's size last changed; upSince: since when
+	// every session has been up (zero: not now).
+	start, last, since := time.Now(), -1, time.Now()
+	var upSince time.Time
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		out, err := s.Query("show protocols all")
+		if err != nil {
+			continue // not up yet
+		}
+		up := true
+		for _, p := range parseProtocols(out) {
+			if p.Proto == "BGP" && strings.HasPrefix(p.Name, "peer") && p.Info != "Established" {
+				up = false
+			}
+		}
+		if status, _ := s.Query("show status"); strings.Contains(status, "Graceful restart recovery in progress") {
+			up = false
+		}
+		count, _ := s.Query("show route count")
+		_, n, _ := parseRouteCount(count)
+		if n != last {
+			last, since = n, time.Now()
+		}
+		switch {
+		case !up:
+			upSince = time.Time{}
+		case upSince.IsZero():
+			upSince = time.Now()
+		}
+		waited := time.Since(start)
+		if (up && time.Since(upSince) >= feedSettle && time.Since(since) >= feedSettle) || waited >= feedMaxWait {
+			out, err := s.Query("enable backends")
+			if err != nil {
+				s.log.Error("enable the back-ends' sessions", "err", err, "bird", out)
+				continue
+			}
+			s.mu.Lock()
+			s.feeding = true
+			s.mu.Unlock()
+			s.log.Info("RIB to the back-ends", "after", waited.Round(time.Millisecond), "networks", n, "peers_established", up)
+			return
+		}
+	}
+}
+
+// writeConfig writes BIRD's configuration (and its static route files)
+// into the run directory and returns its path.
+func (s *Suite) writeConfig(cfg *RoutingConfig) (string, error) {
 	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
 		return "", err
 	}
+	s.mu.Lock()
+	hold := !s.feeding
+	s.mu.Unlock()
 	var conf bytes.Buffer
-	if err := birdConf.Execute(&conf, cfg); err != nil {
+	if err := birdConf.Execute(&conf, suiteConf{cfg, hold}); err != nil {
 		return "", err
 	}
 	for i, f := range cfg.StaticFiles {
@@ -126,7 +221,7 @@ func writeSuiteConfig(cfg *RoutingConfig) (string, error) {
 // Reconfigure gives the running suite a new configuration: BIRD compares
 // it with the old one and restarts only the protocols that changed.
 func (s *Suite) Reconfigure(cfg *RoutingConfig) error {
-	if _, err := writeSuiteConfig(cfg); err != nil {
+	if _, err := s.writeConfig(cfg); err != nil {
 		return err
 	}
 	out, err := s.Query("configure")
@@ -179,6 +274,11 @@ func (s *Suite) Status() SuiteStatus {
 
 // Stop ends the suite.
 func (s *Suite) Stop() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})

@@ -19,7 +19,7 @@ func TestBirdConfParses(t *testing.T) {
 		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")}}
 	var b bytes.Buffer
-	if err := birdConf.Execute(&b, cfg); err != nil {
+	if err := birdConf.Execute(&b, suiteConf{cfg, true}); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "bird.conf")
@@ -27,7 +27,7 @@ func TestBirdConfParses(t *testing.T) {
 	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
 		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
 	}
-	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal", "hold time 6", "add paths tx", "graceful restart on"} {
+	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal", "hold time 6", "add paths tx", "graceful restart on", "disabled;"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("configuration lacks %q:\n%s", want, b.String())
 		}

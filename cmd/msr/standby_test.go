@@ -139,7 +139,8 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 			l, _ := os.ReadFile(filepath.Join(dir, f))
 			b.WriteString("--- " + f + "\n" + string(l))
 		}
-		return b.String()
+		ps, _ := exec.Command("sh", "-c", "ps -eo pid,ppid,stat,args | grep -E 'bird|keepalived|msr vcp' | grep -v grep").CombinedOutput()
+		return b.String() + "--- processes\n" + string(ps)
 	}
 	type r1Status struct {
 		Routes     int    `json:"routes"`
@@ -275,7 +276,7 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 	// changes.
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		if now, list := r1(); now.FIBChanges != before.FIBChanges || list != routesBefore {
-			t.Fatalf("the back-end's FIB changed after the resync:\n%s\nwas\n%s", list, routesBefore)
+			t.Fatalf("the back-end's FIB changed after the resync:\n%s\nwas\n%s\n%s", list, routesBefore, logs())
 		}
 	}
 
