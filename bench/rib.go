@@ -88,7 +88,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	}()
 	r := &RIBResult{Routes: len(prefixes), Backends: o.Backends}
 	bird := filepath.Join(dir, "vcp", "bird.ctl")
-	if err := waitFor(5*time.Minute, func() bool { return birdRoutes(bird) >= len(prefixes) }); err != nil {
+	if err := waitFor(5*time.Minute, 50*time.Millisecond, func() bool { return birdRoutes(bird) >= len(prefixes) }); err != nil {
 		return nil, fmt.Errorf("BIRD never held %d routes: %w", len(prefixes), err)
 	}
 	loaded := time.Now()
@@ -105,7 +105,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 			want--
 		}
 	}
-	if err := waitFor(5*time.Minute, func() bool {
+	if err := waitFor(5*time.Minute, 50*time.Millisecond, func() bool {
 		for _, c := range clients {
 			if c.routes() < want {
 				return false
@@ -135,11 +135,11 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 				"-c", "address-family ipv4 unicast", "-c", cmd).CombinedOutput(); err != nil {
 				return nil, fmt.Errorf("vtysh: %v: %s", err, out)
 			}
-			if err := waitFor(10*time.Second, func() bool { return birdHas(bird, p) == add }); err != nil {
+			if err := waitFor(10*time.Second, time.Millisecond, func() bool { return birdHas(bird, p) == add }); err != nil {
 				return nil, fmt.Errorf("change %s (add %v) never reached the VCP", p, add)
 			}
 			t1 := time.Now()
-			if err := waitFor(10*time.Second, func() bool {
+			if err := waitFor(10*time.Second, time.Millisecond, func() bool {
 				for _, c := range clients {
 					if c.has(p) != add {
 						return false
@@ -177,13 +177,16 @@ func (c *routerClient) has(p string) bool {
 	return c.c.Do("GET", "/routes?prefix="+p, nil, &rs) == nil && len(rs) == 1
 }
 
-func waitFor(limit time.Duration, ok func() bool) error {
+// waitFor asks ok every interval until it says yes, for limit at most.
+// Loads are watched every 50 ms (asking an agent too often slows what is
+// measured), single changes every millisecond.
+func waitFor(limit, interval time.Duration, ok func() bool) error {
 	deadline := time.Now().Add(limit)
 	for !ok() {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("timed out after %v", limit)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(interval)
 	}
 	return nil
 }

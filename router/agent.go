@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -44,10 +45,13 @@ type Agent struct {
 	nhs      map[uint32]nhKey
 	groupIDs map[string]uint32
 	groups   map[uint32][]uint32
-	neigh    map[NeighborKey]*neighbor
-	pending  map[NeighborKey]*pendingARP
-	icmp     tokenBucket
-	counters map[string]uint64
+	// lastKeys and lastGroup: the group last asked for (group's cache).
+	lastKeys  []nhKey
+	lastGroup uint32
+	neigh     map[NeighborKey]*neighbor
+	pending   map[NeighborKey]*pendingARP
+	icmp      tokenBucket
+	counters  map[string]uint64
 	// dirty: routes changed since the state was last saved. Saving waits
 	// for a quiet second (at most saveEvery), or a table arriving route by
 	// route from the RIB feed would write the whole state over and over.
@@ -341,6 +345,10 @@ func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
 
 // group finds or makes the next-hop group of keys (and their next hops).
 func (a *Agent) group(keys []nhKey) (uint32, error) {
+	// A table arrives with long runs of routes via the same next hops.
+	if slices.Equal(keys, a.lastKeys) {
+		return a.lastGroup, nil
+	}
 	var ids []uint32
 	for _, k := range keys {
 		id, ok := a.nhIDs[k]
@@ -359,6 +367,7 @@ func (a *Agent) group(keys []nhKey) (uint32, error) {
 	sortIDs(ids)
 	name := fmt.Sprint(ids)
 	if g, ok := a.groupIDs[name]; ok {
+		a.lastKeys, a.lastGroup = append(a.lastKeys[:0], keys...), g
 		return g, nil
 	}
 	g := uint32(len(a.groupIDs) + 1)
@@ -369,6 +378,7 @@ func (a *Agent) group(keys []nhKey) (uint32, error) {
 		return 0, err
 	}
 	a.groupIDs[name], a.groups[g] = g, ids
+	a.lastKeys, a.lastGroup = append(a.lastKeys[:0], keys...), g
 	return g, nil
 }
 

@@ -72,8 +72,10 @@ type ribFeed struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 
-	mu    sync.Mutex
-	paths map[netip.Prefix][]ribPath
+	mu     sync.Mutex
+	paths  map[netip.Prefix][]ribPath
+	nPaths int // paths in paths, and how many of them are stale
+	nStale int
 	// staleUntil: after a session loss, when the stale paths go if no
 	// End-of-RIB has swept them (zero: none stale).
 	staleUntil time.Time
@@ -120,15 +122,7 @@ func (f *ribFeed) Status() RIBStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.st
-	s.Prefixes = len(f.paths)
-	for _, ps := range f.paths {
-		s.Paths += len(ps)
-		for _, p := range ps {
-			if p.stale {
-				s.Stale++
-			}
-		}
-	}
+	s.Prefixes, s.Paths, s.Stale = len(f.paths), f.nPaths, f.nStale
 	return s
 }
 
@@ -166,6 +160,7 @@ func (f *ribFeed) sessionLost() {
 				ps[i].stale = true
 			}
 		}
+		f.nStale = f.nPaths
 		f.staleUntil = time.Now().Add(ribRestartTime * time.Second)
 		return
 	}
@@ -173,6 +168,7 @@ func (f *ribFeed) sessionLost() {
 		delete(f.paths, p)
 		f.apply(p, nil)
 	}
+	f.nPaths, f.nStale = 0, 0
 }
 
 func (f *ribFeed) sweepIfExpired() {
@@ -188,6 +184,7 @@ func (f *ribFeed) sweepIfExpired() {
 // back (End-of-RIB, or the restart time over). Call with f.mu held.
 func (f *ribFeed) sweepStale() {
 	f.staleUntil = time.Time{}
+	f.nPaths, f.nStale = f.nPaths-f.nStale, 0
 	for p, ps := range f.paths {
 		fresh := slices.DeleteFunc(ps, func(r ribPath) bool { return r.stale })
 		if len(fresh) != len(ps) || len(fresh) == 0 {
@@ -419,6 +416,10 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		}
 		ps := f.paths[p]
 		if i := slices.IndexFunc(ps, func(r ribPath) bool { return r.id == w.ID }); i >= 0 {
+			f.nPaths--
+			if ps[i].stale {
+				f.nStale--
+			}
 			f.set(p, slices.Delete(ps, i, i+1))
 		}
 	}
@@ -434,8 +435,12 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		r.id = a.ID
 		ps := f.paths[p]
 		if i := slices.IndexFunc(ps, func(x ribPath) bool { return x.id == a.ID }); i >= 0 {
+			if ps[i].stale {
+				f.nStale--
+			}
 			ps[i] = r
 		} else {
+			f.nPaths++
 			ps = append(ps, r)
 		}
 		f.set(p, ps)

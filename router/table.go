@@ -59,7 +59,8 @@ func LoadPrefixes(path string) ([]netip.Prefix, error) {
 
 // Synthesize returns n distinct prefixes with the length distribution of
 // base (a real table): it keeps base and adds random prefixes of lengths
-// drawn from it, so a 1M-route table looks like a grown Internet table.
+// drawn from it, so a 1M-route table looks like a grown Internet table
+// (unicast space only: first octets 1–223, not 127).
 func Synthesize(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	seen := make(map[netip.Prefix]bool, n)
@@ -75,7 +76,7 @@ func Synthesize(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
 		l := base[r.IntN(len(base))].Bits()
 		a := netip.AddrFrom4([4]byte{byte(1 + r.IntN(223)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
 		p, _ := a.Prefix(l)
-		if !seen[p] {
+		if !seen[p] && !a.IsLoopback() { // no routing suite takes 127/8
 			seen[p] = true
 			out = append(out, p)
 		}

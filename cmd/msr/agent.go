@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/msr-router/msr/dist"
@@ -41,9 +43,21 @@ func endpointsOf(socket string, listen netip.AddrPort, keyFile string, keyID uin
 	return ep
 }
 
-// runAgent runs a until SIGINT or SIGTERM.
+// runAgent runs a until SIGINT or SIGTERM. With MSR_CPUPROFILE=DIR it
+// writes a CPU profile of its whole run to DIR/WHAT-NAME.pprof.
 func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger) error {
 	defer a.Close()
+	if dir := os.Getenv("MSR_CPUPROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, what+"-"+name+".pprof"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var ln net.Listener
 	var token string
 	if ep.listen != "" {

@@ -1,0 +1,172 @@
+package router
+
+import (
+	"io"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+)
+
+// fakeFIB records what the feed does to the FIB.
+type fakeFIB struct {
+	routes  map[netip.Prefix][]netip.Addr
+	changes int
+}
+
+func newTestFeed() (*ribFeed, *fakeFIB) {
+	fib := &fakeFIB{routes: map[netip.Prefix][]netip.Addr{}}
+	f := &ribFeed{log: slog.New(slog.NewTextHandler(io.Discard, nil)), paths: map[netip.Prefix][]ribPath{},
+		add: func(p netip.Prefix, via []netip.Addr) error {
+			if !reflect.DeepEqual(fib.routes[p], via) {
+				fib.changes++
+			}
+			fib.routes[p] = via
+			return nil
+		},
+		del: func(p netip.Prefix) error {
+			fib.changes++
+			delete(fib.routes, p)
+			return nil
+		}}
+	return f, fib
+}
+
+// announce is an UPDATE of prefixes with path ids, via nh, with an
+// AS_PATH of asLen and a LOCAL_PREF.
+func announce(nh string, asLen int, localPref uint32, ids []uint32, prefixes ...string) *bgp.BGPUpdate {
+	var nlri []bgp.PathNLRI
+	for i, p := range prefixes {
+		pfx, _ := bgp.NewIPAddrPrefix(netip.MustParsePrefix(p))
+		nlri = append(nlri, bgp.PathNLRI{NLRI: pfx, ID: ids[i]})
+	}
+	asns := make([]uint32, asLen)
+	for i := range asns {
+		asns[i] = 65010 + uint32(i)
+	}
+	nhAttr, _ := bgp.NewPathAttributeNextHop(netip.MustParseAddr(nh))
+	attrs := []bgp.PathAttributeInterface{
+		bgp.NewPathAttributeOrigin(0),
+		bgp.NewPathAttributeAsPath([]bgp.AsPathParamInterface{bgp.NewAs4PathParam(bgp.BGP_ASPATH_ATTR_TYPE_SEQ, asns)}),
+		nhAttr,
+		bgp.NewPathAttributeLocalPref(localPref),
+	}
+	return &bgp.BGPUpdate{PathAttributes: attrs, NLRI: nlri}
+}
+
+func withdraw(id uint32, prefixes ...string) *bgp.BGPUpdate {
+	var w []bgp.PathNLRI
+	for _, p := range prefixes {
+		pfx, _ := bgp.NewIPAddrPrefix(netip.MustParsePrefix(p))
+		w = append(w, bgp.PathNLRI{NLRI: pfx, ID: id})
+	}
+	return &bgp.BGPUpdate{WithdrawnRoutes: w}
+}
+
+func hops(s ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range s {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	return out
+}
+
+// Multipath: the paths as good as the best are the next hops; a better
+// one replaces them; withdrawals leave the others.
+func TestRIBFeedMultipath(t *testing.T) {
+	f, fib := newTestFeed()
+	p := netip.MustParsePrefix("100.64.0.0/10")
+	f.update(announce("192.0.2.10", 1, 100, []uint32{1}, "100.64.0.0/10"))
+	f.update(announce("192.0.2.11", 1, 100, []uint32{2}, "100.64.0.0/10"))
+	f.update(announce("192.0.2.12", 2, 100, []uint32{3}, "100.64.0.0/10")) // longer AS path: not equal
+	if got := fib.routes[p]; !reflect.DeepEqual(got, hops("192.0.2.10", "192.0.2.11")) {
+		t.Fatalf("ECMP next hops %v", got)
+	}
+	f.update(announce("192.0.2.13", 3, 200, []uint32{4}, "100.64.0.0/10")) // higher LOCAL_PREF wins
+	if got := fib.routes[p]; !reflect.DeepEqual(got, hops("192.0.2.13")) {
+		t.Fatalf("after a better path: %v", got)
+	}
+	f.update(withdraw(4, "100.64.0.0/10"))
+	if got := fib.routes[p]; !reflect.DeepEqual(got, hops("192.0.2.10", "192.0.2.11")) {
+		t.Fatalf("after its withdrawal: %v", got)
+	}
+	f.update(announce("192.0.2.20", 1, 100, []uint32{1}, "100.64.0.0/10")) // path 1 replaced
+	if got := fib.routes[p]; !reflect.DeepEqual(got, hops("192.0.2.11", "192.0.2.20")) {
+		t.Fatalf("after path 1 changed: %v", got)
+	}
+	for _, id := range []uint32{1, 2, 3} {
+		f.update(withdraw(id, "100.64.0.0/10"))
+	}
+	if _, ok := fib.routes[p]; ok || len(f.paths) != 0 {
+		t.Fatalf("withdrawn everywhere, still %v, %v", fib.routes, f.paths)
+	}
+	f.update(withdraw(9, "10.0.0.0/8")) // unknown: nothing happens
+	if len(fib.routes) != 0 {
+		t.Fatal(fib.routes)
+	}
+}
+
+// Graceful restart: routes stay through a lost session; sent again,
+// nothing changes; at End-of-RIB what was not sent again goes.
+func TestRIBFeedGracefulRestart(t *testing.T) {
+	f, fib := newTestFeed()
+	f.st.GR = true
+	f.update(announce("192.0.2.10", 1, 100, []uint32{1, 1, 1}, "10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"))
+	f.update(announce("192.0.2.11", 1, 100, []uint32{2}, "10.1.0.0/16"))
+	before := fib.changes
+	f.sessionLost()
+	if fib.changes != before || len(fib.routes) != 3 || f.Status().Stale != 4 {
+		t.Fatalf("a lost session changed the FIB: %d changes, %v, %+v", fib.changes-before, fib.routes, f.Status())
+	}
+	// The new session sends 10.1 (both paths, other ids) and 10.2 again.
+	f.update(announce("192.0.2.10", 1, 100, []uint32{7, 7}, "10.1.0.0/16", "10.2.0.0/16"))
+	f.update(announce("192.0.2.11", 1, 100, []uint32{8}, "10.1.0.0/16"))
+	if fib.changes != before {
+		t.Fatalf("the resync changed the FIB before End-of-RIB: %v", fib.routes)
+	}
+	f.update(&bgp.BGPUpdate{}) // End-of-RIB
+	want := map[netip.Prefix][]netip.Addr{
+		netip.MustParsePrefix("10.1.0.0/16"): hops("192.0.2.10", "192.0.2.11"),
+		netip.MustParsePrefix("10.2.0.0/16"): hops("192.0.2.10"),
+	}
+	if !reflect.DeepEqual(fib.routes, want) || fib.changes != before+1 || f.Status().Stale != 0 {
+		t.Fatalf("after End-of-RIB: %v (%d changes), want %v and one change", fib.routes, fib.changes-before, want)
+	}
+	// Without graceful restart a lost session takes every route.
+	f.st.GR = false
+	f.sessionLost()
+	if len(fib.routes) != 0 || len(f.paths) != 0 {
+		t.Fatalf("without graceful restart: %v", fib.routes)
+	}
+}
+
+// The suite's OPEN: its AS must be ours (iBGP), the hold time is the
+// smaller, ADD-PATH and graceful restart are used only if it offers them.
+func TestRIBFeedOpen(t *testing.T) {
+	f, _ := newTestFeed()
+	f.cfg = &RIBConfig{ASN: 4200000001}
+	open := func(as uint32, hold uint16, caps ...bgp.ParameterCapabilityInterface) *bgp.BGPOpen {
+		caps = append(caps, bgp.NewCapFourOctetASNumber(as))
+		m, err := bgp.NewBGPOpenMessage(bgp.AS_TRANS, hold, netip.MustParseAddr("10.0.0.1"),
+			[]bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Body.(*bgp.BGPOpen)
+	}
+	if _, _, err := f.opened(open(65000, 90)); err == nil {
+		t.Error("an eBGP OPEN accepted")
+	}
+	hold, opt, err := f.opened(open(4200000001, 90))
+	if err != nil || hold.Seconds() != ribHoldTime || opt != nil || f.st.AddPath || f.st.GR {
+		t.Errorf("plain OPEN: hold %v, %v, %v, %+v", hold, opt, err, f.st)
+	}
+	hold, opt, err = f.opened(open(4200000001, 3,
+		bgp.NewCapAddPath([]*bgp.CapAddPathTuple{bgp.NewCapAddPathTuple(bgp.RF_IPv4_UC, bgp.BGP_ADD_PATH_SEND)}),
+		bgp.NewCapGracefulRestart(false, false, 120, []*bgp.CapGracefulRestartTuple{bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true)})))
+	if err != nil || hold.Seconds() != 3 || opt == nil || !f.st.AddPath || !f.st.GR {
+		t.Errorf("OPEN with ADD-PATH and GR: hold %v, %v, %v, %+v", hold, opt, err, f.st)
+	}
+}
