@@ -191,19 +191,21 @@ func waitFor(limit, interval time.Duration, ok func() bool) error {
 	return nil
 }
 
-var birdCount = regexp.MustCompile(`(\d+) of \d+ routes`)
+var birdImported = regexp.MustCompile(`Routes:\s+(\d+) imported`)
 
-// birdRoutes is the number of routes in BIRD's table (0 if it is not up).
+// birdRoutes is the number of routes BIRD's protocols have imported (0 if
+// it is not up). Not `show route count`: that walks the whole table, and
+// asked often it keeps BIRD from doing what is measured.
 func birdRoutes(socket string) int {
-	out, err := exec.Command("birdc", "-s", socket, "show", "route", "count").CombinedOutput()
+	out, err := exec.Command("birdc", "-s", socket, "show", "protocols", "all").CombinedOutput()
 	if err != nil {
 		return 0
 	}
-	m := birdCount.FindSubmatch(out)
-	if m == nil {
-		return 0
+	n := 0
+	for _, m := range birdImported.FindAllSubmatch(out, -1) {
+		i, _ := strconv.Atoi(string(m[1]))
+		n += i
 	}
-	n, _ := strconv.Atoi(string(m[1]))
 	return n
 }
 

@@ -82,7 +82,11 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		a.active = true
 		a.mirrors.SetActive(true)
 		if cfg.Routing != nil {
-			if a.suite, err = StartSuite(cfg.Routing, true, a.log); err != nil {
+			// Not in graceful-restart recovery: BIRD would wait for every
+			// peer's End-of-RIB (seconds, measured), and a VCP alone has
+			// no twin whose routes the back-ends hold. holdFeed still waits
+			// for the sessions.
+			if a.suite, err = StartSuite(cfg.Routing, false, a.log); err != nil {
 				a.Close()
 				return nil, err
 			}
