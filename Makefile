@@ -72,3 +72,4 @@ fuzz: deps
 	$(GO) test ./vcp -run '^$$' -fuzz FuzzBirdcParsers -fuzztime $(FUZZTIME)
 	$(GO) test ./lb -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME)
 	$(GO) test ./router -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME)
+	$(GO) test ./router -run '^$$' -fuzz FuzzRIBMessage -fuzztime $(FUZZTIME)

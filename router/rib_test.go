@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -169,4 +170,55 @@ func TestRIBFeedOpen(t *testing.T) {
 	if err != nil || hold.Seconds() != 3 || opt == nil || !f.st.AddPath || !f.st.GR {
 		t.Errorf("OPEN with ADD-PATH and GR: hold %v, %v, %v, %+v", hold, opt, err, f.st)
 	}
+}
+
+// Whatever bytes the session brings, the feed neither panics nor puts
+// anything but IPv4 routes via IPv4 next hops in the FIB.
+func FuzzRIBMessage(f *testing.F) {
+	for _, u := range []*bgp.BGPUpdate{
+		announce("192.0.2.10", 1, 100, []uint32{1, 2}, "10.1.0.0/16", "10.2.0.0/24"),
+		withdraw(1, "10.1.0.0/16"),
+		{},
+	} {
+		for _, addPath := range []bool{false, true} {
+			opt := &bgp.MarshallingOption{}
+			if addPath {
+				opt.AddPath = map[bgp.Family]bgp.BGPAddPathMode{bgp.RF_IPv4_UC: bgp.BGP_ADD_PATH_SEND}
+			}
+			b, err := bgp.NewBGPUpdateMessage(u.WithdrawnRoutes, u.PathAttributes, u.NLRI).Serialize(opt)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b, addPath)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte, addPath bool) {
+		feed, fib := newTestFeed()
+		var opt *bgp.MarshallingOption
+		if addPath {
+			opt = &bgp.MarshallingOption{AddPath: map[bgp.Family]bgp.BGPAddPathMode{bgp.RF_IPv4_UC: bgp.BGP_ADD_PATH_RECEIVE}}
+		}
+		for r := bytes.NewReader(b); ; {
+			m, err := readBGP(r, opt)
+			if err != nil {
+				break
+			}
+			if u, ok := m.Body.(*bgp.BGPUpdate); ok {
+				feed.update(u)
+			}
+		}
+		for p, via := range fib.routes {
+			if !p.Addr().Is4() || len(via) == 0 || len(via) > ECMPMax {
+				t.Fatalf("route %v via %v", p, via)
+			}
+			for _, a := range via {
+				if !a.Is4() {
+					t.Fatalf("route %v via %v", p, via)
+				}
+			}
+		}
+		if s := feed.Status(); s.Paths < s.Prefixes || s.Stale != 0 {
+			t.Fatalf("status %+v", s)
+		}
+	})
 }

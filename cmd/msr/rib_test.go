@@ -24,6 +24,8 @@ hosts:
   h2:
     interfaces:
       eth0: {addresses: [192.0.2.11/24], xdp_pass: on, tx_checksum: off}
+    routes:
+      - {to: 203.0.113.0/24, via: 192.0.2.1}
     processes:
       - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/h2-bgpd.conf, -Z, -S, -i, DIR/h2-bgpd.pid, --vty_socket, DIR/h2, -P, "0", --log, stdout]}
   lb:
@@ -213,6 +215,21 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 		}
 	}
 
+	// Traffic to a learned prefix is forwarded: h2 sends to 203.0.113.1 (an
+	// address of h1, the peer that announced it) by the router; the LB
+	// balances it to the back-end, whose FIB sends it via 192.0.2.10 out
+	// of the port again.
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-rib", "h1", "--", "ip", "addr", "add", "203.0.113.1/32", "dev", "lo"); code != 0 {
+		t.Fatalf("%s %s", out, errOut)
+	}
+	before := forwarded(t, dir)
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-rib", "h2", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.1"); code != 0 {
+		t.Fatalf("ping to the learned prefix: %s %s\n%s", out, errOut, logs())
+	}
+	if n := forwarded(t, dir) - before; n < 3 {
+		t.Errorf("the back-end forwarded %d packets for the 3 pings, want at least 3", n)
+	}
+
 	checkConsole(t, dir, routes)
 
 	// The peer withdraws one prefix: within a second it is gone from the
@@ -240,6 +257,19 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 	if !strings.Contains(routes(), `"100.64.0.0/10"`) {
 		t.Errorf("the other prefix went too: %s", routes())
 	}
+}
+
+// forwarded is the back-end's count of forwarded packets.
+func forwarded(t *testing.T, dir string) uint64 {
+	t.Helper()
+	out, _, _ := msr(t, "router", "status", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+	var s struct {
+		Stats struct {
+			Forwarded uint64 `json:"forwarded"`
+		} `json:"stats"`
+	}
+	json.Unmarshal([]byte(out), &s)
+	return s.Stats.Forwarded
 }
 
 // TestOSPFNeighbourThroughMirror: a BIRD OSPF neighbour outside (h1) forms
