@@ -23,7 +23,7 @@ type Agent struct {
 	conn    *dist.Conn
 	sender  *dist.Sender
 	mirrors *Mirrors
-	suite   *Suite // nil without routing, and while standby
+	suite   Suite // nil without routing, and while standby
 	// election is VRRP between this VCP and its twin (nil: always active).
 	election *Election
 	log      *slog.Logger
@@ -141,7 +141,7 @@ func (a *Agent) become(active bool) {
 	if active == was {
 		return
 	}
-	var suite *Suite
+	var suite Suite
 	if active && routing != nil {
 		var err error
 		if suite, err = StartSuite(routing, true, a.log); err != nil {
@@ -397,7 +397,7 @@ func (a *Agent) Drain(name string, drain bool) error {
 }
 
 // currentSuite is the running suite, or nil (a reload may change it).
-func (a *Agent) currentSuite() *Suite {
+func (a *Agent) currentSuite() Suite {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.suite

@@ -43,8 +43,11 @@ type FileConfig struct {
 	Pos       config.Pos `yaml:"-"`
 }
 
-// RoutingConfig is the routing suite (BIRD 2) and its protocols.
+// RoutingConfig is the routing suite and its protocols.
 type RoutingConfig struct {
+	// Suite is bird (BIRD 2, the default) or frr (FRR's zebra, bgpd,
+	// staticd and ospfd).
+	Suite    string     `yaml:"suite"`
 	ASN      uint32     `yaml:"asn" msr:"required"`
 	RouterID netip.Addr `yaml:"router_id"` // default: the first external port's address
 	BGP      []BGPPeer  `yaml:"bgp"`
@@ -217,6 +220,13 @@ func (c *FileConfig) complete() error {
 		}
 		if r.RunDir == "" {
 			r.RunDir = "/run/msr/vcp-" + c.Name
+		}
+		switch r.Suite {
+		case "":
+			r.Suite = "bird"
+		case "bird", "frr":
+		default:
+			return r.Pos.Errorf("routing suite %q: bird or frr", r.Suite)
 		}
 		for _, b := range r.BGP {
 			if !b.Neighbor.Is4() || !c.onPort(b.Neighbor) {

@@ -109,15 +109,13 @@ func (a *Agent) Routes() (*RoutesView, error) {
 	v := &RoutesView{Protocols: []Protocol{}, Backends: []BackendRoutes{}}
 	byMAC := map[string]Protocol{}
 	if suite := a.currentSuite(); suite != nil {
-		out, err := suite.Query("show route count")
-		if err != nil {
-			return nil, fmt.Errorf("routing suite: %v: %s", err, out)
-		}
-		if _, v.Networks, err = parseRouteCount(out); err != nil {
+		var err error
+		if v.Networks, err = suite.Networks(); err != nil {
 			return nil, err
 		}
-		out, _ = suite.Query("show protocols all")
-		v.Protocols = parseProtocols(out)
+		if ps := suite.Protocols(); ps != nil {
+			v.Protocols = ps
+		}
 		arp := neighborMACs()
 		for _, p := range v.Protocols {
 			if mac, ok := arp[p.Neighbor]; ok {
@@ -178,8 +176,7 @@ type BackendLookup struct {
 func (a *Agent) Lookup(addr netip.Addr) *LookupView {
 	v := &LookupView{Addr: addr.String(), Suite: []SuiteRoute{}, Backends: []BackendLookup{}}
 	if suite := a.currentSuite(); suite != nil {
-		out, _ := suite.Query("show route for " + addr.String())
-		if rs := parseRoutes(out); rs != nil {
+		if rs := suite.RoutesFor(addr); rs != nil {
 			v.Suite = rs
 		}
 	}

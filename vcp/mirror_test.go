@@ -179,12 +179,12 @@ router bgp 65010
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, _ := v.suite.Query("show route protocol peer0")
+		out, _ := v.suite.(*BIRD).Query("show route protocol peer0")
 		if strings.Contains(out, "203.0.113.0/24") && strings.Contains(out, "198.18.0.0/15") {
 			break
 		}
 		if time.Now().After(deadline) {
-			protos, _ := v.suite.Query("show protocols all peer0")
+			protos, _ := v.suite.(*BIRD).Query("show protocols all peer0")
 			log, _ := os.ReadFile(filepath.Join(dir, "vcp", "bird.log"))
 			t.Fatalf("BGP routes never arrived in the VCP's BIRD:\n%s\n%s\nbird log:\n%s\nmirrors %v", out, protos, log, v.mirrors.Counters())
 		}

@@ -40,6 +40,14 @@ func (a *Agent) Reload() (*ReloadResult, error) {
 	if len(changes) == 0 {
 		return res, nil
 	}
+	// A suite that cannot take the change refuses it before anything else
+	// changes.
+	a.mu.Lock()
+	running := a.suite
+	a.mu.Unlock()
+	if f, ok := running.(*FRR); ok && next.Routing != nil && !sameRouting(old.Routing, next.Routing) {
+		return nil, f.Reconfigure(next.Routing)
+	}
 	// The mirrors first: their addresses and MTUs.
 	for _, np := range next.ExternalPorts {
 		for _, op := range old.ExternalPorts {
@@ -62,7 +70,7 @@ func (a *Agent) Reload() (*ReloadResult, error) {
 		if suite, err = StartSuite(next.Routing, false, a.log); err != nil {
 			return nil, err
 		}
-	case next.Routing != nil:
+	case next.Routing != nil && !sameRouting(old.Routing, next.Routing):
 		if err := suite.Reconfigure(next.Routing); err != nil {
 			return nil, err
 		}
@@ -118,6 +126,7 @@ func diffConfig(old, next *FileConfig) ([]string, error) {
 	same("external port VLANs", portVLANs(old), portVLANs(next))
 	if old.Routing != nil && next.Routing != nil {
 		same("routing run_dir", old.Routing.RunDir, next.Routing.RunDir)
+		same("routing suite", old.Routing.Suite, next.Routing.Suite)
 	}
 	if len(restart) > 0 {
 		return nil, errors.New("nothing applied: these changes need a restart of msr vcp: " + strings.Join(restart, "; "))
@@ -152,6 +161,11 @@ func diffKeyed(what string, old, next map[string]string) []string {
 		}
 	}
 	return ch
+}
+
+// sameRouting says whether two routing sections configure the same.
+func sameRouting(a, b *RoutingConfig) bool {
+	return len(diffKeyed("", routingLines(a), routingLines(b))) == 0
 }
 
 func standbyText(s *StandbyConfig) string {

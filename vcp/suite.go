@@ -1,177 +1,74 @@
 package vcp
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
-	"text/template"
+	"net/netip"
 	"time"
-
-	"github.com/msr-router/msr/router"
 )
 
-// Suite is the routing suite the VCP runs: BIRD 2, bound to the mirrors,
-// speaking the router's protocols for the whole cluster.
-type Suite struct {
-	cfg    *RoutingConfig
-	socket string
-	cmd    *exec.Cmd
-	log    *slog.Logger
-	stop   chan struct{}
-
-	mu      sync.Mutex
-	feeding bool // the back-ends' sessions are enabled (holdFeed)
+// Suite is the routing suite the VCP runs on its mirrors, speaking the
+// router's protocols for the whole cluster and reflecting the RIB to the
+// back-ends: BIRD 2 by default (bird.go), FRR as the alternative (frr.go).
+// The console reads it through these methods whichever it is.
+type Suite interface {
+	Status() SuiteStatus // as the suite says it, for people
+	Protocols() []Protocol
+	Networks() (int, error) // prefixes in its table
+	RoutesFor(addr netip.Addr) []SuiteRoute
+	// Reconfigure applies a changed routing section.
+	Reconfigure(cfg *RoutingConfig) error
+	Stop()
 }
 
-// suiteConf is what the template renders: the config, and whether the
-// back-ends' sessions start disabled.
-type suiteConf struct {
-	*RoutingConfig
-	HoldFeed bool
+// SuiteStatus is the suite's protocols and route count, as text.
+type SuiteStatus struct {
+	Protocols string `json:"protocols"`
+	Routes    string `json:"routes"`
 }
 
-var birdConf = template.Must(template.New("bird").Parse(`# Written by msr vcp: do not edit, edit the VCP's config.
-log stderr all;
-router id {{.RouterID}};
-# Started in graceful-restart recovery (-R), BIRD waits at most this long
-# for its peers' End-of-RIB.
-graceful restart wait 30;
+// StartSuite starts the suite the routing section names. With recovery (a
+// VCP taking over) the suite starts in graceful-restart recovery where it
+// has one.
+func StartSuite(cfg *RoutingConfig, recovery bool, log *slog.Logger) (Suite, error) {
+	if cfg.Suite == "frr" {
+		return StartFRR(cfg, log)
+	}
+	return StartBIRD(cfg, recovery, log)
+}
 
-protocol device {}
-
-# The external ports' subnets, from the mirrors.
-protocol direct {
-	ipv4;
-	interface "x*";
-}
-{{range $i, $b := .BGP}}
-protocol bgp peer{{$i}} {
-	local as {{$.ASN}};
-	neighbor {{$b.Neighbor}} as {{$b.ASN}};
-{{if $b.HoldTime}}	hold time {{$b.HoldTime}};
-{{end}}	connect delay time 1;   # not BIRD's 5 s: after a takeover every second counts
-	graceful restart on;
-	ipv4 { import all; export none; };
-}
-{{end}}{{if or .Static .StaticFiles}}
-protocol static {
-	ipv4;
-{{range .Static}}	route {{.To}} via {{.Via}};
-{{end}}{{range $i, $f := .StaticFiles}}	include "{{$.RunDir}}/static{{$i}}.conf";
-{{end}}}
-{{end}}{{if .OSPF}}
-protocol ospf v2 {
-	ipv4 { import all; export none; };
-	area 0 {
-{{range .OSPF}}		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
-{{end}}	};
-}
-{{end}}{{with .Backends}}
-# The RIB to every back-end: iBGP, this suite their route reflector. What
-# BGP, OSPF and static routes give goes; the ports' own subnets do not (each
-# back-end has them). Next hops are gateways on the ports' subnets, which
-# the back-ends mirror.
-protocol bgp backends {
-{{if $.HoldFeed}}	disabled;       # until the suite's own sessions have converged (Suite.holdFeed)
-{{end}}	local {{.Listen}} as {{$.ASN}};
-	neighbor range {{.Range}} internal;
-	rr client;
-	graceful restart on;
-	ipv4 {
-		import none;
-		export where source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_EXT1, RTS_OSPF_EXT2];
-		add paths tx;   # every path, so that ECMP reaches the back-ends
-	};
-}
-{{end}}`))
-
-// StartSuite writes the suite's configuration and starts it. Call it in
-// the VCP's namespace: the process inherits it. With recovery (a VCP
-// taking over) BIRD starts in graceful-restart recovery (`bird -R`): it
-// tells its BGP neighbours it restarted with its forwarding state kept.
+// Convergence before the back-ends are fed: every external BGP session
+// up for feedSettle and the imported routes steady as long (a peer may send
+// its End-of-RIB before its routes); or feedMaxWait at most (a peer that
+// never comes must not keep the back-ends waiting).
 //
-// Either way the back-ends' sessions start disabled, and are enabled once
-// the suite's own sessions have converged (holdFeed): a back-end that kept
-// its routes through a VCP's restart or takeover (graceful restart) must
-// not be sent a partial RIB and End-of-RIB, or it would drop, then relearn,
-// every route the peers had not re-sent yet.
-func StartSuite(cfg *RoutingConfig, recovery bool, log *slog.Logger) (*Suite, error) {
-	s := &Suite{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl"), log: log, stop: make(chan struct{}),
-		feeding: cfg.Backends == nil}
-	path, err := s.writeConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	logFile, err := os.Create(filepath.Join(cfg.RunDir, "bird.log"))
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"-f", "-c", path, "-s", s.socket}
-	if recovery {
-		args = append(args, "-R")
-	}
-	s.cmd = exec.Command("bird", args...)
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	// If msr vcp dies, so does its suite: its sessions must go with it.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start bird: %w", err)
-	}
-	go func() { s.cmd.Wait(); logFile.Close() }()
-	if !s.feeding {
-		go s.holdFeed()
-	}
-	return s, nil
-}
-
-// Convergence before the back-ends are fed: BIRD's graceful-restart
-// recovery over (every peer that does graceful restart has sent its
-// End-of-RIB), every external BGP session Established for feedSettle and
-// the table's size unchanged as long (a peer may send its End-of-RIB before
-// its routes); or feedMaxWait at most (a peer that never
-// comes must not keep the back-ends waiting).
+// Either suite starts with the back-ends' sessions disabled, and feedGate
+// enables them: a back-end that kept its routes through a VCP's restart or
+// takeover (graceful restart) must not be sent a partial RIB and
+// End-of-RIB, or it would drop, then relearn, every route the peers had not
+// re-sent yet.
 const (
 	feedSettle  = time.Second
 	feedMaxWait = 30 * time.Second
 )
 
-// holdFeed enables the back-ends' sessions once the suite has converged.
-func (s *Suite) holdFeed() {
-	// since: when the table's size last changed; upSince: since when
-	// every session has been up (zero: not now).
+// feedGate asks probe (are the external sessions up, how many routes)
+// every 200 ms, and calls enable once converged.
+func feedGate(stop <-chan struct{}, log *slog.Logger, probe func() (up bool, routes int, err error), enable func() error) {
+	// since: when the route count last changed; upSince: since when every
+	// session has been up (zero: not now).
 	start, last, since := time.Now(), -1, time.Now()
 	var upSince time.Time
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}
-		out, err := s.Query("show protocols all")
+		up, n, err := probe()
 		if err != nil {
-			continue // not up yet
-		}
-		// The routes the protocols imported: `show route count` would walk
-		// the whole table five times a second.
-		up, n := true, 0
-		for _, p := range parseProtocols(out) {
-			n += p.Imported
-			if p.Proto == "BGP" && strings.HasPrefix(p.Name, "peer") && p.Info != "Established" {
-				up = false
-			}
-		}
-		if status, _ := s.Query("show status"); strings.Contains(status, "Graceful restart recovery in progress") {
-			up = false
+			continue
 		}
 		if n != last {
 			last, since = n, time.Now()
@@ -184,111 +81,12 @@ func (s *Suite) holdFeed() {
 		}
 		waited := time.Since(start)
 		if (up && time.Since(upSince) >= feedSettle && time.Since(since) >= feedSettle) || waited >= feedMaxWait {
-			out, err := s.Query("enable backends")
-			if err != nil {
-				s.log.Error("enable the back-ends' sessions", "err", err, "bird", out)
+			if err := enable(); err != nil {
+				log.Error("enable the back-ends' sessions", "err", err)
 				continue
 			}
-			s.mu.Lock()
-			s.feeding = true
-			s.mu.Unlock()
-			s.log.Info("RIB to the back-ends", "after", waited.Round(time.Millisecond), "networks", n, "peers_established", up)
+			log.Info("RIB to the back-ends", "after", waited.Round(time.Millisecond), "routes", n, "peers_up", up)
 			return
-		}
-	}
-}
-
-// writeConfig writes BIRD's configuration (and its static route files)
-// into the run directory and returns its path.
-func (s *Suite) writeConfig(cfg *RoutingConfig) (string, error) {
-	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	hold := !s.feeding
-	s.mu.Unlock()
-	var conf bytes.Buffer
-	if err := birdConf.Execute(&conf, suiteConf{cfg, hold}); err != nil {
-		return "", err
-	}
-	for i, f := range cfg.StaticFiles {
-		if err := writeStaticFile(filepath.Join(cfg.RunDir, fmt.Sprintf("static%d.conf", i)), f); err != nil {
-			return "", err
-		}
-	}
-	path := filepath.Join(cfg.RunDir, "bird.conf")
-	return path, os.WriteFile(path, conf.Bytes(), 0o644)
-}
-
-// Reconfigure gives the running suite a new configuration: BIRD compares
-// it with the old one and restarts only the protocols that changed.
-func (s *Suite) Reconfigure(cfg *RoutingConfig) error {
-	if _, err := s.writeConfig(cfg); err != nil {
-		return err
-	}
-	out, err := s.Query("configure")
-	if err != nil || !strings.Contains(out, "Reconfigur") {
-		return fmt.Errorf("BIRD refused the new configuration: %v: %s", err, out)
-	}
-	s.cfg = cfg
-	return nil
-}
-
-// writeStaticFile turns a pyasn file into BIRD static routes.
-func writeStaticFile(path string, f StaticFile) error {
-	ps, err := router.LoadPrefixes(f.File)
-	if err != nil {
-		return err
-	}
-	out, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(out, 1<<20)
-	for _, p := range ps {
-		fmt.Fprintf(w, "\troute %s via %s;\n", p, f.Via)
-	}
-	if err := w.Flush(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// Query runs a birdc command and returns its output.
-func (s *Suite) Query(command string) (string, error) {
-	out, err := exec.Command("birdc", append([]string{"-s", s.socket}, strings.Fields(command)...)...).CombinedOutput()
-	return string(out), err
-}
-
-// SuiteStatus is the suite's protocols and route count.
-type SuiteStatus struct {
-	Protocols string `json:"protocols"`
-	Routes    string `json:"routes"`
-}
-
-// Status asks the suite.
-func (s *Suite) Status() SuiteStatus {
-	p, _ := s.Query("show protocols")
-	r, _ := s.Query("show route count")
-	return SuiteStatus{Protocols: p, Routes: r}
-}
-
-// Stop ends the suite.
-func (s *Suite) Stop() {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { s.cmd.Process.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-			s.cmd.Process.Kill()
 		}
 	}
 }

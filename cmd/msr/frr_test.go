@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFRRSuite runs the RIB lab with FRR as the VCP's routing suite
+// (`routing: {suite: frr}`): both external peers' sessions come up on the
+// mirror, their prefixes (one announced by both: ECMP) and the static
+// route reach the back-end, traffic to them is forwarded, the console reads
+// FRR, and a withdrawal follows.
+func TestFRRSuite(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755) // FRR's daemons run as user frr: they must reach their directory
+	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
+	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6e", 32)), 0o600)
+	peer := func(asn, id string, prefixes ...string) string {
+		s := "frr defaults traditional\nrouter bgp " + asn + "\n bgp router-id " + id +
+			"\n no bgp ebgp-requires-policy\n no bgp network import-check\n neighbor 192.0.2.1 remote-as 65000\n address-family ipv4 unicast\n"
+		for _, p := range prefixes {
+			s += "  network " + p + "\n"
+		}
+		return s + " exit-address-family\n"
+	}
+	write("bgpd.conf", peer("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
+	write("h2-bgpd.conf", peer("65020", "192.0.2.11", "100.64.0.0/10"))
+	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
+	write("lb.yaml", `name: t-frr-lb
+key_file: `+dir+`/key
+pin_dir: /sys/fs/bpf/msr-test-frr-lb
+ports:
+  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
+  i0: {role: internal, default: true}
+`)
+	write("vcp.yaml", `name: t-frr-vcp
+key_file: `+dir+`/key
+interface: eth0
+external_ports:
+  - {lb: t-frr-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+routing:
+  suite: frr
+  asn: 65000
+  run_dir: `+dir+`/vcp
+  bgp:
+    - {neighbor: 192.0.2.10, asn: 65010}
+    - {neighbor: 192.0.2.11, asn: 65020}
+  static:
+    - {to: 198.51.100.0/24, via: 192.0.2.20}
+  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+`)
+	write("r1.yaml", `name: t-frr-r1
+key_file: `+dir+`/key
+internal: eth0
+pin_dir: /sys/fs/bpf/msr-test-frr-r1
+socket: `+dir+`/r1.sock
+ports:
+  net1: {vlan: 10, address: 192.0.2.1/24}
+rib: {neighbor: 10.0.0.1, asn: 65000}
+`)
+	lab := strings.ReplaceAll(ribLab, "t-rib", "t-frr")
+	write("lab.yaml", strings.ReplaceAll(strings.ReplaceAll(lab, "DIR", dir), "MSR", msrBin))
+	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
+		t.Fatalf("lab up: %s", errOut)
+	}
+	t.Cleanup(func() {
+		msr(t, "lab", "down", "t-frr")
+		os.RemoveAll("/sys/fs/bpf/msr-test-frr-lb")
+		os.RemoveAll("/sys/fs/bpf/msr-test-frr-r1")
+		os.Remove("/run/msr/router-t-frr-r1.state.json")
+	})
+	logs := func() string {
+		var b strings.Builder
+		for _, f := range []string{"vcp.vcp", "r1.router", "h1.bgpd"} {
+			l, _ := os.ReadFile("/run/msr/labs/t-frr/logs/" + f + ".log")
+			b.WriteString("--- " + f + "\n" + string(l))
+		}
+		for _, f := range []string{"zebra", "bgpd", "staticd"} {
+			l, _ := os.ReadFile(filepath.Join(dir, "vcp", "frr", f+".log"))
+			b.WriteString("--- FRR " + f + "\n" + string(l))
+		}
+		return b.String()
+	}
+	routes := func() map[string]string {
+		out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+		var rs []struct {
+			Prefix string
+			Via    []string
+		}
+		json.Unmarshal([]byte(out), &rs)
+		m := map[string]string{}
+		for _, r := range rs {
+			sort.Strings(r.Via)
+			m[r.Prefix] = strings.Join(r.Via, ",")
+		}
+		return m
+	}
+	want := map[string]string{"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20"}
+	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		got, ok := routes(), true
+		for p, via := range want {
+			ok = ok && got[p] == via
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the back-end's routes %v, want %v\n%s", got, want, logs())
+		}
+	}
+	// Forwarded to a learned prefix.
+	msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "ip", "addr", "add", "203.0.113.1/32", "dev", "lo")
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ping", "-c", "2", "-i", "0.2", "-W", "2", "203.0.113.1"); code != 0 {
+		t.Fatalf("ping to the learned prefix: %s %s", out, errOut)
+	}
+	// The console reads FRR: the suite's route for an address and the
+	// back-end's session.
+	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "203.0.113.9", "-o", "json")
+	if !strings.Contains(out, `"prefix": "203.0.113.0/24"`) || !strings.Contains(out, `"192.0.2.10"`) {
+		t.Errorf("msr ctl route with FRR: %s", out)
+	}
+	out, _, _ = msr(t, "ctl", "--name", "t-frr-vcp", "routes", "-o", "json")
+	var rv struct {
+		Backends []struct{ Session string }
+	}
+	json.Unmarshal([]byte(out), &rv)
+	if len(rv.Backends) != 1 || rv.Backends[0].Session != "Established" {
+		t.Errorf("msr ctl routes with FRR: %s", out)
+	}
+	// A withdrawal at the peer.
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
+		"-c", "configure terminal", "-c", "router bgp 65010", "-c", "address-family ipv4 unicast", "-c", "no network 203.0.113.0/24"); code != 0 {
+		t.Fatalf("vtysh: %s %s", out, errOut)
+	}
+	start := time.Now()
+	for routes()["203.0.113.0/24"] != "" {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the withdrawal never reached the back-end: %v", routes())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("FRR: the withdrawal reached the back-end's FIB %v after the peer's", time.Since(start))
+}

@@ -1,0 +1,357 @@
+package vcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/template"
+	"time"
+
+	"github.com/msr-router/msr/router"
+)
+
+// FRR is the VCP's alternative routing suite (`routing: {suite: frr}`):
+// zebra, bgpd, staticd and, with OSPF, ospfd, in the VCP's namespace, bound
+// to the mirrors like BIRD. The same router config gives the same
+// behaviour: BGP with the external peers (importing, announcing nothing),
+// static routes, OSPF on the mirrors, and the RIB to the back-ends by iBGP
+// (route reflector of a listen range, every path: addpath-tx-all-paths,
+// graceful restart), enabled once the external sessions have converged.
+//
+// FRR's daemons run as its own user (zebra and staticd have no way to keep
+// root), so their run directory is given to that user.
+type FRR struct {
+	cfg   *RoutingConfig
+	dir   string
+	log   *slog.Logger
+	stop  chan struct{}
+	procs []frrDaemon
+}
+
+// frrDaemon is one running daemon; exited closes when it has.
+type frrDaemon struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+var frrConf = template.Must(template.New("frr").Parse(`{{define "zebra"}}! Written by msr vcp: do not edit, edit the VCP's config.
+hostname vcp
+{{end}}{{define "staticd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+{{range .Static}}ip route {{.To}} {{.Via}}
+{{end}}{{end}}{{define "ospfd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+router ospf
+ ospf router-id {{.RouterID}}
+!
+{{range .OSPF}}interface x{{.VLAN}}
+ ip ospf area 0
+ ip ospf cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}
+ ip ospf hello-interval 1
+ ip ospf dead-interval 4
+!
+{{end}}{{end}}{{define "bgpd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+frr defaults traditional
+router bgp {{.ASN}}
+ bgp router-id {{.RouterID}}
+ no bgp ebgp-requires-policy
+ bgp graceful-restart
+{{range .BGP}} neighbor {{.Neighbor}} remote-as {{.ASN}}
+ neighbor {{.Neighbor}} timers connect 1
+{{if .HoldTime}} neighbor {{.Neighbor}} timers {{.Keepalive}} {{.HoldTime}}
+{{end}}{{end}}{{with .Backends}} neighbor BACKENDS peer-group
+ neighbor BACKENDS remote-as {{$.ASN}}
+ neighbor BACKENDS shutdown
+ bgp listen range {{.Range}} peer-group BACKENDS
+{{end}} address-family ipv4 unicast
+{{if .Backends}}  redistribute static
+{{if .OSPF}}  redistribute ospf
+{{end}}  neighbor BACKENDS route-reflector-client
+  neighbor BACKENDS addpath-tx-all-paths
+{{end}}{{range .BGP}}  neighbor {{.Neighbor}} route-map MSR-NONE out
+{{end}} exit-address-family
+!
+route-map MSR-NONE deny 10
+{{end}}`))
+
+// frrPeer is a BGP neighbour with the keepalive its hold time implies.
+type frrPeer struct {
+	BGPPeer
+	Keepalive uint16
+}
+
+// StartFRR writes FRR's configuration and starts its daemons, in the
+// calling thread's namespace.
+func StartFRR(cfg *RoutingConfig, log *slog.Logger) (*FRR, error) {
+	f := &FRR{cfg: cfg, dir: filepath.Join(cfg.RunDir, "frr"), log: log, stop: make(chan struct{})}
+	if err := f.writeConfig(); err != nil {
+		return nil, err
+	}
+	daemons := []string{"zebra", "staticd", "bgpd"}
+	if len(cfg.OSPF) > 0 {
+		daemons = append(daemons, "ospfd")
+	}
+	for _, d := range daemons {
+		logFile, err := os.Create(filepath.Join(f.dir, d+".log"))
+		if err != nil {
+			f.Stop()
+			return nil, err
+		}
+		cmd := exec.Command("/usr/lib/frr/"+d, "-f", filepath.Join(f.dir, d+".conf"), "-i", filepath.Join(f.dir, d+".pid"),
+			"-z", filepath.Join(f.dir, "zserv.api"), "--vty_socket", f.dir, "-P", "0", "--log", "stdout")
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		// If msr vcp dies, so does its suite.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			logFile.Close()
+			f.Stop()
+			return nil, fmt.Errorf("start FRR's %s: %w", d, err)
+		}
+		d := frrDaemon{cmd, make(chan struct{})}
+		go func() { cmd.Wait(); logFile.Close(); close(d.exited) }()
+		f.procs = append(f.procs, d)
+		if d.cmd.Path == "/usr/lib/frr/zebra" {
+			// The others connect to zebra's socket when it is there.
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join(f.dir, "zserv.api")); err == nil {
+					break
+				}
+			}
+		}
+	}
+	if cfg.Backends != nil {
+		go f.holdFeed()
+	}
+	return f, nil
+}
+
+// writeConfig writes each daemon's configuration into a directory FRR's
+// user owns.
+func (f *FRR) writeConfig() error {
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return err
+	}
+	if u, err := user.Lookup("frr"); err == nil {
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(f.dir, uid, gid); err != nil {
+			return err
+		}
+	}
+	data := struct {
+		*RoutingConfig
+		BGP []frrPeer
+	}{RoutingConfig: f.cfg}
+	for _, b := range f.cfg.BGP {
+		data.BGP = append(data.BGP, frrPeer{b, max(b.HoldTime/3, 1)})
+	}
+	for _, d := range []string{"zebra", "staticd", "ospfd", "bgpd"} {
+		var b strings.Builder
+		if err := frrConf.ExecuteTemplate(&b, d, data); err != nil {
+			return err
+		}
+		if d == "staticd" {
+			for _, sf := range f.cfg.StaticFiles {
+				ps, err := router.LoadPrefixes(sf.File)
+				if err != nil {
+					return err
+				}
+				for _, p := range ps {
+					fmt.Fprintf(&b, "ip route %s %s\n", p, sf.Via)
+				}
+			}
+		}
+		if err := os.WriteFile(filepath.Join(f.dir, d+".conf"), []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// vtysh runs FRR commands.
+func (f *FRR) vtysh(commands ...string) (string, error) {
+	args := []string{"--vty_socket", f.dir}
+	for _, c := range commands {
+		args = append(args, "-c", c)
+	}
+	out, err := exec.Command("vtysh", args...).CombinedOutput()
+	return string(out), err
+}
+
+// frrSummary is `show bgp summary json`, the part used.
+type frrSummary struct {
+	IPv4 struct {
+		Peers map[string]struct {
+			State       string `json:"state"`
+			PfxRcd      int    `json:"pfxRcd"`
+			PfxSnt      int    `json:"pfxSnt"`
+			DynamicPeer bool   `json:"dynamicPeer"`
+		} `json:"peers"`
+	} `json:"ipv4Unicast"`
+}
+
+func (f *FRR) summary() (*frrSummary, error) {
+	out, err := f.vtysh("show bgp summary json")
+	if err != nil {
+		return nil, fmt.Errorf("%v: %s", err, out)
+	}
+	var s frrSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		return nil, fmt.Errorf("show bgp summary: %v", err)
+	}
+	return &s, nil
+}
+
+// holdFeed enables the back-ends' sessions once the external ones have
+// converged (feedGate).
+func (f *FRR) holdFeed() {
+	external := map[string]bool{}
+	for _, b := range f.cfg.BGP {
+		external[b.Neighbor.String()] = true
+	}
+	feedGate(f.stop, f.log, func() (bool, int, error) {
+		s, err := f.summary()
+		if err != nil {
+			return false, 0, err
+		}
+		up, n := true, 0
+		for addr := range external {
+			p, ok := s.IPv4.Peers[addr]
+			up = up && ok && p.State == "Established"
+			n += p.PfxRcd
+		}
+		return up, n, nil
+	}, func() error {
+		out, err := f.vtysh("configure terminal", fmt.Sprintf("router bgp %d", f.cfg.ASN), "no neighbor BACKENDS shutdown")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+// Status is FRR's BGP summary, OSPF neighbours and route summary, as text.
+func (f *FRR) Status() SuiteStatus {
+	bgp, _ := f.vtysh("show bgp summary")
+	ospf := ""
+	if len(f.cfg.OSPF) > 0 {
+		ospf, _ = f.vtysh("show ip ospf neighbor")
+	}
+	routes, _ := f.vtysh("show ip route summary")
+	return SuiteStatus{Protocols: bgp + ospf, Routes: routes}
+}
+
+// Protocols are FRR's BGP sessions (external and back-ends) and OSPF
+// neighbours, in BIRD's terms.
+func (f *FRR) Protocols() []Protocol {
+	var ps []Protocol
+	if s, err := f.summary(); err == nil {
+		for addr, p := range s.IPv4.Peers {
+			pr := Protocol{Name: addr, Proto: "BGP", State: "start", Info: p.State, Imported: p.PfxRcd, Exported: p.PfxSnt}
+			pr.Neighbor, _ = netip.ParseAddr(addr)
+			if p.State == "Established" {
+				pr.State = "up"
+			}
+			ps = append(ps, pr)
+		}
+	}
+	if len(f.cfg.OSPF) > 0 {
+		out, _ := f.vtysh("show ip ospf neighbor json")
+		var n struct {
+			Neighbors map[string][]struct {
+				State   string `json:"nbrState"`
+				Address string `json:"ifaceAddress"`
+			} `json:"neighbors"`
+		}
+		if json.Unmarshal([]byte(out), &n) == nil {
+			for id, list := range n.Neighbors {
+				for _, x := range list {
+					pr := Protocol{Name: "ospf " + id, Proto: "OSPF", State: "up", Info: x.State}
+					pr.Neighbor, _ = netip.ParseAddr(x.Address)
+					ps = append(ps, pr)
+				}
+			}
+		}
+	}
+	return ps
+}
+
+// Networks is the number of routes in zebra's table.
+func (f *FRR) Networks() (int, error) {
+	out, err := f.vtysh("show ip route summary json")
+	if err != nil {
+		return 0, fmt.Errorf("routing suite: %v: %s", err, out)
+	}
+	var s struct {
+		Total int `json:"routesTotal"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		return 0, fmt.Errorf("show ip route summary: %v", err)
+	}
+	return s.Total, nil
+}
+
+// RoutesFor are zebra's routes for an address.
+func (f *FRR) RoutesFor(addr netip.Addr) []SuiteRoute {
+	out, _ := f.vtysh("show ip route " + addr.String() + " json")
+	var m map[string][]struct {
+		Prefix   string `json:"prefix"`
+		Protocol string `json:"protocol"`
+		Selected bool   `json:"selected"`
+		Nexthops []struct {
+			IP        string `json:"ip"`
+			Interface string `json:"interfaceName"`
+		} `json:"nexthops"`
+	}
+	if json.Unmarshal([]byte(out), &m) != nil {
+		return nil
+	}
+	var rs []SuiteRoute
+	for _, list := range m {
+		for _, r := range list {
+			sr := SuiteRoute{Prefix: r.Prefix, Protocol: r.Protocol, Best: r.Selected}
+			for _, nh := range r.Nexthops {
+				if nh.IP != "" {
+					sr.Via = append(sr.Via, nh.IP)
+				} else {
+					sr.Dev = nh.Interface
+				}
+			}
+			rs = append(rs, sr)
+		}
+	}
+	return rs
+}
+
+// Reconfigure: FRR's daemons read their files at start only, and applying
+// a difference to a running FRR is frr-reload's job, which needs the
+// integrated configuration msr does not write. A changed routing section
+// is refused: nothing applied, restart msr vcp.
+func (f *FRR) Reconfigure(cfg *RoutingConfig) error {
+	return fmt.Errorf("nothing applied: with FRR a change of the routing section needs a restart of msr vcp")
+}
+
+// Stop ends FRR's daemons.
+func (f *FRR) Stop() {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	for i := len(f.procs) - 1; i >= 0; i-- {
+		d := f.procs[i]
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.exited:
+		case <-time.After(2 * time.Second):
+			d.cmd.Process.Kill()
+			<-d.exited
+		}
+	}
+}

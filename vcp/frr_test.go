@@ -1,0 +1,48 @@
+package vcp
+
+import (
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFRRConfParses renders every daemon's configuration and has each
+// daemon check its own (--dryrun).
+func TestFRRConfParses(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	cfg := &RoutingConfig{Suite: "frr", ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: dir,
+		BGP:      []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6}},
+		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
+		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
+		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")}}
+	f := &FRR{cfg: cfg, dir: filepath.Join(dir, "frr"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := f.writeConfig(); err != nil {
+		t.Fatal(err)
+	}
+	for d, wants := range map[string][]string{
+		"bgpd": {"neighbor 192.0.2.10 remote-as 65010", "neighbor 192.0.2.10 timers 2 6", "bgp listen range 10.0.0.0/24 peer-group BACKENDS",
+			"neighbor BACKENDS shutdown", "neighbor BACKENDS addpath-tx-all-paths", "bgp graceful-restart", "redistribute ospf",
+			"neighbor 192.0.2.10 route-map MSR-NONE out"},
+		"staticd": {"ip route 203.0.113.0/24 192.0.2.254"},
+		"ospfd":   {"interface x11", "ip ospf cost 5", "ip ospf area 0"},
+	} {
+		path := filepath.Join(f.dir, d+".conf")
+		b, _ := os.ReadFile(path)
+		for _, w := range wants {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s lacks %q:\n%s", d, w, b)
+			}
+		}
+		out, err := exec.Command("/usr/lib/frr/"+d, "--dryrun", "-f", path, "-i", filepath.Join(f.dir, d+".pid"),
+			"--vty_socket", f.dir).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "rror") || strings.Contains(string(out), "No such command") || strings.Contains(string(out), "Unknown command") {
+			t.Errorf("%s refuses its configuration: %v: %s\n%s", d, err, out, b)
+		}
+	}
+}
