@@ -5,15 +5,18 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // TestFRRSuite runs the RIB lab with FRR as the VCP's routing suite
 // (`routing: {suite: frr}`): both external peers' sessions come up on the
-// mirror, their prefixes (one announced by both: ECMP) and the static
-// route reach the back-end, traffic to them is forwarded, the console reads
+// mirror, and a BIRD OSPF neighbour forms an adjacency; their prefixes (one
+// announced by both: ECMP, one by OSPF) and the static route reach the
+// back-end, traffic to them is forwarded, the console reads
 // FRR, and a withdrawal follows.
 func TestFRRSuite(t *testing.T) {
 	dir := t.TempDir()
@@ -53,7 +56,18 @@ routing:
     - {neighbor: 192.0.2.11, asn: 65020}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
+  ospf:
+    - {vlan: 10}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+`)
+	// h2 is also an OSPF neighbour (BIRD), originating 10.99.0.0/16.
+	write("h2-bird.conf", `router id 192.0.2.11;
+protocol device {}
+protocol static { ipv4; route 10.99.0.0/16 blackhole; }
+protocol ospf v2 {
+	ipv4 { import all; export where source = RTS_STATIC; };
+	area 0 { interface "eth0" { hello 1; dead 4; }; };
+}
 `)
 	write("r1.yaml", `name: t-frr-r1
 key_file: `+dir+`/key
@@ -69,7 +83,16 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
 		t.Fatalf("lab up: %s", errOut)
 	}
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "bird", "-c", filepath.Join(dir, "h2-bird.conf"),
+		"-s", filepath.Join(dir, "h2-bird.ctl"), "-P", filepath.Join(dir, "h2-bird.pid")); code != 0 {
+		t.Fatalf("h2's BIRD: %s %s", out, errOut)
+	}
 	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(dir, "h2-bird.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+		}
 		msr(t, "lab", "down", "t-frr")
 		os.RemoveAll("/sys/fs/bpf/msr-test-frr-lb")
 		os.RemoveAll("/sys/fs/bpf/msr-test-frr-r1")
@@ -81,7 +104,7 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 			l, _ := os.ReadFile("/run/msr/labs/t-frr/logs/" + f + ".log")
 			b.WriteString("--- " + f + "\n" + string(l))
 		}
-		for _, f := range []string{"zebra", "bgpd", "staticd"} {
+		for _, f := range []string{"zebra", "bgpd", "staticd", "ospfd"} {
 			l, _ := os.ReadFile(filepath.Join(dir, "vcp", "frr", f+".log"))
 			b.WriteString("--- FRR " + f + "\n" + string(l))
 		}
@@ -101,7 +124,8 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 		}
 		return m
 	}
-	want := map[string]string{"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20"}
+	want := map[string]string{"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20",
+		"10.99.0.0/16": "192.0.2.11"} // the last by OSPF
 	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(300 * time.Millisecond) {
 		got, ok := routes(), true
 		for p, via := range want {
