@@ -53,12 +53,10 @@ bench: build
 # demo is the main job. Until the whole router exists it runs the baseline
 # benchmark: the instrument's ceiling and Linux forwarding, and beside them
 # the parts built so far (the LB's and a back-end's data paths).
+# demo: the main job: the default lab (labs/default.yaml) up, converged,
+# real traffic through it with a live view, a summary, torn down.
 demo: build
-	@echo "msr demo: the whole router is not built yet; running the baseline benchmark (instrument ceiling, Linux kernel forwarding) and the LB and back-end data paths beside it"
-	$(BIN) bench fwd --dut none --flows 1000 --duration 5s
-	$(BIN) bench fwd --dut linux --flows 1000 --duration 5s
-	$(BIN) bench fwd --dut lb --flows 1000 --duration 5s
-	$(BIN) bench fwd --dut router --flows 1000 --duration 5s --fib pyasn
+	$(BIN) demo
 
 clean:
 	rm -rf bin

@@ -20,3 +20,13 @@ func Load(name string) (*lab.Spec, error) {
 	}
 	return lab.Load("labs/"+name+".yaml", data)
 }
+
+// Raw returns the shipped lab file NAME.yaml as it is, for labs whose
+// files carry placeholders (default.yaml: MSR_BIN, MSR_RUN).
+func Raw(name string) ([]byte, error) {
+	data, err := files.ReadFile(name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no shipped lab %q", name)
+	}
+	return data, nil
+}

@@ -8,6 +8,7 @@ packages=(
 	iproute2 ethtool          # the lab: namespaces, veths, bridges, offloads
 	util-linux procps         # nsenter, sysctl
 	iputils-ping traceroute   # clients in the tests
+	iperf3                    # TCP through the whole router (msr demo)
 	bird2 frr                 # the VCP's routing suite; FRR as external peers
 	keepalived                # VRRP: which VCP is active (hot standby)
 )

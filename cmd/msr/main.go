@@ -28,6 +28,7 @@ var commands = map[string]command{
 	"router": routerCommand,
 	"vcp":    vcpCommand,
 	"ctl":    ctlCommand,
+	"demo":   demoCommand,
 }
 
 func main() {

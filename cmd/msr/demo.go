@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/internal/cli"
+)
+
+var demoCommand = command{
+	summary: "the main job: the default lab, converged, with real traffic through it",
+	usage: `  msr demo [--duration 10s] [--prefixes 3000] [--keep] [-o json]
+      bring the default lab up (labs/default.yaml: 2 LBs, 3 back-ends, 2 VCPs,
+      3 external hosts, a BGP and an OSPF neighbour), wait until it has
+      converged, push traffic (ping, traceroute, iperf3 h1 -> h3) with a live
+      view, print a summary and tear it down (Ctrl-C too; --keep leaves it up)
+  msr demo up [--prefixes 3000]    bring it up and wait; msr ctl --api 10.0.0.1:8179 from a host of it
+  msr demo down                    remove it
+`,
+	run:  runDemo,
+	root: true,
+}
+
+func runDemo(args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	duration := fs.Duration("duration", 10*time.Second, "how long iperf3 runs")
+	prefixes := fs.Int("prefixes", 3000, "how many RouteViews prefixes bgp1 announces")
+	keep := fs.Bool("keep", false, "leave the lab up at the end")
+	pos, _, err := cli.Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 1 && pos[0] == "down" {
+		return demo.Down()
+	}
+	if len(pos) > 1 || (len(pos) == 1 && pos[0] != "up") {
+		return cli.Usagef("unknown demo command %q", strings.Join(pos, " "))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	w := os.Stderr
+	fmt.Fprintln(w, "bringing up the default lab ...")
+	start := time.Now()
+	demo.Down() // a previous run's
+	plan, err := demo.Up(self, *prefixes)
+	if err != nil {
+		return err
+	}
+	upOnly := len(pos) == 1
+	if !upOnly && !*keep {
+		defer func() {
+			fmt.Fprintln(w, "tearing the default lab down")
+			demo.Down()
+		}()
+	}
+	fmt.Fprintf(w, "up in %.1f s; bgp1 announces %d prefixes; waiting for convergence ...\n", time.Since(start).Seconds(), len(plan.Prefixes))
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := demo.Wait(wctx, plan, w); err != nil {
+		return err
+	}
+	converged := time.Since(start).Seconds()
+	if upOnly {
+		fmt.Fprintln(w, "the default lab is up: msr lab exec --lab default h1 -- ping 203.0.113.10; msr demo down removes it")
+		return nil
+	}
+	res, err := demo.Traffic(ctx, plan, *duration, w)
+	if err != nil {
+		return err
+	}
+	res.Converged = converged
+	return out.Print(os.Stdout, res, func(w io.Writer) {
+		fmt.Fprintf(w, "\nsummary: converged %.1f s after start\n", res.Converged)
+		for _, k := range sortedKeys(res.Ping) {
+			fmt.Fprintf(w, "  ping %-30s %s\n", k, res.Ping[k])
+		}
+		fmt.Fprintf(w, "  traceroute h1 -> h3: %d hops: %s\n", len(res.Traceroute), strings.Join(res.Traceroute, " | "))
+		fmt.Fprintf(w, "  iperf3 h1 -> h3: %.0f Mbit/s, %d retransmits\n", res.IperfMbps, res.IperfRetr)
+		var sh []string
+		for _, r := range demo.Backends {
+			sh = append(sh, fmt.Sprintf("%s %.0f%%", r, res.Shares[r]*100))
+		}
+		fmt.Fprintf(w, "  back-end shares (capacities 2:2:1): %s\n", strings.Join(sh, ", "))
+		fmt.Fprintf(w, "  routes on each back-end: %v\n", res.Routes)
+	})
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

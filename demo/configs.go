@@ -1,0 +1,181 @@
+package demo
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+
+	"github.com/msr-router/msr/router"
+)
+
+// The default lab's element configs (labs/default.yaml draws the
+// topology): written into the run directory before the lab comes up.
+
+// PyASN is the RouteViews snapshot bgp1 takes its prefixes from
+// (scripts/deps.sh installs it).
+const PyASN = "/var/cache/msr/pyasn/ipasn_20140513.dat.gz"
+
+// Lab-wide facts the demo and its tests use.
+const (
+	H1, H2, H3  = "192.0.2.10", "198.51.100.10", "203.0.113.10"
+	OSPFHost    = "10.99.0.1"    // on ospf1's loopback, in the route it originates
+	OSPFRoute   = "10.99.0.0/16" // what ospf1 originates
+	RouterAddr1 = "192.0.2.1"    // the router's address on h1's network
+	VCPAPI      = "10.0.0.1:8179"
+)
+
+var configs = template.Must(template.New("").Parse(`
+{{define "lb1"}}name: lb1
+key_file: {{.Run}}/key
+pin_dir: /sys/fs/bpf/msr-default-lb1
+ports:
+  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
+  e1: {role: external, address: 198.51.100.1/24, vlan: 11}
+  i0: {role: internal, default: true}
+{{end}}
+{{define "lb2"}}name: lb2
+key_file: {{.Run}}/key
+pin_dir: /sys/fs/bpf/msr-default-lb2
+ports:
+  e0: {role: external, address: 203.0.113.1/24, vlan: 12}
+  i0: {role: internal, default: true}
+  i1: {role: internal}
+{{end}}
+{{define "router"}}name: {{.Name}}
+key_file: {{.Run}}/key
+internal: eth0
+capacity_mbps: {{.Capacity}}
+api_listen: {{.API}}
+pin_dir: /sys/fs/bpf/msr-default-{{.Name}}
+ports:
+  net1: {vlan: 10, address: 192.0.2.1/24}
+  net2: {vlan: 11, address: 198.51.100.1/24}
+  net3: {vlan: 12, address: 203.0.113.1/24}
+rib: {neighbor: 10.0.0.1, asn: 65000}
+{{end}}
+{{define "vcp"}}name: {{.Name}}
+key_file: {{.Run}}/key
+interface: eth0
+api_listen: 10.0.0.1:8179
+mode: hash
+standby: {address: 10.0.0.1/24}
+external_ports:
+  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+  - {lb: lb1, mac: "02:00:00:00:e1:00", address: 198.51.100.1/24, vlan: 11}
+  - {lb: lb2, mac: "02:00:00:00:e2:00", address: 203.0.113.1/24, vlan: 12}
+backends:
+  r1: {api: 10.0.0.11:8180}
+  r2: {api: 10.0.0.12:8180}
+  r3: {api: 10.0.0.13:8180}
+routing:
+  asn: 65000
+  run_dir: {{.Run}}/{{.Name}}
+  bgp:
+    - {neighbor: 203.0.113.20, asn: 65020, hold_time: 9}
+  ospf:
+    - {vlan: 11}
+  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+{{end}}
+{{define "ospf1"}}router id 198.51.100.20;
+protocol device {}
+protocol static { ipv4; route 10.99.0.0/16 blackhole; }
+protocol ospf v2 {
+	ipv4 { import all; export where source = RTS_STATIC; };
+	area 0 { interface "eth0" { hello 1; dead 4; }; };
+}
+{{end}}
+{{define "bgp1"}}frr defaults traditional
+hostname bgp1
+router bgp 65020
+ bgp router-id 203.0.113.20
+ bgp graceful-restart
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 203.0.113.1 remote-as 65000
+ address-family ipv4 unicast
+{{range .Prefixes}}  network {{.}}
+{{end}} exit-address-family
+{{end}}
+{{define "bgp1.sh"}}# bgp1: addresses behind some of its prefixes, then FRR's bgpd.
+{{range .Hosts}}ip addr add {{.}}/32 dev lo
+{{end}}mkdir -p {{.Run}}/bgp1
+exec /usr/lib/frr/bgpd -f {{.Run}}/bgp1-bgpd.conf -Z -S -i {{.Run}}/bgp1-bgpd.pid --vty_socket {{.Run}}/bgp1 -P 0 --log stdout
+{{end}}`))
+
+// Plan is what the demo wrote: where, and what bgp1 announces.
+type Plan struct {
+	Run      string
+	Prefixes []netip.Prefix // bgp1's
+	Hosts    []netip.Addr   // addresses behind some of them, on bgp1
+}
+
+// WriteConfigs writes every element's config, a fresh key, and bgp1's
+// prefixes (n real ones from the RouteViews snapshot, a few with a host
+// behind them) into run.
+func WriteConfigs(run string, n int) (*Plan, error) {
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		return nil, err
+	}
+	all, err := router.LoadPrefixes(PyASN)
+	if err != nil {
+		return nil, fmt.Errorf("bgp1's prefixes: %w (scripts/deps.sh fetches the table)", err)
+	}
+	p := &Plan{Run: run}
+	step := max(len(all)/n, 1)
+	for i := 0; i < len(all) && len(p.Prefixes) < n; i += step {
+		if q := all[i]; q.Bits() >= 8 && q.Bits() <= 24 && !labNet(q) {
+			p.Prefixes = append(p.Prefixes, q)
+		}
+	}
+	for _, q := range p.Prefixes[:3] {
+		p.Hosts = append(p.Hosts, q.Addr().Next())
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	if err := os.WriteFile(filepath.Join(run, "key"), []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	write := func(file, tmpl string, data any) error {
+		var b strings.Builder
+		if err := configs.ExecuteTemplate(&b, tmpl, data); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(run, file), []byte(b.String()), 0o644)
+	}
+	type element struct {
+		Run, Name, API string
+		Capacity       int
+	}
+	steps := []error{
+		write("lb1.yaml", "lb1", p), write("lb2.yaml", "lb2", p),
+		write("vcp1.yaml", "vcp", element{Run: run, Name: "vcp1"}),
+		write("vcp2.yaml", "vcp", element{Run: run, Name: "vcp2"}),
+		write("ospf1-bird.conf", "ospf1", p),
+		write("bgp1-bgpd.conf", "bgp1", p), write("bgp1.sh", "bgp1.sh", p),
+	}
+	for i, c := range []int{10000, 10000, 5000} { // r3 at half capacity
+		name := fmt.Sprintf("r%d", i+1)
+		steps = append(steps, write(name+".yaml", "router", element{Run: run, Name: name, API: fmt.Sprintf("10.0.0.1%d:8180", i+1), Capacity: c}))
+	}
+	for _, err := range steps {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// labNet says whether a prefix overlaps the lab's own networks.
+func labNet(p netip.Prefix) bool {
+	for _, l := range []string{"10.0.0.0/8", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "127.0.0.0/8"} {
+		if p.Overlaps(netip.MustParsePrefix(l)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,311 @@
+// Package demo is msr's main job: the default lab (labs/default.yaml) with
+// every element an msr process, brought up, converged, and put to work
+// with real traffic between external hosts, watched live.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/labs"
+	"github.com/msr-router/msr/lb"
+	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/vcp"
+)
+
+// LabName is the default lab's name; RunDir is where its configs live.
+const (
+	LabName = "default"
+	RunDir  = "/run/msr/default"
+)
+
+// Backends and LBs are the default lab's elements.
+var (
+	Backends = []string{"r1", "r2", "r3"}
+	LBs      = []string{"lb1", "lb2"}
+)
+
+// Up writes the configs and builds the default lab (msr is this binary).
+func Up(msr string, prefixes int) (*Plan, error) {
+	plan, err := WriteConfigs(RunDir, prefixes)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := labs.Raw(LabName)
+	if err != nil {
+		return nil, err
+	}
+	text := strings.NewReplacer("MSR_BIN", msr, "MSR_RUN", RunDir).Replace(string(raw))
+	spec, err := lab.Load("labs/default.yaml", []byte(text))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := lab.Up(spec); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// Down removes the lab and what its agents pinned.
+func Down() error {
+	err := lab.Down(LabName)
+	for _, e := range append(append([]string{}, LBs...), Backends...) {
+		os.RemoveAll("/sys/fs/bpf/msr-default-" + e)
+		os.Remove("/run/msr/router-" + e + ".state.json")
+	}
+	return err
+}
+
+// Snapshot is the router at one moment, as the live view shows it.
+type Snapshot struct {
+	Time     time.Time
+	VCP      string            // the active VCP
+	Routes   map[string]int    // back-end -> FIB routes
+	RxPkts   map[string]uint64 // back-end -> packets received
+	Sessions map[string]string // the suite's BGP and OSPF protocols -> state
+	Tables   map[string]bool   // LB -> its table applied
+	Alive    int               // elements alive
+}
+
+// Look reads every element's local API.
+func Look() *Snapshot {
+	s := &Snapshot{Time: time.Now(), Routes: map[string]int{}, RxPkts: map[string]uint64{}, Sessions: map[string]string{}, Tables: map[string]bool{}}
+	for _, r := range Backends {
+		var st router.Status
+		if router.NewClient("/run/msr/router-"+r+".sock").Do("GET", "/status", nil, &st) == nil {
+			s.Routes[r] = st.Routes
+			if st.Stats != nil {
+				s.RxPkts[r] = st.Stats.RxPackets
+			}
+		}
+	}
+	for _, v := range []string{"vcp1", "vcp2"} {
+		var st vcp.Status
+		if vcp.NewClient("/run/msr/vcp-"+v+".sock").Do("GET", "/status", nil, &st) != nil || st.Role != "active" {
+			continue
+		}
+		s.VCP = v
+		for _, e := range st.Elements {
+			if e.Alive {
+				s.Alive++
+			}
+		}
+		for _, t := range st.Tables {
+			s.Tables[t.LB] = t.Applied
+		}
+		if st.Suite != nil {
+			for _, l := range strings.Split(st.Suite.Protocols, "\n") {
+				if f := strings.Fields(l); len(f) >= 4 && (f[1] == "BGP" || f[1] == "OSPF") && !strings.HasPrefix(f[0], "backends") {
+					s.Sessions[f[0]] = strings.Join(f[3:4], "") + " " + strings.Join(f[5:], " ")
+				}
+			}
+		}
+	}
+	return s
+}
+
+// Converged says what is still missing before the router is ready: the
+// active VCP, every element alive, both LBs' tables applied, bgp1's and
+// ospf1's routes on every back-end.
+func (s *Snapshot) Converged(plan *Plan) []string {
+	var missing []string
+	if s.VCP == "" {
+		missing = append(missing, "an active VCP")
+	}
+	if s.Alive < len(LBs)+len(Backends) {
+		missing = append(missing, fmt.Sprintf("elements alive %d/%d", s.Alive, len(LBs)+len(Backends)))
+	}
+	for _, l := range LBs {
+		if !s.Tables[l] {
+			missing = append(missing, l+"'s table")
+		}
+	}
+	want := len(plan.Prefixes) + 3 + 1 // bgp1's, the three ports', ospf1's
+	for _, r := range Backends {
+		if s.Routes[r] < want {
+			missing = append(missing, fmt.Sprintf("%s routes %d/%d", r, s.Routes[r], want))
+		}
+	}
+	return missing
+}
+
+// Wait waits until the router has converged, or ctx ends.
+func Wait(ctx context.Context, plan *Plan, w io.Writer) error {
+	start := time.Now()
+	last := ""
+	for {
+		missing := Look().Converged(plan)
+		if len(missing) == 0 {
+			fmt.Fprintf(w, "converged in %.1f s\n", time.Since(start).Seconds())
+			return nil
+		}
+		if m := strings.Join(missing, ", "); m != last && time.Since(start) > 2*time.Second {
+			fmt.Fprintf(w, "  waiting for %s\n", m)
+			last = m
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not converged: %s", strings.Join(missing, ", "))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// Exec runs a command in a host of the lab, returning its output.
+func Exec(host string, argv ...string) (string, error) {
+	var out bytes.Buffer
+	code, err := lab.Exec(LabName, host, argv, nil, &out, &out)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s: %s exited %d: %s", host, strings.Join(argv, " "), code, strings.TrimSpace(out.String()))
+	}
+	return out.String(), err
+}
+
+// Result is what the main job did.
+type Result struct {
+	Converged  float64            `json:"converged_s"`
+	Ping       map[string]string  `json:"ping"`       // destination -> summary
+	Traceroute []string           `json:"traceroute"` // h1 -> h3, one line a hop
+	IperfMbps  float64            `json:"iperf3_mbps"`
+	IperfRetr  int                `json:"iperf3_retransmits"`
+	Shares     map[string]float64 `json:"backend_shares"` // of the packets the back-ends received
+	Routes     map[string]int     `json:"routes"`
+}
+
+var pingSummary = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received.*\n.*= [\d.]+/([\d.]+)/`)
+
+// Ping pings dst from host and says "N/N received, avg X ms".
+func Ping(host, dst string) (string, error) {
+	out, err := Exec(host, "ping", "-c", "3", "-i", "0.2", "-W", "2", dst)
+	if m := pingSummary.FindStringSubmatch(out); m != nil {
+		return fmt.Sprintf("%s/%s received, avg %s ms", m[2], m[1], m[3]), err
+	}
+	return strings.TrimSpace(out), err
+}
+
+// Traffic runs the main job's traffic for d: pings to every kind of
+// destination, a traceroute, and iperf3 TCP from h1 to h3 (different LBs)
+// while the live view prints every second.
+func Traffic(ctx context.Context, plan *Plan, d time.Duration, w io.Writer) (*Result, error) {
+	r := &Result{Ping: map[string]string{}}
+	dests := map[string]string{"h3 (lb2)": H3, "h2 (lb1, other port)": H2, "ospf1's network": OSPFHost, "bgp1's prefix " + plan.Prefixes[0].String(): plan.Hosts[0].String()}
+	names := make([]string, 0, len(dests))
+	for n := range dests {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s, err := Ping("h1", dests[n])
+		r.Ping[n] = s
+		fmt.Fprintf(w, "ping h1 -> %-28s %s\n", n, s)
+		if err != nil {
+			return r, fmt.Errorf("ping %s: %w", n, err)
+		}
+	}
+	out, err := Exec("h1", "traceroute", "-n", "-q", "1", "-w", "1", H3)
+	if err != nil {
+		return r, err
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		r.Traceroute = append(r.Traceroute, strings.TrimSpace(l))
+	}
+	fmt.Fprintf(w, "traceroute h1 -> h3:\n  %s\n", strings.Join(r.Traceroute, "\n  "))
+
+	Exec("h3", "pkill", "-x", "iperf3")
+	if _, err := Exec("h3", "iperf3", "-s", "-D", "-1"); err != nil {
+		return r, err
+	}
+	time.Sleep(300 * time.Millisecond)
+	type iperfOut struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+			SumSent struct {
+				Retransmits int `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	done := make(chan error, 1)
+	var iperf string
+	go func() {
+		var err error
+		iperf, err = Exec("h1", "iperf3", "-c", H3, "-t", fmt.Sprint(int(d.Seconds())), "-P", "4", "-J")
+		done <- err
+	}()
+	first := Look()
+	prev := first
+	fmt.Fprintf(w, "iperf3 h1 -> h3, 4 streams, %v:\n", d)
+	fmt.Fprintf(w, "  %-6s %-28s %-22s %-6s %s\n", "t", "back-end kpps (r1 r2 r3)", "shares", "routes", "sessions")
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				return r, fmt.Errorf("iperf3: %w", err)
+			}
+			running = false
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-t.C:
+			now := Look()
+			fmt.Fprintln(w, liveLine(first, prev, now))
+			prev = now
+		}
+	}
+	var io iperfOut
+	if err := json.Unmarshal([]byte(iperf), &io); err != nil {
+		return r, fmt.Errorf("iperf3's answer: %v", err)
+	}
+	r.IperfMbps, r.IperfRetr = io.End.SumReceived.BitsPerSecond/1e6, io.End.SumSent.Retransmits
+	last := Look()
+	r.Shares, r.Routes = shares(first, last), last.Routes
+	return r, nil
+}
+
+func shares(a, b *Snapshot) map[string]float64 {
+	out := map[string]float64{}
+	var total uint64
+	for _, r := range Backends {
+		total += b.RxPkts[r] - a.RxPkts[r]
+	}
+	for _, r := range Backends {
+		if total > 0 {
+			out[r] = float64(b.RxPkts[r]-a.RxPkts[r]) / float64(total)
+		}
+	}
+	return out
+}
+
+func liveLine(first, prev, now *Snapshot) string {
+	dt := now.Time.Sub(prev.Time).Seconds()
+	var kpps, sh []string
+	s := shares(first, now)
+	for _, r := range Backends {
+		kpps = append(kpps, fmt.Sprintf("%6.1f", float64(now.RxPkts[r]-prev.RxPkts[r])/dt/1000))
+		sh = append(sh, fmt.Sprintf("%2.0f%%", s[r]*100))
+	}
+	up := 0
+	for _, st := range now.Sessions {
+		if strings.Contains(st, "Established") || strings.Contains(st, "Running") {
+			up++
+		}
+	}
+	return fmt.Sprintf("  %-6s %-28s %-22s %-6d %d/%d up (%s)", now.Time.Sub(first.Time).Round(time.Second), strings.Join(kpps, " "),
+		strings.Join(sh, " "), now.Routes["r1"], up, len(now.Sessions), now.VCP)
+}
+
+// LBStatus reads an LB agent's status.
+func LBStatus(name string) (*lb.Status, error) {
+	return lb.FetchStatus("/run/msr/lb-" + name + ".sock")
+}
