@@ -180,6 +180,11 @@ func (b *builder) features(e Endpoint, ifc *IfaceSpec) error {
 			return err
 		}
 	}
+	if ifc.Qdisc != "" {
+		if err := inNS(ns, "tc", "qdisc", "replace", "dev", e.Iface, "root", ifc.Qdisc); err != nil {
+			return err
+		}
+	}
 	if ifc.Threaded != nil {
 		return SetThreaded(ns, e.Iface, *ifc.Threaded)
 	}
