@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,5 +100,155 @@ func TestDefaultLab(t *testing.T) {
 	t.Logf("withdrawn %s: ICMP net unreachable from the router %v later", withdrawn, took)
 	if took > time.Second+200*time.Millisecond { // a second, and the ping that saw it
 		t.Errorf("net unreachable took %v, want about 1 s at most", took)
+	}
+}
+
+// iperf3 runs iperf3 from h1 to h3 for d with n streams (the server must
+// be started), returning the bits per second of each interval.
+func iperf3(t *testing.T, d time.Duration, n int) (intervals []float64, retransmits int, err error) {
+	t.Helper()
+	out, err := demo.Exec("h1", "iperf3", "-c", demo.H3, "-t", fmt.Sprint(int(d.Seconds())), "-P", fmt.Sprint(n), "-J")
+	var r struct {
+		Error     string
+		Intervals []struct {
+			Sum struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum"`
+		} `json:"intervals"`
+		End struct {
+			SumSent struct {
+				Retransmits int `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil && err == nil {
+		err = jerr
+	}
+	if r.Error != "" {
+		err = fmt.Errorf("iperf3: %s", r.Error)
+	}
+	for _, i := range r.Intervals {
+		intervals = append(intervals, i.Sum.BitsPerSecond)
+	}
+	return intervals, r.End.SumSent.Retransmits, err
+}
+
+// labPID is the pid of a process of the default lab.
+func labPID(t *testing.T, host string) int {
+	t.Helper()
+	st, _, _ := msr(t, "lab", "status", "default", "-o", "json")
+	var s struct {
+		Processes []struct {
+			Host string
+			PID  int
+		}
+	}
+	json.Unmarshal([]byte(st), &s)
+	for _, p := range s.Processes {
+		if p.Host == host {
+			return p.PID
+		}
+	}
+	t.Fatalf("no process on %s", host)
+	return 0
+}
+
+// TestDefaultLabFailures: the default lab under real failures while TCP
+// runs through it. The active VCP is killed: the transfer completes,
+// forwarding never stops, vcp2 takes over. A back-end dies (its link goes):
+// the transfer completes and the LBs drop it within three hello intervals.
+// An LB agent restarts under traffic: nothing is lost.
+func TestDefaultLabFailures(t *testing.T) {
+	demo.Down()
+	plan, err := demo.Up(msrBin, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { demo.Down() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := demo.Wait(ctx, plan, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	server := func() {
+		demo.Exec("h3", "pkill", "-x", "iperf3")
+		if _, err := demo.Exec("h3", "iperf3", "-s", "-D", "-1"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	// The active VCP dies mid-transfer.
+	server()
+	done := make(chan error, 1)
+	var intervals []float64
+	go func() {
+		var err error
+		intervals, _, err = iperf3(t, 6*time.Second, 4)
+		done <- err
+	}()
+	time.Sleep(2 * time.Second)
+	syscall.Kill(labPID(t, "vcp1"), syscall.SIGKILL)
+	if err := <-done; err != nil {
+		t.Fatalf("the transfer across a VCP failure: %v", err)
+	}
+	for i, bps := range intervals {
+		if bps < 1e6 {
+			t.Errorf("second %d of the transfer: %.0f bit/s: forwarding stopped (%v)", i, bps, intervals)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); demo.Look().VCP != "vcp2"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("vcp2 did not take over")
+		}
+	}
+
+	// A back-end dies mid-transfer: its link goes down.
+	server()
+	go func() {
+		var err error
+		intervals, _, err = iperf3(t, 6*time.Second, 8)
+		done <- err
+	}()
+	time.Sleep(2 * time.Second)
+	if _, err := demo.Exec("r2", "ip", "link", "set", "eth0", "down"); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	gone := time.Duration(0)
+	for gone == 0 && time.Since(killed) < 3*time.Second {
+		st, err := demo.LBStatus("lb1")
+		if err == nil && st.Table.Shares["02:00:00:00:b0:02"] == 0 { // r2's MAC
+			gone = time.Since(killed)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the transfer across a back-end failure: %v", err)
+	}
+	t.Logf("r2 left lb1's table %v after its link went down; transfer completed: %v", gone, intervals)
+	// Three hello intervals after r2's last hello (at most one interval
+	// before its link went), the LB's 25 ms expiry check, and this loop's
+	// 20 ms polling of the LB's API.
+	if gone == 0 || gone > 450*time.Millisecond {
+		t.Errorf("r2 left lb1's table after %v, want within 3 hello intervals of its last hello", gone)
+	}
+
+	// An LB agent restarts under traffic (h1 pings h3 every 10 ms): no loss.
+	ping := make(chan string, 1)
+	go func() {
+		out, _ := demo.Exec("h1", "ping", "-c", "300", "-i", "0.01", demo.H3)
+		ping <- out
+	}()
+	time.Sleep(500 * time.Millisecond)
+	syscall.Kill(labPID(t, "lb1"), syscall.SIGTERM)
+	time.Sleep(200 * time.Millisecond)
+	restarted := exec.Command(msrBin, "lab", "exec", "--lab", "default", "lb1", "--", msrBin, "lb", "--config", filepath.Join(demo.RunDir, "lb1.yaml"))
+	if err := restarted.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { restarted.Process.Signal(syscall.SIGTERM); restarted.Wait() }()
+	if out := <-ping; !strings.Contains(out, "300 received") {
+		t.Errorf("pings across an LB agent restart:\n%s", out[max(0, len(out)-300):])
 	}
 }
