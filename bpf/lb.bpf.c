@@ -324,7 +324,27 @@ static __always_inline __u32 flow_hash(__u32 saddr, __u32 daddr, __u32 ports, __
 	return h;
 }
 
-/* balance sends a data frame to the back-end the active table picks. */
+/* mac_hash mixes a MAC address; lb/model.go's macHash is the same. */
+static __always_inline __u32 mac_hash(const __u8 *mac)
+{
+	__u32 h = ((__u32)mac[2] << 24 | (__u32)mac[3] << 16 | (__u32)mac[4] << 8 | mac[5]) * 0x9e3779b1u;
+
+	h ^= (__u32)mac[0] << 8 | mac[1];
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	return h;
+}
+
+/* balance sends a data frame to the back-end the active table picks: the
+ * flow's slot names the back-end. The internal port is the one of the slot
+ * the frame's source MAC picks, so that one outside host's frames always
+ * enter the switch by the same port: with two internal ports (DTX-2) the
+ * switch would otherwise learn the host's MAC on one port, then the other,
+ * and the back-ends' frames to it would alternate between the two paths
+ * and arrive out of order (measured: TCP reordering and retransmits). Every
+ * back-end is in the table through every internal port, so the ports share
+ * the hosts as the back-ends share the flows. */
 static __always_inline int balance(struct pkt *p, struct ethhdr *eth, __u32 hash, struct lb_config *cfg)
 {
 	__u32 t = cfg->active_table & 1;
@@ -346,9 +366,13 @@ static __always_inline int balance(struct pkt *p, struct ethhdr *eth, __u32 hash
 	struct lb_slot *slot = t ? bpf_map_lookup_elem(&lb_table_1, &idx) : bpf_map_lookup_elem(&lb_table_0, &idx);
 	if (!slot || slot->ifindex == 0)
 		return drop(p, LB_DROP_NO_BACKEND);
+	__u32 pidx = mac_hash(eth->h_source) % meta->len;
+	struct lb_slot *via = t ? bpf_map_lookup_elem(&lb_table_1, &pidx) : bpf_map_lookup_elem(&lb_table_0, &pidx);
+	if (!via || via->ifindex == 0)
+		via = slot;
 	__builtin_memcpy(eth->h_dest, slot->mac, ETH_ALEN);
 	count_module(p, LB_MOD_BALANCE);
-	return send(p, slot->ifindex, slot->index);
+	return send(p, via->ifindex, via->index);
 }
 
 /* int_to_ext sends a tagged frame from a back-end out of its VLAN's

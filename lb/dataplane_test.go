@@ -434,3 +434,41 @@ func TestLBDifferential(t *testing.T) {
 		})
 	}
 }
+
+// TestLBHostKeepsItsInternalPort: with two internal ports, all of one
+// outside host's frames enter the switch by one port whatever back-end
+// their flows go to (else the switch relearns the host's MAC from port to
+// port, and traffic back to it alternates paths and reorders); different
+// hosts use both ports. Kernel and model agree on each frame.
+func TestLBHostKeepsItsInternalPort(t *testing.T) {
+	for _, mode := range []Mode{ModeHash, ModeMaglev, ModeWRR} {
+		t.Run(mode.String(), func(t *testing.T) {
+			withFixture(t, mode, func(f *fixture) {
+				ports, backends := map[int]bool{}, map[string]bool{}
+				for sport := uint16(1000); sport < 1200; sport++ {
+					r, err := f.compare(f.ports["e0"].Ifindex, eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, sport, 53)), false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ports[r.Egress] = true
+					backends[net.HardwareAddr(r.Out[0:6]).String()] = true
+				}
+				if len(ports) != 1 || len(backends) < 2 {
+					t.Errorf("%v: one host's 200 flows left by %d ports to %d back-ends, want 1 port, several back-ends", mode, len(ports), len(backends))
+				}
+				ports = map[int]bool{}
+				for i := 0; i < 64; i++ {
+					src := net.HardwareAddr{0x02, 0, 0, 0, 0xab, byte(i)}
+					r, err := f.compare(f.ports["e0"].Ifindex, eth(macExt0, src, etherTypeIPv4, udp(ipHostA, ipHostB, 1000, 53)), false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ports[r.Egress] = true
+				}
+				if len(ports) != 2 {
+					t.Errorf("%v: 64 hosts used %d internal ports, want both", mode, len(ports))
+				}
+			})
+		})
+	}
+}

@@ -261,9 +261,24 @@ func (p *modelPkt) balance(hash uint32) Result {
 	if s.Ifindex == 0 {
 		return p.drop(9)
 	}
+	// The internal port: the source MAC's slot's (bpf/lb.bpf.c, balance).
+	via := t.Slots[macHash(p.b[6:12])%n]
+	if via.Ifindex == 0 {
+		via = s
+	}
 	copy(p.b[0:6], s.MAC)
 	p.module(4)
-	return p.send(s.Ifindex, s.PortIndex)
+	return p.send(via.Ifindex, via.PortIndex)
+}
+
+// macHash is bpf/lb.bpf.c's mac_hash.
+func macHash(mac []byte) uint32 {
+	h := (uint32(mac[2])<<24 | uint32(mac[3])<<16 | uint32(mac[4])<<8 | uint32(mac[5])) * 0x9e3779b1
+	h ^= uint32(mac[0])<<8 | uint32(mac[1])
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	return h
 }
 
 func (p *modelPkt) internal() Result {
