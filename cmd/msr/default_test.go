@@ -79,6 +79,45 @@ func TestDefaultLab(t *testing.T) {
 	if code != 0 || alive != 5 {
 		t.Errorf("msr ctl elements: %d alive of %s", alive, cout)
 	}
+	// Spread in proportion to capacity: iperf3 with 16 streams, the LBs in
+	// WRR (per packet; by reload), back-end shares from their counters
+	// within 10% of 2:2:1.
+	vcpFile := filepath.Join(demo.RunDir, "vcp1.yaml")
+	cfg, _ := os.ReadFile(vcpFile)
+	os.WriteFile(vcpFile, []byte(strings.Replace(string(cfg), "mode: hash", "mode: wrr", 1)), 0o644)
+	if out, errOut, code := msr(t, "ctl", "--name", "vcp1", "reload"); code != 0 || !strings.Contains(out, "mode hash -> wrr") {
+		t.Fatalf("reload to wrr: %s %s", out, errOut)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		s1, e1 := demo.LBStatus("lb1")
+		s2, e2 := demo.LBStatus("lb2")
+		if e1 == nil && e2 == nil && s1.Table.Mode == "wrr" && s2.Table.Mode == "wrr" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the LBs never took the wrr table")
+		}
+	}
+	demo.Exec("h3", "pkill", "-x", "iperf3")
+	exec("h3", "iperf3", "-s", "-D", "-1")
+	time.Sleep(300 * time.Millisecond)
+	first := demo.Look()
+	if _, _, err := iperf3(t, 5*time.Second, 16); err != nil {
+		t.Fatal(err)
+	}
+	last := demo.Look()
+	var total float64
+	for _, r := range demo.Backends {
+		total += float64(last.RxPkts[r] - first.RxPkts[r])
+	}
+	for r, want := range map[string]float64{"r1": 0.4, "r2": 0.4, "r3": 0.2} {
+		got := float64(last.RxPkts[r]-first.RxPkts[r]) / total
+		t.Logf("%s: %.1f%% of %0.f packets (capacity share %.0f%%)", r, got*100, total, want*100)
+		if got < want*0.9 || got > want*1.1 {
+			t.Errorf("%s carried %.1f%%, want %.0f%% ±10%%", r, got*100, want*100)
+		}
+	}
+
 	// bgp1 withdraws the prefix its first host is in: within a second h1's
 	// pings to it are answered by the router with ICMP net unreachable.
 	withdrawn := plan.Prefixes[0]
