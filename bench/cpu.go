@@ -37,7 +37,7 @@ func pinGenerator() error {
 // those threads to every CPU but genCPU.
 func placeNAPI(spec *lab.Spec) error {
 	var devs []string
-	for _, host := range []string{"dut", "sink"} {
+	for _, host := range []string{"dut", "r1", "sink"} {
 		h := spec.Hosts[host]
 		if h == nil {
 			continue

@@ -29,6 +29,8 @@ func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program,
 		return dp.Program(), undo, nil
 	case "router":
 		return setupRouter(spec, routes)
+	case "msr":
+		return setupMsr(spec, routes)
 	case "linux":
 		return nil, func() {}, installLinuxRoutes(spec, routes)
 	}
@@ -175,4 +177,120 @@ func setupLB(spec *lab.Spec) (*lb.Dataplane, func(), error) {
 		return nil, nil, err
 	}
 	return dp, undo, nil
+}
+
+// setupMsr loads the LB's data path on host dut (e0 external, VLAN 10; e1
+// external, VLAN 20; i0 internal, r1 its one back-end) and the back-end's
+// on r1 (the same two ports; the routes, or 198.19.0.0/16, via the sink on
+// VLAN 20). No agents: the bench measures the data paths. It returns the
+// LB's program.
+func setupMsr(spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), error) {
+	sinkMAC, ok1 := spec.MAC(lab.Endpoint{Node: "sink", Iface: "s0"})
+	r1MAC, ok2 := spec.MAC(lab.Endpoint{Node: "r1", Iface: "r0"})
+	if !ok1 || !ok2 {
+		return nil, nil, fmt.Errorf("lab %s: sink:s0 and r1:r0 need MACs", spec.Name)
+	}
+	if routes == nil {
+		routes = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
+	}
+	var lbdp *lb.Dataplane
+	var rdp *router.Dataplane
+	var links []link.Link
+	undo := func() {
+		for _, l := range links {
+			l.Close()
+		}
+		if lbdp != nil {
+			lbdp.Close()
+		}
+		if rdp != nil {
+			rdp.Close()
+		}
+	}
+	err := netns.Do(lab.Namespace(spec.Name, "dut"), func() error {
+		var err error
+		if lbdp, err = lb.LoadDataplane(""); err != nil {
+			return err
+		}
+		ifs := map[string]*net.Interface{}
+		for _, n := range []string{"e0", "e1", "i0"} {
+			if ifs[n], err = net.InterfaceByName(n); err != nil {
+				return err
+			}
+		}
+		ports := []lb.Port{
+			{Ifindex: ifs["e0"].Index, Index: 0, Role: lb.RoleExternal, MAC: ifs["e0"].HardwareAddr, VLAN: 10, Addr: netip.MustParseAddr("10.10.1.1")},
+			{Ifindex: ifs["e1"].Index, Index: 1, Role: lb.RoleExternal, MAC: ifs["e1"].HardwareAddr, VLAN: 20, Addr: netip.MustParseAddr("10.10.2.1")},
+			{Ifindex: ifs["i0"].Index, Index: 2, Role: lb.RoleInternal, MAC: ifs["i0"].HardwareAddr},
+		}
+		for _, p := range ports {
+			if err := lbdp.SetPort(p); err != nil {
+				return err
+			}
+		}
+		if err := lbdp.SetConfig(lb.Config{DefaultIntIfindex: ifs["i0"].Index}); err != nil {
+			return err
+		}
+		t, err := lb.BuildTable(lb.ModeHash, []lb.Backend{{MAC: r1MAC, Ifindex: ifs["i0"].Index, PortIndex: 2, Weight: 1}})
+		if err != nil {
+			return err
+		}
+		if err := lbdp.InstallTable(t); err != nil {
+			return err
+		}
+		for _, p := range ports {
+			l, err := lbdp.Attach(p.Ifindex)
+			if err != nil {
+				return err
+			}
+			links = append(links, l)
+		}
+		return nil
+	})
+	if err == nil {
+		err = netns.Do(lab.Namespace(spec.Name, "r1"), func() error {
+			ifi, err := net.InterfaceByName("r0")
+			if err != nil {
+				return err
+			}
+			if rdp, err = router.LoadDataplane(""); err != nil {
+				return err
+			}
+			gw := netip.MustParseAddr("10.10.2.2")
+			steps := []func() error{
+				func() error { return rdp.SetConfig(ifi.HardwareAddr, 0) },
+				func() error {
+					return rdp.SetPort(router.Port{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24")})
+				},
+				func() error {
+					return rdp.SetPort(router.Port{Index: 1, VLAN: 20, MTU: 1500, Addr: netip.MustParsePrefix("10.10.2.1/24")})
+				},
+				func() error { return rdp.SetNextHop(1, gw, 1) },
+				func() error { return rdp.SetGroup(1, []uint32{1}) },
+				func() error { return rdp.SetNeighbor(gw, 20, sinkMAC) },
+			}
+			for _, step := range steps {
+				if err := step(); err != nil {
+					return err
+				}
+			}
+			all := make(map[netip.Prefix]uint32, len(routes))
+			for _, p := range routes {
+				all[p] = 1
+			}
+			if err := rdp.FIB.SetAll(all); err != nil {
+				return err
+			}
+			l, err := rdp.Attach(ifi.Index)
+			if err == nil {
+				links = append(links, l)
+			}
+			return err
+		})
+	}
+	if err != nil {
+		undo()
+		return nil, nil, err
+	}
+	return lbdp.Program(), undo, nil
 }

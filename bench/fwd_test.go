@@ -87,3 +87,16 @@ func TestFwdFIB(t *testing.T) {
 		t.Error("--fib accepted for the lb DUT")
 	}
 }
+
+// TestFwdMsr: the whole router's data path (LB, back-end, LB) forwards
+// the generator's flows over 1,000 routes to the sink, at a rate it can
+// take, losing little.
+func TestFwdMsr(t *testing.T) {
+	r, err := Fwd(FwdOptions{DUT: "msr", Size: 64, Flows: 100, Duration: time.Second, Rate: 50_000, FIB: "1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.FlowsSeen != 100 || r.LossRatio > 0.1 || r.Reordered != 0 {
+		t.Errorf("%+v", r)
+	}
+}

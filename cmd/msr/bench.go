@@ -40,7 +40,7 @@ func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
 	o := bench.FwdOptions{}
-	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux, lb or router")
+	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux, lb, router or msr")
 	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS, 64..1518")
 	fs.IntVar(&o.Flows, "flows", 1, "number of flows, 1..65536")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
