@@ -62,17 +62,27 @@ func placeNAPI(spec *lab.Spec) error {
 	}
 	// SCHED_FIFO: a NAPI thread preempted by an ordinary process for a
 	// few milliseconds overflows its 256-frame ring even at low rates.
-	fifo := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}
-	for _, pid := range napiThreads(devs) {
-		if err := unix.SchedSetaffinity(pid, &set); err != nil {
-			return fmt.Errorf("place NAPI thread %d: %w", pid, err)
-		}
-		if err := unix.SchedSetAttr(pid, fifo, 0); err != nil {
-			return fmt.Errorf("raise NAPI thread %d to SCHED_FIFO: %w", pid, err)
+	for _, d := range devs {
+		// A pipeline of stages on one core (bench-msr: the LB's e0, the
+		// back-end's r0, the LB's i0) runs later stages first: at equal
+		// priority the first stage takes the core and the later stages'
+		// rings overflow, throwing away work already done.
+		fifo := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50 + uint32(stagePriority[d])}
+		for _, pid := range napiThreads([]string{d}) {
+			if err := unix.SchedSetaffinity(pid, &set); err != nil {
+				return fmt.Errorf("place NAPI thread %d: %w", pid, err)
+			}
+			if err := unix.SchedSetAttr(pid, fifo, 0); err != nil {
+				return fmt.Errorf("raise NAPI thread %d to SCHED_FIFO: %w", pid, err)
+			}
 		}
 	}
 	return nil
 }
+
+// stagePriority raises the NAPI threads of later pipeline stages above
+// the first's (bench-msr's interface names).
+var stagePriority = map[string]int{"r0": 10, "i0": 20}
 
 // napiThreads finds the kernel threads "napi/DEV-ID" of the given devices.
 func napiThreads(devs []string) []int {
