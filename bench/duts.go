@@ -17,18 +17,19 @@ import (
 )
 
 // setupDUT prepares the device under test once its lab is up and the sink
-// is attached; it returns the DUT's XDP program (nil for none and linux),
-// whose run time the bench reads, and what undoes it.
-func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), error) {
+// is attached; it returns the DUT's XDP programs by stage (none for none
+// and linux), whose run times the bench reads, and what undoes it.
+func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, func(), error) {
 	switch dut {
 	case "lb":
 		dp, undo, err := setupLB(spec)
 		if err != nil {
 			return nil, nil, err
 		}
-		return dp.Program(), undo, nil
+		return map[string]*ebpf.Program{"lb": dp.Program()}, undo, nil
 	case "router":
-		return setupRouter(spec, routes)
+		p, undo, err := setupRouter(spec, routes)
+		return map[string]*ebpf.Program{"router": p}, undo, err
 	case "msr":
 		return setupMsr(spec, routes)
 	case "linux":
@@ -182,9 +183,9 @@ func setupLB(spec *lab.Spec) (*lb.Dataplane, func(), error) {
 // setupMsr loads the LB's data path on host dut (e0 external, VLAN 10; e1
 // external, VLAN 20; i0 internal, r1 its one back-end) and the back-end's
 // on r1 (the same two ports; the routes, or 198.19.0.0/16, via the sink on
-// VLAN 20). No agents: the bench measures the data paths. It returns the
-// LB's program.
-func setupMsr(spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), error) {
+// VLAN 20). No agents: the bench measures the data paths. It returns both
+// programs (the LB's runs twice on every packet).
+func setupMsr(spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, func(), error) {
 	sinkMAC, ok1 := spec.MAC(lab.Endpoint{Node: "sink", Iface: "s0"})
 	r1MAC, ok2 := spec.MAC(lab.Endpoint{Node: "r1", Iface: "r0"})
 	if !ok1 || !ok2 {
@@ -292,5 +293,5 @@ func setupMsr(spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), err
 		undo()
 		return nil, nil, err
 	}
-	return lbdp.Program(), undo, nil
+	return map[string]*ebpf.Program{"lb": lbdp.Program(), "router": rdp.Program()}, undo, nil
 }

@@ -39,24 +39,34 @@ type FwdOptions struct {
 	ProgStats bool
 }
 
+// Stage is one DUT program's run time.
+type Stage struct {
+	NsPerRun      float64 `json:"ns_per_run"`
+	RunsPerPacket float64 `json:"runs_per_packet"`
+}
+
 // FwdResult is what `msr bench fwd` reports.
 type FwdResult struct {
-	DUT             string    `json:"dut"`
-	Size            int       `json:"size"`
-	Flows           int       `json:"flows"`
-	DurationSeconds float64   `json:"duration_s"`
-	OfferedPackets  uint64    `json:"offered_packets"`
-	ReceivedPackets uint64    `json:"received_packets"`
-	OfferedPPS      float64   `json:"offered_pps"`
-	ReceivedPPS     float64   `json:"received_pps"`
-	ReceivedMbps    float64   `json:"received_mbps"`
-	LossRatio       float64   `json:"loss_ratio"`
-	Routes          int       `json:"routes"`
-	FIBLoadSeconds  float64   `json:"fib_load_s"`
-	DUTNsPerPacket  float64   `json:"dut_ns_per_packet,omitempty"`
-	Reordered       uint64    `json:"reordered"`
-	FlowsSeen       int       `json:"flows_seen"`
-	Latency         LatencyUS `json:"latency_us"`
+	DUT             string  `json:"dut"`
+	Size            int     `json:"size"`
+	Flows           int     `json:"flows"`
+	DurationSeconds float64 `json:"duration_s"`
+	OfferedPackets  uint64  `json:"offered_packets"`
+	ReceivedPackets uint64  `json:"received_packets"`
+	OfferedPPS      float64 `json:"offered_pps"`
+	ReceivedPPS     float64 `json:"received_pps"`
+	ReceivedMbps    float64 `json:"received_mbps"`
+	LossRatio       float64 `json:"loss_ratio"`
+	Routes          int     `json:"routes"`
+	FIBLoadSeconds  float64 `json:"fib_load_s"`
+	DUTNsPerPacket  float64 `json:"dut_ns_per_packet,omitempty"`
+	// Stages are each DUT program's run time, from kernel.bpf_stats:
+	// per run, and runs per received packet (the whole router's LB runs
+	// twice on each).
+	Stages    map[string]Stage `json:"stages,omitempty"`
+	Reordered uint64           `json:"reordered"`
+	FlowsSeen int              `json:"flows_seen"`
+	Latency   LatencyUS        `json:"latency_us"`
 }
 
 // LatencyUS is latency in microseconds, generator to sink.
@@ -120,7 +130,7 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	}
 	defer sink.Close()
 	loadStart := time.Now()
-	prog, undo, err := setupDUT(o.DUT, spec, routes)
+	progs, undo, err := setupDUT(o.DUT, spec, routes)
 	if err != nil {
 		return nil, err
 	}
@@ -128,18 +138,20 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	fibLoad := time.Since(loadStart)
 	// The DUT program's own run time per packet, from the kernel's BPF
 	// statistics: unlike the rates, it does not depend on the generator.
-	var before *ebpf.ProgramStats
+	before := map[string]*ebpf.ProgramStats{}
 	if !o.ProgStats {
-		prog = nil
+		progs = nil
 	}
-	if prog != nil {
+	if len(progs) > 0 {
 		stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 		if err != nil {
 			return nil, fmt.Errorf("enable BPF statistics: %w", err)
 		}
 		defer stats.Close()
-		if before, err = prog.Stats(); err != nil {
-			return nil, err
+		for name, p := range progs {
+			if before[name], err = p.Stats(); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -172,13 +184,25 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 		return nil, err
 	}
 	r := result(o, sent, elapsed, rep)
-	if prog != nil {
-		after, err := prog.Stats()
+	for name, p := range progs {
+		after, err := p.Stats()
 		if err != nil {
 			return nil, err
 		}
-		if n := after.RunCount - before.RunCount; n > 0 {
-			r.DUTNsPerPacket = float64(after.Runtime-before.Runtime) / float64(n)
+		n := after.RunCount - before[name].RunCount
+		if n == 0 {
+			continue
+		}
+		if r.Stages == nil {
+			r.Stages = map[string]Stage{}
+		}
+		st := Stage{NsPerRun: float64(after.Runtime-before[name].Runtime) / float64(n)}
+		if rep.RxPackets > 0 {
+			st.RunsPerPacket = float64(n) / float64(rep.RxPackets)
+		}
+		r.Stages[name] = st
+		if len(progs) == 1 {
+			r.DUTNsPerPacket = st.NsPerRun
 		}
 	}
 	r.Routes = len(routes)
@@ -219,6 +243,18 @@ func (r *FwdResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  latency p50 %.1f us  p99 %.1f us  max %.1f us\n", r.Latency.P50, r.Latency.P99, r.Latency.Max)
 	if r.DUTNsPerPacket > 0 {
 		fmt.Fprintf(w, "  DUT program %.1f ns/packet (kernel.bpf_stats)\n", r.DUTNsPerPacket)
+	}
+	if len(r.Stages) > 1 {
+		var total float64
+		for _, st := range r.Stages {
+			total += st.NsPerRun * st.RunsPerPacket
+		}
+		for _, name := range []string{"lb", "router"} {
+			if st, ok := r.Stages[name]; ok {
+				fmt.Fprintf(w, "  stage %-6s %.1f ns/run, %.2f runs/packet, %.0f%% of the programs' time (kernel.bpf_stats)\n",
+					name, st.NsPerRun, st.RunsPerPacket, 100*st.NsPerRun*st.RunsPerPacket/total)
+			}
+		}
 	}
 	if r.Routes > 0 {
 		fmt.Fprintf(w, "  %d routes, loaded in %.1fs\n", r.Routes, r.FIBLoadSeconds)
