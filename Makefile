@@ -49,10 +49,10 @@ bench: build
 	$(GO) test -run '^$$' -bench . ./router
 	$(BIN) bench rib --routes pyasn --backends 3 --changes 20
 	$(BIN) bench rib --routes pyasn --backends 1 --changes 20
+	$(BIN) bench rib --routes 1000000 --backends 3 --changes 20
+	@for args in "--size 64 --flows 1000" "--size 1518 --flows 1000" "--size 64 --flows 1"; do \
+		for dut in linux msr; do $(BIN) bench fwd --dut $$dut $$args --duration 5s --prog-stats || exit 1; done; done
 
-# demo is the main job. Until the whole router exists it runs the baseline
-# benchmark: the instrument's ceiling and Linux forwarding, and beside them
-# the parts built so far (the LB's and a back-end's data paths).
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.
 demo: build
