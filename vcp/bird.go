@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"text/template"
 	"time"
 
@@ -23,7 +22,7 @@ import (
 type BIRD struct {
 	cfg    *RoutingConfig
 	socket string
-	cmd    *exec.Cmd
+	proc   *child
 	log    *slog.Logger
 	stop   chan struct{}
 
@@ -110,23 +109,13 @@ func StartBIRD(cfg *RoutingConfig, recovery bool, log *slog.Logger) (*BIRD, erro
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(cfg.RunDir, "bird.log"))
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"-f", "-c", path, "-s", s.socket}
+	args := []string{"bird", "-f", "-c", path, "-s", s.socket}
 	if recovery {
 		args = append(args, "-R")
 	}
-	s.cmd = exec.Command("bird", args...)
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	// If msr vcp dies, so does its suite: its sessions must go with it.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start bird: %w", err)
+	if s.proc, err = startChild(filepath.Join(cfg.RunDir, "bird.log"), args...); err != nil {
+		return nil, err
 	}
-	go func() { s.cmd.Wait(); logFile.Close() }()
 	if !s.feeding {
 		go s.holdFeed()
 	}
@@ -244,16 +233,7 @@ func (s *BIRD) Stop() {
 	default:
 		close(s.stop)
 	}
-	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { s.cmd.Process.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-			s.cmd.Process.Kill()
-		}
-	}
+	s.proc.stop(os.Interrupt, 2*time.Second)
 }
 
 // Protocols are BIRD's protocols with their states and route counts.

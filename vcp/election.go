@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -65,9 +64,8 @@ vrrp_instance msr {
 
 // Election runs keepalived and reports its verdicts.
 type Election struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	fifo   *os.File
+	proc *child
+	fifo *os.File
 	// Active receives true when this VCP becomes VRRP master, false when
 	// it stops being master.
 	Active chan bool
@@ -98,24 +96,14 @@ func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir str
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(dir, "keepalived.log"))
+	e := &Election{fifo: f, Active: make(chan bool, 4)}
+	// keepalived dies with msr vcp: a dead VCP must stop advertising itself.
+	e.proc, err = startChild(filepath.Join(dir, "keepalived.log"), "keepalived", "--dont-fork", "--log-console", "--log-detail",
+		"--vrrp", "--use-file", path, "--pid", filepath.Join(dir, "keepalived.pid"), "--vrrp_pid", filepath.Join(dir, "vrrp.pid"))
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	e := &Election{fifo: f, Active: make(chan bool, 4), exited: make(chan struct{})}
-	e.cmd = exec.Command("keepalived", "--dont-fork", "--log-console", "--log-detail", "--vrrp", "--use-file", path,
-		"--pid", filepath.Join(dir, "keepalived.pid"), "--vrrp_pid", filepath.Join(dir, "vrrp.pid"))
-	e.cmd.Stdout, e.cmd.Stderr = logFile, logFile
-	// If msr vcp dies, so does its election: a dead VCP must stop
-	// advertising itself.
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := e.cmd.Start(); err != nil {
-		f.Close()
-		logFile.Close()
-		return nil, fmt.Errorf("start keepalived: %w", err)
-	}
-	go func() { e.cmd.Wait(); logFile.Close(); close(e.exited) }()
 	go e.read(log)
 	return e, nil
 }
@@ -151,12 +139,6 @@ func (e *Election) read(log *slog.Logger) {
 
 // Stop ends keepalived; it gives up the address on its way out.
 func (e *Election) Stop() {
-	e.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-e.exited:
-	case <-time.After(3 * time.Second):
-		e.cmd.Process.Kill()
-		<-e.exited
-	}
+	e.proc.stop(syscall.SIGTERM, 3*time.Second)
 	e.fifo.Close()
 }

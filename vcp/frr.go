@@ -33,13 +33,7 @@ type FRR struct {
 	dir   string
 	log   *slog.Logger
 	stop  chan struct{}
-	procs []frrDaemon
-}
-
-// frrDaemon is one running daemon; exited closes when it has.
-type frrDaemon struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
+	procs []*child
 }
 
 var frrConf = template.Must(template.New("frr").Parse(`{{define "zebra"}}! Written by msr vcp: do not edit, edit the VCP's config.
@@ -98,25 +92,14 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger) (*FRR, error) {
 		daemons = append(daemons, "ospfd")
 	}
 	for _, d := range daemons {
-		logFile, err := os.Create(filepath.Join(f.dir, d+".log"))
+		proc, err := startChild(filepath.Join(f.dir, d+".log"), "/usr/lib/frr/"+d, "-f", filepath.Join(f.dir, d+".conf"),
+			"-i", filepath.Join(f.dir, d+".pid"), "-z", filepath.Join(f.dir, "zserv.api"), "--vty_socket", f.dir, "-P", "0", "--log", "stdout")
 		if err != nil {
 			f.Stop()
 			return nil, err
 		}
-		cmd := exec.Command("/usr/lib/frr/"+d, "-f", filepath.Join(f.dir, d+".conf"), "-i", filepath.Join(f.dir, d+".pid"),
-			"-z", filepath.Join(f.dir, "zserv.api"), "--vty_socket", f.dir, "-P", "0", "--log", "stdout")
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		// If msr vcp dies, so does its suite.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			logFile.Close()
-			f.Stop()
-			return nil, fmt.Errorf("start FRR's %s: %w", d, err)
-		}
-		d := frrDaemon{cmd, make(chan struct{})}
-		go func() { cmd.Wait(); logFile.Close(); close(d.exited) }()
-		f.procs = append(f.procs, d)
-		if d.cmd.Path == "/usr/lib/frr/zebra" {
+		f.procs = append(f.procs, proc)
+		if d == "zebra" {
 			// The others connect to zebra's socket when it is there.
 			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 				if _, err := os.Stat(filepath.Join(f.dir, "zserv.api")); err == nil {
@@ -345,13 +328,6 @@ func (f *FRR) Stop() {
 		close(f.stop)
 	}
 	for i := len(f.procs) - 1; i >= 0; i-- {
-		d := f.procs[i]
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.exited:
-		case <-time.After(2 * time.Second):
-			d.cmd.Process.Kill()
-			<-d.exited
-		}
+		f.procs[i].stop(syscall.SIGTERM, 2*time.Second)
 	}
 }
