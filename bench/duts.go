@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -56,242 +57,226 @@ func installLinuxRoutes(spec *lab.Spec, routes []netip.Prefix) error {
 	return nil
 }
 
+// dataPaths are the programs, links and data paths a bench DUT loaded,
+// undone in one call.
+type dataPaths struct {
+	links   []link.Link
+	closers []interface{ Close() error }
+}
+
+func (d *dataPaths) undo() {
+	for _, l := range d.links {
+		l.Close()
+	}
+	for _, c := range d.closers {
+		c.Close()
+	}
+}
+
+// loadRouter loads a back-end's data path on ifname, in the calling
+// thread's namespace: its external ports, one next hop (gw, on port gwPort,
+// with MAC gwMAC), every route via it; then attaches it.
+func (d *dataPaths) loadRouter(ifname string, ports []router.Port, gw netip.Addr, gwPort int, gwMAC net.HardwareAddr,
+	routes []netip.Prefix) (*router.Dataplane, error) {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, err
+	}
+	dp, err := router.LoadDataplane("")
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, dp)
+	if err := dp.SetConfig(ifi.HardwareAddr, 0); err != nil {
+		return nil, err
+	}
+	for _, p := range ports {
+		if err := dp.SetPort(p); err != nil {
+			return nil, err
+		}
+	}
+	steps := []func() error{
+		func() error { return dp.SetNextHop(1, gw, uint16(gwPort)) },
+		func() error { return dp.SetGroup(1, []uint32{1}) },
+		func() error { return dp.SetNeighbor(gw, ports[gwPort].VLAN, gwMAC) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	all := make(map[netip.Prefix]uint32, len(routes))
+	for _, p := range routes {
+		all[p] = 1
+	}
+	if err := dp.FIB.SetAll(all); err != nil {
+		return nil, err
+	}
+	l, err := dp.Attach(ifi.Index)
+	if err != nil {
+		return nil, err
+	}
+	d.links = append(d.links, l)
+	return dp, nil
+}
+
+// lbPort is one LB port a bench names: the interface, its role, VLAN and
+// address.
+type lbPort struct {
+	name string
+	role uint8
+	vlan uint16
+	addr netip.Addr
+}
+
+// loadLB loads an LB's data path in the calling thread's namespace: ports
+// (the first internal one the default), one back-end reached through it
+// in a hash table; then attaches it to every port.
+func (d *dataPaths) loadLB(ports []lbPort, backend net.HardwareAddr) (*lb.Dataplane, error) {
+	dp, err := lb.LoadDataplane("")
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, dp)
+	internal := -1 // index in set of the first internal port
+	var set []lb.Port
+	for i, bp := range ports {
+		ifi, err := net.InterfaceByName(bp.name)
+		if err != nil {
+			return nil, err
+		}
+		p := lb.Port{Ifindex: ifi.Index, Index: uint8(i), Role: bp.role, MAC: ifi.HardwareAddr, VLAN: bp.vlan, Addr: bp.addr}
+		if err := dp.SetPort(p); err != nil {
+			return nil, err
+		}
+		set = append(set, p)
+		if p.Role == lb.RoleInternal && internal < 0 {
+			internal = i
+		}
+	}
+	if internal < 0 {
+		return nil, errors.New("an LB needs an internal port")
+	}
+	in := set[internal]
+	if err := dp.SetConfig(lb.Config{DefaultIntIfindex: in.Ifindex}); err != nil {
+		return nil, err
+	}
+	t, err := lb.BuildTable(lb.ModeHash, []lb.Backend{{MAC: backend, Ifindex: in.Ifindex, PortIndex: in.Index, Weight: 1}})
+	if err != nil {
+		return nil, err
+	}
+	if err := dp.InstallTable(t); err != nil {
+		return nil, err
+	}
+	for _, p := range set {
+		l, err := dp.Attach(p.Ifindex)
+		if err != nil {
+			return nil, err
+		}
+		d.links = append(d.links, l)
+	}
+	return dp, nil
+}
+
+// macs looks up the MACs the lab file gives these endpoints.
+func macs(spec *lab.Spec, ends ...lab.Endpoint) ([]net.HardwareAddr, error) {
+	var out []net.HardwareAddr
+	for _, e := range ends {
+		mac, ok := spec.MAC(e)
+		if !ok {
+			return nil, fmt.Errorf("lab %s: %s:%s has no MAC", spec.Name, e.Node, e.Iface)
+		}
+		out = append(out, mac)
+	}
+	return out, nil
+}
+
+// benchRoutes are the routes a bench DUT holds: those given, or
+// 198.19.0.0/16, where the generator sends.
+func benchRoutes(routes []netip.Prefix) []netip.Prefix {
+	if routes == nil {
+		return []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
+	}
+	return routes
+}
+
 // setupRouter loads the back-end router's data path on host dut: one
 // external port (VLAN 10), one next hop (the generator's side, whose MAC
-// is the sink's), the routes (or 198.19.0.0/16, where the generator sends)
-// all through it.
+// is the sink's), the routes all through it.
 func setupRouter(spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), error) {
-	genMAC, ok := spec.MAC(lab.Endpoint{Node: "gen", Iface: "g0"})
-	if !ok {
-		return nil, nil, fmt.Errorf("lab %s: gen:g0 has no MAC", spec.Name)
+	m, err := macs(spec, lab.Endpoint{Node: "gen", Iface: "g0"})
+	if err != nil {
+		return nil, nil, err
 	}
-	if routes == nil {
-		routes = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
-	}
+	var d dataPaths
 	var dp *router.Dataplane
-	var l link.Link
-	undo := func() {
-		if l != nil {
-			l.Close()
-		}
-		if dp != nil {
-			dp.Close()
-		}
-	}
-	err := netns.Do(lab.Namespace(spec.Name, "dut"), func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return err
-		}
-		if dp, err = router.LoadDataplane(""); err != nil {
-			return err
-		}
-		gw := netip.MustParseAddr("10.10.1.2")
-		steps := []func() error{
-			func() error { return dp.SetConfig(ifi.HardwareAddr, 0) },
-			func() error {
-				return dp.SetPort(router.Port{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24")})
-			},
-			func() error { return dp.SetNextHop(1, gw, 0) },
-			func() error { return dp.SetGroup(1, []uint32{1}) },
-			func() error { return dp.SetNeighbor(gw, 10, genMAC) },
-		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return err
-			}
-		}
-		all := make(map[netip.Prefix]uint32, len(routes))
-		for _, p := range routes {
-			all[p] = 1
-		}
-		if err := dp.FIB.SetAll(all); err != nil {
-			return err
-		}
-		l, err = dp.Attach(ifi.Index)
+	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
+		dp, err = d.loadRouter("eth0", []router.Port{{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24")}},
+			netip.MustParseAddr("10.10.1.2"), 0, m[0], benchRoutes(routes))
 		return err
 	})
 	if err != nil {
-		undo()
+		d.undo()
 		return nil, nil, err
 	}
-	return dp.Program(), undo, nil
+	return dp.Program(), d.undo, nil
 }
 
 // setupLB loads the LB data path on host dut: e0 external, i0 internal,
 // one back-end (the sink's MAC) in a hash table. No agent runs: the bench
 // measures the data path.
 func setupLB(spec *lab.Spec) (*lb.Dataplane, func(), error) {
-	sinkMAC, ok := spec.MAC(lab.Endpoint{Node: "sink", Iface: "s0"})
-	if !ok {
-		return nil, nil, fmt.Errorf("lab %s: sink:s0 has no MAC", spec.Name)
-	}
-	var dp *lb.Dataplane
-	var links []link.Link
-	undo := func() {
-		for _, l := range links {
-			l.Close()
-		}
-		if dp != nil {
-			dp.Close()
-		}
-	}
-	err := netns.Do(lab.Namespace(spec.Name, "dut"), func() error {
-		var err error
-		if dp, err = lb.LoadDataplane(""); err != nil {
-			return err
-		}
-		var in, out *net.Interface
-		if in, err = net.InterfaceByName("e0"); err != nil {
-			return err
-		}
-		if out, err = net.InterfaceByName("i0"); err != nil {
-			return err
-		}
-		if err := dp.SetPort(lb.Port{Ifindex: in.Index, Index: 0, Role: lb.RoleExternal, MAC: in.HardwareAddr, VLAN: 10}); err != nil {
-			return err
-		}
-		if err := dp.SetPort(lb.Port{Ifindex: out.Index, Index: 1, Role: lb.RoleInternal, MAC: out.HardwareAddr}); err != nil {
-			return err
-		}
-		if err := dp.SetConfig(lb.Config{DefaultIntIfindex: out.Index}); err != nil {
-			return err
-		}
-		t, err := lb.BuildTable(lb.ModeHash, []lb.Backend{{MAC: sinkMAC, Ifindex: out.Index, PortIndex: 1, Weight: 1}})
-		if err != nil {
-			return err
-		}
-		if err := dp.InstallTable(t); err != nil {
-			return err
-		}
-		for _, ifi := range []*net.Interface{in, out} {
-			l, err := dp.Attach(ifi.Index)
-			if err != nil {
-				return err
-			}
-			links = append(links, l)
-		}
-		return nil
-	})
+	m, err := macs(spec, lab.Endpoint{Node: "sink", Iface: "s0"})
 	if err != nil {
-		undo()
 		return nil, nil, err
 	}
-	return dp, undo, nil
+	var d dataPaths
+	var dp *lb.Dataplane
+	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
+		dp, err = d.loadLB([]lbPort{{"e0", lb.RoleExternal, 10, netip.Addr{}}, {"i0", lb.RoleInternal, 0, netip.Addr{}}}, m[0])
+		return err
+	})
+	if err != nil {
+		d.undo()
+		return nil, nil, err
+	}
+	return dp, d.undo, nil
 }
 
 // setupMsr loads the LB's data path on host dut (e0 external, VLAN 10; e1
 // external, VLAN 20; i0 internal, r1 its one back-end) and the back-end's
-// on r1 (the same two ports; the routes, or 198.19.0.0/16, via the sink on
-// VLAN 20). No agents: the bench measures the data paths. It returns both
-// programs (the LB's runs twice on every packet).
+// on r1 (the same two ports; the routes via the sink on VLAN 20). No
+// agents: the bench measures the data paths. It returns both programs (the
+// LB's runs twice on every packet).
 func setupMsr(spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, func(), error) {
-	sinkMAC, ok1 := spec.MAC(lab.Endpoint{Node: "sink", Iface: "s0"})
-	r1MAC, ok2 := spec.MAC(lab.Endpoint{Node: "r1", Iface: "r0"})
-	if !ok1 || !ok2 {
-		return nil, nil, fmt.Errorf("lab %s: sink:s0 and r1:r0 need MACs", spec.Name)
+	m, err := macs(spec, lab.Endpoint{Node: "sink", Iface: "s0"}, lab.Endpoint{Node: "r1", Iface: "r0"})
+	if err != nil {
+		return nil, nil, err
 	}
-	if routes == nil {
-		routes = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
-	}
+	sinkMAC, r1MAC := m[0], m[1]
+	var d dataPaths
 	var lbdp *lb.Dataplane
 	var rdp *router.Dataplane
-	var links []link.Link
-	undo := func() {
-		for _, l := range links {
-			l.Close()
-		}
-		if lbdp != nil {
-			lbdp.Close()
-		}
-		if rdp != nil {
-			rdp.Close()
-		}
-	}
-	err := netns.Do(lab.Namespace(spec.Name, "dut"), func() error {
-		var err error
-		if lbdp, err = lb.LoadDataplane(""); err != nil {
-			return err
-		}
-		ifs := map[string]*net.Interface{}
-		for _, n := range []string{"e0", "e1", "i0"} {
-			if ifs[n], err = net.InterfaceByName(n); err != nil {
-				return err
-			}
-		}
-		ports := []lb.Port{
-			{Ifindex: ifs["e0"].Index, Index: 0, Role: lb.RoleExternal, MAC: ifs["e0"].HardwareAddr, VLAN: 10, Addr: netip.MustParseAddr("10.10.1.1")},
-			{Ifindex: ifs["e1"].Index, Index: 1, Role: lb.RoleExternal, MAC: ifs["e1"].HardwareAddr, VLAN: 20, Addr: netip.MustParseAddr("10.10.2.1")},
-			{Ifindex: ifs["i0"].Index, Index: 2, Role: lb.RoleInternal, MAC: ifs["i0"].HardwareAddr},
-		}
-		for _, p := range ports {
-			if err := lbdp.SetPort(p); err != nil {
-				return err
-			}
-		}
-		if err := lbdp.SetConfig(lb.Config{DefaultIntIfindex: ifs["i0"].Index}); err != nil {
-			return err
-		}
-		t, err := lb.BuildTable(lb.ModeHash, []lb.Backend{{MAC: r1MAC, Ifindex: ifs["i0"].Index, PortIndex: 2, Weight: 1}})
-		if err != nil {
-			return err
-		}
-		if err := lbdp.InstallTable(t); err != nil {
-			return err
-		}
-		for _, p := range ports {
-			l, err := lbdp.Attach(p.Ifindex)
-			if err != nil {
-				return err
-			}
-			links = append(links, l)
-		}
-		return nil
+	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
+		lbdp, err = d.loadLB([]lbPort{
+			{"e0", lb.RoleExternal, 10, netip.MustParseAddr("10.10.1.1")},
+			{"e1", lb.RoleExternal, 20, netip.MustParseAddr("10.10.2.1")},
+			{"i0", lb.RoleInternal, 0, netip.Addr{}},
+		}, r1MAC)
+		return err
 	})
 	if err == nil {
-		err = netns.Do(lab.Namespace(spec.Name, "r1"), func() error {
-			ifi, err := net.InterfaceByName("r0")
-			if err != nil {
-				return err
-			}
-			if rdp, err = router.LoadDataplane(""); err != nil {
-				return err
-			}
-			gw := netip.MustParseAddr("10.10.2.2")
-			steps := []func() error{
-				func() error { return rdp.SetConfig(ifi.HardwareAddr, 0) },
-				func() error {
-					return rdp.SetPort(router.Port{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24")})
-				},
-				func() error {
-					return rdp.SetPort(router.Port{Index: 1, VLAN: 20, MTU: 1500, Addr: netip.MustParsePrefix("10.10.2.1/24")})
-				},
-				func() error { return rdp.SetNextHop(1, gw, 1) },
-				func() error { return rdp.SetGroup(1, []uint32{1}) },
-				func() error { return rdp.SetNeighbor(gw, 20, sinkMAC) },
-			}
-			for _, step := range steps {
-				if err := step(); err != nil {
-					return err
-				}
-			}
-			all := make(map[netip.Prefix]uint32, len(routes))
-			for _, p := range routes {
-				all[p] = 1
-			}
-			if err := rdp.FIB.SetAll(all); err != nil {
-				return err
-			}
-			l, err := rdp.Attach(ifi.Index)
-			if err == nil {
-				links = append(links, l)
-			}
+		err = netns.Do(lab.Namespace(spec.Name, "r1"), func() (err error) {
+			rdp, err = d.loadRouter("r0", []router.Port{
+				{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24")},
+				{Index: 1, VLAN: 20, MTU: 1500, Addr: netip.MustParsePrefix("10.10.2.1/24")},
+			}, netip.MustParseAddr("10.10.2.2"), 1, sinkMAC, benchRoutes(routes))
 			return err
 		})
 	}
 	if err != nil {
-		undo()
+		d.undo()
 		return nil, nil, err
 	}
-	return map[string]*ebpf.Program{"lb": lbdp.Program(), "router": rdp.Program()}, undo, nil
+	return map[string]*ebpf.Program{"lb": lbdp.Program(), "router": rdp.Program()}, d.undo, nil
 }
