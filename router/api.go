@@ -40,9 +40,9 @@ func (a *Agent) Handler() http.Handler {
 		api.Reply(w, a.Routes(), nil)
 	})
 	mux.HandleFunc("GET /lookup", func(w http.ResponseWriter, r *http.Request) {
-		addr, err := netip.ParseAddr(r.URL.Query().Get("addr"))
-		if err != nil || !addr.Is4() {
-			api.Reply(w, nil, fmt.Errorf("addr %q: an IPv4 address", r.URL.Query().Get("addr")))
+		addr, err := api.IPv4Param(r, "addr")
+		if err != nil {
+			api.Reply(w, nil, err)
 			return
 		}
 		api.Reply(w, a.Lookup(addr), nil)

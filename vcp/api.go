@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"sort"
 	"strconv"
 	"time"
@@ -64,28 +63,36 @@ type TableStatus struct {
 	Weights    map[string]uint16 `json:"weights"` // back-end name -> weight (per port)
 }
 
-// Status reports elements and tables.
+// Status reports elements and tables, the suite, mirrors and DIST.
 func (a *Agent) Status() *Status {
-	s := &Status{Name: a.cfg.Name, Elements: []ElementStatus{}, Tables: []TableStatus{}, Mirrors: a.mirrors.Counters(), DIST: a.conn.Counters()}
+	s := &Status{Name: a.cfg.Name, Mirrors: a.mirrors.Counters(), DIST: a.conn.Counters()}
 	if suite := a.currentSuite(); suite != nil {
 		st := suite.Status()
 		s.Suite = &st
 	}
+	s.Role, s.Elements, s.Tables = a.topology()
+	return s
+}
+
+// topology is the VCP's role, the elements, and the table of each LB: what
+// the VCP knows without asking its suite.
+func (a *Agent) topology() (string, []ElementStatus, []TableStatus) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s.Role = "standby"
+	role := "standby"
 	if a.active {
-		s.Role = "active"
+		role = "active"
 	}
+	elements, tables := []ElementStatus{}, []TableStatus{}
 	now := time.Now()
 	names := map[string]string{}
 	for _, e := range a.elements {
 		names[e.mac.String()] = e.hello.Name
-		s.Elements = append(s.Elements, ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
+		elements = append(elements, ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
 			MAC: e.mac.String(), Alive: e.alive, Drained: a.drained[e.hello.Name], Capacity: a.capacity(e),
 			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: e.hello.Ports})
 	}
-	sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Name < s.Elements[j].Name })
+	sort.Slice(elements, func(i, j int) bool { return elements[i].Name < elements[j].Name })
 	for _, lb := range a.sorted(dist.RoleLB) {
 		mode, entries := a.table(lb)
 		t := TableStatus{LB: lb.hello.Name, Mode: [...]string{"", "wrr", "hash", "maglev"}[mode], Weights: map[string]uint16{}}
@@ -96,26 +103,32 @@ func (a *Agent) Status() *Status {
 		for _, e := range entries {
 			t.Weights[names[e.MAC.String()]] = e.Weight
 		}
-		s.Tables = append(s.Tables, t)
+		tables = append(tables, t)
 	}
-	return s
+	return role, elements, tables
 }
 
 // Handler answers the API's requests.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
-	mux.HandleFunc("GET /elements", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status().Elements, nil) })
-	mux.HandleFunc("GET /tables", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status().Tables, nil) })
+	mux.HandleFunc("GET /elements", func(w http.ResponseWriter, r *http.Request) {
+		_, elements, _ := a.topology()
+		api.Reply(w, elements, nil)
+	})
+	mux.HandleFunc("GET /tables", func(w http.ResponseWriter, r *http.Request) {
+		_, _, tables := a.topology()
+		api.Reply(w, tables, nil)
+	})
 	mux.HandleFunc("GET /ports", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Ports(), nil) })
 	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.Routes()
 		api.Reply(w, v, err)
 	})
 	mux.HandleFunc("GET /routes/lookup", func(w http.ResponseWriter, r *http.Request) {
-		addr, err := netip.ParseAddr(r.URL.Query().Get("addr"))
-		if err != nil || !addr.Is4() {
-			api.Reply(w, nil, fmt.Errorf("addr %q: an IPv4 address", r.URL.Query().Get("addr")))
+		addr, err := api.IPv4Param(r, "addr")
+		if err != nil {
+			api.Reply(w, nil, err)
 			return
 		}
 		api.Reply(w, a.Lookup(addr), nil)

@@ -50,7 +50,11 @@ func runCtl(args []string) error {
 	var c *api.Client
 	switch {
 	case *name != "":
-		c = vcp.NewClient("/run/msr/vcp-" + *name + ".sock")
+		path, err := agentSocket("vcp", *name, "")
+		if err != nil {
+			return err
+		}
+		c = vcp.NewClient(path)
 	case *addr != "":
 		token := ""
 		if *keyFile != "" {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,3 +128,14 @@ func (c *Client) Raw(method, path string, body []byte) (int, []byte, error) {
 // maxAnswer bounds an answer a client reads: a full table's route list
 // (600k routes) is ~60 MB of JSON.
 const maxAnswer = 256 << 20
+
+// IPv4Param is the request's query parameter name as an IPv4 address, or
+// an error that says what was wrong.
+func IPv4Param(r *http.Request, name string) (netip.Addr, error) {
+	s := r.URL.Query().Get(name)
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, fmt.Errorf("%s %q: an IPv4 address", name, s)
+	}
+	return a, nil
+}
