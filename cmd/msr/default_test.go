@@ -27,18 +27,7 @@ import (
 // unreachable within a second, and the console answering from the
 // management network.
 func TestDefaultLab(t *testing.T) {
-	demo.Down()
-	plan, err := demo.Up(msrBin, 300)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { demo.Down() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := demo.Wait(ctx, plan, io.Discard); err != nil {
-		logs, _ := os.ReadFile("/run/msr/labs/default/logs/vcp1.vcp.log")
-		t.Fatalf("%v\n%s", err, logs)
-	}
+	plan := upDefaultLab(t, 300)
 	exec := func(host string, argv ...string) string {
 		t.Helper()
 		out, err := demo.Exec(host, argv...)
@@ -130,9 +119,7 @@ http {
 			t.Fatal("the LBs never took the wrr table")
 		}
 	}
-	demo.Exec("h3", "pkill", "-x", "iperf3")
-	exec("h3", "iperf3", "-s", "-D", "-1")
-	time.Sleep(300 * time.Millisecond)
+	iperf3Server(t)
 	first := demo.Look()
 	if _, _, err := iperf3(t, 5*time.Second, 16); err != nil {
 		t.Fatal(err)
@@ -172,6 +159,35 @@ http {
 	if took > time.Second+200*time.Millisecond { // a second, and the ping that saw it
 		t.Errorf("net unreachable took %v, want about 1 s at most", took)
 	}
+}
+
+// upDefaultLab brings the default lab up with bgp1 announcing prefixes,
+// waits for it to converge, and takes it down when the test ends.
+func upDefaultLab(t *testing.T, prefixes int) *demo.Plan {
+	t.Helper()
+	demo.Down()
+	plan, err := demo.Up(msrBin, prefixes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { demo.Down() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := demo.Wait(ctx, plan, io.Discard); err != nil {
+		logs, _ := os.ReadFile("/run/msr/labs/default/logs/vcp1.vcp.log")
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	return plan
+}
+
+// iperf3Server starts a one-off iperf3 server on h3.
+func iperf3Server(t *testing.T) {
+	t.Helper()
+	demo.Exec("h3", "pkill", "-x", "iperf3")
+	if _, err := demo.Exec("h3", "iperf3", "-s", "-D", "-1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
 }
 
 // iperf3 runs iperf3 from h1 to h3 for d with n streams (the server must
@@ -230,27 +246,10 @@ func labPID(t *testing.T, host string) int {
 // the transfer completes and the LBs drop it within three hello intervals.
 // An LB agent restarts under traffic: nothing is lost.
 func TestDefaultLabFailures(t *testing.T) {
-	demo.Down()
-	plan, err := demo.Up(msrBin, 300)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { demo.Down() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := demo.Wait(ctx, plan, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	server := func() {
-		demo.Exec("h3", "pkill", "-x", "iperf3")
-		if _, err := demo.Exec("h3", "iperf3", "-s", "-D", "-1"); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	upDefaultLab(t, 300)
 
 	// The active VCP dies mid-transfer.
-	server()
+	iperf3Server(t)
 	done := make(chan error, 1)
 	var intervals []float64
 	go func() {
@@ -275,7 +274,7 @@ func TestDefaultLabFailures(t *testing.T) {
 	}
 
 	// A back-end dies mid-transfer: its link goes down.
-	server()
+	iperf3Server(t)
 	go func() {
 		var err error
 		intervals, _, err = iperf3(t, 6*time.Second, 8)

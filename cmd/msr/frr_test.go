@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,10 +78,7 @@ ports:
 rib: {neighbor: 10.0.0.1, asn: 65000}
 `)
 	lab := strings.ReplaceAll(ribLab, "t-rib", "t-frr")
-	write("lab.yaml", strings.ReplaceAll(strings.ReplaceAll(lab, "DIR", dir), "MSR", msrBin))
-	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
-		t.Fatalf("lab up: %s", errOut)
-	}
+	upControlLab(t, dir, "t-frr", lab)
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "bird", "-c", filepath.Join(dir, "h2-bird.conf"),
 		"-s", filepath.Join(dir, "h2-bird.ctl"), "-P", filepath.Join(dir, "h2-bird.pid")); code != 0 {
 		t.Fatalf("h2's BIRD: %s %s", out, errOut)
@@ -93,10 +89,6 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 				syscall.Kill(pid, syscall.SIGTERM)
 			}
 		}
-		msr(t, "lab", "down", "t-frr")
-		os.RemoveAll("/sys/fs/bpf/msr-test-frr-lb")
-		os.RemoveAll("/sys/fs/bpf/msr-test-frr-r1")
-		os.Remove("/run/msr/router-t-frr-r1.state.json")
 	})
 	logs := func() string {
 		var b strings.Builder
@@ -110,20 +102,7 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 		}
 		return b.String()
 	}
-	routes := func() map[string]string {
-		out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
-		var rs []struct {
-			Prefix string
-			Via    []string
-		}
-		json.Unmarshal([]byte(out), &rs)
-		m := map[string]string{}
-		for _, r := range rs {
-			sort.Strings(r.Via)
-			m[r.Prefix] = strings.Join(r.Via, ",")
-		}
-		return m
-	}
+	routes := func() map[string]string { return routeVia(t, dir) }
 	want := map[string]string{"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20",
 		"10.99.0.0/16": "192.0.2.11"} // the last by OSPF
 	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(300 * time.Millisecond) {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -27,17 +25,7 @@ import (
 // ARP storm at the router, while h2 pings h3 through it. The others'
 // traffic keeps flowing, no process dies, and the LB counts what it drops.
 func TestDefaultLabHostileInput(t *testing.T) {
-	demo.Down()
-	plan, err := demo.Up(msrBin, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { demo.Down() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := demo.Wait(ctx, plan, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	upDefaultLab(t, 100)
 	before, err := demo.LBStatus("lb1")
 	if err != nil {
 		t.Fatal(err)

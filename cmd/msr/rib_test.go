@@ -135,16 +135,7 @@ ports:
   net1: {vlan: 10, address: 192.0.2.1/24}
 rib: {neighbor: 10.0.0.1, asn: 65000}
 `)
-	write("lab.yaml", strings.ReplaceAll(strings.ReplaceAll(ribLab, "DIR", dir), "MSR", msrBin))
-	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
-		t.Fatalf("lab up: %s", errOut)
-	}
-	t.Cleanup(func() {
-		msr(t, "lab", "down", "t-rib")
-		os.RemoveAll("/sys/fs/bpf/msr-test-rib-lb")
-		os.RemoveAll("/sys/fs/bpf/msr-test-rib-r1")
-		os.Remove("/run/msr/router-t-rib-r1.state.json")
-	})
+	upControlLab(t, dir, "t-rib", ribLab)
 	logs := func() string {
 		var b strings.Builder
 		for _, f := range []string{"lb.lb", "vcp.vcp", "r1.router", "h1.bgpd", "h2.bgpd"} {
@@ -154,10 +145,7 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 		bird, _ := os.ReadFile(filepath.Join(dir, "vcp", "bird.log"))
 		return b.String() + "--- bird\n" + string(bird)
 	}
-	routes := func() string {
-		out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
-		return out
-	}
+	routes := func() string { return routeList(t, dir) }
 	deadline := time.Now().Add(40 * time.Second)
 	for !strings.Contains(routes(), `"203.0.113.0/24"`) || !strings.Contains(routes(), `"100.64.0.0/10"`) || !strings.Contains(routes(), `"198.51.100.0/24"`) {
 		if time.Now().After(deadline) {
@@ -170,22 +158,8 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 		t.Errorf("routes not via the peer and the static gateway: %s", r)
 	}
 	// ECMP survives the trip: both peers announce 100.64.0.0/10.
-	ecmp := func() []string {
-		out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
-		var rs []struct {
-			Prefix string
-			Via    []string
-		}
-		json.Unmarshal([]byte(out), &rs)
-		for _, r := range rs {
-			if r.Prefix == "100.64.0.0/10" {
-				sort.Strings(r.Via) // a set
-				return r.Via
-			}
-		}
-		return nil
-	}
-	for deadline := time.Now().Add(20 * time.Second); strings.Join(ecmp(), ",") != "192.0.2.10,192.0.2.11"; time.Sleep(200 * time.Millisecond) {
+	ecmp := func() string { return routeVia(t, dir)["100.64.0.0/10"] }
+	for deadline := time.Now().Add(20 * time.Second); ecmp() != "192.0.2.10,192.0.2.11"; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("100.64.0.0/10 via %v on the back-end, want both peers:\n%s", ecmp(), logs())
 		}
@@ -349,20 +323,8 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
       - {name: bird, command: [bird, -f, -c, DIR/h3-bird.conf, -s, DIR/h3-bird.ctl]}
 `,
 		"links:\n", "links:\n  - ends: [h3:eth0, lb:e1]\n").Replace(ribLab)
-	write("lab.yaml", strings.ReplaceAll(strings.ReplaceAll(lab, "DIR", dir), "MSR", msrBin))
-	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
-		t.Fatalf("lab up: %s", errOut)
-	}
-	t.Cleanup(func() {
-		msr(t, "lab", "down", "t-ospf")
-		os.RemoveAll("/sys/fs/bpf/msr-test-ospf-lb")
-		os.RemoveAll("/sys/fs/bpf/msr-test-ospf-r1")
-		os.Remove("/run/msr/router-t-ospf-r1.state.json")
-	})
-	routes := func() string {
-		out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
-		return out
-	}
+	upControlLab(t, dir, "t-ospf", lab)
+	routes := func() string { return routeList(t, dir) }
 	birdc := func(sock string, args ...string) string {
 		out, _ := exec.Command("birdc", append([]string{"-s", sock}, args...)...).CombinedOutput()
 		return string(out)
@@ -387,4 +349,47 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 	if db := birdc(filepath.Join(dir, "h3-bird.ctl"), "show", "ospf", "state"); !strings.Contains(db, "router 192.0.2.1") {
 		t.Errorf("the router is not in h3's OSPF state:\n%s", db)
 	}
+}
+
+// upControlLab brings up a control-plane lab named name ("t-X": its LB and
+// back-end pin their maps under msr-test-X-lb and -r1) from text with DIR
+// and MSR filled in, and takes it and their pins away when the test ends.
+func upControlLab(t *testing.T, dir, name, text string) {
+	t.Helper()
+	os.WriteFile(filepath.Join(dir, "lab.yaml"), []byte(strings.ReplaceAll(strings.ReplaceAll(text, "DIR", dir), "MSR", msrBin)), 0o644)
+	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
+		t.Fatalf("lab up: %s", errOut)
+	}
+	short := strings.TrimPrefix(name, "t-")
+	t.Cleanup(func() {
+		msr(t, "lab", "down", name)
+		os.RemoveAll("/sys/fs/bpf/msr-test-" + short + "-lb")
+		os.RemoveAll("/sys/fs/bpf/msr-test-" + short + "-r1")
+		os.Remove("/run/msr/router-" + name + "-r1.state.json")
+	})
+}
+
+// routeList is the back-end r1's routes, as `msr router route list -o
+// json` prints them (its socket is DIR/r1.sock).
+func routeList(t *testing.T, dir string) string {
+	t.Helper()
+	out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+	return out
+}
+
+// routeVia is r1's routes: prefix -> its gateways, sorted (a set) and
+// comma-joined.
+func routeVia(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	var rs []struct {
+		Prefix string
+		Via    []string
+	}
+	json.Unmarshal([]byte(routeList(t, dir)), &rs)
+	m := map[string]string{}
+	for _, r := range rs {
+		sort.Strings(r.Via)
+		m[r.Prefix] = strings.Join(r.Via, ",")
+	}
+	return m
 }

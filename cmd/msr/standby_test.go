@@ -114,20 +114,13 @@ ports:
   net1: {vlan: 10, address: 192.0.2.1/24}
 rib: {neighbor: 10.0.0.1, asn: 65000}
 `)
-	write("lab.yaml", strings.ReplaceAll(strings.ReplaceAll(standbyLab, "DIR", dir), "MSR", msrBin))
-	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
-		t.Fatalf("lab up: %s", errOut)
-	}
+	upControlLab(t, dir, "t-sb", standbyLab)
 	var restarted *exec.Cmd
 	t.Cleanup(func() {
 		if restarted != nil && restarted.Process != nil {
 			restarted.Process.Signal(syscall.SIGTERM)
 			restarted.Wait()
 		}
-		msr(t, "lab", "down", "t-sb")
-		os.RemoveAll("/sys/fs/bpf/msr-test-sb-lb")
-		os.RemoveAll("/sys/fs/bpf/msr-test-sb-r1")
-		os.Remove("/run/msr/router-t-sb-r1.state.json")
 	})
 	logs := func() string {
 		var b strings.Builder
@@ -150,7 +143,7 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 		out, _, _ := msr(t, "router", "status", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
 		var s r1Status
 		json.Unmarshal([]byte(out), &s)
-		list, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+		list := routeList(t, dir)
 		return s, list
 	}
 	lbVCP := func() string {
