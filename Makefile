@@ -44,7 +44,7 @@ bench: build
 	done; done; done
 	@for dut in none linux lb; do $(BIN) bench fwd --dut $$dut --size 1518 --flows 1000 --duration 5s || exit 1; done
 	$(BIN) bench prog --repeat 1000000 --rounds 5
-	@for fib in 10 pyasn 1000000; do $(BIN) bench fwd --dut router --size 64 --flows 1000 --duration 5s --fib $$fib || exit 1; done
+	$(BIN) bench flat --tables 10,pyasn,1000000 --rounds 7
 	$(BIN) bench fwd --dut linux --size 64 --flows 1000 --duration 5s --fib pyasn
 	$(GO) test -run '^$$' -bench . ./router
 	$(BIN) bench rib --routes pyasn --backends 3 --changes 20

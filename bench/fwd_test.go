@@ -100,3 +100,30 @@ func TestFwdMsr(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 }
+
+// TestFlat runs the flat-lookup benchmark for one round of two small
+// tables: each table's ratio is its rate over the first's in the round.
+func TestFlat(t *testing.T) {
+	r, err := Flat(FlatOptions{Tables: []string{"10", "100"}, Rounds: 1, Flows: 100, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, other := r.Tables[0], r.Tables[1]
+	if base.Routes != 10 || other.Routes != 100 || len(other.ReceivedPPS) != 1 || base.ReceivedPPS[0] <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	if want := other.ReceivedPPS[0] / base.ReceivedPPS[0]; other.Ratio[0] != want || other.MedianRatio != want || base.MedianRatio != 1 {
+		t.Errorf("ratios %v (median %v), want %v; baseline's median %v", other.Ratio, other.MedianRatio, want, base.MedianRatio)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/msr-router/msr/bench"
@@ -19,6 +20,10 @@ var benchCommand = command{
   msr bench rib [--routes pyasn|N] [--backends 3] [--changes 20] [-o json]
       the RIB from the VCP's BIRD to every back-end's FIB: load time, and one
       BGP change's time to every FIB, in a lab of msr processes.
+  msr bench flat [--tables 10,pyasn,1000000] [--rounds 7] [--flows 1000] [--duration 4s]
+                 [--prog-stats] [-o json]
+      the back-end with each table, round after round: each table's rate over
+      the first's in the same round, and the median of those ratios.
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -34,8 +39,11 @@ func runBench(args []string) error {
 	if len(args) > 0 && args[0] == "rib" {
 		return runBenchRIB(args[1:])
 	}
+	if len(args) > 0 && args[0] == "flat" {
+		return runBenchFlat(args[1:])
+	}
 	if len(args) == 0 || args[0] != "fwd" {
-		return cli.Usagef("msr bench fwd ..., or msr bench prog")
+		return cli.Usagef("msr bench fwd|flat|prog|rib ...")
 	}
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
@@ -96,6 +104,29 @@ func runBenchRIB(args []string) error {
 		return cli.Usagef("backends 1-8, changes not negative")
 	}
 	r, err := bench.RIB(o)
+	if err != nil {
+		return err
+	}
+	return out.Print(os.Stdout, r, r.WriteText)
+}
+
+func runBenchFlat(args []string) error {
+	fs := flag.NewFlagSet("bench flat", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	o := bench.FlatOptions{}
+	tables := fs.String("tables", "10,pyasn,1000000", "--fib values, comma-separated; the first is the baseline")
+	fs.IntVar(&o.Rounds, "rounds", 7, "rounds of every table")
+	fs.IntVar(&o.Flows, "flows", 1000, "flows, their destinations spread over each table")
+	fs.DurationVar(&o.Duration, "duration", 4*time.Second, "how long each run sends")
+	fs.BoolVar(&o.ProgStats, "prog-stats", false, "also report the router program's ns/packet (lowers rates)")
+	if _, _, err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	o.Tables = strings.Split(*tables, ",")
+	if len(o.Tables) < 2 || o.Rounds < 1 || o.Duration <= 0 {
+		return cli.Usagef("at least two tables, one round and a positive duration")
+	}
+	r, err := bench.Flat(o)
 	if err != nil {
 		return err
 	}
