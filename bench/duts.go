@@ -31,7 +31,7 @@ func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (map[string]*eb
 	case "router":
 		p, undo, err := setupRouter(spec, routes)
 		return map[string]*ebpf.Program{"router": p}, undo, err
-	case "msr":
+	case "msr", "msr-switch":
 		return setupMsr(spec, routes)
 	case "linux":
 		return nil, func() {}, installLinuxRoutes(spec, routes)

@@ -19,7 +19,7 @@ import (
 // DUTs are the devices under test `msr bench fwd` knows, each a shipped
 // lab with hosts gen (interface g0) and sink (interface s0); lb also has
 // its data path loaded by setupDUT.
-var DUTs = []string{"none", "linux", "lb", "router", "msr"}
+var DUTs = []string{"none", "linux", "lb", "router", "msr", "msr-switch"}
 
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
@@ -100,7 +100,7 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if routes != nil && o.DUT != "linux" && o.DUT != "router" && o.DUT != "msr" {
+	if routes != nil && o.DUT != "linux" && o.DUT != "router" && o.DUT != "msr" && o.DUT != "msr-switch" {
 		return nil, fmt.Errorf("--fib is for the linux, router and msr DUTs")
 	}
 	dst, ok := spec.Peer(lab.Endpoint{Node: "gen", Iface: "g0"})

@@ -309,3 +309,8 @@ func liveLine(first, prev, now *Snapshot) string {
 func LBStatus(name string) (*lb.Status, error) {
 	return lb.FetchStatus("/run/msr/lb-" + name + ".sock")
 }
+
+// LBTable asks a running LB of the lab for its table, slot by slot.
+func LBTable(name string) (*lb.SlotTable, error) {
+	return lb.FetchTable("/run/msr/lb-" + name + ".sock")
+}

@@ -561,6 +561,30 @@ type TableStatus struct {
 	Shares     map[string]int `json:"shares"` // slots per back-end MAC
 }
 
+// SlotTable is the installed balancing table slot by slot: which
+// back-end (by MAC) each slot sends to. A flow's slot is its hash modulo
+// the number of slots, so comparing two tables slot by slot shows which
+// flows a change moved.
+type SlotTable struct {
+	Mode       string   `json:"mode"`
+	Generation uint32   `json:"generation"`
+	Slots      []string `json:"slots"`
+}
+
+// SlotTable reports the installed table.
+func (a *Agent) SlotTable() *SlotTable {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := &SlotTable{Generation: a.tableGen, Slots: []string{}}
+	if a.table != nil {
+		t.Mode = a.table.Mode.String()
+		for _, sl := range a.table.Slots {
+			t.Slots = append(t.Slots, sl.MAC.String())
+		}
+	}
+	return t
+}
+
 // Status reports ports, counters, back-ends and the table.
 func (a *Agent) Status() *Status {
 	a.mu.Lock()
