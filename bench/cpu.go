@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,9 +34,9 @@ func pinGenerator() error {
 }
 
 // placeNAPI turns threaded NAPI back on for every interface of the lab
-// whose file asks for it (attaching XDP dropped the threads), and binds
-// those threads to every CPU but genCPU.
-func placeNAPI(spec *lab.Spec) error {
+// whose file asks for it (attaching XDP dropped the threads), binds those
+// threads to every CPU but genCPU, and returns them.
+func placeNAPI(spec *lab.Spec) ([]int, error) {
 	var devs []string
 	for _, host := range []string{"dut", "r1", "sink"} {
 		h := spec.Hosts[host]
@@ -45,14 +46,15 @@ func placeNAPI(spec *lab.Spec) error {
 		for name, ifc := range h.Interfaces {
 			if ifc.Threaded != nil && *ifc.Threaded {
 				if err := lab.SetThreaded(lab.Namespace(spec.Name, host), name, true); err != nil {
-					return err
+					return nil, err
 				}
 				devs = append(devs, name)
 			}
 		}
 	}
+	threads := napiThreads(devs)
 	if runtime.NumCPU() < 2 {
-		return nil
+		return threads, nil
 	}
 	var set unix.CPUSet
 	for c := 0; c < runtime.NumCPU(); c++ {
@@ -70,14 +72,14 @@ func placeNAPI(spec *lab.Spec) error {
 		fifo := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50 + uint32(stagePriority[d])}
 		for _, pid := range napiThreads([]string{d}) {
 			if err := unix.SchedSetaffinity(pid, &set); err != nil {
-				return fmt.Errorf("place NAPI thread %d: %w", pid, err)
+				return nil, fmt.Errorf("place NAPI thread %d: %w", pid, err)
 			}
 			if err := unix.SchedSetAttr(pid, fifo, 0); err != nil {
-				return fmt.Errorf("raise NAPI thread %d to SCHED_FIFO: %w", pid, err)
+				return nil, fmt.Errorf("raise NAPI thread %d to SCHED_FIFO: %w", pid, err)
 			}
 		}
 	}
-	return nil
+	return threads, nil
 }
 
 // stagePriority raises the NAPI threads of later pipeline stages above
@@ -102,4 +104,21 @@ func napiThreads(devs []string) []int {
 		}
 	}
 	return pids
+}
+
+// cpuTime is the time the threads have run, from /proc/PID/schedstat (0
+// for a thread that is gone).
+func cpuTime(pids []int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			total += time.Duration(ns)
+		}
+	}
+	return total
 }

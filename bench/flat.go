@@ -31,6 +31,13 @@ type FlatTable struct {
 	// Ratio is each round's rate over the baseline's in that round.
 	Ratio       []float64 `json:"ratio_to_baseline"`
 	MedianRatio float64   `json:"median_ratio"`
+	// NAPINsPerPacket is the DUT's whole cost per packet (its NAPI
+	// thread's CPU time), and CapacityRatio the baseline's cost over this
+	// table's in each round: the DUT's capacity with this table relative
+	// to the baseline's, whatever the generator managed to offer.
+	NAPINsPerPacket     []float64 `json:"napi_ns_per_packet"`
+	CapacityRatio       []float64 `json:"capacity_ratio_to_baseline"`
+	MedianCapacityRatio float64   `json:"median_capacity_ratio"`
 }
 
 // FlatResult is what `msr bench flat` reports.
@@ -58,24 +65,30 @@ func Flat(o FlatOptions) (*FlatResult, error) {
 			t := &r.Tables[i]
 			t.Routes = f.Routes
 			t.ReceivedPPS = append(t.ReceivedPPS, f.ReceivedPPS)
+			t.NAPINsPerPacket = append(t.NAPINsPerPacket, f.NAPINsPerPacket)
 			if o.ProgStats {
 				t.DUTNsPerPacket = append(t.DUTNsPerPacket, f.DUTNsPerPacket)
 			}
 		}
 	}
-	base := r.Tables[0].ReceivedPPS
+	base := r.Tables[0]
 	for i := range r.Tables {
 		t := &r.Tables[i]
-		for round, pps := range t.ReceivedPPS {
-			ratio := 0.0
-			if base[round] > 0 {
-				ratio = pps / base[round]
-			}
-			t.Ratio = append(t.Ratio, ratio)
+		for round := range t.ReceivedPPS {
+			t.Ratio = append(t.Ratio, ratio(t.ReceivedPPS[round], base.ReceivedPPS[round]))
+			t.CapacityRatio = append(t.CapacityRatio, ratio(base.NAPINsPerPacket[round], t.NAPINsPerPacket[round]))
 		}
 		t.MedianRatio = median(t.Ratio)
+		t.MedianCapacityRatio = median(t.CapacityRatio)
 	}
 	return r, nil
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 // median of xs (the mean of the middle two for an even count).
@@ -93,7 +106,7 @@ func median(xs []float64) float64 {
 
 // WriteText prints one line per round and the median ratios.
 func (r *FlatResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "router, 64 B, %d flows spread over each table; received pps (ratio to %s in the same round)\n", r.Flows, r.Tables[0].FIB)
+	fmt.Fprintf(w, "router, 64 B, %d flows spread over each table; received pps (ratio to %s in the same round), DUT NAPI CPU per packet\n", r.Flows, r.Tables[0].FIB)
 	head := []string{"round"}
 	for _, t := range r.Tables {
 		head = append(head, fmt.Sprintf("%s (%d routes)", t.FIB, t.Routes))
@@ -107,13 +120,14 @@ func (r *FlatResult) WriteText(w io.Writer) {
 				c += fmt.Sprintf(" (%.2f×)", t.Ratio[round])
 			}
 			if len(t.DUTNsPerPacket) > round {
-				c += fmt.Sprintf(" %.0f ns", t.DUTNsPerPacket[round])
+				c += fmt.Sprintf(" program %.0f ns", t.DUTNsPerPacket[round])
 			}
+			c += fmt.Sprintf(" DUT %.0f ns", t.NAPINsPerPacket[round])
 			cells = append(cells, c)
 		}
 		fmt.Fprintln(w, strings.Join(cells, "\t"))
 	}
 	for _, t := range r.Tables[1:] {
-		fmt.Fprintf(w, "median ratio %s / %s: %.3f\n", t.FIB, r.Tables[0].FIB, t.MedianRatio)
+		fmt.Fprintf(w, "median ratio %s / %s: rate %.3f, capacity (DUT ns/packet inverted) %.3f\n", t.FIB, r.Tables[0].FIB, t.MedianRatio, t.MedianCapacityRatio)
 	}
 }

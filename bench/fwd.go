@@ -61,6 +61,14 @@ type FwdResult struct {
 	Routes          int     `json:"routes"`
 	FIBLoadSeconds  float64 `json:"fib_load_s"`
 	DUTNsPerPacket  float64 `json:"dut_ns_per_packet,omitempty"`
+	// NAPINsPerPacket is the CPU time of the DUT's NAPI threads (the
+	// threaded interfaces: everything the DUT does to a frame, driver
+	// and programs) per received packet, and NAPIBusy the share of one
+	// core they used. Unlike the rates it does not depend on how fast the
+	// generator got to run; at NAPIBusy near 1 (n threads: n), the DUT's
+	// capacity is 1e9/NAPINsPerPacket packets a second.
+	NAPINsPerPacket float64 `json:"napi_ns_per_packet,omitempty"`
+	NAPIBusy        float64 `json:"napi_busy,omitempty"`
 	// Stages are each DUT program's run time, from kernel.bpf_stats:
 	// per run, and runs per received packet (the whole router's LB runs
 	// twice on each).
@@ -162,6 +170,8 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 
 	var sent uint64
 	var elapsed time.Duration
+	var napi []int
+	var napiStart time.Duration
 	err = netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
 		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate,
 			Dsts: flowDsts(routes, o.Flows), HasXDP: sinkEnd.Node == "gen"})
@@ -169,12 +179,13 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 			return err
 		}
 		defer g.Close()
-		if err := placeNAPI(spec); err != nil {
+		if napi, err = placeNAPI(spec); err != nil {
 			return err
 		}
 		if err := pinGenerator(); err != nil {
 			return err
 		}
+		napiStart = cpuTime(napi)
 		start := time.Now()
 		sent, err = g.Blast(o.Duration)
 		elapsed = time.Since(start)
@@ -189,6 +200,10 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 		return nil, err
 	}
 	r := result(o, sent, elapsed, rep)
+	if busy := cpuTime(napi) - napiStart; busy > 0 && rep.RxPackets > 0 {
+		r.NAPINsPerPacket = float64(busy.Nanoseconds()) / float64(rep.RxPackets)
+		r.NAPIBusy = busy.Seconds() / (elapsed + drainTime).Seconds()
+	}
 	for name, p := range progs {
 		after, err := p.Stats()
 		if err != nil {
@@ -248,6 +263,9 @@ func (r *FwdResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  latency p50 %.1f us  p99 %.1f us  max %.1f us\n", r.Latency.P50, r.Latency.P99, r.Latency.Max)
 	if r.DUTNsPerPacket > 0 {
 		fmt.Fprintf(w, "  DUT program %.1f ns/packet (kernel.bpf_stats)\n", r.DUTNsPerPacket)
+	}
+	if r.NAPINsPerPacket > 0 {
+		fmt.Fprintf(w, "  DUT NAPI threads %.0f ns/packet, %.0f%% of a core\n", r.NAPINsPerPacket, 100*r.NAPIBusy)
 	}
 	if len(r.Stages) > 1 {
 		var total float64

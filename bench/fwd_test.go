@@ -115,6 +115,12 @@ func TestFlat(t *testing.T) {
 	if want := other.ReceivedPPS[0] / base.ReceivedPPS[0]; other.Ratio[0] != want || other.MedianRatio != want || base.MedianRatio != 1 {
 		t.Errorf("ratios %v (median %v), want %v; baseline's median %v", other.Ratio, other.MedianRatio, want, base.MedianRatio)
 	}
+	if base.NAPINsPerPacket[0] <= 0 || other.NAPINsPerPacket[0] <= 0 {
+		t.Fatalf("DUT cost per packet %v, %v: want the NAPI thread's time", base.NAPINsPerPacket, other.NAPINsPerPacket)
+	}
+	if want := base.NAPINsPerPacket[0] / other.NAPINsPerPacket[0]; other.MedianCapacityRatio != want {
+		t.Errorf("capacity ratio %v, want %v", other.MedianCapacityRatio, want)
+	}
 }
 
 func TestMedian(t *testing.T) {
