@@ -31,7 +31,7 @@ func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (map[string]*eb
 	case "router":
 		p, undo, err := setupRouter(spec, routes)
 		return map[string]*ebpf.Program{"router": p}, undo, err
-	case "msr", "msr-switch":
+	case "msr", "msr-switch", "msr-xdpswitch":
 		return setupMsr(spec, routes)
 	case "linux":
 		return nil, func() {}, installLinuxRoutes(spec, routes)

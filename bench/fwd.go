@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -19,7 +20,7 @@ import (
 // DUTs are the devices under test `msr bench fwd` knows, each a shipped
 // lab with hosts gen (interface g0) and sink (interface s0); lb also has
 // its data path loaded by setupDUT.
-var DUTs = []string{"none", "linux", "lb", "router", "msr", "msr-switch"}
+var DUTs = []string{"none", "linux", "lb", "router", "msr", "msr-switch", "msr-xdpswitch"}
 
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
@@ -100,15 +101,18 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	if o.Duration <= 0 {
 		return nil, fmt.Errorf("duration %v: must be positive", o.Duration)
 	}
+	if !slices.Contains(DUTs, o.DUT) {
+		return nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
+	}
 	spec, err := labs.Load("bench-" + o.DUT)
 	if err != nil {
-		return nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
+		return nil, err
 	}
 	routes, err := loadFIB(o.FIB)
 	if err != nil {
 		return nil, err
 	}
-	if routes != nil && o.DUT != "linux" && o.DUT != "router" && o.DUT != "msr" && o.DUT != "msr-switch" {
+	if routes != nil && o.DUT != "linux" && o.DUT != "router" && o.DUT != "msr" && o.DUT != "msr-switch" && o.DUT != "msr-xdpswitch" {
 		return nil, fmt.Errorf("--fib is for the linux, router and msr DUTs")
 	}
 	dst, ok := spec.Peer(lab.Endpoint{Node: "gen", Iface: "g0"})

@@ -44,6 +44,11 @@ type HostSpec struct {
 // SwitchSpec is a Linux bridge in a namespace of its own; its ports are the
 // link ends attached to it, configurable like host interfaces.
 type SwitchSpec struct {
+	// XDP gives the bridge a fast path (bpf/xdpswitch.bpf.c): a program on
+	// every port forwards a unicast frame to the port its destination was
+	// learned on, as an XDP frame; the rest goes to the bridge. Every
+	// port's peer must take XDP frames (an XDP program, or GRO on).
+	XDP        bool                  `yaml:"xdp"`
 	Interfaces map[string]*IfaceSpec `yaml:"interfaces"`
 	Pos        config.Pos            `yaml:"-"`
 }
@@ -171,6 +176,9 @@ func (s *Spec) check() error {
 			}
 			if len(ifc.Addresses) > 0 {
 				return ifc.Pos.Errorf("switch port %s:%s cannot have addresses", name, ifname)
+			}
+			if sw.XDP && ifc.XDPPass {
+				return ifc.Pos.Errorf("switch port %s:%s: xdp_pass and the switch's xdp both attach a program; the switch's is enough", name, ifname)
 			}
 		}
 	}

@@ -48,6 +48,7 @@ func TestLoadRefusesMalformedFiles(t *testing.T) {
 		{"route via nothing", "hosts:\n  h1:\n    routes: [{to: default}]\n", "x.yaml:3:14: route to default needs via or dev"},
 		{"duplicate process", "hosts:\n  h1:\n    processes:\n      - {name: a, command: [sleep, '1']}\n      - {name: a, command: [sleep, '1']}\n", "x.yaml:5:9: process \"a\" of host h1"},
 		{"mtu range", "hosts:\n  h1:\n    interfaces:\n      e0: {mtu: 20}\n", "x.yaml:4:11: interface e0: MTU 20 outside 68-65535"},
+		{"two programs on a switch port", "hosts:\n  h1: {}\nswitches:\n  sw:\n    xdp: on\n    interfaces:\n      p1: {xdp_pass: on}\nlinks:\n  - ends: [h1:e0, sw:p1]\n", "x.yaml:7:11: switch port sw:p1: xdp_pass and the switch's xdp both attach a program"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -44,6 +44,9 @@ func Up(s *Spec) (*State, error) {
 type builder struct {
 	spec *Spec
 	st   *State
+	// fastPaths are the switches' xdpswitch objects while they are
+	// attached; the pinned links keep them after build.
+	fastPaths map[string]*xdpswitchObjects
 }
 
 func (b *builder) build() error {
@@ -51,6 +54,11 @@ func (b *builder) build() error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
+	defer func() {
+		for _, objs := range b.fastPaths {
+			objs.Close()
+		}
+	}()
 	steps := []func() error{b.namespaces, b.switches, b.links, b.interfaces, b.carrier, b.sysctls, b.addresses, b.routes, b.processes}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -180,6 +188,11 @@ func (b *builder) features(e Endpoint, ifc *IfaceSpec) error {
 			return err
 		}
 	}
+	if sw := b.spec.Switches[e.Node]; sw != nil && sw.XDP {
+		if err := b.attachSwitch(e); err != nil {
+			return err
+		}
+	}
 	if ifc.Qdisc != "" {
 		if err := inNS(ns, "tc", "qdisc", "replace", "dev", e.Iface, "root", ifc.Qdisc); err != nil {
 			return err
@@ -216,6 +229,44 @@ func (b *builder) attachPass(e Endpoint) error {
 		l, err := xdp.Attach(objs.Xdppass, ifi.Index)
 		if err != nil {
 			return fmt.Errorf("xdppass: %w", err)
+		}
+		defer l.Close()
+		return l.Pin(filepath.Join(dir, e.Node+"_"+e.Iface))
+	})
+}
+
+// attachSwitch attaches a switch's fast path to one of its ports: one
+// program and one pair of maps per switch, its ports in the devmap.
+func (b *builder) attachSwitch(e Endpoint) error {
+	if err := netns.EnsureBPFFS(); err != nil {
+		return err
+	}
+	dir := pinDir(b.spec.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if b.fastPaths == nil {
+		b.fastPaths = map[string]*xdpswitchObjects{}
+	}
+	objs := b.fastPaths[e.Node]
+	if objs == nil {
+		objs = &xdpswitchObjects{}
+		if err := loadXdpswitchObjects(objs, nil); err != nil {
+			return fmt.Errorf("load xdpswitch: %w", err)
+		}
+		b.fastPaths[e.Node] = objs
+	}
+	return netns.Do(b.ns(e.Node), func() error {
+		ifi, err := net.InterfaceByName(e.Iface)
+		if err != nil {
+			return err
+		}
+		if err := objs.SwPorts.Put(uint32(ifi.Index), uint32(ifi.Index)); err != nil {
+			return fmt.Errorf("xdpswitch: port %s: %w", e.Iface, err)
+		}
+		l, err := xdp.Attach(objs.Xdpswitch, ifi.Index)
+		if err != nil {
+			return fmt.Errorf("xdpswitch: %w", err)
 		}
 		defer l.Close()
 		return l.Pin(filepath.Join(dir, e.Node+"_"+e.Iface))

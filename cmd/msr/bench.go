@@ -12,7 +12,7 @@ import (
 
 var benchCommand = command{
 	summary: "measure forwarding: msr's own RFC 2544-style instrument",
-	usage: `  msr bench fwd --dut none|linux|lb|router|msr|msr-switch [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
+	usage: `  msr bench fwd --dut none|linux|lb|router|msr|msr-switch|msr-xdpswitch [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
                 [--fib pyasn|N|FILE] [--prog-stats] [-o json]
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
@@ -48,7 +48,7 @@ func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
 	o := bench.FwdOptions{}
-	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux, lb, router, msr or msr-switch (msr through a Linux bridge)")
+	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux, lb, router, msr, msr-switch (msr through a Linux bridge) or msr-xdpswitch (through the bridge with its XDP fast path)")
 	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS, 64..1518")
 	fs.IntVar(&o.Flows, "flows", 1, "number of flows, 1..65536")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
