@@ -115,8 +115,8 @@ type Plan struct {
 }
 
 // WriteConfigs writes every element's config, a fresh key, and bgp1's
-// prefixes (n real ones from the RouteViews snapshot, a few with a host
-// behind them) into run.
+// prefixes (n real ones from the RouteViews snapshot, grown beyond it if
+// n is larger; a few with a host behind them) into run.
 func WriteConfigs(run string, n int) (*Plan, error) {
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		return nil, err
@@ -124,6 +124,11 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 	all, err := router.LoadPrefixes(PyASN)
 	if err != nil {
 		return nil, fmt.Errorf("bgp1's prefixes: %w (scripts/deps.sh fetches the table)", err)
+	}
+	if n > len(all)*9/10 {
+		// More than the snapshot holds (after the filter below): grown
+		// with its prefix-length distribution, for a full-table lab.
+		all = router.Synthesize(all, n*5/4, 1)
 	}
 	p := &Plan{Run: run}
 	step := max(len(all)/n, 1)

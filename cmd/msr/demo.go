@@ -68,7 +68,9 @@ func runDemo(args []string) error {
 		}()
 	}
 	fmt.Fprintf(w, "up in %.1f s; bgp1 announces %d prefixes; waiting for convergence ...\n", time.Since(start).Seconds(), len(plan.Prefixes))
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	// Two minutes, and one more per 100,000 prefixes (a full table takes
+	// FRR's bgpd a while to read).
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(len(plan.Prefixes)/100_000)*time.Minute)
 	defer cancel()
 	if err := demo.Wait(wctx, plan, w); err != nil {
 		return err
