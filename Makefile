@@ -52,6 +52,7 @@ bench: build
 	$(BIN) bench rib --routes 1000000 --backends 3 --changes 20
 	@for args in "--size 64 --flows 1000" "--size 1518 --flows 1000" "--size 64 --flows 1"; do \
 		for dut in linux msr; do $(BIN) bench fwd --dut $$dut $$args --duration 5s --prog-stats || exit 1; done; done
+	@for dut in msr msr-switch msr-xdpswitch; do $(BIN) bench fwd --dut $$dut --size 64 --flows 1000 --duration 4s --prog-stats || exit 1; done
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.
