@@ -34,13 +34,7 @@ func TestFRRSuite(t *testing.T) {
 	write("bgpd.conf", peer("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
 	write("h2-bgpd.conf", peer("65020", "192.0.2.11", "100.64.0.0/10"))
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
-	write("lb.yaml", `name: t-frr-lb
-key_file: `+dir+`/key
-pin_dir: /sys/fs/bpf/msr-test-frr-lb
-ports:
-  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
-  i0: {role: internal, default: true}
-`)
+	writeDataPathConfigs(dir, "t-frr", false, false)
 	write("vcp.yaml", `name: t-frr-vcp
 key_file: `+dir+`/key
 interface: eth0
@@ -67,15 +61,6 @@ protocol ospf v2 {
 	ipv4 { import all; export where source = RTS_STATIC; };
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
 }
-`)
-	write("r1.yaml", `name: t-frr-r1
-key_file: `+dir+`/key
-internal: eth0
-pin_dir: /sys/fs/bpf/msr-test-frr-r1
-socket: `+dir+`/r1.sock
-ports:
-  net1: {vlan: 10, address: 192.0.2.1/24}
-rib: {neighbor: 10.0.0.1, asn: 65000}
 `)
 	lab := strings.ReplaceAll(ribLab, "t-rib", "t-frr")
 	upControlLab(t, dir, "t-frr", lab)

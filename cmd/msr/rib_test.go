@@ -100,13 +100,7 @@ router bgp 65020
  exit-address-family
 `)
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
-	write("lb.yaml", `name: t-rib-lb
-key_file: `+dir+`/key
-pin_dir: /sys/fs/bpf/msr-test-rib-lb
-ports:
-  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
-  i0: {role: internal, default: true}
-`)
+	writeDataPathConfigs(dir, "t-rib", false, true)
 	write("vcp.yaml", `name: t-rib-vcp
 key_file: `+dir+`/key
 interface: eth0
@@ -124,16 +118,6 @@ routing:
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
-`)
-	write("r1.yaml", `name: t-rib-r1
-key_file: `+dir+`/key
-internal: eth0
-api_listen: 10.0.0.11:8180
-pin_dir: /sys/fs/bpf/msr-test-rib-r1
-socket: `+dir+`/r1.sock
-ports:
-  net1: {vlan: 10, address: 192.0.2.1/24}
-rib: {neighbor: 10.0.0.1, asn: 65000}
 `)
 	upControlLab(t, dir, "t-rib", ribLab)
 	logs := func() string {
@@ -279,14 +263,7 @@ protocol ospf v2 {
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
 }
 `)
-	write("lb.yaml", `name: t-ospf-lb
-key_file: `+dir+`/key
-pin_dir: /sys/fs/bpf/msr-test-ospf-lb
-ports:
-  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
-  e1: {role: external, address: 198.51.100.1/24, vlan: 11}
-  i0: {role: internal, default: true}
-`)
+	writeDataPathConfigs(dir, "t-ospf", true, false)
 	write("vcp.yaml", `name: t-ospf-vcp
 key_file: `+dir+`/key
 interface: eth0
@@ -301,16 +278,6 @@ routing:
   ospf:
     - {vlan: 11}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
-`)
-	write("r1.yaml", `name: t-ospf-r1
-key_file: `+dir+`/key
-internal: eth0
-pin_dir: /sys/fs/bpf/msr-test-ospf-r1
-socket: `+dir+`/r1.sock
-ports:
-  net1: {vlan: 10, address: 192.0.2.1/24}
-  net2: {vlan: 11, address: 198.51.100.1/24}
-rib: {neighbor: 10.0.0.1, asn: 65000}
 `)
 	lab := strings.NewReplacer("t-rib", "t-ospf",
 		`      e0: {mac: "02:00:00:00:e0:00"}`, `      e0: {mac: "02:00:00:00:e0:00"}
@@ -354,6 +321,38 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 // upControlLab brings up a control-plane lab named name ("t-X": its LB and
 // back-end pin their maps under msr-test-X-lb and -r1) from text with DIR
 // and MSR filled in, and takes it and their pins away when the test ends.
+// writeDataPathConfigs writes the LB's and the back-end's configs of the
+// control-plane lab named lab: the peers' network 192.0.2.0/24 on the
+// LB's e0 (VLAN 10), with ospf also 198.51.100.0/24 on e1 (VLAN 11); api
+// puts r1's API on the management network.
+func writeDataPathConfigs(dir, lab string, ospf, api bool) {
+	lb := `name: ` + lab + `-lb
+key_file: ` + dir + `/key
+pin_dir: /sys/fs/bpf/msr-test-` + strings.TrimPrefix(lab, "t-") + `-lb
+ports:
+  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
+`
+	r1 := `name: ` + lab + `-r1
+key_file: ` + dir + `/key
+internal: eth0
+pin_dir: /sys/fs/bpf/msr-test-` + strings.TrimPrefix(lab, "t-") + `-r1
+socket: ` + dir + `/r1.sock
+rib: {neighbor: 10.0.0.1, asn: 65000}
+ports:
+  net1: {vlan: 10, address: 192.0.2.1/24}
+`
+	if ospf {
+		lb += "  e1: {role: external, address: 198.51.100.1/24, vlan: 11}\n"
+		r1 += "  net2: {vlan: 11, address: 198.51.100.1/24}\n"
+	}
+	lb += "  i0: {role: internal, default: true}\n"
+	if api {
+		r1 += "api_listen: 10.0.0.11:8180\n"
+	}
+	os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte(lb), 0o644)
+	os.WriteFile(filepath.Join(dir, "r1.yaml"), []byte(r1), 0o644)
+}
+
 func upControlLab(t *testing.T, dir, name, text string) {
 	t.Helper()
 	os.WriteFile(filepath.Join(dir, "lab.yaml"), []byte(strings.ReplaceAll(strings.ReplaceAll(text, "DIR", dir), "MSR", msrBin)), 0o644)

@@ -81,13 +81,7 @@ router bgp 65010
   network 100.64.0.0/10
  exit-address-family
 `)
-	write("lb.yaml", `name: t-sb-lb
-key_file: `+dir+`/key
-pin_dir: /sys/fs/bpf/msr-test-sb-lb
-ports:
-  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
-  i0: {role: internal, default: true}
-`)
+	writeDataPathConfigs(dir, "t-sb", false, false)
 	for _, name := range []string{"vcp1", "vcp2"} {
 		write(name+".yaml", `name: t-sb-`+name+`
 key_file: `+dir+`/key
@@ -105,15 +99,6 @@ routing:
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
 `)
 	}
-	write("r1.yaml", `name: t-sb-r1
-key_file: `+dir+`/key
-internal: eth0
-pin_dir: /sys/fs/bpf/msr-test-sb-r1
-socket: `+dir+`/r1.sock
-ports:
-  net1: {vlan: 10, address: 192.0.2.1/24}
-rib: {neighbor: 10.0.0.1, asn: 65000}
-`)
 	upControlLab(t, dir, "t-sb", standbyLab)
 	var restarted *exec.Cmd
 	t.Cleanup(func() {
