@@ -22,6 +22,9 @@ import (
 // its data path loaded by setupDUT.
 var DUTs = []string{"none", "linux", "lb", "router", "msr", "msr-switch", "msr-xdpswitch"}
 
+// fibDUTs are the DUTs that hold a routing table (--fib).
+var fibDUTs = []string{"linux", "router", "msr", "msr-switch", "msr-xdpswitch"}
+
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
 	DUT      string
@@ -112,8 +115,8 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if routes != nil && o.DUT != "linux" && o.DUT != "router" && o.DUT != "msr" && o.DUT != "msr-switch" && o.DUT != "msr-xdpswitch" {
-		return nil, fmt.Errorf("--fib is for the linux, router and msr DUTs")
+	if routes != nil && !slices.Contains(fibDUTs, o.DUT) {
+		return nil, fmt.Errorf("--fib is for the DUTs that route: %v", fibDUTs)
 	}
 	dst, ok := spec.Peer(lab.Endpoint{Node: "gen", Iface: "g0"})
 	if !ok {
