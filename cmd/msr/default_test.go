@@ -263,7 +263,7 @@ func captureTCP(t *testing.T, points map[string]string) func() map[string]string
 	return func() map[string]string {
 		time.Sleep(500 * time.Millisecond)
 		for _, f := range files {
-			osexec("pkill", "-INT", "-f", f)
+			exec.Command("pkill", "-INT", "-f", f).Run()
 		}
 		for _, cmd := range cmds {
 			cmd.Wait()
@@ -271,8 +271,6 @@ func captureTCP(t *testing.T, points map[string]string) func() map[string]string
 		return files
 	}
 }
-
-func osexec(name string, args ...string) { exec.Command(name, args...).Run() }
 
 // segment is one TCP segment: its source port (the flow) and sequence.
 type segment struct {
@@ -333,10 +331,10 @@ func outOfOrder(in, out []segment) (late, lost int) {
 	return late, lost
 }
 
-// labPID is the pid of a process of the default lab.
-func labPID(t *testing.T, host string) int {
+// labPID is the pid of the (first) process of a host of a lab.
+func labPID(t *testing.T, lab, host string) int {
 	t.Helper()
-	st, _, _ := msr(t, "lab", "status", "default", "-o", "json")
+	st, _, _ := msr(t, "lab", "status", lab, "-o", "json")
 	var s struct {
 		Processes []struct {
 			Host string
@@ -349,7 +347,7 @@ func labPID(t *testing.T, host string) int {
 			return p.PID
 		}
 	}
-	t.Fatalf("no process on %s", host)
+	t.Fatalf("no process on %s in lab %s:\n%s", host, lab, st)
 	return 0
 }
 
@@ -372,7 +370,7 @@ func TestDefaultLabFailures(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(2 * time.Second)
-	syscall.Kill(labPID(t, "vcp1"), syscall.SIGKILL)
+	syscall.Kill(labPID(t, "default", "vcp1"), syscall.SIGKILL)
 	if err := <-done; err != nil {
 		t.Fatalf("the transfer across a VCP failure: %v", err)
 	}
@@ -469,7 +467,7 @@ func TestDefaultLabFailures(t *testing.T) {
 		ping <- out
 	}()
 	time.Sleep(500 * time.Millisecond)
-	syscall.Kill(labPID(t, "lb1"), syscall.SIGTERM)
+	syscall.Kill(labPID(t, "default", "lb1"), syscall.SIGTERM)
 	time.Sleep(200 * time.Millisecond)
 	restarted := exec.Command(msrBin, "lab", "exec", "--lab", "default", "lb1", "--", msrBin, "lb", "--config", filepath.Join(demo.RunDir, "lb1.yaml"))
 	if err := restarted.Start(); err != nil {

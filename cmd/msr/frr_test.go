@@ -23,16 +23,8 @@ func TestFRRSuite(t *testing.T) {
 	os.Chmod(filepath.Dir(dir), 0o755) // FRR's daemons run as user frr: they must reach their directory
 	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
 	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6e", 32)), 0o600)
-	peer := func(asn, id string, prefixes ...string) string {
-		s := "frr defaults traditional\nrouter bgp " + asn + "\n bgp router-id " + id +
-			"\n no bgp ebgp-requires-policy\n no bgp network import-check\n neighbor 192.0.2.1 remote-as 65000\n address-family ipv4 unicast\n"
-		for _, p := range prefixes {
-			s += "  network " + p + "\n"
-		}
-		return s + " exit-address-family\n"
-	}
-	write("bgpd.conf", peer("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
-	write("h2-bgpd.conf", peer("65020", "192.0.2.11", "100.64.0.0/10"))
+	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
+	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	writeDataPathConfigs(dir, "t-frr", false, false)
 	write("vcp.yaml", `name: t-frr-vcp

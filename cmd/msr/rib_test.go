@@ -76,29 +76,8 @@ func TestRIBFromPeerToBackend(t *testing.T) {
 	os.Chmod(dir, 0o755)
 	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
 	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6b", 32)), 0o600)
-	write("bgpd.conf", `frr defaults traditional
-hostname bgp1
-router bgp 65010
- bgp router-id 192.0.2.10
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor 192.0.2.1 remote-as 65000
- address-family ipv4 unicast
-  network 203.0.113.0/24
-  network 100.64.0.0/10
- exit-address-family
-`)
-	write("h2-bgpd.conf", `frr defaults traditional
-hostname bgp2
-router bgp 65020
- bgp router-id 192.0.2.11
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor 192.0.2.1 remote-as 65000
- address-family ipv4 unicast
-  network 100.64.0.0/10
- exit-address-family
-`)
+	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
+	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	writeDataPathConfigs(dir, "t-rib", false, true)
 	write("vcp.yaml", `name: t-rib-vcp
@@ -242,16 +221,7 @@ func TestOSPFNeighbourThroughMirror(t *testing.T) {
 	os.Chmod(dir, 0o755)
 	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
 	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6c", 32)), 0o600)
-	write("bgpd.conf", `frr defaults traditional
-router bgp 65010
- bgp router-id 192.0.2.10
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor 192.0.2.1 remote-as 65000
- address-family ipv4 unicast
-  network 203.0.113.0/24
- exit-address-family
-`)
+	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24"))
 	// ribLab's second BGP peer (h2) stays, idle: no neighbour.
 	write("h2-bgpd.conf", "frr defaults traditional\nrouter bgp 65020\n bgp router-id 192.0.2.11\n")
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
@@ -321,6 +291,18 @@ routing:
 // upControlLab brings up a control-plane lab named name ("t-X": its LB and
 // back-end pin their maps under msr-test-X-lb and -r1) from text with DIR
 // and MSR filled in, and takes it and their pins away when the test ends.
+// peerBGPConf is the bgpd.conf of an external FRR peer on 192.0.2.0/24:
+// AS asn, router ID id, a session to the router (192.0.2.1, AS 65000),
+// announcing prefixes.
+func peerBGPConf(asn, id string, prefixes ...string) string {
+	s := "frr defaults traditional\nrouter bgp " + asn + "\n bgp router-id " + id +
+		"\n no bgp ebgp-requires-policy\n no bgp network import-check\n neighbor 192.0.2.1 remote-as 65000\n address-family ipv4 unicast\n"
+	for _, p := range prefixes {
+		s += "  network " + p + "\n"
+	}
+	return s + " exit-address-family\n"
+}
+
 // writeDataPathConfigs writes the LB's and the back-end's configs of the
 // control-plane lab named lab: the peers' network 192.0.2.0/24 on the
 // LB's e0 (VLAN 10), with ospf also 198.51.100.0/24 on e1 (VLAN 11); api

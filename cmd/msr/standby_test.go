@@ -181,24 +181,7 @@ routing:
 	// Kill the active VCP as a crash of its host would: msr vcp and both
 	// keepalived processes at once, so that no VRRP "priority 0" resignation
 	// goes out; the standby must notice the silence (~3 adverts).
-	st, _, _ := msr(t, "lab", "status", "t-sb", "-o", "json")
-	var lab struct {
-		Processes []struct {
-			Host string
-			PID  int
-		}
-	}
-	json.Unmarshal([]byte(st), &lab)
-	pid := 0
-	for _, p := range lab.Processes {
-		if p.Host == "vcp1" {
-			pid = p.PID
-		}
-	}
-	if pid == 0 {
-		t.Fatalf("no vcp1 process in %s", st)
-	}
-	pids := []int{pid}
+	pids := []int{labPID(t, "t-sb", "vcp1")}
 	for _, f := range []string{"keepalived.pid", "vrrp.pid"} {
 		b, _ := os.ReadFile(filepath.Join(dir, "vcp1", f))
 		var p int
