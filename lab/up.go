@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/xdp"
 )
@@ -209,42 +211,17 @@ func pinDir(lab string) string { return filepath.Join(netns.BPFFS, "msr-lab", la
 
 // attachPass attaches xdppass to an interface and pins the link.
 func (b *builder) attachPass(e Endpoint) error {
-	if err := netns.EnsureBPFFS(); err != nil {
-		return err
+	var objs xdppassObjects
+	if err := loadXdppassObjects(&objs, nil); err != nil {
+		return fmt.Errorf("load xdppass: %w", err)
 	}
-	dir := pinDir(b.spec.Name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return netns.Do(b.ns(e.Node), func() error {
-		var objs xdppassObjects
-		if err := loadXdppassObjects(&objs, nil); err != nil {
-			return fmt.Errorf("load xdppass: %w", err)
-		}
-		defer objs.Close()
-		ifi, err := net.InterfaceByName(e.Iface)
-		if err != nil {
-			return err
-		}
-		l, err := xdp.Attach(objs.Xdppass, ifi.Index)
-		if err != nil {
-			return fmt.Errorf("xdppass: %w", err)
-		}
-		defer l.Close()
-		return l.Pin(filepath.Join(dir, e.Node+"_"+e.Iface))
-	})
+	defer objs.Close()
+	return b.attachPinned(e, "xdppass", objs.Xdppass, nil)
 }
 
 // attachSwitch attaches a switch's fast path to one of its ports: one
 // program and one pair of maps per switch, its ports in the devmap.
 func (b *builder) attachSwitch(e Endpoint) error {
-	if err := netns.EnsureBPFFS(); err != nil {
-		return err
-	}
-	dir := pinDir(b.spec.Name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
 	if b.fastPaths == nil {
 		b.fastPaths = map[string]*xdpswitchObjects{}
 	}
@@ -256,17 +233,38 @@ func (b *builder) attachSwitch(e Endpoint) error {
 		}
 		b.fastPaths[e.Node] = objs
 	}
+	return b.attachPinned(e, "xdpswitch", objs.Xdpswitch, func(ifindex int) error {
+		if err := objs.SwPorts.Put(uint32(ifindex), uint32(ifindex)); err != nil {
+			return fmt.Errorf("xdpswitch: port %s: %w", e.Iface, err)
+		}
+		return nil
+	})
+}
+
+// attachPinned attaches prog to an interface, in its node's namespace,
+// and pins the link in the lab's pin directory; prepare, if set, runs
+// first with the interface's index.
+func (b *builder) attachPinned(e Endpoint, name string, prog *ebpf.Program, prepare func(ifindex int) error) error {
+	if err := netns.EnsureBPFFS(); err != nil {
+		return err
+	}
+	dir := pinDir(b.spec.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
 	return netns.Do(b.ns(e.Node), func() error {
 		ifi, err := net.InterfaceByName(e.Iface)
 		if err != nil {
 			return err
 		}
-		if err := objs.SwPorts.Put(uint32(ifi.Index), uint32(ifi.Index)); err != nil {
-			return fmt.Errorf("xdpswitch: port %s: %w", e.Iface, err)
+		if prepare != nil {
+			if err := prepare(ifi.Index); err != nil {
+				return err
+			}
 		}
-		l, err := xdp.Attach(objs.Xdpswitch, ifi.Index)
+		l, err := xdp.Attach(prog, ifi.Index)
 		if err != nil {
-			return fmt.Errorf("xdpswitch: %w", err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		defer l.Close()
 		return l.Pin(filepath.Join(dir, e.Node+"_"+e.Iface))
