@@ -34,8 +34,9 @@ func pinGenerator() error {
 }
 
 // placeNAPI turns threaded NAPI back on for every interface of the lab
-// (the DUT's hosts and the switch sw) whose file asks for it (attaching XDP dropped the threads), binds those
-// threads to every CPU but genCPU, and returns them.
+// (the DUT's hosts and the switch sw) whose file asks for it (attaching
+// XDP dropped the threads), binds those threads to every CPU but genCPU,
+// and returns them.
 func placeNAPI(spec *lab.Spec) ([]int, error) {
 	var devs []string
 	nodes := map[string]map[string]*lab.IfaceSpec{}
@@ -57,7 +58,11 @@ func placeNAPI(spec *lab.Spec) ([]int, error) {
 			}
 		}
 	}
-	threads := napiThreads(devs)
+	byDev := napiThreads(devs)
+	var threads []int
+	for _, pids := range byDev {
+		threads = append(threads, pids...)
+	}
 	if runtime.NumCPU() < 2 {
 		return threads, nil
 	}
@@ -75,7 +80,7 @@ func placeNAPI(spec *lab.Spec) ([]int, error) {
 		// priority the first stage takes the core and the later stages'
 		// rings overflow, throwing away work already done.
 		fifo := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50 + uint32(stagePriority[d])}
-		for _, pid := range napiThreads([]string{d}) {
+		for _, pid := range byDev[d] {
 			if err := unix.SchedSetaffinity(pid, &set); err != nil {
 				return nil, fmt.Errorf("place NAPI thread %d: %w", pid, err)
 			}
@@ -93,10 +98,11 @@ func placeNAPI(spec *lab.Spec) ([]int, error) {
 // the back-end's back).
 var stagePriority = map[string]int{"p1": 5, "r0": 10, "p2": 15, "i0": 20}
 
-// napiThreads finds the kernel threads "napi/DEV-ID" of the given devices.
-func napiThreads(devs []string) []int {
+// napiThreads finds the kernel threads "napi/DEV-ID" of the given
+// devices, by device.
+func napiThreads(devs []string) map[string][]int {
 	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
-	var pids []int
+	pids := map[string][]int{}
 	for _, c := range comms {
 		b, err := os.ReadFile(c)
 		if err != nil {
@@ -106,7 +112,7 @@ func napiThreads(devs []string) []int {
 		for _, d := range devs {
 			if strings.HasPrefix(name, "napi/"+d+"-") {
 				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(c)))
-				pids = append(pids, pid)
+				pids[d] = append(pids[d], pid)
 			}
 		}
 	}
