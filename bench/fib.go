@@ -1,45 +1,8 @@
 package bench
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
-	"strconv"
-
-	"github.com/msr-router/msr/router"
 )
-
-// loadFIB returns the routes of --fib (nil for "").
-func loadFIB(fib string) ([]netip.Prefix, error) {
-	switch {
-	case fib == "":
-		return nil, nil
-	case fib == "pyasn":
-		return router.LoadPrefixes(router.PyASNTable)
-	}
-	if n, err := strconv.Atoi(fib); err == nil {
-		if n < 1 || n > 4_000_000 {
-			return nil, fmt.Errorf("--fib %d: 1 to 4,000,000 prefixes", n)
-		}
-		base, err := router.LoadPrefixes(router.PyASNTable)
-		if err != nil {
-			return nil, err
-		}
-		if n <= len(base) {
-			// Spread the cut over the whole table, not its first rows.
-			out := make([]netip.Prefix, n)
-			for i := range out {
-				out[i] = base[i*len(base)/n]
-			}
-			return out, nil
-		}
-		return router.Synthesize(base, n, 1), nil
-	}
-	if _, err := os.Stat(fib); err != nil {
-		return nil, fmt.Errorf("--fib %q: pyasn, a number of prefixes, or a pyasn-format file", fib)
-	}
-	return router.LoadPrefixes(fib)
-}
 
 // flowDsts gives each flow a destination inside one of the routes, spread
 // over the table so that lookups touch all of it.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/labs"
 	"github.com/msr-router/msr/traffic"
@@ -111,7 +112,7 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	routes, err := loadFIB(o.FIB)
+	routes, err := routetable.Named(o.FIB)
 	if err != nil {
 		return nil, err
 	}

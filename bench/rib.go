@@ -14,8 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/lab"
-	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // RIBOptions is one RIB distribution benchmark: the VCP's routing suite
@@ -57,7 +58,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 			return nil, err
 		}
 	}
-	prefixes, err := loadFIB(o.Routes)
+	prefixes, err := routetable.Named(o.Routes)
 	if err != nil || prefixes == nil {
 		return nil, fmt.Errorf("--routes: pyasn or a number of prefixes (%v)", err)
 	}
@@ -83,7 +84,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 		lab.Down(spec.Name)
 		os.RemoveAll("/sys/fs/bpf/msr-bench-rib")
 		for i := 1; i <= o.Backends; i++ {
-			os.Remove(fmt.Sprintf("/run/msr/router-bench-rib-r%d.state.json", i))
+			os.Remove(routerapi.StatePath(fmt.Sprintf("bench-rib-r%d", i)))
 		}
 	}()
 	r := &RIBResult{Routes: len(prefixes), Backends: o.Backends}
@@ -93,9 +94,9 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	}
 	loaded := time.Now()
 	r.SuiteLoadSeconds = loaded.Sub(start).Seconds()
-	clients := make([]*routerClient, o.Backends)
+	clients := make([]routerClient, o.Backends)
 	for i := range clients {
-		clients[i] = &routerClient{c: router.NewClient(filepath.Join(dir, fmt.Sprintf("r%d.sock", i+1)))}
+		clients[i] = routerClient{routerapi.Local("", filepath.Join(dir, fmt.Sprintf("r%d.sock", i+1)))}
 	}
 	// Each back-end also has its port's subnet (which the table may hold
 	// too: the connected route wins).
@@ -158,23 +159,21 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	return r, nil
 }
 
-type routerClient struct {
-	c interface {
-		Do(string, string, any, any) error
-	}
-}
+// routerClient asks a back-end how many routes it has, and whether it
+// has one.
+type routerClient struct{ *routerapi.Client }
 
-func (c *routerClient) routes() int {
-	var s router.Status
-	if c.c.Do("GET", "/status", nil, &s) != nil {
+func (c routerClient) routes() int {
+	s, err := c.Status()
+	if err != nil {
 		return 0
 	}
 	return s.Routes
 }
 
-func (c *routerClient) has(p string) bool {
-	var rs []router.RouteInfo
-	return c.c.Do("GET", "/routes?prefix="+p, nil, &rs) == nil && len(rs) == 1
+func (c routerClient) has(p string) bool {
+	rs, err := c.Route(p)
+	return err == nil && len(rs) == 1
 }
 
 // waitFor asks ok every interval until it says yes, for limit at most.

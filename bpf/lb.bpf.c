@@ -2,7 +2,7 @@
 /*
  * lb: the front-end load balancer's data path, attached with XDP to every
  * port of an LB. It is seed 000's packet processor (Fig. 3): a classifier
- * (lb_classify_external, lb_classify_internal) in front of one function per
+ * (classify_external, classify_internal) in front of one function per
  * module, with Table 1's rules, the most specific first:
  *
  *   from an external port          module        out
@@ -33,9 +33,8 @@
 #include <linux/ip.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
 
+#include "common.h"
 #include "lb.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -45,8 +44,10 @@ const enum lb_module *unused_lb_module __attribute__((unused));
 const enum lb_drop *unused_lb_drop __attribute__((unused));
 const enum lb_port_role *unused_lb_port_role __attribute__((unused));
 const enum lb_mode *unused_lb_mode __attribute__((unused));
+const enum flow_seed *unused_flow_seed __attribute__((unused));
+const enum lb_limit *unused_lb_limit __attribute__((unused));
+const enum lb_addr_flag *unused_lb_addr_flag __attribute__((unused));
 
-#define ETH_P_DIST 0x88B5
 #define ARPOP_REQUEST 1
 #define ARPOP_REPLY 2
 #define IPPROTO_OSPF 89
@@ -54,11 +55,6 @@ const enum lb_mode *unused_lb_mode __attribute__((unused));
 #define PORT_RIP 520
 #define PORT_SNMP 161
 #define PORT_SNMP_TRAP 162
-
-struct vlan_hdr {
-	__be16 tci;
-	__be16 proto;
-};
 
 /* Ethernet/IPv4 ARP (RFC 826). */
 struct arp_ipv4 {
@@ -182,71 +178,6 @@ static __always_inline int send(struct pkt *p, __u32 ifindex, __u32 index)
 	return bpf_redirect(ifindex, 0);
 }
 
-static __always_inline __u64 mac_key(const __u8 *mac)
-{
-	__u64 k = 0;
-
-	__builtin_memcpy(&k, mac, ETH_ALEN);
-	return k;
-}
-
-static __always_inline int is_multicast(const __u8 *mac)
-{
-	return mac[0] & 1;
-}
-
-static __always_inline int same_mac(const __u8 *a, const __u8 *b)
-{
-	return mac_key(a) == mac_key(b);
-}
-
-/* push_vlan inserts an 802.1Q tag with vid after the MAC addresses. The
- * frame's pointers are invalid afterwards. The MACs go through the stack:
- * the old and new places overlap. */
-static __always_inline int push_vlan(struct xdp_md *ctx, __u16 vid)
-{
-	struct ethhdr *eth = (void *)(long)ctx->data;
-	__u8 macs[2 * ETH_ALEN];
-
-	if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
-		return -1;
-	__be16 proto = eth->h_proto;
-	__builtin_memcpy(macs, eth, sizeof(macs));
-	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct vlan_hdr)))
-		return -1;
-	eth = (void *)(long)ctx->data;
-	struct vlan_hdr *vh = (void *)(eth + 1);
-	if ((void *)(vh + 1) > (void *)(long)ctx->data_end)
-		return -1;
-	__builtin_memcpy(eth, macs, sizeof(macs));
-	eth->h_proto = bpf_htons(ETH_P_8021Q);
-	vh->tci = bpf_htons(vid & 0x0fff);
-	vh->proto = proto;
-	return 0;
-}
-
-/* pop_vlan removes the outer tag. The frame's pointers are invalid
- * afterwards. */
-static __always_inline int pop_vlan(struct xdp_md *ctx)
-{
-	struct ethhdr *eth = (void *)(long)ctx->data;
-	struct vlan_hdr *vh = (void *)(eth + 1);
-	__u8 macs[2 * ETH_ALEN];
-
-	if ((void *)(vh + 1) > (void *)(long)ctx->data_end)
-		return -1;
-	__be16 inner = vh->proto;
-	__builtin_memcpy(macs, eth, sizeof(macs));
-	if (bpf_xdp_adjust_head(ctx, (int)sizeof(struct vlan_hdr)))
-		return -1;
-	eth = (void *)(long)ctx->data;
-	if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
-		return -1;
-	__builtin_memcpy(eth, macs, sizeof(macs));
-	eth->h_proto = inner;
-	return 0;
-}
-
 /* ---- modules ---------------------------------------------------------- */
 
 /* ext_arp answers an ARP request for the ingress port's address, in place
@@ -307,23 +238,6 @@ static __always_inline int vcp(struct pkt *p, struct lb_config *cfg)
 	return to_inside(p, cfg->vcp_mac, cfg);
 }
 
-/* flow_hash mixes a flow's addresses, ports and protocol (murmur3's
- * finalizer steps); lb/model.go's flowHash is the same function. */
-static __always_inline __u32 flow_hash(__u32 saddr, __u32 daddr, __u32 ports, __u32 proto)
-{
-	__u32 h = saddr * 0x9e3779b1u;
-
-	h ^= daddr;
-	h ^= h >> 15;
-	h *= 0x85ebca6bu;
-	h ^= ports;
-	h ^= proto << 24;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35u;
-	h ^= h >> 16;
-	return h;
-}
-
 /* mac_hash mixes a MAC address; lb/model.go's macHash is the same. */
 static __always_inline __u32 mac_hash(const __u8 *mac)
 {
@@ -375,34 +289,67 @@ static __always_inline int balance(struct pkt *p, struct ethhdr *eth, __u32 hash
 	return send(p, via->ifindex, via->index);
 }
 
-/* int_to_ext sends a tagged frame from a back-end out of its VLAN's
- * external port: tag popped, source MAC that port's (seed 000 §4.5). For
- * ARP (int_arp_out) the sender hardware address is rewritten too, so the
- * neighbour learns the LB's MAC, not the back-end's. */
-static __always_inline int int_to_ext(struct pkt *p, struct lb_egress *eg, int is_arp)
+/* to_outside sends a tagged frame from inside out of its VLAN's external
+ * port: tag popped, source MAC that port's (seed 000 §4.5). Returns the
+ * Ethernet header, or NULL (the frame is dropped: *verdict says so). */
+static __always_inline struct ethhdr *to_outside(struct pkt *p, struct lb_egress *eg, struct lb_port **out, int *verdict)
 {
-	struct lb_port *out = bpf_map_lookup_elem(&lb_ports, &eg->ifindex);
-
-	if (!out)
-		return drop(p, LB_DROP_VLAN_NOT_OURS);
-	if (pop_vlan(p->ctx))
-		return drop(p, LB_DROP_RUNT);
-	void *data = (void *)(long)p->ctx->data;
-	void *end = (void *)(long)p->ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > end)
-		return drop(p, LB_DROP_RUNT);
-	__builtin_memcpy(eth->h_source, out->mac, ETH_ALEN);
-	if (is_arp) {
-		struct arp_ipv4 *arp = (void *)(eth + 1);
-		if ((void *)(arp + 1) > end)
-			return drop(p, LB_DROP_BAD_ARP);
-		__builtin_memcpy(arp->sha, out->mac, ETH_ALEN);
-		count_module(p, LB_MOD_INT_ARP_OUT);
-	} else {
-		count_module(p, LB_MOD_INT_TO_EXT);
+	*out = bpf_map_lookup_elem(&lb_ports, &eg->ifindex);
+	if (!*out) {
+		*verdict = drop(p, LB_DROP_VLAN_NOT_OURS);
+		return NULL;
 	}
+	if (pop_vlan(p->ctx)) {
+		*verdict = drop(p, LB_DROP_RUNT);
+		return NULL;
+	}
+	struct ethhdr *eth = (void *)(long)p->ctx->data;
+	if ((void *)(eth + 1) > (void *)(long)p->ctx->data_end) {
+		*verdict = drop(p, LB_DROP_RUNT);
+		return NULL;
+	}
+	__builtin_memcpy(eth->h_source, (*out)->mac, ETH_ALEN);
+	return eth;
+}
+
+/* int_to_ext sends a back-end's routed frame out of its VLAN's external
+ * port (seed 000 §4.5). */
+static __always_inline int int_to_ext(struct pkt *p, struct lb_egress *eg)
+{
+	struct lb_port *out;
+	int verdict;
+
+	if (!to_outside(p, eg, &out, &verdict))
+		return verdict;
+	count_module(p, LB_MOD_INT_TO_EXT);
 	return send(p, eg->ifindex, eg->index);
+}
+
+/* int_arp_out sends a back-end's ARP request for a next hop out of its
+ * VLAN's external port, its sender hardware address rewritten too, so the
+ * neighbour learns the LB's MAC, not the back-end's (seed 000 §4.3). */
+static __always_inline int int_arp_out(struct pkt *p, struct lb_egress *eg)
+{
+	struct lb_port *out;
+	int verdict;
+	struct ethhdr *eth = to_outside(p, eg, &out, &verdict);
+
+	if (!eth)
+		return verdict;
+	struct arp_ipv4 *arp = (void *)(eth + 1);
+	if ((void *)(arp + 1) > (void *)(long)p->ctx->data_end)
+		return drop(p, LB_DROP_BAD_ARP);
+	__builtin_memcpy(arp->sha, out->mac, ETH_ALEN);
+	count_module(p, LB_MOD_INT_ARP_OUT);
+	return send(p, eg->ifindex, eg->index);
+}
+
+/* dist hands a DIST frame to the LB's agent (XDP_PASS to its packet
+ * socket): the agent checks its MAC and freshness (dist/). */
+static __always_inline int dist(struct pkt *p)
+{
+	count_module(p, LB_MOD_DIST);
+	return XDP_PASS;
 }
 
 /* ---- classifiers ------------------------------------------------------ */
@@ -488,7 +435,7 @@ static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void
 	/* 5-tuple for TCP/UDP, 3-tuple for fragments and other protocols, so
 	 * all fragments of a datagram take one path. */
 	__u32 ports = has_ports ? ((__u32)sport << 16 | dport) : 0;
-	return balance(p, eth, flow_hash(ip->saddr, ip->daddr, ports, ip->protocol), cfg);
+	return balance(p, eth, flow_hash(ip->saddr, ip->daddr, ports, ip->protocol, FLOW_SEED_LB), cfg);
 }
 
 static __always_inline int classify_external(struct pkt *p, struct ethhdr *eth, void *end, struct lb_config *cfg)
@@ -511,10 +458,8 @@ static __always_inline int classify_external(struct pkt *p, struct ethhdr *eth, 
 
 static __always_inline int classify_internal(struct pkt *p, struct ethhdr *eth, void *end)
 {
-	if (eth->h_proto == bpf_htons(ETH_P_DIST)) {
-		count_module(p, LB_MOD_DIST);
-		return XDP_PASS;
-	}
+	if (eth->h_proto == bpf_htons(ETH_P_DIST))
+		return dist(p);
 	__u64 src = mac_key(eth->h_source);
 	if (bpf_map_lookup_elem(&lb_own_macs, &src))
 		return drop(p, LB_DROP_OWN_FRAME);
@@ -529,7 +474,9 @@ static __always_inline int classify_internal(struct pkt *p, struct ethhdr *eth, 
 	struct lb_egress *eg = bpf_map_lookup_elem(&lb_vlans, &vid);
 	if (!eg || eg->ifindex == 0)
 		return drop(p, LB_DROP_VLAN_NOT_OURS);
-	return int_to_ext(p, eg, vh->proto == bpf_htons(ETH_P_ARP));
+	if (vh->proto == bpf_htons(ETH_P_ARP))
+		return int_arp_out(p, eg);
+	return int_to_ext(p, eg);
 }
 
 SEC("xdp")
@@ -560,9 +507,7 @@ int lb(struct xdp_md *ctx)
 	case LB_PORT_INTERNAL:
 		return classify_internal(&p, eth, end);
 	}
-	if (eth->h_proto == bpf_htons(ETH_P_DIST)) {
-		count_module(&p, LB_MOD_DIST);
-		return XDP_PASS;
-	}
+	if (eth->h_proto == bpf_htons(ETH_P_DIST))
+		return dist(&p); /* so that the agent can sense the port's role */
 	return drop(&p, LB_DROP_PORT_UNKNOWN);
 }

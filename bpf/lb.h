@@ -8,12 +8,16 @@
 
 #include <linux/types.h>
 
-#define LB_MAX_PORTS 16
-/* Slots of a balancing table: a prime, so it also serves Maglev's
- * lookup table for up to 655 back-ends at 100 slots each. */
-#define LB_TABLE_SLOTS 65537
-#define LB_VLANS 4096
-#define LB_MAX_ROUTER_ADDRS 1024
+/* The limits. Constants shared with Go are enums, never #defines: bpf2go
+ * generates the Go side of an enum, so a limit is written once. */
+enum lb_limit {
+	LB_MAX_PORTS = 16,
+	/* Slots of a balancing table: a prime, so it also serves Maglev's
+	 * lookup table for up to 655 back-ends at 100 slots each. */
+	LB_TABLE_SLOTS = 65537,
+	LB_VLANS = 4096,
+	LB_MAX_ROUTER_ADDRS = 1024,
+};
 
 enum lb_port_role {
 	LB_PORT_UNKNOWN = 0,
@@ -108,7 +112,9 @@ struct lb_port_stats {
 };
 
 /* lb_router_addrs values. */
-#define LB_ADDR_ROUTER 1 /* an external address of the router */
-#define LB_ADDR_MGMT 2   /* the management address: everything to the VCP */
+enum lb_addr_flag {
+	LB_ADDR_ROUTER = 1, /* an external address of the router */
+	LB_ADDR_MGMT = 2,   /* the management address: everything to the VCP */
+};
 
 #endif

@@ -26,9 +26,8 @@
 #include <linux/ip.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
 
+#include "common.h"
 #include "router.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -39,13 +38,10 @@ const enum rt_drop *unused_rt_drop __attribute__((unused));
 const struct rt_slow_meta *unused_rt_slow_meta __attribute__((unused));
 const struct rt_nhgroup *unused_rt_nhgroup __attribute__((unused));
 const struct rt_tbl24_chunk *unused_rt_tbl24_chunk __attribute__((unused));
-
-#define ETH_P_DIST 0x88B5
-
-struct vlan_hdr {
-	__be16 tci;
-	__be16 proto;
-};
+const enum flow_seed *unused_flow_seed __attribute__((unused));
+const enum rt_limit *unused_rt_limit __attribute__((unused));
+const enum rt_local_kind *unused_rt_local_kind __attribute__((unused));
+const enum rt_acl_action *unused_rt_acl_action __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -91,7 +87,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, RT_MAX_NEIGHBORS);
 	__type(key, struct rt_neigh_key);
 	__type(value, struct rt_neigh);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -99,9 +95,9 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, RT_MAX_LOCAL);
 	__type(key, __be32);
-	__type(value, __u32); /* RT_LOCAL_* */
+	__type(value, __u32); /* enum rt_local_kind */
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt_local SEC(".maps");
 
@@ -139,11 +135,6 @@ struct pkt {
 	struct xdp_md *ctx;
 	struct rt_stats *st;
 };
-
-static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
-{
-	return *(const __u32 *)a == *(const __u32 *)b && *(const __u16 *)(a + 4) == *(const __u16 *)(b + 4);
-}
 
 static __always_inline int drop(struct pkt *p, enum rt_drop why)
 {
@@ -273,25 +264,17 @@ static __always_inline int acl(struct pkt *p, struct iphdr *ip, void *end, __u32
 	return 0;
 }
 
-static __always_inline __u32 flow_hash(struct iphdr *ip, void *end, __u32 ihl)
+/* ipv4_ports is what the flow hash takes of the transport header: source
+ * << 16 | destination for TCP and UDP, 0 for fragments (all of a
+ * datagram's fragments take one path) and other protocols. */
+static __always_inline __u32 ipv4_ports(struct iphdr *ip, void *end, __u32 ihl)
 {
-	__u32 ports = 0;
-
-	if (!(ip->frag_off & bpf_htons(0x3fff)) && (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP)) {
-		__u32 *l4 = (void *)ip + (ihl & 0xf) * 4;
-		if ((void *)(l4 + 1) <= end)
-			ports = *l4;
-	}
-	__u32 h = ip->saddr * 0x9e3779b1u;
-	h ^= ip->daddr;
-	h ^= h >> 15;
-	h *= 0x85ebca6bu;
-	h ^= ports;
-	h ^= (__u32)ip->protocol << 24;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35u;
-	h ^= h >> 16;
-	return h;
+	if ((ip->frag_off & bpf_htons(0x3fff)) || (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP))
+		return 0;
+	__be16 *l4 = (void *)ip + (ihl & 0xf) * 4;
+	if ((void *)(l4 + 2) > end)
+		return 0;
+	return (__u32)bpf_ntohs(l4[0]) << 16 | bpf_ntohs(l4[1]);
 }
 
 /* forward rewrites and sends: TTL-1 (RFC 1624 incremental checksum), an
@@ -315,19 +298,13 @@ static __always_inline int forward(struct pkt *p, struct rt_port *port, struct r
 	ip->check = ~sum;
 
 	__u64 len = end - data;
-	if (bpf_xdp_adjust_head(p->ctx, -(int)sizeof(struct vlan_hdr)))
+	if (push_vlan(p->ctx, port->vlan))
 		return drop(p, RT_DROP_RUNT);
-	data = (void *)(long)p->ctx->data;
-	end = (void *)(long)p->ctx->data_end;
-	struct ethhdr *eth = data;
-	struct vlan_hdr *vh = (void *)(eth + 1);
-	if ((void *)(vh + 1) > end)
+	struct ethhdr *eth = (void *)(long)p->ctx->data;
+	if ((void *)(eth + 1) > (void *)(long)p->ctx->data_end)
 		return drop(p, RT_DROP_RUNT);
 	__builtin_memcpy(eth->h_dest, nb->mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, cfg->mac, ETH_ALEN);
-	eth->h_proto = bpf_htons(ETH_P_8021Q);
-	vh->tci = bpf_htons(port->vlan & 0x0fff);
-	vh->proto = bpf_htons(ETH_P_IP);
 	p->st->forwarded++;
 	p->st->forwarded_bytes += len;
 	return XDP_TX;
@@ -376,7 +353,9 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 	struct rt_nhgroup *grp = bpf_map_lookup_elem(&rt_nhgroups, &g);
 	if (!grp || grp->count == 0 || grp->count > RT_ECMP_MAX)
 		return drop(p, RT_DROP_BAD_NEXTHOP);
-	__u32 pick = grp->count == 1 ? 0 : flow_hash(ip, end, ihl) % grp->count;
+	__u32 pick = 0;
+	if (grp->count > 1)
+		pick = flow_hash(ip->saddr, ip->daddr, ipv4_ports(ip, end, ihl), ip->protocol, FLOW_SEED_RT) % grp->count;
 	/* pick < count <= RT_ECMP_MAX, a power of two: the mask changes
 	 * nothing but shows the verifier the bound. In asm, or clang, which
 	 * knows it changes nothing, drops it. */
@@ -437,11 +416,11 @@ int router(struct xdp_md *ctx)
 		/* ARP of an external port, relayed by an LB. */
 		return slow(&p, RT_SLOW_ARP, 0);
 	}
-	if (!(eth->h_dest[0] & 1) && !mac_eq(eth->h_dest, cfg->mac))
+	if (!is_multicast(eth->h_dest) && !same_mac(eth->h_dest, cfg->mac))
 		return drop(&p, RT_DROP_NOT_OURS);
 	if (proto != bpf_htons(ETH_P_IP))
 		return drop(&p, RT_DROP_NOT_IP);
-	if (eth->h_dest[0] & 1)
+	if (is_multicast(eth->h_dest))
 		return drop(&p, RT_DROP_MARTIAN_DST); /* link broadcast/multicast IP: not routed */
 	return route(&p, eth, end, cfg);
 }

@@ -16,20 +16,28 @@
 
 #include <linux/types.h>
 
-#define RT_TBL24_ENTRIES (1 << 24)
-/* An mmapable array stores each element at a multiple of 8 bytes, so the
- * u32 entries are grouped into large elements that are contiguous: 32
- * chunks of 2^19 entries for tbl24, one 256-entry group per tbl8 element. */
-#define RT_TBL24_CHUNK_BITS 19
-#define RT_TBL24_CHUNKS (RT_TBL24_ENTRIES >> RT_TBL24_CHUNK_BITS)
-#define RT_TBL8_GROUPS 8192
-#define RT_TBL8_FLAG 0x80000000u
-#define RT_MAX_NHGROUPS 65536
-#define RT_MAX_NEXTHOPS 65536
-#define RT_ECMP_MAX 8
-#define RT_MAX_PORTS 64
-#define RT_MAX_ACL 64
-#define RT_SLOW_SNAPLEN 1518
+/* The limits. Constants shared with Go are enums, never #defines: bpf2go
+ * generates the Go side of an enum, so a limit is written once. */
+enum rt_limit {
+	RT_TBL24_ENTRIES = 1 << 24,
+	/* An mmapable array stores each element at a multiple of 8 bytes, so
+	 * the u32 entries are grouped into large elements that are
+	 * contiguous: 32 chunks of 2^19 entries for tbl24, one 256-entry
+	 * group per tbl8 element. */
+	RT_TBL24_CHUNK_BITS = 19,
+	RT_TBL24_CHUNKS = RT_TBL24_ENTRIES >> RT_TBL24_CHUNK_BITS,
+	RT_TBL8_GROUPS = 8192,
+	RT_TBL8_FLAG_BIT = 31, /* a tbl24 entry with it set names a tbl8 group */
+	RT_MAX_NHGROUPS = 65536,
+	RT_MAX_NEXTHOPS = 65536,
+	RT_ECMP_MAX = 8, /* a power of two (router.bpf.c masks with it) */
+	RT_MAX_PORTS = 64,
+	RT_MAX_ACL = 64,
+	RT_MAX_NEIGHBORS = 65536,
+	RT_MAX_LOCAL = 1024,
+	RT_SLOW_SNAPLEN = 1518,
+};
+#define RT_TBL8_FLAG (1u << RT_TBL8_FLAG_BIT)
 
 /* Why the fast path handed a frame to the agent. */
 enum rt_slow {
@@ -99,8 +107,10 @@ struct rt_neigh {
 };
 
 /* Local addresses (rt_local values). */
-#define RT_LOCAL_ROUTER 1 /* an address of the router: the slow path answers */
-#define RT_LOCAL_HOST 2   /* this host's own: the kernel stack */
+enum rt_local_kind {
+	RT_LOCAL_ROUTER = 1, /* an address of the router: the slow path answers */
+	RT_LOCAL_HOST = 2,   /* this host's own: the kernel stack */
+};
 
 struct rt_acl_rule {
 	__be32 src;
@@ -114,8 +124,10 @@ struct rt_acl_rule {
 	__u16 dport_lo, dport_hi;
 };
 
-#define RT_ACL_PERMIT 1
-#define RT_ACL_DENY 2
+enum rt_acl_action {
+	RT_ACL_PERMIT = 1,
+	RT_ACL_DENY = 2,
+};
 
 struct rt_config {
 	__u8 mac[6];  /* this back-end's MAC on the interconnect */

@@ -15,9 +15,7 @@
  * Maps: sw_fdb (MAC -> ifindex, learned), sw_ports (the ports, a devmap
  * filled by the lab). Verdicts: XDP_REDIRECT, XDP_PASS.
  */
-#include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <bpf/bpf_helpers.h>
+#include "common.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -38,13 +36,6 @@ struct {
 	__type(value, __u32);
 } sw_ports SEC(".maps");
 
-static __always_inline __u64 mac_key(const unsigned char *m)
-{
-	__u64 k = 0;
-	__builtin_memcpy(&k, m, ETH_ALEN);
-	return k;
-}
-
 SEC("xdp")
 int xdpswitch(struct xdp_md *ctx)
 {
@@ -55,13 +46,13 @@ int xdpswitch(struct xdp_md *ctx)
 
 	if ((void *)(eth + 1) > end)
 		return XDP_PASS;
-	if (!(eth->h_source[0] & 1)) {
+	if (!is_multicast(eth->h_source)) {
 		__u64 src = mac_key(eth->h_source);
 		__u32 *port = bpf_map_lookup_elem(&sw_fdb, &src);
 		if (!port || *port != in)
 			bpf_map_update_elem(&sw_fdb, &src, &in, BPF_ANY);
 	}
-	if (eth->h_dest[0] & 1)
+	if (is_multicast(eth->h_dest))
 		return XDP_PASS;
 	__u64 dst = mac_key(eth->h_dest);
 	__u32 *out = bpf_map_lookup_elem(&sw_fdb, &dst);

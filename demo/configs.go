@@ -10,15 +10,11 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/internal/routetable"
 )
 
 // The default lab's element configs (labs/default.yaml draws the
 // topology): written into the run directory before the lab comes up.
-
-// PyASN is the RouteViews snapshot bgp1 takes its prefixes from
-// (scripts/deps.sh installs it).
-const PyASN = "/var/cache/msr/pyasn/ipasn_20140513.dat.gz"
 
 // Lab-wide facts the demo and its tests use.
 const (
@@ -121,14 +117,14 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		return nil, err
 	}
-	all, err := router.LoadPrefixes(PyASN)
+	all, err := routetable.Load(routetable.PyASN)
 	if err != nil {
 		return nil, fmt.Errorf("bgp1's prefixes: %w (scripts/deps.sh fetches the table)", err)
 	}
 	if n > len(all)*9/10 {
 		// More than the snapshot holds (after the filter below): grown
 		// with its prefix-length distribution, for a full-table lab.
-		all = router.Synthesize(all, n*5/4, 1)
+		all = routetable.Synthesize(all, n*5/4, 1)
 	}
 	p := &Plan{Run: run}
 	step := max(len(all)/n, 1)

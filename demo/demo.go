@@ -17,9 +17,9 @@ import (
 
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/labs"
-	"github.com/msr-router/msr/lb"
-	"github.com/msr-router/msr/router"
-	"github.com/msr-router/msr/vcp"
+	"github.com/msr-router/msr/lb/lbapi"
+	"github.com/msr-router/msr/router/routerapi"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // LabName is the default lab's name; RunDir is where its configs live.
@@ -60,7 +60,7 @@ func Down() error {
 	err := lab.Down(LabName)
 	for _, e := range append(append([]string{}, LBs...), Backends...) {
 		os.RemoveAll("/sys/fs/bpf/msr-default-" + e)
-		os.Remove("/run/msr/router-" + e + ".state.json")
+		os.Remove(routerapi.StatePath(e))
 	}
 	return err
 }
@@ -80,8 +80,7 @@ type Snapshot struct {
 func Look() *Snapshot {
 	s := &Snapshot{Time: time.Now(), Routes: map[string]int{}, RxPkts: map[string]uint64{}, Sessions: map[string]string{}, Tables: map[string]bool{}}
 	for _, r := range Backends {
-		var st router.Status
-		if router.NewClient("/run/msr/router-"+r+".sock").Do("GET", "/status", nil, &st) == nil {
+		if st, err := routerapi.Local(r, "").Status(); err == nil {
 			s.Routes[r] = st.Routes
 			if st.Stats != nil {
 				s.RxPkts[r] = st.Stats.RxPackets
@@ -89,8 +88,8 @@ func Look() *Snapshot {
 		}
 	}
 	for _, v := range []string{"vcp1", "vcp2"} {
-		var st vcp.Status
-		if vcp.NewClient("/run/msr/vcp-"+v+".sock").Do("GET", "/status", nil, &st) != nil || st.Role != "active" {
+		st, err := vcpapi.Local(v, "").Status()
+		if err != nil || st.Role != "active" {
 			continue
 		}
 		s.VCP = v
@@ -306,11 +305,11 @@ func liveLine(first, prev, now *Snapshot) string {
 }
 
 // LBStatus reads an LB agent's status.
-func LBStatus(name string) (*lb.Status, error) {
-	return lb.FetchStatus("/run/msr/lb-" + name + ".sock")
+func LBStatus(name string) (*lbapi.Status, error) {
+	return lbapi.Local(name, "").Status()
 }
 
 // LBTable asks a running LB of the lab for its table, slot by slot.
-func LBTable(name string) (*lb.SlotTable, error) {
-	return lb.FetchTable("/run/msr/lb-" + name + ".sock")
+func LBTable(name string) (*lbapi.SlotTable, error) {
+	return lbapi.Local(name, "").Table()
 }

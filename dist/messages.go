@@ -330,11 +330,32 @@ func (m *PortConfig) decodeBody(b []byte) error {
 // BalanceMode is how an LB spreads data packets over back-ends.
 type BalanceMode uint8
 
+// The modes: their numbers are bpf/lb.h's enum lb_mode (lb's tests hold
+// them to it), their names what configs and the console say.
 const (
 	ModeWRR    BalanceMode = 1
 	ModeHash   BalanceMode = 2
 	ModeMaglev BalanceMode = 3
 )
+
+var balanceModeNames = map[BalanceMode]string{ModeWRR: "wrr", ModeHash: "hash", ModeMaglev: "maglev"}
+
+// ParseBalanceMode reads a mode's name.
+func ParseBalanceMode(s string) (BalanceMode, error) {
+	for m, name := range balanceModeNames {
+		if name == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("balancing mode %q: use wrr, hash or maglev", s)
+}
+
+func (m BalanceMode) String() string {
+	if name, ok := balanceModeNames[m]; ok {
+		return name
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
 
 // Table update flags.
 const (

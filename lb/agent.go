@@ -19,6 +19,7 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/xdp"
+	"github.com/msr-router/msr/lb/lbapi"
 )
 
 // Agent is `msr lb`: it loads and attaches the data path, keeps its maps
@@ -519,63 +520,11 @@ func (a *Agent) Remove() error {
 	return os.RemoveAll(a.cfg.PinDir)
 }
 
-// Status is what the local API reports.
-type Status struct {
-	Name     string                       `json:"name"`
-	ID       uint64                       `json:"id"`
-	VCPMAC   string                       `json:"vcp_mac,omitempty"`
-	Ports    []PortStatus                 `json:"ports"`
-	Backends []BackendStatus              `json:"backends"`
-	Table    TableStatus                  `json:"table"`
-	DIST     map[string]map[string]uint64 `json:"dist"`
-}
-
-// PortStatus is one port and its counters.
-type PortStatus struct {
-	Name    string     `json:"name"`
-	Ifindex int        `json:"ifindex"`
-	Index   uint8      `json:"index"`
-	Role    string     `json:"role"`
-	MAC     string     `json:"mac"`
-	VLAN    uint16     `json:"vlan,omitempty"`
-	Address string     `json:"address,omitempty"`
-	Default bool       `json:"default,omitempty"`
-	Stats   *PortStats `json:"stats"`
-}
-
-// BackendStatus is a back-end the LB has heard from.
-type BackendStatus struct {
-	MAC         string `json:"mac"`
-	Name        string `json:"name"`
-	Alive       bool   `json:"alive"`
-	Draining    bool   `json:"draining"`
-	Capacity    uint32 `json:"capacity"`
-	LastHelloMs int64  `json:"last_hello_ms"`
-}
-
-// TableStatus is the installed balancing table, summarized.
-type TableStatus struct {
-	Mode       string         `json:"mode"`
-	Generation uint32         `json:"generation"`
-	Slots      int            `json:"slots"`
-	Shares     map[string]int `json:"shares"` // slots per back-end MAC
-}
-
-// SlotTable is the installed balancing table slot by slot: which
-// back-end (by MAC) each slot sends to. A flow's slot is its hash modulo
-// the number of slots, so comparing two tables slot by slot shows which
-// flows a change moved.
-type SlotTable struct {
-	Mode       string   `json:"mode"`
-	Generation uint32   `json:"generation"`
-	Slots      []string `json:"slots"`
-}
-
 // SlotTable reports the installed table.
-func (a *Agent) SlotTable() *SlotTable {
+func (a *Agent) SlotTable() *lbapi.SlotTable {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := &SlotTable{Generation: a.tableGen, Slots: []string{}}
+	t := &lbapi.SlotTable{Generation: a.tableGen, Slots: []string{}}
 	if a.table != nil {
 		t.Mode = a.table.Mode.String()
 		for _, sl := range a.table.Slots {
@@ -586,18 +535,18 @@ func (a *Agent) SlotTable() *SlotTable {
 }
 
 // Status reports ports, counters, back-ends and the table.
-func (a *Agent) Status() *Status {
+func (a *Agent) Status() *lbapi.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	s := &Status{Name: a.cfg.Name, ID: a.cfg.ID, DIST: map[string]map[string]uint64{}}
+	s := &lbapi.Status{Name: a.cfg.Name, ID: a.cfg.ID, DIST: map[string]map[string]uint64{}}
 	if a.vcpMAC != nil {
 		s.VCPMAC = a.vcpMAC.String()
 	}
 	d := a.defaultPort()
 	for _, p := range a.ports {
 		st, _ := a.dp.Stats(p.index)
-		ps := PortStatus{Name: p.name, Ifindex: p.ifindex, Index: p.index, Role: roleName(p.role), MAC: p.mac.String(),
+		ps := lbapi.PortStatus{Name: p.name, Ifindex: p.ifindex, Index: p.index, Role: roleName(p.role), MAC: p.mac.String(),
 			VLAN: p.vlan, Default: p == d, Stats: st}
 		if p.prefix.IsValid() {
 			ps.Address = p.prefix.String()
@@ -605,11 +554,11 @@ func (a *Agent) Status() *Status {
 		s.Ports = append(s.Ports, ps)
 	}
 	for _, b := range a.backends {
-		s.Backends = append(s.Backends, BackendStatus{MAC: b.mac.String(), Name: b.name, Alive: a.alive(b.mac, now),
+		s.Backends = append(s.Backends, lbapi.BackendStatus{MAC: b.mac.String(), Name: b.name, Alive: a.alive(b.mac, now),
 			Draining: b.draining, Capacity: b.capacity, LastHelloMs: now.Sub(b.last).Milliseconds()})
 	}
 	sort.Slice(s.Backends, func(i, j int) bool { return s.Backends[i].MAC < s.Backends[j].MAC })
-	s.Table = TableStatus{Generation: a.tableGen, Shares: map[string]int{}}
+	s.Table = lbapi.TableStatus{Generation: a.tableGen, Shares: map[string]int{}}
 	if a.table != nil {
 		s.Table.Mode = a.table.Mode.String()
 		s.Table.Slots = len(a.table.Slots)

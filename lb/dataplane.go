@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/internal/xdp"
+	"github.com/msr-router/msr/lb/lbapi"
 )
 
 // Port roles, as lb.h numbers them.
@@ -25,10 +26,10 @@ const (
 	RoleInternal = uint8(lbxdpLbPortRoleLB_PORT_INTERNAL)
 )
 
-// Router address flags (lb_router_addrs values).
+// Router address flags (lb_router_addrs values, enum lb_addr_flag).
 const (
-	AddrRouter = 1 // LB_ADDR_ROUTER
-	AddrMgmt   = 2 // LB_ADDR_MGMT
+	AddrRouter = uint32(lbxdpLbAddrFlagLB_ADDR_ROUTER)
+	AddrMgmt   = uint32(lbxdpLbAddrFlagLB_ADDR_MGMT)
 )
 
 // Port is one port of the LB as the data path sees it.
@@ -41,8 +42,8 @@ type Port struct {
 	Addr    netip.Addr // external ports: the address Ext ARP answers for
 }
 
-// MaxPorts is LB_MAX_PORTS.
-const MaxPorts = 16
+// MaxPorts is LB_MAX_PORTS (enum lb_limit).
+const MaxPorts = int(lbxdpLbLimitLB_MAX_PORTS)
 
 // Dataplane is the loaded LB program and its maps.
 type Dataplane struct {
@@ -80,7 +81,7 @@ func (d *Dataplane) Attach(ifindex int) (link.Link, error) {
 // SetPort installs or updates a port: its role and addresses, its MAC as
 // one of the LB's own, and for an external port its VLAN.
 func (d *Dataplane) SetPort(p Port) error {
-	if p.Index >= MaxPorts || len(p.MAC) != 6 {
+	if int(p.Index) >= MaxPorts || len(p.MAC) != 6 {
 		return fmt.Errorf("port %d: index must be below %d and MAC 6 bytes", p.Ifindex, MaxPorts)
 	}
 	v := lbxdpLbPort{Role: p.Role, Index: p.Index, Vlan: p.VLAN}
@@ -191,23 +192,13 @@ func (d *Dataplane) InstallTable(t *Table) error {
 	return nil
 }
 
-// PortStats is one port's counters, summed over CPUs.
-type PortStats struct {
-	RxPackets uint64            `json:"rx_packets"`
-	RxBytes   uint64            `json:"rx_bytes"`
-	TxPackets uint64            `json:"tx_packets"`
-	TxBytes   uint64            `json:"tx_bytes"`
-	Modules   map[string]uint64 `json:"modules"`
-	Drops     map[string]uint64 `json:"drops"`
-}
-
 // Stats reads the counters of the port with the given index.
-func (d *Dataplane) Stats(index uint8) (*PortStats, error) {
+func (d *Dataplane) Stats(index uint8) (*lbapi.PortStats, error) {
 	var per []lbxdpLbPortStats
 	if err := d.objs.LbStats.Lookup(uint32(index), &per); err != nil {
 		return nil, fmt.Errorf("read port %d counters: %w", index, err)
 	}
-	s := &PortStats{Modules: map[string]uint64{}, Drops: map[string]uint64{}}
+	s := &lbapi.PortStats{Modules: map[string]uint64{}, Drops: map[string]uint64{}}
 	for _, c := range per {
 		s.RxPackets += c.RxPackets
 		s.RxBytes += c.RxBytes
@@ -221,6 +212,18 @@ func (d *Dataplane) Stats(index uint8) (*PortStats, error) {
 		}
 	}
 	return s, nil
+}
+
+// Run processes one frame as if it arrived on the port ifindex
+// (BPF_PROG_RUN: nothing is sent) and returns the verdict and the frame as
+// it would leave.
+func (d *Dataplane) Run(ifindex int, frame []byte) (int, []byte, error) {
+	out := make([]byte, len(frame)+64)
+	ret, err := d.objs.Lb.Run(&ebpf.RunOptions{
+		Data: frame, DataOut: out,
+		Context: lbxdpXdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ifindex)},
+	})
+	return int(ret), out, err
 }
 
 // Close releases the program and maps (pinned maps stay pinned).

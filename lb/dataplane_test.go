@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/internal/inet"
@@ -129,15 +128,7 @@ func newFixture(mode Mode) (*fixture, error) {
 // run processes a frame in the kernel and returns the verdict and the
 // frame as it left.
 func (f *fixture) run(ifindex int, frame []byte) (int, []byte, error) {
-	out := make([]byte, len(frame)+64)
-	ret, err := f.dp.Program().Run(&ebpf.RunOptions{
-		Data: frame, DataOut: out,
-		Context: lbxdpXdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ifindex)},
-	})
-	if err != nil {
-		return 0, nil, err
-	}
-	return int(ret), out, nil
+	return f.dp.Run(ifindex, frame)
 }
 
 // stats reads every port's counters from the kernel, in the model's shape.

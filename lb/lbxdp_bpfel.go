@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type lbxdpFlowSeed uint32
+
+const (
+	lbxdpFlowSeedFLOW_SEED_LB lbxdpFlowSeed = 1540483477
+	lbxdpFlowSeedFLOW_SEED_RT lbxdpFlowSeed = 668265263
+)
+
+type lbxdpLbAddrFlag uint32
+
+const (
+	lbxdpLbAddrFlagLB_ADDR_ROUTER lbxdpLbAddrFlag = 1
+	lbxdpLbAddrFlagLB_ADDR_MGMT   lbxdpLbAddrFlag = 2
+)
+
 type lbxdpLbConfig struct {
 	_                 structs.HostLayout
 	VcpMac            [6]uint8
@@ -51,6 +65,15 @@ type lbxdpLbEgress struct {
 	Ifindex uint32
 	Index   uint32
 }
+
+type lbxdpLbLimit uint32
+
+const (
+	lbxdpLbLimitLB_MAX_PORTS        lbxdpLbLimit = 16
+	lbxdpLbLimitLB_TABLE_SLOTS      lbxdpLbLimit = 65537
+	lbxdpLbLimitLB_VLANS            lbxdpLbLimit = 4096
+	lbxdpLbLimitLB_MAX_ROUTER_ADDRS lbxdpLbLimit = 1024
+)
 
 type lbxdpLbMode uint32
 
@@ -140,7 +163,10 @@ const (
 	lbxdpMapLbTables         = "lb_tables"
 	lbxdpMapLbVlans          = "lb_vlans"
 	lbxdpProgLb              = "lb"
+	lbxdpVarUnusedFlowSeed   = "unused_flow_seed"
+	lbxdpVarUnusedLbAddrFlag = "unused_lb_addr_flag"
 	lbxdpVarUnusedLbDrop     = "unused_lb_drop"
+	lbxdpVarUnusedLbLimit    = "unused_lb_limit"
 	lbxdpVarUnusedLbMode     = "unused_lb_mode"
 	lbxdpVarUnusedLbModule   = "unused_lb_module"
 	lbxdpVarUnusedLbPortRole = "unused_lb_port_role"
@@ -211,7 +237,10 @@ type lbxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbxdpVariableSpecs struct {
+	UnusedFlowSeed   *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedLbAddrFlag *ebpf.VariableSpec `ebpf:"unused_lb_addr_flag"`
 	UnusedLbDrop     *ebpf.VariableSpec `ebpf:"unused_lb_drop"`
+	UnusedLbLimit    *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
 	UnusedLbMode     *ebpf.VariableSpec `ebpf:"unused_lb_mode"`
 	UnusedLbModule   *ebpf.VariableSpec `ebpf:"unused_lb_module"`
 	UnusedLbPortRole *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
@@ -268,7 +297,10 @@ func (m *lbxdpMaps) Close() error {
 //
 // It can be passed to loadLbxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbxdpVariables struct {
+	UnusedFlowSeed   *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedLbAddrFlag *ebpf.Variable `ebpf:"unused_lb_addr_flag"`
 	UnusedLbDrop     *ebpf.Variable `ebpf:"unused_lb_drop"`
+	UnusedLbLimit    *ebpf.Variable `ebpf:"unused_lb_limit"`
 	UnusedLbMode     *ebpf.Variable `ebpf:"unused_lb_mode"`
 	UnusedLbModule   *ebpf.Variable `ebpf:"unused_lb_module"`
 	UnusedLbPortRole *ebpf.Variable `ebpf:"unused_lb_port_role"`

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+
+	"github.com/msr-router/msr/internal/flow"
 )
 
 // This file is the reference model of bpf/lb.bpf.c: the same rules written
@@ -220,7 +222,7 @@ func (p *modelPkt) ipv4() Result {
 	if hasPorts {
 		ports = uint32(sport)<<16 | uint32(dport)
 	}
-	h := FlowHash(binary.LittleEndian.Uint32(ip[12:16]), binary.LittleEndian.Uint32(ip[16:20]), ports, uint32(proto))
+	h := flow.Hash(binary.LittleEndian.Uint32(ip[12:16]), binary.LittleEndian.Uint32(ip[16:20]), ports, uint32(proto), FlowSeed)
 	return p.balance(h)
 }
 
@@ -326,17 +328,5 @@ func (p *modelPkt) internal() Result {
 	return p.send(out.Ifindex, out.Index)
 }
 
-// FlowHash is flow_hash of lb.bpf.c. Addresses are the 32-bit words as
-// they lie in the packet, read in host (little-endian) order.
-func FlowHash(saddr, daddr, ports, proto uint32) uint32 {
-	h := saddr * 0x9e3779b1
-	h ^= daddr
-	h ^= h >> 15
-	h *= 0x85ebca6b
-	h ^= ports
-	h ^= proto << 24
-	h ^= h >> 13
-	h *= 0xc2b2ae35
-	h ^= h >> 16
-	return h
-}
+// FlowSeed is the LB's flow-hash seed (bpf/common.h).
+const FlowSeed = uint32(lbxdpFlowSeedFLOW_SEED_LB)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
+
+	"github.com/msr-router/msr/dist"
 )
 
 // Mode is how an LB spreads data packets over back-ends.
@@ -16,37 +18,21 @@ const (
 	ModeMaglev = Mode(lbxdpLbModeLB_MODE_MAGLEV)
 )
 
-// TableSlots is LB_TABLE_SLOTS, the most slots a table can have.
-const TableSlots = 65537
+// TableSlots is LB_TABLE_SLOTS (enum lb_limit), the most slots a table
+// can have.
+const TableSlots = int(lbxdpLbLimitLB_TABLE_SLOTS)
 
 // MinWRRSlots is the smallest WRR (and hash) table: seed 000 §4.7 uses up
 // to 1000 entries; more slots give finer weights.
 const MinWRRSlots = 1024
 
-// ParseMode reads a mode's name.
+// ParseMode reads a mode's name (DIST names them: dist.BalanceMode).
 func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "wrr":
-		return ModeWRR, nil
-	case "hash":
-		return ModeHash, nil
-	case "maglev":
-		return ModeMaglev, nil
-	}
-	return 0, fmt.Errorf("balancing mode %q: use wrr, hash or maglev", s)
+	m, err := dist.ParseBalanceMode(s)
+	return Mode(m), err
 }
 
-func (m Mode) String() string {
-	switch m {
-	case ModeWRR:
-		return "wrr"
-	case ModeHash:
-		return "hash"
-	case ModeMaglev:
-		return "maglev"
-	}
-	return fmt.Sprintf("mode(%d)", uint32(m))
-}
+func (m Mode) String() string { return dist.BalanceMode(m).String() }
 
 // Backend is one entry of a balancing table before expansion: a back-end
 // reached through one LB port, with its weight.

@@ -21,7 +21,9 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/internal/xdp"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // Agent is `msr router`: it loads the data path, keeps its FIB, next hops,
@@ -204,7 +206,7 @@ func (a *Agent) program(ifi *net.Interface) error {
 		}
 	}
 	for _, f := range a.cfg.RouteFiles {
-		ps, err := LoadPrefixes(f.File)
+		ps, err := routetable.Load(f.File)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.Pos, err)
 		}
@@ -354,7 +356,7 @@ func (a *Agent) group(keys []nhKey) (uint32, error) {
 		id, ok := a.nhIDs[k]
 		if !ok {
 			id = uint32(len(a.nhIDs) + 1)
-			if id >= MaxNextHops {
+			if int(id) >= MaxNextHops {
 				return 0, errors.New("next-hop table full")
 			}
 			if err := a.dp.SetNextHop(id, k.gw, k.port); err != nil {
@@ -371,7 +373,7 @@ func (a *Agent) group(keys []nhKey) (uint32, error) {
 		return g, nil
 	}
 	g := uint32(len(a.groupIDs) + 1)
-	if g >= MaxNHGroups {
+	if int(g) >= MaxNHGroups {
 		return 0, errors.New("next-hop group table full")
 	}
 	if err := a.dp.SetGroup(g, ids); err != nil {
@@ -511,18 +513,11 @@ func (a *Agent) Remove() error {
 	return os.RemoveAll(a.cfg.PinDir)
 }
 
-// RouteInfo is one route as the API lists it.
-type RouteInfo struct {
-	Prefix string   `json:"prefix"`
-	Via    []string `json:"via,omitempty"`
-	Port   string   `json:"port,omitempty"` // connected
-}
-
 // Routes lists the routes, sorted: the FIB's, each with its next hops.
-func (a *Agent) Routes() []RouteInfo {
+func (a *Agent) Routes() []routerapi.RouteInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := []RouteInfo{}
+	out := []routerapi.RouteInfo{}
 	for p, g := range a.dp.FIB.Routes() {
 		out = append(out, a.routeInfo(p, g))
 	}
@@ -531,31 +526,31 @@ func (a *Agent) Routes() []RouteInfo {
 }
 
 // Route returns the route for exactly p, if there is one.
-func (a *Agent) Route(p netip.Prefix) []RouteInfo {
+func (a *Agent) Route(p netip.Prefix) []routerapi.RouteInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if g, ok := a.dp.FIB.Routes()[p.Masked()]; ok {
-		return []RouteInfo{a.routeInfo(p.Masked(), g)}
+		return []routerapi.RouteInfo{a.routeInfo(p.Masked(), g)}
 	}
-	return []RouteInfo{}
+	return []routerapi.RouteInfo{}
 }
 
 // Lookup returns the FIB's longest match for addr, if there is one.
-func (a *Agent) Lookup(addr netip.Addr) []RouteInfo {
+func (a *Agent) Lookup(addr netip.Addr) []routerapi.RouteInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	routes := a.dp.FIB.Routes()
 	for bits := 32; bits >= 0; bits-- {
 		p := netip.PrefixFrom(addr, bits).Masked()
 		if g, ok := routes[p]; ok {
-			return []RouteInfo{a.routeInfo(p, g)}
+			return []routerapi.RouteInfo{a.routeInfo(p, g)}
 		}
 	}
-	return []RouteInfo{}
+	return []routerapi.RouteInfo{}
 }
 
-func (a *Agent) routeInfo(p netip.Prefix, g uint32) RouteInfo {
-	ri := RouteInfo{Prefix: p.String()}
+func (a *Agent) routeInfo(p netip.Prefix, g uint32) routerapi.RouteInfo {
+	ri := routerapi.RouteInfo{Prefix: p.String()}
 	for _, id := range a.groups[g] {
 		if k := a.nhs[id]; k.gw.IsValid() {
 			ri.Via = append(ri.Via, k.gw.String())
@@ -566,38 +561,22 @@ func (a *Agent) routeInfo(p netip.Prefix, g uint32) RouteInfo {
 	return ri
 }
 
-// Status is what the local API reports.
-type Status struct {
-	Name     string `json:"name"`
-	ID       uint64 `json:"id"`
-	Routes   int    `json:"routes"`
-	Tbl8Used int    `json:"tbl8_groups_used"`
-	// FIBChanges counts routes added, changed and deleted since start.
-	FIBChanges uint64 `json:"fib_changes"`
-	// RIB is the RIB feed's session and paths, with a feed.
-	RIB       *RIBStatus        `json:"rib,omitempty"`
-	Neighbors map[string]string `json:"neighbors"`
-	Pending   []string          `json:"pending_arp"`
-	Stats     *Stats            `json:"stats"`
-	SlowPath  map[string]uint64 `json:"slow_path"`
-}
-
 // Status reports routes, neighbours, counters.
-func (a *Agent) Status() *Status {
+func (a *Agent) Status() *routerapi.Status {
 	st, _ := a.dp.Stats(len(a.cfg.ACL))
 	// The feed's lock is taken before the agent's (it adds routes holding
 	// it), so ask it first.
 	a.mu.Lock()
 	rib := a.rib
 	a.mu.Unlock()
-	var ribStatus *RIBStatus
+	var ribStatus *routerapi.RIBStatus
 	if rib != nil {
 		rs := rib.Status()
 		ribStatus = &rs
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &Status{RIB: ribStatus, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes(),
+	s := &routerapi.Status{RIB: ribStatus, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes(),
 		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()

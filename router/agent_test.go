@@ -14,6 +14,7 @@ import (
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
+	"github.com/msr-router/msr/router/routerapi"
 	"github.com/msr-router/msr/traffic"
 )
 
@@ -62,7 +63,7 @@ func TestRouterRestartKeepsForwarding(t *testing.T) {
 	if err := cfg.complete(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(cfg.PinDir); os.Remove("/run/msr/router-t-restart.state.json") })
+	t.Cleanup(func() { os.RemoveAll(cfg.PinDir); os.Remove(routerapi.StatePath("t-restart")) })
 	a, stop := startRouter(t, cfg)
 	// The next hop's MAC, as ARP through an LB would have taught it.
 	gen := net.HardwareAddr{2, 0, 0x0a, 0x0a, 1, 2}

@@ -8,26 +8,16 @@ import (
 	"net/netip"
 
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
-// The agent's local API (internal/api: HTTP on a Unix socket):
-//   GET    /status          Status
-//   GET    /routes          []RouteInfo (?prefix=P: that route only, or none)
-//   POST   /routes          RouteRequest: add or replace
-//   DELETE /routes?prefix=P remove
-//   GET    /lookup?addr=A   []RouteInfo: the FIB's longest match for A, or none
-
-// RouteRequest adds a route.
-type RouteRequest struct {
-	Prefix string   `json:"prefix"`
-	Via    []string `json:"via"`
-}
+// The agent's API (routerapi names its paths and types).
 
 // Handler answers the API's requests.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
-	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+routerapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
+	mux.HandleFunc("GET "+routerapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query().Get("prefix"); q != "" {
 			p, err := netip.ParsePrefix(q)
 			if err != nil {
@@ -39,7 +29,7 @@ func (a *Agent) Handler() http.Handler {
 		}
 		api.Reply(w, a.Routes(), nil)
 	})
-	mux.HandleFunc("GET /lookup", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+routerapi.PathLookup, func(w http.ResponseWriter, r *http.Request) {
 		addr, err := api.IPv4Param(r, "addr")
 		if err != nil {
 			api.Reply(w, nil, err)
@@ -47,19 +37,19 @@ func (a *Agent) Handler() http.Handler {
 		}
 		api.Reply(w, a.Lookup(addr), nil)
 	})
-	mux.HandleFunc("POST /routes", func(w http.ResponseWriter, r *http.Request) {
-		var req RouteRequest
+	mux.HandleFunc("POST "+routerapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
+		var req routerapi.RouteRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {
 			api.Reply(w, nil, fmt.Errorf("route request: %w", err))
 			return
 		}
-		p, via, err := req.parse()
+		p, via, err := parseRouteRequest(req)
 		if err == nil {
 			err = a.AddRoute(p, via)
 		}
 		api.Reply(w, map[string]string{"added": p.String()}, err)
 	})
-	mux.HandleFunc("DELETE /routes", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("DELETE "+routerapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
 		p, err := netip.ParsePrefix(r.URL.Query().Get("prefix"))
 		if err == nil {
 			err = a.DeleteRoute(p)
@@ -69,7 +59,8 @@ func (a *Agent) Handler() http.Handler {
 	return mux
 }
 
-func (r RouteRequest) parse() (netip.Prefix, []netip.Addr, error) {
+// parseRouteRequest checks a route request.
+func parseRouteRequest(r routerapi.RouteRequest) (netip.Prefix, []netip.Addr, error) {
 	p, err := netip.ParsePrefix(r.Prefix)
 	if err != nil || !p.Addr().Is4() {
 		return p, nil, fmt.Errorf("prefix %q: an IPv4 prefix such as 10.0.0.0/8", r.Prefix)
@@ -84,6 +75,3 @@ func (r RouteRequest) parse() (netip.Prefix, []netip.Addr, error) {
 	}
 	return p, via, nil
 }
-
-// NewClient dials the router agent on the Unix socket path.
-func NewClient(path string) *api.Client { return api.NewClient(path, "msr router") }

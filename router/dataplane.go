@@ -20,15 +20,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/internal/xdp"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
-// Limits, as router.h defines them.
+// Limits, generated from router.h's enum rt_limit.
 const (
-	MaxNextHops = 65536
-	MaxNHGroups = 65536
-	MaxPorts    = 64
-	MaxACL      = 64
-	ECMPMax     = 8
+	MaxNextHops = int(rtxdpRtLimitRT_MAX_NEXTHOPS)
+	MaxNHGroups = int(rtxdpRtLimitRT_MAX_NHGROUPS)
+	MaxPorts    = int(rtxdpRtLimitRT_MAX_PORTS)
+	MaxACL      = int(rtxdpRtLimitRT_MAX_ACL)
+	ECMPMax     = int(rtxdpRtLimitRT_ECMP_MAX)
 )
 
 // Dataplane is the loaded router program, its maps, and the FIB over its
@@ -111,7 +112,7 @@ type Port struct {
 
 // SetPort writes one external port.
 func (d *Dataplane) SetPort(p Port) error {
-	if p.Index >= MaxPorts {
+	if int(p.Index) >= MaxPorts {
 		return fmt.Errorf("port index %d, at most %d", p.Index, MaxPorts-1)
 	}
 	v := rtxdpRtPort{Vlan: p.VLAN, Mtu: p.MTU}
@@ -156,10 +157,10 @@ func (d *Dataplane) SetNeighbor(ip netip.Addr, vlan uint16, mac net.HardwareAddr
 	return d.objs.RtNeighbors.Put(&k, &v)
 }
 
-// Local address kinds.
+// Local address kinds (enum rt_local_kind).
 const (
-	LocalRouter = 1 // RT_LOCAL_ROUTER
-	LocalHost   = 2 // RT_LOCAL_HOST
+	LocalRouter = uint32(rtxdpRtLocalKindRT_LOCAL_ROUTER)
+	LocalHost   = uint32(rtxdpRtLocalKindRT_LOCAL_HOST)
 )
 
 // SetLocal marks an address as the router's or this host's.
@@ -182,9 +183,9 @@ func (d *Dataplane) SetACL(mac net.HardwareAddr, rules []ACLRule) error {
 		return fmt.Errorf("%d ACL rules, at most %d", len(rules), MaxACL)
 	}
 	for i, r := range rules {
-		v := rtxdpRtAclRule{Proto: r.Proto, Action: 1, SportLo: r.SportLo, SportHi: r.SportHi, DportLo: r.DportLo, DportHi: r.DportHi}
+		v := rtxdpRtAclRule{Proto: r.Proto, Action: uint8(rtxdpRtAclActionRT_ACL_PERMIT), SportLo: r.SportLo, SportHi: r.SportHi, DportLo: r.DportLo, DportHi: r.DportHi}
 		if r.Deny {
-			v.Action = 2
+			v.Action = uint8(rtxdpRtAclActionRT_ACL_DENY)
 		}
 		v.Src, v.SrcMask = prefixMask(r.Src)
 		v.Dst, v.DstMask = prefixMask(r.Dst)
@@ -204,19 +205,6 @@ func prefixMask(p netip.Prefix) (uint32, uint32) {
 	return be32(p.Masked().Addr()), be32(mb)
 }
 
-// Stats is the data path's counters, summed over CPUs.
-type Stats struct {
-	RxPackets      uint64            `json:"rx_packets"`
-	RxBytes        uint64            `json:"rx_bytes"`
-	Forwarded      uint64            `json:"forwarded"`
-	ForwardedBytes uint64            `json:"forwarded_bytes"`
-	Passed         uint64            `json:"passed"`
-	Slow           map[string]uint64 `json:"slow"`
-	Drops          map[string]uint64 `json:"drops"`
-	ACLPermit      []uint64          `json:"acl_permit"`
-	ACLDeny        []uint64          `json:"acl_deny"`
-}
-
 // SlowNames and DropNames name the counters, by enum rt_slow and rt_drop.
 var (
 	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved"}
@@ -225,12 +213,12 @@ var (
 )
 
 // Stats reads the counters.
-func (d *Dataplane) Stats(nACL int) (*Stats, error) {
+func (d *Dataplane) Stats(nACL int) (*routerapi.Stats, error) {
 	var per []rtxdpRtStats
 	if err := d.objs.RtCounters.Lookup(uint32(0), &per); err != nil {
 		return nil, err
 	}
-	s := &Stats{Slow: map[string]uint64{}, Drops: map[string]uint64{}, ACLPermit: make([]uint64, nACL), ACLDeny: make([]uint64, nACL)}
+	s := &routerapi.Stats{Slow: map[string]uint64{}, Drops: map[string]uint64{}, ACLPermit: make([]uint64, nACL), ACLDeny: make([]uint64, nACL)}
 	for _, c := range per {
 		s.RxPackets += c.RxPackets
 		s.RxBytes += c.RxBytes

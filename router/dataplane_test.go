@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/msr-router/msr/internal/inet"
+	"github.com/msr-router/msr/internal/routetable"
 )
 
 var (
@@ -371,7 +372,7 @@ func randomRouterFrame(r *rand.Rand, ps []netip.Prefix) []byte {
 func TestRouterDifferential(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	all, err := LoadPrefixes(PyASNTable)
+	all, err := routetable.Load(routetable.PyASN)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 )
 
-// DIR-24-8 constants, as router.h defines them.
+// DIR-24-8 constants, generated from router.h's enum rt_limit.
 const (
-	Tbl24Entries = 1 << 24
-	Tbl8Groups   = 8192
-	tbl8Flag     = 0x80000000
+	Tbl24Entries = int(rtxdpRtLimitRT_TBL24ENTRIES)
+	Tbl8Groups   = int(rtxdpRtLimitRT_TBL8GROUPS)
+	tbl8Flag     = uint32(1) << rtxdpRtLimitRT_TBL8FLAG_BIT
 )
 
 // FIB is the DIR-24-8 longest-prefix-match table of bpf/router.h, kept in
@@ -250,7 +250,7 @@ func (f *FIB) Adopt(routes map[netip.Prefix]uint32) error {
 			f.depth24[i] = scratch.depth24[i]
 		case v&tbl8Flag != 0 && s&tbl8Flag != 0:
 			g, sg := v&^tbl8Flag, s&^tbl8Flag
-			if g >= Tbl8Groups || used[g] {
+			if int(g) >= Tbl8Groups || used[g] {
 				return fmt.Errorf("%w: tbl8 group %d is bad or shared", ErrAdopt, g)
 			}
 			used[g] = true

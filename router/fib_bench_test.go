@@ -4,16 +4,18 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/internal/routetable"
 )
 
 // BenchmarkFIBLoad1M loads 1,000,000 prefixes (the RouteViews table grown
 // with its own length distribution) into an empty FIB.
 func BenchmarkFIBLoad1M(b *testing.B) {
-	base, err := LoadPrefixes(PyASNTable)
+	base, err := routetable.Load(routetable.PyASN)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ps := Synthesize(base, 1_000_000, 1)
+	ps := routetable.Synthesize(base, 1_000_000, 1)
 	routes := make(map[netip.Prefix]uint32, len(ps))
 	for i, p := range ps {
 		routes[p] = uint32(1 + i%64)
@@ -32,7 +34,7 @@ func BenchmarkFIBLoad1M(b *testing.B) {
 // BenchmarkRouteChange changes one /24 route of a full table back and
 // forth: the time until the data path's arrays hold the new route.
 func BenchmarkRouteChange(b *testing.B) {
-	base, err := LoadPrefixes(PyASNTable)
+	base, err := routetable.Load(routetable.PyASN)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+
+	"github.com/msr-router/msr/internal/routetable"
 )
 
 // refLPM is the reference: one map per prefix length, searched from /32
@@ -153,12 +155,12 @@ func TestFIBEdges(t *testing.T) {
 // DIR-24-8 against the reference at every prefix's edges and at random
 // addresses, then deletes half the table and checks again.
 func TestFIBInternetTable(t *testing.T) {
-	ps, err := LoadPrefixes(PyASNTable)
+	ps, err := routetable.Load(routetable.PyASN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ps) < 500_000 {
-		t.Fatalf("%d prefixes in %s", len(ps), PyASNTable)
+		t.Fatalf("%d prefixes in %s", len(ps), routetable.PyASN)
 	}
 	f := newTestFIB(t)
 	ref := refLPM{}

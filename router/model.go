@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/msr-router/msr/internal/flow"
 	"github.com/msr-router/msr/internal/inet"
 )
 
@@ -165,7 +166,7 @@ func (m *Model) route(b []byte, drop, slow func(int) ModelResult) ModelResult {
 	}
 	pick := 0
 	if len(nhs) > 1 {
-		pick = int(m.flowHash(ip, ihl) % uint32(len(nhs)))
+		pick = int(flow.OfIPv4(ip, ihl*4, FlowSeed) % uint32(len(nhs)))
 	}
 	nh, ok := m.NextHops[nhs[pick]]
 	if !ok {
@@ -237,20 +238,5 @@ func (m *Model) denied(ip []byte, ihl int) bool {
 	return false
 }
 
-func (m *Model) flowHash(ip []byte, ihl int) uint32 {
-	var ports uint32
-	proto := ip[9]
-	if binary.BigEndian.Uint16(ip[6:])&0x3fff == 0 && (proto == 6 || proto == 17) && len(ip) >= ihl*4+4 {
-		ports = binary.LittleEndian.Uint32(ip[ihl*4:])
-	}
-	h := binary.LittleEndian.Uint32(ip[12:]) * 0x9e3779b1
-	h ^= binary.LittleEndian.Uint32(ip[16:])
-	h ^= h >> 15
-	h *= 0x85ebca6b
-	h ^= ports
-	h ^= uint32(proto) << 24
-	h ^= h >> 13
-	h *= 0xc2b2ae35
-	h ^= h >> 16
-	return h
-}
+// FlowSeed is the back-end's flow-hash seed (bpf/common.h), for ECMP.
+const FlowSeed = uint32(rtxdpFlowSeedFLOW_SEED_RT)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/msr-router/msr/router/routerapi"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
@@ -79,22 +80,7 @@ type ribFeed struct {
 	// staleUntil: after a session loss, when the stale paths go if no
 	// End-of-RIB has swept them (zero: none stale).
 	staleUntil time.Time
-	st         RIBStatus
-}
-
-// RIBStatus is the feed's state, for the agent's status.
-type RIBStatus struct {
-	Neighbor    string `json:"neighbor"`
-	State       string `json:"state"` // connecting, open, established
-	Established string `json:"established_since,omitempty"`
-	Prefixes    int    `json:"prefixes"`
-	Paths       int    `json:"paths"`
-	Stale       int    `json:"stale"`
-	Updates     uint64 `json:"updates"`
-	Sessions    uint64 `json:"sessions"` // established so far
-	LastError   string `json:"last_error,omitempty"`
-	AddPath     bool   `json:"add_path"`
-	GR          bool   `json:"graceful_restart"` // the suite keeps our routes, and we its
+	st         routerapi.RIBStatus
 }
 
 // startRIB starts the session; routes go to the FIB through add and del.
@@ -118,7 +104,7 @@ func (f *ribFeed) Stop() {
 }
 
 // Status reports the session and the paths held.
-func (f *ribFeed) Status() RIBStatus {
+func (f *ribFeed) Status() routerapi.RIBStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.st

@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type rtxdpFlowSeed uint32
+
+const (
+	rtxdpFlowSeedFLOW_SEED_LB rtxdpFlowSeed = 1540483477
+	rtxdpFlowSeedFLOW_SEED_RT rtxdpFlowSeed = 668265263
+)
+
+type rtxdpRtAclAction uint32
+
+const (
+	rtxdpRtAclActionRT_ACL_PERMIT rtxdpRtAclAction = 1
+	rtxdpRtAclActionRT_ACL_DENY   rtxdpRtAclAction = 2
+)
+
 type rtxdpRtAclRule struct {
 	_       structs.HostLayout
 	Src     uint32
@@ -50,6 +64,31 @@ const (
 	rtxdpRtDropRT_DROP_NOT_IP       rtxdpRtDrop = 10
 	rtxdpRtDropRT_DROP_BAD_NEXTHOP  rtxdpRtDrop = 11
 	rtxdpRtDropRT_DROP_MAX          rtxdpRtDrop = 12
+)
+
+type rtxdpRtLimit uint32
+
+const (
+	rtxdpRtLimitRT_TBL24ENTRIES    rtxdpRtLimit = 16777216
+	rtxdpRtLimitRT_TBL24CHUNK_BITS rtxdpRtLimit = 19
+	rtxdpRtLimitRT_TBL24CHUNKS     rtxdpRtLimit = 32
+	rtxdpRtLimitRT_TBL8GROUPS      rtxdpRtLimit = 8192
+	rtxdpRtLimitRT_TBL8FLAG_BIT    rtxdpRtLimit = 31
+	rtxdpRtLimitRT_MAX_NHGROUPS    rtxdpRtLimit = 65536
+	rtxdpRtLimitRT_MAX_NEXTHOPS    rtxdpRtLimit = 65536
+	rtxdpRtLimitRT_ECMP_MAX        rtxdpRtLimit = 8
+	rtxdpRtLimitRT_MAX_PORTS       rtxdpRtLimit = 64
+	rtxdpRtLimitRT_MAX_ACL         rtxdpRtLimit = 64
+	rtxdpRtLimitRT_MAX_NEIGHBORS   rtxdpRtLimit = 65536
+	rtxdpRtLimitRT_MAX_LOCAL       rtxdpRtLimit = 1024
+	rtxdpRtLimitRT_SLOW_SNAPLEN    rtxdpRtLimit = 1518
+)
+
+type rtxdpRtLocalKind uint32
+
+const (
+	rtxdpRtLocalKindRT_LOCAL_ROUTER rtxdpRtLocalKind = 1
+	rtxdpRtLocalKindRT_LOCAL_HOST   rtxdpRtLocalKind = 2
 )
 
 type rtxdpRtNeigh struct {
@@ -156,7 +195,11 @@ const (
 	rtxdpMapRtTbl24            = "rt_tbl24"
 	rtxdpMapRtTbl8             = "rt_tbl8"
 	rtxdpProgRouter            = "router"
+	rtxdpVarUnusedFlowSeed     = "unused_flow_seed"
+	rtxdpVarUnusedRtAclAction  = "unused_rt_acl_action"
 	rtxdpVarUnusedRtDrop       = "unused_rt_drop"
+	rtxdpVarUnusedRtLimit      = "unused_rt_limit"
+	rtxdpVarUnusedRtLocalKind  = "unused_rt_local_kind"
 	rtxdpVarUnusedRtNhgroup    = "unused_rt_nhgroup"
 	rtxdpVarUnusedRtSlow       = "unused_rt_slow"
 	rtxdpVarUnusedRtSlowMeta   = "unused_rt_slow_meta"
@@ -229,7 +272,11 @@ type rtxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpVariableSpecs struct {
+	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedRtAclAction  *ebpf.VariableSpec `ebpf:"unused_rt_acl_action"`
 	UnusedRtDrop       *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
+	UnusedRtLimit      *ebpf.VariableSpec `ebpf:"unused_rt_limit"`
+	UnusedRtLocalKind  *ebpf.VariableSpec `ebpf:"unused_rt_local_kind"`
 	UnusedRtNhgroup    *ebpf.VariableSpec `ebpf:"unused_rt_nhgroup"`
 	UnusedRtSlow       *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
 	UnusedRtSlowMeta   *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
@@ -289,7 +336,11 @@ func (m *rtxdpMaps) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpVariables struct {
+	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedRtAclAction  *ebpf.Variable `ebpf:"unused_rt_acl_action"`
 	UnusedRtDrop       *ebpf.Variable `ebpf:"unused_rt_drop"`
+	UnusedRtLimit      *ebpf.Variable `ebpf:"unused_rt_limit"`
+	UnusedRtLocalKind  *ebpf.Variable `ebpf:"unused_rt_local_kind"`
 	UnusedRtNhgroup    *ebpf.Variable `ebpf:"unused_rt_nhgroup"`
 	UnusedRtSlow       *ebpf.Variable `ebpf:"unused_rt_slow"`
 	UnusedRtSlowMeta   *ebpf.Variable `ebpf:"unused_rt_slow_meta"`

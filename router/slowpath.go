@@ -17,15 +17,12 @@ import (
 
 // handleSlow dispatches one slow-path event.
 func (a *Agent) handleSlow(sample []byte) {
-	var meta rtxdpRtSlowMeta
-	if len(sample) < 16 {
+	var meta rtxdpRtSlowMeta // its layout is router.h's, generated
+	n, err := binary.Decode(sample, binary.NativeEndian, &meta)
+	if err != nil {
 		return
 	}
-	meta.Reason = binary.NativeEndian.Uint32(sample[0:])
-	meta.Ifindex = binary.NativeEndian.Uint32(sample[4:])
-	meta.Nexthop = binary.NativeEndian.Uint32(sample[8:])
-	meta.Len = binary.NativeEndian.Uint32(sample[12:])
-	frame := sample[16:]
+	frame := sample[n:]
 	if int(meta.Len) < len(frame) {
 		frame = frame[:meta.Len]
 	}

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // savedState is what the agent writes after changes (batched every hello
@@ -33,7 +35,7 @@ type savedNextHop struct {
 
 // statePath is where the agent keeps its state.
 func (a *Agent) statePath() string {
-	return filepath.Join("/run/msr", "router-"+a.cfg.Name+".state.json")
+	return routerapi.StatePath(a.cfg.Name)
 }
 
 // snapshot copies what save writes; call it with a.mu held.

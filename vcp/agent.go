@@ -306,7 +306,7 @@ func (a *Agent) portsApplied(lb *element, want []dist.PortSetting) bool {
 // through every internal port of the LB, weighted by capacity (configured,
 // else from its hellos), the largest 100.
 func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
-	mode := dist.BalanceMode(a.cfg.modeOf(lb.hello.Name))
+	mode := a.cfg.modeOf(lb.hello.Name)
 	var routers []*element
 	var maxCap uint32
 	for _, r := range a.sorted(dist.RoleRouter) {

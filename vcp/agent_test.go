@@ -16,6 +16,7 @@ import (
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
 	"github.com/msr-router/msr/lb"
+	"github.com/msr-router/msr/lb/lbapi"
 )
 
 // An LB whose ports are all "auto", three back-ends (r3 at half capacity)
@@ -159,7 +160,7 @@ func (l *vcpLabT) backend(name string, capacity uint32, key string) {
 
 // waitShares waits until the LB's table has exactly these slot shares per
 // back-end MAC (relative), and its ports are as the VCP set them.
-func (l *vcpLabT) waitShares(what string, want map[string]int) *lb.Status {
+func (l *vcpLabT) waitShares(what string, want map[string]int) *lbapi.Status {
 	l.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -10,62 +10,26 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // The VCP's API (internal/api), on its Unix socket and, with api_listen,
 // on the management network, where `msr ctl` is its client:
 //
 //	GET  /status                   Status: everything below at once
-//	GET  /elements                 []ElementStatus
-//	GET  /ports                    PortsView: the router's ports and counters
-//	GET  /tables                   []TableStatus: every LB's balancing table
-//	GET  /routes                   RoutesView: count, protocols, per back-end install state
-//	GET  /routes/lookup?addr=A     LookupView: the suite's and every back-end's routes for A
+//	GET  /elements                 []vcpapi.ElementStatus
+//	GET  /ports                    vcpapi.PortsView: the router's ports and counters
+//	GET  /tables                   []vcpapi.TableStatus: every LB's balancing table
+//	GET  /routes                   vcpapi.RoutesView: count, protocols, per back-end install state
+//	GET  /routes/lookup?addr=A     vcpapi.LookupView: the suite's and every back-end's routes for A
 //	POST /drain?name=B, /undrain?name=B
 //	POST /weight?name=B&capacity=MBPS   (0: the configured or announced one again)
-//	POST /reload                   ReloadResult: the config file read again, the difference applied
+//	POST /reload                   vcpapi.ReloadResult: the config file read again, the difference applied
 //	ANY  /relay/ELEMENT/PATH       the request, passed to ELEMENT's own API (by name or id)
 
-// Status is the router as the VCP sees it.
-type Status struct {
-	Name     string            `json:"name"`
-	Role     string            `json:"role"` // active, or standby (docs/vcp.md, hot standby)
-	Elements []ElementStatus   `json:"elements"`
-	Tables   []TableStatus     `json:"tables"`
-	Suite    *SuiteStatus      `json:"suite,omitempty"`
-	Mirrors  map[string]uint64 `json:"mirrors"`
-	// DIST counts control frames sent, accepted, and refused by reason
-	// (a wrong key shows as "auth" or "unknown_key").
-	DIST map[string]uint64 `json:"dist"`
-}
-
-// ElementStatus is one element.
-type ElementStatus struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	Role        string `json:"role"`
-	MAC         string `json:"mac"`
-	Alive       bool   `json:"alive"`
-	Drained     bool   `json:"drained,omitempty"`
-	Capacity    uint32 `json:"capacity_mbps"`
-	LastHelloMs int64  `json:"last_hello_ms"`
-	// Installed: an LB's table generation, a back-end's FIB routes.
-	Installed uint32            `json:"installed"`
-	Ports     []dist.PortStatus `json:"ports"`
-}
-
-// TableStatus is the table the VCP computed for one LB.
-type TableStatus struct {
-	LB         string            `json:"lb"`
-	Mode       string            `json:"mode"`
-	Generation uint32            `json:"generation"`
-	Applied    bool              `json:"applied"` // the LB reports this generation
-	Weights    map[string]uint16 `json:"weights"` // back-end name -> weight (per port)
-}
-
 // Status reports elements and tables, the suite, mirrors and DIST.
-func (a *Agent) Status() *Status {
-	s := &Status{Name: a.cfg.Name, Mirrors: a.mirrors.Counters(), DIST: a.conn.Counters()}
+func (a *Agent) Status() *vcpapi.Status {
+	s := &vcpapi.Status{Name: a.cfg.Name, Mirrors: a.mirrors.Counters(), DIST: a.conn.Counters()}
 	if suite := a.currentSuite(); suite != nil {
 		st := suite.Status()
 		s.Suite = &st
@@ -76,26 +40,26 @@ func (a *Agent) Status() *Status {
 
 // topology is the VCP's role, the elements, and the table of each LB: what
 // the VCP knows without asking its suite.
-func (a *Agent) topology() (string, []ElementStatus, []TableStatus) {
+func (a *Agent) topology() (string, []vcpapi.ElementStatus, []vcpapi.TableStatus) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	role := "standby"
 	if a.active {
 		role = "active"
 	}
-	elements, tables := []ElementStatus{}, []TableStatus{}
+	elements, tables := []vcpapi.ElementStatus{}, []vcpapi.TableStatus{}
 	now := time.Now()
 	names := map[string]string{}
 	for _, e := range a.elements {
 		names[e.mac.String()] = e.hello.Name
-		elements = append(elements, ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
+		elements = append(elements, vcpapi.ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
 			MAC: e.mac.String(), Alive: e.alive, Drained: a.drained[e.hello.Name], Capacity: a.capacity(e),
 			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: e.hello.Ports})
 	}
 	sort.Slice(elements, func(i, j int) bool { return elements[i].Name < elements[j].Name })
 	for _, lb := range a.sorted(dist.RoleLB) {
 		mode, entries := a.table(lb)
-		t := TableStatus{LB: lb.hello.Name, Mode: [...]string{"", "wrr", "hash", "maglev"}[mode], Weights: map[string]uint16{}}
+		t := vcpapi.TableStatus{LB: lb.hello.Name, Mode: mode.String(), Weights: map[string]uint16{}}
 		if p := a.pushed[lb.id]; p != nil {
 			t.Generation = p.generation
 			t.Applied = lb.hello.Installed == p.generation
@@ -111,21 +75,21 @@ func (a *Agent) topology() (string, []ElementStatus, []TableStatus) {
 // Handler answers the API's requests.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
-	mux.HandleFunc("GET /elements", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+vcpapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
+	mux.HandleFunc("GET "+vcpapi.PathElements, func(w http.ResponseWriter, r *http.Request) {
 		_, elements, _ := a.topology()
 		api.Reply(w, elements, nil)
 	})
-	mux.HandleFunc("GET /tables", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+vcpapi.PathTables, func(w http.ResponseWriter, r *http.Request) {
 		_, _, tables := a.topology()
 		api.Reply(w, tables, nil)
 	})
-	mux.HandleFunc("GET /ports", func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Ports(), nil) })
-	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+vcpapi.PathPorts, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Ports(), nil) })
+	mux.HandleFunc("GET "+vcpapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.Routes()
 		api.Reply(w, v, err)
 	})
-	mux.HandleFunc("GET /routes/lookup", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+vcpapi.PathLookup, func(w http.ResponseWriter, r *http.Request) {
 		addr, err := api.IPv4Param(r, "addr")
 		if err != nil {
 			api.Reply(w, nil, err)
@@ -133,13 +97,13 @@ func (a *Agent) Handler() http.Handler {
 		}
 		api.Reply(w, a.Lookup(addr), nil)
 	})
-	for _, op := range []string{"drain", "undrain"} {
-		mux.HandleFunc("POST /"+op, func(w http.ResponseWriter, r *http.Request) {
+	for path, drain := range map[string]bool{vcpapi.PathDrain: true, vcpapi.PathUndrain: false} {
+		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			name := r.URL.Query().Get("name")
-			api.Reply(w, map[string]string{op: name}, a.Drain(name, op == "drain"))
+			api.Reply(w, map[string]string{path[1:]: name}, a.Drain(name, drain))
 		})
 	}
-	mux.HandleFunc("POST /weight", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+vcpapi.PathWeight, func(w http.ResponseWriter, r *http.Request) {
 		name, c := r.URL.Query().Get("name"), r.URL.Query().Get("capacity")
 		mbps, err := strconv.ParseUint(c, 10, 32)
 		if err != nil {
@@ -148,11 +112,11 @@ func (a *Agent) Handler() http.Handler {
 		}
 		api.Reply(w, map[string]any{"name": name, "capacity_mbps": mbps}, a.SetCapacity(name, uint32(mbps)))
 	})
-	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+vcpapi.PathReload, func(w http.ResponseWriter, r *http.Request) {
 		res, err := a.Reload()
 		api.Reply(w, res, err)
 	})
-	mux.HandleFunc("/relay/{element}/{path...}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(vcpapi.PathRelay+"/{element}/{path...}", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if len(body) == 0 {
 			body = nil
@@ -175,6 +139,3 @@ func (a *Agent) Handler() http.Handler {
 	})
 	return mux
 }
-
-// NewClient dials the VCP on the Unix socket path.
-func NewClient(path string) *api.Client { return api.NewClient(path, "msr vcp") }

@@ -14,7 +14,8 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/internal/routetable"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // BIRD is the VCP's default routing suite: BIRD 2, bound to the mirrors,
@@ -194,7 +195,7 @@ func (s *BIRD) Reconfigure(cfg *RoutingConfig) error {
 
 // writeStaticFile turns a pyasn file into BIRD static routes.
 func writeStaticFile(path string, f StaticFile) error {
-	ps, err := router.LoadPrefixes(f.File)
+	ps, err := routetable.Load(f.File)
 	if err != nil {
 		return err
 	}
@@ -220,10 +221,10 @@ func (s *BIRD) Query(command string) (string, error) {
 }
 
 // Status asks BIRD for its protocols and route count, as text.
-func (s *BIRD) Status() SuiteStatus {
+func (s *BIRD) Status() vcpapi.SuiteStatus {
 	p, _ := s.Query("show protocols")
 	r, _ := s.Query("show route count")
-	return SuiteStatus{Protocols: p, Routes: r}
+	return vcpapi.SuiteStatus{Protocols: p, Routes: r}
 }
 
 // Stop ends BIRD.
@@ -237,7 +238,7 @@ func (s *BIRD) Stop() {
 }
 
 // Protocols are BIRD's protocols with their states and route counts.
-func (s *BIRD) Protocols() []Protocol {
+func (s *BIRD) Protocols() []vcpapi.Protocol {
 	out, _ := s.Query("show protocols all")
 	return parseProtocols(out)
 }
@@ -253,7 +254,7 @@ func (s *BIRD) Networks() (int, error) {
 }
 
 // RoutesFor are BIRD's routes for an address.
-func (s *BIRD) RoutesFor(addr netip.Addr) []SuiteRoute {
+func (s *BIRD) RoutesFor(addr netip.Addr) []vcpapi.SuiteRoute {
 	out, _ := s.Query("show route for " + addr.String())
 	return parseRoutes(out)
 }

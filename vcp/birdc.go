@@ -6,25 +6,15 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // What the console reads from BIRD, parsed from birdc's answers (BIRD 2).
 
-// Protocol is one of the suite's protocols, as `show protocols all` says.
-type Protocol struct {
-	Name     string     `json:"name"`
-	Proto    string     `json:"proto"` // BGP, OSPF, Static, Direct, Device
-	State    string     `json:"state"` // up, start, down
-	Since    string     `json:"since"`
-	Info     string     `json:"info"` // Established, Active, Running ...
-	Neighbor netip.Addr `json:"neighbor,omitzero"`
-	Imported int        `json:"imported"`
-	Exported int        `json:"exported"`
-}
-
 // parseProtocols reads `show protocols all`.
-func parseProtocols(out string) []Protocol {
-	var ps []Protocol
+func parseProtocols(out string) []vcpapi.Protocol {
+	var ps []vcpapi.Protocol
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
@@ -32,7 +22,7 @@ func parseProtocols(out string) []Protocol {
 		switch {
 		case len(f) == 0 || strings.HasPrefix(line, "BIRD ") || f[0] == "Name":
 		case line[0] != ' ' && line[0] != '\t' && len(f) >= 5:
-			p := Protocol{Name: f[0], Proto: f[1], State: f[3], Since: f[4]}
+			p := vcpapi.Protocol{Name: f[0], Proto: f[1], State: f[3], Since: f[4]}
 			if len(f) > 5 {
 				p.Info = strings.Join(f[5:], " ")
 			}
@@ -62,23 +52,14 @@ func parseProtocols(out string) []Protocol {
 	return ps
 }
 
-// SuiteRoute is a route of the suite's table.
-type SuiteRoute struct {
-	Prefix   string   `json:"prefix"`
-	Protocol string   `json:"protocol"` // where it came from: peer0, static1, ospf1 ...
-	Best     bool     `json:"best"`
-	Via      []string `json:"via,omitempty"`
-	Dev      string   `json:"dev,omitempty"` // connected: the mirror
-}
-
 // parseRoutes reads `show route ...`: blocks of a route line
 //
 //	10.1.0.0/16          unicast [peer0 10:00:01.000] * (100) [AS65010i]
 //		via 192.0.2.10 on x10
 //
 // where a prefix with several routes writes the prefix only on the first.
-func parseRoutes(out string) []SuiteRoute {
-	var rs []SuiteRoute
+func parseRoutes(out string) []vcpapi.SuiteRoute {
+	var rs []vcpapi.SuiteRoute
 	var prefix string
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -94,7 +75,7 @@ func parseRoutes(out string) []SuiteRoute {
 		case indented && f[0] == "dev" && len(f) > 1 && len(rs) > 0:
 			rs[len(rs)-1].Dev = f[1]
 		case strings.Contains(line, "["):
-			r := SuiteRoute{}
+			r := vcpapi.SuiteRoute{}
 			rest := f
 			if !indented {
 				if _, err := netip.ParsePrefix(f[0]); err != nil {

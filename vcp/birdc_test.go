@@ -4,6 +4,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 func birdcOutput(t *testing.T, name string) string {
@@ -36,13 +38,13 @@ func TestParseProtocols(t *testing.T) {
 func TestParseRoutes(t *testing.T) {
 	for _, c := range []struct {
 		file string
-		want []SuiteRoute
+		want []vcpapi.SuiteRoute
 	}{
-		{"route-two", []SuiteRoute{
+		{"route-two", []vcpapi.SuiteRoute{
 			{Prefix: "10.1.0.0/16", Protocol: "static1", Best: true, Via: []string{"192.0.2.10"}},
 			{Prefix: "10.1.0.0/16", Protocol: "s2", Via: []string{"192.0.2.12"}}}},
-		{"route-ecmp", []SuiteRoute{{Prefix: "10.2.0.0/16", Protocol: "static1", Best: true, Via: []string{"192.0.2.10", "192.0.2.11"}}}},
-		{"route-direct", []SuiteRoute{{Prefix: "192.0.2.0/24", Protocol: "direct1", Best: true, Dev: "d0"}}},
+		{"route-ecmp", []vcpapi.SuiteRoute{{Prefix: "10.2.0.0/16", Protocol: "static1", Best: true, Via: []string{"192.0.2.10", "192.0.2.11"}}}},
+		{"route-direct", []vcpapi.SuiteRoute{{Prefix: "192.0.2.0/24", Protocol: "direct1", Best: true, Dev: "d0"}}},
 		{"route-none", nil},
 	} {
 		if got := parseRoutes(birdcOutput(t, c.file)); !reflect.DeepEqual(got, c.want) {

@@ -141,8 +141,6 @@ func LoadConfig(path string) (*FileConfig, error) {
 	return c, c.complete()
 }
 
-var modes = map[string]uint8{"wrr": 1, "hash": 2, "maglev": 3}
-
 func (c *FileConfig) complete() error {
 	if c.ID == 0 {
 		c.ID = dist.ElementID("vcp", c.Name)
@@ -162,11 +160,11 @@ func (c *FileConfig) complete() error {
 	if c.Mode == "" {
 		c.Mode = "hash"
 	}
-	if _, ok := modes[c.Mode]; !ok {
+	if _, err := dist.ParseBalanceMode(c.Mode); err != nil {
 		return c.Pos.Errorf("mode %q: wrr, hash or maglev", c.Mode)
 	}
 	for name, l := range c.LBs {
-		if _, ok := modes[l.Mode]; !ok && l.Mode != "" {
+		if _, err := dist.ParseBalanceMode(l.Mode); err != nil && l.Mode != "" {
 			return l.Pos.Errorf("lb %s: mode %q: wrr, hash or maglev", name, l.Mode)
 		}
 	}
@@ -286,9 +284,11 @@ func (c *FileConfig) apiOf(name string) (netip.AddrPort, bool) {
 }
 
 // modeOf is the balancing mode of an LB.
-func (c *FileConfig) modeOf(lb string) uint8 {
+func (c *FileConfig) modeOf(lb string) dist.BalanceMode {
+	mode := c.Mode
 	if l := c.LBs[lb]; l != nil && l.Mode != "" {
-		return modes[l.Mode]
+		mode = l.Mode
 	}
-	return modes[c.Mode]
+	m, _ := dist.ParseBalanceMode(mode) // checked by complete
+	return m
 }

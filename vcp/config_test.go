@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/msr-router/msr/dist"
 )
 
 const goodVCP = `name: vcp1
@@ -31,7 +33,7 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.modeOf("lb1") != 2 || c.modeOf("lb2") != 3 || c.ID == 0 || c.HelloInterval == 0 {
+	if c.modeOf("lb1") != dist.ModeHash || c.modeOf("lb2") != dist.ModeMaglev || c.ID == 0 || c.HelloInterval == 0 {
 		t.Errorf("%+v", c)
 	}
 	cases := []struct{ edit, want string }{

@@ -15,7 +15,8 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/internal/routetable"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // FRR is the VCP's alternative routing suite (`routing: {suite: frr}`):
@@ -141,7 +142,7 @@ func (f *FRR) writeConfig() error {
 		}
 		if d == "staticd" {
 			for _, sf := range f.cfg.StaticFiles {
-				ps, err := router.LoadPrefixes(sf.File)
+				ps, err := routetable.Load(sf.File)
 				if err != nil {
 					return err
 				}
@@ -220,23 +221,23 @@ func (f *FRR) holdFeed() {
 }
 
 // Status is FRR's BGP summary, OSPF neighbours and route summary, as text.
-func (f *FRR) Status() SuiteStatus {
+func (f *FRR) Status() vcpapi.SuiteStatus {
 	bgp, _ := f.vtysh("show bgp summary")
 	ospf := ""
 	if len(f.cfg.OSPF) > 0 {
 		ospf, _ = f.vtysh("show ip ospf neighbor")
 	}
 	routes, _ := f.vtysh("show ip route summary")
-	return SuiteStatus{Protocols: bgp + ospf, Routes: routes}
+	return vcpapi.SuiteStatus{Protocols: bgp + ospf, Routes: routes}
 }
 
 // Protocols are FRR's BGP sessions (external and back-ends) and OSPF
 // neighbours, in BIRD's terms.
-func (f *FRR) Protocols() []Protocol {
-	var ps []Protocol
+func (f *FRR) Protocols() []vcpapi.Protocol {
+	var ps []vcpapi.Protocol
 	if s, err := f.summary(); err == nil {
 		for addr, p := range s.IPv4.Peers {
-			pr := Protocol{Name: addr, Proto: "BGP", State: "start", Info: p.State, Imported: p.PfxRcd, Exported: p.PfxSnt}
+			pr := vcpapi.Protocol{Name: addr, Proto: "BGP", State: "start", Info: p.State, Imported: p.PfxRcd, Exported: p.PfxSnt}
 			pr.Neighbor, _ = netip.ParseAddr(addr)
 			if p.State == "Established" {
 				pr.State = "up"
@@ -255,7 +256,7 @@ func (f *FRR) Protocols() []Protocol {
 		if json.Unmarshal([]byte(out), &n) == nil {
 			for id, list := range n.Neighbors {
 				for _, x := range list {
-					pr := Protocol{Name: "ospf " + id, Proto: "OSPF", State: "up", Info: x.State}
+					pr := vcpapi.Protocol{Name: "ospf " + id, Proto: "OSPF", State: "up", Info: x.State}
 					pr.Neighbor, _ = netip.ParseAddr(x.Address)
 					ps = append(ps, pr)
 				}
@@ -281,7 +282,7 @@ func (f *FRR) Networks() (int, error) {
 }
 
 // RoutesFor are zebra's routes for an address.
-func (f *FRR) RoutesFor(addr netip.Addr) []SuiteRoute {
+func (f *FRR) RoutesFor(addr netip.Addr) []vcpapi.SuiteRoute {
 	out, _ := f.vtysh("show ip route " + addr.String() + " json")
 	var m map[string][]struct {
 		Prefix   string `json:"prefix"`
@@ -295,10 +296,10 @@ func (f *FRR) RoutesFor(addr netip.Addr) []SuiteRoute {
 	if json.Unmarshal([]byte(out), &m) != nil {
 		return nil
 	}
-	var rs []SuiteRoute
+	var rs []vcpapi.SuiteRoute
 	for _, list := range m {
 		for _, r := range list {
-			sr := SuiteRoute{Prefix: r.Prefix, Protocol: r.Protocol, Best: r.Selected}
+			sr := vcpapi.SuiteRoute{Prefix: r.Prefix, Protocol: r.Protocol, Best: r.Selected}
 			for _, nh := range r.Nexthops {
 				if nh.IP != "" {
 					sr.Via = append(sr.Via, nh.IP)

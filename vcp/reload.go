@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // Reload: the router's config file read again, and the difference applied
@@ -14,15 +16,10 @@ import (
 // external ports (which are its mirrors' interfaces) can change; a file
 // that changes those is refused whole, with nothing applied, and says why.
 
-// ReloadResult says what a reload changed.
-type ReloadResult struct {
-	Changes []string `json:"changes"`
-}
-
 // Reload reads the config file the VCP started with and applies what
 // differs. A bad file (with its line) or a change that needs a restart
 // leaves everything as it was.
-func (a *Agent) Reload() (*ReloadResult, error) {
+func (a *Agent) Reload() (*vcpapi.ReloadResult, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	a.mu.Lock()
@@ -36,7 +33,7 @@ func (a *Agent) Reload() (*ReloadResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &ReloadResult{Changes: changes}
+	res := &vcpapi.ReloadResult{Changes: changes}
 	if len(changes) == 0 {
 		return res, nil
 	}

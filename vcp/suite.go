@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"time"
+
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // Suite is the routing suite the VCP runs on its mirrors, speaking the
@@ -11,19 +13,13 @@ import (
 // back-ends: BIRD 2 by default (bird.go), FRR as the alternative (frr.go).
 // The console reads it through these methods whichever it is.
 type Suite interface {
-	Status() SuiteStatus // as the suite says it, for people
-	Protocols() []Protocol
+	Status() vcpapi.SuiteStatus // as the suite says it, for people
+	Protocols() []vcpapi.Protocol
 	Networks() (int, error) // prefixes in its table
-	RoutesFor(addr netip.Addr) []SuiteRoute
+	RoutesFor(addr netip.Addr) []vcpapi.SuiteRoute
 	// Reconfigure applies a changed routing section.
 	Reconfigure(cfg *RoutingConfig) error
 	Stop()
-}
-
-// SuiteStatus is the suite's protocols and route count, as text.
-type SuiteStatus struct {
-	Protocols string `json:"protocols"`
-	Routes    string `json:"routes"`
 }
 
 // StartSuite starts the suite the routing section names. With recovery (a

@@ -91,13 +91,11 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger) error 
 
 func newLogger() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)) }
 
-// agentSocket is the API socket of the agent kind named name, or socket.
-func agentSocket(kind, name, socket string) (string, error) {
-	switch {
-	case socket != "":
-		return socket, nil
-	case name != "":
-		return "/run/msr/" + kind + "-" + name + ".sock", nil
+// needAgent says which agent a command is for: by --name (its socket is
+// api.SocketPath) or by --socket.
+func needAgent(kind, name, socket string) error {
+	if name == "" && socket == "" {
+		return cli.Usagef("name the %s with --name or --socket", kind)
 	}
-	return "", cli.Usagef("name the %s with --name or --socket", kind)
+	return nil
 }

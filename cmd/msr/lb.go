@@ -8,6 +8,7 @@ import (
 
 	"github.com/msr-router/msr/internal/cli"
 	"github.com/msr-router/msr/lb"
+	"github.com/msr-router/msr/lb/lbapi"
 )
 
 var lbCommand = command{
@@ -33,11 +34,10 @@ func runLB(args []string) error {
 	}
 	switch {
 	case len(pos) == 1 && pos[0] == "status":
-		path, err := agentSocket("lb", *name, *socket)
-		if err != nil {
+		if err := needAgent("lb", *name, *socket); err != nil {
 			return err
 		}
-		s, err := lb.FetchStatus(path)
+		s, err := lbapi.Local(*name, *socket).Status()
 		if err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func runLBAgent(file string) error {
 	return runAgent("lb", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID), a, log)
 }
 
-func writeLBStatus(w io.Writer, s *lb.Status) {
+func writeLBStatus(w io.Writer, s *lbapi.Status) {
 	fmt.Fprintf(w, "lb %s (id %#x) vcp %s\n", s.Name, s.ID, s.VCPMAC)
 	for _, p := range s.Ports {
 		fmt.Fprintf(w, "  port %-8s %-8s %s vlan %d %s rx %d tx %d\n", p.Name, p.Role, p.MAC, p.VLAN, p.Address, p.Stats.RxPackets, p.Stats.TxPackets)

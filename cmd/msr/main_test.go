@@ -10,40 +10,18 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/msr-router/msr/internal/msrtest"
 )
 
 var msrBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "msr-cli")
-	if err != nil {
-		panic(err)
-	}
-	os.Chmod(dir, 0o755) // TestNeedsRoot runs it as nobody
-	msrBin = filepath.Join(dir, "msr")
-	if out, err := exec.Command("go", "build", "-o", msrBin, ".").CombinedOutput(); err != nil {
-		panic(string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { msrtest.Main(m, ".", &msrBin) }
 
 // msr runs the binary and returns stdout, stderr and the exit status.
 func msr(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := exec.Command(msrBin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return out.String(), errOut.String(), exit.ExitCode()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errOut.String(), 0
+	return msrtest.Run(t, msrBin, args...)
 }
 
 const cliLab = `name: t-cli

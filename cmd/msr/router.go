@@ -4,12 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
 	"github.com/msr-router/msr/internal/cli"
 	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 var routerCommand = command{
@@ -38,24 +38,23 @@ func runRouter(args []string) error {
 	if len(pos) == 0 && *file != "" {
 		return runRouterAgent(*file)
 	}
-	path, err := agentSocket("router", *name, *socket)
-	if err != nil {
+	if err := needAgent("router", *name, *socket); err != nil {
 		return err
 	}
-	c := router.NewClient(path)
+	c := routerapi.Local(*name, *socket)
 	switch {
 	case len(pos) == 1 && pos[0] == "status":
-		var s router.Status
-		if err := c.Do("GET", "/status", nil, &s); err != nil {
+		s, err := c.Status()
+		if err != nil {
 			return err
 		}
-		return out.Print(os.Stdout, &s, func(w io.Writer) {
+		return out.Print(os.Stdout, s, func(w io.Writer) {
 			fmt.Fprintf(w, "router %s: %d routes, %d tbl8 groups; forwarded %d\n", s.Name, s.Routes, s.Tbl8Used, s.Stats.Forwarded)
 			fmt.Fprintf(w, "  slow %v\n  drops %v\n  slow path %v\n  neighbours %v\n", s.Stats.Slow, s.Stats.Drops, s.SlowPath, s.Neighbors)
 		})
 	case len(pos) == 2 && pos[0] == "route" && pos[1] == "list":
-		var rs []router.RouteInfo
-		if err := c.Do("GET", "/routes", nil, &rs); err != nil {
+		rs, err := c.Routes()
+		if err != nil {
 			return err
 		}
 		return out.Print(os.Stdout, rs, func(w io.Writer) {
@@ -68,11 +67,9 @@ func runRouter(args []string) error {
 			}
 		})
 	case len(pos) >= 5 && pos[0] == "route" && pos[1] == "add" && pos[3] == "via":
-		var res map[string]string
-		return c.Do("POST", "/routes", router.RouteRequest{Prefix: pos[2], Via: pos[4:]}, &res)
+		return c.AddRoute(routerapi.RouteRequest{Prefix: pos[2], Via: pos[4:]})
 	case len(pos) == 3 && pos[0] == "route" && pos[1] == "del":
-		var res map[string]string
-		return c.Do("DELETE", "/routes?prefix="+url.QueryEscape(pos[2]), nil, &res)
+		return c.DeleteRoute(pos[2])
 	}
 	return cli.Usagef("unknown router command %q", strings.Join(pos, " "))
 }

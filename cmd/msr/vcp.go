@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/msr-router/msr/internal/cli"
 	"github.com/msr-router/msr/vcp"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 var vcpCommand = command{
@@ -63,36 +63,36 @@ func runVCP(args []string) error {
 		}()
 		return runAgent("vcp", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID), a, log)
 	}
-	path, err := agentSocket("vcp", *name, *socket)
-	if err != nil {
+	if err := needAgent("vcp", *name, *socket); err != nil {
 		return err
 	}
-	c := vcp.NewClient(path)
+	c := vcpapi.Local(*name, *socket)
 	switch {
 	case len(pos) == 1 && pos[0] == "status":
-		var s vcp.Status
-		if err := c.Do("GET", "/status", nil, &s); err != nil {
+		s, err := c.Status()
+		if err != nil {
 			return err
 		}
-		return out.Print(os.Stdout, &s, func(w io.Writer) {
-			fmt.Fprintf(w, "%s: %s\n", s.Name, s.Role)
-			for _, e := range s.Elements {
-				fmt.Fprintf(w, "%-7s %-10s %s alive %v capacity %d Mbit/s, installed %d, last hello %d ms ago\n", e.Role, e.Name, e.MAC, e.Alive, e.Capacity, e.Installed, e.LastHelloMs)
-			}
-			for _, t := range s.Tables {
-				fmt.Fprintf(w, "table of %s: %s generation %d applied %v weights %v\n", t.LB, t.Mode, t.Generation, t.Applied, t.Weights)
-			}
-			fmt.Fprintf(w, "DIST frames:")
-			for _, k := range slices.Sorted(maps.Keys(s.DIST)) {
-				if v := s.DIST[k]; v != 0 || k == "auth" {
-					fmt.Fprintf(w, " %s %d", k, v)
-				}
-			}
-			fmt.Fprintln(w)
-		})
+		return out.Print(os.Stdout, s, func(w io.Writer) { writeVCPStatus(w, s) })
 	case len(pos) == 2 && (pos[0] == "drain" || pos[0] == "undrain"):
-		var res map[string]string
-		return c.Do("POST", "/"+pos[0]+"?name="+url.QueryEscape(pos[1]), nil, &res)
+		return c.Drain(pos[1], pos[0] == "drain")
 	}
 	return cli.Usagef("unknown vcp command %q", strings.Join(pos, " "))
+}
+
+func writeVCPStatus(w io.Writer, s *vcpapi.Status) {
+	fmt.Fprintf(w, "%s: %s\n", s.Name, s.Role)
+	for _, e := range s.Elements {
+		fmt.Fprintf(w, "%-7s %-10s %s alive %v capacity %d Mbit/s, installed %d, last hello %d ms ago\n", e.Role, e.Name, e.MAC, e.Alive, e.Capacity, e.Installed, e.LastHelloMs)
+	}
+	for _, t := range s.Tables {
+		fmt.Fprintf(w, "table of %s: %s generation %d applied %v weights %s\n", t.LB, t.Mode, t.Generation, t.Applied, sortedPairs(t.Weights))
+	}
+	fmt.Fprintf(w, "DIST frames:")
+	for _, k := range slices.Sorted(maps.Keys(s.DIST)) {
+		if v := s.DIST[k]; v != 0 || k == "auth" {
+			fmt.Fprintf(w, " %s %d", k, v)
+		}
+	}
+	fmt.Fprintln(w)
 }

@@ -19,6 +19,15 @@ import (
 	"time"
 )
 
+// RunDir holds the agents' API sockets and run-time files on a host.
+const RunDir = "/run/msr"
+
+// SocketPath is the API socket of the agent of kind ("lb", "router",
+// "vcp") named name, unless its config names another.
+func SocketPath(kind, name string) string {
+	return filepath.Join(RunDir, kind+"-"+name+".sock")
+}
+
 // Serve answers h's requests on the Unix socket path until ctx ends,
 // then removes the socket.
 func Serve(ctx context.Context, path string, h http.Handler) error {
@@ -76,6 +85,15 @@ func NewClient(path, what string) *Client {
 			return (&net.Dialer{}).DialContext(ctx, "unix", path)
 		},
 	}}}
+}
+
+// Under is a client of the same agent whose paths all begin with prefix:
+// what a relay serves (the VCP's /relay/ELEMENT).
+func (c *Client) Under(prefix string) *Client {
+	u := *c
+	u.base += prefix
+	u.what += " " + prefix
+	return &u
 }
 
 // Do sends a request with body (JSON, or nil) and decodes the answer into

@@ -1,4 +1,9 @@
-package router
+// Package routetable loads and grows IPv4 routing tables for FIBs, labs and
+// benchmarks: Debian's python3-pyasn RouteViews snapshots (pyasn's
+// "prefix<TAB>asn" format), tables cut from them, and tables grown beyond
+// them with their prefix-length mix. The back-end, the VCP (static route
+// files) and the benchmarks share it.
+package routetable
 
 import (
 	"bufio"
@@ -7,19 +12,20 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 )
 
-// PyASNDir is where scripts/deps.sh puts Debian's python3-pyasn RouteViews
+// Dir is where scripts/deps.sh puts Debian's python3-pyasn RouteViews
 // snapshots.
-const PyASNDir = "/var/cache/msr/pyasn"
+const Dir = "/var/cache/msr/pyasn"
 
-// PyASNTable is the 2014-05-13 RouteViews snapshot: 512,621 IPv4 prefixes.
-const PyASNTable = PyASNDir + "/ipasn_20140513.dat.gz"
+// PyASN is the 2014-05-13 RouteViews snapshot: 512,621 IPv4 prefixes.
+const PyASN = Dir + "/ipasn_20140513.dat.gz"
 
-// LoadPrefixes reads a pyasn .dat(.gz) file ("prefix<TAB>asn" lines, ';'
+// Load reads a pyasn .dat(.gz) file ("prefix<TAB>asn" lines, ';'
 // comments) and returns its IPv4 prefixes, de-duplicated.
-func LoadPrefixes(path string) ([]netip.Prefix, error) {
+func Load(path string) ([]netip.Prefix, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("routing table: %w (scripts/deps.sh fetches it)", err)
@@ -82,4 +88,38 @@ func Synthesize(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// Named returns the table a --fib value names: "pyasn" (the RouteViews
+// snapshot), a number of prefixes (cut evenly from the snapshot, or grown
+// beyond it), or a pyasn-format file; nil for "".
+func Named(name string) ([]netip.Prefix, error) {
+	switch {
+	case name == "":
+		return nil, nil
+	case name == "pyasn":
+		return Load(PyASN)
+	}
+	if n, err := strconv.Atoi(name); err == nil {
+		if n < 1 || n > 4_000_000 {
+			return nil, fmt.Errorf("--fib %d: 1 to 4,000,000 prefixes", n)
+		}
+		base, err := Load(PyASN)
+		if err != nil {
+			return nil, err
+		}
+		if n <= len(base) {
+			// Spread the cut over the whole table, not its first rows.
+			out := make([]netip.Prefix, n)
+			for i := range out {
+				out[i] = base[i*len(base)/n]
+			}
+			return out, nil
+		}
+		return Synthesize(base, n, 1), nil
+	}
+	if _, err := os.Stat(name); err != nil {
+		return nil, fmt.Errorf("--fib %q: pyasn, a number of prefixes, or a pyasn-format file", name)
+	}
+	return Load(name)
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/binary"
@@ -17,7 +17,6 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
-	"github.com/msr-router/msr/lb"
 )
 
 // TestDefaultLabHostileInput: an outside host (h1) sends forged DIST
@@ -159,31 +158,4 @@ func TestDefaultLabHostileInput(t *testing.T) {
 	if out, err := demo.Exec("h1", "ping", "-c", "2", "-i", "0.2", demo.H3); err != nil {
 		t.Errorf("h1 itself cannot use the router afterwards: %v\n%s", err, out)
 	}
-}
-
-func portDelta(before, after *lb.Status, port string) (rx, drops uint64) {
-	sum := func(s *lb.Status) (uint64, uint64) {
-		for _, p := range s.Ports {
-			if p.Name == port && p.Stats != nil {
-				var d uint64
-				for _, v := range p.Stats.Drops {
-					d += v
-				}
-				return p.Stats.RxPackets, d
-			}
-		}
-		return 0, 0
-	}
-	r0, d0 := sum(before)
-	r1, d1 := sum(after)
-	return r1 - r0, d1 - d0
-}
-
-func lastLine(out, has string) string {
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, has) {
-			return l
-		}
-	}
-	return strings.TrimSpace(out[max(0, len(out)-200):])
 }

@@ -1,12 +1,10 @@
-package main
+package e2e
 
 import (
-	"context"
 	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +15,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/demo"
-	"github.com/msr-router/msr/lb"
+	"github.com/msr-router/msr/lb/lbapi"
 )
 
 // TestDefaultLab brings up the default lab (labs/default.yaml, every
@@ -182,65 +180,6 @@ http {
 	}
 }
 
-// upDefaultLab brings the default lab up with bgp1 announcing prefixes,
-// waits for it to converge, and takes it down when the test ends.
-func upDefaultLab(t *testing.T, prefixes int) *demo.Plan {
-	t.Helper()
-	demo.Down()
-	plan, err := demo.Up(msrBin, prefixes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { demo.Down() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := demo.Wait(ctx, plan, io.Discard); err != nil {
-		logs, _ := os.ReadFile("/run/msr/labs/default/logs/vcp1.vcp.log")
-		t.Fatalf("%v\n%s", err, logs)
-	}
-	return plan
-}
-
-// iperf3Server starts a one-off iperf3 server on h3.
-func iperf3Server(t *testing.T) {
-	t.Helper()
-	demo.Exec("h3", "pkill", "-x", "iperf3")
-	if _, err := demo.Exec("h3", "iperf3", "-s", "-D", "-1"); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-}
-
-// iperf3 runs iperf3 from a host to h3 for d with n streams (the server must
-// be started), returning the bits per second of each interval.
-func iperf3(t *testing.T, from string, d time.Duration, n int) (intervals []float64, retransmits int, err error) {
-	t.Helper()
-	out, err := demo.Exec(from, "iperf3", "-c", demo.H3, "-t", fmt.Sprint(int(d.Seconds())), "-P", fmt.Sprint(n), "-J")
-	var r struct {
-		Error     string
-		Intervals []struct {
-			Sum struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum"`
-		} `json:"intervals"`
-		End struct {
-			SumSent struct {
-				Retransmits int `json:"retransmits"`
-			} `json:"sum_sent"`
-		} `json:"end"`
-	}
-	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil && err == nil {
-		err = jerr
-	}
-	if r.Error != "" {
-		err = fmt.Errorf("iperf3: %s", r.Error)
-	}
-	for _, i := range r.Intervals {
-		intervals = append(intervals, i.Sum.BitsPerSecond)
-	}
-	return intervals, r.End.SumSent.Retransmits, err
-}
-
 // captureTCP starts tcpdump on each "host:interface:in|out" of the default
 // lab, for TCP segments with data to iperf3's port. The returned function
 // stops them and returns each capture's file by its name.
@@ -331,26 +270,6 @@ func outOfOrder(in, out []segment) (late, lost int) {
 	return late, lost
 }
 
-// labPID is the pid of the (first) process of a host of a lab.
-func labPID(t *testing.T, lab, host string) int {
-	t.Helper()
-	st, _, _ := msr(t, "lab", "status", lab, "-o", "json")
-	var s struct {
-		Processes []struct {
-			Host string
-			PID  int
-		}
-	}
-	json.Unmarshal([]byte(st), &s)
-	for _, p := range s.Processes {
-		if p.Host == host {
-			return p.PID
-		}
-	}
-	t.Fatalf("no process on %s in lab %s:\n%s", host, lab, st)
-	return 0
-}
-
 // TestDefaultLabFailures: the default lab under real failures while TCP
 // runs through it. The active VCP is killed: the transfer completes,
 // forwarding never stops, vcp2 takes over. A back-end dies (its link goes):
@@ -396,7 +315,7 @@ func TestDefaultLabFailures(t *testing.T) {
 		t.Fatalf("reload to maglev: %s %s", out, errOut)
 	}
 	const r2MAC = "02:00:00:00:b0:02"
-	var before *lb.SlotTable
+	var before *lbapi.SlotTable
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		tbl, err := demo.LBTable("lb1")
 		if s2, e2 := demo.LBStatus("lb2"); err == nil && e2 == nil && tbl.Mode == "maglev" && s2.Table.Mode == "maglev" {

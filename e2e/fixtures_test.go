@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/lb/lbapi"
+	"github.com/msr-router/msr/router/routerapi"
+)
+
+// The fixtures the whole-router tests share: the default lab, the
+// control-plane labs' element configs, an external BGP peer's config, and
+// readers of a back-end's routes and counters.
+
+// upDefaultLab brings the default lab up with bgp1 announcing prefixes,
+// waits for it to converge, and takes it down when the test ends.
+func upDefaultLab(t *testing.T, prefixes int) *demo.Plan {
+	t.Helper()
+	demo.Down()
+	plan, err := demo.Up(msrBin, prefixes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { demo.Down() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := demo.Wait(ctx, plan, io.Discard); err != nil {
+		logs, _ := os.ReadFile("/run/msr/labs/default/logs/vcp1.vcp.log")
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	return plan
+}
+
+// iperf3Server starts a one-off iperf3 server on h3.
+func iperf3Server(t *testing.T) {
+	t.Helper()
+	demo.Exec("h3", "pkill", "-x", "iperf3")
+	if _, err := demo.Exec("h3", "iperf3", "-s", "-D", "-1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+}
+
+// iperf3 runs iperf3 from a host to h3 for d with n streams (the server must
+// be started), returning the bits per second of each interval.
+func iperf3(t *testing.T, from string, d time.Duration, n int) (intervals []float64, retransmits int, err error) {
+	t.Helper()
+	out, err := demo.Exec(from, "iperf3", "-c", demo.H3, "-t", fmt.Sprint(int(d.Seconds())), "-P", fmt.Sprint(n), "-J")
+	var r struct {
+		Error     string
+		Intervals []struct {
+			Sum struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum"`
+		} `json:"intervals"`
+		End struct {
+			SumSent struct {
+				Retransmits int `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil && err == nil {
+		err = jerr
+	}
+	if r.Error != "" {
+		err = fmt.Errorf("iperf3: %s", r.Error)
+	}
+	for _, i := range r.Intervals {
+		intervals = append(intervals, i.Sum.BitsPerSecond)
+	}
+	return intervals, r.End.SumSent.Retransmits, err
+}
+
+// labPID is the pid of the (first) process of a host of a lab.
+func labPID(t *testing.T, lab, host string) int {
+	t.Helper()
+	st, _, _ := msr(t, "lab", "status", lab, "-o", "json")
+	var s struct {
+		Processes []struct {
+			Host string
+			PID  int
+		}
+	}
+	json.Unmarshal([]byte(st), &s)
+	for _, p := range s.Processes {
+		if p.Host == host {
+			return p.PID
+		}
+	}
+	t.Fatalf("no process on %s in lab %s:\n%s", host, lab, st)
+	return 0
+}
+
+// upControlLab brings up a control-plane lab named name ("t-X": its LB and
+// back-end pin their maps under msr-test-X-lb and -r1) from text with DIR
+// and MSR filled in, and takes it and their pins away when the test ends.
+// peerBGPConf is the bgpd.conf of an external FRR peer on 192.0.2.0/24:
+// AS asn, router ID id, a session to the router (192.0.2.1, AS 65000),
+// announcing prefixes.
+func peerBGPConf(asn, id string, prefixes ...string) string {
+	s := "frr defaults traditional\nrouter bgp " + asn + "\n bgp router-id " + id +
+		"\n no bgp ebgp-requires-policy\n no bgp network import-check\n neighbor 192.0.2.1 remote-as 65000\n address-family ipv4 unicast\n"
+	for _, p := range prefixes {
+		s += "  network " + p + "\n"
+	}
+	return s + " exit-address-family\n"
+}
+
+// writeDataPathConfigs writes the LB's and the back-end's configs of the
+// control-plane lab named lab: the peers' network 192.0.2.0/24 on the
+// LB's e0 (VLAN 10), with ospf also 198.51.100.0/24 on e1 (VLAN 11); api
+// puts r1's API on the management network.
+func writeDataPathConfigs(dir, lab string, ospf, api bool) {
+	lb := `name: ` + lab + `-lb
+key_file: ` + dir + `/key
+pin_dir: /sys/fs/bpf/msr-test-` + strings.TrimPrefix(lab, "t-") + `-lb
+ports:
+  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
+`
+	r1 := `name: ` + lab + `-r1
+key_file: ` + dir + `/key
+internal: eth0
+pin_dir: /sys/fs/bpf/msr-test-` + strings.TrimPrefix(lab, "t-") + `-r1
+socket: ` + dir + `/r1.sock
+rib: {neighbor: 10.0.0.1, asn: 65000}
+ports:
+  net1: {vlan: 10, address: 192.0.2.1/24}
+`
+	if ospf {
+		lb += "  e1: {role: external, address: 198.51.100.1/24, vlan: 11}\n"
+		r1 += "  net2: {vlan: 11, address: 198.51.100.1/24}\n"
+	}
+	lb += "  i0: {role: internal, default: true}\n"
+	if api {
+		r1 += "api_listen: 10.0.0.11:8180\n"
+	}
+	os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte(lb), 0o644)
+	os.WriteFile(filepath.Join(dir, "r1.yaml"), []byte(r1), 0o644)
+}
+
+// upControlLab brings up a control-plane lab named name ("t-X": its LB and
+// back-end pin their maps under msr-test-X-lb and -r1) from text with DIR
+// and MSR filled in, and takes it and their pins away when the test ends.
+func upControlLab(t *testing.T, dir, name, text string) {
+	t.Helper()
+	os.WriteFile(filepath.Join(dir, "lab.yaml"), []byte(strings.ReplaceAll(strings.ReplaceAll(text, "DIR", dir), "MSR", msrBin)), 0o644)
+	if _, errOut, code := msr(t, "lab", "up", filepath.Join(dir, "lab.yaml")); code != 0 {
+		t.Fatalf("lab up: %s", errOut)
+	}
+	short := strings.TrimPrefix(name, "t-")
+	t.Cleanup(func() {
+		msr(t, "lab", "down", name)
+		os.RemoveAll("/sys/fs/bpf/msr-test-" + short + "-lb")
+		os.RemoveAll("/sys/fs/bpf/msr-test-" + short + "-r1")
+		os.Remove(routerapi.StatePath(name + "-r1"))
+	})
+}
+
+// routeList is the back-end r1's routes, as `msr router route list -o
+// json` prints them (its socket is DIR/r1.sock).
+func routeList(t *testing.T, dir string) string {
+	t.Helper()
+	out, _, _ := msr(t, "router", "route", "list", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+	return out
+}
+
+// routeVia is r1's routes: prefix -> its gateways, sorted (a set) and
+// comma-joined.
+func routeVia(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	var rs []struct {
+		Prefix string
+		Via    []string
+	}
+	json.Unmarshal([]byte(routeList(t, dir)), &rs)
+	m := map[string]string{}
+	for _, r := range rs {
+		sort.Strings(r.Via)
+		m[r.Prefix] = strings.Join(r.Via, ",")
+	}
+	return m
+}
+
+// forwarded is the back-end's count of forwarded packets.
+func forwarded(t *testing.T, dir string) uint64 {
+	t.Helper()
+	out, _, _ := msr(t, "router", "status", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+	var s struct {
+		Stats struct {
+			Forwarded uint64 `json:"forwarded"`
+		} `json:"stats"`
+	}
+	json.Unmarshal([]byte(out), &s)
+	return s.Stats.Forwarded
+}
+
+func portDelta(before, after *lbapi.Status, port string) (rx, drops uint64) {
+	sum := func(s *lbapi.Status) (uint64, uint64) {
+		for _, p := range s.Ports {
+			if p.Name == port && p.Stats != nil {
+				var d uint64
+				for _, v := range p.Stats.Drops {
+					d += v
+				}
+				return p.Stats.RxPackets, d
+			}
+		}
+		return 0, 0
+	}
+	r0, d0 := sum(before)
+	r1, d1 := sum(after)
+	return r1 - r0, d1 - d0
+}
+
+func lastLine(out, has string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, has) {
+			return l
+		}
+	}
+	return strings.TrimSpace(out[max(0, len(out)-200):])
+}

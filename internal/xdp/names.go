@@ -1,0 +1,33 @@
+package xdp
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+)
+
+// EnumNames reads the C enum called enum from spec's BTF and returns the
+// names of its values by number, their prefix cut and in lower case
+// (LB_DROP_BAD_IP: "bad_ip"); a value named PREFIX "MAX" counts them and
+// is left out. The Go tables that name a data path's counters are checked
+// against it, so that the C enum stays their one source.
+func EnumNames(spec *ebpf.CollectionSpec, enum, prefix string) ([]string, error) {
+	var e *btf.Enum
+	if err := spec.Types.TypeByName(enum, &e); err != nil {
+		return nil, fmt.Errorf("enum %s: %w", enum, err)
+	}
+	var names []string
+	for _, v := range e.Values {
+		name := strings.TrimPrefix(v.Name, prefix)
+		if name == "MAX" {
+			continue
+		}
+		if v.Value != uint64(len(names)) {
+			return nil, fmt.Errorf("enum %s: %s is %d, want %d (counters are numbered from 0, in order)", enum, v.Name, v.Value, len(names))
+		}
+		names = append(names, strings.ToLower(name))
+	}
+	return names, nil
+}

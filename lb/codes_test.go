@@ -1,0 +1,48 @@
+package lb
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/xdp"
+)
+
+// Every code Go shares with bpf/lb.h comes from it: the limits and enums
+// are generated (bpf2go -type); the counters' names and DIST's balancing
+// modes are Go's own words for them, checked here against the compiled
+// program's BTF, so that a C change without its Go side fails.
+func TestCodesMatchTheDataPath(t *testing.T) {
+	spec, err := loadLbxdp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		enum, prefix string
+		names        []string
+	}{
+		{"lb_module", "LB_MOD_", ModuleNames[:]},
+		{"lb_drop", "LB_DROP_", DropNames[:]},
+	} {
+		want, err := xdp.EnumNames(spec, c.enum, c.prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.names, want) {
+			t.Errorf("enum %s names %q, Go %q", c.enum, want, c.names)
+		}
+	}
+	for _, m := range []struct {
+		lb   Mode
+		dist dist.BalanceMode
+	}{{ModeWRR, dist.ModeWRR}, {ModeHash, dist.ModeHash}, {ModeMaglev, dist.ModeMaglev}} {
+		if uint32(m.lb) != uint32(m.dist) || m.lb.String() != m.dist.String() {
+			t.Errorf("mode %s is %d in lb.h, %s %d in DIST", m.lb, m.lb, m.dist, m.dist)
+		}
+	}
+	for name, size := range map[string]int{"lb_ports": MaxPorts, "lb_stats": MaxPorts, "lb_table_0": TableSlots, "lb_table_1": TableSlots} {
+		if got := int(spec.Maps[name].MaxEntries); got != size {
+			t.Errorf("map %s holds %d, Go's limit is %d", name, got, size)
+		}
+	}
+}

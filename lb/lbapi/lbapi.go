@@ -1,0 +1,105 @@
+// Package lbapi is the load balancer's API: the paths its agent answers
+// (internal/api carries them, on the agent's Unix socket and on the
+// management network), their answers' types, and a typed client. `msr lb`,
+// the VCP's console, the demo and the tests use the client; only package lb
+// serves it.
+package lbapi
+
+import (
+	"github.com/msr-router/msr/internal/api"
+)
+
+// The paths.
+const (
+	PathStatus = "/status" // GET: Status
+	PathTable  = "/table"  // GET: SlotTable, the installed table slot by slot
+)
+
+// Status is what the local API reports.
+type Status struct {
+	Name     string                       `json:"name"`
+	ID       uint64                       `json:"id"`
+	VCPMAC   string                       `json:"vcp_mac,omitempty"`
+	Ports    []PortStatus                 `json:"ports"`
+	Backends []BackendStatus              `json:"backends"`
+	Table    TableStatus                  `json:"table"`
+	DIST     map[string]map[string]uint64 `json:"dist"`
+}
+
+// PortStatus is one port and its counters.
+type PortStatus struct {
+	Name    string     `json:"name"`
+	Ifindex int        `json:"ifindex"`
+	Index   uint8      `json:"index"`
+	Role    string     `json:"role"`
+	MAC     string     `json:"mac"`
+	VLAN    uint16     `json:"vlan,omitempty"`
+	Address string     `json:"address,omitempty"`
+	Default bool       `json:"default,omitempty"`
+	Stats   *PortStats `json:"stats"`
+}
+
+// BackendStatus is a back-end the LB has heard from.
+type BackendStatus struct {
+	MAC         string `json:"mac"`
+	Name        string `json:"name"`
+	Alive       bool   `json:"alive"`
+	Draining    bool   `json:"draining"`
+	Capacity    uint32 `json:"capacity"`
+	LastHelloMs int64  `json:"last_hello_ms"`
+}
+
+// TableStatus is the installed balancing table, summarized.
+type TableStatus struct {
+	Mode       string         `json:"mode"`
+	Generation uint32         `json:"generation"`
+	Slots      int            `json:"slots"`
+	Shares     map[string]int `json:"shares"` // slots per back-end MAC
+}
+
+// SlotTable is the installed balancing table slot by slot: which
+// back-end (by MAC) each slot sends to. A flow's slot is its hash modulo
+// the number of slots, so comparing two tables slot by slot shows which
+// flows a change moved.
+type SlotTable struct {
+	Mode       string   `json:"mode"`
+	Generation uint32   `json:"generation"`
+	Slots      []string `json:"slots"`
+}
+
+// PortStats is one port's counters, summed over CPUs.
+type PortStats struct {
+	RxPackets uint64            `json:"rx_packets"`
+	RxBytes   uint64            `json:"rx_bytes"`
+	TxPackets uint64            `json:"tx_packets"`
+	TxBytes   uint64            `json:"tx_bytes"`
+	Modules   map[string]uint64 `json:"modules"`
+	Drops     map[string]uint64 `json:"drops"`
+}
+
+// Client is a client of one LB agent's API.
+type Client struct{ c *api.Client }
+
+// New is a client over c (a Unix socket's, or the management network's).
+func New(c *api.Client) *Client { return &Client{c} }
+
+// Local is the client of the LB named name on this host (its socket
+// path is socket, or the default one when socket is "").
+func Local(name, socket string) *Client {
+	if socket == "" {
+		socket = api.SocketPath("lb", name)
+	}
+	return New(api.NewClient(socket, "msr lb"))
+}
+
+// Status asks for the LB's ports, counters, back-ends and table.
+func (c *Client) Status() (*Status, error) {
+	s := &Status{}
+	return s, c.c.Do("GET", PathStatus, nil, s)
+}
+
+// Table asks for the installed table, slot by slot.
+func (c *Client) Table() (*SlotTable, error) {
+	t := &SlotTable{}
+	return t, c.c.Do("GET", PathTable, nil, t)
+}

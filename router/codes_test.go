@@ -1,0 +1,49 @@
+package router
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/msr-router/msr/internal/xdp"
+)
+
+// Every code Go shares with bpf/router.h comes from it: the limits and
+// enums are generated (bpf2go -type); the counters' names are Go's own
+// words for them, checked here against the compiled program's BTF, and
+// the maps' sizes against the limits, so that a C change without its Go
+// side fails.
+func TestCodesMatchTheDataPath(t *testing.T) {
+	spec, err := loadRtxdp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		enum, prefix string
+		names        []string
+	}{
+		{"rt_slow", "RT_SLOW_", SlowNames[:]},
+		{"rt_drop", "RT_DROP_", DropNames[:]},
+	} {
+		want, err := xdp.EnumNames(spec, c.enum, c.prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.names, want) {
+			t.Errorf("enum %s names %q, Go %q", c.enum, want, c.names)
+		}
+	}
+	for name, size := range map[string]int{"rt_nexthops": MaxNextHops, "rt_nhgroups": MaxNHGroups, "rt_ports": MaxPorts,
+		"rt_acl": MaxACL, "rt_tbl8": Tbl8Groups} {
+		if got := int(spec.Maps[name].MaxEntries); got != size {
+			t.Errorf("map %s holds %d, Go's limit is %d", name, got, size)
+		}
+	}
+	var chunk rtxdpRtTbl24Chunk
+	if got := int(spec.Maps["rt_tbl24"].MaxEntries) * len(chunk.E); got != Tbl24Entries {
+		t.Errorf("rt_tbl24 holds %d entries, Go's FIB %d", got, Tbl24Entries)
+	}
+	var nhg rtxdpRtNhgroup
+	if len(nhg.Nh) != ECMPMax {
+		t.Errorf("a next-hop group holds %d next hops, Go's ECMP limit is %d", len(nhg.Nh), ECMPMax)
+	}
+}

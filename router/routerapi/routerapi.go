@@ -1,0 +1,137 @@
+// Package routerapi is the back-end router's API: the paths its agent
+// answers (internal/api carries them, on the agent's Unix socket and on the
+// management network), their requests' and answers' types, and a typed
+// client. `msr router`, the VCP's console, the demo, the benchmarks and the
+// tests use the client; only package router serves it.
+package routerapi
+
+import (
+	"net/netip"
+	"net/url"
+	"path/filepath"
+
+	"github.com/msr-router/msr/internal/api"
+)
+
+// The paths.
+const (
+	PathStatus = "/status" // GET: Status
+	// PathRoutes: GET []RouteInfo (?prefix=P: that route only, or none);
+	// POST RouteRequest: add or replace; DELETE ?prefix=P: remove.
+	PathRoutes = "/routes"
+	PathLookup = "/lookup" // GET ?addr=A: []RouteInfo, the FIB's longest match for A, or none
+)
+
+// Status is what the local API reports.
+type Status struct {
+	Name     string `json:"name"`
+	ID       uint64 `json:"id"`
+	Routes   int    `json:"routes"`
+	Tbl8Used int    `json:"tbl8_groups_used"`
+	// FIBChanges counts routes added, changed and deleted since start.
+	FIBChanges uint64 `json:"fib_changes"`
+	// RIB is the RIB feed's session and paths, with a feed.
+	RIB       *RIBStatus        `json:"rib,omitempty"`
+	Neighbors map[string]string `json:"neighbors"`
+	Pending   []string          `json:"pending_arp"`
+	Stats     *Stats            `json:"stats"`
+	SlowPath  map[string]uint64 `json:"slow_path"`
+}
+
+// RouteInfo is one route as the API lists it.
+type RouteInfo struct {
+	Prefix string   `json:"prefix"`
+	Via    []string `json:"via,omitempty"`
+	Port   string   `json:"port,omitempty"` // connected
+}
+
+// Stats is the data path's counters, summed over CPUs.
+type Stats struct {
+	RxPackets      uint64            `json:"rx_packets"`
+	RxBytes        uint64            `json:"rx_bytes"`
+	Forwarded      uint64            `json:"forwarded"`
+	ForwardedBytes uint64            `json:"forwarded_bytes"`
+	Passed         uint64            `json:"passed"`
+	Slow           map[string]uint64 `json:"slow"`
+	Drops          map[string]uint64 `json:"drops"`
+	ACLPermit      []uint64          `json:"acl_permit"`
+	ACLDeny        []uint64          `json:"acl_deny"`
+}
+
+// RIBStatus is the feed's state, for the agent's status.
+type RIBStatus struct {
+	Neighbor    string `json:"neighbor"`
+	State       string `json:"state"` // connecting, open, established
+	Established string `json:"established_since,omitempty"`
+	Prefixes    int    `json:"prefixes"`
+	Paths       int    `json:"paths"`
+	Stale       int    `json:"stale"`
+	Updates     uint64 `json:"updates"`
+	Sessions    uint64 `json:"sessions"` // established so far
+	LastError   string `json:"last_error,omitempty"`
+	AddPath     bool   `json:"add_path"`
+	GR          bool   `json:"graceful_restart"` // the suite keeps our routes, and we its
+}
+
+// RouteRequest adds a route.
+type RouteRequest struct {
+	Prefix string   `json:"prefix"`
+	Via    []string `json:"via"`
+}
+
+// Client is a client of one back-end agent's API.
+type Client struct{ c *api.Client }
+
+// New is a client over c (a Unix socket's, or the management network's).
+func New(c *api.Client) *Client { return &Client{c} }
+
+// Local is the client of the back-end named name on this host (its
+// socket path is socket, or the default one when socket is "").
+func Local(name, socket string) *Client {
+	if socket == "" {
+		socket = api.SocketPath("router", name)
+	}
+	return New(api.NewClient(socket, "msr router"))
+}
+
+// StatePath is where the agent named name saves its FIB's state between
+// runs (a fresh lab removes it, so that nothing is adopted).
+func StatePath(name string) string {
+	return filepath.Join(api.RunDir, "router-"+name+".state.json")
+}
+
+// Status asks for routes, neighbours and counters.
+func (c *Client) Status() (*Status, error) {
+	s := &Status{}
+	return s, c.c.Do("GET", PathStatus, nil, s)
+}
+
+// Routes lists the FIB's routes.
+func (c *Client) Routes() ([]RouteInfo, error) {
+	var rs []RouteInfo
+	return rs, c.c.Do("GET", PathRoutes, nil, &rs)
+}
+
+// Route is the route for exactly p: one, or none.
+func (c *Client) Route(p string) ([]RouteInfo, error) {
+	var rs []RouteInfo
+	return rs, c.c.Do("GET", PathRoutes+"?prefix="+url.QueryEscape(p), nil, &rs)
+}
+
+// Lookup is the FIB's longest match for addr: one route, or none.
+func (c *Client) Lookup(addr netip.Addr) ([]RouteInfo, error) {
+	var rs []RouteInfo
+	return rs, c.c.Do("GET", PathLookup+"?addr="+url.QueryEscape(addr.String()), nil, &rs)
+}
+
+// AddRoute adds or replaces a route.
+func (c *Client) AddRoute(r RouteRequest) error {
+	var res map[string]string
+	return c.c.Do("POST", PathRoutes, r, &res)
+}
+
+// DeleteRoute removes the route for p.
+func (c *Client) DeleteRoute(p string) error {
+	var res map[string]string
+	return c.c.Do("DELETE", PathRoutes+"?prefix="+url.QueryEscape(p), nil, &res)
+}

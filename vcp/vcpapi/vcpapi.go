@@ -1,0 +1,266 @@
+// Package vcpapi is the virtual control plane's API, the router's console:
+// the paths the VCP answers (internal/api carries them, on its Unix socket
+// and, with api_listen, on the management network), their answers' types,
+// and a typed client. `msr vcp`, `msr ctl`, the demo and the tests use the
+// client; only package vcp serves it.
+package vcpapi
+
+import (
+	"net/netip"
+	"net/url"
+	"strconv"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/router/routerapi"
+)
+
+// The paths. Reading is open; a change (POST) over the management network
+// needs the token of the router's key (internal/api/tcp.go).
+const (
+	PathStatus   = "/status"        // GET: Status, everything below at once
+	PathElements = "/elements"      // GET: []ElementStatus
+	PathPorts    = "/ports"         // GET: PortsView, the router's ports and counters
+	PathTables   = "/tables"        // GET: []TableStatus, every LB's balancing table
+	PathRoutes   = "/routes"        // GET: RoutesView, count, protocols, per back-end install state
+	PathLookup   = "/routes/lookup" // GET ?addr=A: LookupView, the suite's and every back-end's routes for A
+	PathDrain    = "/drain"         // POST ?name=B
+	PathUndrain  = "/undrain"       // POST ?name=B
+	PathWeight   = "/weight"        // POST ?name=B&capacity=MBPS (0: the configured or announced one again)
+	PathReload   = "/reload"        // POST: ReloadResult, the config file read again, the difference applied
+	// PathRelay/ELEMENT/PATH (any method): the request, passed to
+	// ELEMENT's own API (by name or id), its answer passed back as it is.
+	PathRelay = "/relay"
+)
+
+// Status is the router as the VCP sees it.
+type Status struct {
+	Name     string            `json:"name"`
+	Role     string            `json:"role"` // active, or standby (docs/vcp.md, hot standby)
+	Elements []ElementStatus   `json:"elements"`
+	Tables   []TableStatus     `json:"tables"`
+	Suite    *SuiteStatus      `json:"suite,omitempty"`
+	Mirrors  map[string]uint64 `json:"mirrors"`
+	// DIST counts control frames sent, accepted, and refused by reason
+	// (a wrong key shows as "auth" or "unknown_key").
+	DIST map[string]uint64 `json:"dist"`
+}
+
+// ElementStatus is one element.
+type ElementStatus struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Role        string `json:"role"`
+	MAC         string `json:"mac"`
+	Alive       bool   `json:"alive"`
+	Drained     bool   `json:"drained,omitempty"`
+	Capacity    uint32 `json:"capacity_mbps"`
+	LastHelloMs int64  `json:"last_hello_ms"`
+	// Installed: an LB's table generation, a back-end's FIB routes.
+	Installed uint32            `json:"installed"`
+	Ports     []dist.PortStatus `json:"ports"`
+}
+
+// TableStatus is the table the VCP computed for one LB.
+type TableStatus struct {
+	LB         string            `json:"lb"`
+	Mode       string            `json:"mode"`
+	Generation uint32            `json:"generation"`
+	Applied    bool              `json:"applied"` // the LB reports this generation
+	Weights    map[string]uint16 `json:"weights"` // back-end name -> weight (per port)
+}
+
+// PortView is one port of the router.
+type PortView struct {
+	Name      string `json:"name"` // LB:index, such as lb1:1
+	LB        string `json:"lb"`
+	Index     uint8  `json:"index"`
+	MAC       string `json:"mac"`
+	Role      string `json:"role"` // external, internal, unknown
+	VLAN      uint16 `json:"vlan,omitempty"`
+	Address   string `json:"address,omitempty"`
+	Up        bool   `json:"up"`
+	SpeedMbps uint32 `json:"speed_mbps"`
+	MTU       uint16 `json:"mtu"`
+	Counters
+}
+
+// Counters are a port's, or the router's, packet and byte counts.
+type Counters struct {
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	RxDropped uint64 `json:"rx_dropped"`
+}
+
+// Add adds o's counts to c's.
+func (c *Counters) Add(o Counters) {
+	c.RxPackets += o.RxPackets
+	c.RxBytes += o.RxBytes
+	c.TxPackets += o.TxPackets
+	c.TxBytes += o.TxBytes
+	c.RxDropped += o.RxDropped
+}
+
+// PortsView is every port of every live LB; External sums the external
+// ports: what the router as a whole received and sent.
+type PortsView struct {
+	Ports    []PortView `json:"ports"`
+	External Counters   `json:"external"`
+}
+
+// RoutesView is the router's routes: how many the suite holds, its
+// protocols, and what each back-end has.
+type RoutesView struct {
+	Networks  int             `json:"networks"` // prefixes in the suite's table
+	Protocols []Protocol      `json:"protocols"`
+	Backends  []BackendRoutes `json:"backends"`
+}
+
+// BackendRoutes is one back-end's install state.
+type BackendRoutes struct {
+	Name  string `json:"name"`
+	Alive bool   `json:"alive"`
+	// Installed is the routes in its FIB (its hellos), connected ones too.
+	Installed uint32 `json:"installed"`
+	// Session is its RIB feed's iBGP session in the suite, found by the
+	// neighbour's MAC: its state and the routes the suite sent it.
+	Session  string     `json:"session,omitempty"`
+	Neighbor netip.Addr `json:"neighbor,omitzero"`
+	Exported int        `json:"exported"`
+}
+
+// LookupView is the routes for one address: the suite's, and what each
+// back-end's FIB holds for it (asked through its API).
+type LookupView struct {
+	Addr     string          `json:"addr"`
+	Suite    []SuiteRoute    `json:"suite"`
+	Backends []BackendLookup `json:"backends"`
+}
+
+// BackendLookup is one back-end's longest match, or why it is unknown.
+type BackendLookup struct {
+	Name   string                `json:"name"`
+	Routes []routerapi.RouteInfo `json:"routes"`
+	Error  string                `json:"error,omitempty"`
+}
+
+// Protocol is one of the suite's protocols, as `show protocols all` says.
+type Protocol struct {
+	Name     string     `json:"name"`
+	Proto    string     `json:"proto"` // BGP, OSPF, Static, Direct, Device
+	State    string     `json:"state"` // up, start, down
+	Since    string     `json:"since"`
+	Info     string     `json:"info"` // Established, Active, Running ...
+	Neighbor netip.Addr `json:"neighbor,omitzero"`
+	Imported int        `json:"imported"`
+	Exported int        `json:"exported"`
+}
+
+// SuiteRoute is a route of the suite's table.
+type SuiteRoute struct {
+	Prefix   string   `json:"prefix"`
+	Protocol string   `json:"protocol"` // where it came from: peer0, static1, ospf1 ...
+	Best     bool     `json:"best"`
+	Via      []string `json:"via,omitempty"`
+	Dev      string   `json:"dev,omitempty"` // connected: the mirror
+}
+
+// SuiteStatus is the suite's protocols and route count, as text.
+type SuiteStatus struct {
+	Protocols string `json:"protocols"`
+	Routes    string `json:"routes"`
+}
+
+// ReloadResult says what a reload changed.
+type ReloadResult struct {
+	Changes []string `json:"changes"`
+}
+
+// Client is a client of the VCP's API.
+type Client struct{ c *api.Client }
+
+// New is a client over c (a Unix socket's, or the management network's).
+func New(c *api.Client) *Client { return &Client{c} }
+
+// Local is the client of the VCP named name on this host (its socket path
+// is socket, or the default one when socket is "").
+func Local(name, socket string) *Client {
+	if socket == "" {
+		socket = api.SocketPath("vcp", name)
+	}
+	return New(api.NewClient(socket, "msr vcp"))
+}
+
+// Status asks for the router as the VCP sees it.
+func (c *Client) Status() (*Status, error) {
+	s := &Status{}
+	return s, c.c.Do("GET", PathStatus, nil, s)
+}
+
+// Elements lists every LB and back-end.
+func (c *Client) Elements() ([]ElementStatus, error) {
+	var es []ElementStatus
+	return es, c.c.Do("GET", PathElements, nil, &es)
+}
+
+// Ports lists the router's ports and sums the external ones.
+func (c *Client) Ports() (*PortsView, error) {
+	v := &PortsView{}
+	return v, c.c.Do("GET", PathPorts, nil, v)
+}
+
+// Tables lists every LB's balancing table.
+func (c *Client) Tables() ([]TableStatus, error) {
+	var ts []TableStatus
+	return ts, c.c.Do("GET", PathTables, nil, &ts)
+}
+
+// Routes tells the route count, the suite's protocols and each back-end's
+// install state.
+func (c *Client) Routes() (*RoutesView, error) {
+	v := &RoutesView{}
+	return v, c.c.Do("GET", PathRoutes, nil, v)
+}
+
+// Lookup finds the routes for addr in the suite and in every back-end's
+// FIB.
+func (c *Client) Lookup(addr string) (*LookupView, error) {
+	v := &LookupView{}
+	return v, c.c.Do("GET", PathLookup+"?addr="+url.QueryEscape(addr), nil, v)
+}
+
+// Drain sends no new flows to the back-end named name; undrain again.
+func (c *Client) Drain(name string, drain bool) error {
+	path := PathUndrain
+	if drain {
+		path = PathDrain
+	}
+	var res map[string]string
+	return c.c.Do("POST", path+"?name="+url.QueryEscape(name), nil, &res)
+}
+
+// Weight sets a back-end's capacity in Mbit/s (0: the configured one).
+func (c *Client) Weight(name string, mbps uint32) error {
+	var res map[string]any
+	return c.c.Do("POST", PathWeight+"?name="+url.QueryEscape(name)+"&capacity="+strconv.FormatUint(uint64(mbps), 10), nil, &res)
+}
+
+// Reload has the VCP read its config again and apply the difference.
+func (c *Client) Reload() (*ReloadResult, error) {
+	v := &ReloadResult{}
+	return v, c.c.Do("POST", PathReload, nil, v)
+}
+
+// Element is a client of one element's own API (by name or id) through
+// the VCP's relay: lbapi.New(c.Element("lb1")) asks lb1.
+func (c *Client) Element(element string) *api.Client {
+	return c.c.Under(PathRelay + "/" + url.PathEscape(element))
+}
+
+// Relay sends a request to one element's own API through the VCP, and
+// returns its answer as it is.
+func (c *Client) Relay(element, method, path string, body []byte) (int, []byte, error) {
+	return c.c.Raw(method, PathRelay+"/"+url.PathEscape(element)+path, body)
+}
