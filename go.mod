@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/gopacket/gopacket v1.7.7
 	github.com/osrg/gobgp/v4 v4.8.0
 	golang.org/x/sys v0.49.0
 	gopkg.in/yaml.v3 v3.0.1

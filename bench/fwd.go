@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"runtime"
 	"slices"
 	"time"
@@ -97,52 +98,16 @@ const drainTime = 300 * time.Millisecond
 // Fwd builds the DUT's lab, runs the generator for the duration, reads
 // the sink, and tears the lab down.
 func Fwd(o FwdOptions) (*FwdResult, error) {
-	// Check what the generator will check before building anything.
-	gc := traffic.GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.Flows, Rate: o.Rate}
-	if err := gc.Check(); err != nil {
-		return nil, err
-	}
-	if o.Duration <= 0 {
-		return nil, fmt.Errorf("duration %v: must be positive", o.Duration)
-	}
-	if !slices.Contains(DUTs, o.DUT) {
-		return nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
-	}
-	spec, err := labs.Load("bench-" + o.DUT)
+	spec, routes, dstMAC, err := o.check()
 	if err != nil {
 		return nil, err
-	}
-	routes, err := routetable.Named(o.FIB)
-	if err != nil {
-		return nil, err
-	}
-	if routes != nil && !slices.Contains(fibDUTs, o.DUT) {
-		return nil, fmt.Errorf("--fib is for the DUTs that route: %v", fibDUTs)
-	}
-	dst, ok := spec.Peer(lab.Endpoint{Node: "gen", Iface: "g0"})
-	if !ok {
-		return nil, fmt.Errorf("lab %s: gen:g0 is not linked", spec.Name)
-	}
-	dstMAC, ok := spec.MAC(dst)
-	if !ok {
-		return nil, fmt.Errorf("lab %s: %s:%s has no MAC in the file", spec.Name, dst.Node, dst.Iface)
 	}
 	if _, err := lab.Up(spec); err != nil {
 		return nil, err
 	}
 	defer lab.Down(spec.Name)
-
-	// The sink is its own host, except for the router, which sends its
-	// output back to the generator's host.
-	sinkEnd := lab.Endpoint{Node: "sink", Iface: "s0"}
-	if o.DUT == "router" {
-		sinkEnd = lab.Endpoint{Node: "gen", Iface: "g0"}
-	}
-	var sink *traffic.Sink
-	if err := netns.Do(lab.Namespace(spec.Name, sinkEnd.Node), func() (err error) {
-		sink, err = traffic.NewSink(sinkEnd.Iface, o.Flows)
-		return err
-	}); err != nil {
+	sink, sinkEnd, err := openSink(spec, o)
+	if err != nil {
 		return nil, err
 	}
 	defer sink.Close()
@@ -157,48 +122,15 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	// process a collection to do; done during the run, it would take CPU
 	// from the generator and the DUT. Do it now.
 	runtime.GC()
-	// The DUT program's own run time per packet, from the kernel's BPF
-	// statistics: unlike the rates, it does not depend on the generator.
-	before := map[string]*ebpf.ProgramStats{}
 	if !o.ProgStats {
 		progs = nil
 	}
-	if len(progs) > 0 {
-		stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-		if err != nil {
-			return nil, fmt.Errorf("enable BPF statistics: %w", err)
-		}
-		defer stats.Close()
-		for name, p := range progs {
-			if before[name], err = p.Stats(); err != nil {
-				return nil, err
-			}
-		}
+	stats, err := startProgStats(progs)
+	if err != nil {
+		return nil, err
 	}
-
-	var sent uint64
-	var elapsed time.Duration
-	var napi []int
-	var napiStart time.Duration
-	err = netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
-		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate,
-			Dsts: flowDsts(routes, o.Flows), HasXDP: sinkEnd.Node == "gen"})
-		if err != nil {
-			return err
-		}
-		defer g.Close()
-		if napi, err = placeNAPI(spec); err != nil {
-			return err
-		}
-		if err := pinGenerator(); err != nil {
-			return err
-		}
-		napiStart = cpuTime(napi)
-		start := time.Now()
-		sent, err = g.Blast(o.Duration)
-		elapsed = time.Since(start)
-		return err
-	})
+	defer stats.Close()
+	run, err := blast(spec, o, dstMAC, flowDsts(routes, o.Flows), sinkEnd.Node == "gen")
 	if err != nil {
 		return nil, err
 	}
@@ -207,29 +139,16 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := result(o, sent, elapsed, rep)
-	if busy := cpuTime(napi) - napiStart; busy > 0 && rep.RxPackets > 0 {
-		r.NAPINsPerPacket = float64(busy.Nanoseconds()) / float64(rep.RxPackets)
-		r.NAPIBusy = busy.Seconds() / (elapsed + drainTime).Seconds()
+	r := result(o, run.sent, run.elapsed, rep)
+	if run.napiBusy > 0 && rep.RxPackets > 0 {
+		r.NAPINsPerPacket = float64(run.napiBusy.Nanoseconds()) / float64(rep.RxPackets)
+		r.NAPIBusy = run.napiBusy.Seconds() / (run.elapsed + drainTime).Seconds()
 	}
-	for name, p := range progs {
-		after, err := p.Stats()
-		if err != nil {
-			return nil, err
-		}
-		n := after.RunCount - before[name].RunCount
-		if n == 0 {
-			continue
-		}
-		if r.Stages == nil {
-			r.Stages = map[string]Stage{}
-		}
-		st := Stage{NsPerRun: float64(after.Runtime-before[name].Runtime) / float64(n)}
-		if rep.RxPackets > 0 {
-			st.RunsPerPacket = float64(n) / float64(rep.RxPackets)
-		}
-		r.Stages[name] = st
-		if len(progs) == 1 {
+	if r.Stages, err = stats.stages(rep.RxPackets); err != nil {
+		return nil, err
+	}
+	for _, st := range r.Stages {
+		if len(progs) == 1 { // the DUT is one program: its cost is the DUT's
 			r.DUTNsPerPacket = st.NsPerRun
 		}
 	}
@@ -238,6 +157,152 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 		r.FIBLoadSeconds = fibLoad.Seconds()
 	}
 	return r, nil
+}
+
+// check refuses options the run could not honour, before anything is
+// built, and finds the lab, the table and the MAC the generator sends to.
+func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error) {
+	gc := traffic.GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.Flows, Rate: o.Rate}
+	if err := gc.Check(); err != nil {
+		return nil, nil, nil, err
+	}
+	if o.Duration <= 0 {
+		return nil, nil, nil, fmt.Errorf("duration %v: must be positive", o.Duration)
+	}
+	if !slices.Contains(DUTs, o.DUT) {
+		return nil, nil, nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
+	}
+	spec, err := labs.Load("bench-" + o.DUT)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	routes, err := routetable.Named(o.FIB)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if routes != nil && !slices.Contains(fibDUTs, o.DUT) {
+		return nil, nil, nil, fmt.Errorf("--fib is for the DUTs that route: %v", fibDUTs)
+	}
+	dst, ok := spec.Peer(lab.Endpoint{Node: "gen", Iface: "g0"})
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("lab %s: gen:g0 is not linked", spec.Name)
+	}
+	dstMAC, ok := spec.MAC(dst)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("lab %s: %s:%s has no MAC in the file", spec.Name, dst.Node, dst.Iface)
+	}
+	return spec, routes, dstMAC, nil
+}
+
+// openSink starts the sink on its own host, except for the router, which
+// sends its output back to the generator's host.
+func openSink(spec *lab.Spec, o FwdOptions) (*traffic.Sink, lab.Endpoint, error) {
+	end := lab.Endpoint{Node: "sink", Iface: "s0"}
+	if o.DUT == "router" {
+		end = lab.Endpoint{Node: "gen", Iface: "g0"}
+	}
+	var sink *traffic.Sink
+	err := netns.Do(lab.Namespace(spec.Name, end.Node), func() (err error) {
+		sink, err = traffic.NewSink(end.Iface, o.Flows)
+		return err
+	})
+	return sink, end, err
+}
+
+// blastRun is what one run of the generator sent, how long it took, and
+// the CPU time the DUT's NAPI threads spent meanwhile.
+type blastRun struct {
+	sent     uint64
+	elapsed  time.Duration
+	napiBusy time.Duration
+}
+
+// blast runs the generator in its host for o.Duration, with the DUT's
+// NAPI threads placed (cpu.go) and their CPU time measured.
+func blast(spec *lab.Spec, o FwdOptions, dstMAC net.HardwareAddr, dsts []netip.Addr, sinkIsGen bool) (blastRun, error) {
+	var run blastRun
+	err := netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate,
+			Dsts: dsts, HasXDP: sinkIsGen})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		napi, err := placeNAPI(spec)
+		if err != nil {
+			return err
+		}
+		if err := pinGenerator(); err != nil {
+			return err
+		}
+		napiStart := cpuTime(napi)
+		start := time.Now()
+		run.sent, err = g.Blast(o.Duration)
+		run.elapsed = time.Since(start)
+		run.napiBusy = cpuTime(napi) - napiStart
+		return err
+	})
+	return run, err
+}
+
+// progStats is the DUT programs' run time, from the kernel's BPF
+// statistics: unlike the rates, it does not depend on the generator.
+type progStats struct {
+	progs  map[string]*ebpf.Program
+	before map[string]*ebpf.ProgramStats
+	on     io.Closer
+}
+
+// startProgStats turns the statistics on (if there are programs) and
+// reads where each program starts.
+func startProgStats(progs map[string]*ebpf.Program) (*progStats, error) {
+	ps := &progStats{progs: progs, before: map[string]*ebpf.ProgramStats{}}
+	if len(progs) == 0 {
+		return ps, nil
+	}
+	on, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		return nil, fmt.Errorf("enable BPF statistics: %w", err)
+	}
+	ps.on = on
+	for name, p := range progs {
+		if ps.before[name], err = p.Stats(); err != nil {
+			on.Close()
+			return nil, err
+		}
+	}
+	return ps, nil
+}
+
+// stages is each program's time per run since the start, and its runs
+// per packet received; nil without programs.
+func (ps *progStats) stages(rxPackets uint64) (map[string]Stage, error) {
+	var out map[string]Stage
+	for name, p := range ps.progs {
+		after, err := p.Stats()
+		if err != nil {
+			return nil, err
+		}
+		n := after.RunCount - ps.before[name].RunCount
+		if n == 0 {
+			continue
+		}
+		st := Stage{NsPerRun: float64(after.Runtime-ps.before[name].Runtime) / float64(n)}
+		if rxPackets > 0 {
+			st.RunsPerPacket = float64(n) / float64(rxPackets)
+		}
+		if out == nil {
+			out = map[string]Stage{}
+		}
+		out[name] = st
+	}
+	return out, nil
+}
+
+func (ps *progStats) Close() {
+	if ps.on != nil {
+		ps.on.Close()
+	}
 }
 
 func result(o FwdOptions, sent uint64, elapsed time.Duration, rep *traffic.SinkReport) *FwdResult {

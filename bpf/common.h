@@ -20,8 +20,12 @@
 #include <bpf/bpf_endian.h>
 
 /* DIST, the internal control protocol (docs/dist.md): a local
- * experimental EtherType (IEEE 802 "Local Experimental Ethertype 1"). */
-#define ETH_P_DIST 0x88B5
+ * experimental EtherType (IEEE 802 "Local Experimental Ethertype 1").
+ * An enum, so that Go's side is generated (dist.EtherType is checked
+ * against it). */
+enum msr_ethertype {
+	ETH_P_DIST = 0x88B5,
+};
 
 /* The 802.1Q tag after the MAC addresses. */
 struct vlan_hdr {

@@ -394,8 +394,12 @@ func TestLBAgentRestartKeepsForwarding(t *testing.T) {
 		st := l.agent.Status()
 		t.Errorf("restart under load: sent %d, back-ends got %d; LB ports %+v %+v", sent, total, st.Ports[0].Stats, st.Ports[1].Stats)
 	}
-	if len(l.agent.Status().Table.Shares) != 3 {
-		t.Errorf("new agent's table: %+v", l.agent.Status().Table)
+	// The new agent installs its own table once it has heard every live
+	// back-end (one hold time after it started listening).
+	for deadline := time.Now().Add(3 * time.Second); len(l.agent.Status().Table.Shares) != 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("new agent's table: %+v", l.agent.Status().Table)
+		}
 	}
 }
 

@@ -40,6 +40,9 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 			t.Errorf("mode %s is %d in lb.h, %s %d in DIST", m.lb, m.lb, m.dist, m.dist)
 		}
 	}
+	if uint16(lbxdpMsrEthertypeETH_P_DIST) != dist.EtherType {
+		t.Errorf("DIST's EtherType is %#x in common.h, %#x in dist", lbxdpMsrEthertypeETH_P_DIST, dist.EtherType)
+	}
 	for name, size := range map[string]int{"lb_ports": MaxPorts, "lb_stats": MaxPorts, "lb_table_0": TableSlots, "lb_table_1": TableSlots} {
 		if got := int(spec.Maps[name].MaxEntries); got != size {
 			t.Errorf("map %s holds %d, Go's limit is %d", name, got, size)

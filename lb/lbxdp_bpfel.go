@@ -138,6 +138,12 @@ type lbxdpLbTableMeta struct {
 	Mode uint32
 }
 
+type lbxdpMsrEthertype uint32
+
+const (
+	lbxdpMsrEthertypeETH_P_DIST lbxdpMsrEthertype = 34997
+)
+
 type lbxdpXdpMd struct {
 	_              structs.HostLayout
 	Data           uint32
@@ -152,24 +158,25 @@ type lbxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lbxdpMapLbCfg            = "lb_cfg"
-	lbxdpMapLbOwnMacs        = "lb_own_macs"
-	lbxdpMapLbPorts          = "lb_ports"
-	lbxdpMapLbRouterAddrs    = "lb_router_addrs"
-	lbxdpMapLbRr             = "lb_rr"
-	lbxdpMapLbStats          = "lb_stats"
-	lbxdpMapLbTable0         = "lb_table_0"
-	lbxdpMapLbTable1         = "lb_table_1"
-	lbxdpMapLbTables         = "lb_tables"
-	lbxdpMapLbVlans          = "lb_vlans"
-	lbxdpProgLb              = "lb"
-	lbxdpVarUnusedFlowSeed   = "unused_flow_seed"
-	lbxdpVarUnusedLbAddrFlag = "unused_lb_addr_flag"
-	lbxdpVarUnusedLbDrop     = "unused_lb_drop"
-	lbxdpVarUnusedLbLimit    = "unused_lb_limit"
-	lbxdpVarUnusedLbMode     = "unused_lb_mode"
-	lbxdpVarUnusedLbModule   = "unused_lb_module"
-	lbxdpVarUnusedLbPortRole = "unused_lb_port_role"
+	lbxdpMapLbCfg              = "lb_cfg"
+	lbxdpMapLbOwnMacs          = "lb_own_macs"
+	lbxdpMapLbPorts            = "lb_ports"
+	lbxdpMapLbRouterAddrs      = "lb_router_addrs"
+	lbxdpMapLbRr               = "lb_rr"
+	lbxdpMapLbStats            = "lb_stats"
+	lbxdpMapLbTable0           = "lb_table_0"
+	lbxdpMapLbTable1           = "lb_table_1"
+	lbxdpMapLbTables           = "lb_tables"
+	lbxdpMapLbVlans            = "lb_vlans"
+	lbxdpProgLb                = "lb"
+	lbxdpVarUnusedFlowSeed     = "unused_flow_seed"
+	lbxdpVarUnusedLbAddrFlag   = "unused_lb_addr_flag"
+	lbxdpVarUnusedLbDrop       = "unused_lb_drop"
+	lbxdpVarUnusedLbLimit      = "unused_lb_limit"
+	lbxdpVarUnusedLbMode       = "unused_lb_mode"
+	lbxdpVarUnusedLbModule     = "unused_lb_module"
+	lbxdpVarUnusedLbPortRole   = "unused_lb_port_role"
+	lbxdpVarUnusedMsrEthertype = "unused_msr_ethertype"
 )
 
 // loadLbxdp returns the embedded CollectionSpec for lbxdp.
@@ -237,13 +244,14 @@ type lbxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbxdpVariableSpecs struct {
-	UnusedFlowSeed   *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
-	UnusedLbAddrFlag *ebpf.VariableSpec `ebpf:"unused_lb_addr_flag"`
-	UnusedLbDrop     *ebpf.VariableSpec `ebpf:"unused_lb_drop"`
-	UnusedLbLimit    *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
-	UnusedLbMode     *ebpf.VariableSpec `ebpf:"unused_lb_mode"`
-	UnusedLbModule   *ebpf.VariableSpec `ebpf:"unused_lb_module"`
-	UnusedLbPortRole *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
+	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedLbAddrFlag   *ebpf.VariableSpec `ebpf:"unused_lb_addr_flag"`
+	UnusedLbDrop       *ebpf.VariableSpec `ebpf:"unused_lb_drop"`
+	UnusedLbLimit      *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
+	UnusedLbMode       *ebpf.VariableSpec `ebpf:"unused_lb_mode"`
+	UnusedLbModule     *ebpf.VariableSpec `ebpf:"unused_lb_module"`
+	UnusedLbPortRole   *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
+	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
 }
 
 // lbxdpObjects contains all objects after they have been loaded into the kernel.
@@ -297,13 +305,14 @@ func (m *lbxdpMaps) Close() error {
 //
 // It can be passed to loadLbxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbxdpVariables struct {
-	UnusedFlowSeed   *ebpf.Variable `ebpf:"unused_flow_seed"`
-	UnusedLbAddrFlag *ebpf.Variable `ebpf:"unused_lb_addr_flag"`
-	UnusedLbDrop     *ebpf.Variable `ebpf:"unused_lb_drop"`
-	UnusedLbLimit    *ebpf.Variable `ebpf:"unused_lb_limit"`
-	UnusedLbMode     *ebpf.Variable `ebpf:"unused_lb_mode"`
-	UnusedLbModule   *ebpf.Variable `ebpf:"unused_lb_module"`
-	UnusedLbPortRole *ebpf.Variable `ebpf:"unused_lb_port_role"`
+	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedLbAddrFlag   *ebpf.Variable `ebpf:"unused_lb_addr_flag"`
+	UnusedLbDrop       *ebpf.Variable `ebpf:"unused_lb_drop"`
+	UnusedLbLimit      *ebpf.Variable `ebpf:"unused_lb_limit"`
+	UnusedLbMode       *ebpf.Variable `ebpf:"unused_lb_mode"`
+	UnusedLbModule     *ebpf.Variable `ebpf:"unused_lb_module"`
+	UnusedLbPortRole   *ebpf.Variable `ebpf:"unused_lb_port_role"`
+	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
 }
 
 // lbxdpPrograms contains all programs after they have been loaded into the kernel.

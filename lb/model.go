@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/flow"
 )
 
@@ -59,7 +60,7 @@ type Result struct {
 const (
 	etherTypeIPv4 = 0x0800
 	etherTypeARP  = 0x0806
-	etherTypeDIST = 0x88B5
+	etherTypeDIST = dist.EtherType
 	etherTypeQ    = 0x8100
 	etherTypeQinQ = 0x88A8
 )
@@ -82,7 +83,7 @@ func (m *Model) Process(ifindex int, frame []byte) Result {
 	p.st.RxPackets++
 	p.st.RxBytes += uint64(len(frame))
 	if len(p.b) < 14 {
-		return p.drop(0)
+		return p.drop(lbxdpLbDropLB_DROP_RUNT)
 	}
 	switch port.Role {
 	case RoleExternal:
@@ -94,17 +95,17 @@ func (m *Model) Process(ifindex int, frame []byte) Result {
 		p.st.Module[6]++
 		return Result{Verdict: XDPPass, Out: p.b}
 	}
-	return p.drop(2)
+	return p.drop(lbxdpLbDropLB_DROP_PORT_UNKNOWN)
 }
 
 func (p *modelPkt) etherType() uint16 { return binary.BigEndian.Uint16(p.b[12:14]) }
 
-func (p *modelPkt) drop(reason int) Result {
+func (p *modelPkt) drop(reason lbxdpLbDrop) Result {
 	p.st.Drop[reason]++
 	return Result{Verdict: XDPDrop}
 }
 
-func (p *modelPkt) module(m int) { p.st.Module[m]++ }
+func (p *modelPkt) module(m lbxdpLbModule) { p.st.Module[m]++ }
 
 func (p *modelPkt) send(ifindex int, index uint8) Result {
 	if int(index) < MaxPorts {
@@ -121,7 +122,7 @@ func (p *modelPkt) send(ifindex int, index uint8) Result {
 func (p *modelPkt) external() Result {
 	dst := p.b[0:6]
 	if dst[0]&1 == 0 && !bytes.Equal(dst, p.port.MAC) {
-		return p.drop(1)
+		return p.drop(lbxdpLbDropLB_DROP_NOT_OURS)
 	}
 	switch p.etherType() {
 	case etherTypeARP:
@@ -129,27 +130,27 @@ func (p *modelPkt) external() Result {
 	case etherTypeIPv4:
 		return p.ipv4()
 	case etherTypeDIST:
-		return p.drop(3)
+		return p.drop(lbxdpLbDropLB_DROP_DIST_EXTERNAL)
 	case etherTypeQ, etherTypeQinQ:
-		return p.drop(4)
+		return p.drop(lbxdpLbDropLB_DROP_TAGGED_EXTERNAL)
 	}
-	return p.drop(11)
+	return p.drop(lbxdpLbDropLB_DROP_NO_RULE)
 }
 
 func (p *modelPkt) arp() Result {
 	if len(p.b) < 14+28 {
-		return p.drop(0)
+		return p.drop(lbxdpLbDropLB_DROP_RUNT)
 	}
 	a := p.b[14:42]
 	if binary.BigEndian.Uint16(a[0:]) != 1 || binary.BigEndian.Uint16(a[2:]) != etherTypeIPv4 || a[4] != 6 || a[5] != 4 {
-		return p.drop(5)
+		return p.drop(lbxdpLbDropLB_DROP_BAD_ARP)
 	}
 	switch binary.BigEndian.Uint16(a[6:]) {
 	case 1:
 		portIP := p.port.Addr
 		tip := netip.AddrFrom4([4]byte(a[24:28]))
 		if !portIP.Is4() || portIP.IsUnspecified() || tip != portIP {
-			return p.drop(6)
+			return p.drop(lbxdpLbDropLB_DROP_ARP_NOT_OURS)
 		}
 		copy(p.b[0:6], p.b[6:12])
 		copy(p.b[6:12], p.port.MAC)
@@ -159,20 +160,20 @@ func (p *modelPkt) arp() Result {
 		copy(a[8:14], p.port.MAC)
 		ip := portIP.As4()
 		copy(a[14:18], ip[:])
-		p.module(0)
+		p.module(lbxdpLbModuleLB_MOD_EXT_ARP)
 		return p.send(p.ifindex, p.port.Index)
 	case 2:
-		p.module(2)
+		p.module(lbxdpLbModuleLB_MOD_INT_ARP_IN)
 		return p.toInside(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	}
-	return p.drop(5)
+	return p.drop(lbxdpLbDropLB_DROP_BAD_ARP)
 }
 
 func (p *modelPkt) toInside(dst net.HardwareAddr) Result {
 	cfg := p.m.Config
 	in, ok := p.m.Ports[cfg.DefaultIntIfindex]
 	if !ok {
-		return p.drop(16)
+		return p.drop(lbxdpLbDropLB_DROP_NO_INTERNAL)
 	}
 	tagged := make([]byte, 0, len(p.b)+4)
 	tagged = append(tagged, dst...)
@@ -186,13 +187,13 @@ func (p *modelPkt) toInside(dst net.HardwareAddr) Result {
 
 func (p *modelPkt) ipv4() Result {
 	if len(p.b) < 34 {
-		return p.drop(0)
+		return p.drop(lbxdpLbDropLB_DROP_RUNT)
 	}
 	ip := p.b[14:]
 	ihl := int(ip[0]&0xf) * 4
 	tot := int(binary.BigEndian.Uint16(ip[2:]))
 	if ip[0]>>4 != 4 || ihl < 20 || tot < ihl || 14+tot > len(p.b) {
-		return p.drop(7)
+		return p.drop(lbxdpLbDropLB_DROP_BAD_IP)
 	}
 	proto := ip[9]
 	frag := binary.BigEndian.Uint16(ip[6:])&0x3fff != 0
@@ -200,7 +201,7 @@ func (p *modelPkt) ipv4() Result {
 	hasPorts := false
 	if !frag && (proto == 6 || proto == 17) {
 		if 14+ihl+4 > len(p.b) || ihl+4 > tot {
-			return p.drop(7)
+			return p.drop(lbxdpLbDropLB_DROP_BAD_IP)
 		}
 		sport = binary.BigEndian.Uint16(ip[ihl:])
 		dport = binary.BigEndian.Uint16(ip[ihl+2:])
@@ -209,14 +210,14 @@ func (p *modelPkt) ipv4() Result {
 	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
 	if p.isControl(proto, daddr, sport, dport, hasPorts) {
 		if len(p.m.Config.VCPMAC) != 6 {
-			return p.drop(10)
+			return p.drop(lbxdpLbDropLB_DROP_NO_VCP)
 		}
-		p.module(3)
+		p.module(lbxdpLbModuleLB_MOD_VCP)
 		return p.toInside(p.m.Config.VCPMAC)
 	}
 	d := binary.BigEndian.Uint32(ip[16:20])
 	if p.b[0]&1 != 0 || d>>28 == 0xe || d == 0xffffffff {
-		return p.drop(8)
+		return p.drop(lbxdpLbDropLB_DROP_MCAST_EXTERNAL)
 	}
 	var ports uint32
 	if hasPorts {
@@ -250,7 +251,7 @@ func (p *modelPkt) balance(hash uint32) Result {
 	t := p.m.Table
 	n := uint32(len(t.Slots))
 	if n == 0 {
-		return p.drop(9)
+		return p.drop(lbxdpLbDropLB_DROP_NO_BACKEND)
 	}
 	var idx uint32
 	if t.Mode == ModeWRR {
@@ -261,7 +262,7 @@ func (p *modelPkt) balance(hash uint32) Result {
 	}
 	s := t.Slots[idx]
 	if s.Ifindex == 0 {
-		return p.drop(9)
+		return p.drop(lbxdpLbDropLB_DROP_NO_BACKEND)
 	}
 	// The internal port: the source MAC's slot's (bpf/lb.bpf.c, balance).
 	via := t.Slots[macHash(p.b[6:12])%n]
@@ -269,7 +270,7 @@ func (p *modelPkt) balance(hash uint32) Result {
 		via = s
 	}
 	copy(p.b[0:6], s.MAC)
-	p.module(4)
+	p.module(lbxdpLbModuleLB_MOD_BALANCE)
 	return p.send(via.Ifindex, via.PortIndex)
 }
 
@@ -285,23 +286,23 @@ func macHash(mac []byte) uint32 {
 
 func (p *modelPkt) internal() Result {
 	if p.etherType() == etherTypeDIST {
-		p.module(6)
+		p.module(lbxdpLbModuleLB_MOD_DIST)
 		return Result{Verdict: XDPPass, Out: p.b}
 	}
 	for _, port := range p.m.Ports {
 		if bytes.Equal(port.MAC, p.b[6:12]) {
-			return p.drop(12)
+			return p.drop(lbxdpLbDropLB_DROP_OWN_FRAME)
 		}
 	}
 	if et := p.etherType(); et != etherTypeQ && et != etherTypeQinQ {
-		return p.drop(13)
+		return p.drop(lbxdpLbDropLB_DROP_UNTAGGED_INTERNAL)
 	}
 	if len(p.b) < 18 {
-		return p.drop(0)
+		return p.drop(lbxdpLbDropLB_DROP_RUNT)
 	}
 	inner := binary.BigEndian.Uint16(p.b[16:18])
 	if inner == etherTypeQ || inner == etherTypeQinQ {
-		return p.drop(15)
+		return p.drop(lbxdpLbDropLB_DROP_VLAN_IN_VLAN)
 	}
 	vid := binary.BigEndian.Uint16(p.b[14:16]) & 0xfff
 	var out Port
@@ -312,18 +313,18 @@ func (p *modelPkt) internal() Result {
 		}
 	}
 	if !found {
-		return p.drop(14)
+		return p.drop(lbxdpLbDropLB_DROP_VLAN_NOT_OURS)
 	}
 	p.b = append(bytes.Clone(p.b[0:12]), p.b[16:]...)
 	copy(p.b[6:12], out.MAC)
 	if inner == etherTypeARP {
 		if len(p.b) < 14+28 {
-			return p.drop(5)
+			return p.drop(lbxdpLbDropLB_DROP_BAD_ARP)
 		}
 		copy(p.b[22:28], out.MAC)
-		p.module(1)
+		p.module(lbxdpLbModuleLB_MOD_INT_ARP_OUT)
 	} else {
-		p.module(5)
+		p.module(lbxdpLbModuleLB_MOD_INT_TO_EXT)
 	}
 	return p.send(out.Ifindex, out.Index)
 }

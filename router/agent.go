@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -43,17 +42,11 @@ type Agent struct {
 
 	mu       sync.Mutex
 	ports    []Port // by index
-	nhIDs    map[nhKey]uint32
-	nhs      map[uint32]nhKey
-	groupIDs map[string]uint32
-	groups   map[uint32][]uint32
-	// lastKeys and lastGroup: the group last asked for (group's cache).
-	lastKeys  []nhKey
-	lastGroup uint32
-	neigh     map[NeighborKey]*neighbor
-	pending   map[NeighborKey]*pendingARP
-	icmp      tokenBucket
-	counters  map[string]uint64
+	nh       *nextHops
+	neigh    map[NeighborKey]*neighbor
+	pending  map[NeighborKey]*pendingARP
+	icmp     tokenBucket
+	counters map[string]uint64
 	// dirty: routes changed since the state was last saved. Saving waits
 	// for a quiet second (at most saveEvery), or a table arriving route by
 	// route from the RIB feed would write the whole state over and over.
@@ -67,11 +60,6 @@ const (
 	saveQuiet = time.Second
 	saveEvery = 10 * time.Second
 )
-
-type nhKey struct {
-	gw   netip.Addr // invalid: connected
-	port uint16
-}
 
 type neighbor struct {
 	mac     net.HardwareAddr
@@ -99,8 +87,7 @@ const (
 // NewAgent sets the back-end up: call it inside its network namespace.
 func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
-		nhIDs: map[nhKey]uint32{}, nhs: map[uint32]nhKey{},
-		groupIDs: map[string]uint32{}, groups: map[uint32][]uint32{}, neigh: map[NeighborKey]*neighbor{},
+		neigh:   map[NeighborKey]*neighbor{},
 		pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{},
 		icmp: tokenBucket{rate: float64(cfg.ICMPRate), burst: float64(cfg.ICMPRate), tokens: float64(cfg.ICMPRate)}}
 	if err := a.setup(); err != nil {
@@ -132,6 +119,7 @@ func (a *Agent) setup() error {
 	if a.dp, err = LoadDataplane(a.cfg.PinDir); err != nil {
 		return err
 	}
+	a.nh = newNextHops(a.dp)
 	if err := a.program(ifi); err != nil {
 		return err
 	}
@@ -303,9 +291,11 @@ func (a *Agent) DeleteRoute(p netip.Prefix) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p = p.Masked()
+	old := a.dp.FIB.Routes()[p]
 	if err := a.dp.FIB.Delete(p); err != nil {
 		return err
 	}
+	a.nh.release(old)
 	a.dirty, a.lastChange = true, time.Now()
 	return nil
 }
@@ -329,11 +319,19 @@ func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
 		}
 		keys = append(keys, nhKey{gw: gw, port: port})
 	}
-	g, err := a.group(keys)
+	// The route takes its new group before it lets go of the old one: a
+	// route set to what it is keeps its group.
+	g, err := a.nh.acquire(keys)
 	if err != nil {
 		return err
 	}
-	return a.dp.FIB.Set(p, g)
+	old := a.dp.FIB.Routes()[p]
+	if err := a.dp.FIB.Set(p, g); err != nil {
+		a.nh.release(g)
+		return err
+	}
+	a.nh.release(old)
+	return nil
 }
 
 func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
@@ -344,47 +342,6 @@ func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
 	}
 	return 0, false
 }
-
-// group finds or makes the next-hop group of keys (and their next hops).
-func (a *Agent) group(keys []nhKey) (uint32, error) {
-	// A table arrives with long runs of routes via the same next hops.
-	if slices.Equal(keys, a.lastKeys) {
-		return a.lastGroup, nil
-	}
-	var ids []uint32
-	for _, k := range keys {
-		id, ok := a.nhIDs[k]
-		if !ok {
-			id = uint32(len(a.nhIDs) + 1)
-			if int(id) >= MaxNextHops {
-				return 0, errors.New("next-hop table full")
-			}
-			if err := a.dp.SetNextHop(id, k.gw, k.port); err != nil {
-				return 0, err
-			}
-			a.nhIDs[k], a.nhs[id] = id, k
-		}
-		ids = append(ids, id)
-	}
-	sortIDs(ids)
-	name := fmt.Sprint(ids)
-	if g, ok := a.groupIDs[name]; ok {
-		a.lastKeys, a.lastGroup = append(a.lastKeys[:0], keys...), g
-		return g, nil
-	}
-	g := uint32(len(a.groupIDs) + 1)
-	if int(g) >= MaxNHGroups {
-		return 0, errors.New("next-hop group table full")
-	}
-	if err := a.dp.SetGroup(g, ids); err != nil {
-		return 0, err
-	}
-	a.groupIDs[name], a.groups[g] = g, ids
-	a.lastKeys, a.lastGroup = append(a.lastKeys[:0], keys...), g
-	return g, nil
-}
-
-func sortIDs(ids []uint32) { sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] }) }
 
 // Run handles the slow path and sends hellos until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
@@ -551,8 +508,8 @@ func (a *Agent) Lookup(addr netip.Addr) []routerapi.RouteInfo {
 
 func (a *Agent) routeInfo(p netip.Prefix, g uint32) routerapi.RouteInfo {
 	ri := routerapi.RouteInfo{Prefix: p.String()}
-	for _, id := range a.groups[g] {
-		if k := a.nhs[id]; k.gw.IsValid() {
+	for _, id := range a.nh.group(g) {
+		if k, _ := a.nh.next(id); k.gw.IsValid() {
 			ri.Via = append(ri.Via, k.gw.String())
 		} else {
 			ri.Port = a.cfg.PortNames()[k.port]

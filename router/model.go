@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/flow"
 	"github.com/msr-router/msr/internal/inet"
 )
@@ -81,60 +82,60 @@ func (m *Model) Process(frame []byte) ModelResult {
 	st.RxPackets++
 	st.RxBytes += uint64(len(frame))
 	b := bytes.Clone(frame)
-	drop := func(r int) ModelResult { st.Drop[r]++; return ModelResult{Verdict: XDPDrop, Slow: -1} }
-	slow := func(r int) ModelResult { st.Slow[r]++; return ModelResult{Verdict: XDPDrop, Slow: r} }
+	drop := func(r rtxdpRtDrop) ModelResult { st.Drop[r]++; return ModelResult{Verdict: XDPDrop, Slow: -1} }
+	slow := func(r rtxdpRtSlow) ModelResult { st.Slow[r]++; return ModelResult{Verdict: XDPDrop, Slow: int(r)} }
 	if len(b) < 14 {
-		return drop(0)
+		return drop(rtxdpRtDropRT_DROP_RUNT)
 	}
 	proto := binary.BigEndian.Uint16(b[12:])
-	if proto == 0x88B5 || proto == 0x0806 { // DIST; untagged ARP of the interconnect
+	if proto == dist.EtherType || proto == 0x0806 { // DIST; untagged ARP of the interconnect
 		st.Passed++
 		return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
 	}
 	if proto == 0x8100 {
 		if len(b) < 18 {
-			return drop(0)
+			return drop(rtxdpRtDropRT_DROP_RUNT)
 		}
 		if binary.BigEndian.Uint16(b[16:]) != 0x0806 {
-			return drop(9)
+			return drop(rtxdpRtDropRT_DROP_TAGGED)
 		}
-		return slow(0) // an external port's ARP, relayed by an LB
+		return slow(rtxdpRtSlowRT_SLOW_ARP) // an external port's ARP, relayed by an LB
 	}
 	multicast := b[0]&1 != 0
 	if !multicast && !bytes.Equal(b[0:6], m.MAC) {
-		return drop(1)
+		return drop(rtxdpRtDropRT_DROP_NOT_OURS)
 	}
 	if proto != 0x0800 {
-		return drop(10)
+		return drop(rtxdpRtDropRT_DROP_NOT_IP)
 	}
 	if multicast {
-		return drop(7)
+		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)
 	}
 	return m.route(b, drop, slow)
 }
 
-func (m *Model) route(b []byte, drop, slow func(int) ModelResult) ModelResult {
+func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rtxdpRtSlow) ModelResult) ModelResult {
 	if len(b) < 34 {
-		return drop(0)
+		return drop(rtxdpRtDropRT_DROP_RUNT)
 	}
 	ip := b[14:]
 	if ip[0]>>4 != 4 {
-		return drop(2)
+		return drop(rtxdpRtDropRT_DROP_BAD_VERSION)
 	}
 	ihl := int(ip[0] & 0xf)
 	if ihl < 5 {
-		return drop(3)
+		return drop(rtxdpRtDropRT_DROP_BAD_IHL)
 	}
 	tot := int(binary.BigEndian.Uint16(ip[2:]))
 	if tot < ihl*4 || 14+tot > len(b) {
-		return drop(4)
+		return drop(rtxdpRtDropRT_DROP_BAD_LENGTH)
 	}
 	if ihl == 5 && inet.Checksum(ip[:20]) != 0 { // options: the slow path checks
-		return drop(5)
+		return drop(rtxdpRtDropRT_DROP_BAD_CHECKSUM)
 	}
 	s, d := binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:])
 	if martian(s) {
-		return drop(6)
+		return drop(rtxdpRtDropRT_DROP_MARTIAN_SRC)
 	}
 	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
 	if k, ok := m.Local[daddr]; ok {
@@ -142,27 +143,27 @@ func (m *Model) route(b []byte, drop, slow func(int) ModelResult) ModelResult {
 			m.Stats.Passed++
 			return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
 		}
-		return slow(5)
+		return slow(rtxdpRtSlowRT_SLOW_LOCAL)
 	}
 	if martian(d) {
-		return drop(7)
+		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)
 	}
 	if ihl > 5 {
-		return slow(6)
+		return slow(rtxdpRtSlowRT_SLOW_OPTIONS)
 	}
 	if ip[8] <= 1 {
-		return slow(1)
+		return slow(rtxdpRtSlowRT_SLOW_TTL)
 	}
 	if m.denied(ip, ihl) {
-		return drop(8)
+		return drop(rtxdpRtDropRT_DROP_ACL)
 	}
 	g := m.LPM(daddr)
 	if g == 0 {
-		return slow(2)
+		return slow(rtxdpRtSlowRT_SLOW_NO_ROUTE)
 	}
 	nhs := m.Groups[g]
 	if len(nhs) == 0 || len(nhs) > ECMPMax {
-		return drop(11)
+		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
 	}
 	pick := 0
 	if len(nhs) > 1 {
@@ -170,17 +171,17 @@ func (m *Model) route(b []byte, drop, slow func(int) ModelResult) ModelResult {
 	}
 	nh, ok := m.NextHops[nhs[pick]]
 	if !ok {
-		return drop(11)
+		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
 	}
 	port, ok := m.Ports[nh.Port]
 	if !ok || port.VLAN == 0 {
-		return drop(11)
+		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
 	}
 	if tot > int(port.MTU) {
 		if binary.BigEndian.Uint16(ip[6:])&0x4000 != 0 {
-			return slow(3)
+			return slow(rtxdpRtSlowRT_SLOW_FRAG_NEEDED)
 		}
-		return slow(4)
+		return slow(rtxdpRtSlowRT_SLOW_FRAGMENT)
 	}
 	target := nh.GW
 	if !target.IsValid() {
@@ -188,7 +189,7 @@ func (m *Model) route(b []byte, drop, slow func(int) ModelResult) ModelResult {
 	}
 	mac, ok := m.Neighbors[NeighborKey{target, port.VLAN}]
 	if !ok {
-		return slow(7)
+		return slow(rtxdpRtSlowRT_SLOW_UNRESOLVED)
 	}
 	ip[8]--
 	binary.BigEndian.PutUint16(ip[10:], 0)

@@ -181,95 +181,152 @@ func (f *ribFeed) sweepStale() {
 
 // session runs one BGP session until it fails or ctx ends.
 func (f *ribFeed) session(ctx context.Context) error {
-	d := net.Dialer{Timeout: 3 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(f.cfg.Neighbor, 179).String())
+	c, err := dialRIB(ctx, netip.AddrPortFrom(f.cfg.Neighbor, 179))
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	var wmu sync.Mutex
-	send := func(m *bgp.BGPMessage) error {
-		b, err := m.Serialize()
-		if err != nil {
-			return err
-		}
-		wmu.Lock()
-		defer wmu.Unlock()
-		conn.SetWriteDeadline(time.Now().Add(ribHoldTime * time.Second))
-		_, err = conn.Write(b)
+	if err := c.send(f.open()); err != nil {
 		return err
 	}
-	if err := send(f.open()); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	f.st.State = "open"
-	f.mu.Unlock()
-
-	hold := time.Duration(ribHoldTime) * time.Second
-	var opt *bgp.MarshallingOption
-	established := false
-	keepalives := make(chan struct{})
-	defer close(keepalives)
+	f.setState("open")
+	s := &ribSession{f: f, c: c, hold: ribHoldTime * time.Second, keepalives: make(chan struct{})}
+	defer close(s.keepalives)
 	for {
-		if hold > 0 {
-			conn.SetReadDeadline(time.Now().Add(hold))
+		msg, err := s.read()
+		if err == nil {
+			err = s.handle(msg)
 		}
-		msg, err := readBGP(conn, opt)
 		if err != nil {
-			var me *bgp.MessageError
-			if errors.As(err, &me) {
-				send(bgp.NewBGPNotificationMessage(me.TypeCode, me.SubTypeCode, me.Data))
-			}
 			return err
 		}
-		switch body := msg.Body.(type) {
-		case *bgp.BGPOpen:
-			agreed, o, err := f.opened(body)
-			if err != nil {
-				send(bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_OPEN_MESSAGE_ERROR, bgp.BGP_ERROR_SUB_BAD_PEER_AS, nil))
-				return err
+	}
+}
+
+// ribConn is a session's connection. Messages are sent whole, from the
+// session and from its keepalive timer.
+type ribConn struct {
+	net.Conn
+	wmu sync.Mutex
+}
+
+func dialRIB(ctx context.Context, to netip.AddrPort) (*ribConn, error) {
+	d := net.Dialer{Timeout: 3 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", to.String())
+	if err != nil {
+		return nil, err
+	}
+	return &ribConn{Conn: conn}, nil
+}
+
+func (c *ribConn) send(m *bgp.BGPMessage) error {
+	b, err := m.Serialize()
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.SetWriteDeadline(time.Now().Add(ribHoldTime * time.Second))
+	_, err = c.Write(b)
+	return err
+}
+
+// ribSession is one session's BGP state (RFC 4271 §8, the receiving side
+// of it: we never send UPDATEs).
+type ribSession struct {
+	f           *ribFeed
+	c           *ribConn
+	hold        time.Duration // agreed in the OPENs; 0: no keepalives
+	opt         *bgp.MarshallingOption
+	established bool
+	keepalives  chan struct{} // closed when the session ends
+}
+
+// read reads the next message within the hold time; a malformed one is
+// answered with its NOTIFICATION.
+func (s *ribSession) read() (*bgp.BGPMessage, error) {
+	if s.hold > 0 {
+		s.c.SetReadDeadline(time.Now().Add(s.hold))
+	}
+	msg, err := readBGP(s.c, s.opt)
+	var me *bgp.MessageError
+	if errors.As(err, &me) {
+		s.c.send(bgp.NewBGPNotificationMessage(me.TypeCode, me.SubTypeCode, me.Data))
+	}
+	return msg, err
+}
+
+// handle takes one message; an error ends the session.
+func (s *ribSession) handle(msg *bgp.BGPMessage) error {
+	switch body := msg.Body.(type) {
+	case *bgp.BGPOpen:
+		return s.opened(body)
+	case *bgp.BGPKeepAlive:
+		if !s.established {
+			s.established = true
+			s.f.setEstablished()
+		}
+	case *bgp.BGPUpdate:
+		if !s.established {
+			return errors.New("UPDATE before the session was established")
+		}
+		s.f.update(body)
+	case *bgp.BGPNotification:
+		return fmt.Errorf("the suite closed the session: NOTIFICATION %d/%d", body.ErrorCode, body.ErrorSubcode)
+	}
+	return nil
+}
+
+// opened takes the suite's OPEN: the capabilities agreed, a KEEPALIVE to
+// confirm, and keepalives every third of the hold time from then on.
+func (s *ribSession) opened(o *bgp.BGPOpen) error {
+	hold, opt, err := s.f.opened(o)
+	if err != nil {
+		s.c.send(bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_OPEN_MESSAGE_ERROR, bgp.BGP_ERROR_SUB_BAD_PEER_AS, nil))
+		return err
+	}
+	s.hold, s.opt = hold, opt
+	if err := s.c.send(bgp.NewBGPKeepAliveMessage()); err != nil {
+		return err
+	}
+	if hold > 0 {
+		go s.keepAlive()
+	}
+	return nil
+}
+
+// keepAlive sends a KEEPALIVE every third of the hold time until the
+// session ends.
+func (s *ribSession) keepAlive() {
+	t := time.NewTicker(s.hold / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.keepalives:
+			return
+		case <-t.C:
+			if s.c.send(bgp.NewBGPKeepAliveMessage()) != nil {
+				return
 			}
-			hold, opt = agreed, o
-			if err := send(bgp.NewBGPKeepAliveMessage()); err != nil {
-				return err
-			}
-			if hold > 0 {
-				go func() {
-					t := time.NewTicker(hold / 3)
-					defer t.Stop()
-					for {
-						select {
-						case <-keepalives:
-							return
-						case <-t.C:
-							if send(bgp.NewBGPKeepAliveMessage()) != nil {
-								return
-							}
-						}
-					}
-				}()
-			}
-		case *bgp.BGPKeepAlive:
-			if !established {
-				established = true
-				f.mu.Lock()
-				f.st.State, f.st.Established, f.st.LastError = "established", time.Now().UTC().Format(time.RFC3339), ""
-				f.st.Sessions++
-				f.mu.Unlock()
-				f.log.Info("RIB feed established")
-			}
-		case *bgp.BGPUpdate:
-			if !established {
-				return errors.New("UPDATE before the session was established")
-			}
-			f.update(body)
-		case *bgp.BGPNotification:
-			return fmt.Errorf("the suite closed the session: NOTIFICATION %d/%d", body.ErrorCode, body.ErrorSubcode)
 		}
 	}
+}
+
+// setState and setEstablished keep the feed's status.
+func (f *ribFeed) setState(state string) {
+	f.mu.Lock()
+	f.st.State = state
+	f.mu.Unlock()
+}
+
+func (f *ribFeed) setEstablished() {
+	f.mu.Lock()
+	f.st.State, f.st.Established, f.st.LastError = "established", time.Now().UTC().Format(time.RFC3339), ""
+	f.st.Sessions++
+	f.mu.Unlock()
+	f.log.Info("RIB feed established")
 }
 
 // open is our OPEN: IPv4 unicast, 4-octet AS, graceful restart (our

@@ -20,6 +20,12 @@ const (
 	rtxdpFlowSeedFLOW_SEED_RT rtxdpFlowSeed = 668265263
 )
 
+type rtxdpMsrEthertype uint32
+
+const (
+	rtxdpMsrEthertypeETH_P_DIST rtxdpMsrEthertype = 34997
+)
+
 type rtxdpRtAclAction uint32
 
 const (
@@ -196,6 +202,7 @@ const (
 	rtxdpMapRtTbl8             = "rt_tbl8"
 	rtxdpProgRouter            = "router"
 	rtxdpVarUnusedFlowSeed     = "unused_flow_seed"
+	rtxdpVarUnusedMsrEthertype = "unused_msr_ethertype"
 	rtxdpVarUnusedRtAclAction  = "unused_rt_acl_action"
 	rtxdpVarUnusedRtDrop       = "unused_rt_drop"
 	rtxdpVarUnusedRtLimit      = "unused_rt_limit"
@@ -273,6 +280,7 @@ type rtxdpMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpVariableSpecs struct {
 	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
 	UnusedRtAclAction  *ebpf.VariableSpec `ebpf:"unused_rt_acl_action"`
 	UnusedRtDrop       *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
 	UnusedRtLimit      *ebpf.VariableSpec `ebpf:"unused_rt_limit"`
@@ -337,6 +345,7 @@ func (m *rtxdpMaps) Close() error {
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpVariables struct {
 	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
 	UnusedRtAclAction  *ebpf.Variable `ebpf:"unused_rt_acl_action"`
 	UnusedRtDrop       *ebpf.Variable `ebpf:"unused_rt_drop"`
 	UnusedRtLimit      *ebpf.Variable `ebpf:"unused_rt_limit"`

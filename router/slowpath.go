@@ -46,9 +46,14 @@ func (a *Agent) handleSlow(sample []byte) {
 	case uint32(rtxdpRtSlowRT_SLOW_NO_ROUTE):
 		a.icmpError(pkt, 3, 0, 0) // network unreachable
 	case uint32(rtxdpRtSlowRT_SLOW_FRAG_NEEDED):
-		a.icmpError(pkt, 3, 4, uint32(a.mtuOf(meta.Nexthop)))
+		a.icmpError(pkt, 3, 4, a.mtuOf(meta.Nexthop))
 	case uint32(rtxdpRtSlowRT_SLOW_FRAGMENT):
-		a.forwardSlow(pkt, func(p []byte) { a.fragment(p, a.mtuOf(meta.Nexthop)) })
+		a.forwardSlow(pkt, func(p []byte) {
+			for _, f := range fragments(p, a.mtuOf(meta.Nexthop)) {
+				a.counters["fragments"]++
+				a.send(f)
+			}
+		})
 	case uint32(rtxdpRtSlowRT_SLOW_LOCAL):
 		a.local(pkt)
 	case uint32(rtxdpRtSlowRT_SLOW_OPTIONS):
@@ -59,7 +64,7 @@ func (a *Agent) handleSlow(sample []byte) {
 }
 
 func (a *Agent) mtuOf(nh uint32) uint16 {
-	if k, ok := a.nhs[nh]; ok && int(k.port) < len(a.ports) {
+	if k, ok := a.nh.next(nh); ok && int(k.port) < len(a.ports) {
 		return a.ports[k.port].MTU
 	}
 	return 576
@@ -80,15 +85,6 @@ func (a *Agent) forwardSlow(pkt []byte, out func([]byte)) {
 	out(decTTL(pkt))
 }
 
-// decTTL decrements the TTL and recomputes the header checksum.
-func decTTL(pkt []byte) []byte {
-	ihl := int(pkt[0]&0xf) * 4
-	pkt[8]--
-	binary.BigEndian.PutUint16(pkt[10:], 0)
-	binary.BigEndian.PutUint16(pkt[10:], inet.Checksum(pkt[:ihl]))
-	return pkt
-}
-
 // local answers what is addressed to the router itself: ICMP echo, and UDP
 // with Port Unreachable (so traceroute to the router ends); the rest is
 // dropped (routing and management went to the VCP at the LB).
@@ -101,13 +97,8 @@ func (a *Agent) local(pkt []byte) {
 	pkt = pkt[:tot]
 	switch {
 	case pkt[9] == 1 && len(pkt) >= ihl+8 && pkt[ihl] == 8 && binary.BigEndian.Uint16(pkt[6:])&0x3fff == 0:
-		reply := inet.IPv4(netip.AddrFrom4([4]byte(pkt[16:20])), netip.AddrFrom4([4]byte(pkt[12:16])), 1, bytes.Clone(pkt[ihl:]))
-		icmp := reply[20:]
-		icmp[0] = 0
-		binary.BigEndian.PutUint16(icmp[2:], 0)
-		binary.BigEndian.PutUint16(icmp[2:], inet.Checksum(icmp))
 		a.counters["echo_replies"]++
-		a.send(reply)
+		a.send(echoReply(pkt))
 	case pkt[9] == 17:
 		a.icmpError(pkt, 3, 3, 0)
 	default:
@@ -115,49 +106,33 @@ func (a *Agent) local(pkt []byte) {
 	}
 }
 
-// icmpError sends an ICMP error about pkt (RFC 1812 §4.3.2): rate-limited,
-// never about an ICMP error, a broadcast or multicast, or a non-first
-// fragment; quoting as much of pkt as fits in 576 bytes; from the address
-// of the router's port towards the source, as one box would answer.
-func (a *Agent) icmpError(pkt []byte, typ, code uint8, mtu uint32) {
-	if len(pkt) < 20 {
+// icmpError sends an ICMP error about pkt (packets.go says which may have
+// one, and builds it): rate-limited, from the address of the router's port
+// towards the source, as one box would answer.
+func (a *Agent) icmpError(pkt []byte, typ, code uint8, mtu uint16) {
+	if !icmpErrorAllowed(pkt) {
 		return
-	}
-	ihl := int(pkt[0]&0xf) * 4
-	src := netip.AddrFrom4([4]byte(pkt[12:16]))
-	dst := binary.BigEndian.Uint32(pkt[16:])
-	if binary.BigEndian.Uint16(pkt[6:])&0x1fff != 0 || dst>>28 == 0xe || dst == 0xffffffff || martian(u32(src)) {
-		return
-	}
-	if pkt[9] == 1 && len(pkt) > ihl && pkt[ihl] != 0 && pkt[ihl] != 8 && pkt[ihl] != 13 && pkt[ihl] != 15 {
-		return // an ICMP error itself
 	}
 	if !a.icmp.take(time.Now()) {
 		a.counters["icmp_rate_limited"]++
 		return
 	}
-	from, ok := a.addressTowards(src)
+	from, ok := a.addressTowards(netip.AddrFrom4([4]byte(pkt[12:16])))
 	if !ok {
 		return
 	}
-	quote := pkt[:min(len(pkt), 576-28)]
-	body := make([]byte, 8, 8+len(quote))
-	body[0], body[1] = typ, code
-	binary.BigEndian.PutUint32(body[4:], mtu&0xffff)
-	body = append(body, quote...)
-	binary.BigEndian.PutUint16(body[2:], inet.Checksum(body))
 	a.counters["icmp_errors"]++
-	a.send(inet.IPv4(from, src, 1, body))
+	a.send(icmpErrorPacket(pkt, from, typ, code, mtu))
 }
 
 // addressTowards is the address of the router's port on the route to dst.
 func (a *Agent) addressTowards(dst netip.Addr) (netip.Addr, bool) {
 	g := a.dp.FIB.Lookup(dst)
-	nhs := a.groups[g]
+	nhs := a.nh.group(g)
 	if len(nhs) == 0 {
 		return netip.Addr{}, false
 	}
-	k := a.nhs[nhs[0]]
+	k, _ := a.nh.next(nhs[0])
 	return a.ports[k.port].Addr.Addr(), true
 }
 
@@ -165,12 +140,12 @@ func (a *Agent) addressTowards(dst netip.Addr) (netip.Addr, bool) {
 // neighbour (or hold and ARP), tagged frame out of the interconnect port.
 func (a *Agent) send(pkt []byte) {
 	dst := netip.AddrFrom4([4]byte(pkt[16:20]))
-	nhs := a.groups[a.dp.FIB.Lookup(dst)]
+	nhs := a.nh.group(a.dp.FIB.Lookup(dst))
 	if len(nhs) == 0 {
 		a.counters["no_route_slow"]++
 		return
 	}
-	k := a.nhs[nhs[0]]
+	k, _ := a.nh.next(nhs[0])
 	port := a.ports[k.port]
 	target := k.gw
 	if !target.IsValid() {
@@ -200,16 +175,8 @@ func (a *Agent) send(pkt []byte) {
 // arpRequest asks for target on its port's VLAN; the LB owning the VLAN
 // puts its own MAC in it and sends it out (seed 000 §4.3).
 func (a *Agent) arpRequest(k NeighborKey, port Port) {
-	b := make([]byte, 28)
-	binary.BigEndian.PutUint16(b[0:], 1)
-	binary.BigEndian.PutUint16(b[2:], 0x0800)
-	b[4], b[5] = 6, 4
-	binary.BigEndian.PutUint16(b[6:], 1)
-	copy(b[8:], a.mac)
-	copy(b[14:], port.Addr.Addr().AsSlice())
-	copy(b[24:], k.IP.AsSlice())
 	a.counters["arp_requests"]++
-	a.transmit(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, k.VLAN, 0x0806, b)
+	a.transmit(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, k.VLAN, 0x0806, arpRequest(a.mac, port.Addr.Addr(), k.IP))
 }
 
 // learnARP takes a (tagged) ARP frame the LBs broadcast to the back-ends
@@ -306,38 +273,5 @@ func (a *Agent) transmit(dst net.HardwareAddr, vlan, etherType uint16, payload [
 	}
 	if err := unix.Send(a.raw, f, 0); err != nil {
 		a.counters["send_errors"]++
-	}
-}
-
-// fragment splits pkt into fragments that fit mtu (RFC 791 §3.2) and sends
-// them.
-func (a *Agent) fragment(pkt []byte, mtu uint16) {
-	ihl := int(pkt[0]&0xf) * 4
-	tot := int(binary.BigEndian.Uint16(pkt[2:]))
-	if tot > len(pkt) || tot < ihl {
-		return
-	}
-	data := pkt[ihl:tot]
-	step := (int(mtu) - ihl) &^ 7
-	if step <= 0 {
-		return
-	}
-	flags := binary.BigEndian.Uint16(pkt[6:])
-	baseOff := int(flags&0x1fff) * 8
-	for off := 0; off < len(data); off += step {
-		end := min(off+step, len(data))
-		f := make([]byte, ihl, ihl+end-off)
-		copy(f, pkt[:ihl])
-		f = append(f, data[off:end]...)
-		binary.BigEndian.PutUint16(f[2:], uint16(len(f)))
-		fl := uint16((baseOff+off)/8) | flags&0x2000
-		if end < len(data) {
-			fl |= 0x2000
-		}
-		binary.BigEndian.PutUint16(f[6:], fl)
-		binary.BigEndian.PutUint16(f[10:], 0)
-		binary.BigEndian.PutUint16(f[10:], inet.Checksum(f[:ihl]))
-		a.counters["fragments"]++
-		a.send(f)
 	}
 }

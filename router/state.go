@@ -41,17 +41,17 @@ func (a *Agent) statePath() string {
 // snapshot copies what save writes; call it with a.mu held.
 func (a *Agent) snapshot() *savedState {
 	routes := a.dp.FIB.Routes()
-	s := &savedState{Routes: make([]byte, 0, len(routes)*savedRouteLen), Groups: make(map[uint32][]uint32, len(a.groups))}
+	s := &savedState{Routes: make([]byte, 0, len(routes)*savedRouteLen), Groups: make(map[uint32][]uint32, len(a.nh.groups))}
 	for p, g := range routes {
 		a4 := p.Addr().As4()
 		s.Routes = append(s.Routes, a4[:]...)
 		s.Routes = append(s.Routes, uint8(p.Bits()))
 		s.Routes = binary.BigEndian.AppendUint32(s.Routes, g)
 	}
-	for g, ids := range a.groups {
+	for g, ids := range a.nh.groups {
 		s.Groups[g] = ids
 	}
-	for k, id := range a.nhIDs {
+	for k, id := range a.nh.ids {
 		s.NextHops = append(s.NextHops, savedNextHop{ID: id, GW: k.gw, Port: k.port})
 	}
 	return s
@@ -91,14 +91,9 @@ func (a *Agent) adopt() bool {
 		a.log.Warn("saved state unreadable: rebuilding the FIB", "err", err)
 		return false
 	}
-	nhIDs, nhs := map[nhKey]uint32{}, map[uint32]nhKey{}
+	keys := map[uint32]nhKey{}
 	for _, n := range s.NextHops {
-		k := nhKey{gw: n.GW, port: n.Port}
-		nhIDs[k], nhs[n.ID] = n.ID, k
-	}
-	groupIDs := map[string]uint32{}
-	for id, ids := range s.Groups {
-		groupIDs[fmt.Sprint(ids)] = id
+		keys[n.ID] = nhKey{gw: n.GW, port: n.Port}
 	}
 	if len(s.Routes)%savedRouteLen != 0 {
 		a.log.Warn("saved state: routes truncated: rebuilding the FIB")
@@ -117,8 +112,7 @@ func (a *Agent) adopt() bool {
 		a.log.Warn("rebuilding the FIB", "err", err)
 		return false
 	}
-	a.nhIDs, a.nhs, a.groupIDs, a.groups = nhIDs, nhs, groupIDs, s.Groups
-	a.lastKeys = nil
+	a.nh.restore(keys, s.Groups, fib)
 	a.log.Info("adopted the running data path", "routes", len(fib))
 	return true
 }
