@@ -277,7 +277,7 @@ hosts:
 	links := "links:\n  - ends: [peer:eth0, lb:e0]\n  - ends: [lb:i0, sw:p0]\n  - ends: [vcp:eth0, sw:p1]\n"
 	ports := "      p0: {xdp_pass: on, vlan_offload: off}\n      p1: {vlan_offload: off}\n"
 	for i := 1; i <= backends; i++ {
-		files[fmt.Sprintf("r%d.yaml", i)] = fmt.Sprintf("name: bench-rib-r%d\nkey_file: %s/key\ninternal: eth0\npin_dir: /sys/fs/bpf/msr-bench-rib/r%d\n"+
+		files[fmt.Sprintf("r%d.yaml", i)] = fmt.Sprintf("name: bench-rib-r%d\nkey_file: %s/key\ninterface: eth0\npin_dir: /sys/fs/bpf/msr-bench-rib/r%d\n"+
 			"socket: %s/r%d.sock\nports:\n  net1: {vlan: 10, address: 192.0.2.1/24}\nrib: {neighbor: 10.0.0.1, asn: 65000}\n", i, dir, i, dir, i)
 		fmt.Fprintf(&labText, `  r%[1]d:
     interfaces:

@@ -44,7 +44,7 @@ ports:
 {{end}}
 {{define "router"}}name: {{.Name}}
 key_file: {{.Run}}/key
-internal: eth0
+interface: eth0
 capacity_mbps: {{.Capacity}}
 api_listen: {{.API}}
 pin_dir: /sys/fs/bpf/msr-default-{{.Name}}

@@ -46,8 +46,8 @@ func goldenCases() []struct {
 			Role: RoleLB, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 10000, Installed: 7, Name: "lb1",
 			Ports: []PortStatus{
 				{Index: 0, Role: PortExternal, VLAN: 10, MAC: macLB, Prefix: netip.MustParsePrefix("192.0.2.1/24"),
-					Flags: PortFlagUp, SpeedMbps: 10000, MTU: 1500, RxPackets: 1000, RxBytes: 64000, TxPackets: 900, TxBytes: 57600, RxDropped: 3},
-				{Index: 1, Role: PortInternal, MAC: macR1, Flags: PortFlagUp | PortFlagDefaultInternal, SpeedMbps: 10000, MTU: 1500},
+					Flags: PortFlagUp, SpeedMbps: 10000, MTU: 1500, RxPackets: 1000, RxBytes: 64000, TxPackets: 900, TxBytes: 57600, RxDropped: 3, Name: "e0"},
+				{Index: 1, Role: PortInternal, MAC: macR1, Flags: PortFlagUp | PortFlagDefaultInternal, SpeedMbps: 10000, MTU: 1500, Name: "i0"},
 			}}}},
 		{"hello-router-draining", Frame{Dst: GroupMAC, Src: macR1, Header: hdr(2), Msg: &Hello{
 			Role: RoleRouter, Flags: HelloFlagDraining, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 5000, Name: "r3"}}},
@@ -283,4 +283,20 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("accepted non-canonical frame\n got %x\nwant %x", b, again)
 		}
 	})
+}
+
+// A HELLO from before ports were named (64-byte ports, docs/dist.md) is
+// still read, its ports unnamed: elements are upgraded one at a time. This
+// is hello-lb as version 1 of the layout sealed it.
+func TestHelloUnnamedPorts(t *testing.T) {
+	b, _ := hex.DecodeString("036d7372000102000000010188b50101010000a0000001020304050607081867c0a1b2c3d4e50000000000000001010000640302000000002710000000076c6231000000000000000000000000000001000a0200000001011801c00002010000271005dc000000000000000003e8000000000000fa000000000000000384000000000000e1000000000000000003010200000200000002010003000000000000271005dc000000000000000000000000000000000000000000000000000000000000000000000000000000000000f7b2788eacc02a451589054f32927f87a88a2e5e7678c641dd2b4a3f5bb8b125")
+	key, _ := hex.DecodeString("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+	f, err := Unmarshal(b, Keyring{1: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := f.Msg.(*Hello)
+	if !ok || h.Name != "lb1" || len(h.Ports) != 2 || h.Ports[0].VLAN != 10 || h.Ports[0].RxDropped != 3 || h.Ports[0].Name != "" || h.Ports[1].Name != "" {
+		t.Errorf("%+v", f.Msg)
+	}
 }

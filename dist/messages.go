@@ -81,11 +81,15 @@ const (
 
 // Limits of the message bodies.
 const (
-	NameLen          = 16
-	MaxPorts         = 16
-	MaxTableEntries  = 112
-	helloFixedLen    = 32
-	helloPortLen     = 64
+	NameLen         = 16
+	MaxPorts        = 16
+	MaxTableEntries = 112
+	helloFixedLen   = 32
+	helloPortLen    = 80
+	// helloPortLenV0 is a port without its name: what elements sent
+	// before ports were named. Still read, so that elements can be
+	// upgraded one at a time (docs/dist.md).
+	helloPortLenV0   = 64
 	portConfigHdrLen = 16
 	portConfigLen    = 24
 	tableHdrLen      = 16
@@ -108,6 +112,9 @@ type PortStatus struct {
 	TxPackets uint64           `json:"tx_packets"`
 	TxBytes   uint64           `json:"tx_bytes"`
 	RxDropped uint64           `json:"rx_dropped"`
+	// Name is the port's own name on its element (its interface); the
+	// router calls the port ELEMENT/NAME everywhere (lb1/e0).
+	Name string `json:"name,omitempty"`
 }
 
 // Hello is sent by every element to GroupMAC every hello interval; it is
@@ -178,7 +185,11 @@ func (p *PortStatus) append(b []byte) ([]byte, error) {
 	for _, v := range []uint64{p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.RxDropped} {
 		b = binary.BigEndian.AppendUint64(b, v)
 	}
-	return b, nil
+	name, err := encodeName(p.Name)
+	if err != nil {
+		return nil, fmt.Errorf("port %d: %w", p.Index, err)
+	}
+	return append(b, name...), nil
 }
 
 func (m *Hello) decodeBody(b []byte) error {
@@ -186,7 +197,11 @@ func (m *Hello) decodeBody(b []byte) error {
 		return errShort
 	}
 	n := int(b[5])
-	if n > MaxPorts || len(b) != helloFixedLen+n*helloPortLen {
+	portLen := helloPortLen
+	if n > 0 && len(b) == helloFixedLen+n*helloPortLenV0 {
+		portLen = helloPortLenV0 // unnamed ports
+	}
+	if n > MaxPorts || len(b) != helloFixedLen+n*portLen {
 		return fmt.Errorf("%d ports in %d bytes", n, len(b))
 	}
 	if b[6] != 0 || b[7] != 0 {
@@ -214,7 +229,7 @@ func (m *Hello) decodeBody(b []byte) error {
 		return errReserved
 	}
 	for i := range m.Ports {
-		if err := m.Ports[i].decode(b[helloFixedLen+i*helloPortLen:][:helloPortLen]); err != nil {
+		if err := m.Ports[i].decode(b[helloFixedLen+i*portLen:][:portLen]); err != nil {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
 	}
@@ -240,8 +255,18 @@ func (p *PortStatus) decode(b []byte) error {
 		MTU:       binary.BigEndian.Uint16(b[20:22]),
 		RxPackets: c(24), RxBytes: c(32), TxPackets: c(40), TxBytes: c(48), RxDropped: c(56),
 	}
+	if len(b) == helloPortLen {
+		if p.Name, err = decodeName(b[helloPortLenV0:]); err != nil {
+			return err
+		}
+	}
 	return validVLAN(p.VLAN)
 }
+
+// PortName is what the whole router calls the port named port on element:
+// ELEMENT/PORT (lb1/e0), in every view (the console, the elements'
+// status, the suite's interface descriptions, the logs).
+func PortName(element, port string) string { return element + "/" + port }
 
 // PortSetting is one port's configuration pushed by the VCP. The port is
 // named by its MAC; Index is the LB's own index for it.

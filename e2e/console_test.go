@@ -99,13 +99,18 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 	for _, p := range pv.Ports {
 		if p.Role == "external" {
 			ext++
-			if p.VLAN != 10 || p.Address != "192.0.2.1/24" || !strings.HasPrefix(p.Name, "t-rib-lb:") {
+			if p.VLAN != 10 || p.Address != "192.0.2.1/24" || p.Name != "t-rib-lb/e0" {
 				t.Errorf("external port: %+v", p)
 			}
 		}
 	}
 	if ext != 1 || pv.External.RxPackets == 0 {
 		t.Errorf("ports: %+v", pv)
+	}
+	// The same name on the port's mirror in the VCP, where the suite
+	// speaks for it.
+	if out, errOut, _ := msr(t, "lab", "exec", "--lab", "t-rib", "vcp", "--", "ip", "link", "show", "x10"); !strings.Contains(out, "alias t-rib-lb/e0") {
+		t.Errorf("the mirror x10 is not named after its port: %s %s", out, errOut)
 	}
 	// A relay to the back-end's own API, by name.
 	var r1 struct{ Name string }

@@ -128,7 +128,7 @@ ports:
 `
 	r1 := `name: ` + lab + `-r1
 key_file: ` + dir + `/key
-internal: eth0
+interface: eth0
 pin_dir: /sys/fs/bpf/msr-test-` + strings.TrimPrefix(lab, "t-") + `-r1
 socket: ` + dir + `/r1.sock
 rib: {neighbor: 10.0.0.1, asn: 65000}

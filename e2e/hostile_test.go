@@ -147,7 +147,7 @@ func TestDefaultLabHostileInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rx, drops := portDelta(before, after, "e0")
+	rx, drops := portDelta(before, after, "lb1/e0")
 	t.Logf("lb1's e0: %d frames received, %d dropped and counted by reason", rx, drops)
 	if rx < uint64(sent)*99/100 || drops < uint64(malformed)*9/10 {
 		t.Errorf("lb1's e0 received %d and dropped %d of %d frames sent, %d of them malformed", rx, drops, sent, malformed)

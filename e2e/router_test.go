@@ -69,7 +69,7 @@ links:
 func routerConfig(name, dir string) string {
 	return `name: ` + name + `
 key_file: ` + dir + `/key
-internal: eth0
+interface: eth0
 pin_dir: /sys/fs/bpf/msr-test-` + name + `
 socket: /run/msr/t-rt-` + name + `.sock
 capacity_mbps: 1000

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -26,7 +27,7 @@ import (
 // in line with the configuration, the VCP's messages and the back-ends'
 // hellos, and sends the LB's own hellos.
 type Agent struct {
-	cfg    *FileConfig
+	cfg    *AgentConfig
 	mode   Mode
 	dp     *Dataplane
 	sender *dist.Sender
@@ -79,7 +80,7 @@ type vcpTable struct {
 // NewAgent sets the LB up: call it inside the LB's network namespace
 // (interface names, XDP attachment and DIST sockets are resolved there).
 // What it starts keeps working from any thread.
-func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
+func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	key, err := dist.ReadKeyFile(cfg.KeyFile, cfg.KeyID)
 	if err != nil {
 		return nil, err
@@ -88,12 +89,8 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, _ := ParseMode(cfg.Mode)
-	a := &Agent{cfg: cfg, mode: mode, sender: sender, conns: map[string]*dist.Conn{},
+	a := &Agent{cfg: cfg, mode: cfg.Mode, sender: sender, conns: map[string]*dist.Conn{}, vcpMAC: cfg.VCPMAC,
 		backends: map[string]*backendState{}, log: log.With("component", "lb", "lb", cfg.Name)}
-	if cfg.VCPMAC != "" {
-		a.vcpMAC, _ = net.ParseMAC(cfg.VCPMAC)
-	}
 	if err := a.setup(key); err != nil {
 		a.Close()
 		return nil, err
@@ -113,21 +110,13 @@ func (a *Agent) setup(key dist.Key) error {
 		return err
 	}
 	a.dp = dp
-	for i, name := range a.cfg.PortNames() {
-		pc := a.cfg.Ports[name]
-		ifi, err := net.InterfaceByName(name)
+	for i, pc := range a.cfg.Ports {
+		ifi, err := net.InterfaceByName(pc.Name)
 		if err != nil {
-			return fmt.Errorf("port %s: %w", name, err)
+			return fmt.Errorf("port %s: %w", pc.Name, err)
 		}
-		p := &agentPort{name: name, ifindex: ifi.Index, index: uint8(i), mac: ifi.HardwareAddr,
-			vlan: pc.VLAN, prefix: pc.Address, isDefault: pc.Default, speed: pc.SpeedMbps, auto: pc.Role == "auto"}
-		switch pc.Role {
-		case "external":
-			p.role = RoleExternal
-		case "internal":
-			p.role = RoleInternal
-		}
-		a.ports = append(a.ports, p)
+		a.ports = append(a.ports, &agentPort{name: pc.Name, ifindex: ifi.Index, index: uint8(i), mac: ifi.HardwareAddr, role: pc.Role,
+			vlan: pc.VLAN, prefix: pc.Address, isDefault: pc.Default, speed: pc.CapacityMbps, auto: pc.Auto})
 	}
 	if err := a.reconcileMaps(); err != nil {
 		return err
@@ -138,7 +127,7 @@ func (a *Agent) setup(key dist.Key) error {
 			return fmt.Errorf("port %s: %w", p.name, err)
 		}
 		if adopted {
-			a.log.Info("adopted pinned XDP link", "port", p.name)
+			a.log.Info("adopted pinned XDP link", "port", a.portName(p))
 		}
 		a.links = append(a.links, l)
 		if p.role != RoleExternal {
@@ -270,7 +259,7 @@ func (a *Agent) receive(ctx context.Context, port string, c *dist.Conn) {
 			continue
 		}
 		if err != nil {
-			a.log.Error("receive DIST", "port", port, "err", err)
+			a.log.Error("receive DIST", "port", dist.PortName(a.cfg.Name, port), "err", err)
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
@@ -320,7 +309,7 @@ func (a *Agent) sense(port string) {
 	for _, p := range a.ports {
 		if p.name == port && p.auto && p.role == RoleUnknown {
 			p.role = RoleInternal
-			a.log.Info("port sensed internal", "port", p.name)
+			a.log.Info("port sensed internal", "port", a.portName(p))
 			if err := a.writePort(p); err != nil {
 				a.log.Error("write port", "err", err)
 			}
@@ -341,7 +330,7 @@ func (a *Agent) applyPortConfig(m *dist.PortConfig) {
 			p.role, p.vlan, p.prefix = uint8(s.Role), s.VLAN, s.Prefix
 			p.isDefault = s.Flags&dist.PortFlagDefaultInternal != 0
 			if err := a.writePort(p); err != nil {
-				a.log.Error("PORT_CONFIG", "port", p.name, "err", err)
+				a.log.Error("PORT_CONFIG", "port", a.portName(p), "err", err)
 			}
 			if p.role == RoleExternal && p.prefix.IsValid() {
 				a.dp.SetRouterAddr(p.prefix.Addr(), AddrRouter)
@@ -376,7 +365,7 @@ func (a *Agent) alive(mac net.HardwareAddr, now time.Time) bool {
 
 // hold is how long a back-end stays alive after its last hello.
 func (a *Agent) hold() time.Duration {
-	return a.cfg.HelloInterval * time.Duration(a.cfg.HoldMultiplier)
+	return a.cfg.Hold()
 }
 
 // wanted computes the table the LB should have now: the VCP's entries, or
@@ -399,30 +388,16 @@ func (a *Agent) wanted(now time.Time) (Mode, []Backend) {
 		return mode, bs
 	}
 	for _, bc := range a.cfg.Backends {
-		mac, _ := net.ParseMAC(bc.MAC)
-		if !a.alive(mac, now) {
+		if !a.alive(bc.MAC, now) {
 			continue
 		}
-		w := bc.Weight
-		if w == 0 {
-			w = 1
-		}
 		for _, p := range a.ports {
-			if p.role == RoleInternal && (len(bc.Ports) == 0 || contains(bc.Ports, p.name)) {
-				bs = append(bs, Backend{MAC: mac, Ifindex: p.ifindex, PortIndex: p.index, Weight: w})
+			if p.role == RoleInternal && (len(bc.Ports) == 0 || slices.Contains(bc.Ports, p.name)) {
+				bs = append(bs, Backend{MAC: bc.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: bc.Weight})
 			}
 		}
 	}
 	return mode, bs
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // applyTable installs the wanted table if it differs from the installed
@@ -478,7 +453,7 @@ func (a *Agent) sendHello() {
 		if p.role == RoleInternal {
 			h.Capacity += p.speed
 		}
-		h.Ports = append(h.Ports, dist.PortStatus{Index: p.index, Role: dist.PortRole(p.role), VLAN: p.vlan,
+		h.Ports = append(h.Ports, dist.PortStatus{Index: p.index, Role: dist.PortRole(p.role), VLAN: p.vlan, Name: p.name,
 			MAC: p.mac, Prefix: p.prefix, Flags: flags, SpeedMbps: p.speed, MTU: 1500,
 			RxPackets: st.RxPackets, RxBytes: st.RxBytes, TxPackets: st.TxPackets, TxBytes: st.TxBytes})
 	}
@@ -546,7 +521,7 @@ func (a *Agent) Status() *lbapi.Status {
 	d := a.defaultPort()
 	for _, p := range a.ports {
 		st, _ := a.dp.Stats(p.index)
-		ps := lbapi.PortStatus{Name: p.name, Ifindex: p.ifindex, Index: p.index, Role: roleName(p.role), MAC: p.mac.String(),
+		ps := lbapi.PortStatus{Name: a.portName(p), Interface: p.name, Ifindex: p.ifindex, Index: p.index, Role: roleName(p.role), MAC: p.mac.String(),
 			VLAN: p.vlan, Default: p == d, Stats: st}
 		if p.prefix.IsValid() {
 			ps.Address = p.prefix.String()
@@ -571,6 +546,9 @@ func (a *Agent) Status() *lbapi.Status {
 	}
 	return s
 }
+
+// portName is the router's name of one of its ports: LB/INTERFACE.
+func (a *Agent) portName(p *agentPort) string { return dist.PortName(a.cfg.Name, p.name) }
 
 func roleName(r uint8) string {
 	switch r {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
@@ -63,26 +64,27 @@ type agentLabT struct {
 	agent  *Agent
 	sinks  map[string]*traffic.Sink
 	hellos map[string]context.CancelFunc
-	cfg    *FileConfig
+	cfg    *AgentConfig
 	stop   func() // stops the first agent's Run
 }
 
 const labFlows = 1000
 
-func lbConfig(t *testing.T, mode string) *FileConfig {
+func lbConfig(t *testing.T, mode string) *AgentConfig {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
 	os.WriteFile(key, []byte(testKeyHex), 0o600)
-	cfg := &FileConfig{
-		Name: "t-agent", KeyFile: key, Mode: mode, PinDir: filepath.Join(netns.BPFFS, "msr-test-lb"),
+	file := &FileConfig{
+		Config: element.Config{Name: "t-agent", KeyFile: key}, Mode: mode, PinDir: filepath.Join(netns.BPFFS, "msr-test-lb"),
 		Ports: map[string]*PortConfig{
 			"e0": {Role: "external", VLAN: 10},
 			"i0": {Role: "auto", Default: true},
 		},
 		Backends: []BackendConfig{{MAC: "02:00:00:00:b0:01", Weight: 2}, {MAC: "02:00:00:00:b0:02", Weight: 2}, {MAC: "02:00:00:00:b0:03", Weight: 1}},
 	}
-	cfg.Ports["e0"].Address.UnmarshalText([]byte("192.0.2.1/24"))
-	if err := cfg.complete(); err != nil {
+	file.Ports["e0"].Address.UnmarshalText([]byte("192.0.2.1/24"))
+	cfg, err := file.Parse()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg

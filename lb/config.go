@@ -4,46 +4,37 @@ import (
 	"net"
 	"net/netip"
 	"sort"
-	"time"
 
-	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
+	"github.com/msr-router/msr/internal/element"
 )
 
-// FileConfig is `msr lb --config FILE.yaml`: everything an LB needs
-// without a VCP, and what it needs to find one.
+// FileConfig is `msr lb --config FILE.yaml` as written: everything an LB
+// needs without a VCP, and what it needs to find one. LoadConfig parses it
+// once into the AgentConfig the agent runs.
 type FileConfig struct {
-	Name string `yaml:"name" msr:"required"`
-	// ID is the element id in DIST; default: a hash of the name.
-	ID      uint64 `yaml:"id"`
-	KeyFile string `yaml:"key_file" msr:"required"`
-	KeyID   uint8  `yaml:"key_id"`
+	element.Config `yaml:",inline"`
 	// PinDir keeps maps and links across restarts of the agent.
-	PinDir string `yaml:"pin_dir"`
-	Socket string `yaml:"socket"`
-	// APIListen is the API's address on the management network
-	// (HOST:PORT), beside the local socket; changes need the key's token.
-	APIListen       netip.AddrPort         `yaml:"api_listen"`
-	HelloInterval   time.Duration          `yaml:"hello_interval"`
-	HoldMultiplier  uint8                  `yaml:"hold_multiplier"`
+	PinDir          string                 `yaml:"pin_dir"`
 	Mode            string                 `yaml:"mode"`
 	Ports           map[string]*PortConfig `yaml:"ports" msr:"required"`
 	Backends        []BackendConfig        `yaml:"backends"`
 	VCPMAC          string                 `yaml:"vcp_mac"`
 	RouterAddresses []netip.Addr           `yaml:"router_addresses"`
 	ManagementAddr  netip.Addr             `yaml:"management_address"`
+	Warnings        config.Warnings        `yaml:"-"`
 	Pos             config.Pos             `yaml:"-"`
 }
 
 // PortConfig is one port in the file.
 type PortConfig struct {
 	// Role is external, internal, or auto (learned from DIST traffic).
-	Role      string       `yaml:"role" msr:"required"`
-	Address   netip.Prefix `yaml:"address"`
-	VLAN      uint16       `yaml:"vlan"`
-	Default   bool         `yaml:"default"`
-	SpeedMbps uint32       `yaml:"speed_mbps"`
-	Pos       config.Pos   `yaml:"-"`
+	Role         string       `yaml:"role" msr:"required"`
+	Address      netip.Prefix `yaml:"address"`
+	VLAN         uint16       `yaml:"vlan"`
+	Default      bool         `yaml:"default"`
+	CapacityMbps uint32       `yaml:"capacity_mbps" was:"speed_mbps"`
+	Pos          config.Pos   `yaml:"-"`
 }
 
 // BackendConfig is a statically known back-end. It is balanced to only
@@ -56,101 +47,139 @@ type BackendConfig struct {
 	Pos   config.Pos `yaml:"-"`
 }
 
+// AgentConfig is an LB's configuration as its agent runs it: the file
+// parsed and checked once, every value in its own type.
+type AgentConfig struct {
+	element.Config
+	PinDir          string
+	Mode            Mode
+	Ports           []PortSpec // by name: a port's index is its place here
+	Backends        []StaticBackend
+	VCPMAC          net.HardwareAddr // nil: learned from the VCP's announcements
+	RouterAddresses []netip.Addr
+	ManagementAddr  netip.Addr
+	// Warnings are the file's deprecated keys, for the agent to log.
+	Warnings config.Warnings
+}
+
+// PortSpec is one port.
+type PortSpec struct {
+	Name         string
+	Role         uint8 // RoleExternal, RoleInternal, RoleUnknown (auto)
+	Auto         bool  // the role is learned from DIST traffic
+	Address      netip.Prefix
+	VLAN         uint16
+	Default      bool
+	CapacityMbps uint32
+}
+
+// StaticBackend is a back-end the file names.
+type StaticBackend struct {
+	MAC    net.HardwareAddr
+	Weight uint16
+	Ports  []string // internal ports it is reached through; none: all
+}
+
 // Defaults.
 const (
-	DefaultHelloInterval  = 100 * time.Millisecond
-	DefaultHoldMultiplier = 3
+	DefaultHelloInterval  = element.DefaultHelloInterval
+	DefaultHoldMultiplier = element.DefaultHoldMultiplier
 )
 
-// LoadConfig reads and checks an LB config file.
-func LoadConfig(path string) (*FileConfig, error) {
+// LoadConfig reads, checks and parses an LB config file.
+func LoadConfig(path string) (*AgentConfig, error) {
 	c := &FileConfig{}
 	if err := config.DecodeFile(path, c); err != nil {
 		return nil, err
 	}
-	if err := c.complete(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c.Parse()
 }
 
-// complete fills defaults and checks what decoding cannot.
-func (c *FileConfig) complete() error {
-	if c.ID == 0 {
-		c.ID = dist.ElementID("lb", c.Name)
-	}
-	if c.KeyID == 0 {
-		c.KeyID = 1
-	}
-	if c.HelloInterval == 0 {
-		c.HelloInterval = DefaultHelloInterval
-	}
-	if c.HoldMultiplier == 0 {
-		c.HoldMultiplier = DefaultHoldMultiplier
+// Parse fills defaults, checks what decoding cannot, and returns the
+// configuration the agent runs.
+func (c *FileConfig) Parse() (*AgentConfig, error) {
+	if err := c.Config.Complete("lb", c.Pos); err != nil {
+		return nil, err
 	}
 	if c.Mode == "" {
 		c.Mode = "wrr"
 	}
-	if c.Socket == "" {
-		c.Socket = "/run/msr/lb-" + c.Name + ".sock"
-	}
 	if c.PinDir == "" {
 		c.PinDir = "/sys/fs/bpf/msr/lb-" + c.Name
 	}
-	if _, err := ParseMode(c.Mode); err != nil {
-		return c.Pos.Errorf("%v", err)
-	}
-	if c.HelloInterval < 10*time.Millisecond || c.HelloInterval > time.Minute {
-		return c.Pos.Errorf("hello_interval %v: use 10ms to 1m", c.HelloInterval)
+	mode, err := ParseMode(c.Mode)
+	if err != nil {
+		return nil, c.Pos.Errorf("%v", err)
 	}
 	if len(c.Ports) > MaxPorts {
-		return c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
+		return nil, c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
 	}
-	defaults, vlans := 0, map[uint16]string{}
-	for _, name := range c.PortNames() {
-		p := c.Ports[name]
-		switch p.Role {
-		case "external":
-			if !p.Address.Addr().Is4() || p.VLAN == 0 || p.VLAN > 4094 {
-				return p.Pos.Errorf("external port %s needs an IPv4 address and a VLAN id 1-4094", name)
-			}
-			if other, dup := vlans[p.VLAN]; dup {
-				return p.Pos.Errorf("port %s: VLAN %d is already port %s's", name, p.VLAN, other)
-			}
-			vlans[p.VLAN] = name
-		case "internal", "auto":
-			if p.Address.IsValid() || p.VLAN != 0 {
-				return p.Pos.Errorf("port %s: only external ports have an address and a VLAN", name)
-			}
-		default:
-			return p.Pos.Errorf("port %s: role %q: use external, internal or auto", name, p.Role)
-		}
-		if p.Default {
-			if p.Role == "external" {
-				return p.Pos.Errorf("port %s: the default port is an internal one", name)
-			}
-			defaults++
-		}
-	}
-	if defaults > 1 {
-		return c.Pos.Errorf("%d ports are marked default; mark one internal port", defaults)
+	a := &AgentConfig{Config: c.Config, PinDir: c.PinDir, Mode: mode, RouterAddresses: c.RouterAddresses,
+		ManagementAddr: c.ManagementAddr, Warnings: c.Warnings}
+	if a.Ports, err = c.parsePorts(); err != nil {
+		return nil, err
 	}
 	for _, b := range c.Backends {
-		if _, err := net.ParseMAC(b.MAC); err != nil {
-			return b.Pos.Errorf("back-end MAC %q: %v", b.MAC, err)
+		mac, err := net.ParseMAC(b.MAC)
+		if err != nil {
+			return nil, b.Pos.Errorf("back-end MAC %q: %v", b.MAC, err)
 		}
 		for _, pn := range b.Ports {
 			if p := c.Ports[pn]; p == nil || p.Role == "external" {
-				return b.Pos.Errorf("back-end %s: %q is not an internal port", b.MAC, pn)
+				return nil, b.Pos.Errorf("back-end %s: %q is not an internal port", b.MAC, pn)
 			}
 		}
+		a.Backends = append(a.Backends, StaticBackend{MAC: mac, Weight: max(b.Weight, 1), Ports: b.Ports})
 	}
 	if c.VCPMAC != "" {
-		if _, err := net.ParseMAC(c.VCPMAC); err != nil {
-			return c.Pos.Errorf("vcp_mac %q: %v", c.VCPMAC, err)
+		if a.VCPMAC, err = net.ParseMAC(c.VCPMAC); err != nil {
+			return nil, c.Pos.Errorf("vcp_mac %q: %v", c.VCPMAC, err)
 		}
 	}
-	return nil
+	return a, nil
+}
+
+// parsePorts checks the ports: roles, external ports' addresses and
+// VLANs, at most one default internal port.
+func (c *FileConfig) parsePorts() ([]PortSpec, error) {
+	var ports []PortSpec
+	defaults, vlans := 0, map[uint16]string{}
+	for _, name := range c.PortNames() {
+		p := c.Ports[name]
+		spec := PortSpec{Name: name, Address: p.Address, VLAN: p.VLAN, Default: p.Default, CapacityMbps: p.CapacityMbps}
+		switch p.Role {
+		case "external":
+			if !p.Address.Addr().Is4() || p.VLAN == 0 || p.VLAN > 4094 {
+				return nil, p.Pos.Errorf("external port %s needs an IPv4 address and a VLAN id 1-4094", name)
+			}
+			if other, dup := vlans[p.VLAN]; dup {
+				return nil, p.Pos.Errorf("port %s: VLAN %d is already port %s's", name, p.VLAN, other)
+			}
+			vlans[p.VLAN] = name
+			spec.Role = RoleExternal
+		case "internal", "auto":
+			if p.Address.IsValid() || p.VLAN != 0 {
+				return nil, p.Pos.Errorf("port %s: only external ports have an address and a VLAN", name)
+			}
+			spec.Role, spec.Auto = RoleInternal, p.Role == "auto"
+			if spec.Auto {
+				spec.Role = RoleUnknown
+			}
+		default:
+			return nil, p.Pos.Errorf("port %s: role %q: use external, internal or auto", name, p.Role)
+		}
+		if p.Default {
+			if p.Role == "external" {
+				return nil, p.Pos.Errorf("port %s: the default port is an internal one", name)
+			}
+			defaults++
+		}
+		ports = append(ports, spec)
+	}
+	if defaults > 1 {
+		return nil, c.Pos.Errorf("%d ports are marked default; mark one internal port", defaults)
+	}
+	return ports, nil
 }
 
 // PortNames lists the ports in a fixed order (port indices follow it).

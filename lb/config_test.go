@@ -39,8 +39,22 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ID == 0 || c.HelloInterval != DefaultHelloInterval || c.HoldMultiplier != 3 || c.Mode != "wrr" || c.Socket != "/run/msr/lb-lb1.sock" {
+	if c.ID == 0 || c.HelloInterval != DefaultHelloInterval || c.HoldMultiplier != 3 || c.Mode != ModeWRR || c.Socket != "/run/msr/lb-lb1.sock" {
 		t.Errorf("defaults: %+v", c)
+	}
+}
+
+// A port's capacity was speed_mbps: the old key works for one release,
+// with a warning naming the new one.
+func TestLoadConfigRenamedKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lb.yaml")
+	os.WriteFile(path, []byte("name: lb1\nkey_file: k\nports:\n  i0: {role: internal, speed_mbps: 2500}\n"), 0o644)
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Ports[0].CapacityMbps != 2500 || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], `lb.yaml:4:24: key "speed_mbps" in ports.i0 is deprecated: it is now "capacity_mbps"`) {
+		t.Errorf("capacity %d, warnings %q", c.Ports[0].CapacityMbps, c.Warnings)
 	}
 }
 

@@ -28,7 +28,7 @@ import (
 // Agent is `msr router`: it loads the data path, keeps its FIB, next hops,
 // neighbours and ACL, and runs the slow path.
 type Agent struct {
-	cfg    *FileConfig
+	cfg    *AgentConfig
 	dp     *Dataplane
 	link   link.Link
 	conn   *dist.Conn
@@ -85,7 +85,7 @@ const (
 )
 
 // NewAgent sets the back-end up: call it inside its network namespace.
-func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
+func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
 		neigh:   map[NeighborKey]*neighbor{},
 		pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{},
@@ -105,7 +105,7 @@ func (a *Agent) setup() error {
 	if a.sender, err = dist.NewSender(a.cfg.ID, key); err != nil {
 		return err
 	}
-	ifi, err := net.InterfaceByName(a.cfg.Internal)
+	ifi, err := net.InterfaceByName(a.cfg.Interface)
 	if err != nil {
 		return fmt.Errorf("internal interface: %w", err)
 	}
@@ -126,7 +126,7 @@ func (a *Agent) setup() error {
 	if a.link, _, err = xdp.AdoptOrAttach(filepath.Join(a.cfg.PinDir, "link_"+ifi.Name), a.dp.Program(), ifi.Index); err != nil {
 		return err
 	}
-	if a.conn, err = dist.Listen(a.cfg.Internal, dist.Keyring{key.ID: key.Secret}); err != nil {
+	if a.conn, err = dist.Listen(a.cfg.Interface, dist.Keyring{key.ID: key.Secret}); err != nil {
 		return err
 	}
 	if a.raw, err = rawSocket(ifi.Index); err != nil {
@@ -141,8 +141,7 @@ func (a *Agent) setup() error {
 // the ACL into the data path.
 func (a *Agent) program(ifi *net.Interface) error {
 	local := map[netip.Addr]uint32{}
-	for i, name := range a.cfg.PortNames() {
-		pc := a.cfg.Ports[name]
+	for i, pc := range a.cfg.Ports {
 		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address}
 		if err := a.dp.SetPort(p); err != nil {
 			return err
@@ -170,12 +169,7 @@ func (a *Agent) program(ifi *net.Interface) error {
 		keep[be32(addr)] = true
 	}
 	xdp.DeleteStale(a.dp.objs.RtLocal, func(k uint32, _ uint32) bool { return keep[k] })
-	var rules []ACLRule
-	for _, c := range a.cfg.ACL {
-		r, _ := c.rule()
-		rules = append(rules, r)
-	}
-	if err := a.dp.SetACL(a.mac, rules); err != nil {
+	if err := a.dp.SetACL(a.mac, a.cfg.ACL); err != nil {
 		return err
 	}
 	// A reused data path is adopted, so it never stops forwarding; else
@@ -415,9 +409,9 @@ func (a *Agent) sendHello() {
 	if err != nil {
 		return
 	}
-	h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), HoldMultiplier: 3,
-		Capacity: a.cfg.Capacity, Installed: uint32(a.routeCount()), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac,
-			Flags: dist.PortFlagUp, SpeedMbps: a.cfg.Capacity, MTU: 1500, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
+	h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), HoldMultiplier: a.cfg.HoldMultiplier,
+		Capacity: a.cfg.CapacityMbps, Installed: uint32(a.routeCount()), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac, Name: a.cfg.Interface,
+			Flags: dist.PortFlagUp, SpeedMbps: a.cfg.CapacityMbps, MTU: 1500, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
 			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes}}}
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
 	if err == nil {
@@ -512,7 +506,7 @@ func (a *Agent) routeInfo(p netip.Prefix, g uint32) routerapi.RouteInfo {
 		if k, _ := a.nh.next(id); k.gw.IsValid() {
 			ri.Via = append(ri.Via, k.gw.String())
 		} else {
-			ri.Port = a.cfg.PortNames()[k.port]
+			ri.Port = a.cfg.Ports[k.port].Name
 		}
 	}
 	return ri

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
@@ -33,7 +34,7 @@ links:
   - ends: [gen:g0, r:eth0]
 `
 
-func startRouter(t *testing.T, cfg *FileConfig) (*Agent, context.CancelFunc) {
+func startRouter(t *testing.T, cfg *AgentConfig) (*Agent, context.CancelFunc) {
 	t.Helper()
 	var a *Agent
 	err := netns.Do(lab.Namespace("t-rtrestart", "r"), func() (err error) {
@@ -56,11 +57,12 @@ func TestRouterRestartKeepsForwarding(t *testing.T) {
 	labtest.Up(t, restartLab)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("3c", 32)), 0o600)
-	cfg := &FileConfig{Name: "t-restart", KeyFile: filepath.Join(dir, "key"), Internal: "eth0",
+	file := &FileConfig{Config: element.Config{Name: "t-restart", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		PinDir: filepath.Join(netns.BPFFS, "msr-test-rtrestart"),
 		Ports:  map[string]*PortConfig{"net": {VLAN: 10, Address: netip.MustParsePrefix("10.10.1.1/24")}},
 		Routes: []RouteConfig{{To: netip.MustParsePrefix("198.19.0.0/16"), Via: []netip.Addr{netip.MustParseAddr("10.10.1.2")}}}}
-	if err := cfg.complete(); err != nil {
+	cfg, err := file.Parse()
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(cfg.PinDir); os.Remove(routerapi.StatePath("t-restart")) })

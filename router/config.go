@@ -4,30 +4,23 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"time"
 
-	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
+	"github.com/msr-router/msr/internal/element"
 )
 
-// FileConfig is `msr router --config FILE.yaml`: a back-end's ports,
-// static routes and ACL, for setups without a VCP.
+// FileConfig is `msr router --config FILE.yaml` as written: a back-end's
+// ports, static routes and ACL, for setups without a VCP. LoadConfig
+// parses it once into the AgentConfig the agent runs.
 type FileConfig struct {
-	Name     string `yaml:"name" msr:"required"`
-	ID       uint64 `yaml:"id"`
-	KeyFile  string `yaml:"key_file" msr:"required"`
-	KeyID    uint8  `yaml:"key_id"`
-	Internal string `yaml:"internal" msr:"required"` // the interface on the interconnect
-	// Capacity in Mbit/s, announced in hellos: the VCP's basis for weights.
-	Capacity uint32 `yaml:"capacity_mbps"`
-	PinDir   string `yaml:"pin_dir"`
-	Socket   string `yaml:"socket"`
-	// APIListen is the API's address on the management network
-	// (HOST:PORT), beside the local socket; changes need the key's token.
-	APIListen     netip.AddrPort         `yaml:"api_listen"`
-	HelloInterval time.Duration          `yaml:"hello_interval"`
-	Ports         map[string]*PortConfig `yaml:"ports" msr:"required"`
-	Routes        []RouteConfig          `yaml:"routes"`
+	element.Config `yaml:",inline"`
+	// Interface is the back-end's port on the interconnect.
+	Interface string `yaml:"interface" msr:"required" was:"internal"`
+	// CapacityMbps is announced in hellos: the VCP's basis for weights.
+	CapacityMbps uint32                 `yaml:"capacity_mbps"`
+	PinDir       string                 `yaml:"pin_dir"`
+	Ports        map[string]*PortConfig `yaml:"ports" msr:"required"`
+	Routes       []RouteConfig          `yaml:"routes"`
 	// RouteFiles load many routes at once: every prefix of a pyasn-format
 	// file (such as a RouteViews snapshot), via the file's gateways.
 	RouteFiles      []RouteFileConfig `yaml:"route_files"`
@@ -37,8 +30,37 @@ type FileConfig struct {
 	// static routes only).
 	RIB *RIBConfig `yaml:"rib"`
 	// ICMPRate bounds the ICMP errors sent per second (RFC 1812 §4.3.2.8).
-	ICMPRate int        `yaml:"icmp_rate"`
-	Pos      config.Pos `yaml:"-"`
+	ICMPRate int             `yaml:"icmp_rate"`
+	Warnings config.Warnings `yaml:"-"`
+	Pos      config.Pos      `yaml:"-"`
+}
+
+// AgentConfig is a back-end's configuration as its agent runs it: the
+// file parsed and checked once, every value in its own type.
+type AgentConfig struct {
+	element.Config
+	Interface    string
+	CapacityMbps uint32
+	PinDir       string
+	Ports        []PortSpec // by name: a port's index is its place here
+	Routes       []RouteConfig
+	RouteFiles   []RouteFileConfig
+	ACL          []ACLRule
+	// RouterAddresses are more of the router's own addresses (the
+	// management address): the slow path answers them.
+	RouterAddresses []netip.Addr
+	RIB             *RIBConfig
+	ICMPRate        int
+	// Warnings are the file's deprecated keys, for the agent to log.
+	Warnings config.Warnings
+}
+
+// PortSpec is one external port of the router, as the back-end serves it.
+type PortSpec struct {
+	Name    string
+	VLAN    uint16
+	Address netip.Prefix
+	MTU     uint16
 }
 
 // PortConfig is one external port of the router, mirrored on the back-end.
@@ -75,33 +97,46 @@ type ACLConfig struct {
 	Pos    config.Pos   `yaml:"-"`
 }
 
-// LoadConfig reads and checks a router config file.
-func LoadConfig(path string) (*FileConfig, error) {
+// LoadConfig reads, checks and parses a router config file.
+func LoadConfig(path string) (*AgentConfig, error) {
 	c := &FileConfig{}
 	if err := config.DecodeFile(path, c); err != nil {
 		return nil, err
 	}
-	return c, c.complete()
+	return c.Parse()
+}
+
+// Parse fills defaults, checks what decoding cannot, and returns the
+// configuration the agent runs.
+func (c *FileConfig) Parse() (*AgentConfig, error) {
+	if err := c.complete(); err != nil {
+		return nil, err
+	}
+	a := &AgentConfig{Config: c.Config, Interface: c.Interface, CapacityMbps: c.CapacityMbps, PinDir: c.PinDir,
+		Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, Warnings: c.Warnings}
+	for _, name := range c.PortNames() {
+		p := c.Ports[name]
+		a.Ports = append(a.Ports, PortSpec{Name: name, VLAN: p.VLAN, Address: p.Address, MTU: p.MTU})
+	}
+	for _, acl := range c.ACL {
+		r, err := acl.rule()
+		if err != nil {
+			return nil, acl.Pos.Errorf("ACL rule: %v", err)
+		}
+		a.ACL = append(a.ACL, r)
+	}
+	return a, nil
 }
 
 func (c *FileConfig) complete() error {
-	if c.ID == 0 {
-		c.ID = dist.ElementID("router", c.Name)
+	if err := c.Config.Complete("router", c.Pos); err != nil {
+		return err
 	}
-	if c.KeyID == 0 {
-		c.KeyID = 1
-	}
-	if c.HelloInterval == 0 {
-		c.HelloInterval = 100 * time.Millisecond
-	}
-	if c.Capacity == 0 {
-		c.Capacity = 1000
+	if c.CapacityMbps == 0 {
+		c.CapacityMbps = 1000
 	}
 	if c.ICMPRate == 0 {
 		c.ICMPRate = 100
-	}
-	if c.Socket == "" {
-		c.Socket = "/run/msr/router-" + c.Name + ".sock"
 	}
 	if c.PinDir == "" {
 		c.PinDir = "/sys/fs/bpf/msr/router-" + c.Name
@@ -141,11 +176,6 @@ func (c *FileConfig) complete() error {
 	}
 	if len(c.ACL) > MaxACL {
 		return c.Pos.Errorf("%d ACL rules, at most %d", len(c.ACL), MaxACL)
-	}
-	for _, a := range c.ACL {
-		if _, err := a.rule(); err != nil {
-			return a.Pos.Errorf("ACL rule: %v", err)
-		}
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 
 const goodRouter = `name: r1
 key_file: /etc/msr/key
-internal: eth0
+interface: eth0
 capacity_mbps: 500
 ports:
   x: {vlan: 10, address: 192.0.2.2/24}
@@ -22,7 +22,7 @@ acl:
 rib: {neighbor: 10.0.0.1, asn: 65000}
 `
 
-func loadRouter(t *testing.T, text string) (*FileConfig, error) {
+func loadRouter(t *testing.T, text string) (*AgentConfig, error) {
 	path := filepath.Join(t.TempDir(), "router.yaml")
 	os.WriteFile(path, []byte(text), 0o644)
 	return LoadConfig(path)
@@ -33,13 +33,19 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ID == 0 || c.Capacity != 500 || c.Ports["x"].MTU != 1500 || c.Ports["y"].MTU != 9000 || len(c.Routes[0].Via) != 2 ||
-		c.RIB.ASN != 65000 || c.Socket != "/run/msr/router-r1.sock" {
+	if c.ID == 0 || c.CapacityMbps != 500 || c.Ports[0].Name != "x" || c.Ports[0].MTU != 1500 || c.Ports[1].MTU != 9000 || len(c.Routes[0].Via) != 2 ||
+		c.RIB.ASN != 65000 || c.Socket != "/run/msr/router-r1.sock" || c.HoldMultiplier != 3 || len(c.Warnings) != 0 {
 		t.Errorf("%+v", c)
 	}
-	r, err := c.ACL[0].rule()
-	if err != nil || !r.Deny || r.Proto != 17 || r.DportLo != 5000 || r.DportHi != 5009 || r.SportHi != 65535 {
-		t.Errorf("ACL rule 0: %+v %v", r, err)
+	if r := c.ACL[0]; !r.Deny || r.Proto != 17 || r.DportLo != 5000 || r.DportHi != 5009 || r.SportHi != 65535 {
+		t.Errorf("ACL rule 0: %+v", r)
+	}
+	// The key the interface had before it was "interface" works for one
+	// release, with a warning.
+	old, err := loadRouter(t, strings.Replace(goodRouter, "interface: eth0", "internal: eth0", 1))
+	if err != nil || old.Interface != "eth0" || len(old.Warnings) != 1 || !strings.Contains(old.Warnings[0], `router.yaml:3:1: key "internal"`) ||
+		!strings.Contains(old.Warnings[0], `now "interface"`) {
+		t.Errorf("the old key: %v, warnings %q", err, old.Warnings)
 	}
 	// Each edit of the good file must be refused at its line.
 	cases := []struct{ edit, want, msg string }{
@@ -56,7 +62,7 @@ func TestLoadConfig(t *testing.T) {
 		{"src: 10.0.0.0/8", "src: 10.0.0.0/8, dport: 80", ":12:5: ACL rule: ports need proto tcp or udp"},
 		{"asn: 65000", "asn: 0", ":1:1: rib: asn 0 is reserved"},
 		{"capacity_mbps: 500", "capacity: 500", ":4:1: unknown key \"capacity\""},
-		{"internal: eth0\n", "", ":1:1: missing required key \"internal\""},
+		{"interface: eth0\n", "", ":1:1: missing required key \"interface\""},
 		{"address: 192.0.2.2/24", "address: 192.0.2.300/24", ":6:26: ports.x.address"},
 	}
 	for i, c := range cases {

@@ -86,6 +86,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 			// peer's End-of-RIB (seconds, measured), and a VCP alone has
 			// no twin whose routes the back-ends hold. holdFeed still waits
 			// for the sessions.
+			a.describePorts(cfg)
 			if a.suite, err = StartSuite(cfg.Routing, false, a.log); err != nil {
 				a.Close()
 				return nil, err
@@ -138,6 +139,9 @@ func (a *Agent) become(active bool) {
 	a.mu.Lock()
 	was, routing := a.active, a.cfg.Routing
 	a.mu.Unlock()
+	if active && !was {
+		a.describePorts(a.cfg)
+	}
 	if active == was {
 		return
 	}
@@ -179,6 +183,25 @@ func (a *Agent) receive(ctx context.Context) {
 		}
 		if h, ok := f.Msg.(*dist.Hello); ok && h.Role != dist.RoleVCP {
 			a.heard(f.Header.Sender, f.Src, h)
+			if h.Role == dist.RoleLB {
+				a.nameMirrors(h)
+			}
+		}
+	}
+}
+
+// nameMirrors gives the mirrors of an LB's external ports the router's
+// names of those ports, and logs each name once it is known.
+func (a *Agent) nameMirrors(h *dist.Hello) {
+	for _, p := range h.Ports {
+		if p.Role != dist.PortExternal || p.VLAN == 0 {
+			continue
+		}
+		name := portName(h.Name, p)
+		if changed, err := a.mirrors.Describe(p.VLAN, name); err != nil {
+			a.log.Warn("mirror", "port", name, "err", err)
+		} else if changed {
+			a.log.Info("external port", "port", name, "vlan", p.VLAN, "address", p.Prefix, "mirror", fmt.Sprintf("x%d", p.VLAN))
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	elementcfg "github.com/msr-router/msr/internal/element"
+
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
@@ -90,7 +92,7 @@ func startVCPLab(t *testing.T) *vcpLabT {
 	}
 	// r4 has the wrong key: the VCP and the LB must ignore it.
 	l.backend("r4", 1000, strings.Repeat("5a", 32))
-	cfg := &FileConfig{Name: "t-vcp", KeyFile: filepath.Join(l.dir, "key"), Interface: "eth0", Mode: "maglev",
+	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-vcp", KeyFile: filepath.Join(l.dir, "key")}, Interface: "eth0", Mode: "maglev",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}}}
 	if err := cfg.complete(); err != nil {
 		t.Fatal(err)

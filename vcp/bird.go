@@ -54,6 +54,7 @@ protocol direct {
 }
 {{range $i, $b := .BGP}}
 protocol bgp peer{{$i}} {
+	description "{{$.PeerPort $b.Neighbor}}";
 	local as {{$.ASN}};
 	neighbor {{$b.Neighbor}} as {{$b.ASN}};
 {{if $b.HoldTime}}	hold time {{$b.HoldTime}};
@@ -71,7 +72,8 @@ protocol static {
 protocol ospf v2 {
 	ipv4 { import all; export none; };
 	area 0 {
-{{range .OSPF}}		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
+{{range .OSPF}}		# {{$.PortName .VLAN}}
+		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
 {{end}}	};
 }
 {{end}}{{with .Backends}}

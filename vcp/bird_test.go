@@ -17,7 +17,9 @@ func TestBirdConfParses(t *testing.T) {
 		BGP:      []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6}},
 		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
-		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")}}
+		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
+		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Name: "lb1/e0"},
+			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
 	var b bytes.Buffer
 	if err := birdConf.Execute(&b, suiteConf{cfg, true}); err != nil {
 		t.Fatal(err)
@@ -27,7 +29,8 @@ func TestBirdConfParses(t *testing.T) {
 	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
 		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
 	}
-	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal", "hold time 6", "add paths tx", "graceful restart on", "disabled;"} {
+	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal", "hold time 6", "add paths tx", "graceful restart on", "disabled;",
+		`description "lb1/e0"`, "# lb2/e3\n\t\tinterface \"x11\""} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("configuration lacks %q:\n%s", want, b.String())
 		}

@@ -5,27 +5,20 @@
 package vcp
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"time"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
+	elementcfg "github.com/msr-router/msr/internal/element"
 )
 
 // FileConfig is `msr vcp --config FILE.yaml`: the router as a whole.
 type FileConfig struct {
-	Name           string        `yaml:"name" msr:"required"`
-	ID             uint64        `yaml:"id"`
-	KeyFile        string        `yaml:"key_file" msr:"required"`
-	KeyID          uint8         `yaml:"key_id"`
-	Interface      string        `yaml:"interface" msr:"required"` // on the interconnect
-	HelloInterval  time.Duration `yaml:"hello_interval"`
-	HoldMultiplier uint8         `yaml:"hold_multiplier"`
-	Socket         string        `yaml:"socket"`
-	// APIListen is the API's address on the management network
-	// (HOST:PORT), beside the local socket; changes need the key's token.
-	APIListen netip.AddrPort `yaml:"api_listen"`
+	elementcfg.Config `yaml:",inline"`
+	Interface         string `yaml:"interface" msr:"required"` // on the interconnect
 	// Mode is the balancing mode of every LB not named in LBs.
 	Mode          string                    `yaml:"mode"`
 	LBs           map[string]*LBConfig      `yaml:"lbs"`
@@ -39,8 +32,9 @@ type FileConfig struct {
 	Standby *StandbyConfig `yaml:"standby"`
 	// AsStandby is `msr vcp --standby`: the lower VRRP priority, so the
 	// other VCP wins when both start together.
-	AsStandby bool       `yaml:"-"`
-	Pos       config.Pos `yaml:"-"`
+	AsStandby bool            `yaml:"-"`
+	Warnings  config.Warnings `yaml:"-"`
+	Pos       config.Pos      `yaml:"-"`
 }
 
 // RoutingConfig is the routing suite and its protocols.
@@ -62,7 +56,39 @@ type RoutingConfig struct {
 	// of every back-end whose address is in Range.
 	Backends *RIBDistribution `yaml:"backends"`
 	RunDir   string           `yaml:"run_dir"` // default /run/msr/vcp-NAME
-	Pos      config.Pos       `yaml:"-"`
+	// Ports are the external ports as the suite's config describes them
+	// (their mirrors xVLAN, the router's names for them); the agent sets
+	// them before it starts or reconfigures the suite.
+	Ports []SuitePort `yaml:"-"`
+	Pos   config.Pos  `yaml:"-"`
+}
+
+// SuitePort is an external port, for the suite's config.
+type SuitePort struct {
+	VLAN    uint16
+	Address netip.Prefix
+	Name    string // lb1/e0
+}
+
+// PortName is the router's name of the port with the VLAN, for the
+// suite's interface descriptions.
+func (c *RoutingConfig) PortName(vlan uint16) string {
+	for _, p := range c.Ports {
+		if p.VLAN == vlan {
+			return p.Name
+		}
+	}
+	return fmt.Sprintf("VLAN %d", vlan)
+}
+
+// PeerPort is the router's name of the port a neighbour is on.
+func (c *RoutingConfig) PeerPort(a netip.Addr) string {
+	for _, p := range c.Ports {
+		if p.Address.Masked().Contains(a) {
+			return p.Name
+		}
+	}
+	return "no port"
 }
 
 // StaticRoute is a static route of the router.
@@ -142,20 +168,8 @@ func LoadConfig(path string) (*FileConfig, error) {
 }
 
 func (c *FileConfig) complete() error {
-	if c.ID == 0 {
-		c.ID = dist.ElementID("vcp", c.Name)
-	}
-	if c.KeyID == 0 {
-		c.KeyID = 1
-	}
-	if c.HelloInterval == 0 {
-		c.HelloInterval = 100 * time.Millisecond
-	}
-	if c.HoldMultiplier == 0 {
-		c.HoldMultiplier = 3
-	}
-	if c.Socket == "" {
-		c.Socket = "/run/msr/vcp-" + c.Name + ".sock"
+	if err := c.Config.Complete("vcp", c.Pos); err != nil {
+		return err
 	}
 	if c.Mode == "" {
 		c.Mode = "hash"

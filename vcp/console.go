@@ -28,7 +28,7 @@ func (a *Agent) Ports() *vcpapi.PortsView {
 			continue
 		}
 		for _, p := range lb.hello.Ports {
-			pv := vcpapi.PortView{Name: fmt.Sprintf("%s:%d", lb.hello.Name, p.Index), LB: lb.hello.Name, Index: p.Index,
+			pv := vcpapi.PortView{Name: portName(lb.hello.Name, p), LB: lb.hello.Name, Index: p.Index,
 				MAC: p.MAC.String(), Role: [...]string{"unknown", "external", "internal"}[p.Role], VLAN: p.VLAN,
 				Up: p.Flags&dist.PortFlagUp != 0, SpeedMbps: p.SpeedMbps, MTU: p.MTU,
 				Counters: vcpapi.Counters{RxPackets: p.RxPackets, RxBytes: p.RxBytes, TxPackets: p.TxPackets, TxBytes: p.TxBytes, RxDropped: p.RxDropped}}
@@ -42,6 +42,50 @@ func (a *Agent) Ports() *vcpapi.PortsView {
 		}
 	}
 	return v
+}
+
+// portName is what the router calls an element's port: ELEMENT/NAME
+// (dist.PortName), or ELEMENT/INDEX for an element too old to name its
+// ports in its hellos.
+func portName(element string, p dist.PortStatus) string {
+	if p.Name == "" {
+		return dist.PortName(element, strconv.Itoa(int(p.Index)))
+	}
+	return dist.PortName(element, p.Name)
+}
+
+// externalPortNames are the router's names of the external ports, by
+// VLAN, as the LBs' hellos tell them; call it with a.mu held.
+func (a *Agent) externalPortNames() map[uint16]string {
+	names := map[uint16]string{}
+	for _, lb := range a.sorted(dist.RoleLB) {
+		for _, p := range lb.hello.Ports {
+			if p.Role == dist.PortExternal && p.VLAN != 0 {
+				names[p.VLAN] = portName(lb.hello.Name, p)
+			}
+		}
+	}
+	return names
+}
+
+// describePorts gives cfg's routing section the external ports, named as
+// the LBs' hellos name them, for the suite's config to describe.
+func (a *Agent) describePorts(cfg *FileConfig) {
+	if cfg.Routing == nil {
+		return
+	}
+	a.mu.Lock()
+	names := a.externalPortNames()
+	a.mu.Unlock()
+	ports := []SuitePort{}
+	for _, p := range cfg.ExternalPorts {
+		name, ok := names[p.VLAN]
+		if !ok {
+			name = fmt.Sprintf("%s VLAN %d", p.LB, p.VLAN) // before the LB's first hello
+		}
+		ports = append(ports, SuitePort{VLAN: p.VLAN, Address: p.Address, Name: name})
+	}
+	cfg.Routing.Ports = ports
 }
 
 // Routes reports the routes and each back-end's install state.

@@ -46,6 +46,7 @@ router ospf
  ospf router-id {{.RouterID}}
 !
 {{range .OSPF}}interface x{{.VLAN}}
+ description {{$.PortName .VLAN}}
  ip ospf area 0
  ip ospf cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}
  ip ospf hello-interval 1
@@ -58,6 +59,7 @@ router bgp {{.ASN}}
  no bgp ebgp-requires-policy
  bgp graceful-restart
 {{range .BGP}} neighbor {{.Neighbor}} remote-as {{.ASN}}
+ neighbor {{.Neighbor}} description {{$.PeerPort .Neighbor}}
  neighbor {{.Neighbor}} timers connect 1
 {{if .HoldTime}} neighbor {{.Neighbor}} timers {{.Keepalive}} {{.HoldTime}}
 {{end}}{{end}}{{with .Backends}} neighbor BACKENDS peer-group

@@ -20,7 +20,9 @@ func TestFRRConfParses(t *testing.T) {
 		BGP:      []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6}},
 		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
-		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")}}
+		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
+		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Name: "lb1/e0"},
+			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
 	f := &FRR{cfg: cfg, dir: filepath.Join(dir, "frr"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := f.writeConfig(); err != nil {
 		t.Fatal(err)
@@ -28,9 +30,9 @@ func TestFRRConfParses(t *testing.T) {
 	for d, wants := range map[string][]string{
 		"bgpd": {"neighbor 192.0.2.10 remote-as 65010", "neighbor 192.0.2.10 timers 2 6", "bgp listen range 10.0.0.0/24 peer-group BACKENDS",
 			"neighbor BACKENDS shutdown", "neighbor BACKENDS addpath-tx-all-paths", "bgp graceful-restart", "redistribute ospf",
-			"neighbor 192.0.2.10 route-map MSR-NONE out"},
+			"neighbor 192.0.2.10 route-map MSR-NONE out", "neighbor 192.0.2.10 description lb1/e0"},
 		"staticd": {"ip route 203.0.113.0/24 192.0.2.254"},
-		"ospfd":   {"interface x11", "ip ospf cost 5", "ip ospf area 0"},
+		"ospfd":   {"interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
 	} {
 		path := filepath.Join(f.dir, d+".conf")
 		b, _ := os.ReadFile(path)

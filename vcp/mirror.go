@@ -49,10 +49,28 @@ type Mirrors struct {
 func (m *Mirrors) SetActive(active bool) { m.active.Store(active) }
 
 type mirror struct {
-	vlan uint16
-	name string
-	mac  net.HardwareAddr // of the suite side
-	fd   int              // packet socket on the bridge side
+	vlan  uint16
+	name  string
+	alias string           // the router's name of its port, once an LB said it
+	mac   net.HardwareAddr // of the suite side
+	fd    int              // packet socket on the bridge side
+}
+
+// Describe names the mirror of the port with the VLAN as the router names
+// the port (lb1/e0): its interface alias, which `ip link` and the suite's
+// interface views show. It says whether the name is new.
+func (m *Mirrors) Describe(vlan uint16, name string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mr := m.ports[vlan]
+	if mr == nil || mr.alias == name {
+		return false, nil
+	}
+	mr.alias = name // tried once per name: a failure is reported, not retried every hello
+	if out, err := exec.Command("ip", "link", "set", mr.name, "alias", name).CombinedOutput(); err != nil {
+		return false, fmt.Errorf("name mirror %s %s: %v: %s", mr.name, name, err, out)
+	}
+	return true, nil
 }
 
 // NewMirrors makes the mirrors of ports inside the calling thread's

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	elementcfg "github.com/msr-router/msr/internal/element"
+
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
@@ -47,7 +49,7 @@ func TestMirrorCarriesControlTraffic(t *testing.T) {
 	labtest.Up(t, mirrorLab)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "key"), []byte(keyHex), 0o600)
-	cfg := &FileConfig{Name: "t-mirror", KeyFile: filepath.Join(dir, "key"), Interface: "eth0",
+	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-mirror", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}}}
 	if err := cfg.complete(); err != nil {
 		t.Fatal(err)
@@ -144,7 +146,7 @@ router bgp 65010
 			dir+"/bgpd.conf, -Z, -S, -i, "+dir+"/bgpd.pid, --vty_socket, "+dir+", -P, \"0\", --log, stdout]}\n", 1)
 	labtest.Up(t, labText)
 	os.WriteFile(filepath.Join(dir, "key"), []byte(keyHex), 0o600)
-	cfg := &FileConfig{Name: "t-bgp", KeyFile: filepath.Join(dir, "key"), Interface: "eth0",
+	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-bgp", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}},
 		Routing:       &RoutingConfig{ASN: 65000, BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010}}, RunDir: filepath.Join(dir, "vcp")}}
 	if err := cfg.complete(); err != nil {

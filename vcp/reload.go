@@ -39,6 +39,7 @@ func (a *Agent) Reload() (*vcpapi.ReloadResult, error) {
 	}
 	// A suite that cannot take the change refuses it before anything else
 	// changes.
+	a.describePorts(next)
 	a.mu.Lock()
 	running := a.suite
 	a.mu.Unlock()

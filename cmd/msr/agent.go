@@ -89,7 +89,15 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger) error 
 	return a.Run(ctx)
 }
 
-func newLogger() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)) }
+// newLogger is an agent's logger; it logs first what the agent's config
+// file still says in words that are deprecated (config.Warnings).
+func newLogger(warnings []string) *slog.Logger {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	for _, w := range warnings {
+		log.Warn("config", "deprecated", w)
+	}
+	return log
+}
 
 // needAgent says which agent a command is for: by --name (its socket is
 // api.SocketPath) or by --socket.

@@ -59,7 +59,7 @@ func runLBAgent(file string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger()
+	log := newLogger(cfg.Warnings)
 	a, err := lb.NewAgent(cfg, log)
 	if err != nil {
 		return err

@@ -79,7 +79,7 @@ func runRouterAgent(file string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger()
+	log := newLogger(cfg.Warnings)
 	a, err := router.NewAgent(cfg, log)
 	if err != nil {
 		return err

@@ -44,7 +44,7 @@ func runVCP(args []string) error {
 			return err
 		}
 		cfg.AsStandby = *standby
-		log := newLogger()
+		log := newLogger(cfg.Warnings)
 		a, err := vcp.NewAgent(cfg, log)
 		if err != nil {
 			return err

@@ -4,9 +4,15 @@
 // topologies, element configs) goes through Decode, so they all fail alike.
 //
 // Struct fields are named by their `yaml:"name"` tag; `msr:"required"`
-// marks a field that must be present. A field of type Pos receives the
-// position of the node it was decoded from, so that later semantic checks
-// (duplicate names, address clashes) can point at the offending line.
+// marks a field that must be present; an embedded struct tagged
+// `yaml:",inline"` lends its keys to the struct it is embedded in (the
+// block every element's file shares). A field may keep the key it had
+// before a rename, `was:"old_key"`, for one release: the old key still
+// decodes, with a warning naming the new one. A field of type Pos receives
+// the position of the node it was decoded from, so that later semantic
+// checks (duplicate names, address clashes) can point at the offending
+// line; a field of type Warnings, in the file's top struct, receives the
+// warnings.
 // Scalars decode into strings, bools (true/false/on/off/yes/no), integers,
 // time.Duration, and any encoding.TextUnmarshaler (netip.Prefix, ...).
 package config
@@ -41,6 +47,10 @@ func (p Pos) Errorf(format string, args ...any) error {
 	return &Error{Pos: p, Msg: fmt.Sprintf(format, args...)}
 }
 
+// Warnings are what a file said that still works but should change, each
+// with its position: a deprecated key and its new name.
+type Warnings []string
+
 // Error is a problem in a file, at a position.
 type Error struct {
 	Pos Pos
@@ -74,7 +84,18 @@ func Decode(file string, data []byte, out any) error {
 		return &Error{Pos: Pos{File: file, Line: extra.Line, Column: extra.Column}, Msg: "only one YAML document per file"}
 	}
 	d := decoder{file: file}
-	return d.value(doc.Content[0], reflect.ValueOf(out).Elem(), "")
+	v := reflect.ValueOf(out).Elem()
+	if err := d.value(doc.Content[0], v, ""); err != nil {
+		return err
+	}
+	if v.Kind() == reflect.Struct {
+		for i := 0; i < v.NumField(); i++ {
+			if v.Field(i).Type() == warningsType {
+				v.Field(i).Set(reflect.ValueOf(d.warnings))
+			}
+		}
+	}
+	return nil
 }
 
 // syntaxError turns yaml.v3's "yaml: line N: msg" into a positioned error.
@@ -92,9 +113,10 @@ func syntaxError(file string, err error) error {
 }
 
 type decoder struct {
-	file    string
-	depth   int
-	aliases int
+	file     string
+	depth    int
+	aliases  int
+	warnings Warnings
 }
 
 // maxAliases bounds how many times a file's anchors are expanded, so that
@@ -103,6 +125,7 @@ const maxAliases = 10000
 
 var (
 	posType      = reflect.TypeOf(Pos{})
+	warningsType = reflect.TypeOf(Warnings(nil))
 	durationType = reflect.TypeOf(time.Duration(0))
 	textType     = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
 )
@@ -148,18 +171,40 @@ func (d *decoder) text(n *yaml.Node, v reflect.Value, what string) error {
 	return nil
 }
 
-// fields maps a struct's YAML keys to field indices.
-func fields(t reflect.Type) (map[string]int, []string) {
-	idx := map[string]int{}
+// field is where a YAML key decodes: the path of field indices (through
+// inline structs), and the key's new name if this one is deprecated.
+type field struct {
+	index    []int
+	required bool
+	renamed  string // the key to use instead (a `was` key)
+}
+
+// fields maps a struct's YAML keys, its inline structs' too, to fields;
+// names lists the current keys.
+func fields(t reflect.Type) (map[string]field, []string) {
+	idx := map[string]field{}
 	var names []string
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if name == "" || name == "-" {
-			continue
+	var walk func(t reflect.Type, path []int)
+	walk = func(t reflect.Type, path []int) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			at := append(append([]int(nil), path...), i)
+			if f.Anonymous && opts == "inline" && f.Type.Kind() == reflect.Struct {
+				walk(f.Type, at)
+				continue
+			}
+			if name == "" || name == "-" {
+				continue
+			}
+			idx[name] = field{index: at, required: f.Tag.Get("msr") == "required"}
+			names = append(names, name)
+			if old := f.Tag.Get("was"); old != "" {
+				idx[old] = field{index: at, renamed: name}
+			}
 		}
-		idx[name] = i
-		names = append(names, name)
 	}
+	walk(t, nil)
 	sort.Strings(names)
 	return idx, names
 }
@@ -174,28 +219,34 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, what string) error {
 	}
 	t := v.Type()
 	idx, names := fields(t)
-	seen := map[string]bool{}
+	seen := map[string]bool{} // by current key
 	for i := 0; i < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		fi, ok := idx[k.Value]
+		f, ok := idx[k.Value]
 		if !ok {
 			return d.pos(k).Errorf("unknown key %q in %s (known keys: %s)", k.Value, orTop(what), strings.Join(names, ", "))
 		}
-		if seen[k.Value] {
-			return d.pos(k).Errorf("key %q given twice in %s", k.Value, orTop(what))
+		key := k.Value
+		if f.renamed != "" {
+			key = f.renamed
+			d.warnings = append(d.warnings, d.pos(k).Errorf("key %q in %s is deprecated: it is now %q (the old key works for one more release)",
+				k.Value, orTop(what), f.renamed).Error())
 		}
-		seen[k.Value] = true
-		if err := d.value(val, v.Field(fi), join(what, k.Value)); err != nil {
+		if seen[key] {
+			return d.pos(k).Errorf("key %q given twice in %s", key, orTop(what))
+		}
+		seen[key] = true
+		if err := d.value(val, v.FieldByIndex(f.index), join(what, key)); err != nil {
 			return err
 		}
 	}
 	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if f.Type == posType {
+		if t.Field(i).Type == posType {
 			v.Field(i).Set(reflect.ValueOf(d.pos(n)))
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if f.Tag.Get("msr") == "required" && !seen[name] {
+	}
+	for _, name := range names {
+		if idx[name].required && !seen[name] {
 			return d.pos(n).Errorf("missing required key %q in %s", name, orTop(what))
 		}
 	}

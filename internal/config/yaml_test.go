@@ -85,3 +85,40 @@ func TestDecodeAliasBomb(t *testing.T) {
 		t.Errorf("billion laughs: %v", err)
 	}
 }
+
+// common is a block of keys shared by several files' top structs.
+type common struct {
+	Name string `yaml:"name" msr:"required"`
+	Port string `yaml:"interface" was:"internal"`
+}
+
+type withCommon struct {
+	common   `yaml:",inline"`
+	Speed    uint32   `yaml:"capacity_mbps" was:"speed_mbps"`
+	Warnings Warnings `yaml:"-"`
+}
+
+// An inline block's keys are the file's own; a renamed key still decodes,
+// with a warning that names the new key and the line.
+func TestDecodeInlineAndRenamed(t *testing.T) {
+	var c withCommon
+	if err := Decode("f.yaml", []byte("name: a\ninterface: eth0\ncapacity_mbps: 10\n"), &c); err != nil || c.Name != "a" || c.Port != "eth0" || c.Speed != 10 || len(c.Warnings) != 0 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	c = withCommon{}
+	if err := Decode("f.yaml", []byte("name: a\ninternal: eth0\nspeed_mbps: 10\n"), &c); err != nil || c.Port != "eth0" || c.Speed != 10 {
+		t.Fatalf("old keys: %+v %v", c, err)
+	}
+	if len(c.Warnings) != 2 || !strings.Contains(c.Warnings[0], `f.yaml:2:1: key "internal"`) || !strings.Contains(c.Warnings[0], `now "interface"`) {
+		t.Errorf("warnings %q", c.Warnings)
+	}
+	for text, want := range map[string]string{
+		"internal: eth0\n":                     `f.yaml:1:1: missing required key "name"`,
+		"name: a\ninternal: x\ninterface: y\n": `f.yaml:3:1: key "interface" given twice`,
+		"name: a\nnonsense: 1\n":               `known keys: capacity_mbps, interface, name`,
+	} {
+		if err := Decode("f.yaml", []byte(text), &withCommon{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", text, err, want)
+		}
+	}
+}

@@ -28,15 +28,16 @@ type Status struct {
 
 // PortStatus is one port and its counters.
 type PortStatus struct {
-	Name    string     `json:"name"`
-	Ifindex int        `json:"ifindex"`
-	Index   uint8      `json:"index"`
-	Role    string     `json:"role"`
-	MAC     string     `json:"mac"`
-	VLAN    uint16     `json:"vlan,omitempty"`
-	Address string     `json:"address,omitempty"`
-	Default bool       `json:"default,omitempty"`
-	Stats   *PortStats `json:"stats"`
+	Name      string     `json:"name"`      // the router's name for it, LB/INTERFACE (dist.PortName)
+	Interface string     `json:"interface"` // its interface on the LB
+	Ifindex   int        `json:"ifindex"`
+	Index     uint8      `json:"index"`
+	Role      string     `json:"role"`
+	MAC       string     `json:"mac"`
+	VLAN      uint16     `json:"vlan,omitempty"`
+	Address   string     `json:"address,omitempty"`
+	Default   bool       `json:"default,omitempty"`
+	Stats     *PortStats `json:"stats"`
 }
 
 // BackendStatus is a back-end the LB has heard from.

@@ -72,7 +72,7 @@ type TableStatus struct {
 
 // PortView is one port of the router.
 type PortView struct {
-	Name      string `json:"name"` // LB:index, such as lb1:1
+	Name      string `json:"name"` // the router's name for it, LB/INTERFACE, such as lb1/e0
 	LB        string `json:"lb"`
 	Index     uint8  `json:"index"`
 	MAC       string `json:"mac"`

@@ -1,0 +1,68 @@
+// Package element is what every msr element's config file has in common
+// (the LB's, the back-end's, the VCP's): its identity in DIST, its key,
+// where its API answers, and its hello timing; decoded inline into each
+// file's top struct (the same keys in every file) and completed by one
+// defaults function.
+package element
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/internal/config"
+)
+
+// Config is the common block.
+type Config struct {
+	Name string `yaml:"name" msr:"required"`
+	// ID is the element id in DIST; default: a hash of the kind and name.
+	ID      uint64 `yaml:"id"`
+	KeyFile string `yaml:"key_file" msr:"required"`
+	KeyID   uint8  `yaml:"key_id"`
+	// Socket is the local API's Unix socket (default api.SocketPath).
+	Socket string `yaml:"socket"`
+	// APIListen is the API's address on the management network
+	// (HOST:PORT), beside the local socket; changes need the key's token.
+	APIListen netip.AddrPort `yaml:"api_listen"`
+	// HelloInterval is how often the element says hello; it is dead to
+	// the others after HoldMultiplier intervals of silence.
+	HelloInterval  time.Duration `yaml:"hello_interval"`
+	HoldMultiplier uint8         `yaml:"hold_multiplier"`
+}
+
+// Defaults.
+const (
+	DefaultHelloInterval  = 100 * time.Millisecond
+	DefaultHoldMultiplier = 3
+	DefaultKeyID          = 1
+)
+
+// Complete fills the defaults of an element of kind ("lb", "router",
+// "vcp") and checks the block; errors are at pos, the file's.
+func (c *Config) Complete(kind string, pos config.Pos) error {
+	if c.ID == 0 {
+		c.ID = dist.ElementID(kind, c.Name)
+	}
+	if c.KeyID == 0 {
+		c.KeyID = DefaultKeyID
+	}
+	if c.HelloInterval == 0 {
+		c.HelloInterval = DefaultHelloInterval
+	}
+	if c.HoldMultiplier == 0 {
+		c.HoldMultiplier = DefaultHoldMultiplier
+	}
+	if c.Socket == "" {
+		c.Socket = api.SocketPath(kind, c.Name)
+	}
+	if c.HelloInterval < 10*time.Millisecond || c.HelloInterval > time.Minute {
+		return pos.Errorf("hello_interval %v: use 10ms to 1m", c.HelloInterval)
+	}
+	return nil
+}
+
+// Hold is how long the element stays alive to the others after its last
+// hello.
+func (c *Config) Hold() time.Duration { return c.HelloInterval * time.Duration(c.HoldMultiplier) }
