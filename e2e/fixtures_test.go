@@ -21,6 +21,18 @@ import (
 // control-plane labs' element configs, an external BGP peer's config, and
 // readers of a back-end's routes and counters.
 
+// testDir is a test's directory, which the routing suites' users can
+// read, holding the router's DIST key (32 bytes of keyByte, hex), and a
+// function that writes a file into it.
+func testDir(t *testing.T, keyByte string) (string, func(name, text string)) {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755) // FRR's daemons run as user frr: they must reach their directory
+	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat(keyByte, 32)), 0o600)
+	return dir, func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
+}
+
 // upDefaultLab brings the default lab up with bgp1 announcing prefixes,
 // waits for it to converge, and takes it down when the test ends.
 func upDefaultLab(t *testing.T, prefixes int) *demo.Plan {

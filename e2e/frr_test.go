@@ -18,11 +18,7 @@ import (
 // back-end, traffic to them is forwarded, the console reads
 // FRR, and a withdrawal follows.
 func TestFRRSuite(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755) // FRR's daemons run as user frr: they must reach their directory
-	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
-	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6e", 32)), 0o600)
+	dir, write := testDir(t, "6e")
 	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
 	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)

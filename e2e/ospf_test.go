@@ -17,10 +17,7 @@ import (
 // exchanged, and the external route it originates reaches the back-end
 // beside the BGP peer's.
 func TestOSPFNeighbourThroughMirror(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
-	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6c", 32)), 0o600)
+	dir, write := testDir(t, "6c")
 	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24"))
 	// ribLab's second BGP peer (h2) stays, idle: no neighbour.
 	write("h2-bgpd.conf", "frr defaults traditional\nrouter bgp 65020\n bgp router-id 192.0.2.11\n")

@@ -71,10 +71,7 @@ links:
 // static route; a prefix both peers announce arrives with both next hops
 // (ECMP). A withdrawal follows the same way.
 func TestRIBFromPeerToBackend(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
-	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6b", 32)), 0o600)
+	dir, write := testDir(t, "6b")
 	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
 	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)

@@ -82,9 +82,7 @@ acl:
 }
 
 func TestRouterThroughLB(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("5a", 32)), 0o600)
+	dir, _ := testDir(t, "5a")
 	os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte(`name: t-rt-lb
 key_file: `+dir+`/key
 pin_dir: /sys/fs/bpf/msr-test-rt-lb

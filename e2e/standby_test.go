@@ -64,10 +64,7 @@ links:
 // outside comes back on the new VCP, the RIB flows from it, and the old
 // active, restarted, stays standby.
 func TestStandbyTakeover(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	write := func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
-	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("6d", 32)), 0o600)
+	dir, write := testDir(t, "6d")
 	write("bgpd.conf", `frr defaults traditional
 hostname bgp1
 router bgp 65010

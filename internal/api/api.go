@@ -87,6 +87,15 @@ func NewClient(path, what string) *Client {
 	}}}
 }
 
+// Local is the client of the agent of kind named name on this host, on
+// its socket (socket, or api.SocketPath's when socket is "").
+func Local(kind, name, socket string) *Client {
+	if socket == "" {
+		socket = SocketPath(kind, name)
+	}
+	return NewClient(socket, "msr "+kind)
+}
+
 // Under is a client of the same agent whose paths all begin with prefix:
 // what a relay serves (the VCP's /relay/ELEMENT).
 func (c *Client) Under(prefix string) *Client {

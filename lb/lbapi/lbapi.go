@@ -86,12 +86,7 @@ func New(c *api.Client) *Client { return &Client{c} }
 
 // Local is the client of the LB named name on this host (its socket
 // path is socket, or the default one when socket is "").
-func Local(name, socket string) *Client {
-	if socket == "" {
-		socket = api.SocketPath("lb", name)
-	}
-	return New(api.NewClient(socket, "msr lb"))
-}
+func Local(name, socket string) *Client { return New(api.Local("lb", name, socket)) }
 
 // Status asks for the LB's ports, counters, back-ends and table.
 func (c *Client) Status() (*Status, error) {

@@ -87,12 +87,7 @@ func New(c *api.Client) *Client { return &Client{c} }
 
 // Local is the client of the back-end named name on this host (its
 // socket path is socket, or the default one when socket is "").
-func Local(name, socket string) *Client {
-	if socket == "" {
-		socket = api.SocketPath("router", name)
-	}
-	return New(api.NewClient(socket, "msr router"))
-}
+func Local(name, socket string) *Client { return New(api.Local("router", name, socket)) }
 
 // StatePath is where the agent named name saves its FIB's state between
 // runs (a fresh lab removes it, so that nothing is adopted).

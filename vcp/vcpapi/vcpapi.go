@@ -186,12 +186,7 @@ func New(c *api.Client) *Client { return &Client{c} }
 
 // Local is the client of the VCP named name on this host (its socket path
 // is socket, or the default one when socket is "").
-func Local(name, socket string) *Client {
-	if socket == "" {
-		socket = api.SocketPath("vcp", name)
-	}
-	return New(api.NewClient(socket, "msr vcp"))
-}
+func Local(name, socket string) *Client { return New(api.Local("vcp", name, socket)) }
 
 // Status asks for the router as the VCP sees it.
 func (c *Client) Status() (*Status, error) {
