@@ -140,9 +140,11 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 		return nil, err
 	}
 	r := result(o, run.sent, run.elapsed, rep)
-	if run.napiBusy > 0 && rep.RxPackets > 0 {
-		r.NAPINsPerPacket = float64(run.napiBusy.Nanoseconds()) / float64(rep.RxPackets)
-		r.NAPIBusy = run.napiBusy.Seconds() / (run.elapsed + drainTime).Seconds()
+	// The DUT's NAPI time counts the drain too: it forwards what was
+	// queued, and the sink counts it.
+	if busy := cpuTime(run.napi) - run.napiStart; busy > 0 && rep.RxPackets > 0 {
+		r.NAPINsPerPacket = float64(busy.Nanoseconds()) / float64(rep.RxPackets)
+		r.NAPIBusy = busy.Seconds() / (run.elapsed + drainTime).Seconds()
 	}
 	if r.Stages, err = stats.stages(rep.RxPackets); err != nil {
 		return nil, err
@@ -210,15 +212,16 @@ func openSink(spec *lab.Spec, o FwdOptions) (*traffic.Sink, lab.Endpoint, error)
 }
 
 // blastRun is what one run of the generator sent, how long it took, and
-// the CPU time the DUT's NAPI threads spent meanwhile.
+// the DUT's NAPI threads (cpu.go) with their CPU time when it started.
 type blastRun struct {
-	sent     uint64
-	elapsed  time.Duration
-	napiBusy time.Duration
+	sent      uint64
+	elapsed   time.Duration
+	napi      []int
+	napiStart time.Duration
 }
 
 // blast runs the generator in its host for o.Duration, with the DUT's
-// NAPI threads placed (cpu.go) and their CPU time measured.
+// NAPI threads placed (cpu.go) and their CPU time noted.
 func blast(spec *lab.Spec, o FwdOptions, dstMAC net.HardwareAddr, dsts []netip.Addr, sinkIsGen bool) (blastRun, error) {
 	var run blastRun
 	err := netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
@@ -228,18 +231,16 @@ func blast(spec *lab.Spec, o FwdOptions, dstMAC net.HardwareAddr, dsts []netip.A
 			return err
 		}
 		defer g.Close()
-		napi, err := placeNAPI(spec)
-		if err != nil {
+		if run.napi, err = placeNAPI(spec); err != nil {
 			return err
 		}
 		if err := pinGenerator(); err != nil {
 			return err
 		}
-		napiStart := cpuTime(napi)
+		run.napiStart = cpuTime(run.napi)
 		start := time.Now()
 		run.sent, err = g.Blast(o.Duration)
 		run.elapsed = time.Since(start)
-		run.napiBusy = cpuTime(napi) - napiStart
 		return err
 	})
 	return run, err

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/config"
 	elementcfg "github.com/msr-router/msr/internal/element"
 )
@@ -231,7 +233,7 @@ func (c *FileConfig) complete() error {
 			return r.Pos.Errorf("routing needs a router_id (or an external port)")
 		}
 		if r.RunDir == "" {
-			r.RunDir = "/run/msr/vcp-" + c.Name
+			r.RunDir = c.defaultRunDir()
 		}
 		switch r.Suite {
 		case "":
@@ -283,8 +285,12 @@ func (c *FileConfig) runDir() string {
 	if c.Routing != nil {
 		return c.Routing.RunDir
 	}
-	return "/run/msr/vcp-" + c.Name
+	return c.defaultRunDir()
 }
+
+// defaultRunDir is where the VCP keeps its suite's and keepalived's
+// files unless the routing section says: /run/msr/vcp-NAME.
+func (c *FileConfig) defaultRunDir() string { return filepath.Join(api.RunDir, "vcp-"+c.Name) }
 
 // apiOf is the management API of the element named name, if configured.
 func (c *FileConfig) apiOf(name string) (netip.AddrPort, bool) {
