@@ -112,6 +112,31 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 	if out, errOut, _ := msr(t, "lab", "exec", "--lab", "t-rib", "vcp", "--", "ip", "link", "show", "x10"); !strings.Contains(out, "alias t-rib-lb/e0") {
 		t.Errorf("the mirror x10 is not named after its port: %s %s", out, errOut)
 	}
+	// The VCP's own status, and one LB's table slot by slot, through the
+	// relay: every slot sends to the one back-end.
+	var st struct {
+		Role     string
+		Elements []struct{ Name string }
+	}
+	ctlJSON(&st, "status")
+	if st.Role != "active" || len(st.Elements) != 2 {
+		t.Errorf("status: %+v", st)
+	}
+	var table struct {
+		Mode  string
+		Slots []string
+	}
+	ctlJSON(&table, "table", "t-rib-lb")
+	if table.Mode != "hash" || len(table.Slots) == 0 {
+		t.Errorf("table: %s with %d slots", table.Mode, len(table.Slots))
+	}
+	for i, mac := range table.Slots {
+		if mac != "02:00:00:00:b0:01" {
+			t.Errorf("table: slot %d sends to %s, not the back-end", i, mac)
+			break
+		}
+	}
+
 	// A relay to the back-end's own API, by name.
 	var r1 struct{ Name string }
 	ctlJSON(&r1, "element", "t-rib-r1")

@@ -130,7 +130,8 @@ func peerBGPConf(asn, id string, prefixes ...string) string {
 // writeDataPathConfigs writes the LB's and the back-end's configs of the
 // control-plane lab named lab: the peers' network 192.0.2.0/24 on the
 // LB's e0 (VLAN 10), with ospf also 198.51.100.0/24 on e1 (VLAN 11); api
-// puts r1's API on the management network.
+// puts the LB's API (on its management port m0, 10.0.0.5) and r1's on the
+// management network.
 func writeDataPathConfigs(dir, lab string, ospf, api bool) {
 	lb := `name: ` + lab + `-lb
 key_file: ` + dir + `/key
@@ -153,6 +154,7 @@ ports:
 	}
 	lb += "  i0: {role: internal, default: true}\n"
 	if api {
+		lb += "api_listen: 10.0.0.5:8180\n" // on its management port m0
 		r1 += "api_listen: 10.0.0.11:8180\n"
 	}
 	os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte(lb), 0o644)

@@ -31,6 +31,7 @@ hosts:
     interfaces:
       e0: {mac: "02:00:00:00:e0:00"}
       i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
+      m0: {addresses: [10.0.0.5/24]}   # its management port: no XDP, the API
     processes:
       - {name: lb, command: [MSR, lb, --config, DIR/lb.yaml]}
   vcp:
@@ -49,6 +50,7 @@ switches:
       p0: {xdp_pass: on, vlan_offload: off}
       p1: {vlan_offload: off}
       p2: {xdp_pass: on, vlan_offload: off}
+      p3: {}
   ext:
     interfaces:
       q0: {xdp_pass: on}
@@ -61,6 +63,7 @@ links:
   - ends: [lb:i0, sw:p0]
   - ends: [vcp:eth0, sw:p1]
   - ends: [r1:eth0, sw:p2]
+  - ends: [lb:m0, sw:p3]
 `
 
 // TestRIBFromPeerToBackend runs the control plane end to end, every
@@ -80,6 +83,8 @@ func TestRIBFromPeerToBackend(t *testing.T) {
 key_file: `+dir+`/key
 interface: eth0
 api_listen: 10.0.0.1:8179
+lbs:
+  t-rib-lb: {api: 10.0.0.5:8180}
 backends:
   t-rib-r1: {api: 10.0.0.11:8180}
 external_ports:

@@ -264,7 +264,8 @@ func (k *console) reload(_ []string) error {
 // element relays a request to one element's own API: the raw escape
 // hatch, for what no named command asks.
 func (k *console) element(args []string) error {
-	method, path, body := "GET", "/status", []byte(nil)
+	// Every element answers its status at the same path.
+	method, path, body := "GET", lbapi.PathStatus, []byte(nil)
 	switch len(args) {
 	case 1:
 	case 3, 4:
