@@ -39,6 +39,11 @@ enum flow_seed {
 	FLOW_SEED_RT = 0x27d4eb2f,
 };
 
+/* Keep the shared enums in BTF, so that bpf2go generates their Go names
+ * for every program that includes this header. */
+const enum flow_seed *unused_flow_seed __attribute__((unused));
+const enum msr_ethertype *unused_msr_ethertype __attribute__((unused));
+
 /* mac_key is a MAC's six bytes in memory order in the low bytes of a u64:
  * a map key, and a cheap comparison. */
 static __always_inline __u64 mac_key(const __u8 *mac)

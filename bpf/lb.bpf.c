@@ -44,8 +44,6 @@ const enum lb_module *unused_lb_module __attribute__((unused));
 const enum lb_drop *unused_lb_drop __attribute__((unused));
 const enum lb_port_role *unused_lb_port_role __attribute__((unused));
 const enum lb_mode *unused_lb_mode __attribute__((unused));
-const enum flow_seed *unused_flow_seed __attribute__((unused));
-const enum msr_ethertype *unused_msr_ethertype __attribute__((unused));
 const enum lb_limit *unused_lb_limit __attribute__((unused));
 const enum lb_addr_flag *unused_lb_addr_flag __attribute__((unused));
 

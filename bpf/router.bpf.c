@@ -38,8 +38,6 @@ const enum rt_drop *unused_rt_drop __attribute__((unused));
 const struct rt_slow_meta *unused_rt_slow_meta __attribute__((unused));
 const struct rt_nhgroup *unused_rt_nhgroup __attribute__((unused));
 const struct rt_tbl24_chunk *unused_rt_tbl24_chunk __attribute__((unused));
-const enum flow_seed *unused_flow_seed __attribute__((unused));
-const enum msr_ethertype *unused_msr_ethertype __attribute__((unused));
 const enum rt_limit *unused_rt_limit __attribute__((unused));
 const enum rt_local_kind *unused_rt_local_kind __attribute__((unused));
 const enum rt_acl_action *unused_rt_acl_action __attribute__((unused));

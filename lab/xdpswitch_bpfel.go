@@ -16,9 +16,11 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xdpswitchMapSwFdb      = "sw_fdb"
-	xdpswitchMapSwPorts    = "sw_ports"
-	xdpswitchProgXdpswitch = "xdpswitch"
+	xdpswitchMapSwFdb              = "sw_fdb"
+	xdpswitchMapSwPorts            = "sw_ports"
+	xdpswitchProgXdpswitch         = "xdpswitch"
+	xdpswitchVarUnusedFlowSeed     = "unused_flow_seed"
+	xdpswitchVarUnusedMsrEthertype = "unused_msr_ethertype"
 )
 
 // loadXdpswitch returns the embedded CollectionSpec for xdpswitch.
@@ -78,6 +80,8 @@ type xdpswitchMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpswitchVariableSpecs struct {
+	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
 }
 
 // xdpswitchObjects contains all objects after they have been loaded into the kernel.
@@ -115,6 +119,8 @@ func (m *xdpswitchMaps) Close() error {
 //
 // It can be passed to loadXdpswitchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpswitchVariables struct {
+	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
 }
 
 // xdpswitchPrograms contains all programs after they have been loaded into the kernel.
