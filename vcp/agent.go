@@ -302,7 +302,7 @@ func (a *Agent) portSettings(lb *element) []dist.PortSetting {
 		s := dist.PortSetting{Index: hp.Index, Role: dist.PortInternal, MAC: hp.MAC, MTU: hp.MTU,
 			Flags: hp.Flags & dist.PortFlagDefaultInternal}
 		for _, ep := range a.cfg.ExternalPorts {
-			if mac, _ := net.ParseMAC(ep.MAC); ep.LB == lb.hello.Name && bytes.Equal(mac, hp.MAC) {
+			if ep.LB == lb.hello.Name && bytes.Equal(ep.mac, hp.MAC) {
 				s.Role, s.VLAN, s.Prefix, s.Flags = dist.PortExternal, ep.VLAN, ep.Address, 0
 				if ep.MTU != 0 {
 					s.MTU = ep.MTU

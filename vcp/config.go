@@ -34,9 +34,10 @@ type FileConfig struct {
 	Standby *StandbyConfig `yaml:"standby"`
 	// AsStandby is `msr vcp --standby`: the lower VRRP priority, so the
 	// other VCP wins when both start together.
-	AsStandby bool            `yaml:"-"`
-	Warnings  config.Warnings `yaml:"-"`
-	Pos       config.Pos      `yaml:"-"`
+	AsStandby bool             `yaml:"-"`
+	Warnings  config.Warnings  `yaml:"-"`
+	Pos       config.Pos       `yaml:"-"`
+	mode      dist.BalanceMode // Mode, parsed by complete
 }
 
 // RoutingConfig is the routing suite and its protocols.
@@ -136,19 +137,21 @@ type LBConfig struct {
 	Mode string `yaml:"mode"`
 	// API is the LB agent's management API (its api_listen), where the
 	// console relays commands for it.
-	API netip.AddrPort `yaml:"api"`
-	Pos config.Pos     `yaml:"-"`
+	API  netip.AddrPort   `yaml:"api"`
+	Pos  config.Pos       `yaml:"-"`
+	mode dist.BalanceMode // Mode, parsed by complete (0: the router's)
 }
 
 // ExternalPortConfig makes one port of one LB an external port of the
 // router. The port is named by its MAC (`msr lb status` shows them).
 type ExternalPortConfig struct {
-	LB      string       `yaml:"lb" msr:"required"`
-	MAC     string       `yaml:"mac" msr:"required"`
-	Address netip.Prefix `yaml:"address" msr:"required"`
-	VLAN    uint16       `yaml:"vlan" msr:"required"`
-	MTU     uint16       `yaml:"mtu"`
-	Pos     config.Pos   `yaml:"-"`
+	LB      string           `yaml:"lb" msr:"required"`
+	MAC     string           `yaml:"mac" msr:"required"`
+	Address netip.Prefix     `yaml:"address" msr:"required"`
+	VLAN    uint16           `yaml:"vlan" msr:"required"`
+	MTU     uint16           `yaml:"mtu"`
+	Pos     config.Pos       `yaml:"-"`
+	mac     net.HardwareAddr // MAC, parsed by complete
 }
 
 // BackendConfig overrides what a back-end says of itself.
@@ -176,21 +179,26 @@ func (c *FileConfig) complete() error {
 	if c.Mode == "" {
 		c.Mode = "hash"
 	}
-	if _, err := dist.ParseBalanceMode(c.Mode); err != nil {
+	var err error
+	if c.mode, err = dist.ParseBalanceMode(c.Mode); err != nil {
 		return c.Pos.Errorf("mode %q: wrr, hash or maglev", c.Mode)
 	}
 	for name, l := range c.LBs {
-		if _, err := dist.ParseBalanceMode(l.Mode); err != nil && l.Mode != "" {
+		if l.Mode == "" {
+			continue
+		}
+		if l.mode, err = dist.ParseBalanceMode(l.Mode); err != nil {
 			return l.Pos.Errorf("lb %s: mode %q: wrr, hash or maglev", name, l.Mode)
 		}
 	}
 	vlans := map[uint16]config.Pos{}
 	macs := map[string]config.Pos{}
-	for _, p := range c.ExternalPorts {
+	for i, p := range c.ExternalPorts {
 		mac, err := net.ParseMAC(p.MAC)
 		if err != nil {
 			return p.Pos.Errorf("port MAC %q: %v", p.MAC, err)
 		}
+		c.ExternalPorts[i].mac = mac
 		if prev, dup := macs[mac.String()]; dup {
 			return p.Pos.Errorf("port %s is already configured at %s", mac, prev)
 		}
@@ -305,10 +313,8 @@ func (c *FileConfig) apiOf(name string) (netip.AddrPort, bool) {
 
 // modeOf is the balancing mode of an LB.
 func (c *FileConfig) modeOf(lb string) dist.BalanceMode {
-	mode := c.Mode
-	if l := c.LBs[lb]; l != nil && l.Mode != "" {
-		mode = l.Mode
+	if l := c.LBs[lb]; l != nil && l.mode != 0 {
+		return l.mode
 	}
-	m, _ := dist.ParseBalanceMode(mode) // checked by complete
-	return m
+	return c.mode
 }
