@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"runtime"
 	"slices"
 	"time"
 
@@ -98,30 +97,12 @@ const drainTime = 300 * time.Millisecond
 // Fwd builds the DUT's lab, runs the generator for the duration, reads
 // the sink, and tears the lab down.
 func Fwd(o FwdOptions) (*FwdResult, error) {
-	spec, routes, dstMAC, err := o.check()
+	s, err := openSession(o)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := lab.Up(spec); err != nil {
-		return nil, err
-	}
-	defer lab.Down(spec.Name)
-	sink, sinkEnd, err := openSink(spec, o)
-	if err != nil {
-		return nil, err
-	}
-	defer sink.Close()
-	loadStart := time.Now()
-	progs, undo, err := setupDUT(o.DUT, spec, routes)
-	if err != nil {
-		return nil, err
-	}
-	defer undo()
-	fibLoad := time.Since(loadStart)
-	// Building the table (1M routes: a gigabyte of garbage) leaves this
-	// process a collection to do; done during the run, it would take CPU
-	// from the generator and the DUT. Do it now.
-	runtime.GC()
+	defer s.Close()
+	progs := s.progs
 	if !o.ProgStats {
 		progs = nil
 	}
@@ -130,23 +111,13 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 		return nil, err
 	}
 	defer stats.Close()
-	run, err := blast(spec, o, dstMAC, flowDsts(routes, o.Flows), sinkEnd.Node == "gen")
+	t, err := s.trial(o.Size, o.Rate, o.Duration)
 	if err != nil {
 		return nil, err
 	}
-	time.Sleep(drainTime)
-	rep, err := sink.Read()
-	if err != nil {
-		return nil, err
-	}
-	r := result(o, run.sent, run.elapsed, rep)
-	// The DUT's NAPI time counts the drain too: it forwards what was
-	// queued, and the sink counts it.
-	if busy := cpuTime(run.napi) - run.napiStart; busy > 0 && rep.RxPackets > 0 {
-		r.NAPINsPerPacket = float64(busy.Nanoseconds()) / float64(rep.RxPackets)
-		r.NAPIBusy = busy.Seconds() / (run.elapsed + drainTime).Seconds()
-	}
-	if r.Stages, err = stats.stages(rep.RxPackets); err != nil {
+	r := result(o, t.sent, t.elapsed, t.rep)
+	r.NAPINsPerPacket, r.NAPIBusy = t.napiNsPerPacket, t.napiBusy
+	if r.Stages, err = stats.stages(t.rep.RxPackets); err != nil {
 		return nil, err
 	}
 	for _, st := range r.Stages {
@@ -154,9 +125,9 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 			r.DUTNsPerPacket = st.NsPerRun
 		}
 	}
-	r.Routes = len(routes)
-	if routes != nil {
-		r.FIBLoadSeconds = fibLoad.Seconds()
+	r.Routes = len(s.routes)
+	if s.routes != nil {
+		r.FIBLoadSeconds = s.fibLoad.Seconds()
 	}
 	return r, nil
 }
@@ -209,41 +180,6 @@ func openSink(spec *lab.Spec, o FwdOptions) (*traffic.Sink, lab.Endpoint, error)
 		return err
 	})
 	return sink, end, err
-}
-
-// blastRun is what one run of the generator sent, how long it took, and
-// the DUT's NAPI threads (cpu.go) with their CPU time when it started.
-type blastRun struct {
-	sent      uint64
-	elapsed   time.Duration
-	napi      []int
-	napiStart time.Duration
-}
-
-// blast runs the generator in its host for o.Duration, with the DUT's
-// NAPI threads placed (cpu.go) and their CPU time noted.
-func blast(spec *lab.Spec, o FwdOptions, dstMAC net.HardwareAddr, dsts []netip.Addr, sinkIsGen bool) (blastRun, error) {
-	var run blastRun
-	err := netns.Do(lab.Namespace(spec.Name, "gen"), func() error {
-		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: dstMAC, Size: o.Size, Flows: o.Flows, Rate: o.Rate,
-			Dsts: dsts, HasXDP: sinkIsGen})
-		if err != nil {
-			return err
-		}
-		defer g.Close()
-		if run.napi, err = placeNAPI(spec); err != nil {
-			return err
-		}
-		if err := pinGenerator(); err != nil {
-			return err
-		}
-		run.napiStart = cpuTime(run.napi)
-		start := time.Now()
-		run.sent, err = g.Blast(o.Duration)
-		run.elapsed = time.Since(start)
-		return err
-	})
-	return run, err
 }
 
 // progStats is the DUT programs' run time, from the kernel's BPF

@@ -19,7 +19,8 @@
  * rather than catch up in a burst.
  *
  * Verdicts: XDP_TX, or XDP_ABORTED for a frame too short for the headers
- * or a missing flow entry. Counter: sent (frames built).
+ * or a missing flow entry. Counter: sent (frames built); first_tx_ns and
+ * last_tx_ns bound the sending window.
  * xdp_pass is attached to the generator's interface so that it has an XDP
  * program, as the veth transmit path wants.
  */
@@ -39,6 +40,11 @@ const volatile struct gen_config cfg = {.flows = 1};
 
 __u64 sent = 0;
 __u64 next_departure_ns = 0;
+/* When the first and the last frame since first_tx_ns was cleared left:
+ * the sending window, over which the offered rate is exact (a run's setup,
+ * tens of milliseconds, is outside it). */
+__u64 first_tx_ns = 0;
+__u64 last_tx_ns = 0;
 
 #define PACE_MAX_BURST 64
 /* bpf_loop's bound: at tens of ns an iteration, a fraction of a second. */
@@ -142,6 +148,9 @@ int trafficgen(struct xdp_md *ctx)
 	 * generators on one map honest. */
 	pl->seq = __sync_fetch_and_add(&f->seq, 1);
 	pl->tx_ns = bpf_ktime_get_ns();
+	if (!first_tx_ns)
+		first_tx_ns = pl->tx_ns;
+	last_tx_ns = pl->tx_ns;
 	return XDP_TX;
 }
 

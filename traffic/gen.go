@@ -260,6 +260,22 @@ func (g *Generator) run(n uint64) error {
 	return nil
 }
 
+// Window is the time between the first and the last frame the program
+// built since ResetWindow: the time the frames were offered in, without
+// the runs' setup (tens of milliseconds each).
+func (g *Generator) Window() time.Duration {
+	var first, last uint64
+	g.objs.FirstTxNs.Get(&first)
+	g.objs.LastTxNs.Get(&last)
+	if first == 0 || last < first {
+		return 0
+	}
+	return time.Duration(last - first)
+}
+
+// ResetWindow starts a new sending window at the next frame.
+func (g *Generator) ResetWindow() error { return g.objs.FirstTxNs.Set(uint64(0)) }
+
 // Sent is how many frames the program has built.
 func (g *Generator) Sent() uint64 {
 	var n uint64

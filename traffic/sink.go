@@ -102,6 +102,26 @@ func (s *Sink) Read() (*SinkReport, error) {
 	return r, nil
 }
 
+// Since is what the sink counted after prev, an earlier report of the
+// same sink: counters and latencies of the frames in between. FlowsSeen
+// stays the count since the sink started (a flow seen once stays seen).
+func (r *SinkReport) Since(prev *SinkReport) *SinkReport {
+	d := *r
+	d.RxPackets -= prev.RxPackets
+	d.RxBytes -= prev.RxBytes
+	d.Reordered -= prev.Reordered
+	d.BadFlow -= prev.BadFlow
+	d.Passed -= prev.Passed
+	d.Latency = make(Histogram, len(r.Latency))
+	for i := range r.Latency {
+		d.Latency[i] = r.Latency[i]
+		if i < len(prev.Latency) {
+			d.Latency[i] -= prev.Latency[i]
+		}
+	}
+	return &d
+}
+
 // Close detaches and unloads the sink.
 func (s *Sink) Close() error {
 	s.link.Close()

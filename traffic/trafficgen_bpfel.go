@@ -59,6 +59,8 @@ const (
 	trafficgenProgTrafficgen        = "trafficgen"
 	trafficgenProgXdpPass           = "xdp_pass"
 	trafficgenVarCfg                = "cfg"
+	trafficgenVarFirstTxNs          = "first_tx_ns"
+	trafficgenVarLastTxNs           = "last_tx_ns"
 	trafficgenVarNextDepartureNs    = "next_departure_ns"
 	trafficgenVarSent               = "sent"
 	trafficgenVarUnusedBenchPayload = "unused_bench_payload"
@@ -122,6 +124,8 @@ type trafficgenMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficgenVariableSpecs struct {
 	Cfg                *ebpf.VariableSpec `ebpf:"cfg"`
+	FirstTxNs          *ebpf.VariableSpec `ebpf:"first_tx_ns"`
+	LastTxNs           *ebpf.VariableSpec `ebpf:"last_tx_ns"`
 	NextDepartureNs    *ebpf.VariableSpec `ebpf:"next_departure_ns"`
 	Sent               *ebpf.VariableSpec `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.VariableSpec `ebpf:"unused_bench_payload"`
@@ -161,6 +165,8 @@ func (m *trafficgenMaps) Close() error {
 // It can be passed to loadTrafficgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficgenVariables struct {
 	Cfg                *ebpf.Variable `ebpf:"cfg"`
+	FirstTxNs          *ebpf.Variable `ebpf:"first_tx_ns"`
+	LastTxNs           *ebpf.Variable `ebpf:"last_tx_ns"`
 	NextDepartureNs    *ebpf.Variable `ebpf:"next_departure_ns"`
 	Sent               *ebpf.Variable `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.Variable `ebpf:"unused_bench_payload"`

@@ -24,6 +24,11 @@ var benchCommand = command{
                  [--prog-stats] [-o json]
       the back-end with each table, round after round: each table's rate over
       the first's in the same round, and the median of those ratios.
+  msr bench rfc2544 --dut linux|lb|router|msr[,...] [--sizes 64,128,256,512,1024,1280,1518] [--tests throughput]
+                    [--flows 1000] [--fib N|pyasn] [--trial 2s] [--ndr-resolution 1%] [--trials 3]
+                    [--confirmations 3] [--report DIR] [-o json]
+      RFC 2544 §26.1 throughput (NDR and PDR) of every DUT, their trials
+      interleaved, beside the instrument's ceiling of the same run.
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -42,8 +47,11 @@ func runBench(args []string) error {
 	if len(args) > 0 && args[0] == "flat" {
 		return runBenchFlat(args[1:])
 	}
+	if len(args) > 0 && args[0] == "rfc2544" {
+		return runBenchRFC2544(args[1:])
+	}
 	if len(args) == 0 || args[0] != "fwd" {
-		return cli.Usagef("msr bench fwd|flat|prog|rib ...")
+		return cli.Usagef("msr bench fwd|flat|prog|rfc2544|rib ...")
 	}
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)

@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RFC2544Options is `msr bench rfc2544`: RFC 2544's tests, every DUT in
+// one run, their trials interleaved (the only comparison that holds on
+// these noisy machines), with the instrument's own ceiling measured in the
+// same run.
+type RFC2544Options struct {
+	DUTs  []string
+	Sizes []int
+	Tests []string
+	Flows int
+	FIB   string
+	// Trial is each trial's length (RFC 2544 §24 asks for at least 60 s;
+	// seconds are enough to see the bursts these machines lose, and keep
+	// a search within minutes).
+	Trial time.Duration
+	// Resolution is the throughput search's, relative (0.01: 1%).
+	Resolution float64
+	// Trials is how many trials judge a rate (Goal.ExceedRatio of them may
+	// exceed the loss goal).
+	Trials int
+	// Confirmations is how many times NDR is searched, for its spread.
+	Confirmations int
+}
+
+// RFC2544Tests are the tests `--tests` takes, in the order they run.
+var RFC2544Tests = []string{"throughput"}
+
+// RFC2544Result is a run: each DUT's results per size and test, beside
+// the instrument's ceiling of the same run.
+type RFC2544Result struct {
+	Options RFC2544Options `json:"options"`
+	// CeilingPPS is what the instrument alone (generator straight into
+	// the sink) carried flat out, per frame size: no DUT result above it
+	// is one.
+	CeilingPPS map[int]float64 `json:"ceiling_pps"`
+	Results    []RFC2544Row    `json:"results"`
+	Seconds    float64         `json:"seconds"`
+}
+
+// RFC2544Row is one DUT's result of one test at one frame size. The
+// throughput fields are the names tools outside rely on.
+type RFC2544Row struct {
+	DUT  string `json:"dut"`
+	Size int    `json:"size"`
+	Test string `json:"test"`
+	// NDRPPS and PDRPPS are the highest rates with no loss and with at
+	// most 0.5% loss, each judged on Trials trials of which half may
+	// exceed the goal (Goals says how each was confirmed).
+	NDRPPS float64 `json:"ndr_pps"`
+	PDRPPS float64 `json:"pdr_pps"`
+	// NDRSpread is (max-min)/median of the NDR found by Confirmations
+	// searches, NDRs those NDRs.
+	NDRSpread float64   `json:"ndr_spread"`
+	NDRs      []float64 `json:"ndr_searches_pps"`
+	NDRMbps   float64   `json:"ndr_mbps"` // frames of Size at NDR, L2 with FCS
+	// StabilityLoss are the loss ratios of trials at 10% of the
+	// instrument's ceiling, before the search (PASTRAMI: VMs lose
+	// frames even at low load).
+	StabilityLoss []float64    `json:"stability_loss"`
+	Goals         []GoalResult `json:"goals"`
+	Trials        int          `json:"trials"`
+	// Refused says why a result is not one: at the instrument's ceiling
+	// the instrument, not the DUT, was the limit.
+	Refused string `json:"refused,omitempty"`
+}
+
+func (o *RFC2544Options) complete() error {
+	if len(o.DUTs) == 0 || len(o.Sizes) == 0 {
+		return fmt.Errorf("rfc2544: name the DUTs and frame sizes")
+	}
+	for _, d := range o.DUTs {
+		if d == "none" {
+			return fmt.Errorf("rfc2544: the instrument (none) is measured in every run; name the DUTs")
+		}
+	}
+	if len(o.Tests) == 0 {
+		o.Tests = RFC2544Tests
+	}
+	for _, t := range o.Tests {
+		if !slices.Contains(RFC2544Tests, t) {
+			return fmt.Errorf("rfc2544: test %q: this release runs %v", t, RFC2544Tests)
+		}
+	}
+	if o.Trial <= 0 || o.Resolution <= 0 || o.Resolution >= 0.5 || o.Trials < 1 || o.Confirmations < 1 {
+		return fmt.Errorf("rfc2544: a positive trial length, a resolution below 50%%, at least one trial and one search")
+	}
+	if o.Flows == 0 {
+		o.Flows = 1000
+	}
+	return nil
+}
+
+// RFC2544 runs the tests. Every DUT's session (lab, sink, data path) and
+// the instrument's stay up for the whole run; per frame size the
+// instrument's ceiling is measured first, then the DUTs' searches advance
+// trial by trial in turn.
+func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
+	start := time.Now()
+	if err := o.complete(); err != nil {
+		return nil, err
+	}
+	sessions := map[string]*session{}
+	defer func() {
+		for _, s := range sessions {
+			s.Close()
+		}
+	}()
+	for _, dut := range append([]string{"none"}, o.DUTs...) {
+		fo := FwdOptions{DUT: dut, Size: o.Sizes[0], Flows: o.Flows, Duration: o.Trial}
+		if dut != "none" {
+			fo.FIB = o.FIB
+		}
+		s, err := openSession(fo)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dut, err)
+		}
+		sessions[dut] = s
+	}
+	res := &RFC2544Result{Options: o, CeilingPPS: map[int]float64{}}
+	for _, size := range o.Sizes {
+		t, err := sessions["none"].trial(size, 0, o.Trial)
+		if err != nil {
+			return nil, fmt.Errorf("the instrument's ceiling: %w", err)
+		}
+		ceiling := t.receivedPPS()
+		res.CeilingPPS[size] = ceiling
+		fmt.Fprintf(progress, "size %d: the instrument carries %.0f pps\n", size, ceiling)
+		rows, err := throughput(o, sessions, size, ceiling, progress)
+		if err != nil {
+			return nil, err
+		}
+		res.Results = append(res.Results, rows...)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// dutSearch is one DUT's throughput searches at one size.
+type dutSearch struct {
+	dut      string
+	row      *RFC2544Row
+	searches []*Search // the first finds NDR and PDR, the others NDR again
+	cur      int
+}
+
+// throughput runs RFC 2544 §26.1 for every DUT at one size.
+func throughput(o RFC2544Options, sessions map[string]*session, size int, ceiling float64, progress io.Writer) ([]RFC2544Row, error) {
+	var all []*dutSearch
+	for _, dut := range o.DUTs {
+		d := &dutSearch{dut: dut, row: &RFC2544Row{DUT: dut, Size: size, Test: "throughput"}}
+		for i := 0; i < o.Confirmations; i++ {
+			goals := []Goal{NDR}
+			if i == 0 {
+				goals = append(goals, PDR)
+			}
+			s, err := NewSearch(SearchConfig{Max: ceiling, Resolution: o.Resolution, Trials: o.Trials, Goals: goals})
+			if err != nil {
+				return nil, err
+			}
+			d.searches = append(d.searches, s)
+		}
+		all = append(all, d)
+	}
+	// The stability pre-check, interleaved too.
+	for i := 0; i < o.Trials; i++ {
+		for _, d := range all {
+			t, err := sessions[d.dut].trial(size, ceiling/10, o.Trial)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.dut, err)
+			}
+			d.row.StabilityLoss = append(d.row.StabilityLoss, t.lossRatio())
+		}
+	}
+	for open := len(all); open > 0; {
+		open = 0
+		for _, d := range all {
+			if d.cur == len(d.searches) {
+				continue
+			}
+			s := d.searches[d.cur]
+			rate, ok := s.Next()
+			if !ok {
+				d.cur++
+				if d.cur < len(d.searches) {
+					open++
+				}
+				continue
+			}
+			open++
+			t, err := sessions[d.dut].trial(size, rate, o.Trial)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.dut, err)
+			}
+			s.Add(t.lossRatio(), t.offeredPPS())
+			fmt.Fprintf(progress, "  %-8s %4d B  search %d  offered %9.0f pps  loss %.6f\n", d.dut, size, d.cur+1, t.offeredPPS(), t.lossRatio())
+		}
+	}
+	var rows []RFC2544Row
+	for _, d := range all {
+		d.finish(size, ceiling)
+		rows = append(rows, *d.row)
+	}
+	return rows, nil
+}
+
+// finish fills a DUT's row from its searches.
+func (d *dutSearch) finish(size int, ceiling float64) {
+	r := d.row
+	for i, s := range d.searches {
+		res := s.Results()
+		r.Trials += s.TrialCount()
+		r.NDRs = append(r.NDRs, res[0].OfferedPPS)
+		if i == 0 {
+			r.Goals = res
+			r.NDRPPS, r.PDRPPS = res[0].OfferedPPS, res[1].OfferedPPS
+		}
+	}
+	r.NDRSpread = spread(r.NDRs)
+	r.NDRMbps = r.NDRPPS * float64(size) * 8 / 1e6
+	// A rate the instrument alone could not exceed is not the DUT's.
+	for _, g := range r.Goals {
+		if g.AtMax {
+			r.Refused = fmt.Sprintf("%s at the instrument's ceiling (%.0f pps): the instrument, not the DUT, is the limit", g.Goal.Name, ceiling)
+			if g.Goal == NDR {
+				r.NDRPPS, r.NDRMbps = 0, 0
+			}
+			if g.Goal == PDR {
+				r.PDRPPS = 0
+			}
+		}
+	}
+}
+
+// spread is (max-min)/median, 0 for fewer than two values or a median
+// of 0.
+func spread(xs []float64) float64 {
+	med := median(xs)
+	if len(xs) < 2 || med == 0 {
+		return 0
+	}
+	return (slices.Max(xs) - slices.Min(xs)) / med
+}
+
+// WriteText prints the results for people: the DUTs side by side.
+func (r *RFC2544Result) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "RFC 2544 throughput, %d flows, trials of %v, resolution %.1f%%, %d trials a rate (half may exceed the goal), %d NDR searches; %.0f s\n",
+		r.Options.Flows, r.Options.Trial, 100*r.Options.Resolution, r.Options.Trials, r.Options.Confirmations, r.Seconds)
+	fmt.Fprintf(w, "%-8s %5s %12s %12s %10s %8s %9s  %s\n", "DUT", "SIZE", "NDR PPS", "PDR PPS", "NDR MBIT/S", "SPREAD", "CEILING", "STABILITY (LOSS AT 10% OF CEILING)")
+	for _, row := range r.Results {
+		fmt.Fprintf(w, "%-8s %5d %12.0f %12.0f %10.0f %7.1f%% %9.0f  %v\n", row.DUT, row.Size, row.NDRPPS, row.PDRPPS, row.NDRMbps,
+			100*row.NDRSpread, r.CeilingPPS[row.Size], row.StabilityLoss)
+		if row.Refused != "" {
+			fmt.Fprintf(w, "         refused: %s\n", row.Refused)
+		}
+	}
+}
+
+// WriteReport writes report.json (the result) and report.md (the command
+// and the tables, for people) into dir.
+func (r *RFC2544Result) WriteReport(dir, command string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# RFC 2544 throughput\n\n`%s`\n\n```\n", command)
+	r.WriteText(&md)
+	fmt.Fprintf(&md, "```\n")
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+}

@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The throughput search of RFC 2544 §26.1, made to stand on machines
+// where a trial at a rate the DUT can carry still loses a burst now and
+// then (measured here: Linux in 2 of 16 trials at 200-300 kpps, msr in 4).
+// As IETF MLRsearch does, a rate is judged on several trials against a
+// goal: its loss ratio (0 for NDR, 0.005 for PDR) and how many of the
+// trials may exceed it (the exceed ratio). A rate passes a goal when too
+// few of its trials can still exceed it to fail, and fails when more than
+// that already have; trials at a rate stop as soon as that is decided.
+// One set of trials serves every goal: a trial that loses nothing passes
+// NDR and PDR at once. Between the highest rate that passed and the lowest
+// that failed, the search bisects until the gap is within the resolution.
+// Then both ends get a second look, with fresh trials: the rate found must
+// pass again (else the search goes on below it), and the rate just above
+// it must fail again (else the search goes on above it). A burst that made
+// a rate the DUT carries fail once, or luck that made one it cannot carry
+// pass once, does not decide the result alone.
+
+// Goal is a loss criterion of the search.
+type Goal struct {
+	Name        string  `json:"name"`         // ndr, pdr
+	LossRatio   float64 `json:"loss_ratio"`   // a trial exceeds the goal when it loses more than this
+	ExceedRatio float64 `json:"exceed_ratio"` // the share of a rate's trials that may exceed it
+}
+
+// The goals RFC 2544 and TRex name: no drop, and partial drop (0.5%).
+var (
+	NDR = Goal{Name: "ndr", LossRatio: 0, ExceedRatio: 0.5}
+	PDR = Goal{Name: "pdr", LossRatio: 0.005, ExceedRatio: 0.5}
+)
+
+// SearchConfig bounds a search.
+type SearchConfig struct {
+	Max        float64 // the highest rate tried: the instrument's ceiling
+	Resolution float64 // relative: stop when (failing-passing)/failing is at most this
+	Trials     int     // trials per rate (default 3)
+	Goals      []Goal
+}
+
+// rateTrials are the trials at one rate: each one's loss ratio, and the
+// rate the instrument really offered.
+type rateTrials struct {
+	rate    float64
+	losses  []float64
+	offered []float64
+}
+
+// goalSearch is one goal's progress: the highest passing and lowest
+// failing rates so far, and the second looks at both.
+type goalSearch struct {
+	goal        Goal
+	lo, hi      float64 // lo passed (0: none yet), hi failed (+Inf: none yet)
+	phase       phase
+	result      *rateTrials      // lo's confirming trials
+	recheckedHi map[float64]bool // failing rates already looked at twice
+}
+
+type phase int
+
+const (
+	searching phase = iota
+	confirmingLo
+	confirmingHi
+	found
+)
+
+// Search is a throughput search's state. Next names the rate of the next
+// trial; Add records its loss ratio. It needs no DUT, so the driver
+// (rfc2544.go) can interleave the searches of several DUTs, and tests can
+// drive it against a simulated DUT.
+type Search struct {
+	cfg   SearchConfig
+	goals []*goalSearch
+	cur   *rateTrials // the rate under trial
+	// Tried is every rate tried, in order, with its trials' loss ratios.
+	Tried []rateTrials
+}
+
+// NewSearch starts a search.
+func NewSearch(cfg SearchConfig) (*Search, error) {
+	if cfg.Trials == 0 {
+		cfg.Trials = 3
+	}
+	if cfg.Max <= 0 || cfg.Resolution <= 0 || cfg.Resolution >= 1 || len(cfg.Goals) == 0 {
+		return nil, fmt.Errorf("search: a maximum rate, a resolution in (0, 1) and a goal are needed")
+	}
+	s := &Search{cfg: cfg}
+	for _, g := range cfg.Goals {
+		s.goals = append(s.goals, &goalSearch{goal: g, hi: math.Inf(1), recheckedHi: map[float64]bool{}})
+	}
+	return s, nil
+}
+
+// allowed is how many of a rate's trials may exceed g.
+func (s *Search) allowed(g Goal) int { return int(math.Floor(g.ExceedRatio * float64(s.cfg.Trials))) }
+
+// verdict judges trials against g: +1 passed, -1 failed, 0 undecided.
+func (s *Search) verdict(t *rateTrials, g Goal) int {
+	exceeded := 0
+	for _, l := range t.losses {
+		if l > g.LossRatio {
+			exceeded++
+		}
+	}
+	switch allowed := s.allowed(g); {
+	case exceeded > allowed:
+		return -1
+	case len(t.losses)-exceeded >= s.cfg.Trials-allowed:
+		return 1
+	}
+	return 0
+}
+
+// Next is the rate of the next trial, or false when every goal is found.
+func (s *Search) Next() (float64, bool) {
+	if s.cur != nil {
+		return s.cur.rate, true
+	}
+	g := s.open()
+	for g != nil && g.phase == searching {
+		// A goal whose bounds other goals' trials already closed goes
+		// straight to its second looks (or its result of 0).
+		if s.settle(g); g.phase != found {
+			break
+		}
+		g = s.open()
+	}
+	if g == nil {
+		return 0, false
+	}
+	var rate float64
+	switch {
+	case g.phase == confirmingLo:
+		rate = g.lo
+	case g.phase == confirmingHi:
+		rate = g.hi
+	case math.IsInf(g.hi, 1):
+		rate = s.cfg.Max // first: can the DUT take everything the instrument makes?
+	default:
+		rate = (g.lo + g.hi) / 2
+	}
+	// Trials already made at this rate count (another goal's), unless this
+	// is a second look.
+	if g.phase == searching {
+		for i := range s.Tried {
+			if s.Tried[i].rate == rate {
+				s.cur = &rateTrials{rate: rate, losses: slices.Clone(s.Tried[i].losses), offered: slices.Clone(s.Tried[i].offered)}
+				s.Tried = slices.Delete(s.Tried, i, i+1)
+				return rate, true
+			}
+		}
+	}
+	s.cur = &rateTrials{rate: rate}
+	return rate, true
+}
+
+// open is the first goal not yet found.
+func (s *Search) open() *goalSearch {
+	for _, g := range s.goals {
+		if g.phase != found {
+			return g
+		}
+	}
+	return nil
+}
+
+// Add records a trial at the rate Next named: its loss ratio, and the
+// rate the instrument really offered.
+func (s *Search) Add(loss, offered float64) {
+	t := s.cur
+	t.losses = append(t.losses, loss)
+	t.offered = append(t.offered, offered)
+	g := s.open()
+	v := s.verdict(t, g.goal)
+	if v == 0 {
+		return
+	}
+	s.cur = nil
+	s.Tried = append(s.Tried, *t)
+	switch g.phase {
+	case confirmingLo:
+		if v < 0 { // lo failed on a second look: search below it
+			g.phase, g.hi, g.lo = searching, g.lo, 0
+			s.rebound(g)
+			return
+		}
+		g.result = t
+		if math.IsInf(g.hi, 1) || g.recheckedHi[g.hi] {
+			g.phase = found
+			return
+		}
+		g.phase = confirmingHi
+		return
+	case confirmingHi:
+		g.recheckedHi[g.hi] = true
+		if v < 0 {
+			g.phase = found
+			return
+		}
+		// hi passed on a second look: search above it.
+		g.phase, g.lo, g.hi = searching, g.hi, math.Inf(1)
+		s.rebound(g)
+		return
+	}
+	// Every goal still searching learns from a decided rate.
+	for _, o := range s.goals {
+		if o.phase != searching {
+			continue
+		}
+		switch s.verdict(t, o.goal) {
+		case 1:
+			if t.rate > o.lo && t.rate < o.hi {
+				o.lo = t.rate
+			}
+		case -1:
+			if t.rate < o.hi && t.rate > o.lo {
+				o.hi = t.rate
+			}
+		}
+	}
+	s.settle(g)
+}
+
+// rebound rebuilds g's bounds around a second look that overturned a
+// verdict: the highest rate that passed below hi, the lowest that failed
+// above lo, of the rates decided so far (the latest trials at a rate
+// decide it).
+func (s *Search) rebound(g *goalSearch) {
+	latest := map[float64]int{}
+	for _, t := range s.Tried {
+		latest[t.rate] = s.verdict(&t, g.goal)
+	}
+	for rate, v := range latest {
+		switch {
+		case v > 0 && rate > g.lo && rate < g.hi:
+			g.lo = rate
+		case v < 0 && rate < g.hi && rate > g.lo:
+			g.hi = rate
+		}
+	}
+	s.settle(g)
+}
+
+// settle starts g's confirmation once its bounds are within the
+// resolution, or it passed at the maximum; a goal that failed at every
+// rate down to the resolution of the maximum is found, at 0.
+func (s *Search) settle(g *goalSearch) {
+	switch {
+	case g.phase != searching:
+	case g.lo >= s.cfg.Max:
+		g.phase = confirmingLo
+	case math.IsInf(g.hi, 1):
+	case g.lo == 0 && g.hi <= s.cfg.Resolution*s.cfg.Max:
+		g.phase = found
+	case g.lo > 0 && g.hi-g.lo <= s.cfg.Resolution*g.hi:
+		g.phase = confirmingLo
+	}
+}
+
+// GoalResult is what a search found for one goal.
+type GoalResult struct {
+	Goal Goal    `json:"goal"`
+	Rate float64 `json:"rate_pps"` // the rate asked for; 0: no rate passed
+	// OfferedPPS is the median of what the instrument offered in the
+	// confirming trials: the result.
+	OfferedPPS float64 `json:"offered_pps"`
+	// Trials and Exceeded are the confirming trials at Rate: how many,
+	// and how many of them exceeded the goal's loss ratio.
+	Trials   int  `json:"trials"`
+	Exceeded int  `json:"exceeded"`
+	AtMax    bool `json:"at_max"` // the DUT passed at the search's maximum: the instrument is the limit
+}
+
+// Results are the goals' rates, once Next says the search is over.
+func (s *Search) Results() []GoalResult {
+	var out []GoalResult
+	for _, g := range s.goals {
+		r := GoalResult{Goal: g.goal}
+		if g.result != nil {
+			r.Rate, r.Trials, r.AtMax = g.result.rate, len(g.result.losses), g.result.rate >= s.cfg.Max
+			r.OfferedPPS = median(g.result.offered)
+			for _, l := range g.result.losses {
+				if l > g.goal.LossRatio {
+					r.Exceeded++
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// TrialCount is how many trials the search has made.
+func (s *Search) TrialCount() int {
+	n := 0
+	for _, t := range s.Tried {
+		n += len(t.losses)
+	}
+	if s.cur != nil {
+		n += len(s.cur.losses)
+	}
+	return n
+}

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"net"
+	"net/netip"
+	"runtime"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/traffic"
+)
+
+// A session is one DUT's lab, sink and data path, up for as many trials
+// as a measurement needs: `bench fwd` runs one, `bench rfc2544` hundreds,
+// several DUTs' sessions open at once so that their trials interleave.
+type session struct {
+	o       FwdOptions // DUT, flows and table; each trial sets size and rate
+	spec    *lab.Spec
+	routes  []netip.Prefix
+	dstMAC  net.HardwareAddr
+	sink    *traffic.Sink
+	sinkEnd lab.Endpoint
+	progs   map[string]*ebpf.Program
+	undo    func()
+	fibLoad time.Duration
+	last    *traffic.SinkReport // the sink's counters after the last trial
+}
+
+// openSession checks o, builds the DUT's lab, starts the sink and loads
+// the DUT.
+func openSession(o FwdOptions) (*session, error) {
+	spec, routes, dstMAC, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := lab.Up(spec); err != nil {
+		return nil, err
+	}
+	s := &session{o: o, spec: spec, routes: routes, dstMAC: dstMAC, undo: func() {}}
+	if s.sink, s.sinkEnd, err = openSink(spec, o); err != nil {
+		s.Close()
+		return nil, err
+	}
+	loadStart := time.Now()
+	if s.progs, s.undo, err = setupDUT(o.DUT, spec, routes); err != nil {
+		s.undo = func() {}
+		s.Close()
+		return nil, err
+	}
+	s.fibLoad = time.Since(loadStart)
+	if s.last, err = s.sink.Read(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	// Building the table (1M routes: a gigabyte of garbage) leaves this
+	// process a collection to do; done during a trial, it would take CPU
+	// from the generator and the DUT. Do it now.
+	runtime.GC()
+	return s, nil
+}
+
+// Close unloads the DUT and takes the lab down.
+func (s *session) Close() {
+	s.undo()
+	if s.sink != nil {
+		s.sink.Close()
+	}
+	lab.Down(s.spec.Name)
+}
+
+// trialResult is one trial: what the generator sent and in how long, what
+// the sink counted of it (counters of this trial only), and the DUT's own
+// CPU time per packet.
+type trialResult struct {
+	sent            uint64
+	elapsed         time.Duration
+	window          time.Duration // first frame to last: the generator's own clock
+	rep             *traffic.SinkReport
+	napiNsPerPacket float64
+	napiBusy        float64
+}
+
+// offeredPPS and receivedPPS are the trial's rates over its sending
+// window (over its elapsed time if the window is unknown); lossRatio the
+// share of the frames sent that the sink did not count.
+func (t *trialResult) offeredPPS() float64  { return float64(t.sent) / t.seconds() }
+func (t *trialResult) receivedPPS() float64 { return float64(t.rep.RxPackets) / t.seconds() }
+
+func (t *trialResult) seconds() float64 {
+	if t.window > 0 && t.sent > 1 {
+		// sent frames span sent-1 gaps.
+		return t.window.Seconds() * float64(t.sent) / float64(t.sent-1)
+	}
+	return t.elapsed.Seconds()
+}
+func (t *trialResult) lossRatio() float64 {
+	if t.sent == 0 || t.rep.RxPackets >= t.sent {
+		return 0
+	}
+	return float64(t.sent-t.rep.RxPackets) / float64(t.sent)
+}
+
+// trial runs the generator at rate (0: flat out) with frames of size for
+// d, waits for the DUT to drain, and reads what the sink counted since
+// the last trial.
+func (s *session) trial(size int, rate float64, d time.Duration) (*trialResult, error) {
+	t := &trialResult{}
+	var napi []int
+	var napiStart time.Duration
+	err := netns.Do(lab.Namespace(s.spec.Name, "gen"), func() error {
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: s.dstMAC, Size: size, Flows: s.o.Flows, Rate: rate,
+			Dsts: flowDsts(s.routes, s.o.Flows), HasXDP: s.sinkEnd.Node == "gen"})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		if napi, err = placeNAPI(s.spec); err != nil {
+			return err
+		}
+		if err := pinGenerator(); err != nil {
+			return err
+		}
+		if err := g.ResetWindow(); err != nil {
+			return err
+		}
+		napiStart = cpuTime(napi)
+		start := time.Now()
+		t.sent, err = g.Blast(d)
+		t.elapsed, t.window = time.Since(start), g.Window()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(drainTime)
+	now, err := s.sink.Read()
+	if err != nil {
+		return nil, err
+	}
+	t.rep, s.last = now.Since(s.last), now
+	// The DUT's NAPI time counts the drain too: it forwards what was
+	// queued, and the sink counts it.
+	if busy := cpuTime(napi) - napiStart; busy > 0 && t.rep.RxPackets > 0 {
+		t.napiNsPerPacket = float64(busy.Nanoseconds()) / float64(t.rep.RxPackets)
+		t.napiBusy = busy.Seconds() / (t.elapsed + drainTime).Seconds()
+	}
+	return t, nil
+}
