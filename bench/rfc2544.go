@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/msr-router/msr/traffic"
 )
 
 // RFC2544Options is `msr bench rfc2544`: RFC 2544's tests, every DUT in
@@ -34,8 +36,9 @@ type RFC2544Options struct {
 	Confirmations int
 }
 
-// RFC2544Tests are the tests `--tests` takes, in the order they run.
-var RFC2544Tests = []string{"throughput"}
+// RFC2544Tests are the tests `--tests` takes, in the order they run
+// (latency needs throughput's NDR).
+var RFC2544Tests = []string{"throughput", "latency"}
 
 // RFC2544Result is a run: each DUT's results per size and test, beside
 // the instrument's ceiling of the same run.
@@ -74,7 +77,49 @@ type RFC2544Row struct {
 	// Refused says why a result is not one: at the instrument's ceiling
 	// the instrument, not the DUT, was the limit.
 	Refused string `json:"refused,omitempty"`
+
+	// Latency (§26.2): one trial at RatePPS (NDRShare of NDR), the
+	// latency of every frame the sink counted, and the instrument's own
+	// (generator straight into the sink) at the same rate in the same run.
+	RatePPS   float64   `json:"rate_pps,omitempty"`
+	NDRShare  float64   `json:"ndr_share,omitempty"`
+	LatencyUS *Latency  `json:"latency_us,omitempty"`
+	FloorUS   *Latency  `json:"instrument_floor_us,omitempty"`
+	LossRatio float64   `json:"loss_ratio,omitempty"`
+	Histogram []HistBin `json:"histogram,omitempty"`
 }
+
+// Latency is a trial's latency quantiles, in microseconds.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+// HistBin is one bucket of a latency histogram: how many frames took at
+// least LowUS.
+type HistBin struct {
+	LowUS float64 `json:"low_us"`
+	Count uint64  `json:"count"`
+}
+
+func latencyOf(h traffic.Histogram) *Latency {
+	return &Latency{P50: us(h.Quantile(0.5)), P99: us(h.Quantile(0.99)), P999: us(h.Quantile(0.999)), Max: us(h.Quantile(1))}
+}
+
+func histBins(h traffic.Histogram) []HistBin {
+	var out []HistBin
+	for b, c := range h {
+		if c > 0 {
+			out = append(out, HistBin{LowUS: float64(traffic.BucketLow(b)) / 1e3, Count: c})
+		}
+	}
+	return out
+}
+
+// LatencyShares are the fractions of NDR latency is measured at.
+var LatencyShares = []float64{0.1, 0.5, 0.9, 1}
 
 func (o *RFC2544Options) complete() error {
 	if len(o.DUTs) == 0 || len(o.Sizes) == 0 {
@@ -141,7 +186,16 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.Results = append(res.Results, rows...)
+		if slices.Contains(o.Tests, "throughput") {
+			res.Results = append(res.Results, rows...)
+		}
+		if slices.Contains(o.Tests, "latency") {
+			lat, err := latency(o, sessions, size, rows, progress)
+			if err != nil {
+				return nil, err
+			}
+			res.Results = append(res.Results, lat...)
+		}
 	}
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
@@ -255,15 +309,32 @@ func spread(xs []float64) float64 {
 
 // WriteText prints the results for people: the DUTs side by side.
 func (r *RFC2544Result) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "RFC 2544 throughput, %d flows, trials of %v, resolution %.1f%%, %d trials a rate (half may exceed the goal), %d NDR searches; %.0f s\n",
+	fmt.Fprintf(w, "RFC 2544, %d flows, trials of %v, resolution %.1f%%, %d trials a rate (half may exceed the goal), %d NDR searches; %.0f s\n",
 		r.Options.Flows, r.Options.Trial, 100*r.Options.Resolution, r.Options.Trials, r.Options.Confirmations, r.Seconds)
 	fmt.Fprintf(w, "%-8s %5s %12s %12s %10s %8s %9s  %s\n", "DUT", "SIZE", "NDR PPS", "PDR PPS", "NDR MBIT/S", "SPREAD", "CEILING", "STABILITY (LOSS AT 10% OF CEILING)")
 	for _, row := range r.Results {
+		if row.Test != "throughput" {
+			continue
+		}
 		fmt.Fprintf(w, "%-8s %5d %12.0f %12.0f %10.0f %7.1f%% %9.0f  %v\n", row.DUT, row.Size, row.NDRPPS, row.PDRPPS, row.NDRMbps,
 			100*row.NDRSpread, r.CeilingPPS[row.Size], row.StabilityLoss)
 		if row.Refused != "" {
 			fmt.Fprintf(w, "         refused: %s\n", row.Refused)
 		}
+	}
+	head := false
+	for _, row := range r.Results {
+		if row.Test != "latency" {
+			continue
+		}
+		if !head {
+			fmt.Fprintf(w, "\nRFC 2544 latency, microseconds, beside the instrument alone at the same rate\n")
+			fmt.Fprintf(w, "%-8s %5s %5s %10s %8s %8s %8s %8s  %s\n", "DUT", "SIZE", "NDR", "PPS", "P50", "P99", "P99.9", "MAX", "INSTRUMENT P50/P99/MAX")
+			head = true
+		}
+		l, f := row.LatencyUS, row.FloorUS
+		fmt.Fprintf(w, "%-8s %5d %4.0f%% %10.0f %8.1f %8.1f %8.1f %8.1f  %.1f / %.1f / %.1f\n", row.DUT, row.Size, 100*row.NDRShare, row.RatePPS,
+			l.P50, l.P99, l.P999, l.Max, f.P50, f.P99, f.Max)
 	}
 }
 
@@ -281,8 +352,38 @@ func (r *RFC2544Result) WriteReport(dir, command string) error {
 		return err
 	}
 	var md strings.Builder
-	fmt.Fprintf(&md, "# RFC 2544 throughput\n\n`%s`\n\n```\n", command)
+	fmt.Fprintf(&md, "# RFC 2544\n\n`%s`\n\n```\n", command)
 	r.WriteText(&md)
 	fmt.Fprintf(&md, "```\n")
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+}
+
+// latency runs RFC 2544 §26.2 at one size: a trial at each share of every
+// DUT's NDR, and the instrument alone at the same rate beside it (its
+// floor). The DUTs' trials interleave, share by share.
+func latency(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC2544Row, progress io.Writer) ([]RFC2544Row, error) {
+	var rows []RFC2544Row
+	for _, share := range LatencyShares {
+		for _, tp := range ndr {
+			if tp.NDRPPS == 0 {
+				continue // no zero-loss rate to measure at
+			}
+			rate := share * tp.NDRPPS
+			t, err := sessions[tp.DUT].trial(size, rate, o.Trial)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", tp.DUT, err)
+			}
+			floor, err := sessions["none"].trial(size, rate, o.Trial)
+			if err != nil {
+				return nil, fmt.Errorf("the instrument's floor: %w", err)
+			}
+			row := RFC2544Row{DUT: tp.DUT, Size: size, Test: "latency", RatePPS: t.offeredPPS(), NDRShare: share,
+				LatencyUS: latencyOf(t.rep.Latency), FloorUS: latencyOf(floor.rep.Latency), LossRatio: t.lossRatio(),
+				Histogram: histBins(t.rep.Latency)}
+			fmt.Fprintf(progress, "  %-8s %4d B  latency at %3.0f%% of NDR (%.0f pps): p50 %.1f p99 %.1f us (instrument %.1f / %.1f)\n",
+				tp.DUT, size, 100*share, row.RatePPS, row.LatencyUS.P50, row.LatencyUS.P99, row.FloorUS.P50, row.FloorUS.P99)
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
 }

@@ -37,9 +37,10 @@ func TestGeneratorRateAccuracy(t *testing.T) {
 	}
 }
 
-// A short run of the whole suite on Linux: the instrument's ceiling, the
-// stability pre-check, NDR and PDR found and ordered, the names tools
-// rely on in the JSON, and the report.
+// A short run of the suite on Linux: the instrument's ceiling, the
+// stability pre-check, NDR and PDR found and ordered, latency at each
+// share of NDR beside the instrument's floor, the names tools rely on in
+// the JSON, and the report.
 func TestRFC2544Throughput(t *testing.T) {
 	r, err := RFC2544(RFC2544Options{DUTs: []string{"linux"}, Sizes: []int{64}, Trial: 300 * time.Millisecond,
 		Resolution: 0.2, Trials: 2, Confirmations: 2}, io.Discard)
@@ -47,13 +48,20 @@ func TestRFC2544Throughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	ceiling := r.CeilingPPS[64]
-	if len(r.Results) != 1 || ceiling < 100_000 {
+	if len(r.Results) != 1+len(LatencyShares) || ceiling < 100_000 {
 		t.Fatalf("results %+v, ceiling %.0f", r.Results, ceiling)
 	}
 	row := r.Results[0]
 	if row.DUT != "linux" || row.Test != "throughput" || row.NDRPPS <= 0 || row.NDRPPS > ceiling || row.PDRPPS < row.NDRPPS*0.9 ||
 		len(row.StabilityLoss) != 2 || len(row.NDRs) != 2 || row.Goals[0].Trials < 1 {
 		t.Errorf("row %+v (ceiling %.0f)", row, ceiling)
+	}
+	for i, lat := range r.Results[1:] {
+		l, f := lat.LatencyUS, lat.FloorUS
+		if lat.Test != "latency" || lat.NDRShare != LatencyShares[i] || math.Abs(lat.RatePPS/(LatencyShares[i]*row.NDRPPS)-1) > 0.1 ||
+			l == nil || f == nil || l.P50 <= 0 || l.P99 < l.P50 || l.P999 < l.P99 || l.Max < l.P999 || f.P50 <= 0 || len(lat.Histogram) == 0 {
+			t.Errorf("latency %d: %+v, latency %+v, floor %+v", i, lat, l, f)
+		}
 	}
 	dir := t.TempDir()
 	if err := r.WriteReport(dir, "msr bench rfc2544 (test)"); err != nil {
@@ -63,12 +71,18 @@ func TestRFC2544Throughput(t *testing.T) {
 	var doc struct {
 		Results []map[string]any `json:"results"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != 1 {
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != 1+len(LatencyShares) {
 		t.Fatalf("report.json: %v: %s", err, b)
 	}
 	for _, k := range []string{"dut", "size", "test", "ndr_pps", "pdr_pps", "ndr_spread"} {
 		if _, ok := doc.Results[0][k]; !ok {
-			t.Errorf("report.json's result lacks %q", k)
+			t.Errorf("report.json's throughput result lacks %q", k)
+		}
+	}
+	lat, _ := doc.Results[1]["latency_us"].(map[string]any)
+	for _, k := range []string{"p50", "p99", "p999", "max"} {
+		if _, ok := lat[k]; !ok || doc.Results[1]["rate_pps"] == nil {
+			t.Errorf("report.json's latency result lacks rate_pps or latency_us.%s: %v", k, doc.Results[1])
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))

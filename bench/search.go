@@ -248,16 +248,20 @@ func (s *Search) rebound(g *goalSearch) {
 	s.settle(g)
 }
 
+// minShare is the lowest rate a search tries, as a share of its maximum:
+// a goal that fails there is found, at 0.
+const minShare = 0.001
+
 // settle starts g's confirmation once its bounds are within the
 // resolution, or it passed at the maximum; a goal that failed at every
-// rate down to the resolution of the maximum is found, at 0.
+// rate down to minShare of the maximum is found, at 0.
 func (s *Search) settle(g *goalSearch) {
 	switch {
 	case g.phase != searching:
 	case g.lo >= s.cfg.Max:
 		g.phase = confirmingLo
 	case math.IsInf(g.hi, 1):
-	case g.lo == 0 && g.hi <= s.cfg.Resolution*s.cfg.Max:
+	case g.lo == 0 && g.hi <= minShare*s.cfg.Max:
 		g.phase = found
 	case g.lo > 0 && g.hi-g.lo <= s.cfg.Resolution*g.hi:
 		g.phase = confirmingLo

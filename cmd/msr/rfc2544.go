@@ -17,7 +17,7 @@ func runBenchRFC2544(args []string) error {
 	out := cli.AddOutput(fs)
 	duts := fs.String("dut", "linux,msr", "the devices under test, comma-separated: linux, lb, router, msr, msr-switch, msr-xdpswitch")
 	sizes := fs.String("sizes", "64,128,256,512,1024,1280,1518", "frame sizes in bytes with FCS")
-	tests := fs.String("tests", "throughput", "the tests, comma-separated: "+strings.Join(bench.RFC2544Tests, ", "))
+	tests := fs.String("tests", strings.Join(bench.RFC2544Tests, ","), "the tests, comma-separated: "+strings.Join(bench.RFC2544Tests, ", "))
 	o := bench.RFC2544Options{}
 	fs.IntVar(&o.Flows, "flows", 1000, "number of flows")
 	fs.StringVar(&o.FIB, "fib", "", "routes in the DUTs that route: pyasn, a number of prefixes, or a pyasn-format file")
