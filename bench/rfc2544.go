@@ -38,7 +38,7 @@ type RFC2544Options struct {
 
 // RFC2544Tests are the tests `--tests` takes, in the order they run
 // (latency needs throughput's NDR).
-var RFC2544Tests = []string{"throughput", "latency"}
+var RFC2544Tests = []string{"throughput", "latency", "loss"}
 
 // RFC2544Result is a run: each DUT's results per size and test, beside
 // the instrument's ceiling of the same run.
@@ -87,6 +87,16 @@ type RFC2544Row struct {
 	FloorUS   *Latency  `json:"instrument_floor_us,omitempty"`
 	LossRatio float64   `json:"loss_ratio,omitempty"`
 	Histogram []HistBin `json:"histogram,omitempty"`
+
+	// Loss (§26.3): the frame loss rate from the instrument's ceiling
+	// down in steps of 10% of it, until two steps in a row lose nothing.
+	Curve []LossPoint `json:"curve,omitempty"`
+}
+
+// LossPoint is one step of the frame-loss-rate curve.
+type LossPoint struct {
+	OfferedPPS float64 `json:"offered_pps"`
+	LossRatio  float64 `json:"loss_ratio"`
 }
 
 // Latency is a trial's latency quantiles, in microseconds.
@@ -195,6 +205,13 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 				return nil, err
 			}
 			res.Results = append(res.Results, lat...)
+		}
+		if slices.Contains(o.Tests, "loss") {
+			curves, err := lossCurves(o, sessions, size, ceiling, progress)
+			if err != nil {
+				return nil, err
+			}
+			res.Results = append(res.Results, curves...)
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
@@ -322,6 +339,16 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "         refused: %s\n", row.Refused)
 		}
 	}
+	for _, row := range r.Results {
+		if row.Test != "loss" {
+			continue
+		}
+		fmt.Fprintf(w, "\nRFC 2544 frame loss rate, %s %d B (offered pps: loss ratio)\n ", row.DUT, row.Size)
+		for _, p := range row.Curve {
+			fmt.Fprintf(w, " %.0f: %.4f", p.OfferedPPS, p.LossRatio)
+		}
+		fmt.Fprintln(w)
+	}
 	head := false
 	for _, row := range r.Results {
 		if row.Test != "latency" {
@@ -384,6 +411,37 @@ func latency(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC
 				tp.DUT, size, 100*share, row.RatePPS, row.LatencyUS.P50, row.LatencyUS.P99, row.FloorUS.P50, row.FloorUS.P99)
 			rows = append(rows, row)
 		}
+	}
+	return rows, nil
+}
+
+// lossCurves runs RFC 2544 §26.3 at one size: a trial per step, from the
+// instrument's ceiling down by 10% of it, until two steps in a row lose
+// nothing (or the last step, 10%); the DUTs' steps interleave.
+func lossCurves(o RFC2544Options, sessions map[string]*session, size int, ceiling float64, progress io.Writer) ([]RFC2544Row, error) {
+	rows := make([]RFC2544Row, len(o.DUTs))
+	clean := make([]int, len(o.DUTs)) // steps in a row without loss
+	for step := 10; step >= 1; step-- {
+		for i, dut := range o.DUTs {
+			if clean[i] >= 2 {
+				continue
+			}
+			t, err := sessions[dut].trial(size, ceiling*float64(step)/10, o.Trial)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", dut, err)
+			}
+			p := LossPoint{OfferedPPS: t.offeredPPS(), LossRatio: t.lossRatio()}
+			rows[i].Curve = append(rows[i].Curve, p)
+			if p.LossRatio == 0 {
+				clean[i]++
+			} else {
+				clean[i] = 0
+			}
+			fmt.Fprintf(progress, "  %-8s %4d B  loss curve: offered %9.0f pps  loss %.6f\n", dut, size, p.OfferedPPS, p.LossRatio)
+		}
+	}
+	for i, dut := range o.DUTs {
+		rows[i].DUT, rows[i].Size, rows[i].Test = dut, size, "loss"
 	}
 	return rows, nil
 }

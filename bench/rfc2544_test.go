@@ -39,16 +39,17 @@ func TestGeneratorRateAccuracy(t *testing.T) {
 
 // A short run of the suite on Linux: the instrument's ceiling, the
 // stability pre-check, NDR and PDR found and ordered, latency at each
-// share of NDR beside the instrument's floor, the names tools rely on in
-// the JSON, and the report.
-func TestRFC2544Throughput(t *testing.T) {
+// share of NDR beside the instrument's floor, the frame-loss-rate curve
+// down to two clean steps, the names tools rely on in the JSON, and the
+// report.
+func TestRFC2544(t *testing.T) {
 	r, err := RFC2544(RFC2544Options{DUTs: []string{"linux"}, Sizes: []int{64}, Trial: 300 * time.Millisecond,
 		Resolution: 0.2, Trials: 2, Confirmations: 2}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ceiling := r.CeilingPPS[64]
-	if len(r.Results) != 1+len(LatencyShares) || ceiling < 100_000 {
+	if len(r.Results) != 2+len(LatencyShares) || ceiling < 100_000 {
 		t.Fatalf("results %+v, ceiling %.0f", r.Results, ceiling)
 	}
 	row := r.Results[0]
@@ -56,7 +57,16 @@ func TestRFC2544Throughput(t *testing.T) {
 		len(row.StabilityLoss) != 2 || len(row.NDRs) != 2 || row.Goals[0].Trials < 1 {
 		t.Errorf("row %+v (ceiling %.0f)", row, ceiling)
 	}
-	for i, lat := range r.Results[1:] {
+	curve := r.Results[len(r.Results)-1]
+	if curve.Test != "loss" || len(curve.Curve) < 2 || curve.Curve[0].OfferedPPS < curve.Curve[len(curve.Curve)-1].OfferedPPS {
+		t.Errorf("loss curve %+v", curve)
+	}
+	for i, n := 0, len(curve.Curve); n < 10 && i < 2; i++ {
+		if curve.Curve[n-1-i].LossRatio != 0 {
+			t.Errorf("the loss curve stopped at step %d, but its last two steps were not both clean: %+v", n, curve.Curve)
+		}
+	}
+	for i, lat := range r.Results[1 : 1+len(LatencyShares)] {
 		l, f := lat.LatencyUS, lat.FloorUS
 		if lat.Test != "latency" || lat.NDRShare != LatencyShares[i] || math.Abs(lat.RatePPS/(LatencyShares[i]*row.NDRPPS)-1) > 0.1 ||
 			l == nil || f == nil || l.P50 <= 0 || l.P99 < l.P50 || l.P999 < l.P99 || l.Max < l.P999 || f.P50 <= 0 || len(lat.Histogram) == 0 {
@@ -71,7 +81,7 @@ func TestRFC2544Throughput(t *testing.T) {
 	var doc struct {
 		Results []map[string]any `json:"results"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != 1+len(LatencyShares) {
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != 2+len(LatencyShares) {
 		t.Fatalf("report.json: %v: %s", err, b)
 	}
 	for _, k := range []string{"dut", "size", "test", "ndr_pps", "pdr_pps", "ndr_spread"} {
