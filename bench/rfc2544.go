@@ -38,7 +38,7 @@ type RFC2544Options struct {
 
 // RFC2544Tests are the tests `--tests` takes, in the order they run
 // (latency needs throughput's NDR).
-var RFC2544Tests = []string{"throughput", "latency", "loss"}
+var RFC2544Tests = []string{"throughput", "latency", "loss", "back-to-back"}
 
 // RFC2544Result is a run: each DUT's results per size and test, beside
 // the instrument's ceiling of the same run.
@@ -91,6 +91,16 @@ type RFC2544Row struct {
 	// Loss (§26.3): the frame loss rate from the instrument's ceiling
 	// down in steps of 10% of it, until two steps in a row lose nothing.
 	Curve []LossPoint `json:"curve,omitempty"`
+
+	// Back-to-back (§26.4): the longest burst at the instrument's full
+	// rate the DUT forwards without loss, found Trials times; BurstFrames
+	// is their median, BurstPPS the rate the bursts left the generator at.
+	Bursts      []uint64 `json:"bursts,omitempty"`
+	BurstFrames uint64   `json:"burst_frames,omitempty"`
+	BurstPPS    float64  `json:"burst_pps,omitempty"`
+	// BurstLimit is the longest burst tried (a trial's worth of frames):
+	// a DUT that takes it has no limit this test can see.
+	BurstLimit uint64 `json:"burst_limit,omitempty"`
 }
 
 // LossPoint is one step of the frame-loss-rate curve.
@@ -205,6 +215,13 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 				return nil, err
 			}
 			res.Results = append(res.Results, lat...)
+		}
+		if slices.Contains(o.Tests, "back-to-back") {
+			b2b, err := backToBack(o, sessions, size, ceiling, progress)
+			if err != nil {
+				return nil, err
+			}
+			res.Results = append(res.Results, b2b...)
 		}
 		if slices.Contains(o.Tests, "loss") {
 			curves, err := lossCurves(o, sessions, size, ceiling, progress)
@@ -349,6 +366,12 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	for _, row := range r.Results {
+		if row.Test == "back-to-back" {
+			fmt.Fprintf(w, "\nRFC 2544 back-to-back, %s %d B: bursts of %v frames without loss (median %d, at %.0f pps; longest tried %d)\n",
+				row.DUT, row.Size, row.Bursts, row.BurstFrames, row.BurstPPS, row.BurstLimit)
+		}
+	}
 	head := false
 	for _, row := range r.Results {
 		if row.Test != "latency" {
@@ -442,6 +465,46 @@ func lossCurves(o RFC2544Options, sessions map[string]*session, size int, ceilin
 	}
 	for i, dut := range o.DUTs {
 		rows[i].DUT, rows[i].Size, rows[i].Test = dut, size, "loss"
+	}
+	return rows, nil
+}
+
+// backToBack runs RFC 2544 §26.4 at one size: per DUT, Trials times, a
+// binary search on the burst length for the longest burst forwarded
+// without loss, from one frame to a trial's worth at the ceiling.
+func backToBack(o RFC2544Options, sessions map[string]*session, size int, ceiling float64, progress io.Writer) ([]RFC2544Row, error) {
+	limit := uint64(ceiling * o.Trial.Seconds())
+	var rows []RFC2544Row
+	for _, dut := range o.DUTs {
+		row := RFC2544Row{DUT: dut, Size: size, Test: "back-to-back", BurstLimit: limit}
+		var rates []float64
+		for range o.Trials {
+			lo, hi := uint64(0), limit+1 // lo passed (0: none), hi failed
+			for hi-lo > max(1, uint64(float64(lo)*o.Resolution)) {
+				n := (lo + hi) / 2
+				if lo == 0 && hi == limit+1 {
+					n = limit // first: the longest
+				}
+				t, err := sessions[dut].burst(size, n)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", dut, err)
+				}
+				if t.lossRatio() == 0 && t.sent >= n {
+					lo = n
+					rates = append(rates, t.offeredPPS())
+				} else {
+					hi = n
+				}
+				fmt.Fprintf(progress, "  %-8s %4d B  back-to-back %8d frames  loss %.6f\n", dut, size, n, t.lossRatio())
+			}
+			row.Bursts = append(row.Bursts, lo)
+		}
+		bursts := make([]float64, len(row.Bursts))
+		for i, b := range row.Bursts {
+			bursts[i] = float64(b)
+		}
+		row.BurstFrames, row.BurstPPS = uint64(median(bursts)), median(rates)
+		rows = append(rows, row)
 	}
 	return rows, nil
 }

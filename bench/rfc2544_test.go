@@ -49,13 +49,17 @@ func TestRFC2544(t *testing.T) {
 		t.Fatal(err)
 	}
 	ceiling := r.CeilingPPS[64]
-	if len(r.Results) != 2+len(LatencyShares) || ceiling < 100_000 {
+	if len(r.Results) != 3+len(LatencyShares) || ceiling < 100_000 {
 		t.Fatalf("results %+v, ceiling %.0f", r.Results, ceiling)
 	}
 	row := r.Results[0]
 	if row.DUT != "linux" || row.Test != "throughput" || row.NDRPPS <= 0 || row.NDRPPS > ceiling || row.PDRPPS < row.NDRPPS*0.9 ||
 		len(row.StabilityLoss) != 2 || len(row.NDRs) != 2 || row.Goals[0].Trials < 1 {
 		t.Errorf("row %+v (ceiling %.0f)", row, ceiling)
+	}
+	b2b := r.Results[1+len(LatencyShares)]
+	if b2b.Test != "back-to-back" || len(b2b.Bursts) != 2 || b2b.BurstLimit == 0 || b2b.BurstFrames > b2b.BurstLimit {
+		t.Errorf("back-to-back %+v", b2b)
 	}
 	curve := r.Results[len(r.Results)-1]
 	if curve.Test != "loss" || len(curve.Curve) < 2 || curve.Curve[0].OfferedPPS < curve.Curve[len(curve.Curve)-1].OfferedPPS {
@@ -81,7 +85,7 @@ func TestRFC2544(t *testing.T) {
 	var doc struct {
 		Results []map[string]any `json:"results"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != 2+len(LatencyShares) {
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != 3+len(LatencyShares) {
 		t.Fatalf("report.json: %v: %s", err, b)
 	}
 	for _, k := range []string{"dut", "size", "test", "ndr_pps", "pdr_pps", "ndr_spread"} {

@@ -103,6 +103,44 @@ func (t *trialResult) lossRatio() float64 {
 	return float64(t.sent-t.rep.RxPackets) / float64(t.sent)
 }
 
+// burst sends n frames back to back with frames of size, waits for the
+// DUT to drain, and reads what the sink counted of them.
+func (s *session) burst(size int, n uint64) (*trialResult, error) {
+	t := &trialResult{}
+	err := netns.Do(lab.Namespace(s.spec.Name, "gen"), func() error {
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: s.dstMAC, Size: size, Flows: s.o.Flows,
+			Dsts: flowDsts(s.routes, s.o.Flows), HasXDP: s.sinkEnd.Node == "gen"})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		if _, err := placeNAPI(s.spec); err != nil {
+			return err
+		}
+		if err := pinGenerator(); err != nil {
+			return err
+		}
+		if err := g.ResetWindow(); err != nil {
+			return err
+		}
+		first := g.Sent()
+		start := time.Now()
+		err = g.Burst(n)
+		t.sent, t.elapsed, t.window = g.Sent()-first, time.Since(start), g.Window()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(drainTime)
+	now, err := s.sink.Read()
+	if err != nil {
+		return nil, err
+	}
+	t.rep, s.last = now.Since(s.last), now
+	return t, nil
+}
+
 // trial runs the generator at rate (0: flat out) with frames of size for
 // d, waits for the DUT to drain, and reads what the sink counted since
 // the last trial.

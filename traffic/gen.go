@@ -234,6 +234,15 @@ func (g *Generator) Blast(d time.Duration) (uint64, error) {
 	return g.Sent() - first, nil
 }
 
+// Burst transmits n frames back to back, flat out, in one run: RFC 2544's
+// back-to-back burst. The generator must have no rate set.
+func (g *Generator) Burst(n uint64) error {
+	if g.rate > 0 {
+		return fmt.Errorf("a burst is flat out: the generator has a rate")
+	}
+	return g.run(n)
+}
+
 // batchSize is how many frames the kernel builds before it transmits them
 // together. Flat out, 64 amortizes the flush; paced, a frame waits for its
 // batch to fill, which would add up to batchSize-1 gaps to its measured

@@ -24,7 +24,7 @@ var benchCommand = command{
                  [--prog-stats] [-o json]
       the back-end with each table, round after round: each table's rate over
       the first's in the same round, and the median of those ratios.
-  msr bench rfc2544 --dut linux|lb|router|msr[,...] [--sizes 64,128,256,512,1024,1280,1518] [--tests throughput,latency,loss]
+  msr bench rfc2544 --dut linux|lb|router|msr[,...] [--sizes 64,128,256,512,1024,1280,1518] [--tests throughput,latency,loss,back-to-back]
                     [--flows 1000] [--fib N|pyasn] [--trial 2s] [--ndr-resolution 1%] [--trials 3]
                     [--confirmations 3] [--report DIR] [-o json]
       RFC 2544 §26.1 throughput (NDR and PDR) of every DUT, their trials
