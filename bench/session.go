@@ -103,48 +103,29 @@ func (t *trialResult) lossRatio() float64 {
 	return float64(t.sent-t.rep.RxPackets) / float64(t.sent)
 }
 
-// burst sends n frames back to back with frames of size, waits for the
-// DUT to drain, and reads what the sink counted of them.
+// burst sends n frames back to back with frames of size, flat out in one
+// generator run, waits for the DUT to drain, and reads what the sink
+// counted of them.
 func (s *session) burst(size int, n uint64) (*trialResult, error) {
-	t := &trialResult{}
-	err := netns.Do(lab.Namespace(s.spec.Name, "gen"), func() error {
-		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: s.dstMAC, Size: size, Flows: s.o.Flows,
-			Dsts: flowDsts(s.routes, s.o.Flows), HasXDP: s.sinkEnd.Node == "gen"})
-		if err != nil {
-			return err
-		}
-		defer g.Close()
-		if _, err := placeNAPI(s.spec); err != nil {
-			return err
-		}
-		if err := pinGenerator(); err != nil {
-			return err
-		}
-		if err := g.ResetWindow(); err != nil {
-			return err
-		}
+	return s.send(size, 0, func(g *traffic.Generator) (uint64, error) {
 		first := g.Sent()
-		start := time.Now()
-		err = g.Burst(n)
-		t.sent, t.elapsed, t.window = g.Sent()-first, time.Since(start), g.Window()
-		return err
+		err := g.Burst(n)
+		return g.Sent() - first, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	time.Sleep(drainTime)
-	now, err := s.sink.Read()
-	if err != nil {
-		return nil, err
-	}
-	t.rep, s.last = now.Since(s.last), now
-	return t, nil
 }
 
 // trial runs the generator at rate (0: flat out) with frames of size for
 // d, waits for the DUT to drain, and reads what the sink counted since
 // the last trial.
 func (s *session) trial(size int, rate float64, d time.Duration) (*trialResult, error) {
+	return s.send(size, rate, func(g *traffic.Generator) (uint64, error) { return g.Blast(d) })
+}
+
+// send makes a generator for frames of size at rate in the generator's
+// host, places the DUT's NAPI threads, has transmit send with it and says
+// how many frames it sent, waits for the DUT to drain, and reads what the
+// sink counted since the last trial and the DUT's CPU time meanwhile.
+func (s *session) send(size int, rate float64, transmit func(*traffic.Generator) (uint64, error)) (*trialResult, error) {
 	t := &trialResult{}
 	var napi []int
 	var napiStart time.Duration
@@ -166,7 +147,7 @@ func (s *session) trial(size int, rate float64, d time.Duration) (*trialResult, 
 		}
 		napiStart = cpuTime(napi)
 		start := time.Now()
-		t.sent, err = g.Blast(d)
+		t.sent, err = transmit(g)
 		t.elapsed, t.window = time.Since(start), g.Window()
 		return err
 	})
