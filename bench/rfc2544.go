@@ -34,11 +34,16 @@ type RFC2544Options struct {
 	Trials int
 	// Confirmations is how many times NDR is searched, for its spread.
 	Confirmations int
+	// Overload is the recovery test's overload, a multiple of NDR (RFC
+	// 2544: 1.1; seed 002 overloads further).
+	Overload float64
+	// OverloadTime is how long the overload test runs at 150% of NDR.
+	OverloadTime time.Duration
 }
 
 // RFC2544Tests are the tests `--tests` takes, in the order they run
 // (latency needs throughput's NDR).
-var RFC2544Tests = []string{"throughput", "latency", "loss", "back-to-back"}
+var RFC2544Tests = []string{"throughput", "latency", "loss", "back-to-back", "recovery", "reset", "single", "overload"}
 
 // RFC2544Result is a run: each DUT's results per size and test, beside
 // the instrument's ceiling of the same run.
@@ -50,6 +55,10 @@ type RFC2544Result struct {
 	CeilingPPS map[int]float64 `json:"ceiling_pps"`
 	Results    []RFC2544Row    `json:"results"`
 	Seconds    float64         `json:"seconds"`
+	// Machine says what ran it: kernel, CPUs, memory.
+	Machine string `json:"machine"`
+	// Figures are the plots WriteReport drew.
+	Figures []Plot `json:"figures,omitempty"`
 }
 
 // RFC2544Row is one DUT's result of one test at one frame size. The
@@ -101,6 +110,34 @@ type RFC2544Row struct {
 	// BurstLimit is the longest burst tried (a trial's worth of frames):
 	// a DUT that takes it has no limit this test can see.
 	BurstLimit uint64 `json:"burst_limit,omitempty"`
+
+	// Recovery (§26.5): RatePPS (NDRShare of NDR) then LowPPS (half NDR);
+	// RecoveryMS from the change to the last frame lost. Overload: RatePPS
+	// (150% of NDR) for --overload-time, ForwardedPPS on average. Both
+	// keep the rate the sink counted per SeriesStepMS.
+	LowPPS       float64   `json:"low_pps,omitempty"`
+	RecoveryMS   float64   `json:"recovery_ms"`
+	ForwardedPPS float64   `json:"forwarded_pps,omitempty"`
+	SeriesPPS    []float64 `json:"series_pps,omitempty"`
+	SeriesStepMS float64   `json:"series_step_ms,omitempty"`
+
+	// Reset (§26.6): what was restarted (ResetMS: how long the restart
+	// itself took) at RatePPS, the frames Lost, the outage as Lost × the
+	// inter-frame gap (OutageMS), as the longest run of frames lost
+	// (LossSpanMS), and from the first frame lost in the trial to the last
+	// (LossWindowMS, which a frame lost apart from the outage widens).
+	Reset        string  `json:"reset,omitempty"`
+	ResetMS      float64 `json:"reset_ms,omitempty"`
+	Lost         uint64  `json:"lost,omitempty"`
+	OutageMS     float64 `json:"outage_ms,omitempty"`
+	LossSpanMS   float64 `json:"loss_span_ms,omitempty"`
+	LossWindowMS float64 `json:"loss_window_ms,omitempty"`
+
+	// Single frame (seed 002): one frame with the next hop's address
+	// Neighbor ("unresolved", "resolved"); whether it arrived, and its
+	// latency (LatencyUS).
+	Neighbor  string `json:"neighbor,omitempty"`
+	Forwarded bool   `json:"forwarded,omitempty"`
 }
 
 // LossPoint is one step of the frame-loss-rate curve.
@@ -118,10 +155,11 @@ type Latency struct {
 }
 
 // HistBin is one bucket of a latency histogram: how many frames took at
-// least LowUS.
+// least LowUS and less than HighUS.
 type HistBin struct {
-	LowUS float64 `json:"low_us"`
-	Count uint64  `json:"count"`
+	LowUS  float64 `json:"low_us"`
+	HighUS float64 `json:"high_us"`
+	Count  uint64  `json:"count"`
 }
 
 func latencyOf(h traffic.Histogram) *Latency {
@@ -132,11 +170,14 @@ func histBins(h traffic.Histogram) []HistBin {
 	var out []HistBin
 	for b, c := range h {
 		if c > 0 {
-			out = append(out, HistBin{LowUS: float64(traffic.BucketLow(b)) / 1e3, Count: c})
+			out = append(out, HistBin{LowUS: float64(traffic.BucketLow(b)) / 1e3, HighUS: float64(traffic.BucketLow(b+1)) / 1e3, Count: c})
 		}
 	}
 	return out
 }
+
+// ndrTests are the tests that need the throughput test's NDR.
+var ndrTests = []string{"throughput", "latency", "recovery", "reset", "overload"}
 
 // LatencyShares are the fractions of NDR latency is measured at.
 var LatencyShares = []float64{0.1, 0.5, 0.9, 1}
@@ -163,6 +204,15 @@ func (o *RFC2544Options) complete() error {
 	}
 	if o.Flows == 0 {
 		o.Flows = 1000
+	}
+	if o.Overload == 0 {
+		o.Overload = 1.1
+	}
+	if o.OverloadTime == 0 {
+		o.OverloadTime = 30 * time.Second
+	}
+	if o.Overload <= 1 || o.OverloadTime < SeriesStep {
+		return fmt.Errorf("rfc2544: an overload above 1 (a multiple of NDR) and an overload time of at least %v", SeriesStep)
 	}
 	return nil
 }
@@ -193,7 +243,7 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 		}
 		sessions[dut] = s
 	}
-	res := &RFC2544Result{Options: o, CeilingPPS: map[int]float64{}}
+	res := &RFC2544Result{Options: o, CeilingPPS: map[int]float64{}, Machine: machine()}
 	for _, size := range o.Sizes {
 		t, err := sessions["none"].trial(size, 0, o.Trial)
 		if err != nil {
@@ -202,9 +252,11 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 		ceiling := t.receivedPPS()
 		res.CeilingPPS[size] = ceiling
 		fmt.Fprintf(progress, "size %d: the instrument carries %.0f pps\n", size, ceiling)
-		rows, err := throughput(o, sessions, size, ceiling, progress)
-		if err != nil {
-			return nil, err
+		var rows []RFC2544Row // the throughput test's, which the tests at shares of NDR need
+		if slices.ContainsFunc(o.Tests, func(t string) bool { return slices.Contains(ndrTests, t) }) {
+			if rows, err = throughput(o, sessions, size, ceiling, progress); err != nil {
+				return nil, err
+			}
 		}
 		if slices.Contains(o.Tests, "throughput") {
 			res.Results = append(res.Results, rows...)
@@ -229,6 +281,26 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 				return nil, err
 			}
 			res.Results = append(res.Results, curves...)
+		}
+		for _, t := range []struct {
+			name string
+			run  func(RFC2544Options, map[string]*session, int, []RFC2544Row, io.Writer) ([]RFC2544Row, error)
+		}{{"recovery", recovery}, {"reset", reset}, {"overload", overload}} {
+			if !slices.Contains(o.Tests, t.name) {
+				continue
+			}
+			more, err := t.run(o, sessions, size, rows, progress)
+			if err != nil {
+				return nil, err
+			}
+			res.Results = append(res.Results, more...)
+		}
+		if slices.Contains(o.Tests, "single") {
+			more, err := single(o, sessions, size, progress)
+			if err != nil {
+				return nil, err
+			}
+			res.Results = append(res.Results, more...)
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
@@ -372,6 +444,25 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 				row.DUT, row.Size, row.Bursts, row.BurstFrames, row.BurstPPS, row.BurstLimit)
 		}
 	}
+	for _, row := range r.Results {
+		switch row.Test {
+		case "recovery":
+			fmt.Fprintf(w, "\nRFC 2544 system recovery, %s %d B: %.0f pps (%.0f%% of NDR) for %v, then %.0f pps: loss %.4f, recovered %.1f ms after the change\n",
+				row.DUT, row.Size, row.RatePPS, 100*row.NDRShare, r.Options.Trial, row.LowPPS, row.LossRatio, row.RecoveryMS)
+		case "reset":
+			fmt.Fprintf(w, "\nRFC 2544 reset, %s %d B, %s (took %.0f ms) at %.0f pps: %d frames lost = %.1f ms of frames; longest outage %.1f ms; first to last lost %.1f ms\n",
+				row.DUT, row.Size, row.Reset, row.ResetMS, row.RatePPS, row.Lost, row.OutageMS, row.LossSpanMS, row.LossWindowMS)
+		case "overload":
+			fmt.Fprintf(w, "\nOverload (seed 002), %s %d B: %.0f pps offered (150%% of NDR) for %v: %.0f pps forwarded, loss %.4f\n",
+				row.DUT, row.Size, row.RatePPS, r.Options.OverloadTime, row.ForwardedPPS, row.LossRatio)
+		case "single":
+			lat := "-"
+			if row.LatencyUS != nil {
+				lat = fmt.Sprintf("%.1f us", row.LatencyUS.Max)
+			}
+			fmt.Fprintf(w, "\nSingle frame (seed 002), %s %d B, next hop %s: forwarded %v, latency %s\n", row.DUT, row.Size, row.Neighbor, row.Forwarded, lat)
+		}
+	}
 	head := false
 	for _, row := range r.Results {
 		if row.Test != "latency" {
@@ -388,12 +479,18 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 	}
 }
 
-// WriteReport writes report.json (the result) and report.md (the command
-// and the tables, for people) into dir.
+// WriteReport writes report.json (the result), the plots (Plots) and
+// report.md (the command, the machine, the tables and the plots, for
+// people) into dir.
 func (r *RFC2544Result) WriteReport(dir, command string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	plots, err := r.Plots(dir)
+	if err != nil {
+		return err
+	}
+	r.Figures = plots
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -402,9 +499,12 @@ func (r *RFC2544Result) WriteReport(dir, command string) error {
 		return err
 	}
 	var md strings.Builder
-	fmt.Fprintf(&md, "# RFC 2544\n\n`%s`\n\n```\n", command)
+	fmt.Fprintf(&md, "# RFC 2544\n\n`%s`\n\n%s\n\n```\n", command, r.Machine)
 	r.WriteText(&md)
 	fmt.Fprintf(&md, "```\n")
+	for _, p := range plots {
+		fmt.Fprintf(&md, "\n![%s](%s)\n", p.Title, p.File)
+	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
 }
 

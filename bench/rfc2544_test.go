@@ -2,6 +2,9 @@ package bench
 
 import (
 	"encoding/json"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
 	"math"
 	"os"
@@ -11,28 +14,40 @@ import (
 	"time"
 )
 
-// The generator offers what it is asked: within 1% of the rate, over its
-// sending window, at 10 and 100 kpps. Above, it falls short (measured:
-// 2.5-3.5% at 300 kpps): its pacer restarts its clock rather than burst
-// after a delay of more than 64 gaps. The searches use what it offered,
-// not what it was asked, so their results do not depend on it; logged.
+// The generator offers what it is asked, within 1% over its sending
+// window, from 10 kpps to 80% of its ceiling (the least the instrument
+// carried flat out in three trials: that varies from second to second
+// here, 1.7 to 4.0 Mpps at 64 B, and a paced rate above what the machine
+// gives the generator at that moment cannot be met): behind its
+// schedule, it catches up.
 func TestGeneratorRateAccuracy(t *testing.T) {
 	s, err := openSession(FwdOptions{DUT: "none", Size: 64, Flows: 100, Duration: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for _, rate := range []float64{10_000, 100_000, 300_000} {
+	ceiling := math.Inf(1)
+	for range 3 {
+		flat, err := s.trial(64, 0, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ceiling = min(ceiling, flat.receivedPPS())
+	}
+	t.Logf("ceiling %.0f pps", ceiling)
+	for _, rate := range []float64{10_000, 100_000, 300_000, 1_000_000, 0.8 * ceiling} {
+		if rate > 0.8*ceiling {
+			continue
+		}
 		tr, err := s.trial(64, rate, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := tr.offeredPPS(); rate <= 100_000 && math.Abs(got/rate-1) > 0.01 {
+		if got := tr.offeredPPS(); math.Abs(got/rate-1) > 0.01 {
 			t.Errorf("asked %.0f pps, offered %.0f (%d frames in %v)", rate, got, tr.sent, tr.window)
 		}
-		// Not asserted: the instrument alone loses a burst now and then,
-		// even at low rates (measured: 0.2% of one trial at 100 kpps);
-		// that is what bench rfc2544's stability pre-check reports.
+		// Not asserted: the loss of the instrument alone, which
+		// bench rfc2544's stability pre-check reports.
 		t.Logf("%.0f pps asked, %.0f offered, loss %.4f", rate, tr.offeredPPS(), tr.lossRatio())
 	}
 }
@@ -40,29 +55,40 @@ func TestGeneratorRateAccuracy(t *testing.T) {
 // A short run of the suite on Linux: the instrument's ceiling, the
 // stability pre-check, NDR and PDR found and ordered, latency at each
 // share of NDR beside the instrument's floor, the frame-loss-rate curve
-// down to two clean steps, the names tools rely on in the JSON, and the
-// report.
+// down to two clean steps, back-to-back, recovery, reset, single frames,
+// overload, the names tools rely on in the JSON, and the report with
+// every plot drawn.
 func TestRFC2544(t *testing.T) {
 	r, err := RFC2544(RFC2544Options{DUTs: []string{"linux"}, Sizes: []int{64}, Trial: 300 * time.Millisecond,
-		Resolution: 0.2, Trials: 2, Confirmations: 2}, io.Discard)
+		Resolution: 0.2, Trials: 2, Confirmations: 2, OverloadTime: time.Second}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ceiling := r.CeilingPPS[64]
-	if len(r.Results) != 3+len(LatencyShares) || ceiling < 100_000 {
-		t.Fatalf("results %+v, ceiling %.0f", r.Results, ceiling)
+	byTest := map[string][]RFC2544Row{}
+	for _, row := range r.Results {
+		byTest[row.Test] = append(byTest[row.Test], row)
 	}
-	row := r.Results[0]
-	if row.DUT != "linux" || row.Test != "throughput" || row.NDRPPS <= 0 || row.NDRPPS > ceiling || row.PDRPPS < row.NDRPPS*0.9 ||
+	want := map[string]int{"throughput": 1, "latency": len(LatencyShares), "back-to-back": 1, "loss": 1, "recovery": 1, "reset": 1, "single": 2, "overload": 1}
+	for test, n := range want {
+		if len(byTest[test]) != n {
+			t.Fatalf("%d %s results, want %d: %+v", len(byTest[test]), test, n, r.Results)
+		}
+	}
+	if ceiling < 100_000 {
+		t.Fatalf("ceiling %.0f", ceiling)
+	}
+	row := byTest["throughput"][0]
+	if row.DUT != "linux" || row.NDRPPS <= 0 || row.NDRPPS > ceiling || row.PDRPPS < row.NDRPPS*0.9 ||
 		len(row.StabilityLoss) != 2 || len(row.NDRs) != 2 || row.Goals[0].Trials < 1 {
 		t.Errorf("row %+v (ceiling %.0f)", row, ceiling)
 	}
-	b2b := r.Results[1+len(LatencyShares)]
-	if b2b.Test != "back-to-back" || len(b2b.Bursts) != 2 || b2b.BurstLimit == 0 || b2b.BurstFrames > b2b.BurstLimit {
+	b2b := byTest["back-to-back"][0]
+	if len(b2b.Bursts) != 2 || b2b.BurstLimit == 0 || b2b.BurstFrames > b2b.BurstLimit {
 		t.Errorf("back-to-back %+v", b2b)
 	}
-	curve := r.Results[len(r.Results)-1]
-	if curve.Test != "loss" || len(curve.Curve) < 2 || curve.Curve[0].OfferedPPS < curve.Curve[len(curve.Curve)-1].OfferedPPS {
+	curve := byTest["loss"][0]
+	if len(curve.Curve) < 2 || curve.Curve[0].OfferedPPS < curve.Curve[len(curve.Curve)-1].OfferedPPS {
 		t.Errorf("loss curve %+v", curve)
 	}
 	for i, n := 0, len(curve.Curve); n < 10 && i < 2; i++ {
@@ -70,22 +96,52 @@ func TestRFC2544(t *testing.T) {
 			t.Errorf("the loss curve stopped at step %d, but its last two steps were not both clean: %+v", n, curve.Curve)
 		}
 	}
-	for i, lat := range r.Results[1 : 1+len(LatencyShares)] {
+	for i, lat := range byTest["latency"] {
 		l, f := lat.LatencyUS, lat.FloorUS
-		if lat.Test != "latency" || lat.NDRShare != LatencyShares[i] || math.Abs(lat.RatePPS/(LatencyShares[i]*row.NDRPPS)-1) > 0.1 ||
+		if lat.NDRShare != LatencyShares[i] || math.Abs(lat.RatePPS/(LatencyShares[i]*row.NDRPPS)-1) > 0.1 ||
 			l == nil || f == nil || l.P50 <= 0 || l.P99 < l.P50 || l.P999 < l.P99 || l.Max < l.P999 || f.P50 <= 0 || len(lat.Histogram) == 0 {
 			t.Errorf("latency %d: %+v, latency %+v, floor %+v", i, lat, l, f)
 		}
 	}
+	// Recovery: overload, then half NDR, without a pause: the series
+	// covers both (0.6 s), and the lower rate is half of NDR.
+	rec := byTest["recovery"][0]
+	if rec.RatePPS != 1.1*row.NDRPPS || rec.LowPPS != row.NDRPPS/2 || len(rec.SeriesPPS) < 5 || rec.RecoveryMS < 0 || rec.RecoveryMS > 600 {
+		t.Errorf("recovery %+v", rec)
+	}
+	// Reset: bouncing Linux's links loses frames (its routes go with
+	// them until put back), and the sink's loss window says for how long.
+	res := byTest["reset"][0]
+	if res.Reset != "host links" || res.Lost == 0 || res.OutageMS <= 0 || res.LossWindowMS <= 0 || res.LossWindowMS > 1300 {
+		t.Errorf("reset %+v", res)
+	}
+	// Single frames: Linux holds a frame while it resolves the next hop
+	// (its neighbour queue), and forwards one to a resolved next hop.
+	for _, sf := range byTest["single"] {
+		if !sf.Forwarded || sf.LatencyUS == nil || sf.LatencyUS.Max <= 0 {
+			t.Errorf("single frame %+v", sf)
+		}
+	}
+	if un, re := byTest["single"][0], byTest["single"][1]; un.Neighbor != "unresolved" || re.Neighbor != "resolved" ||
+		(un.LatencyUS != nil && re.LatencyUS != nil && un.LatencyUS.Max < re.LatencyUS.Max) {
+		t.Errorf("single frames: resolving the next hop took no longer than forwarding to a resolved one: %+v %+v", un.LatencyUS, re.LatencyUS)
+	}
+	ov := byTest["overload"][0]
+	if ov.NDRShare != 1.5 || len(ov.SeriesPPS) < 8 || ov.ForwardedPPS <= 0 || ov.ForwardedPPS > ov.RatePPS*1.01 {
+		t.Errorf("overload %+v", ov)
+	}
+
 	dir := t.TempDir()
 	if err := r.WriteReport(dir, "msr bench rfc2544 (test)"); err != nil {
 		t.Fatal(err)
 	}
+	checkPlots(t, dir, r.Figures, []string{"throughput_pps.png", "throughput_mbps.png", "back_to_back.png", "latency_cdf_64.png",
+		"loss_64.png", "recovery_64.png", "overload_64.png", "reset_64.png"})
 	b, _ := os.ReadFile(filepath.Join(dir, "report.json"))
 	var doc struct {
 		Results []map[string]any `json:"results"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != 3+len(LatencyShares) {
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != len(r.Results) {
 		t.Fatalf("report.json: %v: %s", err, b)
 	}
 	for _, k := range []string{"dut", "size", "test", "ndr_pps", "pdr_pps", "ndr_spread"} {
@@ -95,12 +151,71 @@ func TestRFC2544(t *testing.T) {
 	}
 	lat, _ := doc.Results[1]["latency_us"].(map[string]any)
 	for _, k := range []string{"p50", "p99", "p999", "max"} {
-		if _, ok := lat[k]; !ok || doc.Results[1]["rate_pps"] == nil {
+		if _, ok := lat[k]; !ok || doc.Results[1]["rate_pps"] == nil || doc.Results[1]["test"] != "latency" {
 			t.Errorf("report.json's latency result lacks rate_pps or latency_us.%s: %v", k, doc.Results[1])
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	if !strings.Contains(string(md), "linux       64") || !strings.Contains(string(md), "msr bench rfc2544 (test)") {
+	if !strings.Contains(string(md), "linux       64") || !strings.Contains(string(md), "msr bench rfc2544 (test)") ||
+		!strings.Contains(string(md), "](throughput_pps.png)") {
 		t.Errorf("report.md:\n%s", md)
 	}
+}
+
+// checkPlots checks that the report drew each of the files, as PNG, and
+// that every series a plot lists has points and shows: the pixels of its
+// colour are there.
+func checkPlots(t *testing.T, dir string, plots []Plot, files []string) {
+	t.Helper()
+	drawn := map[string]Plot{}
+	for _, p := range plots {
+		drawn[p.File] = p
+	}
+	for _, name := range files {
+		p, ok := drawn[name]
+		if !ok {
+			t.Errorf("no plot %s among %v", name, plots)
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(p.Series) == 0 || p.Title == "" {
+			t.Errorf("%s: no series or no title: %+v", name, p)
+		}
+		for series, n := range p.Series {
+			dut, _, _ := strings.Cut(series, " ")
+			dut = strings.TrimSuffix(dut, ":")
+			if series == "instrument ceiling" {
+				dut = "none"
+			}
+			if n == 0 || colourPixels(img, SeriesColor(dut)) < 20 {
+				t.Errorf("%s: series %q (%d points) does not show", name, series, n)
+			}
+		}
+	}
+}
+
+// colourPixels counts the pixels of colour c (give or take antialiasing).
+func colourPixels(img image.Image, c color.RGBA) int {
+	near := func(a uint32, b uint8) bool { return int(a>>8)-int(b) < 12 && int(b)-int(a>>8) < 12 }
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if near(r, c.R) && near(g, c.G) && near(bl, c.B) {
+				n++
+			}
+		}
+	}
+	return n
 }

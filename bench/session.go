@@ -25,6 +25,7 @@ type session struct {
 	sinkEnd lab.Endpoint
 	progs   map[string]*ebpf.Program
 	undo    func()
+	awake   func() // releases keepCPUsAwake
 	fibLoad time.Duration
 	last    *traffic.SinkReport // the sink's counters after the last trial
 }
@@ -36,10 +37,15 @@ func openSession(o FwdOptions) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := lab.Up(spec); err != nil {
+	awake, err := keepCPUsAwake()
+	if err != nil {
 		return nil, err
 	}
-	s := &session{o: o, spec: spec, routes: routes, dstMAC: dstMAC, undo: func() {}}
+	if _, err := lab.Up(spec); err != nil {
+		awake()
+		return nil, err
+	}
+	s := &session{o: o, spec: spec, routes: routes, dstMAC: dstMAC, undo: func() {}, awake: awake}
 	if s.sink, s.sinkEnd, err = openSink(spec, o); err != nil {
 		s.Close()
 		return nil, err
@@ -69,6 +75,7 @@ func (s *session) Close() {
 		s.sink.Close()
 	}
 	lab.Down(s.spec.Name)
+	s.awake()
 }
 
 // trialResult is one trial: what the generator sent and in how long, what
@@ -81,6 +88,12 @@ type trialResult struct {
 	rep             *traffic.SinkReport
 	napiNsPerPacket float64
 	napiBusy        float64
+	// first is when the first frame left (CLOCK_MONOTONIC, as the
+	// sink's loss window, rep.LossFirst and rep.LossLast).
+	first time.Duration
+	// series is the rate the sink counted, per sampleEvery, from the
+	// first sample after the generator started (with sampling on).
+	series []float64
 }
 
 // offeredPPS and receivedPPS are the trial's rates over its sending
@@ -103,11 +116,19 @@ func (t *trialResult) lossRatio() float64 {
 	return float64(t.sent-t.rep.RxPackets) / float64(t.sent)
 }
 
+// lost is how many frames sent were not counted.
+func (t *trialResult) lost() uint64 {
+	if t.rep.RxPackets >= t.sent {
+		return 0
+	}
+	return t.sent - t.rep.RxPackets
+}
+
 // burst sends n frames back to back with frames of size, flat out in one
 // generator run, waits for the DUT to drain, and reads what the sink
 // counted of them.
 func (s *session) burst(size int, n uint64) (*trialResult, error) {
-	return s.send(size, 0, func(g *traffic.Generator) (uint64, error) {
+	return s.send(sendSpec{size: size}, func(g *traffic.Generator) (uint64, error) {
 		first := g.Sent()
 		err := g.Burst(n)
 		return g.Sent() - first, err
@@ -118,19 +139,33 @@ func (s *session) burst(size int, n uint64) (*trialResult, error) {
 // d, waits for the DUT to drain, and reads what the sink counted since
 // the last trial.
 func (s *session) trial(size int, rate float64, d time.Duration) (*trialResult, error) {
-	return s.send(size, rate, func(g *traffic.Generator) (uint64, error) { return g.Blast(d) })
+	return s.send(sendSpec{size: size, rate: rate}, func(g *traffic.Generator) (uint64, error) { return g.Blast(d) })
 }
 
-// send makes a generator for frames of size at rate in the generator's
-// host, places the DUT's NAPI threads, has transmit send with it and says
-// how many frames it sent, waits for the DUT to drain, and reads what the
-// sink counted since the last trial and the DUT's CPU time meanwhile.
-func (s *session) send(size int, rate float64, transmit func(*traffic.Generator) (uint64, error)) (*trialResult, error) {
+// sendSpec is a trial's frames and rate, and what happens beside them.
+type sendSpec struct {
+	size int
+	rate float64 // 0: flat out
+	// sample, if set, samples the sink's count this often into the
+	// trial's series.
+	sample time.Duration
+}
+
+// send makes a generator for frames of the spec's size at its rate in the
+// generator's host, places the DUT's NAPI threads, has transmit send with
+// it and says how many frames it sent, waits for the DUT to drain, and
+// reads what the sink counted since the last trial and the DUT's CPU time
+// meanwhile.
+func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, error)) (*trialResult, error) {
 	t := &trialResult{}
 	var napi []int
 	var napiStart time.Duration
+	if err := s.sink.Restart(); err != nil {
+		return nil, err
+	}
+	var stopSampling func() []float64
 	err := netns.Do(lab.Namespace(s.spec.Name, "gen"), func() error {
-		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: s.dstMAC, Size: size, Flows: s.o.Flows, Rate: rate,
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: s.dstMAC, Size: sp.size, Flows: s.o.Flows, Rate: sp.rate,
 			Dsts: flowDsts(s.routes, s.o.Flows), HasXDP: s.sinkEnd.Node == "gen"})
 		if err != nil {
 			return err
@@ -145,16 +180,28 @@ func (s *session) send(size int, rate float64, transmit func(*traffic.Generator)
 		if err := g.ResetWindow(); err != nil {
 			return err
 		}
+		if sp.sample > 0 {
+			stopSampling = s.sample(sp.sample)
+		}
 		napiStart = cpuTime(napi)
 		start := time.Now()
 		t.sent, err = transmit(g)
 		t.elapsed, t.window = time.Since(start), g.Window()
+		t.first, _ = g.Span()
 		return err
 	})
 	if err != nil {
+		if stopSampling != nil {
+			stopSampling()
+		}
 		return nil, err
 	}
 	time.Sleep(drainTime)
+	if stopSampling != nil {
+		// The samples of the sending time, not of the drain's.
+		t.series = stopSampling()
+		t.series = t.series[:min(len(t.series), int(t.elapsed/sp.sample)+1)]
+	}
 	now, err := s.sink.Read()
 	if err != nil {
 		return nil, err
@@ -167,4 +214,37 @@ func (s *session) send(size int, rate float64, transmit func(*traffic.Generator)
 		t.napiBusy = busy.Seconds() / (t.elapsed + drainTime).Seconds()
 	}
 	return t, nil
+}
+
+// sample reads the sink's count every interval, from another thread than
+// the generator's, until the returned function is called; that returns
+// the rates counted, one per interval.
+func (s *session) sample(every time.Duration) (stop func() []float64) {
+	done := make(chan struct{})
+	out := make(chan []float64)
+	go func() {
+		var rates []float64
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		prev, _ := s.sink.Received()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				out <- rates
+				return
+			case now := <-tick.C:
+				n, err := s.sink.Received()
+				if err != nil {
+					continue
+				}
+				rates = append(rates, float64(n-prev)/now.Sub(last).Seconds())
+				prev, last = n, now
+			}
+		}
+	}()
+	return func() []float64 {
+		close(done)
+		return <-out
+	}
 }

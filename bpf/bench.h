@@ -51,8 +51,9 @@ struct gen_config {
 	__u8 dst_mac[6];
 	__u8 src_mac[6];
 	__u32 flows;
-	/* Time between frames for a set rate; 0 sends flat out. */
-	__u64 gap_ns;
+	/* Paced: frames per batch (BPF_PROG_RUN's batch_size), which leave
+	 * together at the batch's departure time. */
+	__u32 batch;
 };
 
 /* Per-flow state of the sink. */
@@ -61,6 +62,7 @@ struct sink_flow {
 	__u32 seen;     /* 0 until the first frame of the flow */
 	__u64 received;
 	__u64 reordered; /* arrived after a later frame of the same flow */
+	__u64 last_tx_ns; /* the generator's timestamp of the latest frame */
 };
 
 /* Per-CPU counters of the sink. */
@@ -70,6 +72,16 @@ struct sink_stats {
 	__u64 reordered;
 	__u64 bad_flow; /* test frames with a flow id out of range */
 	__u64 passed;   /* everything else, passed to the stack */
+	/* Frames missing where a flow's sequence jumped ahead (lost, or
+	 * late and then counted reordered), and when the first and the last
+	 * of them were sent, estimated from the generator's timestamps on
+	 * each side of the jump (0: none since the window was cleared). */
+	__u64 skipped;
+	__u64 loss_first_ns;
+	__u64 loss_last_ns;
+	/* The longest of the jumps, first missing frame to last: an outage
+	 * apart from the odd frame lost before or after it. */
+	__u64 loss_span_ns;
 };
 
 #endif

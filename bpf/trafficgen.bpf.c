@@ -12,11 +12,17 @@
  * carries its own sequence number. The frame length is the data length
  * the run was given (60..1514 bytes).
  *
- * With cfg.gap_ns set, frames are paced: each run waits (spinning in
- * bpf_loop on the generator's own core) until its departure time, one gap
- * after the previous frame's. A generator that fell behind by more than
- * PACE_MAX_BURST gaps (between two BPF_PROG_RUN calls) restarts its clock
- * rather than catch up in a burst.
+ * With gap_ns set, frames are paced a batch at a time: the kernel
+ * builds cfg.batch frames and transmits them together, so the first frame
+ * of each batch waits (spinning in bpf_loop on the generator's own core)
+ * until the batch's departure time, cfg.batch gaps after the previous
+ * batch's on the schedule, and the rest are built at once behind it (their
+ * timestamps are then a few hundred nanoseconds from the moment they
+ * leave, not the batch's length). A generator that fell behind
+ * catches up, a third faster than its rate at most; one that fell behind
+ * by more than PACE_MAX_DEBT frames (between two BPF_PROG_RUN calls, or
+ * its core taken for long) restarts its schedule (pace_restarts,
+ * pace_skipped_ns).
  *
  * Verdicts: XDP_TX, or XDP_ABORTED for a frame too short for the headers
  * or a missing flow entry. Counter: sent (frames built); first_tx_ns and
@@ -39,14 +45,36 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile struct gen_config cfg = {.flows = 1};
 
 __u64 sent = 0;
-__u64 next_departure_ns = 0;
+/* Time between frames for a set rate; 0 sends flat out. From frame
+ * gap_next_at on (0: never), the gap is gap_next_ns: a rate that changes
+ * within a run, without the pause between two runs. */
+__u64 gap_ns = 0;
+__u64 gap_next_ns = 0;
+__u64 gap_next_at = 0;
+__u64 gap_changed_ns = 0; /* when it did */
+/* Paced: when the next frame is due (frame k of a run at first departure
+ * plus k gaps), and when the last one left. */
+__u64 schedule_ns = 0;
+/* Frames built since user space cleared it before a run: a run's batches
+ * start at multiples of cfg.batch. */
+__u64 run_frames = 0;
+__u64 last_departure_ns = 0;
 /* When the first and the last frame since first_tx_ns was cleared left:
  * the sending window, over which the offered rate is exact (a run's setup,
  * tens of milliseconds, is outside it). */
 __u64 first_tx_ns = 0;
 __u64 last_tx_ns = 0;
+/* Paced: how often the clock restarted, and the time it skipped. */
+__u64 pace_restarts = 0;
+__u64 pace_skipped_ns = 0;
 
-#define PACE_MAX_BURST 64
+/* A generator behind its schedule (its core taken for a while: a tick's
+ * work, another task) catches up at most a third faster than its rate, so
+ * that the rate offered over a trial is the rate asked; one behind by more
+ * than PACE_MAX_DEBT frames (about a veth ring) restarts its schedule
+ * instead, counting the time it skipped. */
+#define PACE_MAX_DEBT 2048
+#define PACE_CATCH_UP_DIV 4
 /* bpf_loop's bound: at tens of ns an iteration, a fraction of a second. */
 #define PACE_MAX_SPINS (1 << 23)
 
@@ -102,20 +130,40 @@ static long departure_reached(__u64 index, void *ctx)
 	return bpf_ktime_get_ns() >= *(__u64 *)ctx;
 }
 
+/* pace waits until this run's batch is due; called at a batch's first
+ * frame. */
 static __always_inline void pace(void)
 {
-	__u64 gap = cfg.gap_ns;
-
-	if (!gap)
-		return;
-	__u64 now = bpf_ktime_get_ns();
-	if (next_departure_ns + PACE_MAX_BURST * gap < now)
-		next_departure_ns = now;
-	if (now < next_departure_ns) {
-		__u64 deadline = next_departure_ns; /* bpf_loop's ctx must be on the stack */
-		bpf_loop(PACE_MAX_SPINS, departure_reached, &deadline, 0);
+	if (gap_next_at && sent >= gap_next_at) {
+		gap_ns = gap_next_ns;
+		gap_next_at = 0;
+		gap_changed_ns = bpf_ktime_get_ns();
 	}
-	next_departure_ns += gap;
+	__u64 period = gap_ns * cfg.batch;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!schedule_ns || schedule_ns + PACE_MAX_DEBT * gap_ns < now) {
+		if (schedule_ns) {
+			pace_restarts++;
+			pace_skipped_ns += now - schedule_ns;
+		}
+		schedule_ns = now;
+		last_departure_ns = 0;
+	}
+	/* On schedule, or catching up at most PACE_CATCH_UP_DIV/(DIV-1)
+	 * times the rate. */
+	__u64 departure = schedule_ns;
+	__u64 earliest = last_departure_ns + period - period / PACE_CATCH_UP_DIV;
+	if (last_departure_ns && departure < earliest)
+		departure = earliest;
+	if (now < departure) {
+		__u64 deadline = departure; /* bpf_loop's ctx must be on the stack */
+		bpf_loop(PACE_MAX_SPINS, departure_reached, &deadline, 0);
+	} else {
+		departure = now;
+	}
+	last_departure_ns = departure;
+	schedule_ns += period;
 }
 
 SEC("xdp")
@@ -136,7 +184,8 @@ int trafficgen(struct xdp_md *ctx)
 	if (!f)
 		return XDP_ABORTED;
 	sent++;
-	pace();
+	if (gap_ns && cfg.batch && run_frames++ % cfg.batch == 0)
+		pace();
 
 	__u16 len = (__u16)(end - data);
 	write_eth(eth);

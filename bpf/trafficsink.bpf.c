@@ -6,7 +6,10 @@
  * A test frame (IPv4/UDP, perhaps 802.1Q-tagged, with a bench_payload whose magic matches) is
  * counted, checked for order against its flow's expected sequence number,
  * timed against the generator's timestamp (same host, same clock) into a
- * log-linear histogram, and dropped. Everything else (ARP, ...) is passed
+ * log-linear histogram, and dropped. A jump in a flow's sequence counts
+ * the frames skipped and widens the loss window (when the first and the
+ * last missing frame were sent): an outage's length, in the generator's
+ * time. Everything else (ARP, ...) is passed
  * to the stack.
  *
  * Verdicts: XDP_DROP for test frames, XDP_PASS otherwise.
@@ -109,18 +112,41 @@ static __always_inline struct bench_payload *parse_test_frame(void *data, void *
 	return pl;
 }
 
+/* track_loss notes a jump of a flow's sequence from next_seq to seq: the
+ * frames in between left evenly spaced between the flow's last frame and
+ * this one, so the first left one spacing after the last and the last
+ * one spacing before this one. */
+static __always_inline void track_loss(struct sink_stats *st, struct sink_flow *f, __u32 seq, __u64 tx_ns)
+{
+	__u32 missing = seq - f->next_seq;
+	__u64 span = tx_ns > f->last_tx_ns ? tx_ns - f->last_tx_ns : 0;
+	__u64 spacing = span / ((__u64)missing + 1);
+	__u64 first = f->last_tx_ns + spacing, last = tx_ns - spacing;
+
+	st->skipped += missing;
+	if (!st->loss_first_ns || first < st->loss_first_ns)
+		st->loss_first_ns = first;
+	if (last > st->loss_last_ns)
+		st->loss_last_ns = last;
+	if (last > first && last - first > st->loss_span_ns)
+		st->loss_span_ns = last - first;
+}
+
 /* track_order counts a frame against its flow; returns 1 if it is late.
  * Sequence numbers compare as RFC 1982 serial numbers, so wrapping is
  * not reordering. */
-static __always_inline int track_order(struct sink_flow *f, __u32 seq)
+static __always_inline int track_order(struct sink_stats *st, struct sink_flow *f, __u32 seq, __u64 tx_ns)
 {
 	f->received++;
 	if (f->seen && (__s32)(seq - f->next_seq) < 0) {
 		f->reordered++;
 		return 1;
 	}
+	if (f->seen && seq != f->next_seq)
+		track_loss(st, f, seq, tx_ns);
 	f->seen = 1;
 	f->next_seq = seq + 1;
+	f->last_tx_ns = tx_ns;
 	return 0;
 }
 
@@ -147,7 +173,7 @@ int trafficsink(struct xdp_md *ctx)
 	}
 	st->rx_packets++;
 	st->rx_bytes += end - data;
-	st->reordered += track_order(f, pl->seq);
+	st->reordered += track_order(st, f, pl->seq, pl->tx_ns);
 
 	__u64 now = bpf_ktime_get_ns();
 	__u32 b = hist_bucket(now > pl->tx_ns ? now - pl->tx_ns : 0);

@@ -150,9 +150,12 @@ func runSink(t *testing.T, s *Sink, frame []byte) uint32 {
 // each verdict, then the counters they add up to.
 func TestTrafficsinkFixtures(t *testing.T) {
 	s := testSink(t, 4)
+	base := monotonic(t)
+	// Frame seq of a flow left base + seq µs ago: the loss window's
+	// arithmetic has round numbers.
 	stamped := func(flow int, seq uint32) []byte {
 		f := referenceFrame(flow, seq, 64)
-		binary.NativeEndian.PutUint64(f[50:58], monotonic(t))
+		binary.NativeEndian.PutUint64(f[50:58], base+uint64(seq)*1000)
 		return f
 	}
 	arp := make([]byte, 60)
@@ -171,7 +174,7 @@ func TestTrafficsinkFixtures(t *testing.T) {
 		{"flow 0 seq 0", stamped(0, 0), xdpDrop},
 		{"flow 0 seq 1", stamped(0, 1), xdpDrop},
 		{"flow 1 seq 5 (first of its flow)", stamped(1, 5), xdpDrop},
-		{"flow 0 seq 3 (1 and 2 lost)", stamped(0, 3), xdpDrop},
+		{"flow 0 seq 3 (2 missing)", stamped(0, 3), xdpDrop},
 		{"flow 0 seq 2 (late: reordered)", stamped(0, 2), xdpDrop},
 		{"flow 0 seq 4", stamped(0, 4), xdpDrop},
 		{"ARP", arp, xdpPass},
@@ -183,6 +186,7 @@ func TestTrafficsinkFixtures(t *testing.T) {
 			f := stamped(1, 6)
 			return append(append(append([]byte{}, f[:12]...), 0x81, 0, 0, 10), f[12:]...)
 		}(), xdpDrop},
+		{"flow 1 seq 10 (7, 8 and 9 missing)", stamped(1, 10), xdpDrop},
 	}
 	for _, c := range cases {
 		if got := runSink(t, s, c.frame); got != c.want {
@@ -193,10 +197,22 @@ func TestTrafficsinkFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := SinkReport{RxPackets: 7, RxBytes: 6*60 + 64, Reordered: 1, BadFlow: 1, Passed: 4, FlowsSeen: 2}
+	// Flow 0 missed seq 2, sent at base+2µs; flow 1 seqs 7 to 9, the
+	// longest run of frames missing (2µs).
+	want := SinkReport{RxPackets: 8, RxBytes: 7*60 + 64, Reordered: 1, BadFlow: 1, Passed: 4, FlowsSeen: 2, Skipped: 4,
+		LossFirst: time.Duration(base + 2000), LossLast: time.Duration(base + 9000), LossSpan: 2 * time.Microsecond}
 	r.Latency = nil
 	if !reflect.DeepEqual(*r, want) {
 		t.Errorf("sink report %+v\nwant %+v", *r, want)
+	}
+	// A restart (a new generator's sequences start again) forgets the
+	// flows and the loss window, and keeps the counters.
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	runSink(t, s, stamped(0, 0))
+	if r, err = s.Read(); err != nil || r.FlowsSeen != 1 || r.Reordered != 1 || r.RxPackets != 9 || r.LossFirst != 0 || r.LossSpan != 0 {
+		t.Errorf("after a restart: %+v, %v", r, err)
 	}
 }
 

@@ -114,10 +114,7 @@ func loadGenerator(c GenConfig, src net.HardwareAddr) (*Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load generator: %w", err)
 	}
-	cfg := trafficgenGenConfig{Flows: uint32(c.Flows)}
-	if c.Rate > 0 {
-		cfg.GapNs = uint64(1e9 / c.Rate)
-	}
+	cfg := trafficgenGenConfig{Flows: uint32(c.Flows), Batch: batchSize(c.Rate)}
 	copy(cfg.DstMac[:], c.DstMAC)
 	copy(cfg.SrcMac[:], src)
 	if err := spec.Variables["cfg"].Set(cfg); err != nil {
@@ -126,6 +123,10 @@ func loadGenerator(c GenConfig, src net.HardwareAddr) (*Generator, error) {
 	g := &Generator{data: make([]byte, c.Size-FCSLen), rate: c.Rate}
 	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
 		return nil, fmt.Errorf("load generator: %w", err)
+	}
+	if err := g.objs.GapNs.Set(gap(c.Rate)); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("configure generator: %w", err)
 	}
 	for i := 0; i < c.Flows; i++ {
 		f := FlowOf(i, c.Size-FCSLen)
@@ -243,25 +244,67 @@ func (g *Generator) Burst(n uint64) error {
 	return g.run(n)
 }
 
+// Send transmits n frames in one run, at the generator's rate (flat out
+// without one), changing rate where ChangeRate said.
+func (g *Generator) Send(n uint64) error { return g.run(n) }
+
+// ChangeRate sets the rate of every frame from the after-th frame the
+// generator builds from now on, in the middle of a run without pausing
+// (RFC 2544's recovery test lowers the rate so). A paced generator keeps
+// the batch size of its first rate; one made flat out stays so.
+func (g *Generator) ChangeRate(rate float64, after uint64) error {
+	if g.rate == 0 || rate <= 0 {
+		return fmt.Errorf("a rate change is from one rate to another")
+	}
+	if err := g.objs.GapNextNs.Set(gap(rate)); err != nil {
+		return err
+	}
+	return g.objs.GapNextAt.Set(g.Sent() + max(after, 1))
+}
+
+// RateChanged is when (CLOCK_MONOTONIC) the rate ChangeRate set took
+// over, 0 before it has.
+func (g *Generator) RateChanged() time.Duration {
+	var ns uint64
+	g.objs.GapChangedNs.Get(&ns)
+	return time.Duration(ns)
+}
+
+// gap is the time between frames at rate, in nanoseconds (0: flat out).
+func gap(rate float64) uint64 {
+	if rate <= 0 {
+		return 0
+	}
+	return uint64(1e9 / rate)
+}
+
 // batchSize is how many frames the kernel builds before it transmits them
-// together. Flat out, 64 amortizes the flush; paced, a frame waits for its
-// batch to fill, which would add up to batchSize-1 gaps to its measured
-// latency, so batches shrink to about 20 µs of frames.
-func (g *Generator) batchSize() uint32 {
-	if g.rate == 0 {
+// together (each transmit costs microseconds: it wakes the peer's NAPI).
+// Flat out, 64 amortizes it; paced, a batch leaves at once every batch
+// gaps, so batches shrink to about pacedBatchTime of frames: the bursts
+// the DUT sees stay short, and the generator keeps enough time in hand to
+// catch up when its core is taken from it for a while.
+func batchSize(rate float64) uint32 {
+	if rate == 0 {
 		return 64
 	}
-	return uint32(min(max(g.rate/50_000, 1), 64))
+	return uint32(min(max(rate*pacedBatchTime.Seconds(), 1), 64))
 }
+
+const pacedBatchTime = 32 * time.Microsecond
 
 // run makes n frames in one BPF_PROG_RUN call.
 func (g *Generator) run(n uint64) error {
 	ctx := trafficgenXdpMd{DataEnd: uint32(len(g.data)), IngressIfindex: uint32(g.ifindex)}
+	// The run's batches start at its first frame.
+	if err := g.objs.RunFrames.Set(uint64(0)); err != nil {
+		return fmt.Errorf("run generator: %w", err)
+	}
 	// In live-frames mode the kernel reports no verdict (retval 0): Sent,
 	// counted by the program, says what was built.
 	_, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{
 		Data: g.data, Repeat: uint32(n), Context: ctx,
-		Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES, BatchSize: g.batchSize(),
+		Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES, BatchSize: batchSize(g.rate),
 	})
 	if err != nil {
 		return fmt.Errorf("run generator: %w", err)
@@ -282,6 +325,15 @@ func (g *Generator) Window() time.Duration {
 	return time.Duration(last - first)
 }
 
+// Span is when (CLOCK_MONOTONIC, as the sink's loss window) the first and
+// the last frame since ResetWindow were built.
+func (g *Generator) Span() (first, last time.Duration) {
+	var f, l uint64
+	g.objs.FirstTxNs.Get(&f)
+	g.objs.LastTxNs.Get(&l)
+	return time.Duration(f), time.Duration(l)
+}
+
 // ResetWindow starts a new sending window at the next frame.
 func (g *Generator) ResetWindow() error { return g.objs.FirstTxNs.Set(uint64(0)) }
 
@@ -298,4 +350,14 @@ func (g *Generator) Close() error {
 		g.pass.Close()
 	}
 	return g.objs.Close()
+}
+
+// PaceStats says how often a paced generator fell behind by more than
+// PACE_MAX_DEBT frames and restarted its schedule, and the time it
+// skipped.
+func (g *Generator) PaceStats() (restarts uint64, skipped time.Duration) {
+	var ns uint64
+	g.objs.PaceRestarts.Get(&restarts)
+	g.objs.PaceSkippedNs.Get(&ns)
+	return restarts, time.Duration(ns)
 }

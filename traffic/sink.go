@@ -61,7 +61,18 @@ type SinkReport struct {
 	Reordered uint64 `json:"reordered"`
 	BadFlow   uint64 `json:"bad_flow"`
 	Passed    uint64 `json:"passed"`
-	// FlowsSeen is how many flows delivered at least one frame.
+	// Skipped counts the frames missing where a flow's sequence jumped
+	// ahead; LossFirst and LossLast are when (the generator's clock,
+	// CLOCK_MONOTONIC) the first and the last of them were sent, since
+	// the sink last restarted (0: none).
+	Skipped   uint64        `json:"skipped"`
+	LossFirst time.Duration `json:"-"`
+	LossLast  time.Duration `json:"-"`
+	// LossSpan is the longest of the jumps, from its first missing frame
+	// to its last: an outage, apart from frames lost before or after it.
+	LossSpan time.Duration `json:"-"`
+	// FlowsSeen is how many flows delivered at least one frame since the
+	// sink last restarted.
 	FlowsSeen int       `json:"flows_seen"`
 	Latency   Histogram `json:"-"`
 }
@@ -79,6 +90,12 @@ func (s *Sink) Read() (*SinkReport, error) {
 		r.Reordered += c.Reordered
 		r.BadFlow += c.BadFlow
 		r.Passed += c.Passed
+		r.Skipped += c.Skipped
+		if c.LossFirstNs != 0 && (r.LossFirst == 0 || time.Duration(c.LossFirstNs) < r.LossFirst) {
+			r.LossFirst = time.Duration(c.LossFirstNs)
+		}
+		r.LossLast = max(r.LossLast, time.Duration(c.LossLastNs))
+		r.LossSpan = max(r.LossSpan, time.Duration(c.LossSpanNs))
 	}
 	var f trafficsinkSinkFlow
 	for i := 0; i < s.flows; i++ {
@@ -104,7 +121,7 @@ func (s *Sink) Read() (*SinkReport, error) {
 
 // Since is what the sink counted after prev, an earlier report of the
 // same sink: counters and latencies of the frames in between. FlowsSeen
-// stays the count since the sink started (a flow seen once stays seen).
+// and the loss window stay what they were since the sink last restarted.
 func (r *SinkReport) Since(prev *SinkReport) *SinkReport {
 	d := *r
 	d.RxPackets -= prev.RxPackets
@@ -112,6 +129,7 @@ func (r *SinkReport) Since(prev *SinkReport) *SinkReport {
 	d.Reordered -= prev.Reordered
 	d.BadFlow -= prev.BadFlow
 	d.Passed -= prev.Passed
+	d.Skipped -= prev.Skipped
 	d.Latency = make(Histogram, len(r.Latency))
 	for i := range r.Latency {
 		d.Latency[i] = r.Latency[i]
@@ -120,6 +138,44 @@ func (r *SinkReport) Since(prev *SinkReport) *SinkReport {
 		}
 	}
 	return &d
+}
+
+// Received is how many test frames the sink has counted: cheap enough to
+// sample every few milliseconds during a trial.
+func (s *Sink) Received() (uint64, error) {
+	var stats []trafficsinkSinkStats
+	if err := s.objs.SinkCounters.Lookup(uint32(0), &stats); err != nil {
+		return 0, fmt.Errorf("read sink counters: %w", err)
+	}
+	var n uint64
+	for _, c := range stats {
+		n += c.RxPackets
+	}
+	return n, nil
+}
+
+// Restart forgets the flows (a new generator starts their sequences
+// again) and the loss window; the counters keep counting. Call it while
+// no test frames arrive.
+func (s *Sink) Restart() error {
+	var stats []trafficsinkSinkStats
+	if err := s.objs.SinkCounters.Lookup(uint32(0), &stats); err != nil {
+		return fmt.Errorf("read sink counters: %w", err)
+	}
+	for i := range stats {
+		stats[i].LossFirstNs, stats[i].LossLastNs, stats[i].LossSpanNs = 0, 0, 0
+	}
+	if err := s.objs.SinkCounters.Put(uint32(0), stats); err != nil {
+		return fmt.Errorf("restart sink: %w", err)
+	}
+	keys := make([]uint32, s.flows)
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	if _, err := s.objs.SinkFlows.BatchUpdate(keys, make([]trafficsinkSinkFlow, s.flows), nil); err != nil {
+		return fmt.Errorf("restart sink flows: %w", err)
+	}
+	return nil
 }
 
 // Close detaches and unloads the sink.

@@ -26,7 +26,7 @@ type trafficgenGenConfig struct {
 	DstMac [6]uint8
 	SrcMac [6]uint8
 	Flows  uint32
-	GapNs  uint64
+	Batch  uint32
 }
 
 type trafficgenGenFlow struct {
@@ -60,8 +60,16 @@ const (
 	trafficgenProgXdpPass           = "xdp_pass"
 	trafficgenVarCfg                = "cfg"
 	trafficgenVarFirstTxNs          = "first_tx_ns"
+	trafficgenVarGapChangedNs       = "gap_changed_ns"
+	trafficgenVarGapNextAt          = "gap_next_at"
+	trafficgenVarGapNextNs          = "gap_next_ns"
+	trafficgenVarGapNs              = "gap_ns"
+	trafficgenVarLastDepartureNs    = "last_departure_ns"
 	trafficgenVarLastTxNs           = "last_tx_ns"
-	trafficgenVarNextDepartureNs    = "next_departure_ns"
+	trafficgenVarPaceRestarts       = "pace_restarts"
+	trafficgenVarPaceSkippedNs      = "pace_skipped_ns"
+	trafficgenVarRunFrames          = "run_frames"
+	trafficgenVarScheduleNs         = "schedule_ns"
 	trafficgenVarSent               = "sent"
 	trafficgenVarUnusedBenchPayload = "unused_bench_payload"
 )
@@ -125,8 +133,16 @@ type trafficgenMapSpecs struct {
 type trafficgenVariableSpecs struct {
 	Cfg                *ebpf.VariableSpec `ebpf:"cfg"`
 	FirstTxNs          *ebpf.VariableSpec `ebpf:"first_tx_ns"`
+	GapChangedNs       *ebpf.VariableSpec `ebpf:"gap_changed_ns"`
+	GapNextAt          *ebpf.VariableSpec `ebpf:"gap_next_at"`
+	GapNextNs          *ebpf.VariableSpec `ebpf:"gap_next_ns"`
+	GapNs              *ebpf.VariableSpec `ebpf:"gap_ns"`
+	LastDepartureNs    *ebpf.VariableSpec `ebpf:"last_departure_ns"`
 	LastTxNs           *ebpf.VariableSpec `ebpf:"last_tx_ns"`
-	NextDepartureNs    *ebpf.VariableSpec `ebpf:"next_departure_ns"`
+	PaceRestarts       *ebpf.VariableSpec `ebpf:"pace_restarts"`
+	PaceSkippedNs      *ebpf.VariableSpec `ebpf:"pace_skipped_ns"`
+	RunFrames          *ebpf.VariableSpec `ebpf:"run_frames"`
+	ScheduleNs         *ebpf.VariableSpec `ebpf:"schedule_ns"`
 	Sent               *ebpf.VariableSpec `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.VariableSpec `ebpf:"unused_bench_payload"`
 }
@@ -166,8 +182,16 @@ func (m *trafficgenMaps) Close() error {
 type trafficgenVariables struct {
 	Cfg                *ebpf.Variable `ebpf:"cfg"`
 	FirstTxNs          *ebpf.Variable `ebpf:"first_tx_ns"`
+	GapChangedNs       *ebpf.Variable `ebpf:"gap_changed_ns"`
+	GapNextAt          *ebpf.Variable `ebpf:"gap_next_at"`
+	GapNextNs          *ebpf.Variable `ebpf:"gap_next_ns"`
+	GapNs              *ebpf.Variable `ebpf:"gap_ns"`
+	LastDepartureNs    *ebpf.Variable `ebpf:"last_departure_ns"`
 	LastTxNs           *ebpf.Variable `ebpf:"last_tx_ns"`
-	NextDepartureNs    *ebpf.Variable `ebpf:"next_departure_ns"`
+	PaceRestarts       *ebpf.Variable `ebpf:"pace_restarts"`
+	PaceSkippedNs      *ebpf.Variable `ebpf:"pace_skipped_ns"`
+	RunFrames          *ebpf.Variable `ebpf:"run_frames"`
+	ScheduleNs         *ebpf.Variable `ebpf:"schedule_ns"`
 	Sent               *ebpf.Variable `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.Variable `ebpf:"unused_bench_payload"`
 }

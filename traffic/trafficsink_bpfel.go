@@ -19,15 +19,20 @@ type trafficsinkSinkFlow struct {
 	Seen      uint32
 	Received  uint64
 	Reordered uint64
+	LastTxNs  uint64
 }
 
 type trafficsinkSinkStats struct {
-	_         structs.HostLayout
-	RxPackets uint64
-	RxBytes   uint64
-	Reordered uint64
-	BadFlow   uint64
-	Passed    uint64
+	_           structs.HostLayout
+	RxPackets   uint64
+	RxBytes     uint64
+	Reordered   uint64
+	BadFlow     uint64
+	Passed      uint64
+	Skipped     uint64
+	LossFirstNs uint64
+	LossLastNs  uint64
+	LossSpanNs  uint64
 }
 
 // Names of all BPF objects in the ELF.

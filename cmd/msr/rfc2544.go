@@ -25,6 +25,8 @@ func runBenchRFC2544(args []string) error {
 	res := fs.String("ndr-resolution", "1%", "the search's resolution, relative")
 	fs.IntVar(&o.Trials, "trials", 3, "trials that judge a rate (half of them may exceed the loss goal)")
 	fs.IntVar(&o.Confirmations, "confirmations", 3, "NDR searches, for NDR's run-to-run spread")
+	fs.Float64Var(&o.Overload, "overload", 1.1, "the recovery test's overload, a multiple of NDR")
+	fs.DurationVar(&o.OverloadTime, "overload-time", 30*time.Second, "how long the overload test runs at 150% of NDR")
 	report := fs.String("report", "", "write report.json and report.md into this directory")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/traffic"
+)
+
+// A resetAction restarts one part of a DUT: RFC 2544 §26.6's reset.
+type resetAction struct {
+	name string // what is reset, as the results name it
+	do   func(*session) error
+}
+
+// resetActions are what the reset test restarts in each DUT of the bench
+// labs. Those labs run data paths without agents or a VCP (they measure
+// forwarding), so the only part of msr there to restart is a host's
+// links: the back-end host's. Linux's reset is its forwarding host's
+// links, and then the routes and neighbours its configuration installs
+// (taking a link down flushes them).
+func resetActions(dut string) []resetAction {
+	switch dut {
+	case "linux":
+		return []resetAction{{"host links", resetLinuxHost}}
+	case "msr", "msr-switch", "msr-xdpswitch":
+		return []resetAction{{"back-end host links", func(s *session) error { return bounceLinks(s, "r1") }}}
+	case "router", "lb":
+		return []resetAction{{"host links", func(s *session) error { return bounceLinks(s, "dut") }}}
+	}
+	return nil
+}
+
+// bounceLinks takes every interface of host down and brings it up again,
+// in one `ip -batch`.
+func bounceLinks(s *session, host string) error {
+	h := s.spec.Hosts[host]
+	if h == nil {
+		return fmt.Errorf("lab %s has no host %s", s.spec.Name, host)
+	}
+	var b strings.Builder
+	for name := range h.Interfaces {
+		fmt.Fprintf(&b, "link set %s down\n", name)
+	}
+	for name := range h.Interfaces {
+		fmt.Fprintf(&b, "link set %s up\n", name)
+	}
+	return ipBatch(s.spec, host, b.String())
+}
+
+// resetLinuxHost bounces the Linux DUT's links, then puts back what its
+// configuration holds: the lab file's routes and neighbours, and the
+// benchmark's table.
+func resetLinuxHost(s *session) error {
+	if err := bounceLinks(s, "dut"); err != nil {
+		return err
+	}
+	if err := resetLinuxNeighbors(s); err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, r := range s.spec.Hosts["dut"].Routes {
+		fmt.Fprintf(&b, "route replace %s via %s\n", r.To, r.Via)
+	}
+	if err := ipBatch(s.spec, "dut", b.String()); err != nil {
+		return err
+	}
+	return installLinuxRoutes(s.spec, s.routes)
+}
+
+func ipBatch(spec *lab.Spec, host, batch string) error {
+	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, host), "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: ip -batch: %v: %s", host, err, out)
+	}
+	return nil
+}
+
+// resetAfter is how long into a reset trial the reset comes.
+const resetAfter = time.Second
+
+// reset runs RFC 2544 §26.6 at one size, per DUT with a zero-loss rate and
+// per part it can restart: a steady half of NDR for resetAfter plus a
+// trial's length, the part restarted at resetAfter; the outage as frames
+// lost × the inter-frame gap, as the longest run of frames lost (the
+// sink's longest sequence jump, first missing frame to last), and as the
+// time from the first frame lost in the trial to the last.
+func reset(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC2544Row, progress io.Writer) ([]RFC2544Row, error) {
+	var rows []RFC2544Row
+	for _, tp := range ndr {
+		if tp.NDRPPS == 0 {
+			continue
+		}
+		s := sessions[tp.DUT]
+		rate := tp.NDRPPS / 2
+		for _, a := range resetActions(tp.DUT) {
+			var resetErr error
+			var took time.Duration
+			t, err := s.send(sendSpec{size: size, rate: rate, sample: SeriesStep}, func(g *traffic.Generator) (uint64, error) {
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					time.Sleep(resetAfter)
+					start := time.Now()
+					resetErr = a.do(s)
+					took = time.Since(start)
+				}()
+				n, err := g.Blast(resetAfter + o.Trial)
+				<-done
+				return n, err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", tp.DUT, err)
+			}
+			if resetErr != nil {
+				return nil, fmt.Errorf("%s: reset %s: %w", tp.DUT, a.name, resetErr)
+			}
+			row := RFC2544Row{DUT: tp.DUT, Size: size, Test: "reset", Reset: a.name, RatePPS: t.offeredPPS(), LossRatio: t.lossRatio(),
+				Lost: t.lost(), SeriesPPS: t.series, SeriesStepMS: ms(SeriesStep), ResetMS: ms(took)}
+			row.OutageMS = float64(row.Lost) / row.RatePPS * 1e3
+			if t.rep.LossLast > t.rep.LossFirst && t.rep.LossFirst > 0 {
+				row.LossWindowMS = ms(t.rep.LossLast - t.rep.LossFirst)
+			}
+			row.LossSpanMS = ms(t.rep.LossSpan)
+			fmt.Fprintf(progress, "  %-8s %4d B  reset %s at %.0f pps: %d frames lost (%.1f ms), longest outage %.1f ms\n",
+				tp.DUT, size, a.name, row.RatePPS, row.Lost, row.OutageMS, row.LossSpanMS)
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// single runs seed 002's single-frame test at one size, per DUT: one frame
+// to the sink while the DUT has not resolved the next hop's address (only
+// where the DUT resolves it itself: Linux; the bench labs' msr data paths
+// hold a static neighbour and no agent to resolve one), then one with it
+// resolved; whether each arrived, and its latency.
+func single(o RFC2544Options, sessions map[string]*session, size int, progress io.Writer) ([]RFC2544Row, error) {
+	var rows []RFC2544Row
+	for _, dut := range o.DUTs {
+		s := sessions[dut]
+		cases := []string{"resolved"}
+		if dut == "linux" {
+			cases = []string{"unresolved", "resolved"}
+		}
+		for _, c := range cases {
+			if c == "unresolved" {
+				if err := ipBatch(s.spec, "dut", "neigh flush dev d1\n"); err != nil {
+					return nil, err
+				}
+			}
+			t, err := s.send(sendSpec{size: size, rate: 0}, func(g *traffic.Generator) (uint64, error) {
+				return 1, g.Burst(1)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", dut, err)
+			}
+			row := RFC2544Row{DUT: dut, Size: size, Test: "single", Neighbor: c, Forwarded: t.rep.RxPackets == 1}
+			if row.Forwarded {
+				row.LatencyUS = latencyOf(t.rep.Latency)
+			}
+			fmt.Fprintf(progress, "  %-8s %4d B  single frame, next hop %s: forwarded %v\n", dut, size, c, row.Forwarded)
+			rows = append(rows, row)
+		}
+		if dut == "linux" {
+			// Put the lab's permanent entry back.
+			if err := resetLinuxNeighbors(s); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rows, nil
+}
+
+// resetLinuxNeighbors puts back the Linux DUT's permanent neighbours of
+// the lab file.
+func resetLinuxNeighbors(s *session) error {
+	var b strings.Builder
+	for _, n := range s.spec.Hosts["dut"].Neighbors {
+		fmt.Fprintf(&b, "neigh replace %s lladdr %s dev %s nud permanent\n", n.IP, n.MAC, n.Dev)
+	}
+	return ipBatch(s.spec, "dut", b.String())
+}
