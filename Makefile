@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/msr
 GOFLAGS ?=
 
-.PHONY: all deps build generate check-generated lint test bench demo fuzz clean
+.PHONY: all deps build generate check-generated lint test bench study demo fuzz clean
 
 all: build
 
@@ -43,7 +43,7 @@ bench: build
 		$(BIN) bench fwd --dut $$dut --size 64 --flows $$f --duration 5s || exit 1; \
 	done; done; done
 	@for dut in none linux lb; do $(BIN) bench fwd --dut $$dut --size 1518 --flows 1000 --duration 5s || exit 1; done
-	$(BIN) bench rfc2544 --dut linux,msr --sizes 64,1518 --trial 1s --ndr-resolution 5% --report bench-rfc2544
+	$(BIN) bench rfc2544 --dut linux,msr --sizes 64,1518 --report bench-rfc2544
 	$(BIN) bench prog --repeat 1000000 --rounds 5
 	$(BIN) bench flat --tables 10,pyasn,1000000 --rounds 7
 	$(BIN) bench fwd --dut linux --size 64 --flows 1000 --duration 5s --fib pyasn
@@ -54,6 +54,13 @@ bench: build
 	@for args in "--size 64 --flows 1000" "--size 1518 --flows 1000" "--size 64 --flows 1"; do \
 		for dut in linux msr; do $(BIN) bench fwd --dut $$dut $$args --duration 5s --prog-stats || exit 1; done; done
 	@for dut in msr msr-switch msr-xdpswitch; do $(BIN) bench fwd --dut $$dut --size 64 --flows 1000 --duration 4s --prog-stats || exit 1; done
+
+# study: seed 001's experiments (docs/rfc2544.md): a single Linux router,
+# a star of four and msr, two sources and two sinks, forwarded against
+# offered load per frame size, table size and flow set; report and plots
+# in bench-study/.
+study: build
+	$(BIN) bench study --topology single,star,multistage --sizes 64,576,1470 --fib 1000,167000 --flows 1,2,many --report bench-study
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.

@@ -35,19 +35,19 @@ func pinGenerator() error {
 }
 
 // placeNAPI turns threaded NAPI back on for every interface of the lab
-// (the DUT's hosts and the switch sw) whose file asks for it (attaching
+// (every host's but the generator's, every switch's) whose file asks for it (attaching
 // XDP dropped the threads), binds those threads to every CPU but genCPU,
 // and returns them.
 func placeNAPI(spec *lab.Spec) ([]int, error) {
 	var devs []string
 	nodes := map[string]map[string]*lab.IfaceSpec{}
-	for _, host := range []string{"dut", "r1", "sink"} {
-		if h := spec.Hosts[host]; h != nil {
-			nodes[host] = h.Interfaces
+	for name, h := range spec.Hosts {
+		if name != "gen" {
+			nodes[name] = h.Interfaces
 		}
 	}
-	if sw := spec.Switches["sw"]; sw != nil {
-		nodes["sw"] = sw.Interfaces
+	for name, sw := range spec.Switches {
+		nodes[name] = sw.Interfaces
 	}
 	for host, ifaces := range nodes {
 		for name, ifc := range ifaces {
@@ -94,10 +94,10 @@ func placeNAPI(spec *lab.Spec) ([]int, error) {
 }
 
 // stagePriority raises the NAPI threads of later pipeline stages above
-// the first's (bench-msr's interface names; p1 and p2 are the switch's
-// ports in bench-msr-switch: p1 takes the LB's frames to the back-end, p2
-// the back-end's back).
-var stagePriority = map[string]int{"p1": 5, "r0": 10, "p2": 15, "i0": 20}
+// the first's (bench-msr's interface names; p1 to p3 are the switch's
+// ports in bench-msr-switch and study-msr: p1 takes the LB's frames to
+// the back-ends, p2 and p3 the back-ends' back).
+var stagePriority = map[string]int{"p1": 5, "r0": 10, "p2": 15, "p3": 15, "i0": 20}
 
 // napiThreads finds the kernel threads "napi/DEV-ID" of the given
 // devices, by device.

@@ -78,6 +78,25 @@ func (d *dataPaths) undo() {
 // with MAC gwMAC), every route via it; then attaches it.
 func (d *dataPaths) loadRouter(ifname string, ports []router.Port, gw netip.Addr, gwPort int, gwMAC net.HardwareAddr,
 	routes []netip.Prefix) (*router.Dataplane, error) {
+	all := make(map[netip.Prefix]uint32, len(routes))
+	for _, p := range routes {
+		all[p] = 1
+	}
+	return d.loadRouterHops(ifname, ports, []benchHop{{gw, gwPort, gwMAC}}, all)
+}
+
+// A benchHop is a next hop of a bench back-end: its address, the index of
+// the port it is on, its MAC.
+type benchHop struct {
+	addr netip.Addr
+	port int
+	mac  net.HardwareAddr
+}
+
+// loadRouterHops loads a back-end's data path on ifname, in the calling
+// thread's namespace: its external ports, the next hops (hop i is next
+// hop and group i+1), the routes each to its group; then attaches it.
+func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []benchHop, routes map[netip.Prefix]uint32) (*router.Dataplane, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, err
@@ -95,21 +114,20 @@ func (d *dataPaths) loadRouter(ifname string, ports []router.Port, gw netip.Addr
 			return nil, err
 		}
 	}
-	steps := []func() error{
-		func() error { return dp.SetNextHop(1, gw, uint16(gwPort)) },
-		func() error { return dp.SetGroup(1, []uint32{1}) },
-		func() error { return dp.SetNeighbor(gw, ports[gwPort].VLAN, gwMAC) },
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			return nil, err
+	for i, h := range hops {
+		id := uint32(i + 1)
+		steps := []func() error{
+			func() error { return dp.SetNextHop(id, h.addr, uint16(h.port)) },
+			func() error { return dp.SetGroup(id, []uint32{id}) },
+			func() error { return dp.SetNeighbor(h.addr, ports[h.port].VLAN, h.mac) },
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return nil, err
+			}
 		}
 	}
-	all := make(map[netip.Prefix]uint32, len(routes))
-	for _, p := range routes {
-		all[p] = 1
-	}
-	if err := dp.FIB.SetAll(all); err != nil {
+	if err := dp.FIB.SetAll(routes); err != nil {
 		return nil, err
 	}
 	l, err := dp.Attach(ifi.Index)

@@ -94,7 +94,7 @@ type LatencyUS struct {
 // stops, for frames still queued in the DUT: RFC 2544 §23 waits 2 s; the
 // deepest DUT here (bench-msr: three 256-frame veth rings) drains in
 // milliseconds, and a search makes hundreds of trials.
-const drainTime = 100 * time.Millisecond
+const drainTime = 50 * time.Millisecond
 
 // Fwd builds the DUT's lab, runs the generator for the duration, reads
 // the sink, and tears the lab down.

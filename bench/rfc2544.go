@@ -34,6 +34,9 @@ type RFC2544Options struct {
 	Trials int
 	// Confirmations is how many times NDR is searched, for its spread.
 	Confirmations int
+	// MaxTrials bounds each NDR search's trials (the first, which finds
+	// PDR too, half as many again); 0: unbounded (SearchConfig.MaxTrials).
+	MaxTrials int
 	// Overload is the recovery test's overload, a multiple of NDR (RFC
 	// 2544: 1.1; seed 002 overloads further).
 	Overload float64
@@ -76,7 +79,14 @@ type RFC2544Row struct {
 	// searches, NDRs those NDRs.
 	NDRSpread float64   `json:"ndr_spread"`
 	NDRs      []float64 `json:"ndr_searches_pps"`
-	NDRMbps   float64   `json:"ndr_mbps"` // frames of Size at NDR, L2 with FCS
+	// Converged says every search met its bounds within its trial
+	// budget (a DUT whose every rate near NDR loses in about half its
+	// trials may not).
+	Converged bool    `json:"converged"`
+	NDRMbps   float64 `json:"ndr_mbps"` // frames of Size at NDR, L2 with FCS
+	// MRRPPS is what the DUT forwarded flat out (MLRsearch's maximum
+	// receive rate), where the searches start.
+	MRRPPS float64 `json:"mrr_pps"`
 	// StabilityLoss are the loss ratios of trials at 10% of the
 	// instrument's ceiling, before the search (PASTRAMI: VMs lose
 	// frames even at low load).
@@ -174,6 +184,14 @@ func histBins(h traffic.Histogram) []HistBin {
 		}
 	}
 	return out
+}
+
+// coarseTrial is the length of a search's trials far from its result:
+// a quarter of a trial, at least 250 ms (MLRsearch's early phases are
+// shorter too). A rate they pass or fail is looked at again with full
+// trials if it ends up a result.
+func (o *RFC2544Options) coarseTrial() time.Duration {
+	return max(o.Trial/4, min(o.Trial, 250*time.Millisecond))
 }
 
 // ndrTests are the tests that need the throughput test's NDR.
@@ -312,28 +330,46 @@ type dutSearch struct {
 	dut      string
 	row      *RFC2544Row
 	searches []*Search // the first finds NDR and PDR, the others NDR again
-	cur      int
 }
 
-// throughput runs RFC 2544 §26.1 for every DUT at one size.
+// search is the DUT's search under way, a new one once the last ended (at
+// the last one's NDR, or the DUT's rate flat out), or nil when all have.
+func (d *dutSearch) search(o RFC2544Options, ceiling float64) (*Search, error) {
+	n := len(d.searches)
+	if n > 0 && !d.searches[n-1].Done() {
+		return d.searches[n-1], nil
+	}
+	if n == o.Confirmations {
+		return nil, nil
+	}
+	goals, start := []Goal{NDR, PDR}, d.row.MRRPPS
+	if n > 0 {
+		goals = []Goal{NDR}
+		if ndr := d.searches[n-1].Results()[0].Rate; ndr > 0 {
+			start = ndr
+		}
+	}
+	budget := o.MaxTrials
+	if n == 0 {
+		budget += budget / 2
+	}
+	s, err := NewSearch(SearchConfig{Max: ceiling, Start: min(start, ceiling), Resolution: o.Resolution, Trials: o.Trials, Goals: goals, MaxTrials: budget})
+	if err != nil {
+		return nil, err
+	}
+	d.searches = append(d.searches, s)
+	return s, nil
+}
+
+// throughput runs RFC 2544 §26.1 for every DUT at one size: the
+// stability pre-check, one trial flat out (the DUT's maximum receive rate,
+// where the first search starts; the others start at the NDR before
+// theirs), then the searches, interleaved.
 func throughput(o RFC2544Options, sessions map[string]*session, size int, ceiling float64, progress io.Writer) ([]RFC2544Row, error) {
 	var all []*dutSearch
 	for _, dut := range o.DUTs {
-		d := &dutSearch{dut: dut, row: &RFC2544Row{DUT: dut, Size: size, Test: "throughput"}}
-		for i := 0; i < o.Confirmations; i++ {
-			goals := []Goal{NDR}
-			if i == 0 {
-				goals = append(goals, PDR)
-			}
-			s, err := NewSearch(SearchConfig{Max: ceiling, Resolution: o.Resolution, Trials: o.Trials, Goals: goals})
-			if err != nil {
-				return nil, err
-			}
-			d.searches = append(d.searches, s)
-		}
-		all = append(all, d)
+		all = append(all, &dutSearch{dut: dut, row: &RFC2544Row{DUT: dut, Size: size, Test: "throughput"}})
 	}
-	// The stability pre-check, interleaved too.
 	for i := 0; i < o.Trials; i++ {
 		for _, d := range all {
 			t, err := sessions[d.dut].trial(size, ceiling/10, o.Trial)
@@ -343,28 +379,38 @@ func throughput(o RFC2544Options, sessions map[string]*session, size int, ceilin
 			d.row.StabilityLoss = append(d.row.StabilityLoss, t.lossRatio())
 		}
 	}
+	for _, d := range all {
+		t, err := sessions[d.dut].trial(size, 0, o.Trial)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.dut, err)
+		}
+		d.row.MRRPPS = t.receivedPPS()
+	}
 	for open := len(all); open > 0; {
 		open = 0
 		for _, d := range all {
-			if d.cur == len(d.searches) {
-				continue
+			s, err := d.search(o, ceiling)
+			if err != nil {
+				return nil, err
 			}
-			s := d.searches[d.cur]
-			rate, ok := s.Next()
-			if !ok {
-				d.cur++
-				if d.cur < len(d.searches) {
-					open++
-				}
+			if s == nil {
 				continue
 			}
 			open++
-			t, err := sessions[d.dut].trial(size, rate, o.Trial)
+			rate, ok := s.Next()
+			if !ok {
+				continue // done: the next round starts the next search
+			}
+			length := o.Trial
+			if s.Coarse() {
+				length = o.coarseTrial()
+			}
+			t, err := sessions[d.dut].trial(size, rate, length)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", d.dut, err)
 			}
 			s.Add(t.lossRatio(), t.offeredPPS())
-			fmt.Fprintf(progress, "  %-8s %4d B  search %d  offered %9.0f pps  loss %.6f\n", d.dut, size, d.cur+1, t.offeredPPS(), t.lossRatio())
+			fmt.Fprintf(progress, "  %-8s %4d B  search %d  offered %9.0f pps  loss %.6f  (%v)\n", d.dut, size, len(d.searches), t.offeredPPS(), t.lossRatio(), length)
 		}
 	}
 	var rows []RFC2544Row
@@ -378,9 +424,13 @@ func throughput(o RFC2544Options, sessions map[string]*session, size int, ceilin
 // finish fills a DUT's row from its searches.
 func (d *dutSearch) finish(size int, ceiling float64) {
 	r := d.row
+	r.Converged = true
 	for i, s := range d.searches {
 		res := s.Results()
 		r.Trials += s.TrialCount()
+		for _, g := range res {
+			r.Converged = r.Converged && g.Converged
+		}
 		r.NDRs = append(r.NDRs, res[0].OfferedPPS)
 		if i == 0 {
 			r.Goals = res
@@ -426,6 +476,9 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 			100*row.NDRSpread, r.CeilingPPS[row.Size], row.StabilityLoss)
 		if row.Refused != "" {
 			fmt.Fprintf(w, "         refused: %s\n", row.Refused)
+		}
+		if !row.Converged {
+			fmt.Fprintf(w, "         not converged: a search's trial budget (--max-trials) ended it; its result is the highest rate that passed full trials\n")
 		}
 	}
 	for _, row := range r.Results {

@@ -19,6 +19,8 @@ type Plot struct {
 	File   string         `json:"file"`
 	Title  string         `json:"title"`
 	Series map[string]int `json:"series"`
+	// Colors are the series' colours, as #rrggbb.
+	Colors map[string]string `json:"colors"`
 }
 
 // SeriesColor is the colour of a DUT's series in every plot (and of the
@@ -54,12 +56,17 @@ func newFigure(file, title, x, y string) *figure {
 	p.Y.Label.Text = y
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
-	return &figure{p: p, plot: Plot{File: file, Title: title, Series: map[string]int{}}}
+	return &figure{p: p, plot: Plot{File: file, Title: title, Series: map[string]int{}, Colors: map[string]string{}}}
 }
 
 // line adds a series in dut's colour (dashed: a second series of the same
 // DUT, such as its PDR beside its NDR).
 func (f *figure) line(name, dut string, xys plotter.XYs, dashed bool) error {
+	return f.lineColored(name, SeriesColor(dut), xys, dashed)
+}
+
+// lineColored adds a series in colour c.
+func (f *figure) lineColored(name string, c color.RGBA, xys plotter.XYs, dashed bool) error {
 	if len(xys) == 0 {
 		return nil
 	}
@@ -67,7 +74,6 @@ func (f *figure) line(name, dut string, xys plotter.XYs, dashed bool) error {
 	if err != nil {
 		return fmt.Errorf("plot %s: %s: %w", f.plot.File, name, err)
 	}
-	c := SeriesColor(dut)
 	l.Color, s.Color = c, c
 	l.Width = vg.Points(1.5)
 	s.Shape = draw.CircleGlyph{}
@@ -79,6 +85,7 @@ func (f *figure) line(name, dut string, xys plotter.XYs, dashed bool) error {
 	f.p.Add(l, s)
 	f.p.Legend.Add(name, l, s)
 	f.plot.Series[name] = len(xys)
+	f.plot.Colors[name] = fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B)
 	return nil
 }
 
@@ -256,4 +263,66 @@ func sortedSizes(m map[int]float64) []int {
 	}
 	slices.Sort(sizes)
 	return sizes
+}
+
+// sizeColor is the colour of a frame size's curves in the study's plots.
+func sizeColor(i int) color.RGBA {
+	palette := []color.RGBA{{0xd6, 0x27, 0x28, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0x1f, 0x77, 0xb4, 0xff}, {0x94, 0x67, 0xbd, 0xff}}
+	return palette[i%len(palette)]
+}
+
+// Plots draws the study's figures into dir: per topology and flow set,
+// the forwarded rate against the offered load, a line per frame size and
+// table (seed 001's Figs. 3-5 and 7-9); and per flow set, the topologies
+// side by side at the first frame size and table.
+func (r *StudyResult) Plots(dir string) ([]Plot, error) {
+	o := r.Options
+	var figs []*figure
+	xys := func(c StudyCurve) plotter.XYs {
+		var out plotter.XYs
+		for _, p := range c.Points {
+			out = append(out, plotter.XY{X: p.OfferedPPS, Y: p.ForwardedPPS})
+		}
+		return out
+	}
+	for _, topo := range o.Topologies {
+		for _, flows := range o.Flows {
+			f := newFigure(fmt.Sprintf("study_%s_%s.png", topo, flows), fmt.Sprintf("%s, %s flow(s): forwarded against offered", topo, flows),
+				"offered (frames per second)", "forwarded (frames per second)")
+			for _, c := range r.Curves {
+				if c.Topology != topo || c.Flows != flows {
+					continue
+				}
+				si, fi := slices.Index(o.Sizes, c.Size), slices.Index(o.FIBs, c.FIB)
+				if err := f.lineColored(fmt.Sprintf("%d B, %d routes", c.Size, c.Routes), sizeColor(si), xys(c), fi > 0); err != nil {
+					return nil, err
+				}
+			}
+			figs = append(figs, f)
+		}
+	}
+	for _, flows := range o.Flows {
+		f := newFigure(fmt.Sprintf("study_topologies_%s.png", flows), fmt.Sprintf("The topologies, %s flow(s), %d B, %s routes", flows, o.Sizes[0], o.FIBs[0]),
+			"offered (frames per second)", "forwarded (frames per second)")
+		for _, c := range r.Curves {
+			if c.Flows == flows && c.Size == o.Sizes[0] && c.FIB == o.FIBs[0] {
+				if err := f.lineColored(c.Topology, sizeColor(slices.Index(StudyTopologies, c.Topology)), xys(c), false); err != nil {
+					return nil, err
+				}
+			}
+		}
+		figs = append(figs, f)
+	}
+	var out []Plot
+	for _, f := range figs {
+		if len(f.plot.Series) == 0 {
+			continue
+		}
+		p, err := f.save(dir)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -192,19 +193,19 @@ func checkPlots(t *testing.T, dir string, plots []Plot, files []string) {
 			t.Errorf("%s: no series or no title: %+v", name, p)
 		}
 		for series, n := range p.Series {
-			dut, _, _ := strings.Cut(series, " ")
-			dut = strings.TrimSuffix(dut, ":")
-			if series == "instrument ceiling" {
-				dut = "none"
+			var c color.RGBA
+			c.A = 0xff
+			if _, err := fmt.Sscanf(p.Colors[series], "#%02x%02x%02x", &c.R, &c.G, &c.B); err != nil {
+				t.Errorf("%s: series %q has no colour: %v", name, series, err)
+				continue
 			}
-			if n == 0 || colourPixels(img, SeriesColor(dut)) < 20 {
+			if n == 0 || colourPixels(img, c) < 20 {
 				t.Errorf("%s: series %q (%d points) does not show", name, series, n)
 			}
 		}
 	}
 }
 
-// colourPixels counts the pixels of colour c (give or take antialiasing).
 func colourPixels(img image.Image, c color.RGBA) int {
 	near := func(a uint32, b uint8) bool { return int(a>>8)-int(b) < 12 && int(b)-int(a>>8) < 12 }
 	n := 0

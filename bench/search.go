@@ -38,10 +38,23 @@ var (
 
 // SearchConfig bounds a search.
 type SearchConfig struct {
-	Max        float64 // the highest rate tried: the instrument's ceiling
+	Max float64 // the highest rate tried: the instrument's ceiling
+	// Start, if set, is the first rate tried: the DUT's forwarding rate
+	// flat out (MLRsearch's maximum receive rate), which NDR rarely
+	// exceeds, or an earlier search's NDR. From it the search widens
+	// geometrically, up or down, until a rate passes and one fails, then
+	// bisects; without it, it bisects from Max down.
+	Start      float64
 	Resolution float64 // relative: stop when (failing-passing)/failing is at most this
 	Trials     int     // trials per rate (default 3)
 	Goals      []Goal
+	// MaxTrials, if set, ends the search after that many trials: where a
+	// DUT loses a burst in about half its trials at every rate near its
+	// NDR, each verdict there is a coin toss and a search could wander
+	// for long. A goal not found by then gets the highest rate that
+	// passed full trials below its upper bound, marked not converged
+	// (MLRsearch, too, bounds its search's duration).
+	MaxTrials int
 }
 
 // rateTrials are the trials at one rate: each one's loss ratio, and the
@@ -50,6 +63,7 @@ type rateTrials struct {
 	rate    float64
 	losses  []float64
 	offered []float64
+	coarse  bool // shorter trials, far from the result
 }
 
 // goalSearch is one goal's progress: the highest passing and lowest
@@ -60,6 +74,12 @@ type goalSearch struct {
 	phase       phase
 	result      *rateTrials      // lo's confirming trials
 	recheckedHi map[float64]bool // failing rates already looked at twice
+	fine        bool             // its trials are no longer coarse
+	gaveUp      bool             // the trial budget ended its search
+	// step is the relative step of the next rate while only one bound is
+	// known: from the start, the search widens its bounds geometrically,
+	// as MLRsearch does, before it bisects between them.
+	step float64
 }
 
 type phase int
@@ -79,6 +99,11 @@ type Search struct {
 	cfg   SearchConfig
 	goals []*goalSearch
 	cur   *rateTrials // the rate under trial
+	// coarse says the rate under trial is far from the result yet (the
+	// goal's bounds are CoarseWidth resolutions apart or more, or it has
+	// no upper bound): the driver may make its trials shorter, as
+	// MLRsearch's early phases do. Second looks are never coarse.
+	coarse bool
 	// Tried is every rate tried, in order, with its trials' loss ratios.
 	Tried []rateTrials
 }
@@ -93,26 +118,26 @@ func NewSearch(cfg SearchConfig) (*Search, error) {
 	}
 	s := &Search{cfg: cfg}
 	for _, g := range cfg.Goals {
-		s.goals = append(s.goals, &goalSearch{goal: g, hi: math.Inf(1), recheckedHi: map[float64]bool{}})
+		s.goals = append(s.goals, &goalSearch{goal: g, hi: math.Inf(1), recheckedHi: map[float64]bool{}, step: firstStep * cfg.Resolution})
 	}
 	return s, nil
 }
 
-// allowed is how many of a rate's trials may exceed g.
-func (s *Search) allowed(g Goal) int { return int(math.Floor(g.ExceedRatio * float64(s.cfg.Trials))) }
-
 // verdict judges trials against g: +1 passed, -1 failed, 0 undecided.
+// Of the search's Trials trials at a rate, the goal's exceed ratio may
+// exceed its loss ratio.
 func (s *Search) verdict(t *rateTrials, g Goal) int {
+	target := s.cfg.Trials
 	exceeded := 0
 	for _, l := range t.losses {
 		if l > g.LossRatio {
 			exceeded++
 		}
 	}
-	switch allowed := s.allowed(g); {
+	switch allowed := int(math.Floor(g.ExceedRatio * float64(target))); {
 	case exceeded > allowed:
 		return -1
-	case len(t.losses)-exceeded >= s.cfg.Trials-allowed:
+	case len(t.losses)-exceeded >= target-allowed:
 		return 1
 	}
 	return 0
@@ -122,6 +147,10 @@ func (s *Search) verdict(t *rateTrials, g Goal) int {
 func (s *Search) Next() (float64, bool) {
 	if s.cur != nil {
 		return s.cur.rate, true
+	}
+	if s.cfg.MaxTrials > 0 && s.TrialCount() >= s.cfg.MaxTrials {
+		s.giveUp()
+		return 0, false
 	}
 	g := s.open()
 	for g != nil && g.phase == searching {
@@ -141,25 +170,56 @@ func (s *Search) Next() (float64, bool) {
 		rate = g.lo
 	case g.phase == confirmingHi:
 		rate = g.hi
+	case g.lo == 0 && math.IsInf(g.hi, 1):
+		rate = s.cfg.Max // can the DUT take everything the instrument makes?
+		if s.cfg.Start > 0 && s.cfg.Start < s.cfg.Max {
+			rate = s.cfg.Start
+		}
+	case math.IsInf(g.hi, 1) && s.cfg.Start > 0:
+		// From a start, passed, nothing failed yet: up, by a step that
+		// doubles.
+		rate = min(g.lo*(1+g.step), s.cfg.Max)
+		g.step = min(2*g.step, 1)
 	case math.IsInf(g.hi, 1):
-		rate = s.cfg.Max // first: can the DUT take everything the instrument makes?
+		rate = s.cfg.Max
+	case g.lo == 0 && s.cfg.Start > 0:
+		// From a start, failed, nothing passed yet: down, by a step
+		// that doubles (to halving).
+		rate = g.hi * (1 - g.step)
+		g.step = min(2*g.step, 0.5)
 	default:
 		rate = (g.lo + g.hi) / 2
 	}
-	// Trials already made at this rate count (another goal's), unless this
-	// is a second look.
+	// Coarse until the bounds are close, and never again after: a rate
+	// that passes short trials may fail long ones, and going back to
+	// short trials would find it again.
+	s.coarse = g.phase == searching && !g.fine && (math.IsInf(g.hi, 1) || g.hi-g.lo > CoarseWidth*s.cfg.Resolution*g.hi)
+	g.fine = g.fine || !s.coarse
+	// Trials of the same length already made at this rate count (another
+	// goal's), unless this is a second look.
 	if g.phase == searching {
 		for i := range s.Tried {
-			if s.Tried[i].rate == rate {
-				s.cur = &rateTrials{rate: rate, losses: slices.Clone(s.Tried[i].losses), offered: slices.Clone(s.Tried[i].offered)}
+			if t := s.Tried[i]; t.rate == rate && t.coarse == s.coarse {
+				s.cur = &rateTrials{rate: rate, losses: slices.Clone(t.losses), offered: slices.Clone(t.offered), coarse: t.coarse}
 				s.Tried = slices.Delete(s.Tried, i, i+1)
 				return rate, true
 			}
 		}
 	}
-	s.cur = &rateTrials{rate: rate}
+	s.cur = &rateTrials{rate: rate, coarse: s.coarse}
 	return rate, true
 }
+
+// firstStep is the search's first step from its start, in resolutions.
+const firstStep = 4
+
+// CoarseWidth is how many resolutions apart a goal's bounds are while
+// its trials are coarse.
+const CoarseWidth = 8
+
+// Coarse says whether the rate Next named is still far from the result
+// (see Search.coarse).
+func (s *Search) Coarse() bool { return s.coarse }
 
 // open is the first goal not yet found.
 func (s *Search) open() *goalSearch {
@@ -231,11 +291,15 @@ func (s *Search) Add(loss, offered float64) {
 // rebound rebuilds g's bounds around a second look that overturned a
 // verdict: the highest rate that passed below hi, the lowest that failed
 // above lo, of the rates decided so far (the latest trials at a rate
-// decide it).
+// decide it; a pass in coarse trials does not count, since a full trial
+// may fail where a short one passed).
 func (s *Search) rebound(g *goalSearch) {
+	g.step = firstStep * s.cfg.Resolution // widen again from the overturned bound
 	latest := map[float64]int{}
 	for _, t := range s.Tried {
-		latest[t.rate] = s.verdict(&t, g.goal)
+		if v := s.verdict(&t, g.goal); v < 0 || !t.coarse {
+			latest[t.rate] = v
+		}
 	}
 	for rate, v := range latest {
 		switch {
@@ -280,13 +344,16 @@ type GoalResult struct {
 	Trials   int  `json:"trials"`
 	Exceeded int  `json:"exceeded"`
 	AtMax    bool `json:"at_max"` // the DUT passed at the search's maximum: the instrument is the limit
+	// Converged is false for a goal the search's trial budget ended
+	// before its bounds met and were confirmed.
+	Converged bool `json:"converged"`
 }
 
 // Results are the goals' rates, once Next says the search is over.
 func (s *Search) Results() []GoalResult {
 	var out []GoalResult
 	for _, g := range s.goals {
-		r := GoalResult{Goal: g.goal}
+		r := GoalResult{Goal: g.goal, Converged: !g.gaveUp}
 		if g.result != nil {
 			r.Rate, r.Trials, r.AtMax = g.result.rate, len(g.result.losses), g.result.rate >= s.cfg.Max
 			r.OfferedPPS = median(g.result.offered)
@@ -300,6 +367,27 @@ func (s *Search) Results() []GoalResult {
 	}
 	return out
 }
+
+// giveUp ends the search at its trial budget: every goal not found gets
+// the highest rate that passed full trials below its upper bound (the
+// lowest rate that failed, as the search stood; none: no result).
+func (s *Search) giveUp() {
+	for _, g := range s.goals {
+		if g.phase == found {
+			continue
+		}
+		g.phase, g.gaveUp = found, true
+		for i := range s.Tried {
+			t := &s.Tried[i]
+			if !t.coarse && t.rate < g.hi && s.verdict(t, g.goal) > 0 && (g.result == nil || t.rate > g.result.rate) {
+				g.result = t
+			}
+		}
+	}
+}
+
+// Done says the search is over: Next has said so, and Results hold.
+func (s *Search) Done() bool { return s.cur == nil && s.open() == nil }
 
 // TrialCount is how many trials the search has made.
 func (s *Search) TrialCount() int {

@@ -27,14 +27,25 @@ func (d *simDUT) trial(rate float64) float64 {
 
 // run drives a search against d to its end.
 func run(t *testing.T, s *Search, d *simDUT) []GoalResult {
+	rs, _ := runCounting(t, s, d)
+	return rs
+}
+
+// runCounting drives a search against d to its end, and counts the
+// trials at each rate that were not coarse.
+func runCounting(t *testing.T, s *Search, d *simDUT) ([]GoalResult, map[float64]int) {
 	t.Helper()
+	fine := map[float64]int{}
 	for n := 0; ; n++ {
 		rate, ok := s.Next()
 		if !ok {
-			return s.Results()
+			return s.Results(), fine
 		}
 		if n > 500 {
 			t.Fatalf("the search did not end: %+v", s.Tried)
+		}
+		if !s.Coarse() {
+			fine[rate]++
 		}
 		s.Add(d.trial(rate), rate)
 	}
@@ -42,18 +53,30 @@ func run(t *testing.T, s *Search, d *simDUT) []GoalResult {
 
 // Against a DUT that loses a burst in one trial of ten below its
 // capacity, the search finds NDR and PDR within the resolution, every
-// time, in a bounded number of trials.
+// time, in a bounded number of trials, each result confirmed by trials
+// that were not coarse; started from the DUT's rate flat out (above its
+// capacity), in fewer trials.
 func TestSearchFindsNDRAndPDR(t *testing.T) {
 	const capacity, max, res = 300_000.0, 2_500_000.0, 0.01
 	pdr := capacity / (1 - PDR.LossRatio) // where the loss reaches 0.5%
-	for seed := uint64(1); seed <= 200; seed++ {
+	trials := map[float64]int{}
+	for i := uint64(0); i < 400; i++ {
+		seed := i/2 + 1
 		d := &simDUT{capacity: capacity, burst: 0.1, r: rand.New(rand.NewPCG(seed, 1))}
-		s, err := NewSearch(SearchConfig{Max: max, Resolution: res, Goals: []Goal{NDR, PDR}})
+		start := 0.0
+		if i%2 == 1 {
+			start = capacity * 1.3
+		}
+		s, err := NewSearch(SearchConfig{Max: max, Start: start, Resolution: res, Goals: []Goal{NDR, PDR}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs := run(t, s, d)
+		rs, fine := runCounting(t, s, d)
+		trials[start] += s.TrialCount()
 		ndr, got := rs[0], rs[1]
+		if fine[ndr.Rate] < 2 || fine[got.Rate] < 2 {
+			t.Errorf("seed %d: NDR %.0f confirmed by %d fine trials, PDR %.0f by %d", seed, ndr.Rate, fine[ndr.Rate], got.Rate, fine[got.Rate])
+		}
 		if ndr.Rate > capacity || ndr.Rate < capacity*(1-2*res) {
 			t.Errorf("seed %d: NDR %.0f, the DUT's is %.0f (resolution %.0f%%): %+v", seed, ndr.Rate, capacity, 100*res, s.Tried)
 		}
@@ -67,6 +90,10 @@ func TestSearchFindsNDRAndPDR(t *testing.T) {
 			t.Errorf("seed %d: %d trials", seed, n)
 		}
 	}
+	if trials[capacity*1.3] >= trials[0] {
+		t.Errorf("started at the DUT's rate flat out: %d trials in 200 searches, from the maximum %d", trials[capacity*1.3], trials[0])
+	}
+	t.Logf("trials in 200 searches: %d from the maximum, %d from the rate flat out", trials[0], trials[capacity*1.3])
 }
 
 // A DUT that carries everything the instrument makes is reported at the
@@ -108,5 +135,86 @@ func TestSearchConfirms(t *testing.T) {
 	r := s.Results()[0]
 	if r.Rate > 500_000 || r.Rate < 500_000*0.9 || math.IsNaN(r.Rate) {
 		t.Errorf("NDR %.0f after a failed confirmation, want at most 500000: %+v", r.Rate, s.Tried)
+	}
+}
+
+// A DUT whose bursts come more often the nearer it runs to its capacity,
+// per unit of time (as msr's and Linux's do here): a coarse trial, a
+// quarter of a full one, passes where full trials fail. The search still
+// ends in a bounded number of trials, each result confirmed by full
+// trials, below the capacity and near where full trials start to fail
+// more often than not.
+func TestSearchShortTrialsPassMore(t *testing.T) {
+	const capacity = 800_000.0
+	// A quarter trial loses a burst with probability b(rate); a full
+	// trial is four quarters.
+	b := func(rate float64) float64 { return 0.02 + 0.2*math.Pow(rate/capacity, 4) }
+	// Full trials pass half the time where (1-b)^4 = 0.5.
+	half := capacity * math.Pow((1-math.Pow(0.5, 0.25)-0.02)/0.2, 0.25)
+	var total, worst int
+	for seed := uint64(1); seed <= 100; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		s, _ := NewSearch(SearchConfig{Max: 3e6, Start: capacity * 1.2, Resolution: 0.01, Goals: []Goal{NDR}})
+		fine := map[float64]int{}
+		for n := 0; ; n++ {
+			rate, ok := s.Next()
+			if !ok {
+				break
+			}
+			if n > 500 {
+				t.Fatalf("seed %d: the search did not end", seed)
+			}
+			quarters := 4
+			if s.Coarse() {
+				quarters = 1
+			} else {
+				fine[rate]++
+			}
+			loss := 0.0
+			switch {
+			case rate > capacity:
+				loss = (rate - capacity) / rate
+			default:
+				for range quarters {
+					if r.Float64() < b(rate) {
+						loss = 1e-4
+					}
+				}
+			}
+			s.Add(loss, rate)
+		}
+		ndr := s.Results()[0]
+		if ndr.Rate > capacity || ndr.Rate < 0.6*half || fine[ndr.Rate] < 2 {
+			t.Errorf("seed %d: NDR %.0f (full trials pass half the time at %.0f), confirmed by %d full trials: %+v", seed, ndr.Rate, half, fine[ndr.Rate], s.Tried)
+		}
+		total += s.TrialCount()
+		worst = max(worst, s.TrialCount())
+	}
+	if total/100 > 50 || worst > 120 {
+		t.Errorf("%d trials a search on average, %d at worst", total/100, worst)
+	}
+	t.Logf("%d trials a search on average, %d at worst; full trials pass half the time at %.0f", total/100, worst, half)
+}
+
+// A search with a trial budget ends within it (give or take the rate
+// under trial), every goal with a result below the lowest rate that
+// failed full trials, marked not converged if the budget ended it.
+func TestSearchBudget(t *testing.T) {
+	const capacity = 800_000.0
+	for seed := uint64(1); seed <= 50; seed++ {
+		d := &simDUT{capacity: capacity, burst: 0.4, r: rand.New(rand.NewPCG(seed, 3))}
+		s, _ := NewSearch(SearchConfig{Max: 3e6, Start: capacity, Resolution: 0.01, Goals: []Goal{NDR, PDR}, MaxTrials: 20})
+		rs := run(t, s, d)
+		if n := s.TrialCount(); n > 20+2 {
+			t.Errorf("seed %d: %d trials, budget 20", seed, n)
+		}
+		for _, r := range rs {
+			if r.Rate > capacity*(1+PDR.LossRatio) {
+				t.Errorf("seed %d: %s %.0f above what the DUT carries", seed, r.Goal.Name, r.Rate)
+			}
+			if !r.Converged && r.Trials == 0 && r.Rate != 0 {
+				t.Errorf("seed %d: %+v", seed, r)
+			}
+		}
 	}
 }

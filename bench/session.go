@@ -28,6 +28,12 @@ type session struct {
 	awake   func() // releases keepCPUsAwake
 	fibLoad time.Duration
 	last    *traffic.SinkReport // the sink's counters after the last trial
+	// ports and dsts, if set, are where the flows leave and go (a study's
+	// two sources); else g0 to dstMAC, over the routes.
+	ports []traffic.GenPort
+	dsts  []netip.Addr
+	// studyPorts are a study lab's two sources (see aim).
+	studyPorts []traffic.GenPort
 }
 
 // openSession checks o, builds the DUT's lab, starts the sink and loads
@@ -165,8 +171,12 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 	}
 	var stopSampling func() []float64
 	err := netns.Do(lab.Namespace(s.spec.Name, "gen"), func() error {
+		dsts := s.dsts
+		if dsts == nil {
+			dsts = flowDsts(s.routes, s.o.Flows)
+		}
 		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: s.dstMAC, Size: sp.size, Flows: s.o.Flows, Rate: sp.rate,
-			Dsts: flowDsts(s.routes, s.o.Flows), HasXDP: s.sinkEnd.Node == "gen"})
+			Dsts: dsts, HasXDP: s.sinkEnd.Node == "gen", Ports: s.ports})
 		if err != nil {
 			return err
 		}

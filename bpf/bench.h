@@ -34,6 +34,8 @@ struct bench_payload {
 /* One flow of the generator: its addresses, ports and running sequence
  * number. The IPv4 header checksum is precomputed by user space for the
  * frame size of the run (every other header field is constant per flow).
+ * A flow with an ifindex leaves by that interface (a redirect), with its
+ * own MACs; one without, by the run's interface with the configuration's.
  */
 struct gen_flow {
 	__be32 saddr;
@@ -43,7 +45,9 @@ struct gen_flow {
 	__u16 ip_check; /* network order, as stored in the header */
 	__u16 pad;
 	__u32 seq;
-	__u32 pad2;
+	__u32 ifindex;
+	__u8 src_mac[6];
+	__u8 dst_mac[6];
 };
 
 /* Load-time constants of the generator. */
@@ -82,6 +86,10 @@ struct sink_stats {
 	/* The longest of the jumps, first missing frame to last: an outage
 	 * apart from the odd frame lost before or after it. */
 	__u64 loss_span_ns;
+	/* The lowest and highest IPv4 TTL of the test frames: how many
+	 * routers decremented it (the generator sends 64); 0: none yet. */
+	__u64 ttl_min;
+	__u64 ttl_max;
 };
 
 #endif

@@ -9,7 +9,9 @@
  * every header byte, never relying on the frame it was given.
  *
  * Flows are taken round-robin from gen_flows (cfg.flows entries); each
- * carries its own sequence number. The frame length is the data length
+ * carries its own sequence number, and may name the interface it leaves
+ * by (several sources from one generator: a redirect, which live-frames
+ * mode supports). The frame length is the data length
  * the run was given (60..1514 bytes).
  *
  * With gap_ns set, frames are paced a batch at a time: the kernel
@@ -24,7 +26,7 @@
  * its core taken for long) restarts its schedule (pace_restarts,
  * pace_skipped_ns).
  *
- * Verdicts: XDP_TX, or XDP_ABORTED for a frame too short for the headers
+ * Verdicts: XDP_TX or XDP_REDIRECT, or XDP_ABORTED for a frame too short for the headers
  * or a missing flow entry. Counter: sent (frames built); first_tx_ns and
  * last_tx_ns bound the sending window.
  * xdp_pass is attached to the generator's interface so that it has an XDP
@@ -88,15 +90,15 @@ struct {
 	__type(value, struct gen_flow);
 } gen_flows SEC(".maps");
 
-static __always_inline void write_eth(struct ethhdr *eth)
+static __always_inline void write_eth(struct ethhdr *eth, const struct gen_flow *f)
 {
 	/* Byte by byte through the volatile cfg: a memcpy from a cast-away
 	 * const would let clang fold in the all-zero initializer instead of
 	 * the value user space sets at load time. */
 #pragma unroll
 	for (int i = 0; i < ETH_ALEN; i++) {
-		eth->h_dest[i] = cfg.dst_mac[i];
-		eth->h_source[i] = cfg.src_mac[i];
+		eth->h_dest[i] = f->ifindex ? f->dst_mac[i] : cfg.dst_mac[i];
+		eth->h_source[i] = f->ifindex ? f->src_mac[i] : cfg.src_mac[i];
 	}
 	eth->h_proto = bpf_htons(ETH_P_IP);
 }
@@ -188,7 +190,7 @@ int trafficgen(struct xdp_md *ctx)
 		pace();
 
 	__u16 len = (__u16)(end - data);
-	write_eth(eth);
+	write_eth(eth, f);
 	write_ip(ip, f, len - sizeof(*eth));
 	write_udp(udp, f, len - sizeof(*eth) - sizeof(*ip));
 	pl->magic = bpf_htons(BENCH_MAGIC);
@@ -200,7 +202,7 @@ int trafficgen(struct xdp_md *ctx)
 	if (!first_tx_ns)
 		first_tx_ns = pl->tx_ns;
 	last_tx_ns = pl->tx_ns;
-	return XDP_TX;
+	return f->ifindex ? bpf_redirect(f->ifindex, 0) : XDP_TX;
 }
 
 SEC("xdp")

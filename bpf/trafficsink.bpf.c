@@ -82,9 +82,10 @@ static __always_inline __u32 hist_bucket(__u64 ns)
 	return b < BENCH_HIST_BUCKETS ? b : BENCH_HIST_BUCKETS - 1;
 }
 
-/* parse_test_frame returns the payload of a test frame, or NULL. A frame
- * may carry one 802.1Q tag (a back-end router's output does). */
-static __always_inline struct bench_payload *parse_test_frame(void *data, void *end)
+/* parse_test_frame returns the payload of a test frame, or NULL, and its
+ * TTL. A frame may carry one 802.1Q tag (a back-end router's output
+ * does). */
+static __always_inline struct bench_payload *parse_test_frame(void *data, void *end, __u8 *ttl)
 {
 	struct ethhdr *eth = data;
 	void *l3 = eth + 1;
@@ -109,6 +110,7 @@ static __always_inline struct bench_payload *parse_test_frame(void *data, void *
 		return NULL;
 	if (pl->magic != bpf_htons(BENCH_MAGIC))
 		return NULL;
+	*ttl = ip->ttl;
 	return pl;
 }
 
@@ -160,7 +162,8 @@ int trafficsink(struct xdp_md *ctx)
 
 	if (!st)
 		return XDP_PASS;
-	struct bench_payload *pl = parse_test_frame(data, end);
+	__u8 ttl = 0;
+	struct bench_payload *pl = parse_test_frame(data, end, &ttl);
 	if (!pl) {
 		st->passed++;
 		return XDP_PASS;
@@ -173,6 +176,10 @@ int trafficsink(struct xdp_md *ctx)
 	}
 	st->rx_packets++;
 	st->rx_bytes += end - data;
+	if (!st->ttl_min || ttl < st->ttl_min)
+		st->ttl_min = ttl;
+	if (ttl > st->ttl_max)
+		st->ttl_max = ttl;
 	st->reordered += track_order(st, f, pl->seq, pl->tx_ns);
 
 	__u64 now = bpf_ktime_get_ns();

@@ -15,10 +15,11 @@ import (
 )
 
 const (
-	xdpAborted = 0
-	xdpDrop    = 1
-	xdpPass    = 2
-	xdpTx      = 3
+	xdpAborted  = 0
+	xdpDrop     = 1
+	xdpPass     = 2
+	xdpTx       = 3
+	xdpRedirect = 4
 )
 
 var (
@@ -63,7 +64,7 @@ func referenceFrame(i int, seq uint32, size int) []byte {
 
 func TestTrafficgenFrames(t *testing.T) {
 	for _, size := range []int{64, 128, 1518} {
-		g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: size, Flows: 3}, macGen)
+		g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: size, Flows: 3}, macGen, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,8 +99,30 @@ func TestTrafficgenFrames(t *testing.T) {
 	}
 }
 
+// Flows with ports leave by a redirect to their port, with its MACs:
+// flow 0 by the first port, flow 1 by the second, flow 2 by the first.
+func TestTrafficgenPorts(t *testing.T) {
+	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	ports := []port{{ifindex: 7, src: macGen, dst: a}, {ifindex: 9, src: macSink, dst: b}}
+	g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: 64, Flows: 3}, macGen, ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for run, want := range []port{ports[0], ports[1], ports[0]} {
+		out := make([]byte, 60)
+		ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: make([]byte, 60), DataOut: out})
+		if err != nil || ret != xdpRedirect {
+			t.Fatalf("run %d: verdict %d, %v", run, ret, err)
+		}
+		if !bytes.Equal(out[0:6], want.dst) || !bytes.Equal(out[6:12], want.src) {
+			t.Errorf("run %d: MACs %x, want %v from %v", run, out[:12], want.dst, want.src)
+		}
+	}
+}
+
 func TestTrafficgenRefusesShortFrame(t *testing.T) {
-	g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: 64, Flows: 1}, macGen)
+	g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: 64, Flows: 1}, macGen, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +205,9 @@ func TestTrafficsinkFixtures(t *testing.T) {
 		{"IP options", options, xdpPass},
 		{"truncated", stamped(0, 9)[:45], xdpPass},
 		{"flow id out of range", badFlow, xdpDrop},
-		{"tagged (a back-end's output)", func() []byte {
+		{"tagged (a back-end's output), TTL 62", func() []byte {
 			f := stamped(1, 6)
+			f[22] = 62
 			return append(append(append([]byte{}, f[:12]...), 0x81, 0, 0, 10), f[12:]...)
 		}(), xdpDrop},
 		{"flow 1 seq 10 (7, 8 and 9 missing)", stamped(1, 10), xdpDrop},
@@ -200,7 +224,7 @@ func TestTrafficsinkFixtures(t *testing.T) {
 	// Flow 0 missed seq 2, sent at base+2µs; flow 1 seqs 7 to 9, the
 	// longest run of frames missing (2µs).
 	want := SinkReport{RxPackets: 8, RxBytes: 7*60 + 64, Reordered: 1, BadFlow: 1, Passed: 4, FlowsSeen: 2, Skipped: 4,
-		LossFirst: time.Duration(base + 2000), LossLast: time.Duration(base + 9000), LossSpan: 2 * time.Microsecond}
+		LossFirst: time.Duration(base + 2000), LossLast: time.Duration(base + 9000), LossSpan: 2 * time.Microsecond, TTLMin: 62, TTLMax: 64}
 	r.Latency = nil
 	if !reflect.DeepEqual(*r, want) {
 		t.Errorf("sink report %+v\nwant %+v", *r, want)

@@ -54,6 +54,17 @@ type GenConfig struct {
 	// HasXDP says the interface already has an XDP program (a sink on
 	// the same interface): xdp_pass is not attached.
 	HasXDP bool
+	// Ports, if set, are the interfaces the flows leave by instead, flow
+	// i by Ports[i % len(Ports)]: several sources from one generator (in
+	// one namespace), as seed 001's two test machines.
+	Ports []GenPort
+}
+
+// GenPort is an interface a generator's flows leave by, and the MAC they
+// are sent to there.
+type GenPort struct {
+	Ifname string
+	DstMAC net.HardwareAddr
 }
 
 // Check refuses sizes, flow counts and rates the instrument cannot do.
@@ -74,7 +85,7 @@ func (c *GenConfig) Check() error {
 // Generator transmits test frames out of one interface.
 type Generator struct {
 	objs    trafficgenObjects
-	pass    link.Link
+	pass    []link.Link
 	ifindex int
 	data    []byte
 	rate    float64
@@ -88,25 +99,48 @@ func NewGenerator(c GenConfig) (*Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generator interface: %w", err)
 	}
-	g, err := loadGenerator(c, ifi.HardwareAddr)
+	var ports []port
+	for _, p := range c.Ports {
+		pi, err := net.InterfaceByName(p.Ifname)
+		if err != nil {
+			return nil, fmt.Errorf("generator port: %w", err)
+		}
+		ports = append(ports, port{ifindex: pi.Index, src: pi.HardwareAddr, dst: p.DstMAC})
+	}
+	g, err := loadGenerator(c, ifi.HardwareAddr, ports)
 	if err != nil {
 		return nil, err
 	}
 	g.ifindex = ifi.Index
-	if c.HasXDP {
-		return g, nil
+	attach := []int{}
+	if !c.HasXDP {
+		attach = append(attach, ifi.Index)
 	}
-	g.pass, err = link.AttachXDP(link.XDPOptions{Program: g.objs.XdpPass, Interface: ifi.Index})
-	if err != nil {
-		g.Close()
-		return nil, fmt.Errorf("attach xdp to %s: %w", c.Ifname, err)
+	for _, p := range ports {
+		if p.ifindex != ifi.Index {
+			attach = append(attach, p.ifindex)
+		}
+	}
+	for _, index := range attach {
+		l, err := link.AttachXDP(link.XDPOptions{Program: g.objs.XdpPass, Interface: index})
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("attach xdp to interface %d: %w", index, err)
+		}
+		g.pass = append(g.pass, l)
 	}
 	return g, nil
 }
 
-// loadGenerator loads the program for frames from src, without attaching
-// anything.
-func loadGenerator(c GenConfig, src net.HardwareAddr) (*Generator, error) {
+// port is a GenPort resolved in the generator's namespace.
+type port struct {
+	ifindex  int
+	src, dst net.HardwareAddr
+}
+
+// loadGenerator loads the program for frames from src (or from ports),
+// without attaching anything.
+func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
@@ -132,6 +166,12 @@ func loadGenerator(c GenConfig, src net.HardwareAddr) (*Generator, error) {
 		f := FlowOf(i, c.Size-FCSLen)
 		if len(c.Dsts) > 0 {
 			f = flowTo(f, c.Dsts[i%len(c.Dsts)], c.Size-FCSLen)
+		}
+		if len(ports) > 0 {
+			p := ports[i%len(ports)]
+			f.Ifindex = uint32(p.ifindex)
+			copy(f.SrcMac[:], p.src)
+			copy(f.DstMac[:], p.dst)
 		}
 		if err := g.objs.GenFlows.Put(uint32(i), &f); err != nil {
 			g.Close()
@@ -346,8 +386,8 @@ func (g *Generator) Sent() uint64 {
 
 // Close detaches and unloads the generator.
 func (g *Generator) Close() error {
-	if g.pass != nil {
-		g.pass.Close()
+	for _, l := range g.pass {
+		l.Close()
 	}
 	return g.objs.Close()
 }

@@ -13,26 +13,38 @@ import (
 // Sink counts test frames arriving on one interface (trafficsink).
 type Sink struct {
 	objs  trafficsinkObjects
-	link  link.Link
+	links []link.Link
 	flows int
 }
 
 // NewSink loads the sink and attaches it, in native XDP mode, to ifname.
 // Call it inside the interface's namespace.
 func NewSink(ifname string, flows int) (*Sink, error) {
-	ifi, err := net.InterfaceByName(ifname)
-	if err != nil {
-		return nil, fmt.Errorf("sink interface: %w", err)
-	}
 	s, err := loadSink(flows)
 	if err != nil {
 		return nil, err
 	}
-	if s.link, err = xdp.Attach(s.objs.Trafficsink, ifi.Index); err != nil {
+	if err := s.Attach(ifname); err != nil {
 		s.objs.Close()
-		return nil, fmt.Errorf("%s: %w", ifname, err)
+		return nil, err
 	}
 	return s, nil
+}
+
+// Attach attaches the sink to one more interface, in the calling thread's
+// namespace: several sinks (seed 001's two test machines) count into one
+// set of counters.
+func (s *Sink) Attach(ifname string) error {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return fmt.Errorf("sink interface: %w", err)
+	}
+	l, err := xdp.Attach(s.objs.Trafficsink, ifi.Index)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ifname, err)
+	}
+	s.links = append(s.links, l)
+	return nil
 }
 
 // loadSink loads the sink for a run of flows flows, without attaching it.
@@ -71,6 +83,11 @@ type SinkReport struct {
 	// LossSpan is the longest of the jumps, from its first missing frame
 	// to its last: an outage, apart from frames lost before or after it.
 	LossSpan time.Duration `json:"-"`
+	// TTLMin and TTLMax are the lowest and highest TTL of the test frames
+	// (the generator sends 64: 63 is one router's decrement), since the
+	// sink last restarted; 0 before any.
+	TTLMin uint8 `json:"ttl_min"`
+	TTLMax uint8 `json:"ttl_max"`
 	// FlowsSeen is how many flows delivered at least one frame since the
 	// sink last restarted.
 	FlowsSeen int       `json:"flows_seen"`
@@ -96,6 +113,10 @@ func (s *Sink) Read() (*SinkReport, error) {
 		}
 		r.LossLast = max(r.LossLast, time.Duration(c.LossLastNs))
 		r.LossSpan = max(r.LossSpan, time.Duration(c.LossSpanNs))
+		if c.TtlMin != 0 && (r.TTLMin == 0 || uint8(c.TtlMin) < r.TTLMin) {
+			r.TTLMin = uint8(c.TtlMin)
+		}
+		r.TTLMax = max(r.TTLMax, uint8(c.TtlMax))
 	}
 	var f trafficsinkSinkFlow
 	for i := 0; i < s.flows; i++ {
@@ -155,7 +176,7 @@ func (s *Sink) Received() (uint64, error) {
 }
 
 // Restart forgets the flows (a new generator starts their sequences
-// again) and the loss window; the counters keep counting. Call it while
+// again), the loss window and the TTLs; the counters keep counting. Call it while
 // no test frames arrive.
 func (s *Sink) Restart() error {
 	var stats []trafficsinkSinkStats
@@ -164,6 +185,7 @@ func (s *Sink) Restart() error {
 	}
 	for i := range stats {
 		stats[i].LossFirstNs, stats[i].LossLastNs, stats[i].LossSpanNs = 0, 0, 0
+		stats[i].TtlMin, stats[i].TtlMax = 0, 0
 	}
 	if err := s.objs.SinkCounters.Put(uint32(0), stats); err != nil {
 		return fmt.Errorf("restart sink: %w", err)
@@ -180,7 +202,9 @@ func (s *Sink) Restart() error {
 
 // Close detaches and unloads the sink.
 func (s *Sink) Close() error {
-	s.link.Close()
+	for _, l := range s.links {
+		l.Close()
+	}
 	return s.objs.Close()
 }
 

@@ -38,7 +38,9 @@ type trafficgenGenFlow struct {
 	IpCheck uint16
 	Pad     uint16
 	Seq     uint32
-	Pad2    uint32
+	Ifindex uint32
+	SrcMac  [6]uint8
+	DstMac  [6]uint8
 }
 
 type trafficgenXdpMd struct {

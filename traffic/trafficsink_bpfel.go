@@ -33,6 +33,8 @@ type trafficsinkSinkStats struct {
 	LossFirstNs uint64
 	LossLastNs  uint64
 	LossSpanNs  uint64
+	TtlMin      uint64
+	TtlMax      uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -24,11 +24,17 @@ var benchCommand = command{
                  [--prog-stats] [-o json]
       the back-end with each table, round after round: each table's rate over
       the first's in the same round, and the median of those ratios.
-  msr bench rfc2544 --dut linux|lb|router|msr[,...] [--sizes 64,128,256,512,1024,1280,1518] [--tests throughput,latency,loss,back-to-back]
-                    [--flows 1000] [--fib N|pyasn] [--trial 2s] [--ndr-resolution 1%] [--trials 3]
-                    [--confirmations 3] [--report DIR] [-o json]
-      RFC 2544 §26.1 throughput (NDR and PDR) of every DUT, their trials
-      interleaved, beside the instrument's ceiling of the same run.
+  msr bench rfc2544 --dut linux|lb|router|msr[,...] [--sizes 64,128,256,512,1024,1280,1518]
+                    [--tests throughput,latency,loss,back-to-back,recovery,reset,single,overload]
+                    [--flows 1000] [--fib N|pyasn] [--trial 500ms] [--ndr-resolution 1%] [--trials 3]
+                    [--confirmations 3] [--overload 1.1] [--overload-time 30s] [--report DIR] [-o json]
+      RFC 2544's tests (docs/rfc2544.md) of every DUT, their trials
+      interleaved, beside the instrument's ceiling of the same run; --report
+      writes report.md, report.json and the plots.
+  msr bench study --topology single|star|multistage[,...] [--sizes 64,576,1470] [--fib 1000,167000]
+                  [--flows 1,2,many] [--steps 10] [--trial 1s] [--report DIR] [-o json]
+      seed 001's experiments: forwarded against offered load for a single
+      Linux router, a star of four, and msr, two sources and two sinks.
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -50,8 +56,11 @@ func runBench(args []string) error {
 	if len(args) > 0 && args[0] == "rfc2544" {
 		return runBenchRFC2544(args[1:])
 	}
+	if len(args) > 0 && args[0] == "study" {
+		return runBenchStudy(args[1:])
+	}
 	if len(args) == 0 || args[0] != "fwd" {
-		return cli.Usagef("msr bench fwd|flat|prog|rfc2544|rib ...")
+		return cli.Usagef("msr bench fwd|flat|prog|rfc2544|rib|study ...")
 	}
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)

@@ -21,10 +21,11 @@ func runBenchRFC2544(args []string) error {
 	o := bench.RFC2544Options{}
 	fs.IntVar(&o.Flows, "flows", 1000, "number of flows")
 	fs.StringVar(&o.FIB, "fib", "", "routes in the DUTs that route: pyasn, a number of prefixes, or a pyasn-format file")
-	fs.DurationVar(&o.Trial, "trial", 2*time.Second, "each trial's length")
+	fs.DurationVar(&o.Trial, "trial", 500*time.Millisecond, "each trial's length (a search's coarse trials are a quarter of it)")
 	res := fs.String("ndr-resolution", "1%", "the search's resolution, relative")
 	fs.IntVar(&o.Trials, "trials", 3, "trials that judge a rate (half of them may exceed the loss goal)")
 	fs.IntVar(&o.Confirmations, "confirmations", 3, "NDR searches, for NDR's run-to-run spread")
+	fs.IntVar(&o.MaxTrials, "max-trials", 40, "trials an NDR search may make (the first, which finds PDR too, half as many again); 0: no bound")
 	fs.Float64Var(&o.Overload, "overload", 1.1, "the recovery test's overload, a multiple of NDR")
 	fs.DurationVar(&o.OverloadTime, "overload-time", 30*time.Second, "how long the overload test runs at 150% of NDR")
 	report := fs.String("report", "", "write report.json and report.md into this directory")
@@ -33,12 +34,9 @@ func runBenchRFC2544(args []string) error {
 	}
 	o.DUTs = strings.Split(*duts, ",")
 	o.Tests = strings.Split(*tests, ",")
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return cli.Usagef("--sizes %q: frame sizes such as 64,1518", *sizes)
-		}
-		o.Sizes = append(o.Sizes, n)
+	var err error
+	if o.Sizes, err = parseSizes(*sizes); err != nil {
+		return err
 	}
 	r, err := strconv.ParseFloat(strings.TrimSuffix(*res, "%"), 64)
 	if err != nil || !strings.HasSuffix(*res, "%") {
@@ -56,4 +54,49 @@ func runBenchRFC2544(args []string) error {
 		}
 	}
 	return out.Print(os.Stdout, result, result.WriteText)
+}
+
+func runBenchStudy(args []string) error {
+	fs := flag.NewFlagSet("bench study", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	topos := fs.String("topology", strings.Join(bench.StudyTopologies, ","), "the topologies, comma-separated: single, star, multistage")
+	sizes := fs.String("sizes", "64,576,1470", "frame sizes in bytes with FCS")
+	fibs := fs.String("fib", "1000,167000", "table sizes, comma-separated: numbers of prefixes, or pyasn")
+	flows := fs.String("flows", "1,2,many", "flow sets, comma-separated: 1, 2, many")
+	o := bench.StudyOptions{}
+	fs.IntVar(&o.Steps, "steps", 10, "offered loads a curve, from a 32nd of the instrument's ceiling to the ceiling")
+	fs.IntVar(&o.ManyFlows, "many", 1000, "flows of the many-flows set")
+	fs.DurationVar(&o.Trial, "trial", time.Second, "each offered load's trial")
+	report := fs.String("report", "", "write report.json, report.md and the plots into this directory")
+	if _, _, err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	o.Topologies, o.FIBs, o.Flows = strings.Split(*topos, ","), strings.Split(*fibs, ","), strings.Split(*flows, ",")
+	var err error
+	if o.Sizes, err = parseSizes(*sizes); err != nil {
+		return err
+	}
+	result, err := bench.Study(o, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if *report != "" {
+		if err := result.WriteReport(*report, "msr "+strings.Join(os.Args[1:], " ")); err != nil {
+			return err
+		}
+	}
+	return out.Print(os.Stdout, result, result.WriteText)
+}
+
+// parseSizes reads --sizes.
+func parseSizes(sizes string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, cli.Usagef("--sizes %q: frame sizes such as 64,1518", sizes)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
