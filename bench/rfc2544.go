@@ -1,13 +1,9 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/msr-router/msr/traffic"
@@ -536,30 +532,10 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 // report.md (the command, the machine, the tables and the plots, for
 // people) into dir.
 func (r *RFC2544Result) WriteReport(dir, command string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	plots, err := r.Plots(dir)
-	if err != nil {
-		return err
-	}
-	r.Figures = plots
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	var md strings.Builder
-	fmt.Fprintf(&md, "# RFC 2544\n\n`%s`\n\n%s\n\n```\n", command, r.Machine)
-	r.WriteText(&md)
-	fmt.Fprintf(&md, "```\n")
-	for _, p := range plots {
-		fmt.Fprintf(&md, "\n![%s](%s)\n", p.Title, p.File)
-	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+	return writeReport(r, dir, "RFC 2544", command, r.Machine)
 }
+
+func (r *RFC2544Result) setFigures(p []Plot) { r.Figures = p }
 
 // latency runs RFC 2544 §26.2 at one size: a trial at each share of every
 // DUT's NDR, and the instrument alone at the same rate beside it (its

@@ -162,18 +162,7 @@ func (r *RFC2544Result) Plots(dir string) ([]Plot, error) {
 		}
 		figs = append(figs, more...)
 	}
-	var out []Plot
-	for _, f := range figs {
-		if len(f.plot.Series) == 0 {
-			continue
-		}
-		p, err := f.save(dir)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return saveFigures(dir, figs)
 }
 
 // sizeFigures are the figures of one frame size: latency CDFs, the loss
@@ -216,6 +205,7 @@ func (r *RFC2544Result) sizeFigures(byTest map[string][]RFC2544Row, size int) ([
 		{"reset", "RFC 2544 reset, %d B: forwarded while a part restarts"},
 	} {
 		f := newFigure(fmt.Sprintf("%s_%d.png", ts.test, size), fmt.Sprintf(ts.title, size), "time (s)", "forwarded (frames per second)")
+		f.p.Legend.Top = false // the forwarded rate runs along the top
 		for _, row := range byTest[ts.test] {
 			if row.Size != size {
 				continue
@@ -313,16 +303,5 @@ func (r *StudyResult) Plots(dir string) ([]Plot, error) {
 		}
 		figs = append(figs, f)
 	}
-	var out []Plot
-	for _, f := range figs {
-		if len(f.plot.Series) == 0 {
-			continue
-		}
-		p, err := f.save(dir)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return saveFigures(dir, figs)
 }

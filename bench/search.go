@@ -7,21 +7,29 @@ import (
 )
 
 // The throughput search of RFC 2544 §26.1, made to stand on machines
-// where a trial at a rate the DUT can carry still loses a burst now and
-// then (measured here: Linux in 2 of 16 trials at 200-300 kpps, msr in 4).
+// where a trial at a rate the DUT can carry still loses a little now and
+// then (here, near NDR, in about half the trials at every rate across
+// several percent).
+//
 // As IETF MLRsearch does, a rate is judged on several trials against a
 // goal: its loss ratio (0 for NDR, 0.005 for PDR) and how many of the
 // trials may exceed it (the exceed ratio). A rate passes a goal when too
 // few of its trials can still exceed it to fail, and fails when more than
 // that already have; trials at a rate stop as soon as that is decided.
 // One set of trials serves every goal: a trial that loses nothing passes
-// NDR and PDR at once. Between the highest rate that passed and the lowest
-// that failed, the search bisects until the gap is within the resolution.
-// Then both ends get a second look, with fresh trials: the rate found must
-// pass again (else the search goes on below it), and the rate just above
-// it must fail again (else the search goes on above it). A burst that made
-// a rate the DUT carries fail once, or luck that made one it cannot carry
-// pass once, does not decide the result alone.
+// NDR and PDR at once.
+//
+// From its start (the DUT's rate flat out, or an earlier search's NDR)
+// the search widens geometrically until a rate passed and one failed
+// (without a start, it bisects from the maximum down), then bisects
+// between the highest rate that passed and the lowest that failed until
+// the gap is within the resolution. While the bounds are far apart its
+// trials are coarse (the driver makes them shorter). Then both ends get a
+// second look, with fresh full trials: the rate found must pass again
+// (else the search goes on below it), and the rate just above it must fail
+// again (else the search goes on above it). A burst that made a rate the
+// DUT carries fail once, or luck that made one it cannot carry pass once,
+// does not decide the result alone. A trial budget bounds the whole.
 
 // Goal is a loss criterion of the search.
 type Goal struct {

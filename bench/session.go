@@ -43,12 +43,8 @@ func openSession(o FwdOptions) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	awake, err := keepCPUsAwake()
+	awake, err := upLab(spec)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := lab.Up(spec); err != nil {
-		awake()
 		return nil, err
 	}
 	s := &session{o: o, spec: spec, routes: routes, dstMAC: dstMAC, undo: func() {}, awake: awake}
@@ -72,6 +68,19 @@ func openSession(o FwdOptions) (*session, error) {
 	// from the generator and the DUT. Do it now.
 	runtime.GC()
 	return s, nil
+}
+
+// upLab keeps the CPUs awake and brings the lab up; it returns what
+// releases the CPUs (Close calls it).
+func upLab(spec *lab.Spec) (awake func(), err error) {
+	if awake, err = keepCPUsAwake(); err != nil {
+		return nil, err
+	}
+	if _, err := lab.Up(spec); err != nil {
+		awake()
+		return nil, err
+	}
+	return awake, nil
 }
 
 // Close unloads the DUT and takes the lab down.
@@ -208,9 +217,10 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 	}
 	time.Sleep(drainTime)
 	if stopSampling != nil {
-		// The samples of the sending time, not of the drain's.
+		// The samples of the sending time, not of the drain's (nor the
+		// last one, which the end of sending cut short).
 		t.series = stopSampling()
-		t.series = t.series[:min(len(t.series), int(t.elapsed/sp.sample)+1)]
+		t.series = t.series[:min(len(t.series), int(t.elapsed/sp.sample))]
 	}
 	now, err := s.sink.Read()
 	if err != nil {

@@ -1,13 +1,10 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -237,12 +234,8 @@ func openStudy(topo string, routes []netip.Prefix, flows int) (*session, error) 
 	if err != nil {
 		return nil, err
 	}
-	awake, err := keepCPUsAwake()
+	awake, err := upLab(spec)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := lab.Up(spec); err != nil {
-		awake()
 		return nil, err
 	}
 	s := &session{o: FwdOptions{Flows: flows}, spec: spec, routes: routes, undo: func() {}, awake: awake,
@@ -437,27 +430,7 @@ func (r *StudyResult) WriteText(w io.Writer) {
 
 // WriteReport writes report.json, the plots and report.md into dir.
 func (r *StudyResult) WriteReport(dir, command string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	plots, err := r.Plots(dir)
-	if err != nil {
-		return err
-	}
-	r.Figures = plots
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	var md strings.Builder
-	fmt.Fprintf(&md, "# Seed 001's study\n\n`%s`\n\n%s\n\n```\n", command, r.Machine)
-	r.WriteText(&md)
-	fmt.Fprintf(&md, "```\n")
-	for _, p := range plots {
-		fmt.Fprintf(&md, "\n![%s](%s)\n", p.Title, p.File)
-	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+	return writeReport(r, dir, "Seed 001's study", command, r.Machine)
 }
+
+func (r *StudyResult) setFigures(p []Plot) { r.Figures = p }

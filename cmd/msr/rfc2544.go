@@ -48,12 +48,7 @@ func runBenchRFC2544(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *report != "" {
-		if err := result.WriteReport(*report, "msr "+strings.Join(os.Args[1:], " ")); err != nil {
-			return err
-		}
-	}
-	return out.Print(os.Stdout, result, result.WriteText)
+	return printReport(out, result, *report)
 }
 
 func runBenchStudy(args []string) error {
@@ -80,12 +75,24 @@ func runBenchStudy(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *report != "" {
-		if err := result.WriteReport(*report, "msr "+strings.Join(os.Args[1:], " ")); err != nil {
+	return printReport(out, result, *report)
+}
+
+// A benchReport is a bench result with a report.
+type benchReport interface {
+	WriteReport(dir, command string) error
+	WriteText(w io.Writer)
+}
+
+// printReport writes the result's report into dir (if set) and prints
+// it.
+func printReport(out *cli.Output, r benchReport, dir string) error {
+	if dir != "" {
+		if err := r.WriteReport(dir, "msr "+strings.Join(os.Args[1:], " ")); err != nil {
 			return err
 		}
 	}
-	return out.Print(os.Stdout, result, result.WriteText)
+	return out.Print(os.Stdout, r, r.WriteText)
 }
 
 // parseSizes reads --sizes.

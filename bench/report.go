@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// A report is a result `--report DIR` writes: as JSON, as text for
+// people, and as plots.
+type report interface {
+	Plots(dir string) ([]Plot, error)
+	WriteText(w io.Writer)
+	setFigures([]Plot)
+}
+
+// writeReport draws r's plots into dir, then writes report.json (r, with
+// the plots listed) and report.md (the title, the command, the machine,
+// the text and the plots).
+func writeReport(r report, dir, title, command, machine string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	plots, err := r.Plots(dir)
+	if err != nil {
+		return err
+	}
+	r.setFigures(plots)
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# %s\n\n`%s`\n\n%s\n\n```\n", title, command, machine)
+	r.WriteText(&md)
+	fmt.Fprintf(&md, "```\n")
+	for _, p := range plots {
+		fmt.Fprintf(&md, "\n![%s](%s)\n", p.Title, p.File)
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+}
+
+// saveFigures saves every figure with a series in it into dir.
+func saveFigures(dir string, figs []*figure) ([]Plot, error) {
+	var out []Plot
+	for _, f := range figs {
+		if len(f.plot.Series) == 0 {
+			continue
+		}
+		p, err := f.save(dir)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
