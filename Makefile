@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/msr
 GOFLAGS ?=
 
-.PHONY: all deps build generate check-generated lint test bench study demo fuzz clean
+.PHONY: all deps build generate check-generated lint test bench study compare demo fuzz clean
 
 all: build
 
@@ -61,6 +61,13 @@ bench: build
 # in bench-study/.
 study: build
 	$(BIN) bench study --topology single,star,multistage --sizes 64,576,1470 --fib 1000,167000 --flows 1,2,many --report bench-study
+
+# compare: seed 002's comparison, msr against a Linux router: RFC 2544's
+# throughput, loss, overload, reset and single frame, then real transfers
+# (HTTP, FTP: 100 MB × 10 each); reports and plots in bench-compare/.
+compare: build
+	$(BIN) bench rfc2544 --dut linux,msr --sizes 64,512,1518 --tests throughput,loss,overload,reset,single --confirmations 1 --overload-time 10s --report bench-compare/rfc2544
+	$(BIN) bench transfers --dut linux,msr --protocols http,ftp --size-mb 100 --count 10 --report bench-compare/transfers
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.

@@ -10,6 +10,7 @@ packages=(
 	iputils-ping traceroute   # clients in the tests
 	iperf3                    # TCP through the whole router (msr demo)
 	nginx-light curl          # a web server and its client across the router (tests)
+	vsftpd tnftp              # an FTP server and client (seed 002's transfers)
 	tcpdump                   # order of the segments into and out of the router (tests)
 	bird2 frr                 # the VCP's routing suite; FRR as external peers
 	keepalived                # VRRP: which VCP is active (hot standby)

@@ -35,6 +35,10 @@ var benchCommand = command{
                   [--flows 1,2,many] [--steps 10] [--trial 1s] [--report DIR] [-o json]
       seed 001's experiments: forwarded against offered load for a single
       Linux router, a star of four, and msr, two sources and two sinks.
+  msr bench transfers [--dut linux,msr] [--protocols http,ftp] [--size-mb 100] [--count 10] [--report DIR] [-o json]
+      seed 002's real transfers: a file fetched over HTTP (nginx, curl) and
+      FTP (vsftpd, ftp) across a Linux router and across msr (the default
+      lab), interleaved; times side by side.
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -59,8 +63,11 @@ func runBench(args []string) error {
 	if len(args) > 0 && args[0] == "study" {
 		return runBenchStudy(args[1:])
 	}
+	if len(args) > 0 && args[0] == "transfers" {
+		return runBenchTransfers(args[1:])
+	}
 	if len(args) == 0 || args[0] != "fwd" {
-		return cli.Usagef("msr bench fwd|flat|prog|rfc2544|rib|study ...")
+		return cli.Usagef("msr bench fwd|flat|prog|rfc2544|rib|study|transfers ...")
 	}
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)

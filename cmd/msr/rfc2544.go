@@ -78,6 +78,30 @@ func runBenchStudy(args []string) error {
 	return printReport(out, result, *report)
 }
 
+func runBenchTransfers(args []string) error {
+	fs := flag.NewFlagSet("bench transfers", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	duts := fs.String("dut", "linux,msr", "the routers, comma-separated: linux, msr (the default lab)")
+	protos := fs.String("protocols", "http,ftp", "the protocols, comma-separated: http (nginx, curl), ftp (vsftpd, ftp)")
+	o := bench.TransferOptions{}
+	fs.IntVar(&o.SizeMB, "size-mb", 100, "the file's size in MB")
+	fs.IntVar(&o.Count, "count", 10, "transfers per router and protocol")
+	report := fs.String("report", "", "write report.json, report.md and the plot into this directory")
+	if _, _, err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	o.DUTs, o.Protocols = strings.Split(*duts, ","), strings.Split(*protos, ",")
+	var err error
+	if o.MSR, err = os.Executable(); err != nil {
+		return err
+	}
+	result, err := bench.Transfers(o, os.Stderr)
+	if err != nil {
+		return err
+	}
+	return printReport(out, result, *report)
+}
+
 // A benchReport is a bench result with a report.
 type benchReport interface {
 	WriteReport(dir, command string) error
