@@ -40,8 +40,9 @@ type RFC2544Options struct {
 	OverloadTime time.Duration
 }
 
-// RFC2544Tests are the tests `--tests` takes, in the order they run
-// (latency needs throughput's NDR).
+// RFC2544Tests are the tests `--tests` takes. Per frame size the
+// throughput search runs first whenever a test needs its NDR (ndrTests),
+// then latency, back-to-back, loss, recovery, reset, overload, single.
 var RFC2544Tests = []string{"throughput", "latency", "loss", "back-to-back", "recovery", "reset", "single", "overload"}
 
 // RFC2544Result is a run: each DUT's results per size and test, beside
