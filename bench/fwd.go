@@ -117,7 +117,7 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := result(o, t.sent, t.elapsed, t.rep)
+	r := result(o, t)
 	r.NAPINsPerPacket, r.NAPIBusy = t.napiNsPerPacket, t.napiBusy
 	if r.Stages, err = stats.stages(t.rep.RxPackets); err != nil {
 		return nil, err
@@ -244,8 +244,10 @@ func (ps *progStats) Close() {
 	}
 }
 
-func result(o FwdOptions, sent uint64, elapsed time.Duration, rep *traffic.SinkReport) *FwdResult {
-	secs := elapsed.Seconds()
+// result is a trial's figures, its rates over the generator's sending
+// window (as rfc2544's), not over the time its runs took to set up too.
+func result(o FwdOptions, t *trialResult) *FwdResult {
+	secs, sent, rep := t.seconds(), t.sent, t.rep
 	r := &FwdResult{
 		DUT: o.DUT, Size: o.Size, Flows: o.Flows, DurationSeconds: secs,
 		OfferedPackets: sent, ReceivedPackets: rep.RxPackets,
