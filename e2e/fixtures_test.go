@@ -63,10 +63,12 @@ func iperf3Server(t *testing.T) {
 }
 
 // iperf3 runs iperf3 from a host to h3 for d with n streams (the server must
-// be started), returning the bits per second of each interval.
-func iperf3(t *testing.T, from string, d time.Duration, n int) (intervals []float64, retransmits int, err error) {
+// be started), with the client's extra arguments, returning the bits per
+// second of each interval.
+func iperf3(t *testing.T, from string, d time.Duration, n int, extra ...string) (intervals []float64, retransmits int, err error) {
 	t.Helper()
-	out, err := demo.Exec(from, "iperf3", "-c", demo.H3, "-t", fmt.Sprint(int(d.Seconds())), "-P", fmt.Sprint(n), "-J")
+	argv := append([]string{"iperf3", "-c", demo.H3, "-t", fmt.Sprint(int(d.Seconds())), "-P", fmt.Sprint(n), "-J"}, extra...)
+	out, err := demo.Exec(from, argv...)
 	var r struct {
 		Error     string
 		Intervals []struct {
