@@ -103,9 +103,6 @@ type trialResult struct {
 	rep             *traffic.SinkReport
 	napiNsPerPacket float64
 	napiBusy        float64
-	// first is when the first frame left (CLOCK_MONOTONIC, as the
-	// sink's loss window, rep.LossFirst and rep.LossLast).
-	first time.Duration
 	// series is the rate the sink counted, per sampleEvery, from the
 	// first sample after the generator started (with sampling on).
 	series []float64
@@ -206,7 +203,6 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 		start := time.Now()
 		t.sent, err = transmit(g)
 		t.elapsed, t.window = time.Since(start), g.Window()
-		t.first, _ = g.Span()
 		return err
 	})
 	if err != nil {

@@ -365,15 +365,6 @@ func (g *Generator) Window() time.Duration {
 	return time.Duration(last - first)
 }
 
-// Span is when (CLOCK_MONOTONIC, as the sink's loss window) the first and
-// the last frame since ResetWindow were built.
-func (g *Generator) Span() (first, last time.Duration) {
-	var f, l uint64
-	g.objs.FirstTxNs.Get(&f)
-	g.objs.LastTxNs.Get(&l)
-	return time.Duration(f), time.Duration(l)
-}
-
 // ResetWindow starts a new sending window at the next frame.
 func (g *Generator) ResetWindow() error { return g.objs.FirstTxNs.Set(uint64(0)) }
 

@@ -47,24 +47,17 @@ var benchCommand = command{
 	root: true,
 }
 
+// benchCommands are the bench subcommands besides fwd.
+var benchCommands = map[string]func([]string) error{
+	"prog": runBenchProg, "rib": runBenchRIB, "flat": runBenchFlat,
+	"rfc2544": runBenchRFC2544, "study": runBenchStudy, "transfers": runBenchTransfers,
+}
+
 func runBench(args []string) error {
-	if len(args) > 0 && args[0] == "prog" {
-		return runBenchProg(args[1:])
-	}
-	if len(args) > 0 && args[0] == "rib" {
-		return runBenchRIB(args[1:])
-	}
-	if len(args) > 0 && args[0] == "flat" {
-		return runBenchFlat(args[1:])
-	}
-	if len(args) > 0 && args[0] == "rfc2544" {
-		return runBenchRFC2544(args[1:])
-	}
-	if len(args) > 0 && args[0] == "study" {
-		return runBenchStudy(args[1:])
-	}
-	if len(args) > 0 && args[0] == "transfers" {
-		return runBenchTransfers(args[1:])
+	if len(args) > 0 {
+		if run, ok := benchCommands[args[0]]; ok {
+			return run(args[1:])
+		}
 	}
 	if len(args) == 0 || args[0] != "fwd" {
 		return cli.Usagef("msr bench fwd|flat|prog|rfc2544|rib|study|transfers ...")
