@@ -407,7 +407,7 @@ func throughput(o RFC2544Options, sessions map[string]*session, size int, ceilin
 				return nil, fmt.Errorf("%s: %w", d.dut, err)
 			}
 			s.Add(t.lossRatio(), t.offeredPPS())
-			fmt.Fprintf(progress, "  %-8s %4d B  search %d  offered %9.0f pps  loss %.6f  (%v)\n", d.dut, size, len(d.searches), t.offeredPPS(), t.lossRatio(), length)
+			fmt.Fprintf(progress, "  %-8s %4d B  search %d  offered %9.0f pps  loss %.6f  (%v)%s\n", d.dut, size, len(d.searches), t.offeredPPS(), t.lossRatio(), length, t.behind())
 		}
 	}
 	var rows []RFC2544Row

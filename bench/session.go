@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
@@ -103,6 +104,12 @@ type trialResult struct {
 	rep             *traffic.SinkReport
 	napiNsPerPacket float64
 	napiBusy        float64
+	// paceRestarts counts the times a paced generator fell so far behind
+	// its schedule (its core taken for long) that it gave the schedule
+	// up and started a new one; paceSkipped is the time it gave up. Its
+	// frames are all sent, later: the trial offered less than asked.
+	paceRestarts uint64
+	paceSkipped  time.Duration
 	// series is the rate the sink counted, per sampleEvery, from the
 	// first sample after the generator started (with sampling on).
 	series []float64
@@ -113,6 +120,21 @@ type trialResult struct {
 // share of the frames sent that the sink did not count.
 func (t *trialResult) offeredPPS() float64  { return float64(t.sent) / t.seconds() }
 func (t *trialResult) receivedPPS() float64 { return float64(t.rep.RxPackets) / t.seconds() }
+
+// scheduledPPS is the rate over the time the generator kept its
+// schedule: the rate asked, unless the generator itself fell short.
+func (t *trialResult) scheduledPPS() float64 {
+	return float64(t.sent) / (t.seconds() - t.paceSkipped.Seconds())
+}
+
+// behind says, for a progress line, whether the generator fell behind
+// its schedule in the trial.
+func (t *trialResult) behind() string {
+	if t.paceRestarts == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  generator behind %d times, %v of schedule given up", t.paceRestarts, t.paceSkipped.Round(time.Microsecond))
+}
 
 func (t *trialResult) seconds() float64 {
 	if t.window > 0 && t.sent > 1 {
@@ -203,6 +225,7 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 		start := time.Now()
 		t.sent, err = transmit(g)
 		t.elapsed, t.window = time.Since(start), g.Window()
+		t.paceRestarts, t.paceSkipped = g.PaceStats()
 		return err
 	})
 	if err != nil {
