@@ -15,6 +15,7 @@ import (
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lb"
 	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/traffic"
 )
 
 // setupDUT prepares the device under test once its lab is up and the sink
@@ -22,8 +23,8 @@ import (
 // and linux), whose run times the bench reads, and what undoes it.
 func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, func(), error) {
 	switch dut {
-	case "lb":
-		dp, undo, err := setupLB(spec)
+	case "lb", "lb-int-ext", "lb-both":
+		dp, undo, err := setupLB(dut, spec)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -240,18 +241,28 @@ func setupRouter(spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), 
 	return dp.Program(), d.undo, nil
 }
 
-// setupLB loads the LB data path on host dut: e0 external, i0 internal,
-// one back-end (the sink's MAC) in a hash table. No agent runs: the bench
-// measures the data path.
-func setupLB(spec *lab.Spec) (*lb.Dataplane, func(), error) {
-	m, err := macs(spec, lab.Endpoint{Node: "sink", Iface: "s0"})
+// setupLB loads the LB data path on host dut: e0 external (VLAN 10), i0
+// internal, one back-end in a hash table: the sink's MAC, or for
+// lb-int-ext and lb-both the generator's interface that stands for the
+// back-end. No agent runs: the bench measures the data path.
+func setupLB(dut string, spec *lab.Spec) (*lb.Dataplane, func(), error) {
+	ext := lbPort{"e0", lb.RoleExternal, lbBenchVLAN, netip.Addr{}}
+	in := lbPort{"i0", lb.RoleInternal, 0, netip.Addr{}}
+	backend := lab.Endpoint{Node: "sink", Iface: "s0"}
+	switch dut {
+	case "lb-int-ext":
+		backend = lab.Endpoint{Node: "gen", Iface: "g0"}
+	case "lb-both":
+		backend = lab.Endpoint{Node: "gen", Iface: "g1"}
+	}
+	m, err := macs(spec, backend)
 	if err != nil {
 		return nil, nil, err
 	}
 	var d dataPaths
 	var dp *lb.Dataplane
 	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
-		dp, err = d.loadLB([]lbPort{{"e0", lb.RoleExternal, 10, netip.Addr{}}, {"i0", lb.RoleInternal, 0, netip.Addr{}}}, m[0])
+		dp, err = d.loadLB([]lbPort{ext, in}, m[0])
 		return err
 	})
 	if err != nil {
@@ -259,6 +270,32 @@ func setupLB(spec *lab.Spec) (*lb.Dataplane, func(), error) {
 		return nil, nil, err
 	}
 	return dp, d.undo, nil
+}
+
+// lbBenchVLAN is the VLAN of the bench LB's external port e0.
+const lbBenchVLAN = 10
+
+// lbPorts are where the flows of the LB's other directions leave the
+// generator: for lb-int-ext, tagged with e0's VLAN into i0 as a back-end's
+// routed frames, addressed to the sink (the next hop); for lb-both, every
+// other flow so, to g0, and the others into e0 from outside. Nil for the
+// other DUTs (g0, to its peer).
+func lbPorts(dut string, spec *lab.Spec) ([]traffic.GenPort, error) {
+	switch dut {
+	case "lb-int-ext":
+		m, err := macs(spec, lab.Endpoint{Node: "sink", Iface: "s0"})
+		if err != nil {
+			return nil, err
+		}
+		return []traffic.GenPort{{Ifname: "g0", DstMAC: m[0], VLAN: lbBenchVLAN}}, nil
+	case "lb-both":
+		m, err := macs(spec, lab.Endpoint{Node: "dut", Iface: "e0"}, lab.Endpoint{Node: "gen", Iface: "g0"})
+		if err != nil {
+			return nil, err
+		}
+		return []traffic.GenPort{{Ifname: "g0", DstMAC: m[0]}, {Ifname: "g1", DstMAC: m[1], VLAN: lbBenchVLAN}}, nil
+	}
+	return nil, nil
 }
 
 // setupMsr loads the LB's data path on host dut (e0 external, VLAN 10; e1

@@ -19,9 +19,12 @@ import (
 )
 
 // DUTs are the devices under test `msr bench fwd` knows, each a shipped
-// lab with hosts gen (interface g0) and sink (interface s0); lb also has
-// its data path loaded by setupDUT.
-var DUTs = []string{"none", "linux", "lb", "router", "msr", "msr-switch", "msr-xdpswitch"}
+// lab (bench-DUT.yaml) with hosts gen (interface g0) and, but for router
+// and lb-both, sink (interface s0); setupDUT loads the data paths of all
+// but none and linux. lb, lb-int-ext and lb-both are seed 000 Table 3's
+// three columns: the LB from outside in, from a back-end out, and both
+// at once.
+var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "msr", "msr-switch", "msr-xdpswitch"}
 
 // fibDUTs are the DUTs that hold a routing table (--fib).
 var fibDUTs = []string{"linux", "router", "msr", "msr-switch", "msr-xdpswitch"}
@@ -170,15 +173,23 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 }
 
 // openSink starts the sink on its own host, except for the router, which
-// sends its output back to the generator's host.
+// sends its output back to the generator's host, and lb-both, whose
+// generator's two interfaces both receive.
 func openSink(spec *lab.Spec, o FwdOptions) (*traffic.Sink, lab.Endpoint, error) {
 	end := lab.Endpoint{Node: "sink", Iface: "s0"}
-	if o.DUT == "router" {
+	if o.DUT == "router" || o.DUT == "lb-both" {
 		end = lab.Endpoint{Node: "gen", Iface: "g0"}
 	}
 	var sink *traffic.Sink
 	err := netns.Do(lab.Namespace(spec.Name, end.Node), func() (err error) {
-		sink, err = traffic.NewSink(end.Iface, o.Flows)
+		if sink, err = traffic.NewSink(end.Iface, o.Flows); err != nil {
+			return err
+		}
+		if o.DUT == "lb-both" {
+			if err = sink.Attach("g1"); err != nil {
+				sink.Close()
+			}
+		}
 		return err
 	})
 	return sink, end, err

@@ -132,3 +132,36 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestLBDirections checks seed 000 Table 3's three LB setups carry what
+// they claim, every flow: outside in (lb) as they came, a back-end's
+// tagged 68-byte frames out (lb-int-ext) with their tag popped, and both
+// at once (lb-both: half the flows each way; only the other half would
+// leave any flow unseen).
+func TestLBDirections(t *testing.T) {
+	const frame = 64 - 4 // bytes without FCS, untagged
+	for _, dut := range []string{"lb", "lb-int-ext", "lb-both"} {
+		t.Run(dut, func(t *testing.T) {
+			s, err := openSession(FwdOptions{DUT: dut, Size: 64, Flows: 100, Duration: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			tr, err := s.trial(64, 100_000, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := tr.rep
+			t.Logf("sent %d, received %d frames, %d bytes, %d flows", tr.sent, rep.RxPackets, rep.RxBytes, rep.FlowsSeen)
+			if rep.RxPackets == 0 || tr.lossRatio() > 0.01 {
+				t.Fatalf("sent %d, received %d", tr.sent, rep.RxPackets)
+			}
+			if got := float64(rep.RxBytes) / float64(rep.RxPackets); got != frame {
+				t.Errorf("frames arrived with %.2f bytes on average, want %d", got, frame)
+			}
+			if rep.FlowsSeen != 100 {
+				t.Errorf("%d of 100 flows arrived", rep.FlowsSeen)
+			}
+		})
+	}
+}

@@ -41,7 +41,7 @@ func Prog(repeat uint32, rounds int) (*ProgResult, error) {
 		return nil, err
 	}
 	defer lab.Down(spec.Name)
-	dp, undo, err := setupLB(spec)
+	dp, undo, err := setupLB("lb", spec)
 	if err != nil {
 		return nil, err
 	}

@@ -60,6 +60,10 @@ func openSession(o FwdOptions) (*session, error) {
 		return nil, err
 	}
 	s.fibLoad = time.Since(loadStart)
+	if s.ports, err = lbPorts(o.DUT, spec); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if s.last, err = s.sink.Read(); err != nil {
 		s.Close()
 		return nil, err

@@ -36,6 +36,9 @@ struct bench_payload {
  * frame size of the run (every other header field is constant per flow).
  * A flow with an ifindex leaves by that interface (a redirect), with its
  * own MACs; one without, by the run's interface with the configuration's.
+ * A flow with a vlan carries an 802.1Q tag with that VLAN id, 4 bytes
+ * more than an untagged flow's frame of the same size: a back-end's
+ * routed frame on an LB's internal port, as seed 000's "64 (68)".
  */
 struct gen_flow {
 	__be32 saddr;
@@ -43,7 +46,7 @@ struct gen_flow {
 	__be16 sport;
 	__be16 dport;
 	__u16 ip_check; /* network order, as stored in the header */
-	__u16 pad;
+	__u16 vlan;     /* 0: untagged */
 	__u32 seq;
 	__u32 ifindex;
 	__u8 src_mac[6];
@@ -58,6 +61,9 @@ struct gen_config {
 	/* Paced: frames per batch (BPF_PROG_RUN's batch_size), which leave
 	 * together at the batch's departure time. */
 	__u32 batch;
+	/* Some flows are tagged: a run's frames are 4 bytes longer than an
+	 * untagged frame, and untagged flows give those 4 bytes back. */
+	__u32 tag_room;
 };
 
 /* Per-flow state of the sink. */

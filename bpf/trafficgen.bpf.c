@@ -41,6 +41,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "bench.h"
+#include "common.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -90,7 +91,7 @@ struct {
 	__type(value, struct gen_flow);
 } gen_flows SEC(".maps");
 
-static __always_inline void write_eth(struct ethhdr *eth, const struct gen_flow *f)
+static __always_inline void write_eth(struct ethhdr *eth, const struct gen_flow *f, int tagged)
 {
 	/* Byte by byte through the volatile cfg: a memcpy from a cast-away
 	 * const would let clang fold in the all-zero initializer instead of
@@ -100,7 +101,14 @@ static __always_inline void write_eth(struct ethhdr *eth, const struct gen_flow 
 		eth->h_dest[i] = f->ifindex ? f->dst_mac[i] : cfg.dst_mac[i];
 		eth->h_source[i] = f->ifindex ? f->src_mac[i] : cfg.src_mac[i];
 	}
-	eth->h_proto = bpf_htons(ETH_P_IP);
+	if (tagged) {
+		struct vlan_hdr *vh = (void *)(eth + 1);
+		eth->h_proto = bpf_htons(ETH_P_8021Q);
+		vh->tci = bpf_htons(f->vlan & 0x0fff);
+		vh->proto = bpf_htons(ETH_P_IP);
+	} else {
+		eth->h_proto = bpf_htons(ETH_P_IP);
+	}
 }
 
 static __always_inline void write_ip(struct iphdr *ip, const struct gen_flow *f, __u16 len)
@@ -168,31 +176,23 @@ static __always_inline void pace(void)
 	schedule_ns += period;
 }
 
-SEC("xdp")
-int trafficgen(struct xdp_md *ctx)
+/* build writes flow idx's frame, tagged or not (a constant in each
+ * inlined copy, so that every offset is one the verifier knows). */
+static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 idx, const int tagged)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	struct iphdr *ip = (void *)(eth + 1);
+	struct iphdr *ip = (void *)(eth + 1) + (tagged ? sizeof(struct vlan_hdr) : 0);
 	struct udphdr *udp = (void *)(ip + 1);
 	struct bench_payload *pl = (void *)(udp + 1);
 
 	if ((void *)(pl + 1) > end)
 		return XDP_ABORTED;
-	__u32 n = cfg.flows ? cfg.flows : 1;
-	__u32 idx = sent % n;
-	struct gen_flow *f = bpf_map_lookup_elem(&gen_flows, &idx);
-	if (!f)
-		return XDP_ABORTED;
-	sent++;
-	if (gap_ns && cfg.batch && run_frames++ % cfg.batch == 0)
-		pace();
-
-	__u16 len = (__u16)(end - data);
-	write_eth(eth, f);
-	write_ip(ip, f, len - sizeof(*eth));
-	write_udp(udp, f, len - sizeof(*eth) - sizeof(*ip));
+	__u16 len = (__u16)(end - (void *)ip);
+	write_eth(eth, f, tagged);
+	write_ip(ip, f, len);
+	write_udp(udp, f, len - sizeof(*ip));
 	pl->magic = bpf_htons(BENCH_MAGIC);
 	pl->flow = (__u16)idx;
 	/* One Run executes on one CPU; the atomic keeps two concurrent
@@ -203,6 +203,25 @@ int trafficgen(struct xdp_md *ctx)
 		first_tx_ns = pl->tx_ns;
 	last_tx_ns = pl->tx_ns;
 	return f->ifindex ? bpf_redirect(f->ifindex, 0) : XDP_TX;
+}
+
+SEC("xdp")
+int trafficgen(struct xdp_md *ctx)
+{
+	__u32 n = cfg.flows ? cfg.flows : 1;
+	__u32 idx = sent % n;
+	struct gen_flow *f = bpf_map_lookup_elem(&gen_flows, &idx);
+	if (!f)
+		return XDP_ABORTED;
+	sent++;
+	if (gap_ns && cfg.batch && run_frames++ % cfg.batch == 0)
+		pace();
+
+	if (f->vlan)
+		return build(ctx, f, idx, 1);
+	if (cfg.tag_room && bpf_xdp_adjust_tail(ctx, -(int)sizeof(struct vlan_hdr)))
+		return XDP_ABORTED;
+	return build(ctx, f, idx, 0);
 }
 
 SEC("xdp")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -231,3 +232,42 @@ func (p *ProcState) Running() bool {
 }
 
 func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
+
+// Restart ends a process of a lab with sig (SIGKILL: a crash) and, once it
+// is gone, starts its command again in its host, recording the new
+// process in the lab's state. A process that ignores sig for
+// restartTimeout is an error, and is left running. It returns when the
+// new process exists, and the time the old one took to go.
+func Restart(labName, host, name string, sig syscall.Signal) (*ProcState, time.Duration, error) {
+	st, err := ReadState(labName)
+	if err != nil {
+		return nil, 0, err
+	}
+	i := slices.IndexFunc(st.Processes, func(p ProcState) bool { return p.Host == host && p.Name == name })
+	if i < 0 {
+		return nil, 0, fmt.Errorf("lab %s has no process %s on %s", labName, name, host)
+	}
+	old := st.Processes[i]
+	start := time.Now()
+	if old.Running() {
+		if err := syscall.Kill(old.PID, sig); err != nil {
+			return nil, 0, fmt.Errorf("process %s on %s: %w", name, host, err)
+		}
+		for old.Running() {
+			if time.Since(start) > restartTimeout {
+				return nil, 0, fmt.Errorf("process %s on %s: still running %v after %v", name, host, restartTimeout, sig)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	gone := time.Since(start)
+	ps, err := Start(labName, host, name, old.Command)
+	if err != nil {
+		return nil, gone, err
+	}
+	st.Processes[i] = *ps
+	return ps, gone, st.save()
+}
+
+// restartTimeout bounds how long Restart waits for a process to end.
+const restartTimeout = 5 * time.Second

@@ -30,6 +30,9 @@ const (
 	MaxFlows = 65536
 )
 
+// vlanTagLen is an 802.1Q tag's length.
+const vlanTagLen = 4
+
 // Test addresses: RFC 2544 Appendix C's 198.18.0.0/15, split in two: the
 // generator's side sends from 198.18.0.0/16 to 198.19.0.0/16.
 var (
@@ -51,8 +54,8 @@ type GenConfig struct {
 	// instead of one in 198.19.0.0/16 (a FIB benchmark spreads its flows
 	// over a routing table).
 	Dsts []netip.Addr
-	// HasXDP says the interface already has an XDP program (a sink on
-	// the same interface): xdp_pass is not attached.
+	// HasXDP says the interfaces (Ifname's and the Ports') already have
+	// an XDP program (a sink on them): xdp_pass is not attached.
 	HasXDP bool
 	// Ports, if set, are the interfaces the flows leave by instead, flow
 	// i by Ports[i % len(Ports)]: several sources from one generator (in
@@ -61,10 +64,13 @@ type GenConfig struct {
 }
 
 // GenPort is an interface a generator's flows leave by, and the MAC they
-// are sent to there.
+// are sent to there. With a VLAN, its flows carry an 802.1Q tag with that
+// id, and their frames are 4 bytes longer than Size (a back-end's routed
+// frame on an LB's internal port: it leaves the LB at Size).
 type GenPort struct {
 	Ifname string
 	DstMAC net.HardwareAddr
+	VLAN   uint16
 }
 
 // Check refuses sizes, flow counts and rates the instrument cannot do.
@@ -105,7 +111,10 @@ func NewGenerator(c GenConfig) (*Generator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("generator port: %w", err)
 		}
-		ports = append(ports, port{ifindex: pi.Index, src: pi.HardwareAddr, dst: p.DstMAC})
+		if p.VLAN > 4094 {
+			return nil, fmt.Errorf("generator port %s: VLAN %d: use 1 to 4094", p.Ifname, p.VLAN)
+		}
+		ports = append(ports, port{ifindex: pi.Index, src: pi.HardwareAddr, dst: p.DstMAC, vlan: p.VLAN})
 	}
 	g, err := loadGenerator(c, ifi.HardwareAddr, ports)
 	if err != nil {
@@ -115,10 +124,10 @@ func NewGenerator(c GenConfig) (*Generator, error) {
 	attach := []int{}
 	if !c.HasXDP {
 		attach = append(attach, ifi.Index)
-	}
-	for _, p := range ports {
-		if p.ifindex != ifi.Index {
-			attach = append(attach, p.ifindex)
+		for _, p := range ports {
+			if p.ifindex != ifi.Index {
+				attach = append(attach, p.ifindex)
+			}
 		}
 	}
 	for _, index := range attach {
@@ -136,6 +145,7 @@ func NewGenerator(c GenConfig) (*Generator, error) {
 type port struct {
 	ifindex  int
 	src, dst net.HardwareAddr
+	vlan     uint16
 }
 
 // loadGenerator loads the program for frames from src (or from ports),
@@ -151,10 +161,16 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 	cfg := trafficgenGenConfig{Flows: uint32(c.Flows), Batch: batchSize(c.Rate)}
 	copy(cfg.DstMac[:], c.DstMAC)
 	copy(cfg.SrcMac[:], src)
+	frameLen := c.Size - FCSLen
+	for _, p := range ports {
+		if p.vlan != 0 {
+			cfg.TagRoom = vlanTagLen
+		}
+	}
 	if err := spec.Variables["cfg"].Set(cfg); err != nil {
 		return nil, fmt.Errorf("configure generator: %w", err)
 	}
-	g := &Generator{data: make([]byte, c.Size-FCSLen), rate: c.Rate}
+	g := &Generator{data: make([]byte, frameLen+int(cfg.TagRoom)), rate: c.Rate}
 	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
 		return nil, fmt.Errorf("load generator: %w", err)
 	}
@@ -172,6 +188,7 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 			f.Ifindex = uint32(p.ifindex)
 			copy(f.SrcMac[:], p.src)
 			copy(f.DstMac[:], p.dst)
+			f.Vlan = p.vlan
 		}
 		if err := g.objs.GenFlows.Put(uint32(i), &f); err != nil {
 			g.Close()

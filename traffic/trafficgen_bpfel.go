@@ -22,11 +22,12 @@ type trafficgenBenchPayload struct {
 }
 
 type trafficgenGenConfig struct {
-	_      structs.HostLayout
-	DstMac [6]uint8
-	SrcMac [6]uint8
-	Flows  uint32
-	Batch  uint32
+	_       structs.HostLayout
+	DstMac  [6]uint8
+	SrcMac  [6]uint8
+	Flows   uint32
+	Batch   uint32
+	TagRoom uint32
 }
 
 type trafficgenGenFlow struct {
@@ -36,7 +37,7 @@ type trafficgenGenFlow struct {
 	Sport   uint16
 	Dport   uint16
 	IpCheck uint16
-	Pad     uint16
+	Vlan    uint16
 	Seq     uint32
 	Ifindex uint32
 	SrcMac  [6]uint8
@@ -74,6 +75,8 @@ const (
 	trafficgenVarScheduleNs         = "schedule_ns"
 	trafficgenVarSent               = "sent"
 	trafficgenVarUnusedBenchPayload = "unused_bench_payload"
+	trafficgenVarUnusedFlowSeed     = "unused_flow_seed"
+	trafficgenVarUnusedMsrEthertype = "unused_msr_ethertype"
 )
 
 // loadTrafficgen returns the embedded CollectionSpec for trafficgen.
@@ -147,6 +150,8 @@ type trafficgenVariableSpecs struct {
 	ScheduleNs         *ebpf.VariableSpec `ebpf:"schedule_ns"`
 	Sent               *ebpf.VariableSpec `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.VariableSpec `ebpf:"unused_bench_payload"`
+	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
 }
 
 // trafficgenObjects contains all objects after they have been loaded into the kernel.
@@ -196,6 +201,8 @@ type trafficgenVariables struct {
 	ScheduleNs         *ebpf.Variable `ebpf:"schedule_ns"`
 	Sent               *ebpf.Variable `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.Variable `ebpf:"unused_bench_payload"`
+	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
 }
 
 // trafficgenPrograms contains all programs after they have been loaded into the kernel.
