@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -228,5 +229,36 @@ links:
 	// through the bridge while the destination is not yet learned.
 	if redirected < 36 {
 		t.Errorf("the switch's ports redirected %d frames in XDP, want the ~40 of the pings", redirected)
+	}
+}
+
+// TestRestart kills a lab's process as a crash would and starts it again:
+// a new process of the same command runs in the same host, the lab's
+// state names it, and status sees it running; a process the lab does not
+// have is an error.
+func TestRestart(t *testing.T) {
+	const name = "t-restart"
+	st := upTest(t, twoHosts(name))
+	old := st.Processes[0]
+	ps, gone, err := Restart(name, "h1", "sleeper", syscall.SIGKILL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pid %d -> %d, the old one gone after %v", old.PID, ps.PID, gone)
+	if ps.PID == old.PID || !ps.Running() || old.Running() {
+		t.Errorf("after the restart: old pid %d running %v, new pid %d running %v", old.PID, old.Running(), ps.PID, ps.Running())
+	}
+	if strings.Join(ps.Command, " ") != strings.Join(old.Command, " ") {
+		t.Errorf("restarted %q, was %q", ps.Command, old.Command)
+	}
+	status, err := GetStatus(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(status.Processes) != 1 || status.Processes[0].PID != ps.PID || !status.Processes[0].Running {
+		t.Errorf("status after the restart: %+v", status.Processes)
+	}
+	if _, _, err := Restart(name, "h2", "sleeper", syscall.SIGKILL); err == nil || !strings.Contains(err.Error(), "no process sleeper on h2") {
+		t.Errorf("restarting a process the lab does not have: %v", err)
 	}
 }
