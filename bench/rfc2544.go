@@ -38,6 +38,10 @@ type RFC2544Options struct {
 	Overload float64
 	// OverloadTime is how long the overload test runs at 150% of NDR.
 	OverloadTime time.Duration
+	// MSRBin, if set, is the msr program the reset test runs the whole
+	// router's elements with (msr bench: itself); without it, msr's reset
+	// restarts only what its bench lab has, the back-end host's links.
+	MSRBin string `json:"-"`
 }
 
 // RFC2544Tests are the tests `--tests` takes. Per frame size the
@@ -133,7 +137,11 @@ type RFC2544Row struct {
 	// inter-frame gap (OutageMS), as the longest run of frames lost
 	// (LossSpanMS), and from the first frame lost in the trial to the last
 	// (LossWindowMS, which a frame lost apart from the outage widens).
+	// Lab is where, if not in the DUT's bench lab: "default" for the
+	// whole router's parts (an LB agent, a back-end agent, a back-end
+	// host, the active VCP).
 	Reset        string  `json:"reset,omitempty"`
+	Lab          string  `json:"lab,omitempty"`
 	ResetMS      float64 `json:"reset_ms,omitempty"`
 	Lost         uint64  `json:"lost,omitempty"`
 	OutageMS     float64 `json:"outage_ms,omitempty"`
@@ -500,8 +508,8 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "\nRFC 2544 system recovery, %s %d B: %.0f pps (%.0f%% of NDR) for %v, then %.0f pps: loss %.4f, recovered %.1f ms after the change\n",
 				row.DUT, row.Size, row.RatePPS, 100*row.NDRShare, r.Options.Trial, row.LowPPS, row.LossRatio, row.RecoveryMS)
 		case "reset":
-			fmt.Fprintf(w, "\nRFC 2544 reset, %s %d B, %s (took %.0f ms) at %.0f pps: %d frames lost = %.1f ms of frames; longest outage %.1f ms; first to last lost %.1f ms\n",
-				row.DUT, row.Size, row.Reset, row.ResetMS, row.RatePPS, row.Lost, row.OutageMS, row.LossSpanMS, row.LossWindowMS)
+			fmt.Fprintf(w, "\nRFC 2544 reset, %s %d B, %s%s (took %.0f ms) at %.0f pps: %d frames lost = %.1f ms of frames; longest outage %.1f ms; first to last lost %.1f ms\n",
+				row.DUT, row.Size, row.Reset, row.labSuffix(), row.ResetMS, row.RatePPS, row.Lost, row.OutageMS, row.LossSpanMS, row.LossWindowMS)
 		case "overload":
 			fmt.Fprintf(w, "\nOverload (seed 002), %s %d B: %.0f pps offered (150%% of NDR) for %v: %.0f pps forwarded, loss %.4f\n",
 				row.DUT, row.Size, row.RatePPS, r.Options.OverloadTime, row.ForwardedPPS, row.LossRatio)

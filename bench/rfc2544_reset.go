@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/router/routerapi"
 	"github.com/msr-router/msr/traffic"
 )
 
@@ -89,57 +91,114 @@ const resetAfter = time.Second
 // trial's length, the part restarted at resetAfter; the outage as frames
 // lost × the inter-frame gap, as the longest run of frames lost (the
 // sink's longest sequence jump, first missing frame to last), and as the
-// time from the first frame lost in the trial to the last.
+// time from the first frame lost in the trial to the last. For msr, with
+// o.MSRBin, the whole router's parts too, in the default lab
+// (rfc2544_router.go).
 func reset(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC2544Row, progress io.Writer) ([]RFC2544Row, error) {
 	var rows []RFC2544Row
 	for _, tp := range ndr {
 		if tp.NDRPPS == 0 {
 			continue
 		}
-		s := sessions[tp.DUT]
-		rate := tp.NDRPPS / 2
 		for _, a := range resetActions(tp.DUT) {
-			var resetErr error
-			var took time.Duration
-			t, err := s.send(sendSpec{size: size, rate: rate, sample: SeriesStep}, func(g *traffic.Generator) (uint64, error) {
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					time.Sleep(resetAfter)
-					start := time.Now()
-					resetErr = a.do(s)
-					took = time.Since(start)
-				}()
-				n, err := g.Blast(resetAfter + o.Trial)
-				<-done
-				return n, err
-			})
+			row, err := resetTrial(o, sessions[tp.DUT], size, tp.NDRPPS/2, a, progress)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", tp.DUT, err)
+				return nil, err
 			}
-			if resetErr != nil {
-				return nil, fmt.Errorf("%s: reset %s: %w", tp.DUT, a.name, resetErr)
-			}
-			row := RFC2544Row{DUT: tp.DUT, Size: size, Test: "reset", Reset: a.name, RatePPS: t.offeredPPS(), LossRatio: t.lossRatio(),
-				Lost: t.lost(), SeriesPPS: t.series, SeriesStepMS: ms(SeriesStep), ResetMS: ms(took)}
-			row.OutageMS = float64(row.Lost) / row.RatePPS * 1e3
-			if t.rep.LossLast > t.rep.LossFirst && t.rep.LossFirst > 0 {
-				row.LossWindowMS = ms(t.rep.LossLast - t.rep.LossFirst)
-			}
-			row.LossSpanMS = ms(t.rep.LossSpan)
-			fmt.Fprintf(progress, "  %-8s %4d B  reset %s at %.0f pps: %d frames lost (%.1f ms), longest outage %.1f ms\n",
-				tp.DUT, size, a.name, row.RatePPS, row.Lost, row.OutageMS, row.LossSpanMS)
 			rows = append(rows, row)
+		}
+		if tp.DUT == "msr" && o.MSRBin != "" {
+			more, err := resetRouter(o, size, tp.NDRPPS/2, progress)
+			if err != nil {
+				return nil, fmt.Errorf("msr, the whole router: %w", err)
+			}
+			rows = append(rows, more...)
 		}
 	}
 	return rows, nil
 }
 
+// resetRouter restarts each of the whole router's parts in turn, each in
+// a trial of its own at a steady rate, the router converged again before
+// the next.
+func resetRouter(o RFC2544Options, size int, rate float64, progress io.Writer) ([]RFC2544Row, error) {
+	fmt.Fprintf(progress, "  %-8s %4d B  bringing up the default lab for the whole router's resets\n", "msr", size)
+	r, err := openRouterSession(o.MSRBin, o.Flows)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if rate, err = r.steadyRate(size, rate, progress); err != nil {
+		return nil, err
+	}
+	var rows []RFC2544Row
+	for _, a := range routerResets() {
+		row, err := resetTrial(o, r.session, size, rate, a, progress)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+		if err := r.converge(); err != nil {
+			return nil, fmt.Errorf("after the reset of the %s: %w", a.name, err)
+		}
+	}
+	return rows, nil
+}
+
+// resetTrial is one reset: rate for resetAfter plus a trial's length, the
+// part restarted at resetAfter.
+func resetTrial(o RFC2544Options, s *session, size int, rate float64, a resetAction, progress io.Writer) (RFC2544Row, error) {
+	dut := s.o.DUT
+	var resetErr error
+	var took time.Duration
+	t, err := s.send(sendSpec{size: size, rate: rate, sample: SeriesStep}, func(g *traffic.Generator) (uint64, error) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			time.Sleep(resetAfter)
+			start := time.Now()
+			resetErr = a.do(s)
+			took = time.Since(start)
+		}()
+		n, err := g.Blast(resetAfter + o.Trial)
+		<-done
+		return n, err
+	})
+	if err != nil {
+		return RFC2544Row{}, fmt.Errorf("%s: %w", dut, err)
+	}
+	if resetErr != nil {
+		return RFC2544Row{}, fmt.Errorf("%s: reset %s: %w", dut, a.name, resetErr)
+	}
+	row := RFC2544Row{DUT: dut, Size: size, Test: "reset", Reset: a.name, RatePPS: t.offeredPPS(), LossRatio: t.lossRatio(),
+		Lost: t.lost(), SeriesPPS: t.series, SeriesStepMS: ms(SeriesStep), ResetMS: ms(took)}
+	if s.spec.Name == demo.LabName {
+		row.Lab = demo.LabName
+	}
+	row.OutageMS = float64(row.Lost) / row.RatePPS * 1e3
+	if t.rep.LossLast > t.rep.LossFirst && t.rep.LossFirst > 0 {
+		row.LossWindowMS = ms(t.rep.LossLast - t.rep.LossFirst)
+	}
+	row.LossSpanMS = ms(t.rep.LossSpan)
+	fmt.Fprintf(progress, "  %-8s %4d B  reset %s%s at %.0f pps: %d frames lost (%.1f ms), longest outage %.1f ms%s\n",
+		dut, size, a.name, row.labSuffix(), row.RatePPS, row.Lost, row.OutageMS, row.LossSpanMS, t.behind())
+	return row, nil
+}
+
+// labSuffix names a reset row's lab where it is not the DUT's bench lab.
+func (r RFC2544Row) labSuffix() string {
+	if r.Lab == "" {
+		return ""
+	}
+	return " (" + r.Lab + " lab)"
+}
+
 // single runs seed 002's single-frame test at one size, per DUT: one frame
 // to the sink while the DUT has not resolved the next hop's address (only
-// where the DUT resolves it itself: Linux; the bench labs' msr data paths
-// hold a static neighbour and no agent to resolve one), then one with it
-// resolved; whether each arrived, and its latency.
+// where the DUT resolves it itself: Linux, and with o.MSRBin the whole
+// router in the default lab; the bench labs' msr data paths hold a static
+// neighbour and no agent to resolve one), then one with it resolved;
+// whether each arrived, and its latency.
 func single(o RFC2544Options, sessions map[string]*session, size int, progress io.Writer) ([]RFC2544Row, error) {
 	var rows []RFC2544Row
 	for _, dut := range o.DUTs {
@@ -173,6 +232,48 @@ func single(o RFC2544Options, sessions map[string]*session, size int, progress i
 				return nil, err
 			}
 		}
+		if dut == "msr" && o.MSRBin != "" {
+			more, err := singleRouter(o, size, progress)
+			if err != nil {
+				return nil, fmt.Errorf("msr, the whole router: %w", err)
+			}
+			rows = append(rows, more...)
+		}
+	}
+	return rows, nil
+}
+
+// singleRouter is the single-frame test on the whole router (the default
+// lab), whose back-ends resolve their neighbours themselves: one frame
+// after every back-end has forgotten its neighbours (`msr router
+// neighbors flush`: the back-end holds it while it asks for h3's address
+// through lb2), then one with h3 resolved.
+func singleRouter(o RFC2544Options, size int, progress io.Writer) ([]RFC2544Row, error) {
+	fmt.Fprintf(progress, "  %-8s %4d B  bringing up the default lab for the whole router's single frames\n", "msr", size)
+	r, err := openRouterSession(o.MSRBin, o.Flows)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var rows []RFC2544Row
+	for _, c := range []string{"unresolved", "resolved"} {
+		if c == "unresolved" {
+			for _, b := range demo.Backends {
+				if _, err := routerapi.Local(b, "").FlushNeighbors(); err != nil {
+					return nil, fmt.Errorf("%s: %w", b, err)
+				}
+			}
+		}
+		t, err := r.send(sendSpec{size: size}, func(g *traffic.Generator) (uint64, error) { return 1, g.Burst(1) })
+		if err != nil {
+			return nil, err
+		}
+		row := RFC2544Row{DUT: "msr", Size: size, Test: "single", Lab: demo.LabName, Neighbor: c, Forwarded: t.rep.RxPackets == 1}
+		if row.Forwarded {
+			row.LatencyUS = latencyOf(t.rep.Latency)
+		}
+		fmt.Fprintf(progress, "  %-8s %4d B  single frame, next hop %s%s: forwarded %v\n", "msr", size, c, row.labSuffix(), row.Forwarded)
+		rows = append(rows, row)
 	}
 	return rows, nil
 }

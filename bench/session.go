@@ -29,8 +29,13 @@ type session struct {
 	awake   func() // releases keepCPUsAwake
 	fibLoad time.Duration
 	last    *traffic.SinkReport // the sink's counters after the last trial
+	// gen is where the generator sends from: gen:g0 in the bench labs;
+	// genHasXDP says its interfaces have an XDP program already (a sink's,
+	// or the lab's xdp_pass).
+	gen       lab.Endpoint
+	genHasXDP bool
 	// ports and dsts, if set, are where the flows leave and go (a study's
-	// two sources); else g0 to dstMAC, over the routes.
+	// two sources); else gen's interface to dstMAC, over the routes.
 	ports []traffic.GenPort
 	dsts  []netip.Addr
 	// studyPorts are a study lab's two sources (see aim).
@@ -48,11 +53,13 @@ func openSession(o FwdOptions) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{o: o, spec: spec, routes: routes, dstMAC: dstMAC, undo: func() {}, awake: awake}
+	s := &session{o: o, spec: spec, routes: routes, dstMAC: dstMAC, undo: func() {}, awake: awake,
+		gen: lab.Endpoint{Node: "gen", Iface: "g0"}}
 	if s.sink, s.sinkEnd, err = openSink(spec, o); err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.genHasXDP = s.sinkEnd.Node == s.gen.Node
 	loadStart := time.Now()
 	if s.progs, s.undo, err = setupDUT(o.DUT, spec, routes); err != nil {
 		s.undo = func() {}
@@ -202,13 +209,13 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 		return nil, err
 	}
 	var stopSampling func() []float64
-	err := netns.Do(lab.Namespace(s.spec.Name, "gen"), func() error {
+	err := netns.Do(lab.Namespace(s.spec.Name, s.gen.Node), func() error {
 		dsts := s.dsts
 		if dsts == nil {
 			dsts = flowDsts(s.routes, s.o.Flows)
 		}
-		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: s.dstMAC, Size: sp.size, Flows: s.o.Flows, Rate: sp.rate,
-			Dsts: dsts, HasXDP: s.sinkEnd.Node == "gen", Ports: s.ports})
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: s.gen.Iface, DstMAC: s.dstMAC, Size: sp.size, Flows: s.o.Flows, Rate: sp.rate,
+			Dsts: dsts, HasXDP: s.genHasXDP, Ports: s.ports})
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/xdp"
@@ -451,4 +452,16 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// DetachXDP removes the XDP program the lab attached to an interface (its
+// xdp_pass or its switch's fast path), so that another program can take
+// the interface: a benchmark's sink on a host of a lab.
+func DetachXDP(labName string, e Endpoint) error {
+	l, err := link.LoadPinnedLink(filepath.Join(pinDir(labName), e.Node+"_"+e.Iface), nil)
+	if err != nil {
+		return fmt.Errorf("lab %s: %s:%s has no XDP program of the lab's: %w", labName, e.Node, e.Iface, err)
+	}
+	defer l.Close()
+	return l.Unpin()
 }

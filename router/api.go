@@ -56,6 +56,10 @@ func (a *Agent) Handler() http.Handler {
 		}
 		api.Reply(w, map[string]string{"deleted": p.String()}, err)
 	})
+	mux.HandleFunc("DELETE "+routerapi.PathNeighbors, func(w http.ResponseWriter, r *http.Request) {
+		n, err := a.FlushNeighbors()
+		api.Reply(w, map[string]int{"flushed": n}, err)
+	})
 	return mux
 }
 

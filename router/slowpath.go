@@ -3,6 +3,8 @@ package router
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"time"
@@ -215,6 +217,25 @@ func (a *Agent) learnARP(f []byte) {
 			a.transmit(mac, vlan, 0x0800, pkt)
 		}
 	}
+}
+
+// FlushNeighbors forgets every neighbour learned, in the agent and in the
+// data path, which then passes packets to them to the slow path: held,
+// while they are asked for again. It returns how many there were.
+func (a *Agent) FlushNeighbors() (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := len(a.neigh)
+	var errs []error
+	for k := range a.neigh {
+		if err := a.dp.SetNeighbor(k.IP, k.VLAN, nil); err != nil {
+			errs = append(errs, fmt.Errorf("neighbour %s: %w", k.IP, err))
+			continue
+		}
+		delete(a.neigh, k)
+	}
+	a.counters["neighbor_flushes"]++
+	return n, errors.Join(errs...)
 }
 
 // tickNeighbors retries pending requests, gives up on dead ones, refreshes

@@ -15,7 +15,7 @@ import (
 func runBenchRFC2544(args []string) error {
 	fs := flag.NewFlagSet("bench rfc2544", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
-	duts := fs.String("dut", "linux,msr", "the devices under test, comma-separated: linux, lb, router, msr, msr-switch, msr-xdpswitch")
+	duts := fs.String("dut", "linux,msr", "the devices under test, comma-separated: "+strings.Join(bench.DUTs[1:], ", "))
 	sizes := fs.String("sizes", "64,128,256,512,1024,1280,1518", "frame sizes in bytes with FCS")
 	tests := fs.String("tests", strings.Join(bench.RFC2544Tests, ","), "the tests, comma-separated: "+strings.Join(bench.RFC2544Tests, ", "))
 	o := bench.RFC2544Options{}
@@ -43,6 +43,10 @@ func runBenchRFC2544(args []string) error {
 		return cli.Usagef("--ndr-resolution %q: a percentage such as 1%%", *res)
 	}
 	o.Resolution = r / 100
+	// The reset test runs the whole router's elements with this program.
+	if o.MSRBin, err = os.Executable(); err != nil {
+		return err
+	}
 	progress := io.Writer(os.Stderr)
 	result, err := bench.RFC2544(o, progress)
 	if err != nil {

@@ -19,6 +19,7 @@ var routerCommand = command{
   msr router route list --name NAME [-o json]
   msr router route add PREFIX via GW [GW...] --name NAME
   msr router route del PREFIX --name NAME
+  msr router neighbors flush --name NAME         forget every neighbour learned (clear ip arp)
   (--socket PATH instead of --name)
 `,
 	run:  runRouter,
@@ -70,6 +71,13 @@ func runRouter(args []string) error {
 		return c.AddRoute(routerapi.RouteRequest{Prefix: pos[2], Via: pos[4:]})
 	case len(pos) == 3 && pos[0] == "route" && pos[1] == "del":
 		return c.DeleteRoute(pos[2])
+	case len(pos) == 2 && pos[0] == "neighbors" && pos[1] == "flush":
+		n, err := c.FlushNeighbors()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%d neighbours flushed\n", n)
+		return nil
 	}
 	return cli.Usagef("unknown router command %q", strings.Join(pos, " "))
 }

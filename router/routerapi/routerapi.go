@@ -20,6 +20,10 @@ const (
 	// POST RouteRequest: add or replace; DELETE ?prefix=P: remove.
 	PathRoutes = "/routes"
 	PathLookup = "/lookup" // GET ?addr=A: []RouteInfo, the FIB's longest match for A, or none
+	// PathNeighbors: DELETE: forget every neighbour learned (an operator's
+	// `clear ip arp`); the next packet to each is held while it is asked
+	// for again. Answers {"flushed": N}.
+	PathNeighbors = "/neighbors"
 )
 
 // Status is what the local API reports.
@@ -129,4 +133,12 @@ func (c *Client) AddRoute(r RouteRequest) error {
 func (c *Client) DeleteRoute(p string) error {
 	var res map[string]string
 	return c.c.Do("DELETE", PathRoutes+"?prefix="+url.QueryEscape(p), nil, &res)
+}
+
+// FlushNeighbors forgets every neighbour the back-end has learned, and
+// says how many there were.
+func (c *Client) FlushNeighbors() (int, error) {
+	var res map[string]int
+	err := c.c.Do("DELETE", PathNeighbors, nil, &res)
+	return res["flushed"], err
 }

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/labs"
+	"github.com/msr-router/msr/traffic"
+)
+
+// The whole router's parts restarted: RFC 2544 §26.6 for msr. The bench
+// labs run msr's data paths without agents or a VCP (they measure
+// forwarding), so the parts an operator restarts — an LB agent, a
+// back-end agent, a back-end host, the active VCP — are restarted in the
+// default lab, as `msr demo` brings it up: every element an msr process,
+// BIRD as the suite, keepalived between the VCPs, bgp1 announcing
+// routerLabPrefixes prefixes. The generator in h1 sends to h3 (in by lb1,
+// through r1-r3, out by lb2), and the sink takes h3's interface.
+
+// routerLabPrefixes is what bgp1 announces in the reset test's router.
+const routerLabPrefixes = 1000
+
+// A routerSession is the default lab under the instrument.
+type routerSession struct {
+	*session
+	plan *demo.Plan
+}
+
+// openRouterSession brings the default lab up with msrBin as every
+// element's program, waits until it has converged, and puts the
+// generator on h1 and the sink on h3. A default lab already up (someone's
+// `msr demo up`) is refused, not taken down.
+func openRouterSession(msrBin string, flows int) (*routerSession, error) {
+	if _, err := lab.ReadState(demo.LabName); err == nil {
+		return nil, errors.New("the default lab is up: the reset test brings up its own (msr demo down first)")
+	}
+	spec, err := labs.Load(demo.LabName)
+	if err != nil {
+		return nil, err
+	}
+	dstMAC, ok := spec.MAC(lab.Endpoint{Node: "lb1", Iface: "e0"})
+	if !ok {
+		return nil, errors.New("the default lab gives lb1:e0 no MAC")
+	}
+	awake, err := keepCPUsAwake()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{o: FwdOptions{DUT: "msr", Flows: flows}, spec: spec, dstMAC: dstMAC, awake: awake,
+		undo: func() { demo.Down() },
+		gen:  lab.Endpoint{Node: "h1", Iface: "eth0"}, genHasXDP: true, // the lab's xdp_pass
+		dsts: []netip.Addr{netip.MustParseAddr(demo.H3)}, sinkEnd: lab.Endpoint{Node: "h3", Iface: "eth0"}}
+	r := &routerSession{session: s}
+	if r.plan, err = demo.Up(msrBin, routerLabPrefixes); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("the default lab: %w", err)
+	}
+	if err := r.converge(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	// The sink takes h3's interface from the lab's xdp_pass.
+	if err := lab.DetachXDP(demo.LabName, s.sinkEnd); err != nil {
+		s.Close()
+		return nil, err
+	}
+	err = netns.Do(lab.Namespace(demo.LabName, s.sinkEnd.Node), func() (err error) {
+		s.sink, err = traffic.NewSink(s.sinkEnd.Iface, flows)
+		return err
+	})
+	if err == nil {
+		s.last, err = s.sink.Read()
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	runtime.GC()
+	return r, nil
+}
+
+// converge waits until the router has converged again (every element
+// alive, both LBs' tables, every back-end's routes), and a second more
+// for the LBs' tables to settle.
+func (r *routerSession) converge() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := demo.Wait(ctx, r.plan, io.Discard); err != nil {
+		return fmt.Errorf("the default lab: %w", err)
+	}
+	time.Sleep(time.Second)
+	return nil
+}
+
+// routerResets are the parts of the whole router the reset test
+// restarts, each with kill -9 (a crash) and a new process of the same
+// command, as a supervisor would: lb1's agent (its data path keeps
+// forwarding from its pinned programs and maps), r1's agent, r1's host
+// (its links down and up: it stops forwarding until the LBs drop it from
+// their tables), and the active VCP (the standby takes its address over).
+func routerResets() []resetAction {
+	restart := func(host, name string) func(*session) error {
+		return func(*session) error {
+			_, _, err := lab.Restart(demo.LabName, host, name, syscall.SIGKILL)
+			return err
+		}
+	}
+	return []resetAction{
+		{"LB agent", restart("lb1", "lb")},
+		{"back-end agent", restart("r1", "router")},
+		{"back-end host links", func(s *session) error { return bounceLinks(s, "r1") }},
+		{"active VCP", func(s *session) error {
+			active := demo.Look().VCP
+			if active == "" {
+				return errors.New("no VCP is active")
+			}
+			return restart(active, "vcp")(s)
+		}},
+	}
+}
+
+// steadyRate is the rate the router's resets run at: half of msr's NDR on
+// its bench lab, halved until a trial of a second loses nothing here (the
+// default lab's path crosses a Linux bridge twice and three back-ends
+// share two cores with BIRD and the agents), at most five times.
+func (r *routerSession) steadyRate(size int, rate float64, progress io.Writer) (float64, error) {
+	for range 5 {
+		t, err := r.trial(size, rate, time.Second)
+		if err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(progress, "  %-8s %4d B  the whole router at %.0f pps: loss %.6f\n", "msr", size, rate, t.lossRatio())
+		if t.lost() == 0 {
+			return rate, nil
+		}
+		rate /= 2
+	}
+	return 0, fmt.Errorf("the whole router lost frames at every rate down to %.0f pps", 2*rate)
+}

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/internal/msrtest"
+	"github.com/msr-router/msr/lab"
+)
+
+// TestWholeRouter restarts each part of the whole router in the
+// default lab under the instrument's traffic (h1 to h3, 1,000 flows):
+// every trial forwards, the router converges again after each, and the
+// back-end host whose links go down loses frames (its flows, until the
+// LBs drop it) for no longer than the LBs take to (three hello
+// intervals, and the time the links were down). Then seed 002's single
+// frames on it.
+func TestWholeRouter(t *testing.T) {
+	bin, remove, err := msrtest.Build("../cmd/msr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	o := RFC2544Options{Trial: time.Second, Flows: 1000, MSRBin: bin}
+	rows, err := resetRouter(o, 64, 100_000, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.ReadState(demo.LabName); err == nil {
+		t.Error("the default lab is still up after the test")
+	}
+	byReset := map[string]RFC2544Row{}
+	for _, r := range rows {
+		byReset[r.Reset] = r
+		if r.Lab != demo.LabName || r.DUT != "msr" || r.RatePPS <= 0 || len(r.SeriesPPS) == 0 || r.LossRatio >= 0.5 {
+			t.Errorf("reset %s: %+v", r.Reset, r)
+		}
+	}
+	for _, a := range routerResets() {
+		if _, ok := byReset[a.name]; !ok {
+			t.Errorf("no row for the reset of the %s", a.name)
+		}
+	}
+	links := byReset["back-end host links"]
+	if links.Lost == 0 || links.LossSpanMS <= 0 || links.LossSpanMS > 1000 {
+		t.Errorf("r1's links down and up: %d frames lost, longest outage %.1f ms; want some, under a second", links.Lost, links.LossSpanMS)
+	}
+
+	// Single frames: the first after every back-end forgot its
+	// neighbours is held while h3 is asked for, not dropped.
+	rows, err = singleRouter(o, 64, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d single-frame rows, want unresolved and resolved", len(rows))
+	}
+	for _, r := range rows {
+		if !r.Forwarded || r.LatencyUS == nil || r.Lab != demo.LabName {
+			t.Errorf("a single frame, next hop %s: %+v", r.Neighbor, r)
+		}
+	}
+	if rows[0].Neighbor != "unresolved" || rows[1].LatencyUS != nil && rows[0].LatencyUS != nil && rows[0].LatencyUS.P50 <= rows[1].LatencyUS.P50 {
+		t.Errorf("the frame held for an address resolution (%+v) was not slower than one forwarded at once (%+v)", rows[0].LatencyUS, rows[1].LatencyUS)
+	}
+}
+
+// testLog writes progress lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(string(p))
+	return len(p), nil
+}
