@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/msr
 GOFLAGS ?=
 
-.PHONY: all deps build generate check-generated lint test bench study compare demo fuzz clean
+.PHONY: all deps build generate check-generated lint test bench study compare lb-table demo fuzz clean
 
 all: build
 
@@ -68,6 +68,11 @@ study: build
 compare: build
 	$(BIN) bench rfc2544 --dut linux,msr --sizes 64,512,1518 --tests throughput,loss,overload,reset,single --confirmations 1 --overload-time 10s --report bench-compare/rfc2544
 	$(BIN) bench transfers --dut linux,msr --protocols http,ftp --size-mb 100 --count 10 --report bench-compare/transfers
+
+# lb-table: seed 000's Table 3, the LB alone from outside in, from a
+# back-end out, and both at once (docs/rfc2544.md).
+lb-table: build
+	$(BIN) bench rfc2544 --dut lb,lb-int-ext,lb-both --sizes 64,128,256,512,1518 --tests throughput,latency --confirmations 1 --report bench-lb-table
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.

@@ -259,8 +259,17 @@ func singleRouter(o RFC2544Options, size int, progress io.Writer) ([]RFC2544Row,
 	for _, c := range []string{"unresolved", "resolved"} {
 		if c == "unresolved" {
 			for _, b := range demo.Backends {
-				if _, err := routerapi.Local(b, "").FlushNeighbors(); err != nil {
+				c := routerapi.Local(b, "")
+				if _, err := c.FlushNeighbors(); err != nil {
 					return nil, fmt.Errorf("%s: %w", b, err)
+				}
+				// Else the frame would not wait for a resolution.
+				st, err := c.Status()
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", b, err)
+				}
+				if len(st.Neighbors) > 0 {
+					return nil, fmt.Errorf("%s: neighbours %v left after the flush", b, st.Neighbors)
 				}
 			}
 		}

@@ -42,6 +42,9 @@ type session struct {
 	studyPorts []traffic.GenPort
 }
 
+// benchGen is where the bench labs' generator sends from.
+var benchGen = lab.Endpoint{Node: "gen", Iface: "g0"}
+
 // openSession checks o, builds the DUT's lab, starts the sink and loads
 // the DUT.
 func openSession(o FwdOptions) (*session, error) {
@@ -54,7 +57,7 @@ func openSession(o FwdOptions) (*session, error) {
 		return nil, err
 	}
 	s := &session{o: o, spec: spec, routes: routes, dstMAC: dstMAC, undo: func() {}, awake: awake,
-		gen: lab.Endpoint{Node: "gen", Iface: "g0"}}
+		gen: benchGen}
 	if s.sink, s.sinkEnd, err = openSink(spec, o); err != nil {
 		s.Close()
 		return nil, err

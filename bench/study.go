@@ -239,7 +239,7 @@ func openStudy(topo string, routes []netip.Prefix, flows int) (*session, error) 
 		return nil, err
 	}
 	s := &session{o: FwdOptions{Flows: flows}, spec: spec, routes: routes, undo: func() {}, awake: awake,
-		sinkEnd: lab.Endpoint{Node: "sink", Iface: "s0"}}
+		gen: benchGen, sinkEnd: lab.Endpoint{Node: "sink", Iface: "s0"}}
 	fail := func(err error) (*session, error) {
 		s.Close()
 		return nil, err
