@@ -518,7 +518,7 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 			if row.LatencyUS != nil {
 				lat = fmt.Sprintf("%.1f us", row.LatencyUS.Max)
 			}
-			fmt.Fprintf(w, "\nSingle frame (seed 002), %s %d B, next hop %s: forwarded %v, latency %s\n", row.DUT, row.Size, row.Neighbor, row.Forwarded, lat)
+			fmt.Fprintf(w, "\nSingle frame (seed 002), %s %d B, next hop %s%s: forwarded %v, latency %s\n", row.DUT, row.Size, row.Neighbor, row.labSuffix(), row.Forwarded, lat)
 		}
 	}
 	head := false
