@@ -208,6 +208,12 @@ static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 i
 SEC("xdp")
 int trafficgen(struct xdp_md *ctx)
 {
+	/* A frame too short for an untagged test frame is refused before it
+	 * is counted. */
+	if ((void *)(long)ctx->data + sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr) +
+		    sizeof(struct bench_payload) >
+	    (void *)(long)ctx->data_end)
+		return XDP_ABORTED;
 	__u32 n = cfg.flows ? cfg.flows : 1;
 	__u32 idx = sent % n;
 	struct gen_flow *f = bpf_map_lookup_elem(&gen_flows, &idx);
