@@ -266,6 +266,10 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 		}
 		sessions[dut] = s
 	}
+	// The whole router's lab, for msr's reset and single frames: once a
+	// size at most.
+	router := &routerLab{msrBin: o.MSRBin, flows: o.Flows}
+	defer router.Close()
 	res := &RFC2544Result{Options: o, CeilingPPS: map[int]float64{}, Machine: machine()}
 	for _, size := range o.Sizes {
 		t, err := sessions["none"].trial(size, 0, o.Trial)
@@ -308,7 +312,9 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 		for _, t := range []struct {
 			name string
 			run  func(RFC2544Options, map[string]*session, int, []RFC2544Row, io.Writer) ([]RFC2544Row, error)
-		}{{"recovery", recovery}, {"reset", reset}, {"overload", overload}} {
+		}{{"recovery", recovery}, {"reset", func(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC2544Row, progress io.Writer) ([]RFC2544Row, error) {
+			return reset(o, sessions, router, size, ndr, progress)
+		}}, {"overload", overload}} {
 			if !slices.Contains(o.Tests, t.name) {
 				continue
 			}
@@ -319,12 +325,13 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 			res.Results = append(res.Results, more...)
 		}
 		if slices.Contains(o.Tests, "single") {
-			more, err := single(o, sessions, size, progress)
+			more, err := single(o, sessions, router, size, progress)
 			if err != nil {
 				return nil, err
 			}
 			res.Results = append(res.Results, more...)
 		}
+		router.Close()
 	}
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil

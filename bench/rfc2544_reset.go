@@ -94,7 +94,7 @@ const resetAfter = time.Second
 // time from the first frame lost in the trial to the last. For msr, with
 // o.MSRBin, the whole router's parts too, in the default lab
 // (rfc2544_router.go).
-func reset(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC2544Row, progress io.Writer) ([]RFC2544Row, error) {
+func reset(o RFC2544Options, sessions map[string]*session, router *routerLab, size int, ndr []RFC2544Row, progress io.Writer) ([]RFC2544Row, error) {
 	var rows []RFC2544Row
 	for _, tp := range ndr {
 		if tp.NDRPPS == 0 {
@@ -108,7 +108,7 @@ func reset(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC25
 			rows = append(rows, row)
 		}
 		if tp.DUT == "msr" && o.MSRBin != "" {
-			more, err := resetRouter(o, size, tp.NDRPPS/2, progress)
+			more, err := resetRouter(o, router, size, tp.NDRPPS/2, progress)
 			if err != nil {
 				return nil, fmt.Errorf("msr, the whole router: %w", err)
 			}
@@ -121,13 +121,11 @@ func reset(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC25
 // resetRouter restarts each of the whole router's parts in turn, each in
 // a trial of its own at a steady rate, the router converged again before
 // the next.
-func resetRouter(o RFC2544Options, size int, rate float64, progress io.Writer) ([]RFC2544Row, error) {
-	fmt.Fprintf(progress, "  %-8s %4d B  bringing up the default lab for the whole router's resets\n", "msr", size)
-	r, err := openRouterSession(o.MSRBin, o.Flows)
+func resetRouter(o RFC2544Options, router *routerLab, size int, rate float64, progress io.Writer) ([]RFC2544Row, error) {
+	r, err := router.open(size, progress)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
 	if rate, err = r.steadyRate(size, rate, progress); err != nil {
 		return nil, err
 	}
@@ -170,11 +168,8 @@ func resetTrial(o RFC2544Options, s *session, size int, rate float64, a resetAct
 	if resetErr != nil {
 		return RFC2544Row{}, fmt.Errorf("%s: reset %s: %w", dut, a.name, resetErr)
 	}
-	row := RFC2544Row{DUT: dut, Size: size, Test: "reset", Reset: a.name, RatePPS: t.offeredPPS(), LossRatio: t.lossRatio(),
+	row := RFC2544Row{DUT: dut, Size: size, Test: "reset", Reset: a.name, Lab: s.labName(), RatePPS: t.offeredPPS(), LossRatio: t.lossRatio(),
 		Lost: t.lost(), SeriesPPS: t.series, SeriesStepMS: ms(SeriesStep), ResetMS: ms(took)}
-	if s.spec.Name == demo.LabName {
-		row.Lab = demo.LabName
-	}
 	row.OutageMS = float64(row.Lost) / row.RatePPS * 1e3
 	if t.rep.LossLast > t.rep.LossFirst && t.rep.LossFirst > 0 {
 		row.LossWindowMS = ms(t.rep.LossLast - t.rep.LossFirst)
@@ -185,7 +180,7 @@ func resetTrial(o RFC2544Options, s *session, size int, rate float64, a resetAct
 	return row, nil
 }
 
-// labSuffix names a reset row's lab where it is not the DUT's bench lab.
+// labSuffix names a row's lab where it is not the DUT's bench lab.
 func (r RFC2544Row) labSuffix() string {
 	if r.Lab == "" {
 		return ""
@@ -199,7 +194,7 @@ func (r RFC2544Row) labSuffix() string {
 // router in the default lab; the bench labs' msr data paths hold a static
 // neighbour and no agent to resolve one), then one with it resolved;
 // whether each arrived, and its latency.
-func single(o RFC2544Options, sessions map[string]*session, size int, progress io.Writer) ([]RFC2544Row, error) {
+func single(o RFC2544Options, sessions map[string]*session, router *routerLab, size int, progress io.Writer) ([]RFC2544Row, error) {
 	var rows []RFC2544Row
 	for _, dut := range o.DUTs {
 		s := sessions[dut]
@@ -213,17 +208,10 @@ func single(o RFC2544Options, sessions map[string]*session, size int, progress i
 					return nil, err
 				}
 			}
-			t, err := s.send(sendSpec{size: size, rate: 0}, func(g *traffic.Generator) (uint64, error) {
-				return 1, g.Burst(1)
-			})
+			row, err := singleFrame(s, size, c, progress)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", dut, err)
+				return nil, err
 			}
-			row := RFC2544Row{DUT: dut, Size: size, Test: "single", Neighbor: c, Forwarded: t.rep.RxPackets == 1}
-			if row.Forwarded {
-				row.LatencyUS = latencyOf(t.rep.Latency)
-			}
-			fmt.Fprintf(progress, "  %-8s %4d B  single frame, next hop %s: forwarded %v\n", dut, size, c, row.Forwarded)
 			rows = append(rows, row)
 		}
 		if dut == "linux" {
@@ -233,7 +221,7 @@ func single(o RFC2544Options, sessions map[string]*session, size int, progress i
 			}
 		}
 		if dut == "msr" && o.MSRBin != "" {
-			more, err := singleRouter(o, size, progress)
+			more, err := singleRouter(router, size, progress)
 			if err != nil {
 				return nil, fmt.Errorf("msr, the whole router: %w", err)
 			}
@@ -243,18 +231,33 @@ func single(o RFC2544Options, sessions map[string]*session, size int, progress i
 	return rows, nil
 }
 
+// singleFrame sends one frame alone through s's DUT, the next hop
+// neighbor ("unresolved", "resolved"): whether it arrived, and its
+// latency.
+func singleFrame(s *session, size int, neighbor string, progress io.Writer) (RFC2544Row, error) {
+	dut := s.o.DUT
+	t, err := s.send(sendSpec{size: size}, func(g *traffic.Generator) (uint64, error) { return 1, g.Burst(1) })
+	if err != nil {
+		return RFC2544Row{}, fmt.Errorf("%s: %w", dut, err)
+	}
+	row := RFC2544Row{DUT: dut, Size: size, Test: "single", Lab: s.labName(), Neighbor: neighbor, Forwarded: t.rep.RxPackets == 1}
+	if row.Forwarded {
+		row.LatencyUS = latencyOf(t.rep.Latency)
+	}
+	fmt.Fprintf(progress, "  %-8s %4d B  single frame, next hop %s%s: forwarded %v\n", dut, size, neighbor, row.labSuffix(), row.Forwarded)
+	return row, nil
+}
+
 // singleRouter is the single-frame test on the whole router (the default
 // lab), whose back-ends resolve their neighbours themselves: one frame
 // after every back-end has forgotten its neighbours (`msr router
 // neighbors flush`: the back-end holds it while it asks for h3's address
 // through lb2), then one with h3 resolved.
-func singleRouter(o RFC2544Options, size int, progress io.Writer) ([]RFC2544Row, error) {
-	fmt.Fprintf(progress, "  %-8s %4d B  bringing up the default lab for the whole router's single frames\n", "msr", size)
-	r, err := openRouterSession(o.MSRBin, o.Flows)
+func singleRouter(router *routerLab, size int, progress io.Writer) ([]RFC2544Row, error) {
+	r, err := router.open(size, progress)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
 	var rows []RFC2544Row
 	for _, c := range []string{"unresolved", "resolved"} {
 		if c == "unresolved" {
@@ -273,15 +276,10 @@ func singleRouter(o RFC2544Options, size int, progress io.Writer) ([]RFC2544Row,
 				}
 			}
 		}
-		t, err := r.send(sendSpec{size: size}, func(g *traffic.Generator) (uint64, error) { return 1, g.Burst(1) })
+		row, err := singleFrame(r.session, size, c, progress)
 		if err != nil {
 			return nil, err
 		}
-		row := RFC2544Row{DUT: "msr", Size: size, Test: "single", Lab: demo.LabName, Neighbor: c, Forwarded: t.rep.RxPackets == 1}
-		if row.Forwarded {
-			row.LatencyUS = latencyOf(t.rep.Latency)
-		}
-		fmt.Fprintf(progress, "  %-8s %4d B  single frame, next hop %s%s: forwarded %v\n", "msr", size, c, row.labSuffix(), row.Forwarded)
 		rows = append(rows, row)
 	}
 	return rows, nil

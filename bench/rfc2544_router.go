@@ -88,6 +88,38 @@ func openRouterSession(msrBin string, flows int) (*routerSession, error) {
 	return r, nil
 }
 
+// A routerLab is the whole router's lab for the tests of one frame size
+// that need it (reset, single): brought up by the first, closed after
+// the size (not left to add its processes' work to the next size's
+// searches).
+type routerLab struct {
+	msrBin string
+	flows  int
+	r      *routerSession
+}
+
+// open brings the lab up unless it is up, and returns it.
+func (l *routerLab) open(size int, progress io.Writer) (*routerSession, error) {
+	if l.r != nil {
+		return l.r, nil
+	}
+	fmt.Fprintf(progress, "  %-8s %4d B  bringing up the default lab for the whole router's parts\n", "msr", size)
+	r, err := openRouterSession(l.msrBin, l.flows)
+	if err != nil {
+		return nil, err
+	}
+	l.r = r
+	return r, nil
+}
+
+// Close takes the lab down if it is up.
+func (l *routerLab) Close() {
+	if l.r != nil {
+		l.r.Close()
+		l.r = nil
+	}
+}
+
 // converge waits until the router has converged again (every element
 // alive, both LBs' tables, every back-end's routes), and a second more
 // for the LBs' tables to settle.

@@ -15,7 +15,7 @@ import (
 // back-end host whose links go down loses frames (its flows, until the
 // LBs drop it) for no longer than the LBs take to (three hello
 // intervals, and the time the links were down). Then seed 002's single
-// frames on it.
+// frames on the same lab.
 func TestWholeRouter(t *testing.T) {
 	bin, remove, err := msrtest.Build("../cmd/msr")
 	if err != nil {
@@ -23,12 +23,11 @@ func TestWholeRouter(t *testing.T) {
 	}
 	defer remove()
 	o := RFC2544Options{Trial: time.Second, Flows: 1000, MSRBin: bin}
-	rows, err := resetRouter(o, 64, 100_000, testLog{t})
+	router := &routerLab{msrBin: bin, flows: o.Flows}
+	defer router.Close()
+	rows, err := resetRouter(o, router, 64, 100_000, testLog{t})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := lab.ReadState(demo.LabName); err == nil {
-		t.Error("the default lab is still up after the test")
 	}
 	byReset := map[string]RFC2544Row{}
 	for _, r := range rows {
@@ -49,9 +48,13 @@ func TestWholeRouter(t *testing.T) {
 
 	// Single frames: the first after every back-end forgot its
 	// neighbours is held while h3 is asked for, not dropped.
-	rows, err = singleRouter(o, 64, testLog{t})
+	rows, err = singleRouter(router, 64, testLog{t})
 	if err != nil {
 		t.Fatal(err)
+	}
+	router.Close()
+	if _, err := lab.ReadState(demo.LabName); err == nil {
+		t.Error("the default lab is still up after the test")
 	}
 	if len(rows) != 2 {
 		t.Fatalf("%d single-frame rows, want unresolved and resolved", len(rows))

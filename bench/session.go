@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/traffic"
@@ -106,6 +107,16 @@ func (s *session) Close() {
 	}
 	lab.Down(s.spec.Name)
 	s.awake()
+}
+
+// labName is the session's lab where it is not its DUT's bench lab (the
+// default lab, for the whole router's parts), as results name it; "" in a
+// bench lab.
+func (s *session) labName() string {
+	if s.spec.Name == demo.LabName {
+		return demo.LabName
+	}
+	return ""
 }
 
 // trialResult is one trial: what the generator sent and in how long, what

@@ -210,6 +210,9 @@ func (b *builder) features(e Endpoint, ifc *IfaceSpec) error {
 // pinDir holds the lab's pinned XDP links, which outlive `msr lab up`.
 func pinDir(lab string) string { return filepath.Join(netns.BPFFS, "msr-lab", lab) }
 
+// pinPath is where the XDP link the lab attached to an interface is pinned.
+func pinPath(lab string, e Endpoint) string { return filepath.Join(pinDir(lab), e.Node+"_"+e.Iface) }
+
 // attachPass attaches xdppass to an interface and pins the link.
 func (b *builder) attachPass(e Endpoint) error {
 	var objs xdppassObjects
@@ -268,7 +271,7 @@ func (b *builder) attachPinned(e Endpoint, name string, prog *ebpf.Program, prep
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		defer l.Close()
-		return l.Pin(filepath.Join(dir, e.Node+"_"+e.Iface))
+		return l.Pin(pinPath(b.spec.Name, e))
 	})
 }
 
@@ -458,7 +461,7 @@ func onOff(b bool) string {
 // xdp_pass or its switch's fast path), so that another program can take
 // the interface: a benchmark's sink on a host of a lab.
 func DetachXDP(labName string, e Endpoint) error {
-	l, err := link.LoadPinnedLink(filepath.Join(pinDir(labName), e.Node+"_"+e.Iface), nil)
+	l, err := link.LoadPinnedLink(pinPath(labName, e), nil)
 	if err != nil {
 		return fmt.Errorf("lab %s: %s:%s has no XDP program of the lab's: %w", labName, e.Node, e.Iface, err)
 	}
