@@ -17,6 +17,9 @@ import (
 type resetAction struct {
 	name string // what is reset, as the results name it
 	do   func(*session) error
+	// hold is how long do keeps the part down; the trial sends for a
+	// whole trial after it, to see the part's return.
+	hold time.Duration
 }
 
 // resetActions are what the reset test restarts in each DUT of the bench
@@ -28,37 +31,44 @@ type resetAction struct {
 func resetActions(dut string) []resetAction {
 	switch dut {
 	case "linux":
-		return []resetAction{{"host links", resetLinuxHost}}
+		return []resetAction{{name: "host links", do: resetLinuxHost}}
 	case "msr", "msr-switch", "msr-xdpswitch":
-		return []resetAction{{"back-end host links", func(s *session) error { return bounceLinks(s, "r1") }}}
+		return []resetAction{{name: "back-end host links", do: func(s *session) error { return bounceLinks(s, "r1", 0) }}}
 	case "router", "lb":
-		return []resetAction{{"host links", func(s *session) error { return bounceLinks(s, "dut") }}}
+		return []resetAction{{name: "host links", do: func(s *session) error { return bounceLinks(s, "dut", 0) }}}
 	}
 	return nil
 }
 
-// bounceLinks takes every interface of host down and brings it up again,
-// in one `ip -batch`.
-func bounceLinks(s *session, host string) error {
+// bounceLinks takes every interface of host down, keeps them down for
+// hold, and brings them up again. With hold 0 the links come back in the
+// same ip batch: what is lost is what the host's queues held and what
+// the links' return flushed (neighbours, routes).
+func bounceLinks(s *session, host string, hold time.Duration) error {
 	h := s.spec.Hosts[host]
 	if h == nil {
 		return fmt.Errorf("lab %s has no host %s", s.spec.Name, host)
 	}
-	var b strings.Builder
+	var down, up strings.Builder
 	for name := range h.Interfaces {
-		fmt.Fprintf(&b, "link set %s down\n", name)
+		fmt.Fprintf(&down, "link set %s down\n", name)
+		fmt.Fprintf(&up, "link set %s up\n", name)
 	}
-	for name := range h.Interfaces {
-		fmt.Fprintf(&b, "link set %s up\n", name)
+	if hold == 0 {
+		return ipBatch(s.spec, host, down.String()+up.String())
 	}
-	return ipBatch(s.spec, host, b.String())
+	if err := ipBatch(s.spec, host, down.String()); err != nil {
+		return err
+	}
+	time.Sleep(hold)
+	return ipBatch(s.spec, host, up.String())
 }
 
 // resetLinuxHost bounces the Linux DUT's links, then puts back what its
 // configuration holds: the lab file's routes and neighbours, and the
 // benchmark's table.
 func resetLinuxHost(s *session) error {
-	if err := bounceLinks(s, "dut"); err != nil {
+	if err := bounceLinks(s, "dut", 0); err != nil {
 		return err
 	}
 	if err := resetLinuxNeighbors(s); err != nil {
@@ -158,7 +168,7 @@ func resetTrial(o RFC2544Options, s *session, size int, rate float64, a resetAct
 			resetErr = a.do(s)
 			took = time.Since(start)
 		}()
-		n, err := g.Blast(resetAfter + o.Trial)
+		n, err := g.Blast(resetAfter + a.hold + o.Trial)
 		<-done
 		return n, err
 	})
