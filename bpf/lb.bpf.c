@@ -25,7 +25,10 @@
  * Verdicts: XDP_TX (ext_arp), XDP_REDIRECT, XDP_PASS (DIST), XDP_DROP.
  * Maps: lb_ports (per ifindex), lb_vlans, lb_own_macs, lb_router_addrs,
  * lb_cfg, lb_tables (meta) + lb_table_0/1 (two balancing tables: the agent
- * fills the idle one, then flips lb_cfg.active_table), lb_rr, lb_stats.
+ * fills the idle one, then flips lb_cfg.active_table), lb_rr, lb_stats,
+ * lb_caps (capacities, cap.h: the LB's own, counted on the frames it
+ * balances, as seed 003 measures an L2-balancer's rate from its front-NIC;
+ * and each internal port's, counted on what it sends, DTX-n's back-NICs).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -34,6 +37,7 @@
 #include <linux/tcp.h>
 #include <linux/udp.h>
 
+#include "cap.h"
 #include "common.h"
 #include "lb.h"
 
@@ -141,6 +145,19 @@ struct {
 	__type(value, struct lb_port_stats);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LB_CAPS);
+	__type(key, __u32); /* LB_CAP_ELEMENT, or LB_CAP_PORT + port index */
+	__type(value, struct msr_cap);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_caps SEC(".maps");
+
+static __always_inline struct msr_cap *lb_cap(__u32 i)
+{
+	return bpf_map_lookup_elem(&lb_caps, &i);
+}
 
 /* One frame being processed. */
 struct pkt {
@@ -283,6 +300,10 @@ static __always_inline int balance(struct pkt *p, struct ethhdr *eth, __u32 hash
 	struct lb_slot *via = t ? bpf_map_lookup_elem(&lb_table_1, &pidx) : bpf_map_lookup_elem(&lb_table_0, &pidx);
 	if (!via || via->ifindex == 0)
 		via = slot;
+	if (!cap_admit(lb_cap(LB_CAP_ELEMENT)))
+		return drop(p, LB_DROP_CAP);
+	if (!cap_admit(lb_cap(LB_CAP_PORT + (via->index & (LB_MAX_PORTS - 1)))))
+		return drop(p, LB_DROP_PORT_CAP);
 	__builtin_memcpy(eth->h_dest, slot->mac, ETH_ALEN);
 	count_module(p, LB_MOD_BALANCE);
 	return send(p, via->ifindex, via->index);

@@ -17,6 +17,11 @@ enum lb_limit {
 	LB_TABLE_SLOTS = 65537,
 	LB_VLANS = 4096,
 	LB_MAX_ROUTER_ADDRS = 1024,
+	/* lb_caps: the LB's own capacity at LB_CAP_ELEMENT, each port's at
+	 * LB_CAP_PORT + its index. */
+	LB_CAP_ELEMENT = 0,
+	LB_CAP_PORT = 1,
+	LB_CAPS = LB_CAP_PORT + LB_MAX_PORTS,
 };
 
 enum lb_port_role {
@@ -62,7 +67,9 @@ enum lb_drop {
 	LB_DROP_VLAN_NOT_OURS = 14,  /* VLAN owned by another LB */
 	LB_DROP_VLAN_IN_VLAN = 15,   /* stacked tags */
 	LB_DROP_NO_INTERNAL = 16,    /* no default internal port configured */
-	LB_DROP_MAX = 17,
+	LB_DROP_CAP = 17,            /* over the LB's capacity (cap.h) */
+	LB_DROP_PORT_CAP = 18,       /* over its internal port's capacity (DTX-n) */
+	LB_DROP_MAX = 19,
 };
 
 struct lb_port {

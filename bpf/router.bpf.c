@@ -18,6 +18,9 @@
  * and traffic for this host's own addresses go to the kernel stack
  * (XDP_PASS).
  *
+ * A back-end given a capacity (rt_cap, cap.h; off by default) drops the
+ * IPv4 frames to route beyond it, counted as cap.
+ *
  * Verdicts: XDP_TX, XDP_PASS, XDP_DROP. Counters: rt_stats (per CPU).
  */
 #include <linux/bpf.h>
@@ -27,6 +30,7 @@
 #include <linux/tcp.h>
 #include <linux/udp.h>
 
+#include "cap.h"
 #include "common.h"
 #include "router.h"
 
@@ -123,6 +127,14 @@ struct {
 	__type(value, struct rt_stats);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct msr_cap);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_cap SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
@@ -312,7 +324,10 @@ static __always_inline int forward(struct pkt *p, struct rt_port *port, struct r
 static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg)
 {
 	struct iphdr *ip = (void *)(eth + 1);
+	__u32 zero = 0;
 
+	if (!cap_admit(bpf_map_lookup_elem(&rt_cap, &zero)))
+		return drop(p, RT_DROP_CAP);
 	if ((void *)(ip + 1) > end)
 		return drop(p, RT_DROP_RUNT);
 	if (ip->version != 4)

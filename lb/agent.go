@@ -61,6 +61,7 @@ type agentPort struct {
 	prefix    netip.Prefix
 	isDefault bool
 	speed     uint32
+	capPPS    uint64 // internal ports: DTX-n's cap; 0: none
 }
 
 type backendState struct {
@@ -116,7 +117,7 @@ func (a *Agent) setup(key dist.Key) error {
 			return fmt.Errorf("port %s: %w", pc.Name, err)
 		}
 		a.ports = append(a.ports, &agentPort{name: pc.Name, ifindex: ifi.Index, index: uint8(i), mac: ifi.HardwareAddr, role: pc.Role,
-			vlan: pc.VLAN, prefix: pc.Address, isDefault: pc.Default, speed: pc.CapacityMbps, auto: pc.Auto})
+			vlan: pc.VLAN, prefix: pc.Address, isDefault: pc.Default, speed: pc.CapacityMbps, capPPS: pc.CapacityPPS, auto: pc.Auto})
 	}
 	if err := a.reconcileMaps(); err != nil {
 		return err
@@ -192,7 +193,25 @@ func (a *Agent) reconcileMaps() error {
 		keepAddr[be32(addr)] = true
 	}
 	xdp.DeleteStale(a.dp.objs.LbRouterAddrs, func(k uint32, _ uint32) bool { return keepAddr[k] })
+	if err := a.writeCaps(); err != nil {
+		return err
+	}
 	return a.writeConfig()
+}
+
+// writeCaps writes the LB's capacity and every port's, and clears the
+// rest of lb_caps (a port index a previous run used).
+func (a *Agent) writeCaps() error {
+	caps := map[uint32]uint64{CapElement: a.cfg.CapacityPPS}
+	for _, p := range a.ports {
+		caps[CapPort+uint32(p.index)] = p.capPPS
+	}
+	for i := CapElement; i < CapPort+uint32(MaxPorts); i++ {
+		if err := a.dp.SetCap(i, caps[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (a *Agent) writePort(p *agentPort) error {
@@ -514,7 +533,7 @@ func (a *Agent) Status() *lbapi.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	s := &lbapi.Status{Name: a.cfg.Name, ID: a.cfg.ID, DIST: map[string]map[string]uint64{}}
+	s := &lbapi.Status{Name: a.cfg.Name, ID: a.cfg.ID, CapacityPPS: a.cfg.CapacityPPS, DIST: map[string]map[string]uint64{}}
 	if a.vcpMAC != nil {
 		s.VCPMAC = a.vcpMAC.String()
 	}
@@ -522,7 +541,10 @@ func (a *Agent) Status() *lbapi.Status {
 	for _, p := range a.ports {
 		st, _ := a.dp.Stats(p.index)
 		ps := lbapi.PortStatus{Name: a.portName(p), Interface: p.name, Ifindex: p.ifindex, Index: p.index, Role: roleName(p.role), MAC: p.mac.String(),
-			VLAN: p.vlan, Default: p == d, Stats: st}
+			VLAN: p.vlan, Default: p == d, CapacityPPS: p.capPPS, Stats: st}
+		if st != nil {
+			s.CapDrop += st.Drops["cap"] + st.Drops["port_cap"]
+		}
 		if p.prefix.IsValid() {
 			ps.Address = p.prefix.String()
 		}

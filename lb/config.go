@@ -22,8 +22,11 @@ type FileConfig struct {
 	VCPMAC          string                 `yaml:"vcp_mac"`
 	RouterAddresses []netip.Addr           `yaml:"router_addresses"`
 	ManagementAddr  netip.Addr             `yaml:"management_address"`
-	Warnings        config.Warnings        `yaml:"-"`
-	Pos             config.Pos             `yaml:"-"`
+	// CapacityPPS caps the frames the LB balances a second (bpf/cap.h):
+	// a slower machine, for the scale benchmarks. 0: no cap.
+	CapacityPPS uint64          `yaml:"capacity_pps"`
+	Warnings    config.Warnings `yaml:"-"`
+	Pos         config.Pos      `yaml:"-"`
 }
 
 // PortConfig is one port in the file.
@@ -34,7 +37,10 @@ type PortConfig struct {
 	VLAN         uint16       `yaml:"vlan"`
 	Default      bool         `yaml:"default"`
 	CapacityMbps uint32       `yaml:"capacity_mbps" was:"speed_mbps"`
-	Pos          config.Pos   `yaml:"-"`
+	// CapacityPPS caps the frames balanced out of an internal port a
+	// second: seed 003's DTX-n back-NICs, each a bottleneck of its own.
+	CapacityPPS uint64     `yaml:"capacity_pps"`
+	Pos         config.Pos `yaml:"-"`
 }
 
 // BackendConfig is a statically known back-end. It is balanced to only
@@ -58,6 +64,7 @@ type AgentConfig struct {
 	VCPMAC          net.HardwareAddr // nil: learned from the VCP's announcements
 	RouterAddresses []netip.Addr
 	ManagementAddr  netip.Addr
+	CapacityPPS     uint64 // 0: no cap
 	// Warnings are the file's deprecated keys, for the agent to log.
 	Warnings config.Warnings
 }
@@ -71,6 +78,7 @@ type PortSpec struct {
 	VLAN         uint16
 	Default      bool
 	CapacityMbps uint32
+	CapacityPPS  uint64 // internal ports; 0: no cap
 }
 
 // StaticBackend is a back-end the file names.
@@ -111,11 +119,14 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 	if err != nil {
 		return nil, c.Pos.Errorf("%v", err)
 	}
+	if err := element.CheckCapacity(c.CapacityPPS, c.Pos); err != nil {
+		return nil, err
+	}
 	if len(c.Ports) > MaxPorts {
 		return nil, c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
 	}
 	a := &AgentConfig{Config: c.Config, PinDir: c.PinDir, Mode: mode, RouterAddresses: c.RouterAddresses,
-		ManagementAddr: c.ManagementAddr, Warnings: c.Warnings}
+		ManagementAddr: c.ManagementAddr, CapacityPPS: c.CapacityPPS, Warnings: c.Warnings}
 	if a.Ports, err = c.parsePorts(); err != nil {
 		return nil, err
 	}
@@ -146,11 +157,17 @@ func (c *FileConfig) parsePorts() ([]PortSpec, error) {
 	defaults, vlans := 0, map[uint16]string{}
 	for _, name := range c.PortNames() {
 		p := c.Ports[name]
-		spec := PortSpec{Name: name, Address: p.Address, VLAN: p.VLAN, Default: p.Default, CapacityMbps: p.CapacityMbps}
+		spec := PortSpec{Name: name, Address: p.Address, VLAN: p.VLAN, Default: p.Default, CapacityMbps: p.CapacityMbps, CapacityPPS: p.CapacityPPS}
+		if err := element.CheckCapacity(p.CapacityPPS, p.Pos); err != nil {
+			return nil, err
+		}
 		switch p.Role {
 		case "external":
 			if !p.Address.Addr().Is4() || p.VLAN == 0 || p.VLAN > 4094 {
 				return nil, p.Pos.Errorf("external port %s needs an IPv4 address and a VLAN id 1-4094", name)
+			}
+			if p.CapacityPPS != 0 {
+				return nil, p.Pos.Errorf("port %s: capacity_pps caps an internal port (DTX-n); the LB's own capacity_pps caps what it balances", name)
 			}
 			if other, dup := vlans[p.VLAN]; dup {
 				return nil, p.Pos.Errorf("port %s: VLAN %d is already port %s's", name, p.VLAN, other)

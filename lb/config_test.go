@@ -20,6 +20,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\ncolour: blue\n", ":5:1: unknown key \"colour\""},
 		{"name: a\nports:\n  i0: {role: internal}\n", ":1:1: missing required key \"key_file\""},
 		{"name: a\nkey_file: k\nhello_interval: 1ms\nports:\n  i0: {role: internal}\n", "hello_interval 1ms"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10, capacity_pps: 5000}\n", ":4:7: port e0: capacity_pps caps an internal port"},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal, capacity_pps: 200000000}\n", ":4:7: capacity_pps 200000000: at most 100000000"},
+		{"name: a\nkey_file: k\ncapacity_pps: -5\nports:\n  i0: {role: internal}\n", ":3:"},
 	}
 	dir := t.TempDir()
 	for i, c := range cases {
@@ -41,6 +44,19 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if c.ID == 0 || c.HelloInterval != DefaultHelloInterval || c.HoldMultiplier != 3 || c.Mode != ModeWRR || c.Socket != "/run/msr/lb-lb1.sock" {
 		t.Errorf("defaults: %+v", c)
+	}
+}
+
+// Capacities in frames a second: the LB's own and an internal port's.
+func TestLoadConfigCapacity(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lb.yaml")
+	os.WriteFile(path, []byte("name: lb1\nkey_file: k\ncapacity_pps: 50000\nports:\n  i0: {role: internal, capacity_pps: 20000}\n  i1: {role: internal}\n"), 0o644)
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CapacityPPS != 50000 || c.Ports[0].CapacityPPS != 20000 || c.Ports[1].CapacityPPS != 0 {
+		t.Errorf("capacities: LB %d, i0 %d, i1 %d", c.CapacityPPS, c.Ports[0].CapacityPPS, c.Ports[1].CapacityPPS)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/lb/lbapi"
 )
@@ -149,6 +150,24 @@ func (d *Dataplane) SetConfig(c Config) error {
 		cur.MgmtIp = be32(c.ManagementAddr)
 	}
 	return d.objs.LbCfg.Put(uint32(0), &cur)
+}
+
+// CapElement and CapPort name lb_caps's entries: the LB's own capacity, and
+// port index i's at CapPort + i.
+const (
+	CapElement = uint32(lbxdpLbLimitLB_CAP_ELEMENT)
+	CapPort    = uint32(lbxdpLbLimitLB_CAP_PORT)
+)
+
+// SetCap sets lb_caps[i] to pps frames a second (0: no cap), its bucket
+// full.
+func (d *Dataplane) SetCap(i uint32, pps uint64) error {
+	var c lbxdpMsrCap
+	c.IntervalNs, c.ToleranceNs = element.CapTiming(pps)
+	if err := d.objs.LbCaps.Put(i, &c); err != nil {
+		return fmt.Errorf("set capacity %d: %w", i, err)
+	}
+	return nil
 }
 
 // InstallTable writes a balancing table into the idle table map and makes

@@ -6,12 +6,16 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cilium/ebpf"
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
@@ -330,7 +334,7 @@ func TestLBFixtures(t *testing.T) {
 			}
 		}
 		for _, d := range DropNames {
-			if !seenDrop[d] && d != "no_backend" && d != "no_vcp" && d != "no_internal" {
+			if !seenDrop[d] && d != "no_backend" && d != "no_vcp" && d != "no_internal" && d != "cap" && d != "port_cap" {
 				t.Errorf("no fixture for drop %s", d)
 			}
 		}
@@ -353,6 +357,69 @@ func dropDelta(before, after [MaxPorts]ModelStats, port uint8, name string) uint
 		}
 	}
 	return 0
+}
+
+// TestLBCaps gives the LB a capacity, then its internal ports one each
+// (DTX-n): a burst of data frames faster than any rate gets the bucket's
+// worth through (element.CapBurst + 1) and the rest is dropped as cap or
+// port_cap; frames that are not balanced (an ARP request) are not
+// capped; with the caps off again everything passes.
+func TestLBCaps(t *testing.T) {
+	withFixture(t, ModeWRR, func(f *fixture) {
+		e0 := f.ports["e0"]
+		data := eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 1, 2))
+		burst := func(n int) (passed int) {
+			for range n {
+				v, _, err := f.dp.Run(e0.Ifindex, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v == XDPRedirect {
+					passed++
+				}
+			}
+			return passed
+		}
+		const n = 400
+		for _, c := range []struct {
+			name string
+			cap  uint32
+			drop string
+		}{{"the LB's", CapElement, "cap"}, {"port i0's and i1's", CapPort, "port_cap"}} {
+			idx := []uint32{c.cap}
+			if c.cap == CapPort {
+				idx = []uint32{CapPort + uint32(f.ports["i0"].Index), CapPort + uint32(f.ports["i1"].Index)}
+			}
+			for _, i := range idx {
+				if err := f.dp.SetCap(i, 1000); err != nil { // a frame a millisecond
+					t.Fatal(err)
+				}
+			}
+			before, _ := f.stats()
+			passed := burst(n)
+			after, _ := f.stats()
+			// 400 frames take well under 3 ms here: at most 3 more frames'
+			// worth of time passes.
+			if passed < element.CapBurst+1 || passed > element.CapBurst+4 {
+				t.Errorf("%s capacity of 1,000 pps passed %d of a burst of %d, want %d to %d", c.name, passed, n, element.CapBurst+1, element.CapBurst+4)
+			}
+			if d := dropDelta(before, after, e0.Index, c.drop); d != uint64(n-passed) {
+				t.Errorf("%s capacity: %d frames dropped as %s, want %d", c.name, d, c.drop, n-passed)
+			}
+			arpReq := eth(bcastMAC, macHost, etherTypeARP, arp(1, macHost, ipHostA, make(net.HardwareAddr, 6), ipExt0))
+			if v, _, _ := f.dp.Run(e0.Ifindex, arpReq); v != XDPTx {
+				t.Errorf("%s capacity: an ARP request for the port got verdict %d, want XDP_TX (not capped)", c.name, v)
+			}
+			for _, i := range idx {
+				if err := f.dp.SetCap(i, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if passed := burst(n); passed != n {
+				t.Errorf("caps off: %d of %d passed", passed, n)
+			}
+		}
+	})
 }
 
 // TestLBDropsWithoutState covers the drops that need missing state: no
@@ -461,5 +528,47 @@ func TestLBHostKeepsItsInternalPort(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestLoadDataplaneReplacesIncompatiblePin: a map pinned by an older
+// version with another layout (lb_stats with fewer drop reasons) is made
+// anew, and the maps that still fit are adopted with their contents.
+func TestLoadDataplaneReplacesIncompatiblePin(t *testing.T) {
+	if err := netns.EnsureBPFFS(); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(netns.BPFFS, "msr-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Name: "lb_stats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8 * 8, MaxEntries: uint32(MaxPorts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := old.Pin(filepath.Join(dir, "lb_stats")); err != nil {
+		t.Fatal(err)
+	}
+	dp, err := LoadDataplane(dir)
+	if err != nil {
+		t.Fatalf("an incompatible pinned map stops the load: %v", err)
+	}
+	if err := dp.SetCap(CapElement, 1234); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	again, err := LoadDataplane(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	var c lbxdpMsrCap
+	if err := again.objs.LbCaps.Lookup(CapElement, &c); err != nil || c.IntervalNs != uint64(1_000_000_000/1234) {
+		t.Errorf("the compatible pinned lb_caps was not adopted: %v, %+v", err, c)
+	}
+	if _, err := again.Stats(0); err != nil {
+		t.Errorf("lb_stats made anew cannot be read: %v", err)
 	}
 }

@@ -57,7 +57,9 @@ const (
 	lbxdpLbDropLB_DROP_VLAN_NOT_OURS     lbxdpLbDrop = 14
 	lbxdpLbDropLB_DROP_VLAN_IN_VLAN      lbxdpLbDrop = 15
 	lbxdpLbDropLB_DROP_NO_INTERNAL       lbxdpLbDrop = 16
-	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 17
+	lbxdpLbDropLB_DROP_CAP               lbxdpLbDrop = 17
+	lbxdpLbDropLB_DROP_PORT_CAP          lbxdpLbDrop = 18
+	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 19
 )
 
 type lbxdpLbEgress struct {
@@ -73,6 +75,9 @@ const (
 	lbxdpLbLimitLB_TABLE_SLOTS      lbxdpLbLimit = 65537
 	lbxdpLbLimitLB_VLANS            lbxdpLbLimit = 4096
 	lbxdpLbLimitLB_MAX_ROUTER_ADDRS lbxdpLbLimit = 1024
+	lbxdpLbLimitLB_CAP_ELEMENT      lbxdpLbLimit = 0
+	lbxdpLbLimitLB_CAP_PORT         lbxdpLbLimit = 1
+	lbxdpLbLimitLB_CAPS             lbxdpLbLimit = 17
 )
 
 type lbxdpLbMode uint32
@@ -122,7 +127,7 @@ type lbxdpLbPortStats struct {
 	TxPackets uint64
 	TxBytes   uint64
 	Module    [7]uint64
-	Drop      [17]uint64
+	Drop      [19]uint64
 }
 
 type lbxdpLbSlot struct {
@@ -136,6 +141,18 @@ type lbxdpLbTableMeta struct {
 	_    structs.HostLayout
 	Len  uint32
 	Mode uint32
+}
+
+type lbxdpMsrCap struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad         uint32
+	IntervalNs  uint64
+	ToleranceNs uint64
+	Tat         uint64
 }
 
 type lbxdpMsrEthertype uint32
@@ -158,6 +175,7 @@ type lbxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	lbxdpMapLbCaps             = "lb_caps"
 	lbxdpMapLbCfg              = "lb_cfg"
 	lbxdpMapLbOwnMacs          = "lb_own_macs"
 	lbxdpMapLbPorts            = "lb_ports"
@@ -228,6 +246,7 @@ type lbxdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbxdpMapSpecs struct {
+	LbCaps        *ebpf.MapSpec `ebpf:"lb_caps"`
 	LbCfg         *ebpf.MapSpec `ebpf:"lb_cfg"`
 	LbOwnMacs     *ebpf.MapSpec `ebpf:"lb_own_macs"`
 	LbPorts       *ebpf.MapSpec `ebpf:"lb_ports"`
@@ -274,6 +293,7 @@ func (o *lbxdpObjects) Close() error {
 //
 // It can be passed to loadLbxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbxdpMaps struct {
+	LbCaps        *ebpf.Map `ebpf:"lb_caps"`
 	LbCfg         *ebpf.Map `ebpf:"lb_cfg"`
 	LbOwnMacs     *ebpf.Map `ebpf:"lb_own_macs"`
 	LbPorts       *ebpf.Map `ebpf:"lb_ports"`
@@ -288,6 +308,7 @@ type lbxdpMaps struct {
 
 func (m *lbxdpMaps) Close() error {
 	return _LbxdpClose(
+		m.LbCaps,
 		m.LbCfg,
 		m.LbOwnMacs,
 		m.LbPorts,

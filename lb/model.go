@@ -30,7 +30,7 @@ var (
 	ModuleNames = [...]string{"ext_arp", "int_arp_out", "int_arp_in", "vcp", "balance", "int_to_ext", "dist"}
 	DropNames   = [...]string{"runt", "not_ours", "port_unknown", "dist_external", "tagged_external", "bad_arp",
 		"arp_not_ours", "bad_ip", "mcast_external", "no_backend", "no_vcp", "no_rule", "own_frame",
-		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal"}
+		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal", "cap", "port_cap"}
 )
 
 // Model is the state the data path reads, held in plain Go.

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/internal/xdp"
@@ -47,6 +48,7 @@ type Agent struct {
 	pending  map[NeighborKey]*pendingARP
 	icmp     tokenBucket
 	counters map[string]uint64
+	capPPS   uint64 // the data path's capacity now (capacity_pps, or set at run time)
 	// dirty: routes changed since the state was last saved. Saving waits
 	// for a quiet second (at most saveEvery), or a table arriving route by
 	// route from the RIB feed would write the whole state over and over.
@@ -120,6 +122,10 @@ func (a *Agent) setup() error {
 		return err
 	}
 	a.nh = newNextHops(a.dp)
+	a.capPPS = a.cfg.CapacityPPS
+	if err := a.dp.SetCap(a.capPPS); err != nil {
+		return err
+	}
 	if err := a.program(ifi); err != nil {
 		return err
 	}
@@ -528,7 +534,10 @@ func (a *Agent) Status() *routerapi.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := &routerapi.Status{RIB: ribStatus, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes(),
-		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}}
+		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
+	if st != nil {
+		s.CapDrop = st.Drops["cap"]
+	}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()
 	}
@@ -539,6 +548,23 @@ func (a *Agent) Status() *routerapi.Status {
 		s.SlowPath[k] = v
 	}
 	return s
+}
+
+// SetCapacity changes the data path's capacity at run time (0: no cap),
+// as a slower or busier machine: issue 13's load-aware weights are shown
+// by lowering one back-end's.
+func (a *Agent) SetCapacity(pps uint64) error {
+	if pps > element.MaxCapacityPPS {
+		return fmt.Errorf("capacity %d pps: at most %d (0: no cap)", pps, element.MaxCapacityPPS)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.dp.SetCap(pps); err != nil {
+		return err
+	}
+	a.capPPS = pps
+	a.log.Info("capacity set", "capacity_pps", pps)
+	return nil
 }
 
 // tokenBucket rate-limits ICMP errors.

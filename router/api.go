@@ -60,6 +60,14 @@ func (a *Agent) Handler() http.Handler {
 		n, err := a.FlushNeighbors()
 		api.Reply(w, map[string]int{"flushed": n}, err)
 	})
+	mux.HandleFunc("PUT "+routerapi.PathCapacity, func(w http.ResponseWriter, r *http.Request) {
+		var req routerapi.Capacity
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<12)).Decode(&req); err != nil {
+			api.Reply(w, nil, fmt.Errorf("capacity request: %w", err))
+			return
+		}
+		api.Reply(w, req, a.SetCapacity(req.CapacityPPS))
+	})
 	return mux
 }
 

@@ -17,10 +17,13 @@ type FileConfig struct {
 	// Interface is the back-end's port on the interconnect.
 	Interface string `yaml:"interface" msr:"required" was:"internal"`
 	// CapacityMbps is announced in hellos: the VCP's basis for weights.
-	CapacityMbps uint32                 `yaml:"capacity_mbps"`
-	PinDir       string                 `yaml:"pin_dir"`
-	Ports        map[string]*PortConfig `yaml:"ports" msr:"required"`
-	Routes       []RouteConfig          `yaml:"routes"`
+	CapacityMbps uint32 `yaml:"capacity_mbps"`
+	// CapacityPPS caps the frames the back-end routes a second
+	// (bpf/cap.h): a slower machine, for the scale benchmarks. 0: no cap.
+	CapacityPPS uint64                 `yaml:"capacity_pps"`
+	PinDir      string                 `yaml:"pin_dir"`
+	Ports       map[string]*PortConfig `yaml:"ports" msr:"required"`
+	Routes      []RouteConfig          `yaml:"routes"`
 	// RouteFiles load many routes at once: every prefix of a pyasn-format
 	// file (such as a RouteViews snapshot), via the file's gateways.
 	RouteFiles      []RouteFileConfig `yaml:"route_files"`
@@ -41,6 +44,7 @@ type AgentConfig struct {
 	element.Config
 	Interface    string
 	CapacityMbps uint32
+	CapacityPPS  uint64 // 0: no cap
 	PinDir       string
 	Ports        []PortSpec // by name: a port's index is its place here
 	Routes       []RouteConfig
@@ -112,7 +116,7 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 	if err := c.complete(); err != nil {
 		return nil, err
 	}
-	a := &AgentConfig{Config: c.Config, Interface: c.Interface, CapacityMbps: c.CapacityMbps, PinDir: c.PinDir,
+	a := &AgentConfig{Config: c.Config, Interface: c.Interface, CapacityMbps: c.CapacityMbps, CapacityPPS: c.CapacityPPS, PinDir: c.PinDir,
 		Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, Warnings: c.Warnings}
 	for _, name := range c.PortNames() {
 		p := c.Ports[name]
@@ -134,6 +138,9 @@ func (c *FileConfig) complete() error {
 	}
 	if c.CapacityMbps == 0 {
 		c.CapacityMbps = 1000
+	}
+	if err := element.CheckCapacity(c.CapacityPPS, c.Pos); err != nil {
+		return err
 	}
 	if c.ICMPRate == 0 {
 		c.ICMPRate = 100

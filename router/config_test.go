@@ -37,6 +37,12 @@ func TestLoadConfig(t *testing.T) {
 		c.RIB.ASN != 65000 || c.Socket != "/run/msr/router-r1.sock" || c.HoldMultiplier != 3 || len(c.Warnings) != 0 {
 		t.Errorf("%+v", c)
 	}
+	if c.CapacityPPS != 0 {
+		t.Errorf("capacity_pps %d by default, want 0 (no cap)", c.CapacityPPS)
+	}
+	if capped, err := loadRouter(t, goodRouter+"capacity_pps: 50000\n"); err != nil || capped.CapacityPPS != 50000 {
+		t.Errorf("capacity_pps 50000: %v, %+v", err, capped)
+	}
 	if r := c.ACL[0]; !r.Deny || r.Proto != 17 || r.DportLo != 5000 || r.DportHi != 5009 || r.SportHi != 65535 {
 		t.Errorf("ACL rule 0: %+v", r)
 	}
@@ -62,6 +68,7 @@ func TestLoadConfig(t *testing.T) {
 		{"src: 10.0.0.0/8", "src: 10.0.0.0/8, dport: 80", ":12:5: ACL rule: ports need proto tcp or udp"},
 		{"asn: 65000", "asn: 0", ":1:1: rib: asn 0 is reserved"},
 		{"capacity_mbps: 500", "capacity: 500", ":4:1: unknown key \"capacity\""},
+		{"capacity_mbps: 500", "capacity_mbps: 500\ncapacity_pps: 100000001", ":1:1: capacity_pps 100000001: at most 100000000"},
 		{"interface: eth0\n", "", ":1:1: missing required key \"interface\""},
 		{"address: 192.0.2.2/24", "address: 192.0.2.300/24", ":6:26: ports.x.address"},
 	}

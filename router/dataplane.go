@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/perf"
 	"golang.org/x/sys/unix"
 
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/router/routerapi"
 )
@@ -100,6 +101,17 @@ func (d *Dataplane) SetConfig(mac net.HardwareAddr, nACL int) error {
 	c := rtxdpRtConfig{AclRules: uint16(nACL)}
 	copy(c.Mac[:], mac)
 	return d.objs.RtCfg.Put(uint32(0), &c)
+}
+
+// SetCap sets the back-end's capacity to pps frames a second (0: no cap),
+// its bucket full.
+func (d *Dataplane) SetCap(pps uint64) error {
+	var c rtxdpMsrCap
+	c.IntervalNs, c.ToleranceNs = element.CapTiming(pps)
+	if err := d.objs.RtCap.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("set capacity: %w", err)
+	}
+	return nil
 }
 
 // Port is an external port of the router as a back-end sees it.
@@ -209,7 +221,7 @@ func prefixMask(p netip.Prefix) (uint32, uint32) {
 var (
 	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved"}
 	DropNames = [...]string{"runt", "not_ours", "bad_version", "bad_ihl", "bad_length", "bad_checksum",
-		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop"}
+		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop", "cap"}
 )
 
 // Stats reads the counters.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/routetable"
 )
@@ -302,13 +303,59 @@ func TestRouterFixtures(t *testing.T) {
 		}
 	}
 	for _, n := range DropNames {
-		if !seenDrop[n] && n != "bad_nexthop" {
+		if !seenDrop[n] && n != "bad_nexthop" && n != "cap" {
 			t.Errorf("no fixture for drop %s", n)
 		}
 	}
 	st, _ := s.stats()
 	if st.ACLDeny[0] != 1 || st.ACLDeny[2] != 1 {
 		t.Errorf("ACL counters %v", st.ACLDeny[:3])
+	}
+}
+
+// TestRouterCap gives the back-end a capacity: a burst of frames to route
+// faster than any rate gets the bucket's worth through (element.CapBurst
+// + 1) and the rest is dropped as cap; DIST is not capped (the element's
+// hellos go on); with the cap off everything is routed again.
+func TestRouterCap(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s := newRouterState(t, nil, rand.New(rand.NewPCG(1, 1)))
+	frame := data(netip.MustParseAddr("192.0.2.10"), 64)
+	burst := func(n int) (routed int) {
+		for range n {
+			v, _, err := s.run(frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == XDPTx {
+				routed++
+			}
+		}
+		return routed
+	}
+	if err := s.dp.SetCap(1000); err != nil { // a frame a millisecond
+		t.Fatal(err)
+	}
+	const n = 400
+	before, _ := s.stats()
+	routed := burst(n)
+	after, _ := s.stats()
+	// 400 runs take well under 3 ms: at most 3 more frames' worth of time.
+	if routed < element.CapBurst+1 || routed > element.CapBurst+4 {
+		t.Errorf("a capacity of 1,000 pps routed %d of a burst of %d, want %d to %d", routed, n, element.CapBurst+1, element.CapBurst+4)
+	}
+	if i := index(DropNames[:], "cap"); after.Drop[i]-before.Drop[i] != uint64(n-routed) {
+		t.Errorf("%d frames dropped as cap, want %d", after.Drop[i]-before.Drop[i], n-routed)
+	}
+	if v, _, _ := s.run(ethFrame(bcastMAC, macLB, 0x88B5, make([]byte, 80))); v != XDPPass {
+		t.Errorf("DIST over the capacity got verdict %d, want XDP_PASS", v)
+	}
+	if err := s.dp.SetCap(0); err != nil {
+		t.Fatal(err)
+	}
+	if routed := burst(n); routed != n {
+		t.Errorf("cap off: %d of %d routed", routed, n)
 	}
 }
 

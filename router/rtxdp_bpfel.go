@@ -20,6 +20,18 @@ const (
 	rtxdpFlowSeedFLOW_SEED_RT rtxdpFlowSeed = 668265263
 )
 
+type rtxdpMsrCap struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad         uint32
+	IntervalNs  uint64
+	ToleranceNs uint64
+	Tat         uint64
+}
+
 type rtxdpMsrEthertype uint32
 
 const (
@@ -69,7 +81,8 @@ const (
 	rtxdpRtDropRT_DROP_TAGGED       rtxdpRtDrop = 9
 	rtxdpRtDropRT_DROP_NOT_IP       rtxdpRtDrop = 10
 	rtxdpRtDropRT_DROP_BAD_NEXTHOP  rtxdpRtDrop = 11
-	rtxdpRtDropRT_DROP_MAX          rtxdpRtDrop = 12
+	rtxdpRtDropRT_DROP_CAP          rtxdpRtDrop = 12
+	rtxdpRtDropRT_DROP_MAX          rtxdpRtDrop = 13
 )
 
 type rtxdpRtLimit uint32
@@ -160,7 +173,7 @@ type rtxdpRtStats struct {
 	ForwardedBytes uint64
 	Passed         uint64
 	Slow           [8]uint64
-	Drop           [12]uint64
+	Drop           [13]uint64
 	AclPermit      [64]uint64
 	AclDeny        [64]uint64
 }
@@ -190,6 +203,7 @@ type rtxdpXdpMd struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	rtxdpMapRtAcl              = "rt_acl"
+	rtxdpMapRtCap              = "rt_cap"
 	rtxdpMapRtCfg              = "rt_cfg"
 	rtxdpMapRtCounters         = "rt_counters"
 	rtxdpMapRtLocal            = "rt_local"
@@ -263,6 +277,7 @@ type rtxdpProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpMapSpecs struct {
 	RtAcl       *ebpf.MapSpec `ebpf:"rt_acl"`
+	RtCap       *ebpf.MapSpec `ebpf:"rt_cap"`
 	RtCfg       *ebpf.MapSpec `ebpf:"rt_cfg"`
 	RtCounters  *ebpf.MapSpec `ebpf:"rt_counters"`
 	RtLocal     *ebpf.MapSpec `ebpf:"rt_local"`
@@ -312,6 +327,7 @@ func (o *rtxdpObjects) Close() error {
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpMaps struct {
 	RtAcl       *ebpf.Map `ebpf:"rt_acl"`
+	RtCap       *ebpf.Map `ebpf:"rt_cap"`
 	RtCfg       *ebpf.Map `ebpf:"rt_cfg"`
 	RtCounters  *ebpf.Map `ebpf:"rt_counters"`
 	RtLocal     *ebpf.Map `ebpf:"rt_local"`
@@ -327,6 +343,7 @@ type rtxdpMaps struct {
 func (m *rtxdpMaps) Close() error {
 	return _RtxdpClose(
 		m.RtAcl,
+		m.RtCap,
 		m.RtCfg,
 		m.RtCounters,
 		m.RtLocal,

@@ -69,8 +69,15 @@ func runLBAgent(file string) error {
 
 func writeLBStatus(w io.Writer, s *lbapi.Status) {
 	fmt.Fprintf(w, "lb %s (id %#x) vcp %s\n", s.Name, s.ID, s.VCPMAC)
+	if s.CapacityPPS > 0 || s.CapDrop > 0 {
+		fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
+	}
 	for _, p := range s.Ports {
-		fmt.Fprintf(w, "  port %-8s %-8s %s vlan %d %s rx %d tx %d\n", p.Name, p.Role, p.MAC, p.VLAN, p.Address, p.Stats.RxPackets, p.Stats.TxPackets)
+		capText := ""
+		if p.CapacityPPS > 0 {
+			capText = " capacity " + capacityText(p.CapacityPPS)
+		}
+		fmt.Fprintf(w, "  port %-8s %-8s %s vlan %d %s rx %d tx %d%s\n", p.Name, p.Role, p.MAC, p.VLAN, p.Address, p.Stats.RxPackets, p.Stats.TxPackets, capText)
 		for k, v := range p.Stats.Modules {
 			if v > 0 {
 				fmt.Fprintf(w, "      %-12s %d\n", k, v)
@@ -86,4 +93,12 @@ func writeLBStatus(w io.Writer, s *lbapi.Status) {
 		fmt.Fprintf(w, "  backend %s %-8s alive %v draining %v last hello %d ms ago\n", b.MAC, b.Name, b.Alive, b.Draining, b.LastHelloMs)
 	}
 	fmt.Fprintf(w, "  table %s generation %d slots %d shares %v\n", s.Table.Mode, s.Table.Generation, s.Table.Slots, s.Table.Shares)
+}
+
+// capacityText is an element's or a port's capacity_pps as status shows it.
+func capacityText(pps uint64) string {
+	if pps == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d pps", pps)
 }

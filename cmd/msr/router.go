@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/msr-router/msr/internal/cli"
@@ -20,6 +21,7 @@ var routerCommand = command{
   msr router route add PREFIX via GW [GW...] --name NAME
   msr router route del PREFIX --name NAME
   msr router neighbors flush --name NAME         forget every neighbour learned (clear ip arp)
+  msr router capacity PPS --name NAME            cap the frames it routes a second (0: no cap)
   (--socket PATH instead of --name)
 `,
 	run:  runRouter,
@@ -51,6 +53,9 @@ func runRouter(args []string) error {
 		}
 		return out.Print(os.Stdout, s, func(w io.Writer) {
 			fmt.Fprintf(w, "router %s: %d routes, %d tbl8 groups; forwarded %d\n", s.Name, s.Routes, s.Tbl8Used, s.Stats.Forwarded)
+			if s.CapacityPPS > 0 || s.CapDrop > 0 {
+				fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
+			}
 			fmt.Fprintf(w, "  slow %v\n  drops %v\n  slow path %v\n  neighbours %v\n", s.Stats.Slow, s.Stats.Drops, s.SlowPath, s.Neighbors)
 		})
 	case len(pos) == 2 && pos[0] == "route" && pos[1] == "list":
@@ -71,6 +76,12 @@ func runRouter(args []string) error {
 		return c.AddRoute(routerapi.RouteRequest{Prefix: pos[2], Via: pos[4:]})
 	case len(pos) == 3 && pos[0] == "route" && pos[1] == "del":
 		return c.DeleteRoute(pos[2])
+	case len(pos) == 2 && pos[0] == "capacity":
+		pps, err := strconv.ParseUint(pos[1], 10, 64)
+		if err != nil {
+			return cli.Usagef("capacity %q: frames a second, 0 for no cap", pos[1])
+		}
+		return c.SetCapacity(pps)
 	case len(pos) == 2 && pos[0] == "neighbors" && pos[1] == "flush":
 		n, err := c.FlushNeighbors()
 		if err != nil {

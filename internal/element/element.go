@@ -66,3 +66,31 @@ func (c *Config) Complete(kind string, pos config.Pos) error {
 // Hold is how long the element stays alive to the others after its last
 // hello.
 func (c *Config) Hold() time.Duration { return c.HelloInterval * time.Duration(c.HoldMultiplier) }
+
+// CapBurst is how many frames beyond its rate an element given a capacity
+// takes at once (cap.h's tolerance): a NIC ring's worth, veth's 256, what
+// a slower machine's receive ring would absorb.
+const CapBurst = 256
+
+// MaxCapacityPPS bounds capacity_pps: above it the cap's interval (1e9 /
+// capacity) would round to nothing.
+const MaxCapacityPPS = 100_000_000
+
+// CapTiming is cap.h's bucket for a capacity of pps frames a second: the
+// interval between frames and how far ahead of it a frame may come, in
+// nanoseconds. 0 means no cap, and gives 0, 0.
+func CapTiming(pps uint64) (intervalNs, toleranceNs uint64) {
+	if pps == 0 {
+		return 0, 0
+	}
+	intervalNs = max(1e9/pps, 1)
+	return intervalNs, CapBurst * intervalNs
+}
+
+// CheckCapacity checks a capacity_pps from a file, at its position.
+func CheckCapacity(pps uint64, pos config.Pos) error {
+	if pps > MaxCapacityPPS {
+		return pos.Errorf("capacity_pps %d: at most %d (0: no cap)", pps, MaxCapacityPPS)
+	}
+	return nil
+}

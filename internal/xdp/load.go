@@ -12,8 +12,11 @@ import (
 
 // Load loads spec into objs (a bpf2go objects struct). With pinDir, maps
 // marked for pinning are pinned there, and maps already pinned there are
-// reused: a restarted agent adopts the running state. Without it nothing
-// is pinned. A verifier rejection comes back with the verifier's log.
+// reused: a restarted agent adopts the running state. A pinned map that
+// an older version of the program left with another layout (a counter
+// added to a value) is unpinned and made anew: its state is lost, the
+// rest is adopted. Without pinDir nothing is pinned. A verifier rejection
+// comes back with the verifier's log.
 func Load(spec *ebpf.CollectionSpec, objs any, pinDir string) error {
 	opts := &ebpf.CollectionOptions{}
 	if pinDir != "" {
@@ -23,7 +26,13 @@ func Load(spec *ebpf.CollectionSpec, objs any, pinDir string) error {
 			m.Pinning = ebpf.PinNone
 		}
 	}
-	if err := spec.LoadAndAssign(objs, opts); err != nil {
+	err := spec.LoadAndAssign(objs, opts)
+	if errors.Is(err, ebpf.ErrMapIncompatible) && pinDir != "" {
+		if n := unpinIncompatible(spec, pinDir); n > 0 {
+			err = spec.LoadAndAssign(objs, opts)
+		}
+	}
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return fmt.Errorf("%+v", ve)
@@ -31,6 +40,33 @@ func Load(spec *ebpf.CollectionSpec, objs any, pinDir string) error {
 		return err
 	}
 	return nil
+}
+
+// unpinIncompatible removes the maps pinned in pinDir whose type, key,
+// value or size differ from spec's, and says how many it removed.
+func unpinIncompatible(spec *ebpf.CollectionSpec, pinDir string) int {
+	n := 0
+	for name, ms := range spec.Maps {
+		if ms.Pinning != ebpf.PinByName {
+			continue
+		}
+		path := filepath.Join(pinDir, name)
+		m, err := ebpf.LoadPinnedMap(path, nil)
+		if err != nil {
+			continue
+		}
+		info, err := m.Info()
+		m.Close()
+		if err != nil {
+			continue
+		}
+		if info.Type != ms.Type || info.KeySize != ms.KeySize || info.ValueSize != ms.ValueSize || info.MaxEntries != ms.MaxEntries {
+			if os.Remove(path) == nil {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // Attach attaches prog to an interface in native (driver) mode.

@@ -17,27 +17,34 @@ const (
 
 // Status is what the local API reports.
 type Status struct {
-	Name     string                       `json:"name"`
-	ID       uint64                       `json:"id"`
-	VCPMAC   string                       `json:"vcp_mac,omitempty"`
-	Ports    []PortStatus                 `json:"ports"`
-	Backends []BackendStatus              `json:"backends"`
-	Table    TableStatus                  `json:"table"`
-	DIST     map[string]map[string]uint64 `json:"dist"`
+	Name   string `json:"name"`
+	ID     uint64 `json:"id"`
+	VCPMAC string `json:"vcp_mac,omitempty"`
+	// CapacityPPS is the LB's cap on the frames it balances a second
+	// (capacity_pps; 0: none), CapDrop the frames its caps and its
+	// ports' dropped (drops "cap" and "port_cap" summed over its ports).
+	CapacityPPS uint64                       `json:"capacity_pps,omitempty"`
+	CapDrop     uint64                       `json:"cap_drop"`
+	Ports       []PortStatus                 `json:"ports"`
+	Backends    []BackendStatus              `json:"backends"`
+	Table       TableStatus                  `json:"table"`
+	DIST        map[string]map[string]uint64 `json:"dist"`
 }
 
 // PortStatus is one port and its counters.
 type PortStatus struct {
-	Name      string     `json:"name"`      // the router's name for it, LB/INTERFACE (dist.PortName)
-	Interface string     `json:"interface"` // its interface on the LB
-	Ifindex   int        `json:"ifindex"`
-	Index     uint8      `json:"index"`
-	Role      string     `json:"role"`
-	MAC       string     `json:"mac"`
-	VLAN      uint16     `json:"vlan,omitempty"`
-	Address   string     `json:"address,omitempty"`
-	Default   bool       `json:"default,omitempty"`
-	Stats     *PortStats `json:"stats"`
+	Name      string `json:"name"`      // the router's name for it, LB/INTERFACE (dist.PortName)
+	Interface string `json:"interface"` // its interface on the LB
+	Ifindex   int    `json:"ifindex"`
+	Index     uint8  `json:"index"`
+	Role      string `json:"role"`
+	MAC       string `json:"mac"`
+	VLAN      uint16 `json:"vlan,omitempty"`
+	Address   string `json:"address,omitempty"`
+	Default   bool   `json:"default,omitempty"`
+	// CapacityPPS caps what an internal port sends a second (DTX-n).
+	CapacityPPS uint64     `json:"capacity_pps,omitempty"`
+	Stats       *PortStats `json:"stats"`
 }
 
 // BackendStatus is a back-end the LB has heard from.

@@ -24,7 +24,15 @@ const (
 	// `clear ip arp`); the next packet to each is held while it is asked
 	// for again. Answers {"flushed": N}.
 	PathNeighbors = "/neighbors"
+	// PathCapacity: PUT {"capacity_pps": N}: the data path's capacity now
+	// (0: no cap). Answers the status's capacity fields.
+	PathCapacity = "/capacity"
 )
+
+// Capacity is PathCapacity's request and answer.
+type Capacity struct {
+	CapacityPPS uint64 `json:"capacity_pps"`
+}
 
 // Status is what the local API reports.
 type Status struct {
@@ -40,6 +48,11 @@ type Status struct {
 	Pending   []string          `json:"pending_arp"`
 	Stats     *Stats            `json:"stats"`
 	SlowPath  map[string]uint64 `json:"slow_path"`
+	// CapacityPPS is the data path's cap on the frames it routes a second
+	// (capacity_pps, or set at run time; 0: none), CapDrop the frames it
+	// dropped (the drop "cap").
+	CapacityPPS uint64 `json:"capacity_pps,omitempty"`
+	CapDrop     uint64 `json:"cap_drop"`
 }
 
 // RouteInfo is one route as the API lists it.
@@ -133,6 +146,12 @@ func (c *Client) AddRoute(r RouteRequest) error {
 func (c *Client) DeleteRoute(p string) error {
 	var res map[string]string
 	return c.c.Do("DELETE", PathRoutes+"?prefix="+url.QueryEscape(p), nil, &res)
+}
+
+// SetCapacity sets the back-end's capacity (0: no cap).
+func (c *Client) SetCapacity(pps uint64) error {
+	var res Capacity
+	return c.c.Do("PUT", PathCapacity, Capacity{CapacityPPS: pps}, &res)
 }
 
 // FlushNeighbors forgets every neighbour the back-end has learned, and
