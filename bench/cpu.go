@@ -80,7 +80,7 @@ func placeNAPI(spec *lab.Spec) ([]int, error) {
 		// back-end's r0, the LB's i0) runs later stages first: at equal
 		// priority the first stage takes the core and the later stages'
 		// rings overflow, throwing away work already done.
-		fifo := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50 + uint32(stagePriority[d])}
+		fifo := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50 + uint32(stageOf(d))}
 		for _, pid := range byDev[d] {
 			if err := unix.SchedSetaffinity(pid, &set); err != nil {
 				return nil, fmt.Errorf("place NAPI thread %d: %w", pid, err)
@@ -98,6 +98,27 @@ func placeNAPI(spec *lab.Spec) ([]int, error) {
 // ports in bench-msr-switch and study-msr: p1 takes the LB's frames to
 // the back-ends, p2 and p3 the back-ends' back).
 var stagePriority = map[string]int{"p1": 5, "r0": 10, "p2": 15, "p3": 15, "i0": 20}
+
+// stageOf is a device's stage priority: stagePriority's, or by the scale
+// lab's names (bench/scale.go): the switch's LB-side ports lIpK carry
+// the LBs' frames to the back-ends, its back-end ports bJ the back-ends'
+// back, and an LB's internal ports iK take them out.
+func stageOf(dev string) int {
+	if p, ok := stagePriority[dev]; ok {
+		return p
+	}
+	if len(dev) > 1 && dev[1] >= '0' && dev[1] <= '9' {
+		switch dev[0] {
+		case 'l':
+			return 5
+		case 'b':
+			return 15
+		case 'i':
+			return 20
+		}
+	}
+	return 0
+}
 
 // napiThreads finds the kernel threads "napi/DEV-ID" of the given
 // devices, by device.

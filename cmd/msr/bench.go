@@ -39,6 +39,11 @@ var benchCommand = command{
       seed 002's real transfers: a file fetched over HTTP (nginx, curl) and
       FTP (vsftpd, ftp) across a Linux router and across msr (the default
       lab), interleaved; times side by side.
+  msr bench scale [--lbs 1,2] [--backends 1,2,4] [--internal-ports 1] [--cap-lb PPS] [--cap-port PPS]
+                  [--cap-backend PPS] [--size 64] [--flows 1000] [--trial 1s] [--report DIR] [-o json]
+      seed 003's scale-out: for each N1 LBs, N2 back-ends and n internal ports,
+      a lab with one switch, every element capped, the aggregate zero-loss
+      rate beside rho_min = min(N1 x R_LB, N2 x R_R) (docs/scaling.md).
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -51,6 +56,7 @@ var benchCommand = command{
 var benchCommands = map[string]func([]string) error{
 	"prog": runBenchProg, "rib": runBenchRIB, "flat": runBenchFlat,
 	"rfc2544": runBenchRFC2544, "study": runBenchStudy, "transfers": runBenchTransfers,
+	"scale": runBenchScale,
 }
 
 func runBench(args []string) error {
