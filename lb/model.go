@@ -264,14 +264,23 @@ func (p *modelPkt) balance(hash uint32) Result {
 	if s.Ifindex == 0 {
 		return p.drop(lbxdpLbDropLB_DROP_NO_BACKEND)
 	}
-	// The internal port: the source MAC's slot's (bpf/lb.bpf.c, balance).
-	via := t.Slots[macHash(p.b[6:12])%n]
-	if via.Ifindex == 0 {
+	via, ok := t.Via(p.b[6:12])
+	if !ok || via.Ifindex == 0 {
 		via = s
 	}
 	copy(p.b[0:6], s.MAC)
 	p.module(lbxdpLbModuleLB_MOD_BALANCE)
 	return p.send(via.Ifindex, via.PortIndex)
+}
+
+// Via is the slot whose internal port the LB sends a frame from the
+// source MAC src out of (bpf/lb.bpf.c, balance: one outside host's frames
+// always enter the switch by the same port); false for an empty table.
+func (t *Table) Via(src []byte) (Slot, bool) {
+	if len(t.Slots) == 0 || len(src) < 6 {
+		return Slot{}, false
+	}
+	return t.Slots[macHash(src)%uint32(len(t.Slots))], true
 }
 
 // macHash is bpf/lb.bpf.c's mac_hash.

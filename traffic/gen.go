@@ -71,11 +71,11 @@ type GenPort struct {
 	Ifname string
 	DstMAC net.HardwareAddr
 	VLAN   uint16
-	// Hosts, if above 1, sends the port's flows from that many source
-	// MACs (the port's, its last byte counted up), as from hosts on a LAN
-	// behind it: an LB picks its internal port by source MAC, so DTX-n
-	// spreads only the frames of several hosts.
-	Hosts int
+	// SrcMACs, if set, are the source MACs the port's flows take in
+	// turn, as from hosts on a LAN behind it (else the port's own): an LB
+	// picks its internal port by source MAC, so DTX-n spreads only the
+	// frames of several hosts.
+	SrcMACs []net.HardwareAddr
 }
 
 // Check refuses sizes, flow counts and rates the instrument cannot do.
@@ -91,8 +91,10 @@ func (c *GenConfig) Check() error {
 		return errors.New("generator needs a destination MAC")
 	}
 	for _, p := range c.Ports {
-		if p.Hosts < 0 || p.Hosts > 256 {
-			return fmt.Errorf("port %s: %d hosts, use 1 to 256 (a source MAC's last byte)", p.Ifname, p.Hosts)
+		for _, m := range p.SrcMACs {
+			if len(m) != 6 {
+				return fmt.Errorf("port %s: source MAC %v is not 6 bytes", p.Ifname, m)
+			}
 		}
 	}
 	return nil
@@ -124,7 +126,7 @@ func NewGenerator(c GenConfig) (*Generator, error) {
 		if p.VLAN > 4094 {
 			return nil, fmt.Errorf("generator port %s: VLAN %d: use 1 to 4094", p.Ifname, p.VLAN)
 		}
-		ports = append(ports, port{ifindex: pi.Index, src: pi.HardwareAddr, dst: p.DstMAC, vlan: p.VLAN, hosts: p.Hosts})
+		ports = append(ports, port{ifindex: pi.Index, src: pi.HardwareAddr, dst: p.DstMAC, vlan: p.VLAN, srcs: p.SrcMACs})
 	}
 	g, err := loadGenerator(c, ifi.HardwareAddr, ports)
 	if err != nil {
@@ -156,7 +158,7 @@ type port struct {
 	ifindex  int
 	src, dst net.HardwareAddr
 	vlan     uint16
-	hosts    int
+	srcs     []net.HardwareAddr // hosts behind the port; none: src alone
 }
 
 // loadGenerator loads the program for frames from src (or from ports),
@@ -198,8 +200,8 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 			p := ports[i%len(ports)]
 			f.Ifindex = uint32(p.ifindex)
 			copy(f.SrcMac[:], p.src)
-			if p.hosts > 1 {
-				f.SrcMac[5] += byte(i / len(ports) % p.hosts)
+			if len(p.srcs) > 0 {
+				copy(f.SrcMac[:], p.srcs[i/len(ports)%len(p.srcs)])
 			}
 			copy(f.DstMac[:], p.dst)
 			f.Vlan = p.vlan
