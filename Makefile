@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/msr
 GOFLAGS ?=
 
-.PHONY: all deps build generate check-generated lint test bench study compare lb-table demo fuzz clean
+.PHONY: all deps build generate check-generated lint test bench study compare lb-table scale demo fuzz clean
 
 all: build
 
@@ -73,6 +73,14 @@ compare: build
 # back-end out, and both at once (docs/rfc2544.md).
 lb-table: build
 	$(BIN) bench rfc2544 --dut lb,lb-int-ext,lb-both --sizes 64,128,256,512,1518 --tests throughput,latency --confirmations 1 --report bench-lb-table
+
+# scale: seed 003's scale-out (docs/scaling.md): the aggregate zero-loss
+# rate of N1 LBs and N2 back-ends, each capped, beside rho_min; the LBs'
+# side (their caps, and DTX-n's internal ports); reports in bench-scale/.
+scale: build
+	$(BIN) bench scale --lbs 1,2 --backends 1,2,4 --cap-backend 50000 --report bench-scale/backends
+	$(BIN) bench scale --lbs 1,2,3 --backends 4 --cap-lb 60000 --cap-backend 50000 --report bench-scale/lbs
+	$(BIN) bench scale --lbs 1 --backends 4 --internal-ports 1,2,4 --cap-port 40000 --cap-backend 50000 --report bench-scale/dtx
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.

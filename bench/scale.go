@@ -363,6 +363,10 @@ func (p *ScalePoint) explain() {
 		p.Reason = fmt.Sprintf("nothing capped: the machine's limit (%d frames lost a tenth above it)", p.Over.Lost)
 	case p.Within10:
 		p.Reason = fmt.Sprintf("the caps: a tenth above, %s dropped %d of %d lost", strings.Join(names, ", "), capped, p.Over.Lost)
+	case p.Over.Lost == 0:
+		p.Limit = "machine"
+		p.Reason = fmt.Sprintf("short of ρmin by %.0f%%: the search's trials lost frames sporadically below it, and one a tenth above (%s offered) lost none: the lab's rings on two shared cores, not the caps",
+			100*(1-p.Ratio), ppsText(p.Over.OfferedPPS))
 	case machineLost <= 0:
 		p.Limit = "uneven"
 		p.Reason = fmt.Sprintf("short of ρmin by %.0f%%, and a tenth above only caps dropped (%s): the capped elements were loaded unevenly",
