@@ -63,12 +63,18 @@ type FwdResult struct {
 	OfferedPackets  uint64  `json:"offered_packets"`
 	ReceivedPackets uint64  `json:"received_packets"`
 	OfferedPPS      float64 `json:"offered_pps"`
-	ReceivedPPS     float64 `json:"received_pps"`
-	ReceivedMbps    float64 `json:"received_mbps"`
-	LossRatio       float64 `json:"loss_ratio"`
-	Routes          int     `json:"routes"`
-	FIBLoadSeconds  float64 `json:"fib_load_s"`
-	DUTNsPerPacket  float64 `json:"dut_ns_per_packet,omitempty"`
+	// ScheduledPPS is the rate offered while the generator kept its
+	// schedule, and BehindSeconds the time it gave up when the machine
+	// left it behind (traffic.Generator.PaceStats): with --rate, offered
+	// falls short of the rate asked only by what the machine took.
+	ScheduledPPS   float64 `json:"scheduled_pps,omitempty"`
+	BehindSeconds  float64 `json:"behind_s,omitempty"`
+	ReceivedPPS    float64 `json:"received_pps"`
+	ReceivedMbps   float64 `json:"received_mbps"`
+	LossRatio      float64 `json:"loss_ratio"`
+	Routes         int     `json:"routes"`
+	FIBLoadSeconds float64 `json:"fib_load_s"`
+	DUTNsPerPacket float64 `json:"dut_ns_per_packet,omitempty"`
 	// NAPINsPerPacket is the CPU time of the DUT's NAPI threads (the
 	// threaded interfaces: everything the DUT does to a frame, driver
 	// and programs) per received packet, and NAPIBusy the share of one
@@ -265,11 +271,15 @@ func result(o FwdOptions, t *trialResult) *FwdResult {
 		OfferedPPS: float64(sent) / secs, ReceivedPPS: float64(rep.RxPackets) / secs,
 		ReceivedMbps: float64(rep.RxPackets) * float64(o.Size) * 8 / secs / 1e6,
 		Reordered:    rep.Reordered, FlowsSeen: rep.FlowsSeen,
+		BehindSeconds: t.paceSkipped.Seconds(),
 		Latency: LatencyUS{
 			P50: us(rep.Latency.Quantile(0.50)),
 			P99: us(rep.Latency.Quantile(0.99)),
 			Max: us(rep.Latency.Quantile(1)),
 		},
+	}
+	if o.Rate > 0 {
+		r.ScheduledPPS = t.scheduledPPS()
 	}
 	if sent > 0 && sent > rep.RxPackets {
 		r.LossRatio = float64(sent-rep.RxPackets) / float64(sent)
@@ -283,6 +293,9 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 func (r *FwdResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "dut %-6s size %4d B  flows %5d  %.1fs\n", r.DUT, r.Size, r.Flows, r.DurationSeconds)
 	fmt.Fprintf(w, "  offered  %12.0f pps (%d frames)\n", r.OfferedPPS, r.OfferedPackets)
+	if r.BehindSeconds > 0 {
+		fmt.Fprintf(w, "  the generator fell behind: %.3f s of schedule given up, %.0f pps while on it\n", r.BehindSeconds, r.ScheduledPPS)
+	}
 	fmt.Fprintf(w, "  received %12.0f pps (%d frames, %.0f Mbit/s)\n", r.ReceivedPPS, r.ReceivedPackets, r.ReceivedMbps)
 	fmt.Fprintf(w, "  loss %.4f  reordered %d  flows seen %d\n", r.LossRatio, r.Reordered, r.FlowsSeen)
 	fmt.Fprintf(w, "  latency p50 %.1f us  p99 %.1f us  max %.1f us\n", r.Latency.P50, r.Latency.P99, r.Latency.Max)

@@ -44,8 +44,14 @@ type ScaleOptions struct {
 	Backends      []int // N2 values
 	InternalPorts []int // n of DTX-n
 	// Caps in frames a second (0: none): an LB's own (what it balances),
-	// each internal port's (DTX-n's back-NICs), each back-end's.
-	CapLB, CapPort, CapBackend uint64
+	// each internal port's (DTX-n's back-NICs).
+	CapLB, CapPort uint64
+	// CapBackend are the back-ends' caps: back-end J takes the (J-1 mod
+	// len)th, so one value caps them alike and 40000,40000,20000 gives
+	// three back-ends capacities 2:2:1. The LBs' weights follow the caps
+	// (backendWeights), as the VCP's follow the capacities the back-ends
+	// announce.
+	CapBackend []uint64
 	Size                       int
 	Flows                      int
 	Trial                      time.Duration
@@ -160,6 +166,8 @@ type ScalePoint struct {
 	// back-ends' shares of what they routed in it.
 	Over   *ScaleOver `json:"over,omitempty"`
 	Shares []float64  `json:"backend_shares"`
+	// Weights are the back-ends' shares the LBs' weights ask for.
+	Weights []float64 `json:"backend_weights"`
 	Reason string     `json:"reason"`
 }
 
@@ -180,11 +188,15 @@ func (o *ScaleOptions) formula(n1, n2, ports int) (float64, string) {
 	if o.CapPort > 0 && float64(ports)*float64(o.CapPort) < lbRate {
 		lbRate, lbLimit = float64(ports)*float64(o.CapPort), "internal_port"
 	}
-	rRate := math.Inf(1)
-	if o.CapBackend > 0 {
-		rRate = float64(o.CapBackend)
+	lbSide, rSide := float64(n1)*lbRate, 0.0
+	for j := range n2 {
+		c := o.backendCap(j)
+		if c == 0 {
+			rSide = math.Inf(1)
+			break
+		}
+		rSide += float64(c)
 	}
-	lbSide, rSide := float64(n1)*lbRate, float64(n2)*rRate
 	switch {
 	case math.IsInf(lbSide, 1) && math.IsInf(rSide, 1):
 		return 0, "machine"
@@ -192,6 +204,53 @@ func (o *ScaleOptions) formula(n1, n2, ports int) (float64, string) {
 		return rSide, "backend"
 	}
 	return lbSide, lbLimit
+}
+
+// backendCap is back-end j's cap (j from 0), 0 for none.
+func (o *ScaleOptions) backendCap(j int) uint64 {
+	if len(o.CapBackend) == 0 {
+		return 0
+	}
+	return o.CapBackend[j%len(o.CapBackend)]
+}
+
+// backendWeights are the WRR weights of n2 back-ends: proportional to
+// their caps (divided by the caps' greatest common divisor, and scaled
+// down to at most 1,000), 1 each where any is uncapped.
+func (o *ScaleOptions) backendWeights(n2 int) []uint16 {
+	caps := make([]uint64, n2)
+	var g uint64
+	for j := range caps {
+		caps[j] = o.backendCap(j)
+		if caps[j] == 0 {
+			g = 0
+			break
+		}
+		g = gcd(g, caps[j])
+	}
+	w := make([]uint16, n2)
+	if g == 0 {
+		for j := range w {
+			w[j] = 1
+		}
+		return w
+	}
+	top := slices.Max(caps) / g
+	for j, c := range caps {
+		v := c / g
+		if top > 1000 {
+			v = max(1, (c/g*1000+top/2)/top)
+		}
+		w[j] = uint16(v)
+	}
+	return w
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // Scale runs every point, in order of N1, then n, then N2.
@@ -232,6 +291,14 @@ func (l *scaleLab) Close() { l.s.Close() }
 func scalePoint(o ScaleOptions, n1, n2, ports int, progress io.Writer) (*ScalePoint, error) {
 	formula, limit := o.formula(n1, n2, ports)
 	p := &ScalePoint{LBs: n1, Backends: n2, InternalPorts: ports, FormulaPPS: formula, Limit: limit}
+	var wsum float64
+	for _, w := range o.backendWeights(n2) {
+		p.Weights = append(p.Weights, float64(w))
+		wsum += float64(w)
+	}
+	for j := range p.Weights {
+		p.Weights[j] /= wsum
+	}
 	fmt.Fprintf(progress, "  %d LB × %d back-ends, %d internal port(s): bringing the lab up; ρmin %s\n", n1, n2, ports, ppsText(formula))
 	l, err := openScaleLab(o, n1, n2, ports)
 	if err != nil {
@@ -474,7 +541,7 @@ func (l *scaleLab) load(o ScaleOptions, n1, n2, ports int) error {
 		var lp []lb.Port
 		var t *lb.Table
 		err := netns.Do(lab.Namespace(spec.Name, fmt.Sprintf("lb%d", i)), func() (err error) {
-			dp, lp, t, err = d.loadLBBackends(set, backendMACs, lb.ModeWRR)
+			dp, lp, t, err = d.loadLBBackends(set, backendMACs, o.backendWeights(n2), lb.ModeWRR)
 			if err != nil {
 				return err
 			}
@@ -512,7 +579,7 @@ func (l *scaleLab) load(o ScaleOptions, n1, n2, ports int) error {
 			if dp, err = d.loadRouterHops("r0", rports, hops, table); err != nil {
 				return err
 			}
-			return dp.SetCap(o.CapBackend)
+			return dp.SetCap(o.backendCap(j - 1))
 		})
 		if err != nil {
 			return fmt.Errorf("r%d: %w", j, err)
@@ -524,8 +591,9 @@ func (l *scaleLab) load(o ScaleOptions, n1, n2, ports int) error {
 
 // loadLBBackends loads an LB's data path in the calling thread's
 // namespace, as loadLB does, with a table of every back-end through every
-// internal port in mode; it returns the ports as loaded and the table.
-func (d *dataPaths) loadLBBackends(ports []lbPort, backends []net.HardwareAddr, mode lb.Mode) (*lb.Dataplane, []lb.Port, *lb.Table, error) {
+// internal port in mode, back-end j with weights[j]; it returns the ports
+// as loaded and the table.
+func (d *dataPaths) loadLBBackends(ports []lbPort, backends []net.HardwareAddr, weights []uint16, mode lb.Mode) (*lb.Dataplane, []lb.Port, *lb.Table, error) {
 	dp, err := d.loadLB(ports, backends[0])
 	if err != nil {
 		return nil, nil, nil, err
@@ -540,8 +608,8 @@ func (d *dataPaths) loadLBBackends(ports []lbPort, backends []net.HardwareAddr, 
 		p := lb.Port{Ifindex: ifi.Index, Index: uint8(i), Role: bp.role, MAC: ifi.HardwareAddr, VLAN: bp.vlan, Addr: bp.addr}
 		set = append(set, p)
 		if p.Role == lb.RoleInternal {
-			for _, mac := range backends {
-				table = append(table, lb.Backend{MAC: mac, Ifindex: p.Ifindex, PortIndex: p.Index, Weight: 1})
+			for j, mac := range backends {
+				table = append(table, lb.Backend{MAC: mac, Ifindex: p.Ifindex, PortIndex: p.Index, Weight: weights[j]})
 			}
 		}
 	}
@@ -709,7 +777,7 @@ func commas(n uint64) string {
 // WriteText writes the points as a table.
 func (r *ScaleResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "msr bench scale, %d B, %d flows, caps: LB %s, internal port %s, back-end %s; %.0f s\n", r.Options.Size, r.Options.Flows,
-		capText(r.Options.CapLB), capText(r.Options.CapPort), capText(r.Options.CapBackend), r.Seconds)
+		capText(r.Options.CapLB), capText(r.Options.CapPort), capsText(r.Options.CapBackend), r.Seconds)
 	fmt.Fprintf(w, "%4s %4s %5s %12s %12s %7s %-13s %s\n", "N1", "N2", "PORTS", "MEASURED", "ρMIN", "RATIO", "LIMIT", "WHY")
 	for _, p := range r.Points {
 		ratio := "–"
@@ -718,6 +786,18 @@ func (r *ScaleResult) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%4d %4d %5d %12.0f %12.0f %7s %-13s %s\n", p.LBs, p.Backends, p.InternalPorts, p.MeasuredPPS, p.FormulaPPS, ratio, p.Limit, p.Reason)
 	}
+}
+
+// capsText writes the back-ends' caps.
+func capsText(caps []uint64) string {
+	if len(caps) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, c := range caps {
+		parts = append(parts, capText(c))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func capText(pps uint64) string {

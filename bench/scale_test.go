@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,10 +24,13 @@ func TestScale(t *testing.T) {
 		limit []string // by point
 		drops []string // an element that must drop at its cap a tenth above, by point
 	}{
-		{ScaleOptions{LBs: []int{1, 2}, Backends: []int{2}, CapLB: 40_000, CapBackend: 30_000},
+		{ScaleOptions{LBs: []int{1, 2}, Backends: []int{2}, CapLB: 40_000, CapBackend: []uint64{30_000}},
 			[]string{"lb", "backend"}, []string{"lb1", "r2"}},
-		{ScaleOptions{LBs: []int{1}, Backends: []int{2}, InternalPorts: []int{2}, CapPort: 20_000, CapBackend: 50_000},
+		{ScaleOptions{LBs: []int{1}, Backends: []int{2}, InternalPorts: []int{2}, CapPort: 20_000, CapBackend: []uint64{50_000}},
 			[]string{"internal_port"}, []string{"lb1 internal ports"}},
+		// Uneven capacities, 2:2:1, and the weights to match.
+		{ScaleOptions{LBs: []int{1}, Backends: []int{3}, CapBackend: []uint64{24_000, 24_000, 12_000}},
+			[]string{"backend"}, []string{"r3"}},
 	}
 	for _, run := range runs {
 		o := run.o
@@ -55,8 +59,11 @@ func TestScale(t *testing.T) {
 					p.LBs, p.Backends, p.InternalPorts, p.Over.Lost, p.Over.CapDrops, run.drops[i])
 			}
 			for j, s := range p.Shares {
-				if math.Abs(s-1/float64(p.Backends)) > 0.02 {
-					t.Errorf("point %d×%d×%d: back-end r%d routed %.3f of the frames, want %.3f ± 0.02", p.LBs, p.Backends, p.InternalPorts, j+1, s, 1/float64(p.Backends))
+				if want := float64(o.backendCap(j)) / p.FormulaPPS; p.Limit == "backend" && math.Abs(s-want) > 0.02 {
+					t.Errorf("point %d×%d×%d: back-end r%d routed %.3f of the frames, want %.3f ± 0.02 (its cap's share)", p.LBs, p.Backends, p.InternalPorts, j+1, s, want)
+				}
+				if math.Abs(s-p.Weights[j]) > 0.02 {
+					t.Errorf("point %d×%d×%d: back-end r%d routed %.3f of the frames, its weight asks %.3f", p.LBs, p.Backends, p.InternalPorts, j+1, s, p.Weights[j])
 				}
 			}
 		}
@@ -100,7 +107,7 @@ func TestScaleOptions(t *testing.T) {
 			t.Errorf("%+v was accepted", o)
 		}
 	}
-	o := ScaleOptions{CapLB: 100, CapPort: 30, CapBackend: 70}
+	o := ScaleOptions{CapLB: 100, CapPort: 30, CapBackend: []uint64{70}}
 	for _, c := range []struct {
 		n1, n2, ports int
 		pps           float64
@@ -112,5 +119,18 @@ func TestScaleOptions(t *testing.T) {
 	}
 	if pps, limit := (&ScaleOptions{}).formula(2, 2, 1); pps != 0 || limit != "machine" {
 		t.Errorf("nothing capped: %v %s", pps, limit)
+	}
+	uneven := ScaleOptions{CapBackend: []uint64{40_000, 40_000, 20_000}}
+	if pps, _ := uneven.formula(1, 3, 1); pps != 100_000 {
+		t.Errorf("ρmin of back-ends 40k, 40k, 20k: %v, want 100,000", pps)
+	}
+	if w := uneven.backendWeights(3); !slices.Equal(w, []uint16{2, 2, 1}) {
+		t.Errorf("weights of caps 40k, 40k, 20k: %v, want 2, 2, 1", w)
+	}
+	if w := (&ScaleOptions{CapBackend: []uint64{1_000_003, 1}}).backendWeights(2); w[0] != 1000 || w[1] != 1 {
+		t.Errorf("weights of caps 1,000,003 and 1: %v, want 1000 and 1", w)
+	}
+	if w := (&ScaleOptions{CapBackend: []uint64{50_000, 0}}).backendWeights(2); !slices.Equal(w, []uint16{1, 1}) {
+		t.Errorf("weights with an uncapped back-end: %v, want 1, 1", w)
 	}
 }

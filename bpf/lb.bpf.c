@@ -26,7 +26,7 @@
  * Maps: lb_ports (per ifindex), lb_vlans, lb_own_macs, lb_router_addrs,
  * lb_cfg, lb_tables (meta) + lb_table_0/1 (two balancing tables: the agent
  * fills the idle one, then flips lb_cfg.active_table), lb_rr, lb_stats,
- * lb_caps (capacities, cap.h: the LB's own, counted on the frames it
+ * lb_flowlets (flowlet mode), lb_caps (capacities, cap.h: the LB's own, counted on the frames it
  * balances, as seed 003 measures an L2-balancer's rate from its front-NIC;
  * and each internal port's, counted on what it sends, DTX-n's back-NICs).
  */
@@ -137,6 +137,14 @@ struct {
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_rr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LB_FLOWLETS);
+	__type(key, __u32); /* the flow hash */
+	__type(value, struct lb_flowlet);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_flowlets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -266,6 +274,43 @@ static __always_inline __u32 mac_hash(const __u8 *mac)
 	return h;
 }
 
+/* next_rr is the weighted round-robin's next slot of a table of len
+ * slots (the table repeats the weighted pattern, so the slots in turn
+ * follow the weights); per CPU. Non-zero when the counter is missing. */
+static __always_inline int next_rr(__u32 len, __u32 *idx)
+{
+	__u32 zero = 0;
+	__u32 *rr = bpf_map_lookup_elem(&lb_rr, &zero);
+
+	if (!rr)
+		return -1;
+	*idx = *rr % len;
+	*rr = *idx + 1;
+	return 0;
+}
+
+/* flowlet picks a flow's slot in flowlet mode: the slot of its flowlet
+ * while its packets keep coming within the gap (so a burst stays on one
+ * back-end, in order), else the round-robin's next (so the flowlets,
+ * hence the load, follow the weights). A flowlet of the other table
+ * starts anew: its slot means another back-end there. */
+static __always_inline int flowlet(__u32 hash, __u32 len, __u32 t, struct lb_config *cfg, __u32 *idx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct lb_flowlet *f = bpf_map_lookup_elem(&lb_flowlets, &hash);
+
+	if (f && f->table == t && f->slot < len && now - f->last_ns <= (__u64)cfg->flowlet_gap_us * 1000) {
+		f->last_ns = now;
+		*idx = f->slot;
+		return 0;
+	}
+	if (next_rr(len, idx))
+		return -1;
+	struct lb_flowlet nf = {.slot = *idx, .table = t, .last_ns = now};
+	bpf_map_update_elem(&lb_flowlets, &hash, &nf, BPF_ANY);
+	return 0;
+}
+
 /* balance sends a data frame to the back-end the active table picks: the
  * flow's slot names the back-end. The internal port is the one of the slot
  * the frame's source MAC picks, so that one outside host's frames always
@@ -284,12 +329,11 @@ static __always_inline int balance(struct pkt *p, struct ethhdr *eth, __u32 hash
 		return drop(p, LB_DROP_NO_BACKEND);
 	__u32 idx;
 	if (meta->mode == LB_MODE_WRR) {
-		__u32 zero = 0;
-		__u32 *rr = bpf_map_lookup_elem(&lb_rr, &zero);
-		if (!rr)
+		if (next_rr(meta->len, &idx))
 			return drop(p, LB_DROP_NO_BACKEND);
-		idx = *rr % meta->len;
-		*rr = idx + 1;
+	} else if (meta->mode == LB_MODE_FLOWLET) {
+		if (flowlet(hash, meta->len, t, cfg, &idx))
+			return drop(p, LB_DROP_NO_BACKEND);
 	} else {
 		idx = hash % meta->len;
 	}

@@ -22,6 +22,8 @@ enum lb_limit {
 	LB_CAP_ELEMENT = 0,
 	LB_CAP_PORT = 1,
 	LB_CAPS = LB_CAP_PORT + LB_MAX_PORTS,
+	/* Flows lb_flowlets remembers; the least recently seen goes first. */
+	LB_FLOWLETS = 65536,
 };
 
 enum lb_port_role {
@@ -34,6 +36,10 @@ enum lb_mode {
 	LB_MODE_WRR = 1,
 	LB_MODE_HASH = 2,
 	LB_MODE_MAGLEV = 3,
+	/* Flowlets: a flow keeps its back-end while its packets come closer
+	 * together than lb_config.flowlet_gap_us; after a longer gap the
+	 * weighted schedule picks anew (lb_flowlets). */
+	LB_MODE_FLOWLET = 4,
 };
 
 /* What each module of seed 000's Fig. 3 handled, per ingress port. */
@@ -88,7 +94,14 @@ struct lb_config {
 	__u8 active_table; /* 0 or 1: which of lb_table_0/1 is live */
 	__u32 default_int_ifindex;
 	__be32 mgmt_ip;
-	__u32 pad;
+	__u32 flowlet_gap_us; /* LB_MODE_FLOWLET: the gap that ends a flowlet */
+};
+
+/* A flow's current flowlet (lb_flowlets, by flow hash). */
+struct lb_flowlet {
+	__u32 slot;  /* the slot its back-end was picked from */
+	__u32 table; /* in which of the two tables */
+	__u64 last_ns; /* when its last packet was seen */
 };
 
 /* A balancing table's header, per table id. */

@@ -361,9 +361,12 @@ const (
 	ModeWRR    BalanceMode = 1
 	ModeHash   BalanceMode = 2
 	ModeMaglev BalanceMode = 3
+	// ModeFlowlet keeps a flow on its back-end within a burst and lets
+	// it move, by the weights, after a gap (bpf/lb.bpf.c, flowlet).
+	ModeFlowlet BalanceMode = 4
 )
 
-var balanceModeNames = map[BalanceMode]string{ModeWRR: "wrr", ModeHash: "hash", ModeMaglev: "maglev"}
+var balanceModeNames = map[BalanceMode]string{ModeWRR: "wrr", ModeHash: "hash", ModeMaglev: "maglev", ModeFlowlet: "flowlet"}
 
 // ParseBalanceMode reads a mode's name.
 func ParseBalanceMode(s string) (BalanceMode, error) {
@@ -372,7 +375,7 @@ func ParseBalanceMode(s string) (BalanceMode, error) {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("balancing mode %q: use wrr, hash or maglev", s)
+	return 0, fmt.Errorf("balancing mode %q: use wrr, hash, maglev or flowlet", s)
 }
 
 func (m BalanceMode) String() string {
@@ -415,7 +418,7 @@ func (m *TableUpdate) appendBody(b []byte) ([]byte, error) {
 	if len(m.Entries) > MaxTableEntries {
 		return nil, fmt.Errorf("%d entries, at most %d per frame", len(m.Entries), MaxTableEntries)
 	}
-	if m.Mode < ModeWRR || m.Mode > ModeMaglev || m.Flags&^(TableFlush|TableLast) != 0 {
+	if m.Mode < ModeWRR || m.Mode > ModeFlowlet || m.Flags&^(TableFlush|TableLast) != 0 {
 		return nil, errors.New("bad mode or flags")
 	}
 	b = binary.BigEndian.AppendUint64(b, m.Target)
@@ -450,7 +453,7 @@ func (m *TableUpdate) decodeBody(b []byte) error {
 	if n > 0 {
 		m.Entries = make([]TableEntry, n)
 	}
-	if m.Mode < ModeWRR || m.Mode > ModeMaglev || m.Flags&^(TableFlush|TableLast) != 0 {
+	if m.Mode < ModeWRR || m.Mode > ModeFlowlet || m.Flags&^(TableFlush|TableLast) != 0 {
 		return errReserved
 	}
 	for i := range m.Entries {

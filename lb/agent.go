@@ -233,7 +233,7 @@ func (a *Agent) defaultPort() *agentPort {
 }
 
 func (a *Agent) writeConfig() error {
-	c := Config{VCPMAC: a.vcpMAC, ManagementAddr: a.cfg.ManagementAddr}
+	c := Config{VCPMAC: a.vcpMAC, ManagementAddr: a.cfg.ManagementAddr, FlowletGap: a.cfg.FlowletGap}
 	if d := a.defaultPort(); d != nil {
 		c.DefaultIntIfindex = d.ifindex
 	}

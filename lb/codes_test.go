@@ -35,7 +35,7 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 	for _, m := range []struct {
 		lb   Mode
 		dist dist.BalanceMode
-	}{{ModeWRR, dist.ModeWRR}, {ModeHash, dist.ModeHash}, {ModeMaglev, dist.ModeMaglev}} {
+	}{{ModeWRR, dist.ModeWRR}, {ModeHash, dist.ModeHash}, {ModeMaglev, dist.ModeMaglev}, {ModeFlowlet, dist.ModeFlowlet}} {
 		if uint32(m.lb) != uint32(m.dist) || m.lb.String() != m.dist.String() {
 			t.Errorf("mode %s is %d in lb.h, %s %d in DIST", m.lb, m.lb, m.dist, m.dist)
 		}

@@ -8,6 +8,7 @@ package lb
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"time"
@@ -130,7 +131,13 @@ type Config struct {
 	VCPMAC            net.HardwareAddr // nil: no VCP known
 	DefaultIntIfindex int
 	ManagementAddr    netip.Addr
+	// FlowletGap ends a flowlet in flowlet mode (whole microseconds).
+	FlowletGap time.Duration
 }
+
+// MaxFlowletGap is the longest flowlet gap lb_config holds (a u32 of
+// microseconds).
+const MaxFlowletGap = time.Duration(math.MaxUint32) * time.Microsecond
 
 // SetConfig writes the LB-wide configuration, keeping the active table.
 func (d *Dataplane) SetConfig(c Config) error {
@@ -145,6 +152,7 @@ func (d *Dataplane) SetConfig(c Config) error {
 		copy(cur.VcpMac[:], c.VCPMAC)
 	}
 	cur.DefaultIntIfindex = uint32(c.DefaultIntIfindex)
+	cur.FlowletGapUs = uint32(min(c.FlowletGap/time.Microsecond, MaxFlowletGap/time.Microsecond))
 	cur.MgmtIp = 0
 	if c.ManagementAddr.Is4() {
 		cur.MgmtIp = be32(c.ManagementAddr)

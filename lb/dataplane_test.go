@@ -3,6 +3,7 @@ package lb
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -458,12 +460,26 @@ func TestLBDropsWithoutState(t *testing.T) {
 // TestLBDifferential runs the fixture frames and 100,000 random and
 // mutated frames through the kernel and the model, for each balancing
 // mode: every verdict and output byte must agree, and all counters (hence
-// every egress port) at each checkpoint.
+// every egress port) at each checkpoint. Flowlet mode runs with the
+// longest gap (a flow keeps its first back-end) and with none (every
+// packet a new flowlet, the round-robin's next): the model's clock and
+// the kernel's agree on both without sharing one.
 func TestLBDifferential(t *testing.T) {
 	const frames = 100_000
-	for _, mode := range []Mode{ModeWRR, ModeHash, ModeMaglev} {
-		t.Run(mode.String(), func(t *testing.T) {
+	type run struct {
+		mode Mode
+		gap  time.Duration
+	}
+	for _, c := range []run{{ModeWRR, 0}, {ModeHash, 0}, {ModeMaglev, 0}, {ModeFlowlet, MaxFlowletGap}, {ModeFlowlet, 0}} {
+		mode := c.mode
+		t.Run(fmt.Sprintf("%v-%v", mode, c.gap), func(t *testing.T) {
 			withFixture(t, mode, func(f *fixture) {
+				if mode == ModeFlowlet {
+					f.model.Config.FlowletGap = c.gap
+					if err := f.dp.SetConfig(f.model.Config); err != nil {
+						t.Fatal(err)
+					}
+				}
 				r := rand.New(rand.NewPCG(uint64(mode), 42))
 				ports := []string{"e0", "e1", "i0", "i1", "u0"}
 				fails := 0
@@ -571,4 +587,61 @@ func TestLoadDataplaneReplacesIncompatiblePin(t *testing.T) {
 	if _, err := again.Stats(0); err != nil {
 		t.Errorf("lb_stats made anew cannot be read: %v", err)
 	}
+}
+
+// TestLBFlowlets runs flowlet mode in the kernel against real time: a
+// flow's packets within the gap all go to one back-end (in order: one
+// path); after a pause longer than the gap the flow may move, and over
+// many flowlets it visits every back-end; with every packet a flowlet of
+// its own (gap 0) the back-ends' shares follow the weights (1:2:1 here)
+// within 2%, as WRR's do.
+func TestLBFlowlets(t *testing.T) {
+	withFixture(t, ModeFlowlet, func(f *fixture) {
+		e0 := f.ports["e0"].Ifindex
+		setGap := func(gap time.Duration) {
+			f.model.Config.FlowletGap = gap
+			if err := f.dp.SetConfig(f.model.Config); err != nil {
+				t.Fatal(err)
+			}
+		}
+		backendOf := func(sport uint16) string {
+			v, out, err := f.dp.Run(e0, eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, sport, 53)))
+			if err != nil || v != XDPRedirect {
+				t.Fatalf("verdict %d, %v", v, err)
+			}
+			return net.HardwareAddr(out[0:6]).String()
+		}
+		setGap(5 * time.Millisecond)
+		visited := map[string]bool{}
+		for burst := range 12 {
+			first := backendOf(4000)
+			for i := range 30 {
+				if b := backendOf(4000); b != first {
+					t.Fatalf("burst %d: packet %d went to %s, the burst's first to %s", burst, i+1, b, first)
+				}
+			}
+			visited[first] = true
+			time.Sleep(15 * time.Millisecond)
+		}
+		if len(visited) != len(macR) {
+			t.Errorf("one flow's 12 flowlets, 15 ms apart with a 5 ms gap, visited %d back-ends, want all %d", len(visited), len(macR))
+		}
+		setGap(0)
+		count := map[string]int{}
+		const n = 4000
+		for range n {
+			count[backendOf(4001)]++
+		}
+		weights := map[string]float64{}
+		var total float64
+		for i, mac := range macR {
+			weights[mac.String()] = float64(1 + i%2)
+			total += float64(1 + i%2)
+		}
+		for mac, w := range weights {
+			if share := float64(count[mac]) / n; math.Abs(share-w/total) > 0.02 {
+				t.Errorf("gap 0: back-end %s got %.3f of the packets, its weight %.3f", mac, share, w/total)
+			}
+		}
+	})
 }

@@ -34,7 +34,7 @@ type lbxdpLbConfig struct {
 	ActiveTable       uint8
 	DefaultIntIfindex uint32
 	MgmtIp            uint32
-	Pad               uint32
+	FlowletGapUs      uint32
 }
 
 type lbxdpLbDrop uint32
@@ -68,6 +68,13 @@ type lbxdpLbEgress struct {
 	Index   uint32
 }
 
+type lbxdpLbFlowlet struct {
+	_      structs.HostLayout
+	Slot   uint32
+	Table  uint32
+	LastNs uint64
+}
+
 type lbxdpLbLimit uint32
 
 const (
@@ -78,14 +85,16 @@ const (
 	lbxdpLbLimitLB_CAP_ELEMENT      lbxdpLbLimit = 0
 	lbxdpLbLimitLB_CAP_PORT         lbxdpLbLimit = 1
 	lbxdpLbLimitLB_CAPS             lbxdpLbLimit = 17
+	lbxdpLbLimitLB_FLOWLETS         lbxdpLbLimit = 65536
 )
 
 type lbxdpLbMode uint32
 
 const (
-	lbxdpLbModeLB_MODE_WRR    lbxdpLbMode = 1
-	lbxdpLbModeLB_MODE_HASH   lbxdpLbMode = 2
-	lbxdpLbModeLB_MODE_MAGLEV lbxdpLbMode = 3
+	lbxdpLbModeLB_MODE_WRR     lbxdpLbMode = 1
+	lbxdpLbModeLB_MODE_HASH    lbxdpLbMode = 2
+	lbxdpLbModeLB_MODE_MAGLEV  lbxdpLbMode = 3
+	lbxdpLbModeLB_MODE_FLOWLET lbxdpLbMode = 4
 )
 
 type lbxdpLbModule uint32
@@ -177,6 +186,7 @@ type lbxdpXdpMd struct {
 const (
 	lbxdpMapLbCaps             = "lb_caps"
 	lbxdpMapLbCfg              = "lb_cfg"
+	lbxdpMapLbFlowlets         = "lb_flowlets"
 	lbxdpMapLbOwnMacs          = "lb_own_macs"
 	lbxdpMapLbPorts            = "lb_ports"
 	lbxdpMapLbRouterAddrs      = "lb_router_addrs"
@@ -248,6 +258,7 @@ type lbxdpProgramSpecs struct {
 type lbxdpMapSpecs struct {
 	LbCaps        *ebpf.MapSpec `ebpf:"lb_caps"`
 	LbCfg         *ebpf.MapSpec `ebpf:"lb_cfg"`
+	LbFlowlets    *ebpf.MapSpec `ebpf:"lb_flowlets"`
 	LbOwnMacs     *ebpf.MapSpec `ebpf:"lb_own_macs"`
 	LbPorts       *ebpf.MapSpec `ebpf:"lb_ports"`
 	LbRouterAddrs *ebpf.MapSpec `ebpf:"lb_router_addrs"`
@@ -295,6 +306,7 @@ func (o *lbxdpObjects) Close() error {
 type lbxdpMaps struct {
 	LbCaps        *ebpf.Map `ebpf:"lb_caps"`
 	LbCfg         *ebpf.Map `ebpf:"lb_cfg"`
+	LbFlowlets    *ebpf.Map `ebpf:"lb_flowlets"`
 	LbOwnMacs     *ebpf.Map `ebpf:"lb_own_macs"`
 	LbPorts       *ebpf.Map `ebpf:"lb_ports"`
 	LbRouterAddrs *ebpf.Map `ebpf:"lb_router_addrs"`
@@ -310,6 +322,7 @@ func (m *lbxdpMaps) Close() error {
 	return _LbxdpClose(
 		m.LbCaps,
 		m.LbCfg,
+		m.LbFlowlets,
 		m.LbOwnMacs,
 		m.LbPorts,
 		m.LbRouterAddrs,

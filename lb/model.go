@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/flow"
@@ -40,7 +41,19 @@ type Model struct {
 	Config      Config
 	Table       Table
 	RR          uint32
-	Stats       [MaxPorts]ModelStats
+	// Flowlets are flowlet mode's flows by flow hash (lb_flowlets);
+	// whoever changes Table clears them, as the kernel's flowlets of the
+	// other table start anew.
+	Flowlets map[uint32]ModelFlowlet
+	// Now is the model's clock for flowlets (nil: time.Now).
+	Now   func() time.Time
+	Stats [MaxPorts]ModelStats
+}
+
+// ModelFlowlet is a flow's flowlet in the model.
+type ModelFlowlet struct {
+	Slot uint32
+	Last time.Time
 }
 
 // ModelStats are one port's counters in the model.
@@ -254,10 +267,12 @@ func (p *modelPkt) balance(hash uint32) Result {
 		return p.drop(lbxdpLbDropLB_DROP_NO_BACKEND)
 	}
 	var idx uint32
-	if t.Mode == ModeWRR {
-		idx = p.m.RR % n
-		p.m.RR = idx + 1
-	} else {
+	switch t.Mode {
+	case ModeWRR:
+		idx = p.m.nextRR(n)
+	case ModeFlowlet:
+		idx = p.m.flowlet(hash, n)
+	default:
 		idx = hash % n
 	}
 	s := t.Slots[idx]
@@ -271,6 +286,33 @@ func (p *modelPkt) balance(hash uint32) Result {
 	copy(p.b[0:6], s.MAC)
 	p.module(lbxdpLbModuleLB_MOD_BALANCE)
 	return p.send(via.Ifindex, via.PortIndex)
+}
+
+func (m *Model) nextRR(n uint32) uint32 {
+	idx := m.RR % n
+	m.RR = idx + 1
+	return idx
+}
+
+// flowlet is bpf/lb.bpf.c's flowlet: the flow's slot while it keeps
+// within the gap, else the round-robin's next.
+func (m *Model) flowlet(hash, n uint32) uint32 {
+	now := time.Now
+	if m.Now != nil {
+		now = m.Now
+	}
+	t := now()
+	gap := time.Duration(uint32(min(m.Config.FlowletGap/time.Microsecond, MaxFlowletGap/time.Microsecond))) * time.Microsecond
+	if f, ok := m.Flowlets[hash]; ok && f.Slot < n && t.Sub(f.Last) <= gap {
+		m.Flowlets[hash] = ModelFlowlet{Slot: f.Slot, Last: t}
+		return f.Slot
+	}
+	idx := m.nextRR(n)
+	if m.Flowlets == nil {
+		m.Flowlets = map[uint32]ModelFlowlet{}
+	}
+	m.Flowlets[hash] = ModelFlowlet{Slot: idx, Last: t}
+	return idx
 }
 
 // Via is the slot whose internal port the LB sends a frame from the

@@ -16,6 +16,8 @@ const (
 	ModeWRR    = Mode(lbxdpLbModeLB_MODE_WRR)
 	ModeHash   = Mode(lbxdpLbModeLB_MODE_HASH)
 	ModeMaglev = Mode(lbxdpLbModeLB_MODE_MAGLEV)
+	// ModeFlowlet's table is WRR's: a new flowlet takes the next slot.
+	ModeFlowlet = Mode(lbxdpLbModeLB_MODE_FLOWLET)
 )
 
 // TableSlots is LB_TABLE_SLOTS (enum lb_limit), the most slots a table
@@ -74,7 +76,7 @@ func BuildTable(mode Mode, backends []Backend) (*Table, error) {
 	}
 	var err error
 	switch mode {
-	case ModeWRR, ModeHash:
+	case ModeWRR, ModeHash, ModeFlowlet:
 		t.Slots, err = spread(live)
 	case ModeMaglev:
 		t.Slots, err = maglev(live)

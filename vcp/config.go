@@ -181,14 +181,14 @@ func (c *FileConfig) complete() error {
 	}
 	var err error
 	if c.mode, err = dist.ParseBalanceMode(c.Mode); err != nil {
-		return c.Pos.Errorf("mode %q: wrr, hash or maglev", c.Mode)
+		return c.Pos.Errorf("mode %q: wrr, hash, maglev or flowlet", c.Mode)
 	}
 	for name, l := range c.LBs {
 		if l.Mode == "" {
 			continue
 		}
 		if l.mode, err = dist.ParseBalanceMode(l.Mode); err != nil {
-			return l.Pos.Errorf("lb %s: mode %q: wrr, hash or maglev", name, l.Mode)
+			return l.Pos.Errorf("lb %s: mode %q: wrr, hash, maglev or flowlet", name, l.Mode)
 		}
 	}
 	vlans := map[uint16]config.Pos{}

@@ -20,7 +20,7 @@ func runBenchScale(args []string) error {
 	o := bench.ScaleOptions{}
 	fs.Uint64Var(&o.CapLB, "cap-lb", 0, "each LB's capacity in frames a second (what it balances; 0: none)")
 	fs.Uint64Var(&o.CapPort, "cap-port", 0, "each internal port's capacity in frames a second (DTX-n; 0: none)")
-	fs.Uint64Var(&o.CapBackend, "cap-backend", 0, "each back-end's capacity in frames a second (0: none)")
+	capBackend := fs.String("cap-backend", "0", "the back-ends' capacities in frames a second, comma-separated, back-end J taking the (J-1 mod len)th (0: none); the LBs' weights follow them")
 	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS")
 	fs.IntVar(&o.Flows, "flows", 1000, "flows, spread over the LBs")
 	fs.DurationVar(&o.Trial, "trial", time.Second, "each trial's length (a search's coarse trials are a quarter of it)")
@@ -43,6 +43,16 @@ func runBenchScale(args []string) error {
 			}
 			*l.dst = append(*l.dst, n)
 		}
+	}
+	for _, c := range strings.Split(*capBackend, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(c), 10, 64)
+		if err != nil {
+			return cli.Usagef("--cap-backend %q: frames a second, comma-separated", *capBackend)
+		}
+		o.CapBackend = append(o.CapBackend, v)
+	}
+	if len(o.CapBackend) == 1 && o.CapBackend[0] == 0 {
+		o.CapBackend = nil
 	}
 	r, err := strconv.ParseFloat(strings.TrimSuffix(*res, "%"), 64)
 	if err != nil || !strings.HasSuffix(*res, "%") {
