@@ -52,12 +52,12 @@ type ScaleOptions struct {
 	// (backendWeights), as the VCP's follow the capacities the back-ends
 	// announce.
 	CapBackend []uint64
-	Size                       int
-	Flows                      int
-	Trial                      time.Duration
-	Resolution                 float64
-	Trials                     int // trials per rate
-	MaxTrials                  int
+	Size       int
+	Flows      int
+	Trial      time.Duration
+	Resolution float64
+	Trials     int // trials per rate
+	MaxTrials  int
 }
 
 func (o *ScaleOptions) complete() error {
@@ -168,7 +168,7 @@ type ScalePoint struct {
 	Shares []float64  `json:"backend_shares"`
 	// Weights are the back-ends' shares the LBs' weights ask for.
 	Weights []float64 `json:"backend_weights"`
-	Reason string     `json:"reason"`
+	Reason  string    `json:"reason"`
 }
 
 // ScaleOver is the trial above a point's zero-loss rate.

@@ -2,9 +2,9 @@ package lb
 
 import (
 	"net"
-	"time"
 	"net/netip"
 	"sort"
+	"time"
 
 	"github.com/msr-router/msr/internal/config"
 	"github.com/msr-router/msr/internal/element"
@@ -16,12 +16,12 @@ import (
 type FileConfig struct {
 	element.Config `yaml:",inline"`
 	// PinDir keeps maps and links across restarts of the agent.
-	PinDir          string                 `yaml:"pin_dir"`
-	Mode            string                 `yaml:"mode"`
+	PinDir string `yaml:"pin_dir"`
+	Mode   string `yaml:"mode"`
 	// FlowletGap ends a flowlet in flowlet mode: a flow whose packets
 	// pause longer may move to another back-end (default
 	// DefaultFlowletGap).
-	FlowletGap time.Duration `yaml:"flowlet_gap"`
+	FlowletGap      time.Duration          `yaml:"flowlet_gap"`
 	Ports           map[string]*PortConfig `yaml:"ports" msr:"required"`
 	Backends        []BackendConfig        `yaml:"backends"`
 	VCPMAC          string                 `yaml:"vcp_mac"`
