@@ -76,11 +76,14 @@ lb-table: build
 
 # scale: seed 003's scale-out (docs/scaling.md): the aggregate zero-loss
 # rate of N1 LBs and N2 back-ends, each capped, beside rho_min; the LBs'
-# side (their caps, and DTX-n's internal ports); reports in bench-scale/.
+# side (their caps, and DTX-n's internal ports); back-ends of capacities
+# 2:2:1 in WRR and in flowlet mode; reports in bench-scale/.
 scale: build
 	$(BIN) bench scale --lbs 1,2 --backends 1,2,4 --cap-backend 50000 --report bench-scale/backends
 	$(BIN) bench scale --lbs 1,2,3 --backends 4 --cap-lb 60000 --cap-backend 50000 --report bench-scale/lbs
 	$(BIN) bench scale --lbs 1 --backends 4 --internal-ports 1,2,4 --cap-port 40000 --cap-backend 50000 --report bench-scale/dtx
+	$(BIN) bench scale --lbs 1 --backends 3 --cap-backend 40000,40000,20000 --report bench-scale/uneven-wrr
+	$(BIN) bench scale --lbs 1 --backends 3 --cap-backend 40000,40000,20000 --mode flowlet --report bench-scale/uneven-flowlet
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.

@@ -52,6 +52,10 @@ type ScaleOptions struct {
 	// (backendWeights), as the VCP's follow the capacities the back-ends
 	// announce.
 	CapBackend []uint64
+	// Mode is the LBs' balancing mode: wrr (the seed's round robin,
+	// default) or flowlet; hash and maglev spread flows, not packets, and
+	// miss the weights by the flows' luck.
+	Mode       string
 	Size       int
 	Flows      int
 	Trial      time.Duration
@@ -69,6 +73,12 @@ func (o *ScaleOptions) complete() error {
 	}
 	if len(o.InternalPorts) == 0 {
 		o.InternalPorts = []int{1}
+	}
+	if o.Mode == "" {
+		o.Mode = "wrr"
+	}
+	if m, err := lb.ParseMode(o.Mode); err != nil || (m != lb.ModeWRR && m != lb.ModeFlowlet) {
+		return fmt.Errorf("--mode %q: wrr or flowlet", o.Mode)
 	}
 	if o.Size == 0 {
 		o.Size = 64
@@ -541,9 +551,16 @@ func (l *scaleLab) load(o ScaleOptions, n1, n2, ports int) error {
 		var lp []lb.Port
 		var t *lb.Table
 		err := netns.Do(lab.Namespace(spec.Name, fmt.Sprintf("lb%d", i)), func() (err error) {
-			dp, lp, t, err = d.loadLBBackends(set, backendMACs, o.backendWeights(n2), lb.ModeWRR)
+			mode, _ := lb.ParseMode(o.Mode)
+			dp, lp, t, err = d.loadLBBackends(set, backendMACs, o.backendWeights(n2), mode)
 			if err != nil {
 				return err
+			}
+			if mode == lb.ModeFlowlet {
+				c := lb.Config{DefaultIntIfindex: lp[2].Ifindex, FlowletGap: lb.DefaultFlowletGap}
+				if err := dp.SetConfig(c); err != nil {
+					return err
+				}
 			}
 			if err := dp.SetCap(lb.CapElement, o.CapLB); err != nil {
 				return err
@@ -776,7 +793,7 @@ func commas(n uint64) string {
 
 // WriteText writes the points as a table.
 func (r *ScaleResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "msr bench scale, %d B, %d flows, caps: LB %s, internal port %s, back-end %s; %.0f s\n", r.Options.Size, r.Options.Flows,
+	fmt.Fprintf(w, "msr bench scale, %s, %d B, %d flows, caps: LB %s, internal port %s, back-end %s; %.0f s\n", r.Options.Mode, r.Options.Size, r.Options.Flows,
 		capText(r.Options.CapLB), capText(r.Options.CapPort), capsText(r.Options.CapBackend), r.Seconds)
 	fmt.Fprintf(w, "%4s %4s %5s %12s %12s %7s %-13s %s\n", "N1", "N2", "PORTS", "MEASURED", "ρMIN", "RATIO", "LIMIT", "WHY")
 	for _, p := range r.Points {

@@ -28,8 +28,10 @@ func TestScale(t *testing.T) {
 			[]string{"lb", "backend"}, []string{"lb1", "r2"}},
 		{ScaleOptions{LBs: []int{1}, Backends: []int{2}, InternalPorts: []int{2}, CapPort: 20_000, CapBackend: []uint64{50_000}},
 			[]string{"internal_port"}, []string{"lb1 internal ports"}},
-		// Uneven capacities, 2:2:1, and the weights to match.
-		{ScaleOptions{LBs: []int{1}, Backends: []int{3}, CapBackend: []uint64{24_000, 24_000, 12_000}},
+		// Uneven capacities, 2:2:1, and the weights to match, in flowlet
+		// mode (each flow's packets 3 ms apart here, longer than the gap:
+		// every packet a flowlet).
+		{ScaleOptions{LBs: []int{1}, Backends: []int{3}, CapBackend: []uint64{24_000, 24_000, 12_000}, Mode: "flowlet"},
 			[]string{"backend"}, []string{"r3"}},
 	}
 	for _, run := range runs {
@@ -100,7 +102,7 @@ func TestScale(t *testing.T) {
 // TestScaleOptions refuses what the lab cannot build, before building it.
 func TestScaleOptions(t *testing.T) {
 	for _, o := range []ScaleOptions{
-		{LBs: []int{0}}, {LBs: []int{maxScaleLBs + 1}}, {Backends: []int{maxScaleBackends + 1}},
+		{LBs: []int{0}}, {LBs: []int{maxScaleLBs + 1}}, {Mode: "hash"}, {Backends: []int{maxScaleBackends + 1}},
 		{InternalPorts: []int{maxScalePorts + 1}}, {Size: 40}, {Flows: -1},
 	} {
 		if _, err := Scale(o, io.Discard); err == nil {

@@ -21,6 +21,7 @@ func runBenchScale(args []string) error {
 	fs.Uint64Var(&o.CapLB, "cap-lb", 0, "each LB's capacity in frames a second (what it balances; 0: none)")
 	fs.Uint64Var(&o.CapPort, "cap-port", 0, "each internal port's capacity in frames a second (DTX-n; 0: none)")
 	capBackend := fs.String("cap-backend", "0", "the back-ends' capacities in frames a second, comma-separated, back-end J taking the (J-1 mod len)th (0: none); the LBs' weights follow them")
+	fs.StringVar(&o.Mode, "mode", "wrr", "the LBs' balancing mode: wrr or flowlet")
 	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS")
 	fs.IntVar(&o.Flows, "flows", 1000, "flows, spread over the LBs")
 	fs.DurationVar(&o.Trial, "trial", time.Second, "each trial's length (a search's coarse trials are a quarter of it)")
