@@ -58,7 +58,7 @@ rib: {neighbor: 10.0.0.1, asn: 65000}
 key_file: {{.Run}}/key
 interface: eth0
 api_listen: 10.0.0.1:8179
-mode: hash
+mode: flowlet
 standby: {address: 10.0.0.1/24}
 external_ports:
   - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}

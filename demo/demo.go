@@ -177,7 +177,12 @@ type Result struct {
 	IperfMbps  float64            `json:"iperf3_mbps"`
 	IperfRetr  int                `json:"iperf3_retransmits"`
 	Shares     map[string]float64 `json:"backend_shares"` // of the packets the back-ends received
-	Routes     map[string]int     `json:"routes"`
+	// Mode is the LBs' balancing mode, Weights each back-end's share of
+	// lb1's table: what the shares should follow (the VCP sets them from
+	// the capacities the back-ends announce).
+	Mode    string             `json:"balancing_mode"`
+	Weights map[string]float64 `json:"backend_weights"`
+	Routes  map[string]int     `json:"routes"`
 }
 
 var pingSummary = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received.*\n.*= [\d.]+/([\d.]+)/`)
@@ -268,11 +273,34 @@ func Traffic(ctx context.Context, plan *Plan, d time.Duration, w io.Writer) (*Re
 	}
 	r.IperfMbps, r.IperfRetr = io.End.SumReceived.BitsPerSecond/1e6, io.End.SumSent.Retransmits
 	last := Look()
-	r.Shares, r.Routes = shares(first, last), last.Routes
+	r.Shares, r.Routes = Shares(first, last), last.Routes
+	r.Mode, r.Weights = Weights("lb1")
 	return r, nil
 }
 
-func shares(a, b *Snapshot) map[string]float64 {
+// Weights reads an LB's balancing mode and each back-end's share of its
+// table's slots, by back-end name.
+func Weights(lb string) (string, map[string]float64) {
+	st, err := LBStatus(lb)
+	if err != nil {
+		return "", nil
+	}
+	names := map[string]string{}
+	for _, b := range st.Backends {
+		names[b.MAC] = b.Name
+	}
+	out := map[string]float64{}
+	for mac, n := range st.Table.Shares {
+		if st.Table.Slots > 0 {
+			out[names[mac]] += float64(n) / float64(st.Table.Slots)
+		}
+	}
+	return st.Table.Mode, out
+}
+
+// Shares are the back-ends' shares of the packets they received between
+// two looks.
+func Shares(a, b *Snapshot) map[string]float64 {
 	out := map[string]float64{}
 	var total uint64
 	for _, r := range Backends {
@@ -289,7 +317,7 @@ func shares(a, b *Snapshot) map[string]float64 {
 func liveLine(first, prev, now *Snapshot) string {
 	dt := now.Time.Sub(prev.Time).Seconds()
 	var kpps, sh []string
-	s := shares(first, now)
+	s := Shares(first, now)
 	for _, r := range Backends {
 		kpps = append(kpps, fmt.Sprintf("%6.1f", float64(now.RxPkts[r]-prev.RxPkts[r])/dt/1000))
 		sh = append(sh, fmt.Sprintf("%2.0f%%", s[r]*100))

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,8 +100,8 @@ http {
 	t.Logf("curl h1 <- nginx on h3: 200 MB in %v (%.0f Mbit/s), sha256 equal", took.Round(time.Millisecond), 200*8*1.048576/took.Seconds())
 	os.Remove(got)
 
-	// In hash mode the router keeps every flow in order: 16 iperf3 streams
-	// from h2 (behind the bridge ext2, so the frames entering the router
+	// In flowlet mode (the demo's) and in hash mode the router keeps
+	// every flow in order: 16 iperf3 streams from h2 (behind the bridge ext2, so the frames entering the router
 	// can be captured: ext2's port to lb1, outbound) to h3, captured again
 	// as they leave the router (ext3's port from lb2, inbound). No packet
 	// leaves behind one of its flow that entered after it. (The sending
@@ -111,52 +112,62 @@ http {
 	// forward two frames on two CPUs at once, and the capture on its port
 	// see them in the other order than they enter the router's ring. Taken
 	// for that race: 1 of 677,723 segments "late", once in four CI runs of
-	// an unpinned client.
-	iperf3Server(t)
-	stop := captureTCP(t, map[string]string{"in": "ext2:q0:out", "out": "ext3:q0:in"})
-	if _, _, err := iperf3(t, "h2", 10*time.Second, 16, "-A", "0"); err != nil {
-		t.Fatal(err)
-	}
-	pcaps := stop()
-	entered, left := tcpSegments(t, pcaps["in"]), tcpSegments(t, pcaps["out"])
-	late, lost := outOfOrder(entered, left)
-	t.Logf("hash mode, 16 streams h2 -> h3: %d segments into the router, %d out, %d out of the order they came in, %d lost", len(entered), len(left), late, lost)
-	if len(left) < 100_000 || late != 0 {
-		t.Errorf("%d of %d segments left the router out of order (want none, of at least 100,000)", late, len(left))
+	// an unpinned client. In flowlet mode (gap 1 ms) the back-ends' shares
+	// follow the capacities, 2:2:1, within 2 points: a flow moves only
+	// after a pause longer than the gap, and the flowlets follow the
+	// weights (in hash mode the 16 flows land as their hashes fall). The
+	// lab's queues, milliseconds deep under this load, sometimes outlast
+	// the gap, so a moved flowlet can overtake its flow's last packets:
+	// measured 197 of 965,276 segments (0.02%), where hash mode reorders
+	// none (a longer gap reorders less but moves flows too rarely for the
+	// shares: at 5 ms one run in three missed them by 3 points).
+	// docs/lb.md has the figures; the test holds flowlet mode under 0.5%.
+	vcpFile := filepath.Join(demo.RunDir, "vcp1.yaml")
+	for _, mode := range []string{"flowlet", "hash"} {
+		if mode != "flowlet" {
+			reloadMode(t, vcpFile, "flowlet", mode)
+		}
+		iperf3Server(t)
+		first := demo.Look()
+		stop := captureTCP(t, map[string]string{"in": "ext2:q0:out", "out": "ext3:q0:in"})
+		if _, _, err := iperf3(t, "h2", 10*time.Second, 16, "-A", "0"); err != nil {
+			t.Fatal(err)
+		}
+		pcaps := stop()
+		sh := demo.Shares(first, demo.Look())
+		entered, left := tcpSegments(t, pcaps["in"]), tcpSegments(t, pcaps["out"])
+		late, lost := outOfOrder(entered, left)
+		t.Logf("%s mode, 16 streams h2 -> h3: %d segments into the router, %d out, %d out of the order they came in, %d lost; shares r1 %.3f r2 %.3f r3 %.3f",
+			mode, len(entered), len(left), late, lost, sh["r1"], sh["r2"], sh["r3"])
+		allowed := 0
+		if mode == "flowlet" {
+			allowed = len(left) / 200
+		}
+		if len(left) < 100_000 || late > allowed {
+			t.Errorf("%s mode: %d of %d segments left the router out of order (want at most %d, of at least 100,000)", mode, late, len(left), allowed)
+		}
+		if mode == "flowlet" {
+			for r, want := range map[string]float64{"r1": 0.4, "r2": 0.4, "r3": 0.2} {
+				if math.Abs(sh[r]-want) > 0.02 {
+					t.Errorf("flowlet mode: %s carried %.3f of the packets, want %.1f ± 0.02 (its capacity's share)", r, sh[r], want)
+				}
+			}
+		}
 	}
 
 	// Spread in proportion to capacity: iperf3 with 16 streams for 20 s,
 	// the LBs in WRR (per packet; by reload), back-end shares from their
 	// counters within 10% of 2:2:1.
-	vcpFile := filepath.Join(demo.RunDir, "vcp1.yaml")
-	cfg, _ := os.ReadFile(vcpFile)
-	os.WriteFile(vcpFile, []byte(strings.Replace(string(cfg), "mode: hash", "mode: wrr", 1)), 0o644)
-	if out, errOut, code := msr(t, "ctl", "--name", "vcp1", "reload"); code != 0 || !strings.Contains(out, "mode hash -> wrr") {
-		t.Fatalf("reload to wrr: %s %s", out, errOut)
-	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		s1, e1 := demo.LBStatus("lb1")
-		s2, e2 := demo.LBStatus("lb2")
-		if e1 == nil && e2 == nil && s1.Table.Mode == "wrr" && s2.Table.Mode == "wrr" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the LBs never took the wrr table")
-		}
-	}
+	reloadMode(t, vcpFile, "hash", "wrr")
 	iperf3Server(t)
 	first := demo.Look()
 	if _, _, err := iperf3(t, "h1", 20*time.Second, 16); err != nil {
 		t.Fatal(err)
 	}
-	last := demo.Look()
-	var total float64
-	for _, r := range demo.Backends {
-		total += float64(last.RxPkts[r] - first.RxPkts[r])
-	}
+	sh := demo.Shares(first, demo.Look())
 	for r, want := range map[string]float64{"r1": 0.4, "r2": 0.4, "r3": 0.2} {
-		got := float64(last.RxPkts[r]-first.RxPkts[r]) / total
-		t.Logf("%s: %.1f%% of %0.f packets (capacity share %.0f%%)", r, got*100, total, want*100)
+		got := sh[r]
+		t.Logf("wrr mode: %s: %.1f%% of the packets (capacity share %.0f%%)", r, got*100, want*100)
 		if got < want*0.9 || got > want*1.1 {
 			t.Errorf("%s carried %.1f%%, want %.0f%% ±10%%", r, got*100, want*100)
 		}
@@ -316,8 +327,8 @@ func TestDefaultLabFailures(t *testing.T) {
 	// r1 or r3 must still send there.
 	vcpFile := filepath.Join(demo.RunDir, "vcp2.yaml")
 	cfg, _ := os.ReadFile(vcpFile)
-	os.WriteFile(vcpFile, []byte(strings.Replace(string(cfg), "mode: hash", "mode: maglev", 1)), 0o644)
-	if out, errOut, code := msr(t, "ctl", "--name", "vcp2", "reload"); code != 0 || !strings.Contains(out, "mode hash -> maglev") {
+	os.WriteFile(vcpFile, []byte(strings.Replace(string(cfg), "mode: flowlet", "mode: maglev", 1)), 0o644)
+	if out, errOut, code := msr(t, "ctl", "--name", "vcp2", "reload"); code != 0 || !strings.Contains(out, "mode flowlet -> maglev") {
 		t.Fatalf("reload to maglev: %s %s", out, errOut)
 	}
 	const r2MAC = "02:00:00:00:b0:02"
@@ -420,6 +431,29 @@ func TestOutOfOrder(t *testing.T) {
 	} {
 		if late, lost := outOfOrder(in, c.out); late != c.late || lost != c.lost {
 			t.Errorf("outOfOrder(%v) = %d late, %d lost; want %d, %d", c.out, late, lost, c.late, c.lost)
+		}
+	}
+}
+
+// reloadMode rewrites the balancing mode in a VCP's file from one mode to
+// another, reloads the VCP, and waits until both LBs run the new mode's
+// table.
+func reloadMode(t *testing.T, vcpFile, from, to string) {
+	t.Helper()
+	cfg, _ := os.ReadFile(vcpFile)
+	os.WriteFile(vcpFile, []byte(strings.Replace(string(cfg), "mode: "+from, "mode: "+to, 1)), 0o644)
+	name := strings.TrimSuffix(filepath.Base(vcpFile), ".yaml")
+	if out, errOut, code := msr(t, "ctl", "--name", name, "reload"); code != 0 || !strings.Contains(out, "mode "+from+" -> "+to) {
+		t.Fatalf("reload to %s: %s %s", to, out, errOut)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		s1, e1 := demo.LBStatus("lb1")
+		s2, e2 := demo.LBStatus("lb2")
+		if e1 == nil && e2 == nil && s1.Table.Mode == to && s2.Table.Mode == to {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the LBs never took the %s table", to)
 		}
 	}
 }

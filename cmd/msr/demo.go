@@ -94,9 +94,9 @@ func runDemo(args []string) error {
 		fmt.Fprintf(w, "  iperf3 h1 -> h3: %.0f Mbit/s, %d retransmits\n", res.IperfMbps, res.IperfRetr)
 		var sh []string
 		for _, r := range demo.Backends {
-			sh = append(sh, fmt.Sprintf("%s %.0f%%", r, res.Shares[r]*100))
+			sh = append(sh, fmt.Sprintf("%s %.0f%% (weight %.0f%%)", r, res.Shares[r]*100, res.Weights[r]*100))
 		}
-		fmt.Fprintf(w, "  back-end shares (capacities 2:2:1): %s\n", strings.Join(sh, ", "))
+		fmt.Fprintf(w, "  back-end shares, %s mode: %s\n", res.Mode, strings.Join(sh, ", "))
 		fmt.Fprintf(w, "  routes on each back-end: %v\n", res.Routes)
 	})
 }
