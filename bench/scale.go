@@ -185,7 +185,7 @@ type ScalePoint struct {
 type ScaleOver struct {
 	OfferedPPS float64           `json:"offered_pps"`
 	Lost       uint64            `json:"lost"`
-	CapDrops   map[string]uint64 `json:"cap_drops"` // by element (lb1, lb1/i0, r2), only those that dropped
+	CapDrops   map[string]uint64 `json:"cap_drops"` // by element ("lb1", "lb1 internal ports", "r2"), only those that dropped
 }
 
 // formula is seed 003's ρmin for a point from the caps, and which element
