@@ -418,7 +418,7 @@ func (a *Agent) sendHello() {
 	h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), HoldMultiplier: a.cfg.HoldMultiplier,
 		Capacity: a.cfg.CapacityMbps, Installed: uint32(a.routeCount()), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac, Name: a.cfg.Interface,
 			Flags: dist.PortFlagUp, SpeedMbps: a.cfg.CapacityMbps, MTU: 1500, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
-			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes}}}
+			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes, RxDropped: st.Drops["cap"]}}}
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
 	if err == nil {
 		err = a.conn.Send(f)

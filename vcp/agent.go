@@ -38,7 +38,9 @@ type Agent struct {
 	drained  map[string]bool // back-end names
 	// capacities set from the console (SetCapacity), by back-end name
 	capacities map[string]uint32
-	pushed     map[uint64]*lbPush
+	// loads are the back-ends' load states, by name (load.go)
+	loads  map[string]*loadState
+	pushed map[uint64]*lbPush
 }
 
 // element is one LB or back-end as its hellos describe it.
@@ -66,7 +68,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
-		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{},
+		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{}, loads: map[string]*loadState{},
 		pushed: map[uint64]*lbPush{}, token: api.Token(key.Secret)}
 	if a.sender, err = dist.NewSender(cfg.ID, key); err != nil {
 		return nil, err
@@ -221,6 +223,7 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
 		a.log.Info("element came back", "name", h.Name)
 	}
 	e.mac, e.hello, e.last, e.alive = mac, h, now, true
+	a.observeLoad(h.Name, h, now)
 }
 
 func (a *Agent) hold(h *dist.Hello) time.Duration {
@@ -327,7 +330,7 @@ func (a *Agent) portsApplied(lb *element, want []dist.PortSetting) bool {
 
 // table computes an LB's balancing table: every live, undrained back-end
 // through every internal port of the LB, weighted by capacity (configured,
-// else from its hellos), the largest 100.
+// else from its hellos) times its load factor (load.go), the largest 100.
 func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 	mode := a.cfg.modeOf(lb.hello.Name)
 	var routers []*element
@@ -335,7 +338,7 @@ func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 	for _, r := range a.sorted(dist.RoleRouter) {
 		if r.alive && !a.drained[r.hello.Name] && r.hello.Flags&dist.HelloFlagDraining == 0 {
 			routers = append(routers, r)
-			maxCap = max(maxCap, a.capacity(r))
+			maxCap = max(maxCap, a.effectiveCapacity(r))
 		}
 	}
 	var entries []dist.TableEntry
@@ -344,11 +347,17 @@ func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 			continue
 		}
 		for _, r := range routers {
-			w := uint16(max(1, (uint64(a.capacity(r))*100+uint64(maxCap)/2)/uint64(max(maxCap, 1))))
+			w := uint16(max(1, (uint64(a.effectiveCapacity(r))*100+uint64(maxCap)/2)/uint64(max(maxCap, 1))))
 			entries = append(entries, dist.TableEntry{MAC: r.mac, Port: hp.Index, Weight: w})
 		}
 	}
 	return mode, entries
+}
+
+// effectiveCapacity is a back-end's capacity times its load factor, in
+// thousandths of a Mbit/s (so that a small factor keeps its resolution).
+func (a *Agent) effectiveCapacity(r *element) uint32 {
+	return uint32(max(1, float64(a.capacity(r))*1000*a.loadFactor(r.hello.Name)))
 }
 
 func (a *Agent) capacity(r *element) uint32 {

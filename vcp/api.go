@@ -55,6 +55,9 @@ func (a *Agent) topology() (string, []vcpapi.ElementStatus, []vcpapi.TableStatus
 		elements = append(elements, vcpapi.ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
 			MAC: e.mac.String(), Alive: e.alive, Drained: a.drained[e.hello.Name], Capacity: a.capacity(e),
 			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: e.hello.Ports})
+		if e.hello.Role == dist.RoleRouter {
+			elements[len(elements)-1].LoadFactor = a.loadFactor(e.hello.Name)
+		}
 	}
 	sort.Slice(elements, func(i, j int) bool { return elements[i].Name < elements[j].Name })
 	for _, lb := range a.sorted(dist.RoleLB) {

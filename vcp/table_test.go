@@ -16,7 +16,7 @@ func tableAgent(t *testing.T, extra string) *Agent {
 		t.Fatal(err)
 	}
 	return &Agent{cfg: cfg, log: quiet(), elements: map[uint64]*element{}, drained: map[string]bool{},
-		capacities: map[string]uint32{}, pushed: map[uint64]*lbPush{}}
+		capacities: map[string]uint32{}, loads: map[string]*loadState{}, pushed: map[uint64]*lbPush{}}
 }
 
 func (a *Agent) hear(id uint64, mac string, h *dist.Hello) {

@@ -48,14 +48,17 @@ type Status struct {
 
 // ElementStatus is one element.
 type ElementStatus struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	Role        string `json:"role"`
-	MAC         string `json:"mac"`
-	Alive       bool   `json:"alive"`
-	Drained     bool   `json:"drained,omitempty"`
-	Capacity    uint32 `json:"capacity_mbps"`
-	LastHelloMs int64  `json:"last_hello_ms"`
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Role     string `json:"role"`
+	MAC      string `json:"mac"`
+	Alive    bool   `json:"alive"`
+	Drained  bool   `json:"drained,omitempty"`
+	Capacity uint32 `json:"capacity_mbps"`
+	// LoadFactor scales a back-end's weight when it drops for want of
+	// capacity (1: none; vcp/load.go).
+	LoadFactor  float64 `json:"load_factor,omitempty"`
+	LastHelloMs int64   `json:"last_hello_ms"`
 	// Installed: an LB's table generation, a back-end's FIB routes.
 	Installed uint32            `json:"installed"`
 	Ports     []dist.PortStatus `json:"ports"`
