@@ -149,52 +149,71 @@ type lbPort struct {
 }
 
 // loadLB loads an LB's data path in the calling thread's namespace: ports
-// (the first internal one the default), one back-end reached through it
-// in a hash table; then attaches it to every port.
-func (d *dataPaths) loadLB(ports []lbPort, backend net.HardwareAddr) (*lb.Dataplane, error) {
+// (the first internal one the default), and a table of every back-end
+// through every internal port in mode, back-end j with weights[j] (nil:
+// 1 each), flowlets ended by the default gap; then attaches it to every
+// port. It returns the ports as loaded and the table.
+func (d *dataPaths) loadLB(ports []lbPort, backends []net.HardwareAddr, weights []uint16, mode lb.Mode) (*lb.Dataplane, []lb.Port, *lb.Table, error) {
 	dp, err := lb.LoadDataplane("")
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	d.closers = append(d.closers, dp)
-	internal := -1 // index in set of the first internal port
 	var set []lb.Port
+	var table []lb.Backend
+	cfg := lb.Config{FlowletGap: lb.DefaultFlowletGap}
 	for i, bp := range ports {
 		ifi, err := net.InterfaceByName(bp.name)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		p := lb.Port{Ifindex: ifi.Index, Index: uint8(i), Role: bp.role, MAC: ifi.HardwareAddr, VLAN: bp.vlan, Addr: bp.addr}
 		if err := dp.SetPort(p); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		set = append(set, p)
-		if p.Role == lb.RoleInternal && internal < 0 {
-			internal = i
+		if p.Role != lb.RoleInternal {
+			continue
+		}
+		if cfg.DefaultIntIfindex == 0 {
+			cfg.DefaultIntIfindex = p.Ifindex
+		}
+		for j, mac := range backends {
+			w := uint16(1)
+			if weights != nil {
+				w = weights[j]
+			}
+			table = append(table, lb.Backend{MAC: mac, Ifindex: p.Ifindex, PortIndex: p.Index, Weight: w})
 		}
 	}
-	if internal < 0 {
-		return nil, errors.New("an LB needs an internal port")
+	if cfg.DefaultIntIfindex == 0 {
+		return nil, nil, nil, errors.New("an LB needs an internal port")
 	}
-	in := set[internal]
-	if err := dp.SetConfig(lb.Config{DefaultIntIfindex: in.Ifindex}); err != nil {
-		return nil, err
+	if err := dp.SetConfig(cfg); err != nil {
+		return nil, nil, nil, err
 	}
-	t, err := lb.BuildTable(lb.ModeHash, []lb.Backend{{MAC: backend, Ifindex: in.Ifindex, PortIndex: in.Index, Weight: 1}})
+	t, err := lb.BuildTable(mode, table)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if err := dp.InstallTable(t); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	for _, p := range set {
 		l, err := dp.Attach(p.Ifindex)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		d.links = append(d.links, l)
 	}
-	return dp, nil
+	return dp, set, t, nil
+}
+
+// loadHashLB loads an LB as loadLB does, with one back-end in a hash
+// table: the bench labs' LB.
+func (d *dataPaths) loadHashLB(ports []lbPort, backend net.HardwareAddr) (*lb.Dataplane, error) {
+	dp, _, _, err := d.loadLB(ports, []net.HardwareAddr{backend}, nil, lb.ModeHash)
+	return dp, err
 }
 
 // macs looks up the MACs the lab file gives these endpoints.
@@ -262,7 +281,7 @@ func setupLB(dut string, spec *lab.Spec) (*lb.Dataplane, func(), error) {
 	var d dataPaths
 	var dp *lb.Dataplane
 	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
-		dp, err = d.loadLB([]lbPort{ext, in}, m[0])
+		dp, err = d.loadHashLB([]lbPort{ext, in}, m[0])
 		return err
 	})
 	if err != nil {
@@ -313,7 +332,7 @@ func setupMsr(spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, 
 	var lbdp *lb.Dataplane
 	var rdp *router.Dataplane
 	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
-		lbdp, err = d.loadLB([]lbPort{
+		lbdp, err = d.loadHashLB([]lbPort{
 			{"e0", lb.RoleExternal, 10, netip.MustParseAddr("10.10.1.1")},
 			{"e1", lb.RoleExternal, 20, netip.MustParseAddr("10.10.2.1")},
 			{"i0", lb.RoleInternal, 0, netip.Addr{}},

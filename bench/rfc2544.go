@@ -191,12 +191,13 @@ func histBins(h traffic.Histogram) []HistBin {
 	return out
 }
 
-// coarseTrial is the length of a search's trials far from its result:
-// a quarter of a trial, at least 250 ms (MLRsearch's early phases are
-// shorter too). A rate they pass or fail is looked at again with full
-// trials if it ends up a result.
-func (o *RFC2544Options) coarseTrial() time.Duration {
-	return max(o.Trial/4, min(o.Trial, 250*time.Millisecond))
+// coarseTrial is the length of a search's trials far from its result,
+// for full trials of trial: a quarter of one, at least 250 ms (MLRsearch's
+// early phases are shorter too), never longer than a full one. A rate
+// they pass or fail is looked at again with full trials if it ends up a
+// result.
+func coarseTrial(trial time.Duration) time.Duration {
+	return max(trial/4, min(trial, 250*time.Millisecond))
 }
 
 // ndrTests are the tests that need the throughput test's NDR.
@@ -415,7 +416,7 @@ func throughput(o RFC2544Options, sessions map[string]*session, size int, ceilin
 			}
 			length := o.Trial
 			if s.Coarse() {
-				length = o.coarseTrial()
+				length = coarseTrial(o.Trial)
 			}
 			t, err := sessions[d.dut].trial(size, rate, length)
 			if err != nil {

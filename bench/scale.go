@@ -301,14 +301,11 @@ func (l *scaleLab) Close() { l.s.Close() }
 func scalePoint(o ScaleOptions, n1, n2, ports int, progress io.Writer) (*ScalePoint, error) {
 	formula, limit := o.formula(n1, n2, ports)
 	p := &ScalePoint{LBs: n1, Backends: n2, InternalPorts: ports, FormulaPPS: formula, Limit: limit}
-	var wsum float64
+	var weights []float64
 	for _, w := range o.backendWeights(n2) {
-		p.Weights = append(p.Weights, float64(w))
-		wsum += float64(w)
+		weights = append(weights, float64(w))
 	}
-	for j := range p.Weights {
-		p.Weights[j] /= wsum
-	}
+	p.Weights = fractions(weights)
 	fmt.Fprintf(progress, "  %d LB × %d back-ends, %d internal port(s): bringing the lab up; ρmin %s\n", n1, n2, ports, ppsText(formula))
 	l, err := openScaleLab(o, n1, n2, ports)
 	if err != nil {
@@ -330,7 +327,7 @@ func scalePoint(o ScaleOptions, n1, n2, ports int, progress io.Writer) (*ScalePo
 		}
 		length := o.Trial
 		if s.Coarse() {
-			length = max(o.Trial/4, 250*time.Millisecond)
+			length = coarseTrial(o.Trial)
 		}
 		t, err := l.s.trial(o.Size, rate, length)
 		if err != nil {
@@ -376,18 +373,24 @@ func (l *scaleLab) over(o ScaleOptions, rate float64) (*ScaleOver, []float64, er
 		}
 	}
 	var routed []float64
-	var total float64
 	for i := range after.routed {
-		d := float64(after.routed[i] - before.routed[i])
-		routed = append(routed, d)
-		total += d
+		routed = append(routed, float64(after.routed[i]-before.routed[i]))
 	}
-	for i := range routed {
+	return ov, fractions(routed), nil
+}
+
+// fractions divides each of xs by their sum, in place (all 0 if it is).
+func fractions(xs []float64) []float64 {
+	var total float64
+	for _, x := range xs {
+		total += x
+	}
+	for i := range xs {
 		if total > 0 {
-			routed[i] /= total
+			xs[i] /= total
 		}
 	}
-	return ov, routed, nil
+	return xs
 }
 
 // scaleCounters are the elements' cap drops (by element name) and each
@@ -524,21 +527,18 @@ func (l *scaleLab) load(o ScaleOptions, n1, n2, ports int) error {
 	spec := l.s.spec
 	var d dataPaths
 	l.s.undo = d.undo
-	var backendMACs, sinkMACs []net.HardwareAddr
+	var ends []lab.Endpoint
 	for j := 1; j <= n2; j++ {
-		m, err := macs(spec, lab.Endpoint{Node: fmt.Sprintf("r%d", j), Iface: "r0"})
-		if err != nil {
-			return err
-		}
-		backendMACs = append(backendMACs, m[0])
+		ends = append(ends, lab.Endpoint{Node: fmt.Sprintf("r%d", j), Iface: "r0"})
 	}
 	for i := 1; i <= n1; i++ {
-		m, err := macs(spec, lab.Endpoint{Node: "sink", Iface: fmt.Sprintf("s%d", i)})
-		if err != nil {
-			return err
-		}
-		sinkMACs = append(sinkMACs, m[0])
+		ends = append(ends, lab.Endpoint{Node: "sink", Iface: fmt.Sprintf("s%d", i)})
 	}
+	m, err := macs(spec, ends...)
+	if err != nil {
+		return err
+	}
+	backendMACs, sinkMACs := m[:n2], m[n2:]
 	for i := 1; i <= n1; i++ {
 		set := []lbPort{
 			{"e0", lb.RoleExternal, uint16(100 + i), netip.AddrFrom4([4]byte{10, 1, byte(i), 1})},
@@ -552,15 +552,8 @@ func (l *scaleLab) load(o ScaleOptions, n1, n2, ports int) error {
 		var t *lb.Table
 		err := netns.Do(lab.Namespace(spec.Name, fmt.Sprintf("lb%d", i)), func() (err error) {
 			mode, _ := lb.ParseMode(o.Mode)
-			dp, lp, t, err = d.loadLBBackends(set, backendMACs, o.backendWeights(n2), mode)
-			if err != nil {
+			if dp, lp, t, err = d.loadLB(set, backendMACs, o.backendWeights(n2), mode); err != nil {
 				return err
-			}
-			if mode == lb.ModeFlowlet {
-				c := lb.Config{DefaultIntIfindex: lp[2].Ifindex, FlowletGap: lb.DefaultFlowletGap}
-				if err := dp.SetConfig(c); err != nil {
-					return err
-				}
 			}
 			if err := dp.SetCap(lb.CapElement, o.CapLB); err != nil {
 				return err
@@ -604,40 +597,6 @@ func (l *scaleLab) load(o ScaleOptions, n1, n2, ports int) error {
 		l.backends = append(l.backends, dp)
 	}
 	return nil
-}
-
-// loadLBBackends loads an LB's data path in the calling thread's
-// namespace, as loadLB does, with a table of every back-end through every
-// internal port in mode, back-end j with weights[j]; it returns the ports
-// as loaded and the table.
-func (d *dataPaths) loadLBBackends(ports []lbPort, backends []net.HardwareAddr, weights []uint16, mode lb.Mode) (*lb.Dataplane, []lb.Port, *lb.Table, error) {
-	dp, err := d.loadLB(ports, backends[0])
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var set []lb.Port
-	var table []lb.Backend
-	for i, bp := range ports {
-		ifi, err := net.InterfaceByName(bp.name)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		p := lb.Port{Ifindex: ifi.Index, Index: uint8(i), Role: bp.role, MAC: ifi.HardwareAddr, VLAN: bp.vlan, Addr: bp.addr}
-		set = append(set, p)
-		if p.Role == lb.RoleInternal {
-			for j, mac := range backends {
-				table = append(table, lb.Backend{MAC: mac, Ifindex: p.Ifindex, PortIndex: p.Index, Weight: weights[j]})
-			}
-		}
-	}
-	t, err := lb.BuildTable(mode, table)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if err := dp.InstallTable(t); err != nil {
-		return nil, nil, nil, err
-	}
-	return dp, set, t, nil
 }
 
 // hostsFor picks scaleHosts source MACs for LB lbIdx's generator port

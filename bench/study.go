@@ -316,7 +316,7 @@ func setupStudyMsr(spec *lab.Spec, routes []netip.Prefix) (func(), error) {
 	addr := func(s string) netip.Addr { return netip.MustParseAddr(s) }
 	var d dataPaths
 	err = netns.Do(lab.Namespace(spec.Name, "lb"), func() error {
-		_, err := d.loadLB([]lbPort{
+		_, err := d.loadHashLB([]lbPort{
 			{"e0", lb.RoleExternal, 10, addr("10.1.0.1")},
 			{"e1", lb.RoleExternal, 11, addr("10.1.1.1")},
 			{"e2", lb.RoleExternal, 20, addr("10.2.0.1")},

@@ -26,9 +26,10 @@
  * Maps: lb_ports (per ifindex), lb_vlans, lb_own_macs, lb_router_addrs,
  * lb_cfg, lb_tables (meta) + lb_table_0/1 (two balancing tables: the agent
  * fills the idle one, then flips lb_cfg.active_table), lb_rr, lb_stats,
- * lb_flowlets (flowlet mode), lb_caps (capacities, cap.h: the LB's own, counted on the frames it
- * balances, as seed 003 measures an L2-balancer's rate from its front-NIC;
- * and each internal port's, counted on what it sends, DTX-n's back-NICs).
+ * lb_flowlets (flowlet mode), lb_caps (capacities, cap.h: the LB's own,
+ * counted on the frames it balances, as seed 003 measures an
+ * L2-balancer's rate from its front-NIC; and each internal port's,
+ * counted on what it sends, DTX-n's back-NICs).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -306,6 +307,12 @@ static __always_inline int flowlet(__u32 hash, __u32 len, __u32 t, struct lb_con
 	}
 	if (next_rr(len, idx))
 		return -1;
+	if (f) { /* a known flow's new flowlet: in place, no new LRU entry */
+		f->slot = *idx;
+		f->table = t;
+		f->last_ns = now;
+		return 0;
+	}
 	struct lb_flowlet nf = {.slot = *idx, .table = t, .last_ns = now};
 	bpf_map_update_elem(&lb_flowlets, &hash, &nf, BPF_ANY);
 	return 0;

@@ -139,6 +139,12 @@ type Config struct {
 // microseconds).
 const MaxFlowletGap = time.Duration(math.MaxUint32) * time.Microsecond
 
+// flowletGapUs is a flowlet gap as lb_config holds it: whole
+// microseconds, at most MaxFlowletGap.
+func flowletGapUs(gap time.Duration) uint32 {
+	return uint32(min(gap, MaxFlowletGap) / time.Microsecond)
+}
+
 // SetConfig writes the LB-wide configuration, keeping the active table.
 func (d *Dataplane) SetConfig(c Config) error {
 	var cur lbxdpLbConfig
@@ -152,7 +158,7 @@ func (d *Dataplane) SetConfig(c Config) error {
 		copy(cur.VcpMac[:], c.VCPMAC)
 	}
 	cur.DefaultIntIfindex = uint32(c.DefaultIntIfindex)
-	cur.FlowletGapUs = uint32(min(c.FlowletGap/time.Microsecond, MaxFlowletGap/time.Microsecond))
+	cur.FlowletGapUs = flowletGapUs(c.FlowletGap)
 	cur.MgmtIp = 0
 	if c.ManagementAddr.Is4() {
 		cur.MgmtIp = be32(c.ManagementAddr)

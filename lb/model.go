@@ -45,9 +45,7 @@ type Model struct {
 	// whoever changes Table clears them, as the kernel's flowlets of the
 	// other table start anew.
 	Flowlets map[uint32]ModelFlowlet
-	// Now is the model's clock for flowlets (nil: time.Now).
-	Now   func() time.Time
-	Stats [MaxPorts]ModelStats
+	Stats    [MaxPorts]ModelStats
 }
 
 // ModelFlowlet is a flow's flowlet in the model.
@@ -297,12 +295,8 @@ func (m *Model) nextRR(n uint32) uint32 {
 // flowlet is bpf/lb.bpf.c's flowlet: the flow's slot while it keeps
 // within the gap, else the round-robin's next.
 func (m *Model) flowlet(hash, n uint32) uint32 {
-	now := time.Now
-	if m.Now != nil {
-		now = m.Now
-	}
-	t := now()
-	gap := time.Duration(uint32(min(m.Config.FlowletGap/time.Microsecond, MaxFlowletGap/time.Microsecond))) * time.Microsecond
+	t := time.Now()
+	gap := time.Duration(flowletGapUs(m.Config.FlowletGap)) * time.Microsecond
 	if f, ok := m.Flowlets[hash]; ok && f.Slot < n && t.Sub(f.Last) <= gap {
 		m.Flowlets[hash] = ModelFlowlet{Slot: f.Slot, Last: t}
 		return f.Slot

@@ -334,11 +334,13 @@ func (a *Agent) portsApplied(lb *element, want []dist.PortSetting) bool {
 func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 	mode := a.cfg.modeOf(lb.hello.Name)
 	var routers []*element
-	var maxCap uint32
+	var caps []uint64
+	var maxCap uint64
 	for _, r := range a.sorted(dist.RoleRouter) {
 		if r.alive && !a.drained[r.hello.Name] && r.hello.Flags&dist.HelloFlagDraining == 0 {
-			routers = append(routers, r)
-			maxCap = max(maxCap, a.effectiveCapacity(r))
+			c := a.effectiveCapacity(r)
+			routers, caps = append(routers, r), append(caps, c)
+			maxCap = max(maxCap, c)
 		}
 	}
 	var entries []dist.TableEntry
@@ -346,8 +348,8 @@ func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 		if hp.Role != dist.PortInternal {
 			continue
 		}
-		for _, r := range routers {
-			w := uint16(max(1, (uint64(a.effectiveCapacity(r))*100+uint64(maxCap)/2)/uint64(max(maxCap, 1))))
+		for i, r := range routers {
+			w := uint16(max(1, (caps[i]*100+maxCap/2)/max(maxCap, 1)))
 			entries = append(entries, dist.TableEntry{MAC: r.mac, Port: hp.Index, Weight: w})
 		}
 	}
@@ -355,9 +357,10 @@ func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 }
 
 // effectiveCapacity is a back-end's capacity times its load factor, in
-// thousandths of a Mbit/s (so that a small factor keeps its resolution).
-func (a *Agent) effectiveCapacity(r *element) uint32 {
-	return uint32(max(1, float64(a.capacity(r))*1000*a.loadFactor(r.hello.Name)))
+// thousandths of a Mbit/s (so that a small factor keeps its resolution;
+// a u64, as a capacity of up to 2^32 Mbit/s times 1000 needs).
+func (a *Agent) effectiveCapacity(r *element) uint64 {
+	return uint64(max(1, float64(a.capacity(r))*1000*a.loadFactor(r.hello.Name)))
 }
 
 func (a *Agent) capacity(r *element) uint32 {
