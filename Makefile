@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/msr
 GOFLAGS ?=
 
-.PHONY: all deps build generate check-generated lint test bench study compare lb-table scale demo fuzz clean
+.PHONY: all deps build generate check-generated lint test bench study compare lb-table scale sim controlplane demo fuzz clean
 
 all: build
 
@@ -84,6 +84,26 @@ scale: build
 	$(BIN) bench scale --lbs 1 --backends 4 --internal-ports 1,2,4 --cap-port 40000 --cap-backend 50000 --report bench-scale/dtx
 	$(BIN) bench scale --lbs 1 --backends 3 --cap-backend 40000,40000,20000 --report bench-scale/uneven-wrr
 	$(BIN) bench scale --lbs 1 --backends 3 --cap-backend 40000,40000,20000 --mode flowlet --report bench-scale/uneven-flowlet
+	$(BIN) bench scale --lbs 1 --backends 2,4,8 --cap-backend 100000 --report bench-scale/machine
+
+# sim: the model past one machine (docs/scaling.md): the lab's reports
+# predicted with the lab's caps, then N1 up to 64 and N2 up to 512 with
+# this machine's costs, heavy-tailed flows, every balancing mode; reports
+# in bench-sim/.
+SCALE_REPORTS = bench-scale/backends/report.json,bench-scale/lbs/report.json,bench-scale/dtx/report.json,bench-scale/uneven-wrr/report.json,bench-scale/uneven-flowlet/report.json,bench-scale/machine/report.json
+sim: build
+	$(BIN) sim --validate $(SCALE_REPORTS)
+	$(BIN) sim --lbs 16,64 --backends 8,32,128,512 --report bench-sim/websearch
+	$(BIN) sim --lbs 64 --backends 64,128,256,512 --lb-ns 40 --report bench-sim/backend-bound
+	$(BIN) sim --lbs 64 --backends 16,64,512 --flows 1000 --flow-sizes pareto:1.2 --report bench-sim/elephants
+	$(BIN) sim --lbs 8 --backends 256,512 --internal-ports 1,2 --modes maglev,wrr
+
+# controlplane: the VCP at scale (docs/scaling.md): 500 back-ends' and 8
+# LBs' hellos from the DIST load generator, one back-end's death; the
+# VCP's BIRD reflecting a full table to 100 receive-only clients.
+controlplane: build
+	$(BIN) bench vcp --backends 500 --lbs 8 --duration 30s
+	$(BIN) bench rib --routes pyasn --backends 1 --changes 0 --clients 100
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,11 @@ type RIBOptions struct {
 	Routes   string // "pyasn" or a number of prefixes
 	Backends int
 	Changes  int
+	// Clients are receive-only iBGP clients of the VCP's route reflector
+	// (one BIRD with that many sessions, each from its own address),
+	// started once the VCP's suite holds every route: the RIB feed's
+	// fan-out to a router of that many back-ends.
+	Clients int
 	// Msr is the msr binary the lab's elements run (default: this one).
 	Msr string
 }
@@ -39,6 +45,14 @@ type RIBResult struct {
 	ChangeMs          Quantiles `json:"change_ms"`      // a peer's announcement or withdrawal to every back-end's FIB
 	VCPToFIBMs        Quantiles `json:"vcp_to_fib_ms"`  // the VCP's suite holding the change to every back-end's FIB
 	BackendRSSMB      []float64 `json:"backend_rss_mb"` // each back-end agent's resident set, all routes loaded
+	SuiteRSSMB        float64   `json:"suite_rss_mb"`   // the VCP's BIRD, every route and session up
+	// With clients: their sessions' start to every client having received
+	// every route, and the VCP's BIRD's resident set before and after.
+	Clients            int     `json:"clients,omitempty"`
+	ClientsFanoutS     float64 `json:"clients_fanout_s,omitempty"`
+	SuiteRSSBeforeMB   float64 `json:"suite_rss_before_clients_mb,omitempty"`
+	ClientsSuiteRSSMB  float64 `json:"clients_bird_rss_mb,omitempty"`
+	ClientsSuiteCPUSec float64 `json:"suite_cpu_fanout_s,omitempty"` // the VCP's BIRD's CPU time during the fan-out
 }
 
 // Quantiles of a sample.
@@ -68,7 +82,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
-	if err := writeRIBFiles(dir, self, prefixes, o.Backends); err != nil {
+	if err := writeRIBFiles(dir, self, prefixes, o.Backends, o.Clients); err != nil {
 		return nil, err
 	}
 	spec, err := lab.LoadFile(filepath.Join(dir, "lab.yaml"))
@@ -120,6 +134,15 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	for _, p := range st.Processes {
 		if strings.HasPrefix(p.Host, "r") {
 			r.BackendRSSMB = append(r.BackendRSSMB, rssMB(p.PID))
+		}
+	}
+	suitePID := birdPID(bird)
+	r.SuiteRSSMB = rssMB(suitePID)
+	if o.Clients > 0 {
+		// What the reflector sends: every route but one the VCP's own
+		// connected network hides (want counts that network once).
+		if err := ribFanout(r, dir, spec, bird, suitePID, o.Clients, want-1); err != nil {
+			return nil, err
 		}
 	}
 	var ms, fromVCP []float64
@@ -237,7 +260,7 @@ func quantiles(xs []float64) Quantiles {
 // writeRIBFiles writes the key, the route file, every element's config,
 // the peer's config and the lab: a peer on the LB's port, the LB, the VCP
 // and the back-ends on a switch, every element an msr process.
-func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends int) error {
+func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends, clients int) error {
 	files := map[string]string{
 		"key": strings.Repeat("5e", 32),
 		"bgpd.conf": `frr defaults traditional
@@ -288,6 +311,24 @@ hosts:
 		links += fmt.Sprintf("  - ends: [r%d:eth0, sw:p%d]\n", i, i+1)
 		ports += fmt.Sprintf("      p%d: {xdp_pass: on, vlan_offload: off}\n", i+1)
 	}
+	if clients > 0 {
+		// The clients' host: one address a client, in the VCP's range.
+		var addrs []string
+		for c := range clients {
+			addrs = append(addrs, fmt.Sprintf("10.0.0.%d/24", ribClientBase+c))
+		}
+		fmt.Fprintf(&labText, "  clients:\n    interfaces:\n      eth0: {addresses: [%s], vlan_offload: off, tx_checksum: off}\n", strings.Join(addrs, ", "))
+		links += fmt.Sprintf("  - ends: [clients:eth0, sw:p%d]\n", backends+2)
+		ports += fmt.Sprintf("      p%d: {vlan_offload: off}\n", backends+2)
+		// One BIRD a client (one BIRD's second protocol to the same
+		// neighbor stays Idle), each listening on its own address only
+		// (strict bind), or the second BIRD's session never starts.
+		for c := range clients {
+			files[fmt.Sprintf("client%d.conf", c)] = fmt.Sprintf("router id 10.0.1.%d;\nprotocol device {}\n"+
+				"protocol bgp feed { local 10.0.0.%d as 65000; neighbor 10.0.0.1 as 65000; strict bind yes; ipv4 { import filter { reject; }; export none; }; }\n",
+				1+c, ribClientBase+c)
+		}
+	}
 	labText.WriteString("switches:\n  sw:\n    interfaces:\n" + ports + links)
 	files["lab.yaml"] = labText.String()
 	for name, text := range files {
@@ -309,6 +350,106 @@ hosts:
 	return f.Close()
 }
 
+// ribClientBase is the first client's address, 10.0.0.ribClientBase: the
+// back-ends have 10.0.0.11 onwards, the VCP's range is 10.0.0.0/24.
+const ribClientBase = 100
+
+// ribFanout starts the receive-only clients once the VCP's suite holds
+// every route and times the full table's trip to all of them; their
+// import filter rejects each route after counting it, so the clients
+// keep nothing and the figure is the reflector's.
+func ribFanout(r *RIBResult, dir string, spec *lab.Spec, bird string, suitePID, clients, routes int) error {
+	if clients > 150 {
+		return fmt.Errorf("--clients %d: at most 150 (10.0.0.100-249)", clients)
+	}
+	r.Clients = clients
+	r.SuiteRSSBeforeMB = r.SuiteRSSMB
+	cpu0 := processCPU(suitePID)
+	start := time.Now()
+	var sockets []string
+	var procs []*exec.Cmd
+	defer func() {
+		for _, cmd := range procs {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+	for c := range clients {
+		socket := filepath.Join(dir, fmt.Sprintf("client%d.ctl", c))
+		cmd := exec.Command("nsenter", "--net=/var/run/netns/"+lab.Namespace(spec.Name, "clients"), "--",
+			"bird", "-f", "-c", filepath.Join(dir, fmt.Sprintf("client%d.conf", c)), "-s", socket)
+		if out, err := exec.Command("bird", "-p", "-c", filepath.Join(dir, fmt.Sprintf("client%d.conf", c))).CombinedOutput(); err != nil {
+			return fmt.Errorf("the clients' BIRD config: %v: %s", err, out)
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start client %d's BIRD: %w", c, err)
+		}
+		sockets, procs = append(sockets, socket), append(procs, cmd)
+	}
+	done := make([]bool, clients)
+	if err := waitFor(10*time.Minute, 500*time.Millisecond, func() bool {
+		all := true
+		for c, socket := range sockets {
+			if !done[c] {
+				got := birdReceived(socket)
+				done[c] = len(got) == 1 && got[0] >= routes
+			}
+			all = all && done[c]
+		}
+		return all
+	}); err != nil {
+		n := 0
+		for _, d := range done {
+			if d {
+				n++
+			}
+		}
+		return fmt.Errorf("%d of %d clients received %d routes: %w", n, clients, routes, err)
+	}
+	r.ClientsFanoutS = time.Since(start).Seconds()
+	r.ClientsSuiteCPUSec = (processCPU(suitePID) - cpu0).Seconds()
+	r.SuiteRSSMB = rssMB(suitePID)
+	for _, cmd := range procs {
+		// nsenter execs bird: the process is BIRD.
+		r.ClientsSuiteRSSMB += rssMB(cmd.Process.Pid)
+	}
+	return nil
+}
+
+var birdImportUpdates = regexp.MustCompile(`Import updates:\s+(\d+)`)
+
+// birdReceived is, per BGP protocol of a BIRD, the routes it received
+// (its import updates, filtered or not).
+func birdReceived(socket string) []int {
+	out, err := exec.Command("birdc", "-s", socket, "show", "protocols", "all").CombinedOutput()
+	if err != nil {
+		return nil
+	}
+	var got []int
+	for _, m := range birdImportUpdates.FindAllSubmatch(out, -1) {
+		n, _ := strconv.Atoi(string(m[1]))
+		got = append(got, n)
+	}
+	return got
+}
+
+// birdPID finds the BIRD whose control socket is socket.
+func birdPID(socket string) int {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 0 && filepath.Base(args[0]) == "bird" && slices.Contains(args, socket) {
+			pid, _ := strconv.Atoi(strings.Split(c, "/")[2])
+			return pid
+		}
+	}
+	return 0
+}
+
 // WriteText prints a result for people.
 func (r *RIBResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%d routes to %d back-ends: BIRD loaded them in %.1f s, every back-end's FIB held them %.1f s later\n",
@@ -317,5 +458,9 @@ func (r *RIBResult) WriteText(w io.Writer) {
 		r.ChangeMs.P50, r.ChangeMs.P99, r.ChangeMs.Max, r.ChangeMs.N)
 	fmt.Fprintf(w, "  from the VCP's suite to every FIB: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 		r.VCPToFIBMs.P50, r.VCPToFIBMs.P99, r.VCPToFIBMs.Max)
-	fmt.Fprintf(w, "back-end agents' resident sets: %v MB\n", r.BackendRSSMB)
+	fmt.Fprintf(w, "back-end agents' resident sets: %v MB; the VCP's BIRD: %.0f MB\n", r.BackendRSSMB, r.SuiteRSSMB)
+	if r.Clients > 0 {
+		fmt.Fprintf(w, "%d receive-only clients had every route %.1f s after their sessions started (the VCP's BIRD used %.1f s of CPU; %.0f MB before, %.0f MB after; the clients' BIRDs together %.0f MB)\n",
+			r.Clients, r.ClientsFanoutS, r.ClientsSuiteCPUSec, r.SuiteRSSBeforeMB, r.SuiteRSSMB, r.ClientsSuiteRSSMB)
+	}
 }

@@ -136,7 +136,7 @@ const (
 // internal port by source MAC (lb.bpf.c's balance says why), so one
 // host's frames always take one port, as one upstream router's would.
 // The hosts are picked so that the LB's hash spreads them evenly over its
-// internal ports (hostsFor): the point measures the ports' capacity, not
+// internal ports (lb.Table.EvenSources): the point measures the ports' capacity, not
 // how evenly 16 random MACs happen to hash (one set of 16 gave a port 58%
 // of the frames, and the point 87% of ρmin).
 const scaleHosts = 16
@@ -505,7 +505,7 @@ func openScaleLab(o ScaleOptions, n1, n2, ports int) (*scaleLab, error) {
 		}
 		gp := traffic.GenPort{Ifname: fmt.Sprintf("g%d", i), DstMAC: m[0]}
 		if ports > 1 {
-			gp.SrcMACs = hostsFor(l.tables[i-1], i, ports)
+			gp.SrcMACs = l.tables[i-1].EvenSources(byte(i), ports, scaleHosts)
 		}
 		l.s.ports = append(l.s.ports, gp)
 	}
@@ -597,45 +597,6 @@ func (l *scaleLab) load(o ScaleOptions, n1, n2, ports int) error {
 		l.backends = append(l.backends, dp)
 	}
 	return nil
-}
-
-// hostsFor picks scaleHosts source MACs for LB lbIdx's generator port
-// that the LB's table sends evenly out of its ports internal ports
-// (lb.Table.Via), from locally administered addresses 02:00:0c:LB:x:y,
-// in the order port 1, 2, ..., 1, 2, ...: the generator gives its hosts
-// flows in turn, so the ports get as many flows as the hosts allow.
-func hostsFor(t *lb.Table, lbIdx, ports int) []net.HardwareAddr {
-	byPort := map[uint8][]net.HardwareAddr{}
-	var order []uint8
-	for c := 0; c < 1<<16 && len(byPort) <= ports; c++ {
-		mac := net.HardwareAddr{0x02, 0x00, 0x0c, byte(lbIdx), byte(c >> 8), byte(c)}
-		via, ok := t.Via(mac)
-		if !ok {
-			return nil
-		}
-		if _, seen := byPort[via.PortIndex]; !seen {
-			order = append(order, via.PortIndex)
-		}
-		if len(byPort[via.PortIndex]) < scaleHosts/ports {
-			byPort[via.PortIndex] = append(byPort[via.PortIndex], mac)
-		}
-		full := len(byPort) == ports
-		for _, macs := range byPort {
-			full = full && len(macs) == scaleHosts/ports
-		}
-		if full {
-			break
-		}
-	}
-	var out []net.HardwareAddr
-	for k := range scaleHosts / ports {
-		for _, p := range order {
-			if k < len(byPort[p]) {
-				out = append(out, byPort[p][k])
-			}
-		}
-	}
-	return out
 }
 
 // teachSwitch has the switch learn where every MAC the traffic is sent to

@@ -319,6 +319,48 @@ func (t *Table) Via(src []byte) (Slot, bool) {
 	return t.Slots[macHash(src)%uint32(len(t.Slots))], true
 }
 
+// EvenSources picks n source MACs, from the locally administered
+// 02:00:0c:ID:x:y, that t sends evenly out of its ports internal ports
+// (Via), in the order port 1, 2, ..., 1, 2, ...: a sender that gives its
+// hosts flows in turn then gives the ports as many flows as the hosts
+// allow. `msr bench scale` sends from them, and `msr sim` models that lab
+// with them; random MACs spread by the hash's luck (16 of them once gave
+// one of two ports 58%).
+func (t *Table) EvenSources(id byte, ports, n int) []net.HardwareAddr {
+	per := n / ports
+	byPort := map[uint8][]net.HardwareAddr{}
+	var order []uint8
+	for c := 0; c < 1<<16 && len(byPort) <= ports; c++ {
+		mac := net.HardwareAddr{0x02, 0x00, 0x0c, id, byte(c >> 8), byte(c)}
+		via, ok := t.Via(mac)
+		if !ok {
+			return nil
+		}
+		if _, seen := byPort[via.PortIndex]; !seen {
+			order = append(order, via.PortIndex)
+		}
+		if len(byPort[via.PortIndex]) < per {
+			byPort[via.PortIndex] = append(byPort[via.PortIndex], mac)
+		}
+		full := len(byPort) == ports
+		for _, macs := range byPort {
+			full = full && len(macs) == per
+		}
+		if full {
+			break
+		}
+	}
+	var out []net.HardwareAddr
+	for k := range per {
+		for _, p := range order {
+			if k < len(byPort[p]) {
+				out = append(out, byPort[p][k])
+			}
+		}
+	}
+	return out
+}
+
 // macHash is bpf/lb.bpf.c's mac_hash.
 func macHash(mac []byte) uint32 {
 	h := (uint32(mac[2])<<24 | uint32(mac[3])<<16 | uint32(mac[4])<<8 | uint32(mac[5])) * 0x9e3779b1

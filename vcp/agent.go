@@ -15,6 +15,7 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // Agent is `msr vcp`: discovery, topology, balancing control.
@@ -41,6 +42,8 @@ type Agent struct {
 	// loads are the back-ends' load states, by name (load.go)
 	loads  map[string]*loadState
 	pushed map[uint64]*lbPush
+	// lastPush is the last tick that sent a table (Status's last_push).
+	lastPush *vcpapi.PushStatus
 }
 
 // element is one LB or back-end as its hellos describe it.
@@ -243,10 +246,15 @@ func (a *Agent) tick(now time.Time) {
 	if !a.active {
 		return
 	}
+	push := &vcpapi.PushStatus{At: now}
 	for _, lb := range a.sorted(dist.RoleLB) {
 		if lb.alive {
-			a.configure(lb, now)
+			a.configure(lb, now, push)
 		}
+	}
+	if push.LBs > 0 {
+		push.Ms = float64(time.Since(now).Microseconds()) / 1000
+		a.lastPush = push
 	}
 }
 
@@ -265,7 +273,7 @@ func (a *Agent) sorted(role dist.Role) []*element {
 // configure sends one LB its port settings and table when they differ from
 // what was last sent, or when the LB reports another table generation
 // (it restarted). At most one push per hello interval per LB.
-func (a *Agent) configure(lb *element, now time.Time) {
+func (a *Agent) configure(lb *element, now time.Time, push *vcpapi.PushStatus) {
 	p := a.pushed[lb.id]
 	if p == nil {
 		p = &lbPush{}
@@ -289,10 +297,14 @@ func (a *Agent) configure(lb *element, now time.Time) {
 	}
 	// After a takeover, number on from what the LB holds.
 	p.generation = max(p.generation, lb.hello.Installed) + 1
-	if err := a.sendTable(lb, p.generation, mode, entries); err != nil {
+	frames, err := a.sendTable(lb, p.generation, mode, entries)
+	if err != nil {
 		a.log.Error("TABLE_UPDATE", "lb", lb.hello.Name, "err", err)
 		return
 	}
+	push.LBs++
+	push.Entries += len(entries)
+	push.Frames += frames
 	p.table, p.sent = id, now
 	a.log.Info("table pushed", "lb", lb.hello.Name, "generation", p.generation, "entries", len(entries))
 }
@@ -375,7 +387,7 @@ func (a *Agent) capacity(r *element) uint32 {
 
 // sendTable sends a table in as many frames as it takes: FLUSH on the
 // first, LAST on the last (docs/dist.md).
-func (a *Agent) sendTable(lb *element, gen uint32, mode dist.BalanceMode, entries []dist.TableEntry) error {
+func (a *Agent) sendTable(lb *element, gen uint32, mode dist.BalanceMode, entries []dist.TableEntry) (frames int, err error) {
 	for start := 0; ; start += dist.MaxTableEntries {
 		end := min(start+dist.MaxTableEntries, len(entries))
 		m := &dist.TableUpdate{Target: lb.id, Generation: gen, Mode: mode, Entries: entries[start:end]}
@@ -386,10 +398,11 @@ func (a *Agent) sendTable(lb *element, gen uint32, mode dist.BalanceMode, entrie
 			m.Flags |= dist.TableLast
 		}
 		if err := a.send(lb.mac, m); err != nil {
-			return err
+			return frames, err
 		}
+		frames++
 		if end == len(entries) {
-			return nil
+			return frames, nil
 		}
 	}
 }

@@ -35,6 +35,9 @@ func (a *Agent) Status() *vcpapi.Status {
 		s.Suite = &st
 	}
 	s.Role, s.Elements, s.Tables = a.topology()
+	a.mu.Lock()
+	s.LastPush = a.lastPush
+	a.mu.Unlock()
 	return s
 }
 

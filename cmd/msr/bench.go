@@ -17,7 +17,7 @@ var benchCommand = command{
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
-  msr bench rib [--routes pyasn|N] [--backends 3] [--changes 20] [-o json]
+  msr bench rib [--routes pyasn|N] [--backends 3] [--changes 20] [--clients N] [-o json]
       the RIB from the VCP's BIRD to every back-end's FIB: load time, and one
       BGP change's time to every FIB, in a lab of msr processes.
   msr bench flat [--tables 10,pyasn,1000000] [--rounds 7] [--flows 1000] [--duration 4s]
@@ -44,6 +44,10 @@ var benchCommand = command{
       seed 003's scale-out: for each N1 LBs, N2 back-ends and n internal ports,
       a lab with one switch, every element capped, the aggregate zero-loss
       rate beside rho_min = min(N1 x R_LB, N2 x R_R) (docs/scaling.md).
+  msr bench vcp [--backends 500] [--lbs 8] [--duration 30s] [-o json]
+      the VCP at scale: one msr vcp and a DIST load generator speaking for
+      that many elements (authenticated hellos at the default interval): the
+      VCP's CPU and memory, and every LB's new table after a back-end dies.
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -56,7 +60,7 @@ var benchCommand = command{
 var benchCommands = map[string]func([]string) error{
 	"prog": runBenchProg, "rib": runBenchRIB, "flat": runBenchFlat,
 	"rfc2544": runBenchRFC2544, "study": runBenchStudy, "transfers": runBenchTransfers,
-	"scale": runBenchScale,
+	"scale": runBenchScale, "vcp": runBenchVCP,
 }
 
 func runBench(args []string) error {
@@ -120,13 +124,31 @@ func runBenchRIB(args []string) error {
 	fs.StringVar(&o.Routes, "routes", "pyasn", "static routes in the VCP's suite: pyasn or a number of prefixes")
 	fs.IntVar(&o.Backends, "backends", 3, "back-ends, 1-8")
 	fs.IntVar(&o.Changes, "changes", 20, "announce/withdraw pairs timed")
+	fs.IntVar(&o.Clients, "clients", 0, "receive-only iBGP clients of the VCP's reflector, 0-150, started with every route loaded")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if o.Backends < 1 || o.Backends > 8 || o.Changes < 0 {
-		return cli.Usagef("backends 1-8, changes not negative")
+	if o.Backends < 1 || o.Backends > 8 || o.Changes < 0 || o.Clients < 0 || o.Clients > 150 {
+		return cli.Usagef("backends 1-8, changes not negative, clients 0-150")
 	}
 	r, err := bench.RIB(o)
+	if err != nil {
+		return err
+	}
+	return out.Print(os.Stdout, r, r.WriteText)
+}
+
+func runBenchVCP(args []string) error {
+	fs := flag.NewFlagSet("bench vcp", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	o := bench.VCPScaleOptions{}
+	fs.IntVar(&o.Backends, "backends", 500, "back-ends the generator speaks for")
+	fs.IntVar(&o.LBs, "lbs", 8, "LBs the generator speaks for (they install the tables sent)")
+	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long the VCP's CPU is measured")
+	if _, _, err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	r, err := bench.VCPScale(o, os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ var commands = map[string]command{
 	"vcp":    vcpCommand,
 	"ctl":    ctlCommand,
 	"demo":   demoCommand,
+	"sim":    simCommand,
 }
 
 func main() {

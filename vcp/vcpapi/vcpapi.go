@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
@@ -35,10 +36,13 @@ const (
 
 // Status is the router as the VCP sees it.
 type Status struct {
-	Name     string            `json:"name"`
-	Role     string            `json:"role"` // active, or standby (docs/vcp.md, hot standby)
-	Elements []ElementStatus   `json:"elements"`
-	Tables   []TableStatus     `json:"tables"`
+	Name     string          `json:"name"`
+	Role     string          `json:"role"` // active, or standby (docs/vcp.md, hot standby)
+	Elements []ElementStatus `json:"elements"`
+	Tables   []TableStatus   `json:"tables"`
+	// LastPush is the last pass that sent LBs new tables: how long
+	// computing and sending them took.
+	LastPush *PushStatus       `json:"last_push,omitempty"`
 	Suite    *SuiteStatus      `json:"suite,omitempty"`
 	Mirrors  map[string]uint64 `json:"mirrors"`
 	// DIST counts control frames sent, accepted, and refused by reason
@@ -62,6 +66,17 @@ type ElementStatus struct {
 	// Installed: an LB's table generation, a back-end's FIB routes.
 	Installed uint32            `json:"installed"`
 	Ports     []dist.PortStatus `json:"ports"`
+}
+
+// PushStatus is one pass of the VCP over its LBs that sent new tables
+// (after a back-end died, came, or changed weight).
+type PushStatus struct {
+	At      time.Time `json:"at"`
+	LBs     int       `json:"lbs"`     // LBs sent a new table
+	Entries int       `json:"entries"` // entries sent, all LBs
+	Frames  int       `json:"frames"`
+	// Ms is the pass's time: every LB's table computed and sent.
+	Ms float64 `json:"ms"`
 }
 
 // TableStatus is the table the VCP computed for one LB.

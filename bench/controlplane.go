@@ -1,0 +1,386 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/vcp/vcpapi"
+)
+
+// `msr bench vcp` measures the virtual control plane at a scale the lab
+// cannot build from real elements: one real `msr vcp` process, and a DIST
+// load generator that speaks for hundreds of elements. Each element is an
+// identity of its own (sender id, epoch, sequence numbers, MAC) whose
+// hellos are authenticated with the deployment key, sent at the default
+// interval and spread over it as unsynchronized elements' are; the LBs
+// among them install what the VCP sends them (their hellos report the
+// generation), so the VCP works as it does in a router of that size. It
+// measures the VCP's CPU and memory, then stops one back-end's hellos and
+// times every LB's new table: the VCP's own pass (last_push), and from
+// the back-end's last hello to the last LB's complete table on the wire.
+
+// VCPScaleOptions is `msr bench vcp`.
+type VCPScaleOptions struct {
+	Backends int
+	LBs      int
+	Duration time.Duration // the CPU and memory measurement
+	Msr      string        // the msr binary the VCP runs (default: this one)
+}
+
+// VCPScaleResult is what `msr bench vcp` reports.
+type VCPScaleResult struct {
+	Backends        int     `json:"backends"`
+	LBs             int     `json:"lbs"`
+	HelloIntervalMs int     `json:"hello_interval_ms"`
+	HellosPerSecond float64 `json:"hellos_per_s"` // sent to the VCP during the measurement
+	// VCPCPU is the VCP's CPU time over wall time during the measurement
+	// (1 = one core); RSS its resident memory at the end.
+	VCPCPU   float64 `json:"vcp_cpu"`
+	VCPRSSMB float64 `json:"vcp_rss_mb"`
+	// FirstTablesS: the elements' first hellos to every LB holding a
+	// table of every back-end.
+	FirstTablesS float64 `json:"first_tables_s"`
+	// After one back-end's hellos stop: the VCP's pass that computed and
+	// sent every LB's table (its own clock), and the back-end's last
+	// hello to the last LB's complete table (the hold time included).
+	PushMs        float64 `json:"push_ms"`
+	PushEntries   int     `json:"push_entries"`
+	PushFrames    int     `json:"push_frames"`
+	DeathToTables float64 `json:"death_to_tables_ms"`
+	HoldMs        int     `json:"hold_ms"`
+	// Refused counts DIST frames the VCP refused (auth, replay, ...): 0
+	// when the generator is what it claims.
+	Refused uint64 `json:"refused"`
+}
+
+// VCPScale runs the benchmark.
+func VCPScale(o VCPScaleOptions, progress io.Writer) (*VCPScaleResult, error) {
+	if o.Backends < 1 || o.Backends > 4000 || o.LBs < 1 || o.LBs > 250 {
+		return nil, fmt.Errorf("--backends 1 to 4000, --lbs 1 to 250")
+	}
+	if o.Duration == 0 {
+		o.Duration = 30 * time.Second
+	}
+	self := o.Msr
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "msr-bench-vcp")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	secret := strings.Repeat("5e", 32)
+	files := map[string]string{
+		"key":      secret,
+		"vcp.yaml": "name: bench-vcp\nkey_file: " + dir + "/key\ninterface: eth0\nsocket: " + dir + "/vcp.sock\n",
+		"lab.yaml": fmt.Sprintf(`name: bench-vcp
+hosts:
+  vcp:
+    interfaces:
+      eth0: {mac: "02:00:00:00:cc:01", vlan_offload: off}
+    processes:
+      - {name: vcp, command: [%s, vcp, --config, %s/vcp.yaml]}
+  elements:
+    interfaces:
+      eth0: {mac: "02:00:00:00:ee:01", vlan_offload: off}
+links:
+  - ends: [vcp:eth0, elements:eth0]
+`, self, dir),
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	spec, err := lab.LoadFile(filepath.Join(dir, "lab.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	st, err := lab.Up(spec)
+	if err != nil {
+		return nil, err
+	}
+	defer lab.Down(spec.Name)
+	pid := 0
+	for _, p := range st.Processes {
+		if p.Host == "vcp" {
+			pid = p.PID
+		}
+	}
+	client := vcpapi.Local("", filepath.Join(dir, "vcp.sock"))
+	if err := waitFor(10*time.Second, 50*time.Millisecond, func() bool { _, err := client.Status(); return err == nil }); err != nil {
+		return nil, fmt.Errorf("the VCP never answered: %w", err)
+	}
+	key, err := dist.ReadKeyFile(filepath.Join(dir, "key"), element.DefaultKeyID)
+	if err != nil {
+		return nil, err
+	}
+	var g *helloGen
+	err = netns.Do(lab.Namespace(spec.Name, "elements"), func() (err error) {
+		g, err = newHelloGen("eth0", key, o.Backends, o.LBs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer g.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	go g.run(ctx)
+	go g.receive(ctx)
+	r := &VCPScaleResult{Backends: o.Backends, LBs: o.LBs, HelloIntervalMs: int(g.interval / time.Millisecond),
+		HoldMs: int(g.interval/time.Millisecond) * int(g.hold)}
+	fmt.Fprintf(progress, "%d back-ends and %d LBs sending hellos to the VCP\n", o.Backends, o.LBs)
+	if err := waitFor(60*time.Second, 20*time.Millisecond, func() bool { return g.everyLBHas(o.Backends) }); err != nil {
+		st, _ := client.Status()
+		n := 0
+		if st != nil {
+			n = len(st.Elements)
+		}
+		return nil, fmt.Errorf("the LBs never held a table of every back-end (the VCP knows %d elements, DIST %v; %d hellos sent; the LBs hold %s): %w", n, st.DIST, g.sent(), g.holding(), err)
+	}
+	r.FirstTablesS = time.Since(start).Seconds()
+	// The steady state: what 500 elements' hellos cost the VCP.
+	time.Sleep(2 * time.Second)
+	cpu0, t0, sent0 := processCPU(pid), time.Now(), g.sent()
+	time.Sleep(o.Duration)
+	cpu1, t1, sent1 := processCPU(pid), time.Now(), g.sent()
+	r.VCPCPU = (cpu1 - cpu0).Seconds() / t1.Sub(t0).Seconds()
+	r.HellosPerSecond = float64(sent1-sent0) / t1.Sub(t0).Seconds()
+	r.VCPRSSMB = rssMB(pid)
+	fmt.Fprintf(progress, "steady: VCP %.1f%% of a core, %.0f MB resident, %.0f hellos/s\n", 100*r.VCPCPU, r.VCPRSSMB, r.HellosPerSecond)
+	// One back-end dies.
+	before, _ := client.Status()
+	died := g.silence(0)
+	if err := waitFor(10*time.Second, time.Millisecond, func() bool { return g.everyLBHas(o.Backends - 1) }); err != nil {
+		return nil, fmt.Errorf("the LBs never lost the dead back-end: %w", err)
+	}
+	r.DeathToTables = float64(g.lastComplete().Sub(died).Microseconds()) / 1000
+	after, err := client.Status()
+	if err != nil {
+		return nil, err
+	}
+	if after.LastPush == nil || (before.LastPush != nil && !after.LastPush.At.After(before.LastPush.At)) {
+		return nil, errors.New("the VCP reports no table push after the back-end died")
+	}
+	r.PushMs, r.PushEntries, r.PushFrames = after.LastPush.Ms, after.LastPush.Entries, after.LastPush.Frames
+	for reason, n := range after.DIST {
+		if reason != "sent" && reason != "accepted" {
+			r.Refused += n
+		}
+	}
+	return r, nil
+}
+
+// WriteText prints a result for people.
+func (r *VCPScaleResult) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "%d back-ends and %d LBs, hellos every %d ms (%.0f a second):\n", r.Backends, r.LBs, r.HelloIntervalMs, r.HellosPerSecond)
+	fmt.Fprintf(w, "  the VCP: %.1f%% of a core, %.1f MB resident; every LB held every back-end %.1f s after the first hellos\n",
+		100*r.VCPCPU, r.VCPRSSMB, r.FirstTablesS)
+	fmt.Fprintf(w, "  one back-end dies: the VCP computed and sent %d LBs' tables (%d entries, %d frames) in %.1f ms;\n",
+		r.LBs, r.PushEntries, r.PushFrames, r.PushMs)
+	fmt.Fprintf(w, "  its last hello to the last LB's complete table: %.0f ms (the hold time is %d ms)\n", r.DeathToTables, r.HoldMs)
+	fmt.Fprintf(w, "  DIST frames the VCP refused: %d\n", r.Refused)
+}
+
+// processCPU is a process's user and system CPU time so far, all its
+// threads.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// After the state: fields 14 and 15 of stat(5) are utime and stime, in
+	// clock ticks (USER_HZ, 100 on Linux).
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// helloGen speaks for many elements on one DIST socket.
+type helloGen struct {
+	conn     *dist.Conn
+	interval time.Duration
+	hold     uint8
+	elems    []*fakeElement
+	mu       sync.Mutex
+	frames   uint64
+	last     time.Time // the newest complete table any LB received
+}
+
+// fakeElement is one identity: a back-end, or an LB that installs the
+// tables sent to it.
+type fakeElement struct {
+	sender   *dist.Sender
+	mac      net.HardwareAddr
+	hello    dist.Hello
+	silent   bool
+	lastSent time.Time
+	// An LB's table being received, and the last complete one.
+	gen, installed   uint32
+	entries, applied int
+	appliedAt        time.Time
+}
+
+func newHelloGen(ifname string, key dist.Key, backends, lbs int) (*helloGen, error) {
+	conn, err := dist.Listen(ifname, dist.Keyring{key.ID: key.Secret})
+	if err != nil {
+		return nil, err
+	}
+	g := &helloGen{conn: conn, interval: 100 * time.Millisecond, hold: 3}
+	add := func(role dist.Role, kind byte, i int, name string) error {
+		s, err := dist.NewSender(uint64(kind)<<32|uint64(i+1), key)
+		if err != nil {
+			return err
+		}
+		mac := net.HardwareAddr{0x02, 0x00, 0x0e, kind, byte(i >> 8), byte(i)}
+		e := &fakeElement{sender: s, mac: mac, hello: dist.Hello{Role: role, HelloIntervalMs: uint16(g.interval / time.Millisecond),
+			HoldMultiplier: g.hold, Capacity: 10000, Name: name,
+			Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: mac, Flags: dist.PortFlagUp, SpeedMbps: 10000, MTU: 1500}}}}
+		g.elems = append(g.elems, e)
+		return nil
+	}
+	for i := range backends {
+		if err := add(dist.RoleRouter, 0xb, i, fmt.Sprintf("b%04d", i)); err != nil {
+			return nil, err
+		}
+	}
+	for i := range lbs {
+		if err := add(dist.RoleLB, 0x1, i, fmt.Sprintf("lb%03d", i)); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func (g *helloGen) close() { g.conn.Close() }
+
+// run sends every element's hello once an interval, spread evenly over
+// it.
+func (g *helloGen) run(ctx context.Context) {
+	step := g.interval / time.Duration(len(g.elems))
+	next := time.Now()
+	for ctx.Err() == nil {
+		for _, e := range g.elems {
+			g.mu.Lock()
+			silent := e.silent
+			h := e.hello
+			h.Installed = e.installed
+			g.mu.Unlock()
+			if !silent {
+				if f, err := e.sender.Seal(dist.GroupMAC, e.mac, &h); err == nil && g.conn.Send(f) == nil {
+					g.mu.Lock()
+					g.frames++
+					e.lastSent = time.Now()
+					g.mu.Unlock()
+				}
+			}
+			next = next.Add(step)
+			if d := time.Until(next); d > 0 {
+				time.Sleep(d)
+			}
+		}
+	}
+}
+
+// receive installs the tables the VCP sends the LBs.
+func (g *helloGen) receive(ctx context.Context) {
+	byMAC := map[string]*fakeElement{}
+	for _, e := range g.elems {
+		byMAC[e.mac.String()] = e
+	}
+	for ctx.Err() == nil {
+		f, err := g.conn.Recv(100 * time.Millisecond)
+		if err != nil {
+			continue
+		}
+		t, ok := f.Msg.(*dist.TableUpdate)
+		e := byMAC[f.Dst.String()]
+		if !ok || e == nil {
+			continue
+		}
+		g.mu.Lock()
+		if t.Flags&dist.TableFlush != 0 || t.Generation != e.gen {
+			e.gen, e.entries = t.Generation, 0
+		}
+		e.entries += len(t.Entries)
+		if t.Flags&dist.TableLast != 0 {
+			e.applied, e.appliedAt, e.installed = e.entries, time.Now(), t.Generation
+			g.last = e.appliedAt
+		}
+		g.mu.Unlock()
+	}
+}
+
+// everyLBHas says whether every LB's last complete table has n entries.
+func (g *helloGen) everyLBHas(n int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.elems {
+		if e.hello.Role == dist.RoleLB && e.applied != n {
+			return false
+		}
+	}
+	return true
+}
+
+// holding lists the LBs' tables: entries of the last complete one.
+func (g *helloGen) holding() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, e := range g.elems {
+		if e.hello.Role == dist.RoleLB {
+			out = append(out, fmt.Sprintf("%s %d (generation %d)", e.hello.Name, e.applied, e.installed))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func (g *helloGen) lastComplete() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last
+}
+
+func (g *helloGen) sent() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.frames
+}
+
+// silence stops element i's hellos and returns when its last one was
+// sent.
+func (g *helloGen) silence(i int) time.Time {
+	e := g.elems[i]
+	g.mu.Lock()
+	e.silent = true
+	g.mu.Unlock()
+	// A hello the sender had begun before it saw silent goes out within
+	// microseconds; wait that out, then read the last.
+	time.Sleep(10 * time.Millisecond)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return e.lastSent
+}
