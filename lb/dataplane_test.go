@@ -127,6 +127,11 @@ func newFixture(mode Mode) (*fixture, error) {
 		return nil, err
 	}
 	m.Table = *t
+	// The model's round robin starts where this CPU's does (seeded at
+	// random at load).
+	if m.RR, err = dp.roundRobin(runtime.NumCPU() - 1); err != nil {
+		return nil, err
+	}
 	f.model = m
 	return f, nil
 }
@@ -288,6 +293,29 @@ func fixtureCases() []fixtureCase {
 
 // netAddrMAC is the Ethernet address of IPv4 group 224.0.0.n (RFC 1112).
 func netAddrMAC(n byte) net.HardwareAddr { return net.HardwareAddr{1, 0, 0x5e, 0, 0, n} }
+
+// Every LB's round robin starts at its own random slot on every CPU (not
+// at 0, where the LBs' first flowlets would all pick the same back-ends).
+func TestLBRoundRobinSeeded(t *testing.T) {
+	starts := map[uint32]bool{}
+	for range 2 {
+		dp, err := LoadDataplane("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cpu := range runtime.NumCPU() {
+			rr, err := dp.roundRobin(cpu)
+			if err != nil {
+				t.Fatal(err)
+			}
+			starts[rr] = true
+		}
+		dp.Close()
+	}
+	if len(starts) < 2*runtime.NumCPU() {
+		t.Errorf("two LBs' %d CPUs start their round robins at %d distinct slots, want %d", runtime.NumCPU(), len(starts), 2*runtime.NumCPU())
+	}
+}
 
 // TestLBFixtures runs Table 1 row by row, every module and drop reason,
 // checking verdict, egress port, counter and output frame, in the kernel

@@ -25,6 +25,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sort"
 	"time"
 
@@ -459,6 +460,9 @@ type model struct {
 	order          []int32 // the trial's bursts: which flow sends each
 	burst          int
 	trialPackets   int
+	// rrStart is each LB's round robin's first slot: random, as
+	// lb.LoadDataplane seeds it.
+	rrStart []uint32
 	// A trial's packets (reused): when each left its last stage, its
 	// back-end (-1: dropped), flow and internal port; and an order.
 	at                []float64
@@ -488,6 +492,9 @@ func newModel(o *Options, n1, n2, ports int, table *lb.Table, lbRate, portRate f
 		lbService: service(lbRate), portService: service(portRate)}
 	for _, s := range table.Slots {
 		m.slotBackend = append(m.slotBackend, int32(backendOf(s.MAC)))
+	}
+	for range n1 {
+		m.rrStart = append(m.rrStart, rng.Uint32())
 	}
 	for _, c := range caps {
 		m.backendService = append(m.backendService, service(c))
@@ -661,7 +668,7 @@ func (m *model) trial(pps float64) outcome {
 		return q
 	}
 	lbs := half(make([]queue, m.n1), m.lbService)
-	rr := make([]uint32, m.n1)
+	rr := slices.Clone(m.rrStart)
 	type flowletState struct {
 		slot uint32
 		last float64

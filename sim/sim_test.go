@@ -223,3 +223,22 @@ func TestValidateAgainstLabReports(t *testing.T) {
 		t.Errorf("%d lab points modelled, want the reports' (at least 10)", modelled)
 	}
 }
+
+// Flowlet mode with long flows that never pause: each LB's round robin
+// starts at its own slot (as the LB seeds it), so 16 LBs' first flowlets
+// spread over the back-ends as hash spreads flows, rather than all
+// starting on the first few.
+func TestPredictFlowletSpreadsLongFlows(t *testing.T) {
+	o := Options{CapBackend: []uint64{50000}, FlowSizes: "pareto:1.2", Flows: 400, Packets: 400000}
+	hash, err := Predict(o, 16, 64, 1, "hash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flowlet, err := Predict(o, 16, 64, 1, "flowlet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flowlet.LoadMaxMean > 1.5*hash.LoadMaxMean {
+		t.Errorf("flowlet max/mean %.2f, hash %.2f: the LBs' first flowlets pile up", flowlet.LoadMaxMean, hash.LoadMaxMean)
+	}
+}

@@ -33,36 +33,62 @@ func runBenchScale(args []string) error {
 		return err
 	}
 	var err error
-	for _, l := range []struct {
-		flag, text string
-		dst        *[]int
-	}{{"lbs", *lbs, &o.LBs}, {"backends", *backends, &o.Backends}, {"internal-ports", *ports, &o.InternalPorts}} {
-		for _, s := range strings.Split(l.text, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil {
-				return cli.Usagef("--%s %q: numbers, comma-separated", l.flag, l.text)
-			}
-			*l.dst = append(*l.dst, n)
-		}
+	if o.LBs, o.Backends, o.InternalPorts, err = parseCounts(*lbs, *backends, *ports); err != nil {
+		return err
 	}
-	for _, c := range strings.Split(*capBackend, ",") {
-		v, err := strconv.ParseUint(strings.TrimSpace(c), 10, 64)
-		if err != nil {
-			return cli.Usagef("--cap-backend %q: frames a second, comma-separated", *capBackend)
-		}
-		o.CapBackend = append(o.CapBackend, v)
+	if o.CapBackend, err = parseCaps(*capBackend); err != nil {
+		return err
 	}
-	if len(o.CapBackend) == 1 && o.CapBackend[0] == 0 {
-		o.CapBackend = nil
+	if o.Resolution, err = parsePercent("ndr-resolution", *res); err != nil {
+		return err
 	}
-	r, err := strconv.ParseFloat(strings.TrimSuffix(*res, "%"), 64)
-	if err != nil || !strings.HasSuffix(*res, "%") {
-		return cli.Usagef("--ndr-resolution %q: a percentage such as 1%%", *res)
-	}
-	o.Resolution = r / 100
 	result, err := bench.Scale(o, os.Stderr)
 	if err != nil {
 		return err
 	}
 	return printReport(out, result, *report)
+}
+
+// parseCounts reads --lbs, --backends and --internal-ports: numbers,
+// comma-separated (bench scale's and sim's).
+func parseCounts(lbs, backends, ports string) (n1, n2, n []int, err error) {
+	for _, l := range []struct {
+		flag, text string
+		dst        *[]int
+	}{{"lbs", lbs, &n1}, {"backends", backends, &n2}, {"internal-ports", ports, &n}} {
+		for _, s := range strings.Split(l.text, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return nil, nil, nil, cli.Usagef("--%s %q: numbers, comma-separated", l.flag, l.text)
+			}
+			*l.dst = append(*l.dst, v)
+		}
+	}
+	return n1, n2, n, nil
+}
+
+// parseCaps reads --cap-backend: frames a second, comma-separated; "" or
+// "0" is none.
+func parseCaps(text string) ([]uint64, error) {
+	if text == "" || text == "0" {
+		return nil, nil
+	}
+	var caps []uint64
+	for _, c := range strings.Split(text, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(c), 10, 64)
+		if err != nil {
+			return nil, cli.Usagef("--cap-backend %q: frames a second, comma-separated", text)
+		}
+		caps = append(caps, v)
+	}
+	return caps, nil
+}
+
+// parsePercent reads a relative resolution written as a percentage (1%).
+func parsePercent(flag, text string) (float64, error) {
+	r, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
+	if err != nil || !strings.HasSuffix(text, "%") {
+		return 0, cli.Usagef("--%s %q: a percentage such as 1%%", flag, text)
+	}
+	return r / 100, nil
 }

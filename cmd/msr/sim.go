@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/msr-router/msr/internal/cli"
@@ -74,27 +73,13 @@ func runSim(args []string) error {
 	if *validate != "" {
 		return runSimValidate(out, strings.Split(*validate, ","), o)
 	}
-	for _, l := range []struct {
-		flag, text string
-		dst        *[]int
-	}{{"lbs", *lbs, &o.LBs}, {"backends", *backends, &o.Backends}, {"internal-ports", *ports, &o.InternalPorts}} {
-		for _, s := range strings.Split(l.text, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil {
-				return cli.Usagef("--%s %q: numbers, comma-separated", l.flag, l.text)
-			}
-			*l.dst = append(*l.dst, n)
-		}
+	var err error
+	if o.LBs, o.Backends, o.InternalPorts, err = parseCounts(*lbs, *backends, *ports); err != nil {
+		return err
 	}
 	o.Modes = strings.Split(*modes, ",")
-	if *capBackend != "" {
-		for _, c := range strings.Split(*capBackend, ",") {
-			v, err := strconv.ParseUint(strings.TrimSpace(c), 10, 64)
-			if err != nil {
-				return cli.Usagef("--cap-backend %q: frames a second, comma-separated", *capBackend)
-			}
-			o.CapBackend = append(o.CapBackend, v)
-		}
+	if o.CapBackend, err = parseCaps(*capBackend); err != nil {
+		return err
 	}
 	for _, c := range []struct {
 		file string
@@ -109,11 +94,9 @@ func runSim(args []string) error {
 		}
 		*c.dst = ns
 	}
-	r, err := strconv.ParseFloat(strings.TrimSuffix(*res, "%"), 64)
-	if err != nil || !strings.HasSuffix(*res, "%") {
-		return cli.Usagef("--resolution %q: a percentage such as 0.5%%", *res)
+	if o.Resolution, err = parsePercent("resolution", *res); err != nil {
+		return err
 	}
-	o.Resolution = r / 100
 	if err := o.Complete(); err != nil {
 		return cli.Usagef("%v", err)
 	}
