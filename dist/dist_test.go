@@ -50,7 +50,7 @@ func goldenCases() []struct {
 				{Index: 1, Role: PortInternal, MAC: macR1, Flags: PortFlagUp | PortFlagDefaultInternal, SpeedMbps: 10000, MTU: 1500, Name: "i0"},
 			}}}},
 		{"hello-router-draining", Frame{Dst: GroupMAC, Src: macR1, Header: hdr(2), Msg: &Hello{
-			Role: RoleRouter, Flags: HelloFlagDraining, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 5000, Name: "r3"}}},
+			Role: RoleRouter, Flags: HelloFlagDraining, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 5000, Busy: 4321, Name: "r3"}}},
 		{"port-config", Frame{Dst: macLB, Src: macVCP, Header: hdr(3), Msg: &PortConfig{Target: 0x1111, Ports: []PortSetting{
 			{Index: 0, Role: PortExternal, VLAN: 10, MAC: macLB, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500},
 			{Index: 1, Role: PortInternal, MAC: macR1, Flags: PortFlagDefaultInternal, MTU: 1500},

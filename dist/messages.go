@@ -131,9 +131,15 @@ type Hello struct {
 	// reconcile and show it: an LB the generation of the balancing table it
 	// holds from the VCP (0: none), a back-end the number of routes in its
 	// FIB.
-	Installed uint32       `json:"installed"`
-	Name      string       `json:"name"`
-	Ports     []PortStatus `json:"ports"`
+	Installed uint32 `json:"installed"`
+	// Busy is the element's data path's CPU time, in ten-thousandths of
+	// one core (15000: one and a half cores' worth), over its last
+	// measurement; 0 when not measured (router/busy.go). Bytes 6-7 of the
+	// body, reserved (zero) before 2026-11-23: a receiver of that time
+	// refuses a hello with them set, so VCPs and LBs are upgraded first.
+	Busy  uint16       `json:"busy_permyriad"`
+	Name  string       `json:"name"`
+	Ports []PortStatus `json:"ports"`
 }
 
 // HelloFlagDraining marks a back-end that asks to receive no new flows.
@@ -154,7 +160,8 @@ func (m *Hello) appendBody(b []byte) ([]byte, error) {
 	}
 	b = append(b, uint8(m.Role), m.Flags)
 	b = binary.BigEndian.AppendUint16(b, m.HelloIntervalMs)
-	b = append(b, m.HoldMultiplier, uint8(len(m.Ports)), 0, 0)
+	b = append(b, m.HoldMultiplier, uint8(len(m.Ports)))
+	b = binary.BigEndian.AppendUint16(b, m.Busy)
 	b = binary.BigEndian.AppendUint32(b, m.Capacity)
 	b = binary.BigEndian.AppendUint32(b, m.Installed)
 	b = append(b, name...)
@@ -204,9 +211,6 @@ func (m *Hello) decodeBody(b []byte) error {
 	if n > MaxPorts || len(b) != helloFixedLen+n*portLen {
 		return fmt.Errorf("%d ports in %d bytes", n, len(b))
 	}
-	if b[6] != 0 || b[7] != 0 {
-		return errReserved
-	}
 	name, err := decodeName(b[16:32])
 	if err != nil {
 		return err
@@ -215,6 +219,7 @@ func (m *Hello) decodeBody(b []byte) error {
 		Role: Role(b[0]), Flags: b[1],
 		HelloIntervalMs: binary.BigEndian.Uint16(b[2:4]),
 		HoldMultiplier:  b[4],
+		Busy:            binary.BigEndian.Uint16(b[6:8]),
 		Capacity:        binary.BigEndian.Uint32(b[8:12]),
 		Installed:       binary.BigEndian.Uint32(b[12:16]),
 		Name:            name,

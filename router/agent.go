@@ -36,6 +36,7 @@ type Agent struct {
 	sender *dist.Sender
 	raw    int // AF_PACKET socket for what the slow path sends
 	slow   *perf.Reader
+	busy   *BusyMeter // the data path's CPU time, for hellos and status
 	mac    net.HardwareAddr
 	hostIP netip.Addr // this host's address on the interconnect
 	rib    *ribFeed
@@ -122,6 +123,7 @@ func (a *Agent) setup() error {
 		return err
 	}
 	a.nh = newNextHops(a.dp)
+	a.busy = NewBusyMeter(a.dp.Program())
 	a.capPPS = a.cfg.CapacityPPS
 	if err := a.dp.SetCap(a.capPPS); err != nil {
 		return err
@@ -364,6 +366,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.slow.Close()
 	}()
 	go a.maintain(ctx)
+	go a.busy.Run(ctx)
 	for {
 		rec, err := a.slow.Read()
 		if errors.Is(err, perf.ErrClosed) {
@@ -419,6 +422,7 @@ func (a *Agent) sendHello() {
 		Capacity: a.cfg.CapacityMbps, Installed: uint32(a.routeCount()), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac, Name: a.cfg.Interface,
 			Flags: dist.PortFlagUp, SpeedMbps: a.cfg.CapacityMbps, MTU: 1500, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
 			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes, RxDropped: st.Drops["cap"]}}}
+	h.Busy, _ = a.busy.Permyriad()
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
 	if err == nil {
 		err = a.conn.Send(f)
@@ -537,6 +541,9 @@ func (a *Agent) Status() *routerapi.Status {
 		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
 	if st != nil {
 		s.CapDrop = st.Drops["cap"]
+		if busy, ok := a.busy.Permyriad(); ok {
+			s.Busy = float64(busy) / 10000
+		}
 	}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()

@@ -57,7 +57,8 @@ func (a *Agent) topology() (string, []vcpapi.ElementStatus, []vcpapi.TableStatus
 		names[e.mac.String()] = e.hello.Name
 		elements = append(elements, vcpapi.ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
 			MAC: e.mac.String(), Alive: e.alive, Drained: a.drained[e.hello.Name], Capacity: a.capacity(e),
-			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: e.hello.Ports})
+			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: e.hello.Ports,
+			Busy: float64(e.hello.Busy) / 10000})
 		if e.hello.Role == dist.RoleRouter {
 			elements[len(elements)-1].LoadFactor = a.loadFactor(e.hello.Name)
 		}

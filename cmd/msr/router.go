@@ -53,6 +53,9 @@ func runRouter(args []string) error {
 		}
 		return out.Print(os.Stdout, s, func(w io.Writer) {
 			fmt.Fprintf(w, "router %s: %d routes, %d tbl8 groups; forwarded %d\n", s.Name, s.Routes, s.Tbl8Used, s.Stats.Forwarded)
+			if s.Busy > 0 {
+				fmt.Fprintf(w, "  data path busy %.3f cores (program run time, sampled 100 ms a second)\n", s.Busy)
+			}
 			if s.CapacityPPS > 0 || s.CapDrop > 0 {
 				fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
 			}

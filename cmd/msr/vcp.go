@@ -83,7 +83,14 @@ func runVCP(args []string) error {
 func writeVCPStatus(w io.Writer, s *vcpapi.Status) {
 	fmt.Fprintf(w, "%s: %s\n", s.Name, s.Role)
 	for _, e := range s.Elements {
-		fmt.Fprintf(w, "%-7s %-10s %s alive %v capacity %d Mbit/s, installed %d, last hello %d ms ago\n", e.Role, e.Name, e.MAC, e.Alive, e.Capacity, e.Installed, e.LastHelloMs)
+		busy := ""
+		if e.Busy > 0 {
+			busy = fmt.Sprintf(", busy %.3f cores", e.Busy)
+		}
+		if e.LoadFactor > 0 && e.LoadFactor != 1 {
+			busy += fmt.Sprintf(", load factor %.2f", e.LoadFactor)
+		}
+		fmt.Fprintf(w, "%-7s %-10s %s alive %v capacity %d Mbit/s, installed %d, last hello %d ms ago%s\n", e.Role, e.Name, e.MAC, e.Alive, e.Capacity, e.Installed, e.LastHelloMs, busy)
 	}
 	for _, t := range s.Tables {
 		fmt.Fprintf(w, "table of %s: %s generation %d applied %v weights %s\n", t.LB, t.Mode, t.Generation, t.Applied, sortedPairs(t.Weights))

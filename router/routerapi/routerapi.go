@@ -53,6 +53,10 @@ type Status struct {
 	// dropped (the drop "cap").
 	CapacityPPS uint64 `json:"capacity_pps,omitempty"`
 	CapDrop     uint64 `json:"cap_drop"`
+	// Busy is the data path's CPU time per second, in cores (the router
+	// program's run time, sampled 100 ms a second: router/busy.go);
+	// absent until measured.
+	Busy float64 `json:"busy,omitempty"`
 }
 
 // RouteInfo is one route as the API lists it.

@@ -61,7 +61,10 @@ type ElementStatus struct {
 	Capacity uint32 `json:"capacity_mbps"`
 	// LoadFactor scales a back-end's weight when it drops for want of
 	// capacity (1: none; vcp/load.go).
-	LoadFactor  float64 `json:"load_factor,omitempty"`
+	LoadFactor float64 `json:"load_factor,omitempty"`
+	// Busy is a back-end's data path CPU time, in cores, as its hellos
+	// report it (absent: not measured).
+	Busy        float64 `json:"busy,omitempty"`
 	LastHelloMs int64   `json:"last_hello_ms"`
 	// Installed: an LB's table generation, a back-end's FIB routes.
 	Installed uint32            `json:"installed"`
