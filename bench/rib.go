@@ -274,7 +274,7 @@ router bgp 65010
 			"ports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal, default: true}\n",
 		"vcp.yaml": "name: bench-rib-vcp\nkey_file: " + dir + "/key\ninterface: eth0\nsocket: " + dir + "/vcp.sock\n" +
 			"external_ports:\n  - {lb: bench-rib-lb, mac: \"02:00:00:00:e0:00\", address: 192.0.2.1/24, vlan: 10}\n" +
-			"routing:\n  asn: 65000\n  run_dir: " + dir + "/vcp\n  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010}\n" +
+			"routing:\n  asn: 65000\n  run_dir: " + dir + "/vcp\n  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010, export: [connected]}\n" +
 			"  static_files:\n    - {file: " + dir + "/routes.dat, via: 192.0.2.20}\n  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}\n",
 	}
 	var labText strings.Builder

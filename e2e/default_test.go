@@ -173,6 +173,21 @@ http {
 		}
 	}
 
+	// To its BGP neighbour the router announces what it originates (the
+	// default export: connected and static): bgp1 learns h1's network,
+	// next hop the router's address on bgp1's port, AS path the router's.
+	vty := []string{"vtysh", "--vty_socket", filepath.Join(demo.RunDir, "bgp1"), "-d", "bgpd"}
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		out, _ := demo.Exec("bgp1", append(vty, "-c", "show ip bgp 192.0.2.0/24")...)
+		if strings.Contains(out, "65000") && strings.Contains(out, "203.0.113.1 from 203.0.113.1") {
+			t.Logf("bgp1 learned h1's network from the router:\n%s", out)
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("bgp1 never learned 192.0.2.0/24 from the router:\n%s", out)
+		}
+	}
+
 	// bgp1 withdraws the prefix its first host is in: within a second h1's
 	// pings to it are answered by the router with ICMP net unreachable.
 	withdrawn := plan.Prefixes[0]

@@ -109,6 +109,19 @@ protocol ospf v2 {
 	if len(rv.Backends) != 1 || rv.Backends[0].Session != "Established" {
 		t.Errorf("msr ctl routes with FRR: %s", out)
 	}
+	// The router announces what it originates to each peer (connected and
+	// static by default), with its own address as next hop: h1's bgpd
+	// learns the static route 198.51.100.0/24 from it.
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
+			"-c", "show ip bgp 198.51.100.0/24")
+		if strings.Contains(out, "65000") && strings.Contains(out, "192.0.2.1 from 192.0.2.1 ") {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("h1 never learned the router's static 198.51.100.0/24:\n%s\n%s", out, logs())
+		}
+	}
 	// A withdrawal at the peer.
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
 		"-c", "configure terminal", "-c", "router bgp 65010", "-c", "address-family ipv4 unicast", "-c", "no network 203.0.113.0/24"); code != 0 {

@@ -60,7 +60,9 @@ protocol bgp peer{{$i}} {
 {{if $b.HoldTime}}	hold time {{$b.HoldTime}};
 {{end}}	connect delay time 1;   # not BIRD's 5 s: after a takeover every second counts
 	graceful restart on;
-	ipv4 { import all; export none; };
+	# What the router announces (export: {{$b.Exports}}), with its own
+	# address on the peer's port as next hop: one router, not its gateways.
+	ipv4 { import all; export {{$b.BIRDExport}}; next hop self; };
 }
 {{end}}{{if or .Static .StaticFiles}}
 protocol static {

@@ -14,7 +14,9 @@ import (
 // BIRD itself check it (bird -p).
 func TestBirdConfParses(t *testing.T) {
 	cfg := &RoutingConfig{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"),
-		BGP:      []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6}},
+		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6},
+			{Neighbor: netip.MustParseAddr("192.0.2.11"), ASN: 65011, Export: []string{}},
+			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}}},
 		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
@@ -30,7 +32,11 @@ func TestBirdConfParses(t *testing.T) {
 		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
 	}
 	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal", "hold time 6", "add paths tx", "graceful restart on", "disabled;",
-		`description "lb1/e0"`, "# lb2/e3\n\t\tinterface \"x11\""} {
+		`description "lb1/e0"`, "# lb2/e3\n\t\tinterface \"x11\"",
+		// Exports: connected and static by default; none; transit and OSPF.
+		"ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_STATIC]; next hop self; };",
+		"ipv4 { import all; export none; next hop self; };",
+		"ipv4 { import all; export where source ~ [RTS_BGP, RTS_OSPF, RTS_OSPF_IA, RTS_OSPF_EXT1, RTS_OSPF_EXT2]; next hop self; };"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("configuration lacks %q:\n%s", want, b.String())
 		}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/msr-router/msr/dist"
@@ -128,8 +130,50 @@ type BGPPeer struct {
 	ASN      uint32     `yaml:"asn" msr:"required"`
 	// HoldTime in seconds (BIRD's default: 240). A short one makes the
 	// peer notice a VCP takeover sooner.
-	HoldTime uint16     `yaml:"hold_time"`
-	Pos      config.Pos `yaml:"-"`
+	HoldTime uint16 `yaml:"hold_time"`
+	// Export is what the router announces to this peer: connected (the
+	// external ports' networks), static, bgp (what other peers announced:
+	// transit), ospf. Absent: connected and static, as an edge router
+	// announces what it originates; [] announces nothing. The next hop is
+	// the router's address on the peer's port.
+	Export []string   `yaml:"export"`
+	Pos    config.Pos `yaml:"-"`
+}
+
+// exportKinds are what a BGP peer's export may name.
+var exportKinds = []string{"connected", "static", "bgp", "ospf"}
+
+// Exports is what the router announces to the peer (Export, or the
+// default).
+func (b BGPPeer) Exports() []string {
+	if b.Export == nil {
+		return []string{"connected", "static"}
+	}
+	return b.Export
+}
+
+// Exporting says whether the peer gets routes of kind.
+func (b BGPPeer) Exporting(kind string) bool { return slices.Contains(b.Exports(), kind) }
+
+// BIRDExport is the peer's export clause in BIRD's terms.
+func (b BGPPeer) BIRDExport() string {
+	var src []string
+	for _, k := range b.Exports() {
+		switch k {
+		case "connected":
+			src = append(src, "RTS_DEVICE")
+		case "static":
+			src = append(src, "RTS_STATIC")
+		case "bgp":
+			src = append(src, "RTS_BGP")
+		case "ospf":
+			src = append(src, "RTS_OSPF", "RTS_OSPF_IA", "RTS_OSPF_EXT1", "RTS_OSPF_EXT2")
+		}
+	}
+	if len(src) == 0 {
+		return "none"
+	}
+	return "where source ~ [" + strings.Join(src, ", ") + "]"
 }
 
 // LBConfig is what is particular to one LB.
@@ -253,6 +297,11 @@ func (c *FileConfig) complete() error {
 		for _, b := range r.BGP {
 			if !b.Neighbor.Is4() || !c.onPort(b.Neighbor) {
 				return b.Pos.Errorf("BGP neighbour %s: an IPv4 address on an external port's subnet", b.Neighbor)
+			}
+			for _, k := range b.Export {
+				if !slices.Contains(exportKinds, k) {
+					return b.Pos.Errorf("BGP neighbour %s: export %q: %s", b.Neighbor, k, strings.Join(exportKinds, ", "))
+				}
 			}
 		}
 		for _, st := range r.Static {

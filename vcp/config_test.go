@@ -3,6 +3,7 @@ package vcp
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,4 +68,22 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("error without a position: %v", err)
 		}
 	})
+}
+
+// A BGP peer's export names what it may: a wrong kind is refused where it
+// is written; absent, the peer gets connected and static.
+func TestBGPExportConfig(t *testing.T) {
+	routing := goodVCP + "routing:\n  asn: 65000\n  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010}\n    - {neighbor: 192.0.2.11, asn: 65011, export: [bgp, ospf]}\n    - {neighbor: 192.0.2.12, asn: 65012, export: []}\n"
+	c, err := load(t, routing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bgp := c.Routing.BGP
+	if got := bgp[0].Exports(); !slices.Equal(got, []string{"connected", "static"}) || !bgp[1].Exporting("bgp") || bgp[1].Exporting("static") || len(bgp[2].Exports()) != 0 {
+		t.Errorf("exports %v, %v, %v", bgp[0].Exports(), bgp[1].Exports(), bgp[2].Exports())
+	}
+	_, err = load(t, strings.Replace(routing, "export: [bgp, ospf]", "export: [bgp, everything]", 1))
+	if err == nil || !strings.Contains(err.Error(), `export "everything"`) || !strings.Contains(err.Error(), "vcp.yaml:16:") {
+		t.Errorf("%v, want the refusal of \"everything\" at its line, 16", err)
+	}
 }

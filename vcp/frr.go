@@ -67,20 +67,67 @@ router bgp {{.ASN}}
  neighbor BACKENDS shutdown
  bgp listen range {{.Range}} peer-group BACKENDS
 {{end}} address-family ipv4 unicast
-{{if .Backends}}  redistribute static
-{{if .OSPF}}  redistribute ospf
-{{end}}  neighbor BACKENDS route-reflector-client
+{{if .RedistConnected}}  redistribute connected route-map MSR-CONNECTED
+{{end}}{{if or .Backends .RedistStatic}}  redistribute static route-map MSR-STATIC
+{{end}}{{if and .OSPF (or .Backends .RedistOSPF)}}  redistribute ospf route-map MSR-OSPF
+{{end}}{{if .Backends}}  neighbor BACKENDS route-reflector-client
   neighbor BACKENDS addpath-tx-all-paths
-{{end}}{{range .BGP}}  neighbor {{.Neighbor}} route-map MSR-NONE out
+  neighbor BACKENDS route-map MSR-BACKENDS out
+{{end}}{{range $i, $b := .BGP}}  neighbor {{.Neighbor}} route-map MSR-EXPORT-{{$i}} out
+  neighbor {{.Neighbor}} next-hop-self
 {{end}} exit-address-family
 !
-route-map MSR-NONE deny 10
-{{end}}`))
+! What is redistributed is tagged by kind (1 connected: the external
+! ports' networks only; 2 static; 3 OSPF); each peer's export route-map
+! permits its kinds, BGP-learned routes by their non-empty AS path.
+bgp as-path access-list MSR-LEARNED seq 5 permit .
+{{range $i, $p := .Ports}}route-map MSR-CONNECTED permit {{$p.Seq}}
+ match interface x{{$p.VLAN}}
+ set tag 1
+{{end}}route-map MSR-STATIC permit 10
+ set tag 2
+route-map MSR-OSPF permit 10
+ set tag 3
+! The back-ends have the ports' networks themselves.
+route-map MSR-BACKENDS deny 5
+ match tag 1
+route-map MSR-BACKENDS permit 10
+{{range .BGP}}{{.RouteMap}}{{end}}{{end}}`))
 
-// frrPeer is a BGP neighbour with the keepalive its hold time implies.
+// frrPeer is a BGP neighbour with the keepalive its hold time implies,
+// and its export route-map.
 type frrPeer struct {
 	BGPPeer
 	Keepalive uint16
+	RouteMap  string
+}
+
+// frrPort is an external port as MSR-CONNECTED matches it.
+type frrPort struct {
+	VLAN uint16
+	Seq  int
+}
+
+// frrTags are the tags MSR-CONNECTED, MSR-STATIC and MSR-OSPF give
+// what they redistribute.
+var frrTags = map[string]int{"connected": 1, "static": 2, "ospf": 3}
+
+// exportRouteMap is peer i's MSR-EXPORT-i: a permit for each kind it
+// exports, else a deny.
+func exportRouteMap(i int, b BGPPeer) string {
+	var s strings.Builder
+	for k, kind := range b.Exports() {
+		fmt.Fprintf(&s, "route-map MSR-EXPORT-%d permit %d\n", i, 10*(k+1))
+		if kind == "bgp" {
+			s.WriteString(" match as-path MSR-LEARNED\n")
+		} else {
+			fmt.Fprintf(&s, " match tag %d\n", frrTags[kind])
+		}
+	}
+	if s.Len() == 0 {
+		fmt.Fprintf(&s, "route-map MSR-EXPORT-%d deny 10\n", i)
+	}
+	return s.String()
 }
 
 // StartFRR writes FRR's configuration and starts its daemons, in the
@@ -132,10 +179,18 @@ func (f *FRR) writeConfig() error {
 	}
 	data := struct {
 		*RoutingConfig
-		BGP []frrPeer
+		BGP                                       []frrPeer
+		Ports                                     []frrPort
+		RedistConnected, RedistStatic, RedistOSPF bool
 	}{RoutingConfig: f.cfg}
-	for _, b := range f.cfg.BGP {
-		data.BGP = append(data.BGP, frrPeer{b, max(b.HoldTime/3, 1)})
+	for i, b := range f.cfg.BGP {
+		data.BGP = append(data.BGP, frrPeer{b, max(b.HoldTime/3, 1), exportRouteMap(i, b)})
+		data.RedistConnected = data.RedistConnected || b.Exporting("connected")
+		data.RedistStatic = data.RedistStatic || b.Exporting("static")
+		data.RedistOSPF = data.RedistOSPF || b.Exporting("ospf")
+	}
+	for i, p := range f.cfg.Ports {
+		data.Ports = append(data.Ports, frrPort{p.VLAN, 10 * (i + 1)})
 	}
 	for _, d := range []string{"zebra", "staticd", "ospfd", "bgpd"} {
 		var b strings.Builder

@@ -17,7 +17,9 @@ func TestFRRConfParses(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	cfg := &RoutingConfig{Suite: "frr", ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: dir,
-		BGP:      []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6}},
+		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6},
+			{Neighbor: netip.MustParseAddr("192.0.2.11"), ASN: 65011, Export: []string{}},
+			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}}},
 		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
@@ -30,7 +32,13 @@ func TestFRRConfParses(t *testing.T) {
 	for d, wants := range map[string][]string{
 		"bgpd": {"neighbor 192.0.2.10 remote-as 65010", "neighbor 192.0.2.10 timers 2 6", "bgp listen range 10.0.0.0/24 peer-group BACKENDS",
 			"neighbor BACKENDS shutdown", "neighbor BACKENDS addpath-tx-all-paths", "bgp graceful-restart", "redistribute ospf",
-			"neighbor 192.0.2.10 route-map MSR-NONE out", "neighbor 192.0.2.10 description lb1/e0"},
+			"neighbor 192.0.2.10 description lb1/e0",
+			// Exports: connected (the ports' networks, tag 1) and static
+			// (tag 2) by default; none; transit (a learned AS path) and OSPF.
+			"redistribute connected route-map MSR-CONNECTED", "route-map MSR-CONNECTED permit 20\n match interface x11\n set tag 1",
+			"neighbor 192.0.2.10 route-map MSR-EXPORT-0 out\n  neighbor 192.0.2.10 next-hop-self", "route-map MSR-EXPORT-0 permit 10\n match tag 1\nroute-map MSR-EXPORT-0 permit 20\n match tag 2\n",
+			"route-map MSR-EXPORT-1 deny 10", "route-map MSR-EXPORT-2 permit 10\n match as-path MSR-LEARNED\nroute-map MSR-EXPORT-2 permit 20\n match tag 3",
+			"route-map MSR-BACKENDS deny 5\n match tag 1"},
 		"staticd": {"ip route 203.0.113.0/24 192.0.2.254"},
 		"ospfd":   {"interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
 	} {
