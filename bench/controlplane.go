@@ -74,12 +74,9 @@ func VCPScale(o VCPScaleOptions, progress io.Writer) (*VCPScaleResult, error) {
 	if o.Duration == 0 {
 		o.Duration = 30 * time.Second
 	}
-	self := o.Msr
-	if self == "" {
-		var err error
-		if self, err = os.Executable(); err != nil {
-			return nil, err
-		}
+	self, err := msrBinary(o.Msr)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "msr-bench-vcp")
 	if err != nil {
@@ -105,10 +102,8 @@ links:
   - ends: [vcp:eth0, elements:eth0]
 `, self, dir),
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			return nil, err
-		}
+	if err := writeFiles(dir, files); err != nil {
+		return nil, err
 	}
 	spec, err := lab.LoadFile(filepath.Join(dir, "lab.yaml"))
 	if err != nil {
@@ -151,12 +146,11 @@ links:
 		HoldMs: int(g.interval/time.Millisecond) * int(g.hold)}
 	fmt.Fprintf(progress, "%d back-ends and %d LBs sending hellos to the VCP\n", o.Backends, o.LBs)
 	if err := waitFor(60*time.Second, 20*time.Millisecond, func() bool { return g.everyLBHas(o.Backends) }); err != nil {
-		st, _ := client.Status()
-		n := 0
-		if st != nil {
-			n = len(st.Elements)
+		known := "the VCP does not answer"
+		if st, serr := client.Status(); serr == nil {
+			known = fmt.Sprintf("the VCP knows %d elements, DIST %v", len(st.Elements), st.DIST)
 		}
-		return nil, fmt.Errorf("the LBs never held a table of every back-end (the VCP knows %d elements, DIST %v; %d hellos sent; the LBs hold %s): %w", n, st.DIST, g.sent(), g.holding(), err)
+		return nil, fmt.Errorf("the LBs never held a table of every back-end (%s; %d hellos sent; the LBs hold %s): %w", known, g.sent(), g.holding(), err)
 	}
 	r.FirstTablesS = time.Since(start).Seconds()
 	// The steady state: what 500 elements' hellos cost the VCP.
@@ -240,7 +234,6 @@ type fakeElement struct {
 	// An LB's table being received, and the last complete one.
 	gen, installed   uint32
 	entries, applied int
-	appliedAt        time.Time
 }
 
 func newHelloGen(ifname string, key dist.Key, backends, lbs int) (*helloGen, error) {
@@ -326,8 +319,7 @@ func (g *helloGen) receive(ctx context.Context) {
 		}
 		e.entries += len(t.Entries)
 		if t.Flags&dist.TableLast != 0 {
-			e.applied, e.appliedAt, e.installed = e.entries, time.Now(), t.Generation
-			g.last = e.appliedAt
+			e.applied, e.installed, g.last = e.entries, t.Generation, time.Now()
 		}
 		g.mu.Unlock()
 	}

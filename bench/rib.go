@@ -28,8 +28,8 @@ type RIBOptions struct {
 	Backends int
 	Changes  int
 	// Clients are receive-only iBGP clients of the VCP's route reflector
-	// (one BIRD with that many sessions, each from its own address),
-	// started once the VCP's suite holds every route: the RIB feed's
+	// (a BIRD each, each from its own address on one lab host), started
+	// once the VCP's suite holds every route: the RIB feed's
 	// fan-out to a router of that many back-ends.
 	Clients int
 	// Msr is the msr binary the lab's elements run (default: this one).
@@ -63,14 +63,30 @@ type Quantiles struct {
 	N   int     `json:"n"`
 }
 
+// msrBinary is the msr binary a lab's elements run: msr if set, else this
+// one.
+func msrBinary(msr string) (string, error) {
+	if msr != "" {
+		return msr, nil
+	}
+	return os.Executable()
+}
+
+// writeFiles writes each file's text into dir.
+func writeFiles(dir string, files map[string]string) error {
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RIB runs the benchmark in a lab of msr processes (this binary).
 func RIB(o RIBOptions) (*RIBResult, error) {
-	self := o.Msr
-	if self == "" {
-		var err error
-		if self, err = os.Executable(); err != nil {
-			return nil, err
-		}
+	self, err := msrBinary(o.Msr)
+	if err != nil {
+		return nil, err
 	}
 	prefixes, err := routetable.Named(o.Routes)
 	if err != nil || prefixes == nil {
@@ -141,7 +157,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	if o.Clients > 0 {
 		// What the reflector sends: every route but one the VCP's own
 		// connected network hides (want counts that network once).
-		if err := ribFanout(r, dir, spec, bird, suitePID, o.Clients, want-1); err != nil {
+		if err := ribFanout(r, dir, spec, suitePID, o.Clients, want-1); err != nil {
 			return nil, err
 		}
 	}
@@ -331,10 +347,8 @@ hosts:
 	}
 	labText.WriteString("switches:\n  sw:\n    interfaces:\n" + ports + links)
 	files["lab.yaml"] = labText.String()
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			return err
-		}
+	if err := writeFiles(dir, files); err != nil {
+		return err
 	}
 	f, err := os.Create(filepath.Join(dir, "routes.dat"))
 	if err != nil {
@@ -358,9 +372,14 @@ const ribClientBase = 100
 // every route and times the full table's trip to all of them; their
 // import filter rejects each route after counting it, so the clients
 // keep nothing and the figure is the reflector's.
-func ribFanout(r *RIBResult, dir string, spec *lab.Spec, bird string, suitePID, clients, routes int) error {
+func ribFanout(r *RIBResult, dir string, spec *lab.Spec, suitePID, clients, routes int) error {
 	if clients > 150 {
 		return fmt.Errorf("--clients %d: at most 150 (10.0.0.100-249)", clients)
+	}
+	// The clients' configurations differ only in their addresses: BIRD
+	// checks one, before the clock starts.
+	if out, err := exec.Command("bird", "-p", "-c", filepath.Join(dir, "client0.conf")).CombinedOutput(); err != nil {
+		return fmt.Errorf("the clients' BIRD config: %v: %s", err, out)
 	}
 	r.Clients = clients
 	r.SuiteRSSBeforeMB = r.SuiteRSSMB
@@ -378,9 +397,6 @@ func ribFanout(r *RIBResult, dir string, spec *lab.Spec, bird string, suitePID, 
 		socket := filepath.Join(dir, fmt.Sprintf("client%d.ctl", c))
 		cmd := exec.Command("nsenter", "--net=/var/run/netns/"+lab.Namespace(spec.Name, "clients"), "--",
 			"bird", "-f", "-c", filepath.Join(dir, fmt.Sprintf("client%d.conf", c)), "-s", socket)
-		if out, err := exec.Command("bird", "-p", "-c", filepath.Join(dir, fmt.Sprintf("client%d.conf", c))).CombinedOutput(); err != nil {
-			return fmt.Errorf("the clients' BIRD config: %v: %s", err, out)
-		}
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start client %d's BIRD: %w", c, err)
 		}

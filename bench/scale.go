@@ -224,43 +224,14 @@ func (o *ScaleOptions) backendCap(j int) uint64 {
 	return o.CapBackend[j%len(o.CapBackend)]
 }
 
-// backendWeights are the WRR weights of n2 back-ends: proportional to
-// their caps (divided by the caps' greatest common divisor, and scaled
-// down to at most 1,000), 1 each where any is uncapped.
+// backendWeights are the WRR weights of n2 back-ends, from their caps
+// (lb.CapacityWeights).
 func (o *ScaleOptions) backendWeights(n2 int) []uint16 {
 	caps := make([]uint64, n2)
-	var g uint64
 	for j := range caps {
 		caps[j] = o.backendCap(j)
-		if caps[j] == 0 {
-			g = 0
-			break
-		}
-		g = gcd(g, caps[j])
 	}
-	w := make([]uint16, n2)
-	if g == 0 {
-		for j := range w {
-			w[j] = 1
-		}
-		return w
-	}
-	top := slices.Max(caps) / g
-	for j, c := range caps {
-		v := c / g
-		if top > 1000 {
-			v = max(1, (c/g*1000+top/2)/top)
-		}
-		w[j] = uint16(v)
-	}
-	return w
-}
-
-func gcd(a, b uint64) uint64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
+	return lb.CapacityWeights(caps)
 }
 
 // Scale runs every point, in order of N1, then n, then N2.

@@ -673,3 +673,15 @@ func TestLBFlowlets(t *testing.T) {
 		}
 	})
 }
+
+// roundRobin is CPU cpu's round-robin counter.
+func (d *Dataplane) roundRobin(cpu int) (uint32, error) {
+	var per []uint32
+	if err := d.objs.LbRr.Lookup(uint32(0), &per); err != nil {
+		return 0, err
+	}
+	if cpu >= len(per) {
+		return 0, fmt.Errorf("CPU %d of %d", cpu, len(per))
+	}
+	return per[cpu], nil
+}

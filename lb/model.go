@@ -264,16 +264,7 @@ func (p *modelPkt) balance(hash uint32) Result {
 	if n == 0 {
 		return p.drop(lbxdpLbDropLB_DROP_NO_BACKEND)
 	}
-	var idx uint32
-	switch t.Mode {
-	case ModeWRR:
-		idx = p.m.nextRR(n)
-	case ModeFlowlet:
-		idx = p.m.flowlet(hash, n)
-	default:
-		idx = hash % n
-	}
-	s := t.Slots[idx]
+	s := t.Slots[p.m.Slot(hash, time.Now())]
 	if s.Ifindex == 0 {
 		return p.drop(lbxdpLbDropLB_DROP_NO_BACKEND)
 	}
@@ -286,6 +277,21 @@ func (p *modelPkt) balance(hash uint32) Result {
 	return p.send(via.Ifindex, via.PortIndex)
 }
 
+// Slot is the slot of the table (not empty) that balance picks for a
+// data frame of flow hash arriving at now: the round robin's next (WRR),
+// the flow's flowlet's (flowlet), the hash's (hash, Maglev). `msr sim`
+// places its packets with it, in its own clock.
+func (m *Model) Slot(hash uint32, now time.Time) uint32 {
+	n := uint32(len(m.Table.Slots))
+	switch m.Table.Mode {
+	case ModeWRR:
+		return m.nextRR(n)
+	case ModeFlowlet:
+		return m.flowlet(hash, n, now)
+	}
+	return hash % n
+}
+
 func (m *Model) nextRR(n uint32) uint32 {
 	idx := m.RR % n
 	m.RR = idx + 1
@@ -294,8 +300,7 @@ func (m *Model) nextRR(n uint32) uint32 {
 
 // flowlet is bpf/lb.bpf.c's flowlet: the flow's slot while it keeps
 // within the gap, else the round-robin's next.
-func (m *Model) flowlet(hash, n uint32) uint32 {
-	t := time.Now()
+func (m *Model) flowlet(hash, n uint32, t time.Time) uint32 {
 	gap := time.Duration(flowletGapUs(m.Config.FlowletGap)) * time.Microsecond
 	if f, ok := m.Flowlets[hash]; ok && f.Slot < n && t.Sub(f.Last) <= gap {
 		m.Flowlets[hash] = ModelFlowlet{Slot: f.Slot, Last: t}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
+	"slices"
 
 	"github.com/msr-router/msr/dist"
 )
@@ -175,6 +176,44 @@ func spread(bs []Backend) ([]Slot, error) {
 		slots = append(slots, pattern...)
 	}
 	return slots, nil
+}
+
+// CapacityWeights are WRR weights proportional to capacities: divided by
+// their greatest common divisor and scaled down to at most 1,000, 1 each
+// where any capacity is unknown (0). `msr bench scale` weights its capped
+// back-ends so, and `msr sim` models the lab with the same weights.
+func CapacityWeights(caps []uint64) []uint16 {
+	var g uint64
+	for _, c := range caps {
+		if c == 0 {
+			g = 0
+			break
+		}
+		g = gcd(g, c)
+	}
+	w := make([]uint16, len(caps))
+	if g == 0 {
+		for j := range w {
+			w[j] = 1
+		}
+		return w
+	}
+	top := slices.Max(caps) / g
+	for j, c := range caps {
+		v := c / g
+		if top > 1000 {
+			v = max(1, (c/g*1000+top/2)/top)
+		}
+		w[j] = uint16(v)
+	}
+	return w
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 func slotOf(b Backend) Slot { return Slot{MAC: b.MAC, Ifindex: b.Ifindex, PortIndex: b.PortIndex} }

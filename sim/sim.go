@@ -5,8 +5,9 @@
 // how much is reordered, under each balancing mode.
 //
 // It models packets, not fluid: every packet of a trial is placed by the
-// LB's own code (lb.BuildTable's tables, the data path's round robin,
-// hash and flowlet choices, lb.Table.Via's internal port), and every
+// LB's own code (lb.BuildTable's tables, lb.CapacityWeights' weights, the
+// LB model's choice of slot, lb.Model.Slot, in the trial's clock, and
+// lb.Table.Via's internal port), and every
 // element is a queue served at its capacity with a ring of Queue frames,
 // which is the GCRA of bpf/cap.h (virtual scheduling: a frame is
 // dropped when the element is more than Queue frames of work behind).
@@ -25,10 +26,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"sort"
 	"time"
 
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/lb"
 )
 
@@ -97,7 +98,7 @@ const (
 	DefaultBackendNs = 600
 	DefaultCores     = 4
 	DefaultLinkGbps  = 10
-	DefaultQueue     = 256
+	DefaultQueue     = element.CapBurst // the caps' bucket, a NIC ring's worth
 	// DefaultPathSpread is the spread of the back-ends' fixed path
 	// latency: a few switch hops' and hosts' differences in a data centre
 	// (an assumption; give what the deployment measures).
@@ -346,32 +347,14 @@ func formula(n1, ports int, lbRate, portRate float64, backends []float64) float6
 	return math.Min(lbSide, rSide)
 }
 
-// weights are the back-ends' WRR weights: proportional to their
-// capacities, at most 1,000 (as `msr bench scale` and the VCP give them).
+// weights are the back-ends' WRR weights from their capacities, as
+// `msr bench scale` gives the lab's (lb.CapacityWeights).
 func weights(backends []float64) []uint16 {
-	top := 0.0
-	for _, c := range backends {
-		top = math.Max(top, c)
-	}
-	w := make([]uint16, len(backends))
+	caps := make([]uint64, len(backends))
 	for j, c := range backends {
-		if top == 0 || c == 0 {
-			w[j] = 1
-			continue
-		}
-		w[j] = uint16(math.Max(1, math.Round(c/top*1000)))
+		caps[j] = uint64(math.Round(c))
 	}
-	// Equal capacities: weight 1 each (the smallest table).
-	same := true
-	for _, v := range w {
-		same = same && v == w[0]
-	}
-	if same {
-		for j := range w {
-			w[j] = 1
-		}
-	}
-	return w
+	return lb.CapacityWeights(caps)
 }
 
 // backendMAC names back-end j in the model's tables.
@@ -410,32 +393,32 @@ func Predict(o Options, n1, n2, ports int, modeName string) (*Point, error) {
 		return p, nil
 	}
 	p.TableSlots = len(table.Slots)
-	m, err := newModel(&o, n1, n2, ports, table, lbRate, portRate, caps)
-	if err != nil {
-		return nil, err
-	}
 	top := p.FormulaPPS
 	if math.IsInf(top, 1) || top == 0 {
 		return nil, errors.New("nothing limits the router: give costs or caps")
 	}
+	m := newModel(&o, n1, n2, ports, table, lbRate, portRate, caps)
 	// The zero-loss rate: a bisection between a rate that loses nothing
-	// and one that loses, to the resolution.
+	// and one that loses, to the resolution; at is the trial at lo.
 	lo, hi := 0.0, top*1.05
-	for m.trial(hi).lost == 0 {
-		lo, hi = hi, hi*2
+	var at outcome
+	for t := m.trial(hi); t.lost == 0; t = m.trial(hi) {
+		lo, hi, at = hi, hi*2, t
 	}
 	for (hi-lo)/hi > o.Resolution {
 		mid := (lo + hi) / 2
-		if m.trial(mid).lost == 0 {
-			lo = mid
+		if t := m.trial(mid); t.lost == 0 {
+			lo, at = mid, t
 		} else {
 			hi = mid
 		}
 	}
+	if lo == 0 {
+		return nil, fmt.Errorf("%d x %d x %d %s: every rate loses", n1, n2, ports, modeName)
+	}
 	p.PredictedPPS = lo
 	p.Ratio = lo / p.FormulaPPS
 	p.PredictedGbps = lo * float64(o.Size) * 8 / 1e9
-	at := m.trial(lo)
 	p.Reordered = at.reorderedFraction()
 	p.LoadMaxMean = at.maxMean(caps)
 	if n2 <= 16 {
@@ -458,7 +441,6 @@ type model struct {
 	backendLatency []float64
 	flows          []flow
 	order          []int32 // the trial's bursts: which flow sends each
-	burst          int
 	trialPackets   int
 	// rrStart is each LB's round robin's first slot: random, as
 	// lb.LoadDataplane seeds it.
@@ -486,9 +468,9 @@ func service(rate float64) float64 {
 	return 1 / rate
 }
 
-func newModel(o *Options, n1, n2, ports int, table *lb.Table, lbRate, portRate float64, caps []float64) (*model, error) {
+func newModel(o *Options, n1, n2, ports int, table *lb.Table, lbRate, portRate float64, caps []float64) *model {
 	rng := rand.New(rand.NewPCG(o.Seed, uint64(n1)<<32|uint64(n2)<<8|uint64(ports)))
-	m := &model{o: o, n1: n1, n2: n2, ports: ports, table: table, burst: o.Burst,
+	m := &model{o: o, n1: n1, n2: n2, ports: ports, table: table,
 		lbService: service(lbRate), portService: service(portRate)}
 	for _, s := range table.Slots {
 		m.slotBackend = append(m.slotBackend, int32(backendOf(s.MAC)))
@@ -553,7 +535,7 @@ func newModel(o *Options, n1, n2, ports int, table *lb.Table, lbRate, portRate f
 		for b := range m.order {
 			m.order[b] = int32(b % o.Flows)
 		}
-		return m, nil
+		return m
 	}
 	cum := make([]float64, o.Flows)
 	total := 0.0
@@ -568,7 +550,7 @@ func newModel(o *Options, n1, n2, ports int, table *lb.Table, lbRate, portRate f
 			m.order[b] = int32(o.Flows - 1)
 		}
 	}
-	return m, nil
+	return m
 }
 
 // outcome is one trial's counts.
@@ -668,25 +650,18 @@ func (m *model) trial(pps float64) outcome {
 		return q
 	}
 	lbs := half(make([]queue, m.n1), m.lbService)
-	rr := slices.Clone(m.rrStart)
-	type flowletState struct {
-		slot uint32
-		last float64
+	// Each LB's choices are the LB's model's (lb.Model.Slot: its round
+	// robin from its seeded start, its flowlets), in the trial's clock.
+	choosers := make([]lb.Model, m.n1)
+	for i := range choosers {
+		choosers[i] = lb.Model{Table: *m.table, RR: m.rrStart[i], Config: lb.Config{FlowletGap: o.FlowletGap}}
 	}
-	var flowlets []map[uint32]flowletState
-	if m.table.Mode == lb.ModeFlowlet {
-		flowlets = make([]map[uint32]flowletState, m.n1)
-		for i := range flowlets {
-			flowlets[i] = map[uint32]flowletState{}
-		}
-	}
-	gap := o.FlowletGap.Seconds()
-	slots := uint32(len(m.table.Slots))
+	var epoch time.Time
 	dt := 1 / pps
 	i := 0
 	for _, fi := range m.order {
 		f := &m.flows[fi]
-		for range m.burst {
+		for range o.Burst {
 			if i >= n {
 				break
 			}
@@ -698,23 +673,7 @@ func (m *model) trial(pps float64) outcome {
 				i++
 				continue
 			}
-			var idx uint32
-			switch m.table.Mode {
-			case lb.ModeWRR:
-				idx = rr[f.lb] % slots
-				rr[f.lb] = idx + 1
-			case lb.ModeFlowlet:
-				st, seen := flowlets[f.lb][f.hash]
-				if seen && st.slot < slots && t-st.last <= gap {
-					idx = st.slot
-				} else {
-					idx = rr[f.lb] % slots
-					rr[f.lb] = idx + 1
-				}
-				flowlets[f.lb][f.hash] = flowletState{slot: idx, last: t}
-			default:
-				idx = f.hash % slots
-			}
+			idx := choosers[f.lb].Slot(f.hash, epoch.Add(time.Duration(t*1e9)))
 			at[i], backendOf[i], portOf[i] = t1, m.slotBackend[idx], f.lb*int32(m.ports)+f.port
 			i++
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+
+	"github.com/msr-router/msr/internal/element"
 )
 
 // labReport is what Validate reads of `msr bench scale -o json` (or its
@@ -79,7 +81,7 @@ func Validate(path string, o Options) ([]Check, error) {
 	o.CapLB, o.CapPort, o.CapBackend = rep.Options.CapLB, rep.Options.CapPort, caps
 	o.Size, o.Flows = rep.Options.Size, rep.Options.Flows
 	o.FlowSizes, o.Burst, o.LBSpread, o.EvenHosts, o.Hosts = "equal", 1, "even", true, 16
-	o.Queue = 256
+	o.Queue = element.CapBurst
 	var out []Check
 	for _, lp := range rep.Points {
 		p, err := Predict(o, lp.LBs, lp.Backends, lp.InternalPorts, rep.Options.Mode)
