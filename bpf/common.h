@@ -27,6 +27,14 @@ enum msr_ethertype {
 	ETH_P_DIST = 0x88B5,
 };
 
+/* What a data path reads of a DIST frame: byte 1 of its header, the
+ * message type, and the one type a data path acts on itself (a PROBE,
+ * which a back-end reflects to the LB that timed it). */
+enum dist_wire {
+	DIST_TYPE_OFF = 1,
+	DIST_TYPE_PROBE = 5,
+};
+
 /* The 802.1Q tag after the MAC addresses. */
 struct vlan_hdr {
 	__be16 tci;

@@ -16,7 +16,7 @@
  * answers it (ICMP errors, echo), resolves the next hop and sends what it
  * held, or forwards it itself (options, fragmentation). DIST, untagged ARP
  * and traffic for this host's own addresses go to the kernel stack
- * (XDP_PASS).
+ * (XDP_PASS), except an LB's DIST PROBE, sent back to it (XDP_TX).
  *
  * A back-end given a capacity (rt_cap, cap.h; off by default) drops the
  * IPv4 frames to route beyond it, counted as cap.
@@ -38,6 +38,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Keep the enums in BTF for bpf2go. */
 const enum rt_slow *unused_rt_slow __attribute__((unused));
+const enum dist_wire *unused_dist_wire __attribute__((unused));
 const enum rt_drop *unused_rt_drop __attribute__((unused));
 const struct rt_slow_meta *unused_rt_slow_meta __attribute__((unused));
 const struct rt_nhgroup *unused_rt_nhgroup __attribute__((unused));
@@ -321,6 +322,27 @@ static __always_inline int forward(struct pkt *p, struct rt_port *port, struct r
 	return XDP_TX;
 }
 
+/* dist hands DIST frames to the agent, except a PROBE for this back-end:
+ * sent straight back to the LB that sent it (MACs swapped, XDP_TX), so the
+ * LB times its path through this back-end's queues (lb/pathprobe.go). It
+ * is not checked here: the HMAC covers the swapped MACs, so only its
+ * sender can check it, and reflecting a frame gives a forger nothing he
+ * could not send himself. */
+static __always_inline int dist(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg)
+{
+	__u8 *type = (__u8 *)(eth + 1) + DIST_TYPE_OFF;
+
+	if ((void *)(type + 1) > end || *type != DIST_TYPE_PROBE || !same_mac(eth->h_dest, cfg->mac) ||
+	    is_multicast(eth->h_source)) {
+		p->st->passed++;
+		return XDP_PASS;
+	}
+	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, cfg->mac, ETH_ALEN);
+	p->st->probes++;
+	return XDP_TX;
+}
+
 static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg)
 {
 	struct iphdr *ip = (void *)(eth + 1);
@@ -409,10 +431,8 @@ int router(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end)
 		return drop(&p, RT_DROP_RUNT);
-	if (eth->h_proto == bpf_htons(ETH_P_DIST)) {
-		p.st->passed++;
-		return XDP_PASS;
-	}
+	if (eth->h_proto == bpf_htons(ETH_P_DIST))
+		return dist(&p, eth, end, cfg);
 	/* Untagged ARP belongs to the interconnect itself (this host's own
 	 * address, e.g. for iBGP with the VCP): the kernel answers it. */
 	if (eth->h_proto == bpf_htons(ETH_P_ARP)) {

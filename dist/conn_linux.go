@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,12 @@ func Listen(ifname string, keys Keyring) (*Conn, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("open DIST on %s: bind: %w", ifname, err)
 	}
+	// The kernel stamps each frame as it enters the stack: a PROBE's round
+	// trip is timed without this process's scheduling in it.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("open DIST on %s: SO_TIMESTAMPNS: %w", ifname, err)
+	}
 	mreq := &unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_MULTICAST, Alen: 6}
 	copy(mreq.Address[:], GroupMAC)
 	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, mreq); err != nil {
@@ -74,6 +81,7 @@ func (c *Conn) Send(frame []byte) error {
 func (c *Conn) Recv(timeout time.Duration) (*Frame, error) {
 	deadline := time.Now().Add(timeout)
 	buf := make([]byte, MaxFrameLen+1)
+	oob := make([]byte, unix.CmsgSpace(16))
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -83,7 +91,7 @@ func (c *Conn) Recv(timeout time.Duration) (*Frame, error) {
 		if err := unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return nil, fmt.Errorf("recv DIST on %s: %w", c.ifname, err)
 		}
-		n, from, err := unix.Recvfrom(c.fd, buf, 0)
+		n, oobn, _, from, err := unix.Recvmsg(c.fd, buf, oob, 0)
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -98,9 +106,23 @@ func (c *Conn) Recv(timeout time.Duration) (*Frame, error) {
 			c.count(Reason(err))
 			continue
 		}
+		f.Received = received(oob[:oobn])
 		c.count("accepted")
 		return f, nil
 	}
+}
+
+// received is the kernel's receive time of a frame (SCM_TIMESTAMPNS), or
+// now if the kernel gave none.
+func received(oob []byte) time.Time {
+	msgs, _ := unix.ParseSocketControlMessage(oob)
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			sec, nsec := binary.NativeEndian.Uint64(m.Data[0:8]), binary.NativeEndian.Uint64(m.Data[8:16])
+			return time.Unix(int64(sec), int64(nsec))
+		}
+	}
+	return time.Now()
 }
 
 func (c *Conn) accept(b []byte) (*Frame, error) {

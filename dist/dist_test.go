@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/vectors.json from the cases in this file")
@@ -62,6 +63,9 @@ func goldenCases() []struct {
 			}}}},
 		{"vcp-announce", Frame{Dst: GroupMAC, Src: macVCP, Header: hdr(5), Msg: &VCPAnnounce{
 			State: VCPActive, Priority: 200, HelloIntervalMs: 100, APIAddr: netip.MustParseAddr("10.255.0.1"), APIPort: 7700, TableGeneration: 8}}},
+		// A PROBE as it comes back to the LB that sent it: from the
+		// back-end (r1) to the LB's internal port.
+		{"probe-reflected", Frame{Dst: macLB, Src: macR1, Header: hdr(6), Msg: &Probe{SentNs: 0x1867c0a1b2c3d4e5 + 1_000_000}}},
 	}
 }
 
@@ -104,6 +108,12 @@ func invalidCases(t *testing.T, good []byte) []invalidVector {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A PROBE on its way to the back-end: sealed for its return, so no
+	// one but its sender, once it is reflected, accepts it.
+	probe, err := (&Sender{ID: 1, Epoch: 1, Key: testKey}).SealProbe(macLB, macR1, time.Unix(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return []invalidVector{
 		mut("truncated", "truncated", func(b []byte) []byte { return b[:MinFrameLen-1] }),
 		mut("cut-trailer", "length", func(b []byte) []byte { return b[:len(b)-1] }),
@@ -120,6 +130,7 @@ func invalidCases(t *testing.T, good []byte) []invalidVector {
 		mut("reserved-header", "malformed", func(b []byte) []byte { b[EthHeaderLen+3] = 1; return reseal(b) }),
 		mut("hello-bad-role", "malformed", func(b []byte) []byte { b[EthHeaderLen+HeaderLen] = 9; return reseal(b) }),
 		mut("hello-port-count", "malformed", func(b []byte) []byte { b[EthHeaderLen+HeaderLen+5]++; return reseal(b) }),
+		{Name: "probe-as-sent", Reason: "auth", Frame: hex.EncodeToString(probe)},
 		{Name: "announce-as-hello", Reason: "malformed", Frame: hex.EncodeToString(func() []byte {
 			b := bytes.Clone(badType)
 			b[EthHeaderLen+1] = uint8(TypeHello)
@@ -298,5 +309,35 @@ func TestHelloUnnamedPorts(t *testing.T) {
 	h, ok := f.Msg.(*Hello)
 	if !ok || h.Name != "lb1" || len(h.Ports) != 2 || h.Ports[0].VLAN != 10 || h.Ports[0].RxDropped != 3 || h.Ports[0].Name != "" || h.Ports[1].Name != "" {
 		t.Errorf("%+v", f.Msg)
+	}
+}
+
+// TestProbeReflected: a PROBE is refused as sent and accepted once its
+// MACs are swapped, as the back-end's data path reflects it; the body
+// carries the time it was sent.
+func TestProbeReflected(t *testing.T) {
+	s := &Sender{ID: 7, Epoch: 1, Key: testKey}
+	sent := time.Unix(1700000000, 123456789)
+	b, err := s.SealProbe(macLB, macR1, sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b[0:6], macR1) || !bytes.Equal(b[6:12], macLB) {
+		t.Fatalf("probe goes from %x to %x, want from the LB to the back-end", b[6:12], b[0:6])
+	}
+	keys := Keyring{testKey.ID: testKey.Secret}
+	if _, err := Unmarshal(b, keys); !errors.Is(err, ErrAuth) {
+		t.Errorf("probe as sent: %v, want %v", err, ErrAuth)
+	}
+	back := bytes.Clone(b)
+	copy(back[0:6], b[6:12])
+	copy(back[6:12], b[0:6])
+	f, err := Unmarshal(back, keys)
+	if err != nil {
+		t.Fatalf("reflected probe refused: %v", err)
+	}
+	p, ok := f.Msg.(*Probe)
+	if !ok || p.SentNs != uint64(sent.UnixNano()) || f.Header.Sender != 7 {
+		t.Errorf("reflected probe decoded as %+v from sender %d", f.Msg, f.Header.Sender)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // Wire constants. docs/dist.md is the normative description of each.
@@ -111,6 +112,8 @@ type Frame struct {
 	Src    net.HardwareAddr `json:"src"`
 	Header Header           `json:"header"`
 	Msg    Message          `json:"-"`
+	// Received is when the kernel took the frame in (Conn.Recv).
+	Received time.Time `json:"-"`
 }
 
 // Key is a per-deployment HMAC key with the id that names it on the wire,

@@ -17,6 +17,7 @@ const (
 	TypePortConfig  MsgType = 2
 	TypeTableUpdate MsgType = 3
 	TypeVCPAnnounce MsgType = 4
+	TypeProbe       MsgType = 5
 )
 
 func (t MsgType) String() string {
@@ -29,6 +30,8 @@ func (t MsgType) String() string {
 		return "TABLE_UPDATE"
 	case TypeVCPAnnounce:
 		return "VCP_ANNOUNCE"
+	case TypeProbe:
+		return "PROBE"
 	}
 	return fmt.Sprintf("TYPE_%d", uint8(t))
 }
@@ -50,6 +53,8 @@ func newMessage(t MsgType) (Message, error) {
 		return new(TableUpdate), nil
 	case TypeVCPAnnounce:
 		return new(VCPAnnounce), nil
+	case TypeProbe:
+		return new(Probe), nil
 	}
 	return nil, fmt.Errorf("%w %d", ErrType, uint8(t))
 }
@@ -95,6 +100,7 @@ const (
 	tableHdrLen      = 16
 	tableEntryLen    = 12
 	announceLen      = 16
+	probeLen         = 8
 )
 
 // PortStatus is one port as an element reports it in its HELLO.
@@ -526,6 +532,30 @@ func (m *VCPAnnounce) decodeBody(b []byte) error {
 		APIPort:         binary.BigEndian.Uint16(b[8:10]),
 		TableGeneration: binary.BigEndian.Uint32(b[12:16]),
 	}
+	return nil
+}
+
+// Probe measures an LB's path to one back-end through the switch: the LB
+// sends it to the back-end's MAC, the back-end's data path sends it
+// straight back (bpf/router.bpf.c, reflect), and the LB times the round
+// trip. A probe is sealed as it will return (SealProbe): only its sender
+// can check it, and only once reflected.
+type Probe struct {
+	// SentNs is when the LB sent it (its clock, ns since the Unix epoch).
+	SentNs uint64 `json:"sent_ns"`
+}
+
+func (*Probe) Type() MsgType { return TypeProbe }
+
+func (m *Probe) appendBody(b []byte) ([]byte, error) {
+	return binary.BigEndian.AppendUint64(b, m.SentNs), nil
+}
+
+func (m *Probe) decodeBody(b []byte) error {
+	if len(b) != probeLen {
+		return fmt.Errorf("%d bytes, want %d", len(b), probeLen)
+	}
+	m.SentNs = binary.BigEndian.Uint64(b)
 	return nil
 }
 

@@ -112,3 +112,20 @@ func (s *Sender) Seal(dst, src []byte, msg Message) ([]byte, error) {
 		Msg:    msg,
 	}, s.Key)
 }
+
+// SealProbe returns a PROBE from own (the sending port's MAC) to target,
+// sent at sent. It is sealed as the target's reflection will carry it
+// (from target to own): the HMAC covers the MACs, the reflection swaps
+// them, and the sender alone can check what comes back. On its way out
+// it is refused as "auth" by any element that tries to read it.
+func (s *Sender) SealProbe(own, target []byte, sent time.Time) ([]byte, error) {
+	b, err := s.Seal(own, target, &Probe{SentNs: uint64(sent.UnixNano())})
+	if err != nil {
+		return nil, err
+	}
+	var dst [6]byte
+	copy(dst[:], b[0:6])
+	copy(b[0:6], b[6:12])
+	copy(b[6:12], dst[:])
+	return b, nil
+}

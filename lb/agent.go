@@ -48,6 +48,10 @@ type Agent struct {
 	// listening: until one hold time after the agent started listening,
 	// it has not heard every live back-end yet and keeps the table it found.
 	listening time.Time
+	// paths times the paths through the back-ends; flowletGap is the gap
+	// lb_cfg holds (the configured one, or the measured one).
+	paths      *pathMeter
+	flowletGap time.Duration
 }
 
 type agentPort struct {
@@ -91,7 +95,10 @@ func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, mode: cfg.Mode, sender: sender, conns: map[string]*dist.Conn{}, vcpMAC: cfg.VCPMAC,
-		backends: map[string]*backendState{}, log: log.With("component", "lb", "lb", cfg.Name)}
+		backends: map[string]*backendState{}, log: log.With("component", "lb", "lb", cfg.Name), paths: newPathMeter(), flowletGap: cfg.FlowletGap}
+	if a.flowletGap == 0 {
+		a.flowletGap = DefaultFlowletGap // until the paths are measured
+	}
 	if err := a.setup(key); err != nil {
 		a.Close()
 		return nil, err
@@ -233,7 +240,7 @@ func (a *Agent) defaultPort() *agentPort {
 }
 
 func (a *Agent) writeConfig() error {
-	c := Config{VCPMAC: a.vcpMAC, ManagementAddr: a.cfg.ManagementAddr, FlowletGap: a.cfg.FlowletGap}
+	c := Config{VCPMAC: a.vcpMAC, ManagementAddr: a.cfg.ManagementAddr, FlowletGap: a.flowletGap}
 	if d := a.defaultPort(); d != nil {
 		c.DefaultIntIfindex = d.ifindex
 	}
@@ -251,6 +258,22 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.receive(ctx, name, c)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		probe := time.NewTicker(ProbeInterval)
+		defer probe.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-probe.C:
+				a.paths.closeRounds(now)
+				a.measureGap()
+				a.probePaths(now)
+			}
+		}
+	}()
 	// Expiry is checked four times per hello interval, so a back-end
 	// leaves the table at most a quarter interval after its hold time.
 	tick := time.NewTicker(a.cfg.HelloInterval / 4)
@@ -302,6 +325,10 @@ func (a *Agent) handle(port string, f *dist.Frame) {
 			}
 			b.name, b.capacity, b.last = m.Name, m.Capacity, time.Now()
 			b.draining = m.Flags&dist.HelloFlagDraining != 0
+		}
+	case *dist.Probe:
+		if f.Header.Sender == a.sender.ID {
+			a.paths.returned(f.Header.Seq, f.Src, f.Received)
 		}
 	case *dist.VCPAnnounce:
 		if m.State == dist.VCPActive && !bytes.Equal(a.vcpMAC, f.Src) {
@@ -566,6 +593,8 @@ func (a *Agent) Status() *lbapi.Status {
 	for name, c := range a.conns {
 		s.DIST[name] = c.Counters()
 	}
+	s.FlowletGapUs, s.FlowletGapAuto = a.flowletGap.Microseconds(), a.cfg.FlowletGap == 0
+	s.Paths = a.paths.status()
 	return s
 }
 

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"sort"
@@ -19,9 +20,10 @@ type FileConfig struct {
 	PinDir string `yaml:"pin_dir"`
 	Mode   string `yaml:"mode"`
 	// FlowletGap ends a flowlet in flowlet mode: a flow whose packets
-	// pause longer may move to another back-end (default
-	// DefaultFlowletGap).
-	FlowletGap      time.Duration          `yaml:"flowlet_gap"`
+	// pause longer may move to another back-end. "auto" (the default):
+	// a few times the measured spread of the paths through the back-ends
+	// (pathprobe.go).
+	FlowletGap      GapSetting             `yaml:"flowlet_gap"`
 	Ports           map[string]*PortConfig `yaml:"ports" msr:"required"`
 	Backends        []BackendConfig        `yaml:"backends"`
 	VCPMAC          string                 `yaml:"vcp_mac"`
@@ -64,8 +66,8 @@ type AgentConfig struct {
 	element.Config
 	PinDir          string
 	Mode            Mode
-	FlowletGap      time.Duration
-	Ports           []PortSpec // by name: a port's index is its place here
+	FlowletGap      time.Duration // 0: measured (auto)
+	Ports           []PortSpec    // by name: a port's index is its place here
 	Backends        []StaticBackend
 	VCPMAC          net.HardwareAddr // nil: learned from the VCP's announcements
 	RouterAddresses []netip.Addr
@@ -98,16 +100,31 @@ type StaticBackend struct {
 const (
 	DefaultHelloInterval  = element.DefaultHelloInterval
 	DefaultHoldMultiplier = element.DefaultHoldMultiplier
-	// DefaultFlowletGap is a few times the spread of the LB-to-back-end
-	// path's latency in the bench labs (p99 − p50 of bench rfc2544's
-	// latencies at half of NDR, a few hundred microseconds): a flow that
-	// pauses longer than its packets' reordering window can move without
-	// arriving out of order. CONGA (SIGCOMM 2014) uses 500 µs in a data
-	// centre. The default lab's queues, under 16 TCP streams, outlast it
-	// now and then (docs/lb.md: 0.004–0.02% of segments reordered there,
-	// and the shares exact; longer gaps trade shares for order).
+	// DefaultFlowletGap is the gap before the paths are measured, and
+	// the model's: a few times the spread of the LB-to-back-end path's
+	// latency in the bench labs (p99 − p50 of bench rfc2544's latencies at
+	// half of NDR, a few hundred microseconds). CONGA (SIGCOMM 2014) uses
+	// 500 µs in a data centre. With flowlet_gap auto the LB measures the
+	// spread itself and follows it (pathprobe.go).
 	DefaultFlowletGap = time.Millisecond
 )
+
+// GapSetting is flowlet_gap as written: auto (0: measured) or a duration
+// of 1µs to MaxFlowletGap.
+type GapSetting time.Duration
+
+func (g *GapSetting) UnmarshalText(b []byte) error {
+	if string(b) == "auto" {
+		*g = 0
+		return nil
+	}
+	d, err := time.ParseDuration(string(b))
+	if err != nil || d < time.Microsecond || d > MaxFlowletGap {
+		return fmt.Errorf("%q: auto, or a duration of 1µs to %v", b, MaxFlowletGap)
+	}
+	*g = GapSetting(d)
+	return nil
+}
 
 // LoadConfig reads, checks and parses an LB config file.
 func LoadConfig(path string) (*AgentConfig, error) {
@@ -134,19 +151,13 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 	if err != nil {
 		return nil, c.Pos.Errorf("%v", err)
 	}
-	if c.FlowletGap == 0 {
-		c.FlowletGap = DefaultFlowletGap
-	}
-	if c.FlowletGap < time.Microsecond || c.FlowletGap > MaxFlowletGap {
-		return nil, c.Pos.Errorf("flowlet_gap %v: use 1µs to %v", c.FlowletGap, MaxFlowletGap)
-	}
 	if err := element.CheckCapacity(c.CapacityPPS, c.Pos); err != nil {
 		return nil, err
 	}
 	if len(c.Ports) > MaxPorts {
 		return nil, c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
 	}
-	a := &AgentConfig{Config: c.Config, PinDir: c.PinDir, Mode: mode, FlowletGap: c.FlowletGap, RouterAddresses: c.RouterAddresses,
+	a := &AgentConfig{Config: c.Config, PinDir: c.PinDir, Mode: mode, FlowletGap: time.Duration(c.FlowletGap), RouterAddresses: c.RouterAddresses,
 		ManagementAddr: c.ManagementAddr, CapacityPPS: c.CapacityPPS, Warnings: c.Warnings}
 	if a.Ports, err = c.parsePorts(); err != nil {
 		return nil, err

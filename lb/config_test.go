@@ -23,7 +23,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10, capacity_pps: 5000}\n", ":4:7: port e0: capacity_pps caps an internal port"},
 		{"name: a\nkey_file: k\nports:\n  i0: {role: internal, capacity_pps: 200000000}\n", ":4:7: capacity_pps 200000000: at most 100000000"},
 		{"name: a\nkey_file: k\ncapacity_pps: -5\nports:\n  i0: {role: internal}\n", ":3:"},
-		{"name: a\nkey_file: k\nmode: flowlet\nflowlet_gap: 2h\nports:\n  i0: {role: internal}\n", ":1:1: flowlet_gap 2h0m0s: use 1µs to"},
+		{"name: a\nkey_file: k\nmode: flowlet\nflowlet_gap: 2h\nports:\n  i0: {role: internal}\n", ":4:14: flowlet_gap: \"2h\": auto, or a duration of 1µs to"},
+		{"name: a\nkey_file: k\nmode: flowlet\nflowlet_gap: soon\nports:\n  i0: {role: internal}\n", ":4:14: flowlet_gap: \"soon\": auto"},
 	}
 	dir := t.TempDir()
 	for i, c := range cases {
@@ -44,7 +45,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.ID == 0 || c.HelloInterval != DefaultHelloInterval || c.HoldMultiplier != 3 || c.Mode != ModeWRR || c.Socket != "/run/msr/lb-lb1.sock" ||
-		c.FlowletGap != DefaultFlowletGap {
+		c.FlowletGap != 0 {
 		t.Errorf("defaults: %+v", c)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -51,6 +52,9 @@ const MaxPorts = int(lbxdpLbLimitLB_MAX_PORTS)
 // Dataplane is the loaded LB program and its maps.
 type Dataplane struct {
 	objs lbxdpObjects
+	// cfgMu serializes the read-modify-writes of lb_cfg: the table's
+	// flip, the LB-wide config and the measured flowlet gap.
+	cfgMu sync.Mutex
 }
 
 // tableReuseDelay is how long a balancing table that was just swapped out
@@ -173,6 +177,8 @@ func flowletGapUs(gap time.Duration) uint32 {
 
 // SetConfig writes the LB-wide configuration, keeping the active table.
 func (d *Dataplane) SetConfig(c Config) error {
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
 	var cur lbxdpLbConfig
 	if err := d.objs.LbCfg.Lookup(uint32(0), &cur); err != nil {
 		return err
@@ -214,8 +220,11 @@ func (d *Dataplane) SetCap(i uint32, pps uint64) error {
 // it active with one write of lb_cfg.active_table: a packet sees either
 // the whole old table or the whole new one.
 func (d *Dataplane) InstallTable(t *Table) error {
+	d.cfgMu.Lock()
 	var cfg lbxdpLbConfig
-	if err := d.objs.LbCfg.Lookup(uint32(0), &cfg); err != nil {
+	err := d.objs.LbCfg.Lookup(uint32(0), &cfg)
+	d.cfgMu.Unlock()
+	if err != nil {
 		return err
 	}
 	idle := uint32(cfg.ActiveTable^1) & 1
@@ -241,14 +250,36 @@ func (d *Dataplane) InstallTable(t *Table) error {
 	if err := d.objs.LbTables.Put(idle, lbxdpLbTableMeta{Len: uint32(len(t.Slots)), Mode: uint32(t.Mode)}); err != nil {
 		return err
 	}
-	cfg.ActiveTable = uint8(idle)
-	if err := d.objs.LbCfg.Put(uint32(0), &cfg); err != nil {
+	if err := d.flipTable(uint8(idle)); err != nil {
 		return err
 	}
 	// The table just retired may still be read by a packet in flight;
 	// the next install writes it, so wait that out here.
 	time.Sleep(tableReuseDelay)
 	return nil
+}
+
+func (d *Dataplane) flipTable(active uint8) error {
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	var cfg lbxdpLbConfig
+	if err := d.objs.LbCfg.Lookup(uint32(0), &cfg); err != nil {
+		return err
+	}
+	cfg.ActiveTable = active
+	return d.objs.LbCfg.Put(uint32(0), &cfg)
+}
+
+// SetFlowletGap writes flowlet mode's gap alone (the measured one).
+func (d *Dataplane) SetFlowletGap(gap time.Duration) error {
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	var cfg lbxdpLbConfig
+	if err := d.objs.LbCfg.Lookup(uint32(0), &cfg); err != nil {
+		return err
+	}
+	cfg.FlowletGapUs = flowletGapUs(gap)
+	return d.objs.LbCfg.Put(uint32(0), &cfg)
 }
 
 // Stats reads the counters of the port with the given index.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/xdp"
 )
 
@@ -31,6 +32,9 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 		if !slices.Equal(c.names, want) {
 			t.Errorf("enum %s names %q, Go %q", c.enum, want, c.names)
 		}
+	}
+	if uint8(rtxdpDistWireDIST_TYPE_PROBE) != uint8(dist.TypeProbe) {
+		t.Errorf("DIST's PROBE is type %d in common.h, %d in dist", rtxdpDistWireDIST_TYPE_PROBE, dist.TypeProbe)
 	}
 	for name, size := range map[string]int{"rt_nexthops": MaxNextHops, "rt_nhgroups": MaxNHGroups, "rt_ports": MaxPorts,
 		"rt_acl": MaxACL, "rt_tbl8": Tbl8Groups} {

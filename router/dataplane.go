@@ -237,6 +237,7 @@ func (d *Dataplane) Stats(nACL int) (*routerapi.Stats, error) {
 		s.Forwarded += c.Forwarded
 		s.ForwardedBytes += c.ForwardedBytes
 		s.Passed += c.Passed
+		s.Probes += c.Probes
 		for i, v := range c.Slow {
 			s.Slow[SlowNames[i]] += v
 		}

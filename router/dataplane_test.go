@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/routetable"
@@ -122,6 +123,7 @@ func (s *routerState) stats() (ModelStats, error) {
 		st.Forwarded += c.Forwarded
 		st.ForwardedBytes += c.ForwardedBytes
 		st.Passed += c.Passed
+		st.Probes += c.Probes
 		for i := range st.Slow {
 			st.Slow[i] += c.Slow[i]
 		}
@@ -223,6 +225,7 @@ func routerCases() []routerCase {
 	big := func(df uint16) []byte {
 		return ethFrame(macSelf, macLB, 0x0800, ipPacket(netip.MustParseAddr("198.18.0.7"), netip.MustParseAddr("203.0.113.10"), 17, 64, df, udpPayload(1, 2, 1450)))
 	}
+	probeBody := append([]byte{1, byte(dist.TypeProbe)}, make([]byte, 78)...)
 	return []routerCase{
 		{name: "connected host, resolved", frame: data(netip.MustParseAddr("192.0.2.10"), 64), verdict: XDPTx, out: fwd("192.0.2.10", macNbr[0], 10)},
 		{name: "via a resolved gateway", frame: data(netip.MustParseAddr("198.51.100.10"), 64), verdict: XDPTx, out: fwd("198.51.100.10", macNbr[1], 11)},
@@ -237,6 +240,10 @@ func routerCases() []routerCase {
 		{name: "IP options", frame: options, verdict: XDPDrop, slow: "options"},
 		{name: "ARP broadcast by an LB, tagged", frame: ethFrame(bcastMAC, macLB, 0x8100, append([]byte{0, 10, 8, 6}, make([]byte, 28)...)), verdict: XDPDrop, slow: "arp"},
 		{name: "DIST", frame: ethFrame(bcastMAC, macLB, 0x88B5, make([]byte, 80)), verdict: XDPPass},
+		{name: "DIST PROBE of an LB, reflected", frame: ethFrame(macSelf, macLB, 0x88B5, probeBody), verdict: XDPTx, out: ethFrame(macLB, macSelf, 0x88B5, probeBody)},
+		{name: "DIST PROBE for another back-end", frame: ethFrame(macLB, macNbr[0], 0x88B5, probeBody), verdict: XDPPass},
+		{name: "DIST PROBE from a group address", frame: ethFrame(macSelf, bcastMAC, 0x88B5, probeBody), verdict: XDPPass},
+		{name: "DIST cut before its type", frame: ethFrame(macSelf, macLB, 0x88B5, []byte{1}), verdict: XDPPass},
 		{name: "untagged ARP (the interconnect's own)", frame: ethFrame(bcastMAC, macLB, 0x0806, make([]byte, 28)), verdict: XDPPass},
 		{name: "bad checksum", frame: badSum, verdict: XDPDrop, drop: "bad_checksum"},
 		{name: "version 6 in an IPv4 frame", frame: func() []byte { f := data(netip.MustParseAddr("192.0.2.10"), 64); f[14] = 0x65; return f }(), verdict: XDPDrop, drop: "bad_version"},

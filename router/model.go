@@ -52,10 +52,10 @@ type NeighborKey struct {
 
 // ModelStats mirrors struct rt_stats.
 type ModelStats struct {
-	RxPackets, RxBytes, Forwarded, ForwardedBytes, Passed uint64
-	Slow                                                  [len(SlowNames)]uint64
-	Drop                                                  [len(DropNames)]uint64
-	ACLPermit, ACLDeny                                    [MaxACL]uint64
+	RxPackets, RxBytes, Forwarded, ForwardedBytes, Passed, Probes uint64
+	Slow                                                          [len(SlowNames)]uint64
+	Drop                                                          [len(DropNames)]uint64
+	ACLPermit, ACLDeny                                            [MaxACL]uint64
 }
 
 // ModelResult is what the model does with a frame.
@@ -88,6 +88,12 @@ func (m *Model) Process(frame []byte) ModelResult {
 		return drop(rtxdpRtDropRT_DROP_RUNT)
 	}
 	proto := binary.BigEndian.Uint16(b[12:])
+	if proto == dist.EtherType && len(b) > 15 && dist.MsgType(b[15]) == dist.TypeProbe && bytes.Equal(b[0:6], m.MAC) && b[6]&1 == 0 {
+		copy(b[0:6], frame[6:12]) // an LB's PROBE, back to it
+		copy(b[6:12], m.MAC)
+		st.Probes++
+		return ModelResult{Verdict: XDPTx, Out: b, Slow: -1}
+	}
 	if proto == dist.EtherType || proto == 0x0806 { // DIST; untagged ARP of the interconnect
 		st.Passed++
 		return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type rtxdpDistWire uint32
+
+const (
+	rtxdpDistWireDIST_TYPE_OFF   rtxdpDistWire = 1
+	rtxdpDistWireDIST_TYPE_PROBE rtxdpDistWire = 5
+)
+
 type rtxdpFlowSeed uint32
 
 const (
@@ -172,6 +179,7 @@ type rtxdpRtStats struct {
 	Forwarded      uint64
 	ForwardedBytes uint64
 	Passed         uint64
+	Probes         uint64
 	Slow           [8]uint64
 	Drop           [13]uint64
 	AclPermit      [64]uint64
@@ -215,6 +223,7 @@ const (
 	rtxdpMapRtTbl24            = "rt_tbl24"
 	rtxdpMapRtTbl8             = "rt_tbl8"
 	rtxdpProgRouter            = "router"
+	rtxdpVarUnusedDistWire     = "unused_dist_wire"
 	rtxdpVarUnusedFlowSeed     = "unused_flow_seed"
 	rtxdpVarUnusedMsrEthertype = "unused_msr_ethertype"
 	rtxdpVarUnusedRtAclAction  = "unused_rt_acl_action"
@@ -294,6 +303,7 @@ type rtxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpVariableSpecs struct {
+	UnusedDistWire     *ebpf.VariableSpec `ebpf:"unused_dist_wire"`
 	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
 	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
 	UnusedRtAclAction  *ebpf.VariableSpec `ebpf:"unused_rt_acl_action"`
@@ -361,6 +371,7 @@ func (m *rtxdpMaps) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpVariables struct {
+	UnusedDistWire     *ebpf.Variable `ebpf:"unused_dist_wire"`
 	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
 	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
 	UnusedRtAclAction  *ebpf.Variable `ebpf:"unused_rt_acl_action"`

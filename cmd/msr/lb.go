@@ -93,6 +93,18 @@ func writeLBStatus(w io.Writer, s *lbapi.Status) {
 		fmt.Fprintf(w, "  backend %s %-8s alive %v draining %v last hello %d ms ago\n", b.MAC, b.Name, b.Alive, b.Draining, b.LastHelloMs)
 	}
 	fmt.Fprintf(w, "  table %s generation %d slots %d shares %v\n", s.Table.Mode, s.Table.Generation, s.Table.Slots, s.Table.Shares)
+	how := "fixed"
+	if s.FlowletGapAuto {
+		how = "auto"
+	}
+	fmt.Fprintf(w, "  flowlet gap %d µs (%s)\n", s.FlowletGapUs, how)
+	if p := s.Paths; p != nil {
+		fmt.Fprintf(w, "  paths: probes sent %d returned %d lost %d; spread p50 %d p99 %d max %d µs over %d rounds\n",
+			p.Sent, p.Returned, p.Lost, p.SpreadP50Us, p.SpreadP99Us, p.SpreadMaxUs, p.Rounds)
+		for _, b := range p.Paths {
+			fmt.Fprintf(w, "    %s port %d rtt p50 %d p99 %d µs lost %d\n", b.Backend, b.PortIndex, b.RTTP50Us, b.RTTP99Us, b.Lost)
+		}
+	}
 }
 
 // capacityText is an element's or a port's capacity_pps as status shows it.

@@ -29,6 +29,36 @@ type Status struct {
 	Backends    []BackendStatus              `json:"backends"`
 	Table       TableStatus                  `json:"table"`
 	DIST        map[string]map[string]uint64 `json:"dist"`
+	// FlowletGapUs is flowlet mode's gap in lb_cfg now; FlowletGapAuto
+	// says it follows the paths' measured spread (flowlet_gap auto).
+	FlowletGapUs   int64         `json:"flowlet_gap_us"`
+	FlowletGapAuto bool          `json:"flowlet_gap_auto"`
+	Paths          *BackendPaths `json:"paths,omitempty"`
+}
+
+// BackendPaths is the LB's paths through the back-ends as its PROBEs time
+// them (lb/pathprobe.go): probes sent, returned and lost, and the spread
+// of each round's round trips (longest less shortest) over the rounds
+// kept.
+type BackendPaths struct {
+	Sent        uint64        `json:"sent"`
+	Returned    uint64        `json:"returned"`
+	Lost        uint64        `json:"lost"`
+	Rounds      int           `json:"rounds"`
+	SpreadP50Us int64         `json:"spread_p50_us"`
+	SpreadP99Us int64         `json:"spread_p99_us"`
+	SpreadMaxUs int64         `json:"spread_max_us"`
+	Paths       []BackendPath `json:"paths"`
+}
+
+// BackendPath is one back-end through one internal port: its round trips.
+type BackendPath struct {
+	Backend   string `json:"backend"` // MAC
+	PortIndex uint8  `json:"port_index"`
+	Samples   int    `json:"samples"`
+	Lost      uint64 `json:"lost"`
+	RTTP50Us  int64  `json:"rtt_p50_us"`
+	RTTP99Us  int64  `json:"rtt_p99_us"`
 }
 
 // PortStatus is one port and its counters.

@@ -73,6 +73,7 @@ type Stats struct {
 	Forwarded      uint64            `json:"forwarded"`
 	ForwardedBytes uint64            `json:"forwarded_bytes"`
 	Passed         uint64            `json:"passed"`
+	Probes         uint64            `json:"probes"` // LBs' DIST PROBEs reflected
 	Slow           map[string]uint64 `json:"slow"`
 	Drops          map[string]uint64 `json:"drops"`
 	ACLPermit      []uint64          `json:"acl_permit"`
