@@ -60,9 +60,15 @@ protocol bgp peer{{$i}} {
 {{if $b.HoldTime}}	hold time {{$b.HoldTime}};
 {{end}}	connect delay time 1;   # not BIRD's 5 s: after a takeover every second counts
 	graceful restart on;
-	# What the router announces (export: {{$b.Exports}}), with its own
+{{if $b.MaxPrefixesRestart}}	error wait time {{$b.RestartSeconds}}, {{$b.RestartSeconds}};   # max_prefixes_restart
+{{end}}	# What the router announces (export: {{$b.Exports}}), with its own
 	# address on the peer's port as next hop: one router, not its gateways.
-	ipv4 { import all; export {{$b.BIRDExport}}; next hop self; };
+	ipv4 {
+		import {{$b.BIRDImport}};
+		export {{$b.BIRDExport}};
+		next hop self;
+{{with $b.BIRDLimit}}		{{.}}
+{{end}}	};
 }
 {{end}}{{if or .Static .StaticFiles}}
 protocol static {

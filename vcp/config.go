@@ -136,8 +136,114 @@ type BGPPeer struct {
 	// transit), ospf. Absent: connected and static, as an edge router
 	// announces what it originates; [] announces nothing. The next hop is
 	// the router's address on the peer's port.
-	Export []string   `yaml:"export"`
-	Pos    config.Pos `yaml:"-"`
+	Export []string `yaml:"export"`
+	// ImportPrefixes and ExportPrefixes filter what the router takes
+	// from the peer and announces to it, as BIRD writes prefix patterns:
+	// 10.0.0.0/8 (that prefix), 10.0.0.0/8+ (it and every longer one),
+	// 10.0.0.0/8{16,24} (the prefixes of lengths 16 to 24 inside it).
+	// Absent: every prefix.
+	ImportPrefixes []PrefixPattern `yaml:"import_prefixes"`
+	ExportPrefixes []PrefixPattern `yaml:"export_prefixes"`
+	// MaxPrefixes shuts the session when the peer's accepted routes
+	// exceed it (0: no limit), logged by the suite; after
+	// MaxPrefixesRestart (whole minutes, FRR's unit) the session opens
+	// again, and without one it stays down until the config is reloaded.
+	MaxPrefixes        uint32        `yaml:"max_prefixes"`
+	MaxPrefixesRestart time.Duration `yaml:"max_prefixes_restart"`
+	Pos                config.Pos    `yaml:"-"`
+}
+
+// PrefixPattern is one entry of a prefix list: the prefixes inside
+// Prefix whose lengths are Min to Max.
+type PrefixPattern struct {
+	Prefix   netip.Prefix
+	Min, Max int
+}
+
+// UnmarshalText reads 10.0.0.0/8, 10.0.0.0/8+ or 10.0.0.0/8{16,24}.
+func (p *PrefixPattern) UnmarshalText(b []byte) error {
+	s := string(b)
+	text, lengths, ranged := strings.Cut(s, "{")
+	plus := strings.HasSuffix(text, "+") && !ranged
+	pfx, err := netip.ParsePrefix(strings.TrimSuffix(text, "+"))
+	if err != nil || !pfx.Addr().Is4() || pfx != pfx.Masked() {
+		return fmt.Errorf("prefix %q: an IPv4 prefix (its host bits zero), then nothing, + or {MIN,MAX}", s)
+	}
+	*p = PrefixPattern{Prefix: pfx, Min: pfx.Bits(), Max: pfx.Bits()}
+	switch {
+	case plus:
+		p.Max = 32
+	case ranged:
+		if _, err := fmt.Sscanf(lengths, "%d,%d}", &p.Min, &p.Max); err != nil || !strings.HasSuffix(lengths, "}") ||
+			p.Min < pfx.Bits() || p.Min > p.Max || p.Max > 32 {
+			return fmt.Errorf("prefix %q: lengths {MIN,MAX} with %d <= MIN <= MAX <= 32", s, pfx.Bits())
+		}
+	}
+	return nil
+}
+
+// String is the pattern as BIRD writes it.
+func (p PrefixPattern) String() string {
+	switch {
+	case p.Min == p.Prefix.Bits() && p.Max == p.Min:
+		return p.Prefix.String()
+	case p.Min == p.Prefix.Bits() && p.Max == 32:
+		return p.Prefix.String() + "+"
+	}
+	return fmt.Sprintf("%s{%d,%d}", p.Prefix, p.Min, p.Max)
+}
+
+// FRR is the pattern as an FRR prefix-list entry writes it (FRR wants
+// the prefix's length < ge <= le).
+func (p PrefixPattern) FRR() string {
+	switch {
+	case p.Min == p.Prefix.Bits() && p.Max == p.Min:
+		return p.Prefix.String()
+	case p.Min == p.Prefix.Bits():
+		return fmt.Sprintf("%s le %d", p.Prefix, p.Max)
+	}
+	return fmt.Sprintf("%s ge %d le %d", p.Prefix, p.Min, p.Max)
+}
+
+// birdPrefixSet is patterns as a BIRD prefix set.
+func birdPrefixSet(ps []PrefixPattern) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.String())
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// ImportsNothing and ExportsNothing say that a prefix list is given and
+// empty (import_prefixes: []): nothing passes.
+func (b BGPPeer) ImportsNothing() bool { return b.ImportPrefixes != nil && len(b.ImportPrefixes) == 0 }
+func (b BGPPeer) ExportsNothing() bool { return b.ExportPrefixes != nil && len(b.ExportPrefixes) == 0 }
+
+// BIRDImport is the peer's import clause in BIRD's terms.
+func (b BGPPeer) BIRDImport() string {
+	if b.ImportsNothing() {
+		return "none"
+	}
+	if b.ImportPrefixes == nil {
+		return "all"
+	}
+	return "where net ~ " + birdPrefixSet(b.ImportPrefixes)
+}
+
+// RestartSeconds is MaxPrefixesRestart in seconds.
+func (b BGPPeer) RestartSeconds() int { return int(b.MaxPrefixesRestart / time.Second) }
+
+// BIRDLimit is the peer's import limit in BIRD's terms ("" for none);
+// the restart's delay is the protocol's error wait time.
+func (b BGPPeer) BIRDLimit() string {
+	if b.MaxPrefixes == 0 {
+		return ""
+	}
+	action := "disable"
+	if b.MaxPrefixesRestart > 0 {
+		action = "restart"
+	}
+	return fmt.Sprintf("import limit %d action %s;", b.MaxPrefixes, action)
 }
 
 // exportKinds are what a BGP peer's export may name.
@@ -170,10 +276,14 @@ func (b BGPPeer) BIRDExport() string {
 			src = append(src, "RTS_OSPF", "RTS_OSPF_IA", "RTS_OSPF_EXT1", "RTS_OSPF_EXT2")
 		}
 	}
-	if len(src) == 0 {
+	if len(src) == 0 || b.ExportsNothing() {
 		return "none"
 	}
-	return "where source ~ [" + strings.Join(src, ", ") + "]"
+	w := "where source ~ [" + strings.Join(src, ", ") + "]"
+	if b.ExportPrefixes != nil {
+		w += " && net ~ " + birdPrefixSet(b.ExportPrefixes)
+	}
+	return w
 }
 
 // LBConfig is what is particular to one LB.
@@ -302,6 +412,12 @@ func (c *FileConfig) complete() error {
 				if !slices.Contains(exportKinds, k) {
 					return b.Pos.Errorf("BGP neighbour %s: export %q: %s", b.Neighbor, k, strings.Join(exportKinds, ", "))
 				}
+			}
+			if b.MaxPrefixesRestart < 0 || b.MaxPrefixesRestart%time.Minute != 0 || b.MaxPrefixesRestart > 24*time.Hour {
+				return b.Pos.Errorf("BGP neighbour %s: max_prefixes_restart %v: whole minutes, at most 24h", b.Neighbor, b.MaxPrefixesRestart)
+			}
+			if b.MaxPrefixesRestart > 0 && b.MaxPrefixes == 0 {
+				return b.Pos.Errorf("BGP neighbour %s: max_prefixes_restart without max_prefixes", b.Neighbor)
 			}
 		}
 		for _, st := range r.Static {

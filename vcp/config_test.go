@@ -1,6 +1,7 @@
 package vcp
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,5 +86,47 @@ func TestBGPExportConfig(t *testing.T) {
 	_, err = load(t, strings.Replace(routing, "export: [bgp, ospf]", "export: [bgp, everything]", 1))
 	if err == nil || !strings.Contains(err.Error(), `export "everything"`) || !strings.Contains(err.Error(), "vcp.yaml:16:") {
 		t.Errorf("%v, want the refusal of \"everything\" at its line, 16", err)
+	}
+}
+
+// Per-peer prefix lists and the prefix limit: parsed into patterns as BIRD
+// and FRR write them; a wrong pattern or restart refused at its line.
+func TestBGPPrefixPolicy(t *testing.T) {
+	routing := goodVCP + "routing:\n  asn: 65000\n  bgp:\n" +
+		"    - {neighbor: 192.0.2.10, asn: 65010, import_prefixes: [10.0.0.0/8+, \"172.16.0.0/12{16,24}\", 192.168.1.0/24], export_prefixes: [], max_prefixes: 100, max_prefixes_restart: 2m}\n" +
+		"    - {neighbor: 192.0.2.11, asn: 65011}\n"
+	c, err := load(t, routing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, q := c.Routing.BGP[0], c.Routing.BGP[1]
+	var birds, frrs []string
+	for _, x := range p.ImportPrefixes {
+		birds, frrs = append(birds, x.String()), append(frrs, x.FRR())
+	}
+	if want := []string{"10.0.0.0/8+", "172.16.0.0/12{16,24}", "192.168.1.0/24"}; !slices.Equal(birds, want) {
+		t.Errorf("BIRD patterns %q, want %q", birds, want)
+	}
+	if want := []string{"10.0.0.0/8 le 32", "172.16.0.0/12 ge 16 le 24", "192.168.1.0/24"}; !slices.Equal(frrs, want) {
+		t.Errorf("FRR entries %q, want %q", frrs, want)
+	}
+	if !p.ExportsNothing() || p.BIRDExport() != "none" || p.BIRDLimit() != "import limit 100 action restart;" || p.RestartSeconds() != 120 {
+		t.Errorf("peer 0: export %q limit %q restart %d s", p.BIRDExport(), p.BIRDLimit(), p.RestartSeconds())
+	}
+	if q.ImportsNothing() || q.BIRDImport() != "all" || q.BIRDLimit() != "" {
+		t.Errorf("peer 1 (no lists, no limit): import %q limit %q", q.BIRDImport(), q.BIRDLimit())
+	}
+	line := strings.Count(routing[:strings.Index(routing, "- {neighbor: 192.0.2.10")], "\n") + 1
+	for _, c := range []struct{ from, to, want string }{
+		{"10.0.0.0/8+", "10.0.0.1/8+", `prefix "10.0.0.1/8+": an IPv4 prefix (its host bits zero)`},
+		{"172.16.0.0/12{16,24}", "172.16.0.0/12{8,24}", `prefix "172.16.0.0/12{8,24}": lengths {MIN,MAX} with 12 <= MIN`},
+		{"192.168.1.0/24]", "2001:db8::/32]", `prefix "2001:db8::/32"`},
+		{"max_prefixes_restart: 2m", "max_prefixes_restart: 90s", "max_prefixes_restart 1m30s: whole minutes"},
+		{"max_prefixes: 100, ", "", "max_prefixes_restart without max_prefixes"},
+	} {
+		_, err := load(t, strings.Replace(routing, c.from, c.to, 1))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", line)) {
+			t.Errorf("%s -> %s: %v, want %q at line %d", c.from, c.to, err, c.want, line)
+		}
 	}
 }

@@ -75,7 +75,11 @@ router bgp {{.ASN}}
   neighbor BACKENDS route-map MSR-BACKENDS out
 {{end}}{{range $i, $b := .BGP}}  neighbor {{.Neighbor}} route-map MSR-EXPORT-{{$i}} out
   neighbor {{.Neighbor}} next-hop-self
-{{end}} exit-address-family
+{{if .ImportPrefixes}}  neighbor {{.Neighbor}} prefix-list MSR-IMPORT-{{$i}} in
+{{else if .ImportsNothing}}  neighbor {{.Neighbor}} prefix-list MSR-NOTHING in
+{{end}}{{if .ExportPrefixes}}  neighbor {{.Neighbor}} prefix-list MSR-EXPORT-{{$i}} out
+{{end}}{{if .MaxPrefixes}}  neighbor {{.Neighbor}} maximum-prefix {{.MaxPrefixes}}{{if .MaxPrefixesRestart}} restart {{.RestartMinutes}}{{end}}
+{{end}}{{end}} exit-address-family
 !
 ! What is redistributed is tagged by kind (1 connected: the external
 ! ports' networks only; 2 static; 3 OSPF); each peer's export route-map
@@ -92,14 +96,34 @@ route-map MSR-OSPF permit 10
 route-map MSR-BACKENDS deny 5
  match tag 1
 route-map MSR-BACKENDS permit 10
-{{range .BGP}}{{.RouteMap}}{{end}}{{end}}`))
+{{range .BGP}}{{.RouteMap}}{{.PrefixLists}}{{end}}ip prefix-list MSR-NOTHING seq 5 deny any
+{{end}}`))
 
 // frrPeer is a BGP neighbour with the keepalive its hold time implies,
 // and its export route-map.
 type frrPeer struct {
 	BGPPeer
-	Keepalive uint16
-	RouteMap  string
+	Keepalive   uint16
+	RouteMap    string
+	PrefixLists string // MSR-IMPORT-i and MSR-EXPORT-i
+}
+
+// RestartMinutes is max_prefixes_restart in FRR's unit.
+func (p frrPeer) RestartMinutes() int { return int(p.MaxPrefixesRestart / time.Minute) }
+
+// prefixLists are peer i's prefix lists: MSR-IMPORT-i and MSR-EXPORT-i
+// (an empty export list makes the export route-map deny all instead).
+func prefixLists(i int, b BGPPeer) string {
+	var s strings.Builder
+	for _, l := range []struct {
+		name string
+		ps   []PrefixPattern
+	}{{"MSR-IMPORT", b.ImportPrefixes}, {"MSR-EXPORT", b.ExportPrefixes}} {
+		for k, p := range l.ps {
+			fmt.Fprintf(&s, "ip prefix-list %s-%d seq %d permit %s\n", l.name, i, 5*(k+1), p.FRR())
+		}
+	}
+	return s.String()
 }
 
 // frrPort is an external port as MSR-CONNECTED matches it.
@@ -116,7 +140,11 @@ var frrTags = map[string]int{"connected": 1, "static": 2, "ospf": 3}
 // exports, else a deny.
 func exportRouteMap(i int, b BGPPeer) string {
 	var s strings.Builder
-	for k, kind := range b.Exports() {
+	exports := b.Exports()
+	if b.ExportsNothing() {
+		exports = nil
+	}
+	for k, kind := range exports {
 		fmt.Fprintf(&s, "route-map MSR-EXPORT-%d permit %d\n", i, 10*(k+1))
 		if kind == "bgp" {
 			s.WriteString(" match as-path MSR-LEARNED\n")
@@ -184,7 +212,7 @@ func (f *FRR) writeConfig() error {
 		RedistConnected, RedistStatic, RedistOSPF bool
 	}{RoutingConfig: f.cfg}
 	for i, b := range f.cfg.BGP {
-		data.BGP = append(data.BGP, frrPeer{b, max(b.HoldTime/3, 1), exportRouteMap(i, b)})
+		data.BGP = append(data.BGP, frrPeer{b, max(b.HoldTime/3, 1), exportRouteMap(i, b), prefixLists(i, b)})
 		data.RedistConnected = data.RedistConnected || b.Exporting("connected")
 		data.RedistStatic = data.RedistStatic || b.Exporting("static")
 		data.RedistOSPF = data.RedistOSPF || b.Exporting("ospf")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFRRConfParses renders every daemon's configuration and has each
@@ -19,7 +20,10 @@ func TestFRRConfParses(t *testing.T) {
 	cfg := &RoutingConfig{Suite: "frr", ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: dir,
 		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6},
 			{Neighbor: netip.MustParseAddr("192.0.2.11"), ASN: 65011, Export: []string{}},
-			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}}},
+			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}},
+			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
+				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
+			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}}},
 		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
@@ -38,7 +42,11 @@ func TestFRRConfParses(t *testing.T) {
 			"redistribute connected route-map MSR-CONNECTED", "route-map MSR-CONNECTED permit 20\n match interface x11\n set tag 1",
 			"neighbor 192.0.2.10 route-map MSR-EXPORT-0 out\n  neighbor 192.0.2.10 next-hop-self", "route-map MSR-EXPORT-0 permit 10\n match tag 1\nroute-map MSR-EXPORT-0 permit 20\n match tag 2\n",
 			"route-map MSR-EXPORT-1 deny 10", "route-map MSR-EXPORT-2 permit 10\n match as-path MSR-LEARNED\nroute-map MSR-EXPORT-2 permit 20\n match tag 3",
-			"route-map MSR-BACKENDS deny 5\n match tag 1"},
+			"route-map MSR-BACKENDS deny 5\n match tag 1",
+			// Prefix lists and limits.
+			"neighbor 192.0.2.13 prefix-list MSR-IMPORT-3 in\n  neighbor 192.0.2.13 prefix-list MSR-EXPORT-3 out\n  neighbor 192.0.2.13 maximum-prefix 1000 restart 2\n",
+			"ip prefix-list MSR-IMPORT-3 seq 5 permit 10.0.0.0/8 le 32\nip prefix-list MSR-IMPORT-3 seq 10 permit 172.16.0.0/12 ge 16 le 24\nip prefix-list MSR-EXPORT-3 seq 5 permit 192.0.2.0/24\n",
+			"neighbor 192.0.2.14 prefix-list MSR-NOTHING in\n  neighbor 192.0.2.14 maximum-prefix 50\n", "ip prefix-list MSR-NOTHING seq 5 deny any"},
 		"staticd": {"ip route 203.0.113.0/24 192.0.2.254"},
 		"ospfd":   {"interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
 	} {
