@@ -537,7 +537,7 @@ func (m *VCPAnnounce) decodeBody(b []byte) error {
 
 // Probe measures an LB's path to one back-end through the switch: the LB
 // sends it to the back-end's MAC, the back-end's data path sends it
-// straight back (bpf/router.bpf.c, reflect), and the LB times the round
+// straight back (bpf/router.bpf.c, dist), and the LB times the round
 // trip. A probe is sealed as it will return (SealProbe): only its sender
 // can check it, and only once reflected.
 type Probe struct {

@@ -52,8 +52,7 @@ const MaxPorts = int(lbxdpLbLimitLB_MAX_PORTS)
 // Dataplane is the loaded LB program and its maps.
 type Dataplane struct {
 	objs lbxdpObjects
-	// cfgMu serializes the read-modify-writes of lb_cfg: the table's
-	// flip, the LB-wide config and the measured flowlet gap.
+	// cfgMu serializes the read-modify-writes of lb_cfg (updateConfig).
 	cfgMu sync.Mutex
 }
 
@@ -177,24 +176,33 @@ func flowletGapUs(gap time.Duration) uint32 {
 
 // SetConfig writes the LB-wide configuration, keeping the active table.
 func (d *Dataplane) SetConfig(c Config) error {
+	return d.updateConfig(func(cur *lbxdpLbConfig) {
+		cur.HasVcp = 0
+		cur.VcpMac = [6]uint8{}
+		if len(c.VCPMAC) == 6 {
+			cur.HasVcp = 1
+			copy(cur.VcpMac[:], c.VCPMAC)
+		}
+		cur.DefaultIntIfindex = uint32(c.DefaultIntIfindex)
+		cur.FlowletGapUs = flowletGapUs(c.FlowletGap)
+		cur.MgmtIp = 0
+		if c.ManagementAddr.Is4() {
+			cur.MgmtIp = be32(c.ManagementAddr)
+		}
+	})
+}
+
+// updateConfig changes lb_cfg with change, under cfgMu: the table's flip,
+// the LB-wide config and the measured flowlet gap each write their own
+// fields and keep the others'.
+func (d *Dataplane) updateConfig(change func(*lbxdpLbConfig)) error {
 	d.cfgMu.Lock()
 	defer d.cfgMu.Unlock()
 	var cur lbxdpLbConfig
 	if err := d.objs.LbCfg.Lookup(uint32(0), &cur); err != nil {
 		return err
 	}
-	cur.HasVcp = 0
-	cur.VcpMac = [6]uint8{}
-	if len(c.VCPMAC) == 6 {
-		cur.HasVcp = 1
-		copy(cur.VcpMac[:], c.VCPMAC)
-	}
-	cur.DefaultIntIfindex = uint32(c.DefaultIntIfindex)
-	cur.FlowletGapUs = flowletGapUs(c.FlowletGap)
-	cur.MgmtIp = 0
-	if c.ManagementAddr.Is4() {
-		cur.MgmtIp = be32(c.ManagementAddr)
-	}
+	change(&cur)
 	return d.objs.LbCfg.Put(uint32(0), &cur)
 }
 
@@ -260,26 +268,12 @@ func (d *Dataplane) InstallTable(t *Table) error {
 }
 
 func (d *Dataplane) flipTable(active uint8) error {
-	d.cfgMu.Lock()
-	defer d.cfgMu.Unlock()
-	var cfg lbxdpLbConfig
-	if err := d.objs.LbCfg.Lookup(uint32(0), &cfg); err != nil {
-		return err
-	}
-	cfg.ActiveTable = active
-	return d.objs.LbCfg.Put(uint32(0), &cfg)
+	return d.updateConfig(func(cur *lbxdpLbConfig) { cur.ActiveTable = active })
 }
 
 // SetFlowletGap writes flowlet mode's gap alone (the measured one).
 func (d *Dataplane) SetFlowletGap(gap time.Duration) error {
-	d.cfgMu.Lock()
-	defer d.cfgMu.Unlock()
-	var cfg lbxdpLbConfig
-	if err := d.objs.LbCfg.Lookup(uint32(0), &cfg); err != nil {
-		return err
-	}
-	cfg.FlowletGapUs = flowletGapUs(gap)
-	return d.objs.LbCfg.Put(uint32(0), &cfg)
+	return d.updateConfig(func(cur *lbxdpLbConfig) { cur.FlowletGapUs = flowletGapUs(gap) })
 }
 
 // Stats reads the counters of the port with the given index.
