@@ -178,7 +178,7 @@ links:
 	}
 	r.PushMs, r.PushEntries, r.PushFrames = after.LastPush.Ms, after.LastPush.Entries, after.LastPush.Frames
 	for reason, n := range after.DIST {
-		if reason != "sent" && reason != "accepted" {
+		if reason != "sent" && reason != "send_retried" && reason != "accepted" {
 			r.Refused += n
 		}
 	}

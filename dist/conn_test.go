@@ -3,6 +3,7 @@ package dist
 import (
 	"bytes"
 	"net/netip"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -106,5 +107,43 @@ func TestConnAcrossBridge(t *testing.T) {
 	}
 	if a.Counters()["sent"] != 5 {
 		t.Errorf("sender counted %d frames sent, want 5", a.Counters()["sent"])
+	}
+}
+
+// TestConnSendRetriesWhenFull: a frame the interface refuses for want of
+// room (ENOBUFS: here a token bucket of 2 Mbit/s holding 200 bytes on a's
+// port, as a veth's ring full of data refuses it) is sent again, not
+// lost: 40 hellos sent back to back all arrive, and the retries are
+// counted.
+func TestConnSendRetriesWhenFull(t *testing.T) {
+	labtest.Up(t, connLab)
+	ns := lab.Namespace("t-dist", "a")
+	if out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "2mbit", "burst", "1600", "limit", "200").CombinedOutput(); err != nil {
+		t.Fatalf("tc: %v %s", err, out)
+	}
+	keys := Keyring{testKey.ID: testKey.Secret}
+	a := listenIn(t, "a", keys)
+	b := listenIn(t, "b", keys)
+	sender, err := NewSender(0xa, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	for i := 0; i < n; i++ {
+		frame, err := sender.Seal(GroupMAC, a.MAC(), &Hello{Role: RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Name: "r1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Send(frame); err != nil {
+			t.Fatalf("hello %d: %v (counters %v)", i, err, a.Counters())
+		}
+	}
+	for i := 0; i < n; i++ {
+		if _, err := b.Recv(2 * time.Second); err != nil {
+			t.Fatalf("%d of %d hellos arrived: %v", i, n, err)
+		}
+	}
+	if c := a.Counters(); c["sent"] != n || c["send_retried"] == 0 {
+		t.Errorf("sender's counters %v: want %d sent, some after a retry", c, n)
 	}
 }
