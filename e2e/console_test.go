@@ -68,8 +68,9 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 		Backends []struct {
 			Name   string
 			Routes []struct {
-				Prefix string
-				Via    []string
+				Prefix, Protocol string
+				Via              []string
+				Preference       int
 			}
 			Error string
 		}
@@ -81,6 +82,11 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 	if len(lv.Backends) != 1 || len(lv.Backends[0].Routes) != 1 || lv.Backends[0].Routes[0].Prefix != "203.0.113.0/24" ||
 		strings.Join(lv.Backends[0].Routes[0].Via, ",") != "192.0.2.10" {
 		t.Errorf("the back-end's route for 203.0.113.7: %+v", lv.Backends)
+	}
+	// Where the back-end's route came from, as the suite said: BGP at
+	// BIRD's preference 100.
+	if r := lv.Backends[0].Routes; len(r) == 1 && (r[0].Protocol != "bgp" || r[0].Preference != 100) {
+		t.Errorf("the back-end's route for 203.0.113.7 came from %q at preference %d, want bgp at 100", r[0].Protocol, r[0].Preference)
 	}
 	// Ports: the LB's external port with the router's address, and the BGP
 	// session's packets counted on it.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,6 +101,24 @@ protocol ospf v2 {
 	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "203.0.113.9", "-o", "json")
 	if !strings.Contains(out, `"prefix": "203.0.113.0/24"`) || !strings.Contains(out, `"192.0.2.10"`) {
 		t.Errorf("msr ctl route with FRR: %s", out)
+	}
+	// Where each of the back-end's routes came from, with FRR's distance:
+	// eBGP 20, OSPF 110 (h2's 10.99.0.0/16), static 1; the port's own
+	// subnet connected.
+	var rs []struct {
+		Prefix, Protocol string
+		Distance         int
+	}
+	json.Unmarshal([]byte(routeList(t, dir)), &rs)
+	from := map[string]string{}
+	for _, r := range rs {
+		from[r.Prefix] = fmt.Sprintf("%s %d", r.Protocol, r.Distance)
+	}
+	for p, want := range map[string]string{"203.0.113.0/24": "bgp 20", "100.64.0.0/10": "bgp 20", "10.99.0.0/16": "ospf 110",
+		"198.51.100.0/24": "static 1", "192.0.2.0/24": "connected 0"} {
+		if from[p] != want {
+			t.Errorf("the back-end's %s came from %q, want %q (all: %v)", p, from[p], want, from)
+		}
 	}
 	out, _, _ = msr(t, "ctl", "--name", "t-frr-vcp", "routes", "-o", "json")
 	var rv struct {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -474,40 +475,78 @@ func (a *Agent) Remove() error {
 	return os.RemoveAll(a.cfg.PinDir)
 }
 
-// Routes lists the routes, sorted: the FIB's, each with its next hops.
+// Routes lists the routes, sorted: the FIB's, each with its next hops and
+// where it came from.
 func (a *Agent) Routes() []routerapi.RouteInfo {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	out := []routerapi.RouteInfo{}
 	for p, g := range a.dp.FIB.Routes() {
 		out = append(out, a.routeInfo(p, g))
 	}
+	a.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Prefix < out[j].Prefix })
-	return out
+	return a.withOrigins(out)
 }
 
 // Route returns the route for exactly p, if there is one.
 func (a *Agent) Route(p netip.Prefix) []routerapi.RouteInfo {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if g, ok := a.dp.FIB.Routes()[p.Masked()]; ok {
-		return []routerapi.RouteInfo{a.routeInfo(p.Masked(), g)}
+	g, ok := a.dp.FIB.Routes()[p.Masked()]
+	var ri routerapi.RouteInfo
+	if ok {
+		ri = a.routeInfo(p.Masked(), g)
 	}
-	return []routerapi.RouteInfo{}
+	a.mu.Unlock()
+	if !ok {
+		return []routerapi.RouteInfo{}
+	}
+	return a.withOrigins([]routerapi.RouteInfo{ri})
 }
 
 // Lookup returns the FIB's longest match for addr, if there is one.
 func (a *Agent) Lookup(addr netip.Addr) []routerapi.RouteInfo {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	routes := a.dp.FIB.Routes()
 	for bits := 32; bits >= 0; bits-- {
 		p := netip.PrefixFrom(addr, bits).Masked()
 		if g, ok := routes[p]; ok {
-			return []routerapi.RouteInfo{a.routeInfo(p, g)}
+			ri := a.routeInfo(p, g)
+			a.mu.Unlock()
+			return a.withOrigins([]routerapi.RouteInfo{ri})
 		}
 	}
+	a.mu.Unlock()
 	return []routerapi.RouteInfo{}
+}
+
+// withOrigins says where each route came from: connected (a port's own
+// subnet), what the RIB feed's suite said of it (origin.go), or api (added
+// through this back-end's own API). Call without a.mu: the feed's lock
+// comes first.
+func (a *Agent) withOrigins(rs []routerapi.RouteInfo) []routerapi.RouteInfo {
+	a.mu.Lock()
+	rib := a.rib
+	a.mu.Unlock()
+	for i := range rs {
+		r := &rs[i]
+		if len(r.Via) == 0 {
+			r.Protocol = "connected"
+			continue
+		}
+		r.Protocol = "api"
+		if rib == nil {
+			continue
+		}
+		if o, ok := rib.bestOrigin(netip.MustParsePrefix(r.Prefix)); ok {
+			r.Protocol = cmp.Or(originName(o.code), "rib")
+			if o.distance {
+				r.Distance = int(o.preference())
+			} else {
+				r.Preference = int(o.preference())
+			}
+		}
+	}
+	return rs
 }
 
 func (a *Agent) routeInfo(p netip.Prefix, g uint32) routerapi.RouteInfo {

@@ -60,7 +60,8 @@ type ribPath struct {
 	med       uint32
 	asLen     uint16
 	origin    uint8
-	stale     bool // from before the session came back (graceful restart)
+	stale     bool        // from before the session came back (graceful restart)
+	from      routeOrigin // where the suite learned it (origin.go)
 }
 
 // ribFeed runs the session and keeps every prefix's paths.
@@ -433,6 +434,8 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			for _, seg := range v.Value {
 				attr.asLen += uint16(seg.ASLen())
 			}
+		case *bgp.PathAttributeLargeCommunities:
+			attr.from = originOf(v, f.cfg.ASN)
 		case *bgp.PathAttributeMpReachNLRI:
 			if v.AFI == bgp.AFI_IP && v.SAFI == bgp.SAFI_UNICAST {
 				attr.nh, announced = v.Nexthop, append(announced, v.Value...)
@@ -525,12 +528,12 @@ func (f *ribFeed) apply(p netip.Prefix, hops []netip.Addr) {
 	}
 }
 
-// bestHops are the distinct next hops of the paths as good as the best
-// (higher LOCAL_PREF, then shorter AS_PATH, lower ORIGIN, lower MED),
-// sorted, at most ECMPMax: BGP multipath.
-func bestHops(ps []ribPath) []netip.Addr {
+// bestPaths are the paths as good as the best: the suite's preference or
+// distance first (origin.go), then BGP's higher LOCAL_PREF, shorter
+// AS_PATH, lower ORIGIN, lower MED.
+func bestPaths(ps []ribPath) []ribPath {
 	better := func(a, b ribPath) int { // < 0: a is better
-		return cmp.Or(cmp.Compare(b.localPref, a.localPref), cmp.Compare(a.asLen, b.asLen),
+		return cmp.Or(cmp.Compare(a.from.rank, b.from.rank), cmp.Compare(b.localPref, a.localPref), cmp.Compare(a.asLen, b.asLen),
 			cmp.Compare(a.origin, b.origin), cmp.Compare(a.med, b.med))
 	}
 	var best []ribPath
@@ -544,12 +547,28 @@ func bestHops(ps []ribPath) []netip.Addr {
 			best = append(best, p)
 		}
 	}
+	return best
+}
+
+// bestHops are the distinct next hops of the best paths, sorted, at most
+// ECMPMax: BGP multipath.
+func bestHops(ps []ribPath) []netip.Addr {
 	var hops []netip.Addr
-	for _, p := range best {
+	for _, p := range bestPaths(ps) {
 		if !slices.Contains(hops, p.nh) {
 			hops = append(hops, p.nh)
 		}
 	}
 	slices.SortFunc(hops, func(a, b netip.Addr) int { return a.Compare(b) })
 	return hops[:min(len(hops), ECMPMax)]
+}
+
+// bestOrigin is where the suite learned p's best path, if the feed has p.
+func (f *ribFeed) bestOrigin(p netip.Prefix) (routeOrigin, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if best := bestPaths(f.paths[p]); len(best) > 0 {
+		return best[0].from, true
+	}
+	return routeOrigin{}, false
 }

@@ -19,7 +19,7 @@ type fakeFIB struct {
 
 func newTestFeed() (*ribFeed, *fakeFIB) {
 	fib := &fakeFIB{routes: map[netip.Prefix][]netip.Addr{}}
-	f := &ribFeed{log: slog.New(slog.NewTextHandler(io.Discard, nil)), paths: map[netip.Prefix][]ribPath{},
+	f := &ribFeed{cfg: &RIBConfig{ASN: 65000}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), paths: map[netip.Prefix][]ribPath{},
 		add: func(p netip.Prefix, via []netip.Addr) error {
 			if !reflect.DeepEqual(fib.routes[p], via) {
 				fib.changes++
@@ -106,6 +106,54 @@ func TestRIBFeedMultipath(t *testing.T) {
 	f.update(withdraw(9, "10.0.0.0/8")) // unknown: nothing happens
 	if len(fib.routes) != 0 {
 		t.Fatal(fib.routes)
+	}
+}
+
+// tagged is announce with large communities (ASN, kind, value) added.
+func tagged(u *bgp.BGPUpdate, lcs ...[3]uint32) *bgp.BGPUpdate {
+	var vs []*bgp.LargeCommunity
+	for _, c := range lcs {
+		vs = append(vs, bgp.NewLargeCommunity(c[0], c[1], c[2]))
+	}
+	u.PathAttributes = append(u.PathAttributes, bgp.NewPathAttributeLargeCommunities(vs))
+	return u
+}
+
+// A route's origin and preference ride in large communities of the
+// router's ASN (origin.go): the back-end ranks a prefix's paths by them
+// first, as the suite did, and says where the winner came from; another
+// AS's communities say nothing.
+func TestRIBFeedOrigin(t *testing.T) {
+	p := netip.MustParsePrefix("100.64.0.0/10")
+	for _, c := range []struct {
+		name      string
+		ospf, bgp [][3]uint32
+		want      string
+		protocol  string
+		pref      uint16
+		distance  bool
+	}{
+		// BIRD: BGP at preference 170 beats OSPF at 150, though its AS
+		// path is longer (BGP's own tie-breaks would pick OSPF's).
+		{"bird", [][3]uint32{{65000, 1, 3}, {65000, 2, 150}}, [][3]uint32{{65000, 1, 7}, {65000, 2, 170}}, "192.0.2.20", "bgp", 170, false},
+		// FRR: eBGP's distance 20 beats OSPF's 110.
+		{"frr", [][3]uint32{{65000, 1, 3}, {65000, 3, 110}}, [][3]uint32{{65000, 1, 7}, {65000, 3, 20}}, "192.0.2.20", "bgp", 20, true},
+		// BIRD's default preferences: OSPF's 150 beats BGP's 100.
+		{"ospf wins", [][3]uint32{{65000, 1, 3}, {65000, 2, 150}}, [][3]uint32{{65000, 1, 7}, {65000, 2, 100}}, "192.0.2.10", "ospf", 150, false},
+		// Another AS's communities are not ours: untagged, BGP's
+		// tie-breaks decide (OSPF's empty AS path).
+		{"forged", [][3]uint32{{65099, 1, 7}, {65099, 2, 1000}}, [][3]uint32{{65099, 1, 2}}, "192.0.2.10", "", 0, false},
+	} {
+		f, fib := newTestFeed()
+		f.update(tagged(announce("192.0.2.10", 0, 100, []uint32{1}, p.String()), c.ospf...))
+		f.update(tagged(announce("192.0.2.20", 2, 100, []uint32{2}, p.String()), c.bgp...))
+		if got := fib.routes[p]; !reflect.DeepEqual(got, hops(c.want)) {
+			t.Errorf("%s: next hops %v, want %s", c.name, got, c.want)
+		}
+		o, ok := f.bestOrigin(p)
+		if !ok || originName(o.code) != c.protocol || o.preference() != c.pref || o.distance != c.distance {
+			t.Errorf("%s: origin %q preference %d distance %v, want %q %d %v", c.name, originName(o.code), o.preference(), o.distance, c.protocol, c.pref, c.distance)
+		}
 	}
 }
 

@@ -97,7 +97,22 @@ protocol bgp backends {
 	graceful restart on;
 	ipv4 {
 		import none;
-		export where source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_EXT1, RTS_OSPF_EXT2];
+		# Each route says where it came from and its preference, as large
+		# communities (ASN, 1, origin) and (ASN, 2, preference) (docs/vcp.md,
+		# router/origin.go); a peer's own of the router's ASN go first.
+		export filter {
+			if !(source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_IA, RTS_OSPF_EXT1, RTS_OSPF_EXT2, RTS_RIP]) then reject;
+			bgp_large_community.delete([({{$.ASN}}, *, *)]);
+			if source = RTS_STATIC then bgp_large_community.add(({{$.ASN}}, 1, 2));
+			if source = RTS_OSPF then bgp_large_community.add(({{$.ASN}}, 1, 3));
+			if source = RTS_OSPF_IA then bgp_large_community.add(({{$.ASN}}, 1, 4));
+			if source = RTS_OSPF_EXT1 then bgp_large_community.add(({{$.ASN}}, 1, 5));
+			if source = RTS_OSPF_EXT2 then bgp_large_community.add(({{$.ASN}}, 1, 6));
+			if source = RTS_BGP then bgp_large_community.add(({{$.ASN}}, 1, 7));
+			if source = RTS_RIP then bgp_large_community.add(({{$.ASN}}, 1, 8));
+			bgp_large_community.add(({{$.ASN}}, 2, preference));
+			accept;
+		};
 		add paths tx;   # every path, so that ECMP reaches the back-ends
 	};
 }

@@ -62,7 +62,9 @@ router bgp {{.ASN}}
  neighbor {{.Neighbor}} description {{$.PeerPort .Neighbor}}
  neighbor {{.Neighbor}} timers connect 1
 {{if .HoldTime}} neighbor {{.Neighbor}} timers {{.Keepalive}} {{.HoldTime}}
-{{end}}{{end}}{{with .Backends}} neighbor BACKENDS peer-group
+{{end}}{{end}}{{with .Backends}} ! Our route-map towards the back-ends sets attributes of reflected routes.
+ bgp route-reflector allow-outbound-policy
+ neighbor BACKENDS peer-group
  neighbor BACKENDS remote-as {{$.ASN}}
  neighbor BACKENDS shutdown
  bgp listen range {{.Range}} peer-group BACKENDS
@@ -92,10 +94,23 @@ bgp as-path access-list MSR-LEARNED seq 5 permit .
  set tag 2
 route-map MSR-OSPF permit 10
  set tag 3
-! The back-ends have the ports' networks themselves.
+! The back-ends have the ports' networks themselves. What they are sent
+! says where it came from and its distance, as large communities
+! (ASN:1:origin, ASN:3:distance; docs/vcp.md), in place of any the route
+! had.
 route-map MSR-BACKENDS deny 5
  match tag 1
 route-map MSR-BACKENDS permit 10
+ match tag 2
+ set large-community {{.ASN}}:1:2 {{.ASN}}:3:1
+route-map MSR-BACKENDS permit 20
+ match tag 3
+ set large-community {{.ASN}}:1:3 {{.ASN}}:3:110
+{{range $i, $b := .BGP}}{{if eq $b.ASN $.ASN}}route-map MSR-BACKENDS permit {{$b.IBGPSeq $i}}
+ match peer {{$b.Neighbor}}
+ set large-community {{$.ASN}}:1:7 {{$.ASN}}:3:200
+{{end}}{{end}}route-map MSR-BACKENDS permit 1000
+ set large-community {{.ASN}}:1:7 {{.ASN}}:3:20
 {{range .BGP}}{{.RouteMap}}{{.PrefixLists}}{{end}}ip prefix-list MSR-NOTHING seq 5 deny any
 {{end}}`))
 
@@ -107,6 +122,10 @@ type frrPeer struct {
 	RouteMap    string
 	PrefixLists string // MSR-IMPORT-i and MSR-EXPORT-i
 }
+
+// IBGPSeq is peer i's entry in MSR-BACKENDS when it is an iBGP peer
+// (distance 200, not eBGP's 20).
+func (p frrPeer) IBGPSeq(i int) int { return 100 + 10*i }
 
 // RestartMinutes is max_prefixes_restart in FRR's unit.
 func (p frrPeer) RestartMinutes() int { return int(p.MaxPrefixesRestart / time.Minute) }

@@ -23,7 +23,8 @@ func TestFRRConfParses(t *testing.T) {
 			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}},
 			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
-			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}}},
+			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}},
+			{Neighbor: netip.MustParseAddr("192.0.2.15"), ASN: 65000}},
 		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
@@ -43,6 +44,12 @@ func TestFRRConfParses(t *testing.T) {
 			"neighbor 192.0.2.10 route-map MSR-EXPORT-0 out\n  neighbor 192.0.2.10 next-hop-self", "route-map MSR-EXPORT-0 permit 10\n match tag 1\nroute-map MSR-EXPORT-0 permit 20\n match tag 2\n",
 			"route-map MSR-EXPORT-1 deny 10", "route-map MSR-EXPORT-2 permit 10\n match as-path MSR-LEARNED\nroute-map MSR-EXPORT-2 permit 20\n match tag 3",
 			"route-map MSR-BACKENDS deny 5\n match tag 1",
+			// Origins and distances to the back-ends: static, OSPF, an
+			// iBGP peer, eBGP.
+			"bgp route-reflector allow-outbound-policy", "route-map MSR-BACKENDS permit 10\n match tag 2\n set large-community 65000:1:2 65000:3:1\n",
+			"route-map MSR-BACKENDS permit 20\n match tag 3\n set large-community 65000:1:3 65000:3:110\n",
+			"route-map MSR-BACKENDS permit 150\n match peer 192.0.2.15\n set large-community 65000:1:7 65000:3:200\n",
+			"route-map MSR-BACKENDS permit 1000\n set large-community 65000:1:7 65000:3:20\n",
 			// Prefix lists and limits.
 			"neighbor 192.0.2.13 prefix-list MSR-IMPORT-3 in\n  neighbor 192.0.2.13 prefix-list MSR-EXPORT-3 out\n  neighbor 192.0.2.13 maximum-prefix 1000 restart 2\n",
 			"ip prefix-list MSR-IMPORT-3 seq 5 permit 10.0.0.0/8 le 32\nip prefix-list MSR-IMPORT-3 seq 10 permit 172.16.0.0/12 ge 16 le 24\nip prefix-list MSR-EXPORT-3 seq 5 permit 192.0.2.0/24\n",

@@ -218,7 +218,7 @@ func (k *console) route(args []string) error {
 				fmt.Fprint(w, " no route")
 			}
 			for _, r := range b.Routes {
-				fmt.Fprintf(w, " %s via %s%s", r.Prefix, strings.Join(r.Via, ","), r.Port)
+				fmt.Fprintf(w, " %s via %s%s (%s)", r.Prefix, strings.Join(r.Via, ","), r.Port, r.From())
 			}
 			fmt.Fprintln(w)
 		}

@@ -71,7 +71,7 @@ func runRouter(args []string) error {
 				if r.Port != "" {
 					fmt.Fprintf(w, "%s connected %s\n", r.Prefix, r.Port)
 				} else {
-					fmt.Fprintf(w, "%s via %s\n", r.Prefix, strings.Join(r.Via, " "))
+					fmt.Fprintf(w, "%s via %s (%s)\n", r.Prefix, strings.Join(r.Via, " "), r.From())
 				}
 			}
 		})

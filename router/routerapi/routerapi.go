@@ -6,6 +6,7 @@
 package routerapi
 
 import (
+	"fmt"
 	"net/netip"
 	"net/url"
 	"path/filepath"
@@ -64,6 +65,27 @@ type RouteInfo struct {
 	Prefix string   `json:"prefix"`
 	Via    []string `json:"via,omitempty"`
 	Port   string   `json:"port,omitempty"` // connected
+	// Protocol is where the route came from: connected, static, ospf,
+	// ospf-ia, ospf-e1, ospf-e2, bgp, rip (what the VCP's suite learned
+	// it by, carried by the RIB feed), rib (the suite did not say), or api
+	// (added through this back-end's API).
+	Protocol string `json:"protocol"`
+	// Preference is BIRD's preference for it (higher wins), Distance
+	// FRR's administrative distance (lower wins): whichever the suite sent.
+	Preference int `json:"preference,omitempty"`
+	Distance   int `json:"distance,omitempty"`
+}
+
+// From says where a route came from, for people: "bgp, preference 100",
+// "ospf, distance 110", "connected".
+func (r RouteInfo) From() string {
+	switch {
+	case r.Preference != 0:
+		return fmt.Sprintf("%s, preference %d", r.Protocol, r.Preference)
+	case r.Distance != 0:
+		return fmt.Sprintf("%s, distance %d", r.Protocol, r.Distance)
+	}
+	return r.Protocol
 }
 
 // Stats is the data path's counters, summed over CPUs.
