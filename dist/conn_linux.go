@@ -76,10 +76,16 @@ const (
 	sendRetryWait = 250 * time.Microsecond
 )
 
-// Send transmits one sealed frame.
-func (c *Conn) Send(frame []byte) error {
+// Send transmits one sealed frame, again if the interface has no room.
+func (c *Conn) Send(frame []byte) error { return c.send(frame, sendTries) }
+
+// SendNow transmits one sealed frame once: for a frame whose time of
+// sending is what it measures (a PROBE), which is better lost than late.
+func (c *Conn) SendNow(frame []byte) error { return c.send(frame, 1) }
+
+func (c *Conn) send(frame []byte, tries int) error {
 	var err error
-	for try := 0; try < sendTries; try++ {
+	for try := 0; try < tries; try++ {
 		if try > 0 {
 			c.count("send_retried")
 			time.Sleep(sendRetryWait)

@@ -245,3 +245,47 @@ func lastLine(out, has string) string {
 	}
 	return strings.TrimSpace(out[max(0, len(out)-200):])
 }
+
+// checkPrefixLimit: h2 (AS 65020, max_prefixes 1 in the VCP's config,
+// announcing 100.64.0.0/10) announces two more prefixes. The suite shuts
+// its session (BIRD at the second prefix; FRR 8.4 checks the count before
+// it adds a prefix, so at the third): the VCP logs it and counts it for
+// 192.0.2.11, the extra prefixes are not on the back-end, and
+// 100.64.0.0/10 is left via h1 alone.
+func checkPrefixLimit(t *testing.T, lab, dir string, logs func() string) {
+	t.Helper()
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", lab, "h2", "--", "vtysh", "--vty_socket", filepath.Join(dir, "h2"), "-d", "bgpd",
+		"-c", "configure terminal", "-c", "router bgp 65020", "-c", "address-family ipv4 unicast", "-c", "network 100.66.0.0/16", "-c", "network 100.67.0.0/16"); code != 0 {
+		t.Fatalf("vtysh on h2: %s %s", out, errOut)
+	}
+	start := time.Now()
+	for {
+		out, _, _ := msr(t, "vcp", "status", "--name", lab+"-vcp", "-o", "json")
+		var st struct {
+			Hits map[string]uint64 `json:"prefix_limit_hits"`
+		}
+		json.Unmarshal([]byte(out), &st)
+		if st.Hits["192.0.2.11"] == 1 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("h2 sent 2 prefixes with max_prefixes 1: the VCP counted %v\n%s", st.Hits, logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("h2's session shut for its prefix limit, seen by the VCP %v after the extra prefixes were announced", time.Since(start))
+	for start := time.Now(); routeVia(t, dir)["100.64.0.0/10"] != "192.0.2.10"; time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("100.64.0.0/10 still via %q on the back-end after h2's session was shut", routeVia(t, dir)["100.64.0.0/10"])
+		}
+	}
+	for _, p := range []string{"100.66.0.0/16", "100.67.0.0/16"} {
+		if via, ok := routeVia(t, dir)[p]; ok {
+			t.Errorf("%s, over the limit, is on the back-end via %s", p, via)
+		}
+	}
+	if l, _ := os.ReadFile("/run/msr/labs/" + lab + "/logs/vcp.vcp.log"); !strings.Contains(string(l), "BGP peer sent more prefixes than max_prefixes: session shut") ||
+		!strings.Contains(string(l), "peer=192.0.2.11") {
+		t.Errorf("the VCP's log does not say h2's session was shut for its limit:\n%s", l)
+	}
+}

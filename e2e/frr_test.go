@@ -35,7 +35,7 @@ routing:
   run_dir: `+dir+`/vcp
   bgp:
     - {neighbor: 192.0.2.10, asn: 65010}
-    - {neighbor: 192.0.2.11, asn: 65020}
+    - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
   ospf:
@@ -154,4 +154,5 @@ protocol ospf v2 {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("FRR: the withdrawal reached the back-end's FIB %v after the peer's", time.Since(start))
+	checkPrefixLimit(t, "t-frr", dir, logs)
 }

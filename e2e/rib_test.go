@@ -94,7 +94,7 @@ routing:
   run_dir: `+dir+`/vcp
   bgp:
     - {neighbor: 192.0.2.10, asn: 65010}
-    - {neighbor: 192.0.2.11, asn: 65020}
+    - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
@@ -169,7 +169,6 @@ routing:
 	}
 
 	checkConsole(t, dir, routes)
-
 	// The peer withdraws one prefix: within a second it is gone from the
 	// back-end's FIB. (A peer that just goes away is different: BIRD keeps
 	// its routes as stale for the graceful-restart time, RFC 4724.)
@@ -195,4 +194,5 @@ routing:
 	if !strings.Contains(routes(), `"100.64.0.0/10"`) {
 		t.Errorf("the other prefix went too: %s", routes())
 	}
+	checkPrefixLimit(t, "t-rib", dir, logs)
 }

@@ -270,7 +270,7 @@ func (a *Agent) probePaths(now time.Time) {
 		// Recorded before it is sent: it can be back before Send returns.
 		seq := binary.BigEndian.Uint64(frame[dist.EthHeaderLen+24:])
 		a.paths.sentProbe(seq, round, t.path, sent)
-		if c.Send(frame) != nil {
+		if c.SendNow(frame) != nil { // a probe sent late would time its wait, not the path's
 			a.paths.unsent(seq)
 		}
 	}

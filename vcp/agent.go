@@ -44,6 +44,9 @@ type Agent struct {
 	pushed map[uint64]*lbPush
 	// lastPush is the last tick that sent a table (Status's last_push).
 	lastPush *vcpapi.PushStatus
+	// limitHits counts, by BGP peer, the sessions the suite shut for
+	// max_prefixes (peerwatch.go).
+	limitHits map[string]uint64
 }
 
 // element is one LB or back-end as its hellos describe it.
@@ -72,7 +75,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
 		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{}, loads: map[string]*loadState{},
-		pushed: map[uint64]*lbPush{}, token: api.Token(key.Secret)}
+		pushed: map[uint64]*lbPush{}, token: api.Token(key.Secret), limitHits: map[string]uint64{}}
 	if a.sender, err = dist.NewSender(cfg.ID, key); err != nil {
 		return nil, err
 	}
@@ -116,6 +119,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 func (a *Agent) Run(ctx context.Context) error {
 	go a.receive(ctx)
 	go a.mirrors.Run(ctx)
+	go a.watchPeers(ctx)
 	t := time.NewTicker(a.cfg.HelloInterval)
 	defer t.Stop()
 	var elected chan bool // nil without an election: never ready

@@ -3,6 +3,7 @@ package vcp
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"sort"
 	"strconv"
@@ -37,6 +38,7 @@ func (a *Agent) Status() *vcpapi.Status {
 	s.Role, s.Elements, s.Tables = a.topology()
 	a.mu.Lock()
 	s.LastPush = a.lastPush
+	s.PrefixLimitHits = maps.Clone(a.limitHits)
 	a.mu.Unlock()
 	return s
 }

@@ -30,7 +30,13 @@ func parseProtocols(out string) []vcpapi.Protocol {
 			if len(f) > 6 && strings.Contains(f[5], ":") && !strings.Contains(f[4], ":") {
 				p.Since, p.Info = f[4]+" "+f[5], strings.Join(f[6:], " ")
 			}
+			// Shut for its import limit: "Error: Route limit exceeded".
+			p.LimitHit = strings.Contains(p.Info, "limit exceeded")
 			ps = append(ps, p)
+		case len(ps) > 0 && strings.Contains(line, " limit:") && strings.HasSuffix(line, "[HIT]"):
+			// "    Import limit:   1 [HIT]": a limit whose action is to
+			// warn or block leaves the session up.
+			ps[len(ps)-1].LimitHit = true
 		case len(ps) > 0 && strings.HasPrefix(strings.TrimSpace(line), "Neighbor address:"):
 			ps[len(ps)-1].Neighbor, _ = netip.ParseAddr(f[len(f)-1])
 		case len(ps) > 0 && f[0] == "Routes:":

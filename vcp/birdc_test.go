@@ -35,6 +35,26 @@ func TestParseProtocols(t *testing.T) {
 	}
 }
 
+// A session BIRD shut for its import limit (max_prefixes), as BIRD 2.0.12
+// shows it; one under its limit, one without.
+func TestParseProtocolsLimit(t *testing.T) {
+	ps := parseProtocols(birdcOutput(t, "protocols-limit"))
+	if len(ps) != 3 {
+		t.Fatalf("protocols %+v", ps)
+	}
+	for i, want := range []bool{false, true, false} {
+		if ps[i].LimitHit != want {
+			t.Errorf("%s (%s): limit hit %v, want %v", ps[i].Name, ps[i].Info, ps[i].LimitHit, want)
+		}
+	}
+	if p := ps[1]; p.State != "down" || p.Neighbor.String() != "192.0.2.11" || p.Info != "Automatic shutdown: Route limit exceeded" {
+		t.Errorf("peer1: %+v", p)
+	}
+	if p := ps[2]; p.Imported != 3 || p.State != "up" {
+		t.Errorf("peer2: %+v", p)
+	}
+}
+
 func TestParseRoutes(t *testing.T) {
 	for _, c := range []struct {
 		file string

@@ -346,6 +346,8 @@ func (f *FRR) Protocols() []vcpapi.Protocol {
 			if p.State == "Established" {
 				pr.State = "up"
 			}
+			// "Idle (PfxCt)": shut for its maximum-prefix.
+			pr.LimitHit = strings.Contains(p.State, "PfxCt")
 			ps = append(ps, pr)
 		}
 	}

@@ -102,4 +102,7 @@ func writeVCPStatus(w io.Writer, s *vcpapi.Status) {
 		}
 	}
 	fmt.Fprintln(w)
+	for _, peer := range slices.Sorted(maps.Keys(s.PrefixLimitHits)) {
+		fmt.Fprintf(w, "BGP peer %s: session shut %d times for max_prefixes\n", peer, s.PrefixLimitHits[peer])
+	}
 }

@@ -48,6 +48,9 @@ type Status struct {
 	// DIST counts control frames sent, accepted, and refused by reason
 	// (a wrong key shows as "auth" or "unknown_key").
 	DIST map[string]uint64 `json:"dist"`
+	// PrefixLimitHits counts, by BGP peer address, the times the suite
+	// shut the session because the peer sent more than max_prefixes.
+	PrefixLimitHits map[string]uint64 `json:"prefix_limit_hits"`
 }
 
 // ElementStatus is one element.
@@ -177,6 +180,9 @@ type Protocol struct {
 	Neighbor netip.Addr `json:"neighbor,omitzero"`
 	Imported int        `json:"imported"`
 	Exported int        `json:"exported"`
+	// LimitHit: the suite shut this BGP session (or holds it down) because
+	// the peer sent more prefixes than max_prefixes.
+	LimitHit bool `json:"limit_hit,omitempty"`
 }
 
 // SuiteRoute is a route of the suite's table.
