@@ -153,6 +153,17 @@ func ReadKeyFile(path string, id uint8) (Key, error) {
 	return k, k.Validate()
 }
 
+// RIBPassword is the TCP-MD5 key (RFC 2385) of the iBGP sessions between
+// the VCP's suite and the back-ends (the RIB feed), derived from the
+// deployment key as the management API's token is: every element and the
+// VCP agree on it with nothing more to distribute. 40 hex digits, which
+// BIRD's and FRR's configs take as they are.
+func (k Key) RIBPassword() string {
+	m := hmac.New(sha256.New, k.Secret)
+	m.Write([]byte("msr RIB feed TCP-MD5 v1"))
+	return hex.EncodeToString(m.Sum(nil)[:20])
+}
+
 // Marshal encodes f with its message and seals it with key. The frame's
 // Header.Type and Header.KeyID are taken from the message and the key.
 func Marshal(f *Frame, key Key) ([]byte, error) {

@@ -129,6 +129,12 @@ func peerBGPConf(asn, id string, prefixes ...string) string {
 	return s + " exit-address-family\n"
 }
 
+// withPassword is a peer's bgpd.conf (peerBGPConf) with a TCP-MD5
+// password on its session with the router.
+func withPassword(conf, password string) string {
+	return strings.Replace(conf, " neighbor 192.0.2.1 remote-as 65000\n", " neighbor 192.0.2.1 remote-as 65000\n neighbor 192.0.2.1 password "+password+"\n", 1)
+}
+
 // writeDataPathConfigs writes the LB's and the back-end's configs of the
 // control-plane lab named lab: the peers' network 192.0.2.0/24 on the
 // LB's e0 (VLAN 10), with ospf also 198.51.100.0/24 on e1 (VLAN 11); api
@@ -287,5 +293,37 @@ func checkPrefixLimit(t *testing.T, lab, dir string, logs func() string) {
 	if l, _ := os.ReadFile("/run/msr/labs/" + lab + "/logs/vcp.vcp.log"); !strings.Contains(string(l), "BGP peer sent more prefixes than max_prefixes: session shut") ||
 		!strings.Contains(string(l), "peer=192.0.2.11") {
 		t.Errorf("the VCP's log does not say h2's session was shut for its limit:\n%s", l)
+	}
+}
+
+// checkSessionKeys: the sessions a stranger must not open. h1's session
+// (TCP-MD5, its password from the VCP's config) is up (the routes above
+// came through it); with another password at h1 it goes down and stays
+// down. And the RIB feed's listener takes no connection without the
+// deployment key's TCP-MD5 key: a plain connect from the back-end's own
+// host, inside the feed's range, gets no answer. peer0 prints the suite's
+// view of h1's session.
+func checkSessionKeys(t *testing.T, lab, dir string, peer0 func() string) {
+	t.Helper()
+	if out, _, code := msr(t, "lab", "exec", "--lab", lab, "r1", "--", "timeout", "2", "bash", "-c", "exec 3<>/dev/tcp/10.0.0.1/179"); code == 0 {
+		t.Errorf("a connection without the RIB feed's key reached the suite's BGP port: %s", out)
+	}
+	if !strings.Contains(peer0(), "Established") {
+		t.Fatalf("h1's session (TCP-MD5) is not up:\n%s", peer0())
+	}
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", lab, "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
+		"-c", "configure terminal", "-c", "router bgp 65010", "-c", "neighbor 192.0.2.1 password not-the-routers"); code != 0 {
+		t.Fatalf("vtysh on h1: %s %s", out, errOut)
+	}
+	start := time.Now()
+	for strings.Contains(peer0(), "Established") {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("h1's session stayed up with a wrong password:\n%s", peer0())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // h1 retries every second or so
+	if out := peer0(); strings.Contains(out, "Established") {
+		t.Errorf("h1 opened a session with a wrong password:\n%s", out)
 	}
 }

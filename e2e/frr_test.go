@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // FRR, and a withdrawal follows.
 func TestFRRSuite(t *testing.T) {
 	dir, write := testDir(t, "6e")
-	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
+	write("bgpd.conf", withPassword(peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"), "h1-frr-md5"))
 	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	writeDataPathConfigs(dir, "t-frr", false, false)
@@ -34,7 +35,7 @@ routing:
   asn: 65000
   run_dir: `+dir+`/vcp
   bgp:
-    - {neighbor: 192.0.2.10, asn: 65010}
+    - {neighbor: 192.0.2.10, asn: 65010, password: h1-frr-md5}
     - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
@@ -155,4 +156,14 @@ protocol ospf v2 {
 	}
 	t.Logf("FRR: the withdrawal reached the back-end's FIB %v after the peer's", time.Since(start))
 	checkPrefixLimit(t, "t-frr", dir, logs)
+	checkSessionKeys(t, "t-frr", dir, func() string {
+		out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-d", "bgpd",
+			"-c", "show bgp neighbors 192.0.2.10").CombinedOutput()
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "BGP state =") { // "BGP state = Established, up for 00:00:12"
+				return l
+			}
+		}
+		return string(out)
+	})
 }

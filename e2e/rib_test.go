@@ -75,8 +75,9 @@ links:
 // (ECMP). A withdrawal follows the same way.
 func TestRIBFromPeerToBackend(t *testing.T) {
 	dir, write := testDir(t, "6b")
-	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"))
+	write("bgpd.conf", withPassword(peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"), "h1-md5-secret"))
 	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
+	write("h1.pw", "h1-md5-secret\n")
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	writeDataPathConfigs(dir, "t-rib", false, true)
 	write("vcp.yaml", `name: t-rib-vcp
@@ -93,7 +94,7 @@ routing:
   asn: 65000
   run_dir: `+dir+`/vcp
   bgp:
-    - {neighbor: 192.0.2.10, asn: 65010}
+    - {neighbor: 192.0.2.10, asn: 65010, password_file: `+dir+`/h1.pw}
     - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
@@ -195,4 +196,8 @@ routing:
 		t.Errorf("the other prefix went too: %s", routes())
 	}
 	checkPrefixLimit(t, "t-rib", dir, logs)
+	checkSessionKeys(t, "t-rib", dir, func() string {
+		out, _ := exec.Command("birdc", "-s", filepath.Join(dir, "vcp", "bird.ctl"), "show", "protocols", "peer0").CombinedOutput()
+		return string(out)
+	})
 }

@@ -41,7 +41,9 @@ type Agent struct {
 	mac    net.HardwareAddr
 	hostIP netip.Addr // this host's address on the interconnect
 	rib    *ribFeed
-	log    *slog.Logger
+	// ribPassword is the RIB feed's TCP-MD5 key (dist.Key.RIBPassword).
+	ribPassword string
+	log         *slog.Logger
 
 	mu       sync.Mutex
 	ports    []Port // by index
@@ -106,6 +108,7 @@ func (a *Agent) setup() error {
 	if err != nil {
 		return err
 	}
+	a.ribPassword = key.RIBPassword()
 	if a.sender, err = dist.NewSender(a.cfg.ID, key); err != nil {
 		return err
 	}
@@ -349,6 +352,7 @@ func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
 // Run handles the slow path and sends hellos until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	if r := a.cfg.RIB; r != nil {
+		r.password = a.ribPassword
 		id := r.RouterID
 		if !id.IsValid() {
 			id = a.hostIP

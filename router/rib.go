@@ -11,10 +11,13 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/msr-router/msr/router/routerapi"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"golang.org/x/sys/unix"
 )
 
 // The RIB feed: the back-end takes its routes from the VCP by iBGP (seed
@@ -43,6 +46,11 @@ type RIBConfig struct {
 	Neighbor netip.Addr `yaml:"neighbor" msr:"required"` // the VCP's address on the interconnect
 	ASN      uint32     `yaml:"asn" msr:"required"`      // the router's AS (iBGP)
 	RouterID netip.Addr `yaml:"router_id"`               // default: this host's interconnect address
+	// password is the session's TCP-MD5 key (RFC 2385), derived from the
+	// deployment key (dist.Key.RIBPassword) as the VCP derives it: a host
+	// on the interconnect without the key can neither open the feed nor
+	// reset it. The agent sets it.
+	password string
 }
 
 // Timers of the session: the VCP's takeover must be noticed in seconds.
@@ -182,7 +190,7 @@ func (f *ribFeed) sweepStale() {
 
 // session runs one BGP session until it fails or ctx ends.
 func (f *ribFeed) session(ctx context.Context) error {
-	c, err := dialRIB(ctx, netip.AddrPortFrom(f.cfg.Neighbor, 179))
+	c, err := dialRIB(ctx, netip.AddrPortFrom(f.cfg.Neighbor, 179), f.cfg.password)
 	if err != nil {
 		return err
 	}
@@ -213,8 +221,21 @@ type ribConn struct {
 	wmu sync.Mutex
 }
 
-func dialRIB(ctx context.Context, to netip.AddrPort) (*ribConn, error) {
+// dialRIB connects to the suite, signing every segment with password
+// (TCP-MD5) when there is one.
+func dialRIB(ctx context.Context, to netip.AddrPort, password string) (*ribConn, error) {
 	d := net.Dialer{Timeout: 3 * time.Second}
+	if password != "" {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			sig := unix.TCPMD5Sig{Keylen: uint16(len(password))}
+			copy(sig.Key[:], password)
+			sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&sig.Addr))
+			sa.Family, sa.Addr = unix.AF_INET, to.Addr().As4()
+			var serr error
+			err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptTCPMD5Sig(int(fd), unix.IPPROTO_TCP, unix.TCP_MD5SIG, &sig) })
+			return cmp.Or(err, serr)
+		}
+	}
 	conn, err := d.DialContext(ctx, "tcp", to.String())
 	if err != nil {
 		return nil, err

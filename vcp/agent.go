@@ -29,6 +29,8 @@ type Agent struct {
 	election *Election
 	log      *slog.Logger
 	token    string // of the management API, for relaying to elements
+	// ribPassword is the RIB feed's TCP-MD5 key (dist.Key.RIBPassword).
+	ribPassword string
 
 	reloadMu sync.Mutex // one reload at a time
 	mu       sync.Mutex
@@ -75,7 +77,8 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
 		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{}, loads: map[string]*loadState{},
-		pushed: map[uint64]*lbPush{}, token: api.Token(key.Secret), limitHits: map[string]uint64{}}
+		pushed: map[uint64]*lbPush{}, token: api.Token(key.Secret), limitHits: map[string]uint64{},
+		ribPassword: key.RIBPassword()}
 	if a.sender, err = dist.NewSender(cfg.ID, key); err != nil {
 		return nil, err
 	}

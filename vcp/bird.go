@@ -60,7 +60,8 @@ protocol bgp peer{{$i}} {
 {{if $b.HoldTime}}	hold time {{$b.HoldTime}};
 {{end}}	connect delay time 1;   # not BIRD's 5 s: after a takeover every second counts
 	graceful restart on;
-{{if $b.MaxPrefixesRestart}}	error wait time {{$b.RestartSeconds}}, {{$b.RestartSeconds}};   # max_prefixes_restart
+{{if $b.Password}}	password "{{$b.Password}}";   # TCP-MD5
+{{end}}{{if $b.MaxPrefixesRestart}}	error wait time {{$b.RestartSeconds}}, {{$b.RestartSeconds}};   # max_prefixes_restart
 {{end}}	# What the router announces (export: {{$b.Exports}}), with its own
 	# address on the peer's port as next hop: one router, not its gateways.
 	ipv4 {
@@ -93,7 +94,8 @@ protocol bgp backends {
 {{if $.HoldFeed}}	disabled;       # until the suite's own sessions have converged (Suite.holdFeed)
 {{end}}	local {{.Listen}} as {{$.ASN}};
 	neighbor range {{.Range}} internal;
-	rr client;
+{{if .Password}}	password "{{.Password}}";   # TCP-MD5, from the deployment key
+{{end}}	rr client;
 	graceful restart on;
 	ipv4 {
 		import none;

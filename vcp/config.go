@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -121,7 +122,10 @@ type OSPFPort struct {
 type RIBDistribution struct {
 	Listen netip.Addr   `yaml:"listen" msr:"required"` // the VCP's address on the interconnect
 	Range  netip.Prefix `yaml:"range" msr:"required"`  // the back-ends' addresses
-	Pos    config.Pos   `yaml:"-"`
+	// Password is the sessions' TCP-MD5 key, derived from the deployment
+	// key (dist.Key.RIBPassword); the agent sets it.
+	Password string     `yaml:"-"`
+	Pos      config.Pos `yaml:"-"`
 }
 
 // BGPPeer is an external BGP neighbour, reached through a mirror.
@@ -150,7 +154,27 @@ type BGPPeer struct {
 	// again, and without one it stays down until the config is reloaded.
 	MaxPrefixes        uint32        `yaml:"max_prefixes"`
 	MaxPrefixesRestart time.Duration `yaml:"max_prefixes_restart"`
-	Pos                config.Pos    `yaml:"-"`
+	// Password is the session's TCP-MD5 key (RFC 2385), as the peer has
+	// it; PasswordFile reads it from a file instead (its first line), so
+	// that the config can be shown without it.
+	Password     string     `yaml:"password"`
+	PasswordFile string     `yaml:"password_file"`
+	Pos          config.Pos `yaml:"-"`
+}
+
+// checkPassword says what is wrong with a TCP-MD5 password: the kernel
+// takes 80 bytes at most, and BIRD's quoted string and FRR's word no
+// blank, quote or backslash.
+func checkPassword(p string) error {
+	if len(p) == 0 || len(p) > 80 {
+		return fmt.Errorf("%d characters: 1 to 80", len(p))
+	}
+	for _, c := range p {
+		if c <= ' ' || c > '~' || c == '"' || c == '\\' {
+			return fmt.Errorf("%q is not allowed: printable ASCII without blanks, quotes or backslashes", c)
+		}
+	}
+	return nil
 }
 
 // PrefixPattern is one entry of a prefix list: the prefixes inside
@@ -404,7 +428,8 @@ func (c *FileConfig) complete() error {
 		default:
 			return r.Pos.Errorf("routing suite %q: bird or frr", r.Suite)
 		}
-		for _, b := range r.BGP {
+		for i := range r.BGP {
+			b := &r.BGP[i]
 			if !b.Neighbor.Is4() || !c.onPort(b.Neighbor) {
 				return b.Pos.Errorf("BGP neighbour %s: an IPv4 address on an external port's subnet", b.Neighbor)
 			}
@@ -418,6 +443,22 @@ func (c *FileConfig) complete() error {
 			}
 			if b.MaxPrefixesRestart > 0 && b.MaxPrefixes == 0 {
 				return b.Pos.Errorf("BGP neighbour %s: max_prefixes_restart without max_prefixes", b.Neighbor)
+			}
+			if b.PasswordFile != "" {
+				if b.Password != "" {
+					return b.Pos.Errorf("BGP neighbour %s: password and password_file: one of them", b.Neighbor)
+				}
+				f, err := os.ReadFile(b.PasswordFile)
+				if err != nil {
+					return b.Pos.Errorf("BGP neighbour %s: password_file: %v", b.Neighbor, err)
+				}
+				line, _, _ := strings.Cut(string(f), "\n")
+				b.Password = strings.TrimSpace(line)
+			}
+			if b.Password != "" || b.PasswordFile != "" {
+				if err := checkPassword(b.Password); err != nil {
+					return b.Pos.Errorf("BGP neighbour %s: password: %v", b.Neighbor, err)
+				}
 			}
 		}
 		for _, st := range r.Static {

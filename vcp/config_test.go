@@ -130,3 +130,34 @@ func TestBGPPrefixPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TCP-MD5 passwords per peer: written in the config or read from a file's
+// first line; one of the two, 1 to 80 characters BIRD and FRR can both
+// take, else refused at the peer's line.
+func TestBGPPassword(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "peer.pw")
+	os.WriteFile(file, []byte("s3cret-from-file\nignored\n"), 0o600)
+	routing := goodVCP + "routing:\n  asn: 65000\n  bgp:\n" +
+		"    - {neighbor: 192.0.2.10, asn: 65010, password: \"Tr0ub4dor&3\"}\n" +
+		"    - {neighbor: 192.0.2.11, asn: 65011, password_file: " + file + "}\n"
+	c, err := load(t, routing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, q := c.Routing.BGP[0].Password, c.Routing.BGP[1].Password; p != "Tr0ub4dor&3" || q != "s3cret-from-file" {
+		t.Errorf("passwords %q and %q", p, q)
+	}
+	line := strings.Count(routing[:strings.Index(routing, "- {neighbor: 192.0.2.11")], "\n") + 1
+	for _, c := range []struct{ from, to, want string }{
+		{"password_file: " + file, "password_file: /nonexistent/pw", "password_file: open /nonexistent/pw"},
+		{"password_file: " + file, "password_file: " + file + ", password: x", "password and password_file: one of them"},
+		{"password_file: " + file, `password: "two words"`, `password: ' ' is not allowed`},
+		{"password_file: " + file, `password: "quo\"te"`, `password: '"' is not allowed`},
+		{"password_file: " + file, "password: " + strings.Repeat("x", 81), "password: 81 characters: 1 to 80"},
+	} {
+		_, err := load(t, strings.Replace(routing, c.from, c.to, 1))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", line)) {
+			t.Errorf("%s -> %s: %v, want %q at line %d", c.from, c.to, err, c.want, line)
+		}
+	}
+}

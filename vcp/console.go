@@ -69,10 +69,14 @@ func (a *Agent) externalPortNames() map[uint16]string {
 }
 
 // describePorts gives cfg's routing section the external ports, named as
-// the LBs' hellos name them, for the suite's config to describe.
+// the LBs' hellos name them, for the suite's config to describe, and the
+// RIB feed's TCP-MD5 key.
 func (a *Agent) describePorts(cfg *FileConfig) {
 	if cfg.Routing == nil {
 		return
+	}
+	if b := cfg.Routing.Backends; b != nil {
+		b.Password = a.ribPassword
 	}
 	a.mu.Lock()
 	names := a.externalPortNames()

@@ -61,12 +61,14 @@ router bgp {{.ASN}}
 {{range .BGP}} neighbor {{.Neighbor}} remote-as {{.ASN}}
  neighbor {{.Neighbor}} description {{$.PeerPort .Neighbor}}
  neighbor {{.Neighbor}} timers connect 1
-{{if .HoldTime}} neighbor {{.Neighbor}} timers {{.Keepalive}} {{.HoldTime}}
+{{if .Password}} neighbor {{.Neighbor}} password {{.Password}}
+{{end}}{{if .HoldTime}} neighbor {{.Neighbor}} timers {{.Keepalive}} {{.HoldTime}}
 {{end}}{{end}}{{with .Backends}} ! Our route-map towards the back-ends sets attributes of reflected routes.
  bgp route-reflector allow-outbound-policy
  neighbor BACKENDS peer-group
  neighbor BACKENDS remote-as {{$.ASN}}
- neighbor BACKENDS shutdown
+{{if .Password}} neighbor BACKENDS password {{.Password}}
+{{end}} neighbor BACKENDS shutdown
  bgp listen range {{.Range}} peer-group BACKENDS
 {{end}} address-family ipv4 unicast
 {{if .RedistConnected}}  redistribute connected route-map MSR-CONNECTED

@@ -18,7 +18,7 @@ func TestFRRConfParses(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	cfg := &RoutingConfig{Suite: "frr", ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: dir,
-		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6},
+		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6, Password: "pw&-0"},
 			{Neighbor: netip.MustParseAddr("192.0.2.11"), ASN: 65011, Export: []string{}},
 			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}},
 			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
@@ -27,7 +27,7 @@ func TestFRRConfParses(t *testing.T) {
 			{Neighbor: netip.MustParseAddr("192.0.2.15"), ASN: 65000}},
 		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
-		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
+		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
 		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Name: "lb1/e0"},
 			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
 	f := &FRR{cfg: cfg, dir: filepath.Join(dir, "frr"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -36,7 +36,7 @@ func TestFRRConfParses(t *testing.T) {
 	}
 	for d, wants := range map[string][]string{
 		"bgpd": {"neighbor 192.0.2.10 remote-as 65010", "neighbor 192.0.2.10 timers 2 6", "bgp listen range 10.0.0.0/24 peer-group BACKENDS",
-			"neighbor BACKENDS shutdown", "neighbor BACKENDS addpath-tx-all-paths", "bgp graceful-restart", "redistribute ospf",
+			"neighbor BACKENDS shutdown", "neighbor BACKENDS password 0123abcd", "neighbor 192.0.2.10 password pw&-0", "neighbor BACKENDS addpath-tx-all-paths", "bgp graceful-restart", "redistribute ospf",
 			"neighbor 192.0.2.10 description lb1/e0",
 			// Exports: connected (the ports' networks, tag 1) and static
 			// (tag 2) by default; none; transit (a learned AS path) and OSPF.

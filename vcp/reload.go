@@ -1,6 +1,7 @@
 package vcp
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -228,7 +229,7 @@ func routingLines(r *RoutingConfig) map[string]string {
 	m["AS"] = fmt.Sprint(r.ASN)
 	m["router id"] = r.RouterID.String()
 	for _, b := range r.BGP {
-		m["BGP neighbour "+b.Neighbor.String()] = fmt.Sprintf("AS %d", b.ASN)
+		m["BGP neighbour "+b.Neighbor.String()] = peerLine(b)
 	}
 	for _, s := range r.Static {
 		m["static "+s.To.String()] = "via " + s.Via.String()
@@ -243,4 +244,40 @@ func routingLines(r *RoutingConfig) map[string]string {
 		m["RIB feed"] = fmt.Sprintf("listen %s range %s", b.Listen, b.Range)
 	}
 	return m
+}
+
+// peerLine is what a BGP peer's settings are, for a reload to compare and
+// report: a changed export, prefix list, limit or password is a change
+// (the password by a fingerprint, never itself).
+func peerLine(b BGPPeer) string {
+	s := fmt.Sprintf("AS %d", b.ASN)
+	if b.HoldTime != 0 {
+		s += fmt.Sprintf(" hold_time %d", b.HoldTime)
+	}
+	if b.Export != nil {
+		s += " export [" + strings.Join(b.Export, ",") + "]"
+	}
+	for _, l := range []struct {
+		name string
+		ps   []PrefixPattern
+	}{{"import_prefixes", b.ImportPrefixes}, {"export_prefixes", b.ExportPrefixes}} {
+		if l.ps != nil {
+			var ps []string
+			for _, p := range l.ps {
+				ps = append(ps, p.String())
+			}
+			s += " " + l.name + " [" + strings.Join(ps, ",") + "]"
+		}
+	}
+	if b.MaxPrefixes != 0 {
+		s += fmt.Sprintf(" max_prefixes %d", b.MaxPrefixes)
+	}
+	if b.MaxPrefixesRestart != 0 {
+		s += fmt.Sprintf(" max_prefixes_restart %v", b.MaxPrefixesRestart)
+	}
+	if b.Password != "" {
+		sum := sha256.Sum256([]byte(b.Password))
+		s += fmt.Sprintf(" password (sha256 %x)", sum[:4])
+	}
+	return s
 }
