@@ -2,6 +2,8 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/netip"
@@ -15,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/router/routerapi"
@@ -273,12 +276,15 @@ func quantiles(xs []float64) Quantiles {
 	return Quantiles{P50: at(0.5), P99: at(0.99), Max: xs[len(xs)-1], N: len(xs)}
 }
 
+// ribBenchKey is the deployment key of the bench's labs.
+var ribBenchKey = bytes.Repeat([]byte{0x5e}, 32)
+
 // writeRIBFiles writes the key, the route file, every element's config,
 // the peer's config and the lab: a peer on the LB's port, the LB, the VCP
 // and the back-ends on a switch, every element an msr process.
 func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends, clients int) error {
 	files := map[string]string{
-		"key": strings.Repeat("5e", 32),
+		"key": hex.EncodeToString(ribBenchKey),
 		"bgpd.conf": `frr defaults traditional
 router bgp 65010
  bgp router-id 192.0.2.10
@@ -339,10 +345,13 @@ hosts:
 		// One BIRD a client (one BIRD's second protocol to the same
 		// neighbor stays Idle), each listening on its own address only
 		// (strict bind), or the second BIRD's session never starts.
+		// The feed is signed with TCP-MD5 under the key the deployment key
+		// gives (dist.Key.RIBPassword), as the back-ends sign theirs.
+		password := dist.Key{Secret: ribBenchKey}.RIBPassword()
 		for c := range clients {
 			files[fmt.Sprintf("client%d.conf", c)] = fmt.Sprintf("router id 10.0.1.%d;\nprotocol device {}\n"+
-				"protocol bgp feed { local 10.0.0.%d as 65000; neighbor 10.0.0.1 as 65000; strict bind yes; ipv4 { import filter { reject; }; export none; }; }\n",
-				1+c, ribClientBase+c)
+				"protocol bgp feed { local 10.0.0.%d as 65000; neighbor 10.0.0.1 as 65000; strict bind yes; password \"%s\"; ipv4 { import filter { reject; }; export none; }; }\n",
+				1+c, ribClientBase+c, password)
 		}
 	}
 	labText.WriteString("switches:\n  sw:\n    interfaces:\n" + ports + links)

@@ -79,7 +79,8 @@ protocol static {
 {{end}}}
 {{end}}{{if .OSPF}}
 protocol ospf v2 {
-	ipv4 { import all; export none; };
+	# ospf_export: {{if .OSPFExport}}{{.OSPFExport}}{{else}}nothing{{end}}, as AS-external routes.
+	ipv4 { import all; export {{.BIRDOSPFExport}}; };
 	area 0 {
 {{range .OSPF}}		# {{$.PortName .VLAN}}
 		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };

@@ -58,6 +58,10 @@ type RoutingConfig struct {
 	StaticFiles []StaticFile `yaml:"static_files"`
 	// OSPF runs on the mirrors of the ports with these VLANs, area 0.
 	OSPF []OSPFPort `yaml:"ospf"`
+	// OSPFExport is what else OSPF announces, as AS-external routes:
+	// connected (the external ports' networks), static, bgp. Absent:
+	// nothing but the OSPF ports' own networks.
+	OSPFExport []string `yaml:"ospf_export"`
 	// Backends is where the RIB goes: iBGP, the suite the route reflector
 	// of every back-end whose address is in Range.
 	Backends *RIBDistribution `yaml:"backends"`
@@ -310,6 +314,24 @@ func (b BGPPeer) BIRDExport() string {
 	return w
 }
 
+// ospfExportKinds are what ospf_export may name.
+var ospfExportKinds = []string{"connected", "static", "bgp"}
+
+// OSPFExporting says whether OSPF announces routes of kind.
+func (c *RoutingConfig) OSPFExporting(kind string) bool { return slices.Contains(c.OSPFExport, kind) }
+
+// BIRDOSPFExport is OSPF's export clause in BIRD's terms.
+func (c *RoutingConfig) BIRDOSPFExport() string {
+	var src []string
+	for _, k := range c.OSPFExport {
+		src = append(src, map[string]string{"connected": "RTS_DEVICE", "static": "RTS_STATIC", "bgp": "RTS_BGP"}[k])
+	}
+	if len(src) == 0 {
+		return "none"
+	}
+	return "where source ~ [" + strings.Join(src, ", ") + "]"
+}
+
 // LBConfig is what is particular to one LB.
 type LBConfig struct {
 	Mode string `yaml:"mode"`
@@ -470,6 +492,14 @@ func (c *FileConfig) complete() error {
 			if !c.onPort(f.Via) {
 				return f.Pos.Errorf("static file %s via %s: an address on an external port's subnet", f.File, f.Via)
 			}
+		}
+		for _, k := range r.OSPFExport {
+			if !slices.Contains(ospfExportKinds, k) {
+				return r.Pos.Errorf("ospf_export %q: %s", k, strings.Join(ospfExportKinds, ", "))
+			}
+		}
+		if len(r.OSPFExport) > 0 && len(r.OSPF) == 0 {
+			return r.Pos.Errorf("ospf_export without ospf ports")
 		}
 		for _, o := range r.OSPF {
 			found := false

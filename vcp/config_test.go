@@ -161,3 +161,27 @@ func TestBGPPassword(t *testing.T) {
 		}
 	}
 }
+
+// ospf_export names what OSPF announces as external routes; a kind it
+// cannot, or an export without OSPF ports, is refused at the routing
+// section's line.
+func TestOSPFExport(t *testing.T) {
+	routing := goodVCP + "routing:\n  asn: 65000\n  ospf:\n    - {vlan: 11}\n  ospf_export: [connected, bgp]\n"
+	c, err := load(t, routing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Routing.BIRDOSPFExport(); got != "where source ~ [RTS_DEVICE, RTS_BGP]" || c.Routing.OSPFExporting("static") {
+		t.Errorf("BIRD's OSPF export %q, static %v", got, c.Routing.OSPFExporting("static"))
+	}
+	line := strings.Count(routing[:strings.Index(routing, "  asn: 65000")], "\n") + 1 // the section's first key
+	for _, c := range []struct{ from, to, want string }{
+		{"[connected, bgp]", "[connected, ospf]", `ospf_export "ospf": connected, static, bgp`},
+		{"  ospf:\n    - {vlan: 11}\n", "", "ospf_export without ospf ports"},
+	} {
+		_, err := load(t, strings.Replace(routing, c.from, c.to, 1))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", line)) {
+			t.Errorf("%s -> %s: %v, want %q at line %d", c.from, c.to, err, c.want, line)
+		}
+	}
+}

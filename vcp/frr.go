@@ -44,8 +44,15 @@ hostname vcp
 {{end}}{{end}}{{define "ospfd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 router ospf
  ospf router-id {{.RouterID}}
-!
-{{range .OSPF}}interface x{{.VLAN}}
+{{if .OSPFExporting "connected"}} redistribute connected route-map MSR-OSPF-CONNECTED
+{{end}}{{if .OSPFExporting "static"}} redistribute static
+{{end}}{{if .OSPFExporting "bgp"}} redistribute bgp
+{{end}}!
+{{if .OSPFExporting "connected"}}! The external ports' networks only, never the interconnect's.
+{{range $i, $p := .Ports}}route-map MSR-OSPF-CONNECTED permit {{$p.Seq}}
+ match interface x{{$p.VLAN}}
+{{end}}!
+{{end}}{{range .OSPF}}interface x{{.VLAN}}
  description {{$.PortName .VLAN}}
  ip ospf area 0
  ip ospf cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}

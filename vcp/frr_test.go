@@ -25,8 +25,8 @@ func TestFRRConfParses(t *testing.T) {
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
 			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}},
 			{Neighbor: netip.MustParseAddr("192.0.2.15"), ASN: 65000}},
-		Static:   []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
-		OSPF:     []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}},
+		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
+		OSPF:   []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}}, OSPFExport: []string{"connected", "bgp"},
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
 		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Name: "lb1/e0"},
 			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
@@ -55,7 +55,7 @@ func TestFRRConfParses(t *testing.T) {
 			"ip prefix-list MSR-IMPORT-3 seq 5 permit 10.0.0.0/8 le 32\nip prefix-list MSR-IMPORT-3 seq 10 permit 172.16.0.0/12 ge 16 le 24\nip prefix-list MSR-EXPORT-3 seq 5 permit 192.0.2.0/24\n",
 			"neighbor 192.0.2.14 prefix-list MSR-NOTHING in\n  neighbor 192.0.2.14 maximum-prefix 50\n", "ip prefix-list MSR-NOTHING seq 5 deny any"},
 		"staticd": {"ip route 203.0.113.0/24 192.0.2.254"},
-		"ospfd":   {"interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
+		"ospfd":   {" redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n!", "route-map MSR-OSPF-CONNECTED permit 20\n match interface x11\n", "interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
 	} {
 		path := filepath.Join(f.dir, d+".conf")
 		b, _ := os.ReadFile(path)

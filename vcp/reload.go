@@ -240,6 +240,9 @@ func routingLines(r *RoutingConfig) map[string]string {
 	for _, o := range r.OSPF {
 		m[fmt.Sprintf("OSPF on VLAN %d", o.VLAN)] = fmt.Sprintf("cost %d", o.Cost)
 	}
+	if r.OSPFExport != nil {
+		m["OSPF export"] = "[" + strings.Join(r.OSPFExport, ",") + "]"
+	}
 	if b := r.Backends; b != nil {
 		m["RIB feed"] = fmt.Sprintf("listen %s range %s", b.Listen, b.Range)
 	}

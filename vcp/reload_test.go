@@ -30,6 +30,10 @@ func TestDiffConfig(t *testing.T) {
 		{"asn: 65010}", "asn: 65011}\n    - {neighbor: 192.0.2.11, asn: 65012}", []string{
 			"routing BGP neighbour 192.0.2.10: AS 65010 -> AS 65011",
 			"routing BGP neighbour 192.0.2.11 added: AS 65012"}},
+		// A peer's policy and password are changes too; the password
+		// shows as a fingerprint only.
+		{"asn: 65010}", "asn: 65010, export: [bgp], import_prefixes: [10.0.0.0/8+], max_prefixes: 50, max_prefixes_restart: 5m, password: hunter22}", []string{
+			"routing BGP neighbour 192.0.2.10: AS 65010 -> AS 65010 export [bgp] import_prefixes [10.0.0.0/8+] max_prefixes 50 max_prefixes_restart 5m0s password (sha256 20d2fe5e)"}},
 		{"  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010}\n", "  static:\n    - {to: 10.0.0.0/8, via: 192.0.2.20}\n", []string{
 			"routing BGP neighbour 192.0.2.10 removed (was AS 65010)",
 			"routing static 10.0.0.0/8 added: via 192.0.2.20"}},
