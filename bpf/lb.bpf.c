@@ -59,6 +59,8 @@ const enum lb_addr_flag *unused_lb_addr_flag __attribute__((unused));
 #define PORT_RIP 520
 #define PORT_SNMP 161
 #define PORT_SNMP_TRAP 162
+#define PORT_BFD 3784          /* single-hop control (RFC 5881) */
+#define PORT_BFD_MULTIHOP 4784 /* RFC 5883 */
 
 /* Ethernet/IPv4 ARP (RFC 826). */
 struct arp_ipv4 {
@@ -450,7 +452,7 @@ static __always_inline int classify_arp(struct pkt *p, struct ethhdr *eth, void 
 }
 
 /* is_control says whether an IPv4 packet from outside is for the VCP:
- * routing (OSPF, RIP, BGP) or management (SNMP, anything to the
+ * routing (OSPF, RIP, BGP, BFD) or management (SNMP, anything to the
  * management address) addressed to the router. The same protocols between
  * two other hosts are data. Non-first fragments carry no ports, so only
  * the address rules apply to them. */
@@ -469,7 +471,7 @@ static __always_inline int is_control(struct iphdr *ip, __u16 sport, __u16 dport
 	if (ip->protocol == IPPROTO_UDP) {
 		if (dport == PORT_RIP)
 			return f || d == 0xe0000009 || d == 0xffffffff; /* RIPv2 group, RIPv1 broadcast */
-		return f && (dport == PORT_SNMP || dport == PORT_SNMP_TRAP);
+		return f && (dport == PORT_SNMP || dport == PORT_SNMP_TRAP || dport == PORT_BFD || dport == PORT_BFD_MULTIHOP);
 	}
 	if (ip->protocol == IPPROTO_TCP)
 		return f && (dport == PORT_BGP || sport == PORT_BGP);

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,19 +29,28 @@ func TestOSPFNeighbourThroughMirror(t *testing.T) {
 func testOSPFAndTransit(t *testing.T, suite string) {
 	dir, write := testDir(t, "6c")
 	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24"))
-	// ribLab's second BGP peer (h2) stays, idle: no neighbour.
-	write("h2-bgpd.conf", "frr defaults traditional\nrouter bgp 65020\n bgp router-id 192.0.2.11\n")
+	// h2 announces h3's 100.70.0.0/16 too, with a longer AS path: the
+	// back-up when h3 goes.
+	write("h2-bgpd.conf", strings.Replace(peerBGPConf("65020", "192.0.2.11", "100.70.0.0/16"), " exit-address-family\n",
+		"  neighbor 192.0.2.1 route-map PREPEND out\n exit-address-family\nroute-map PREPEND permit 10\n set as-path prepend 65020 65020\n", 1))
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	write("h3-bird.conf", `router id 198.51.100.10;
 protocol device {}
-protocol static { ipv4; route 10.99.0.0/16 blackhole; route 100.70.0.0/16 blackhole; }
+protocol static { ipv4; route 10.99.0.0/16 blackhole; route 100.70.0.0/16 blackhole; route 10.98.0.0/16 blackhole; }
+protocol rip {
+	ipv4 { import all; export where net = 10.98.0.0/16; };
+	interface "eth0" { version 2; };
+}
 protocol ospf v2 {
 	ipv4 { import all; export where net = 10.99.0.0/16; };
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
 }
+protocol bfd { interface "eth0" { interval 300 ms; multiplier 3; }; }
 protocol bgp {
 	local as 65030;
 	neighbor 198.51.100.1 as 65000;
+	bfd on;
+	error wait time 1, 2;   # BIRD's 60 s after a BFD flap at FRR's start (docs/vcp.md)
 	ipv4 { import all; export where net = 100.70.0.0/16; };
 }
 `)
@@ -57,10 +67,13 @@ routing:
   run_dir: `+dir+`/vcp
   bgp:
     - {neighbor: 192.0.2.10, asn: 65010, export: [connected, static, bgp]}
-    - {neighbor: 198.51.100.10, asn: 65030, export: [bgp]}
+    - {neighbor: 198.51.100.10, asn: 65030, export: [bgp], bfd: true}
+    - {neighbor: 192.0.2.11, asn: 65020, export: []}
   ospf:
     - {vlan: 11}
   ospf_export: [bgp]
+  rip:
+    - {vlan: 11}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
 `)
 	lab := strings.NewReplacer("t-rib", "t-ospf",
@@ -84,15 +97,35 @@ routing:
 	}
 	h3 := func(args ...string) string { return birdc(filepath.Join(dir, "h3-bird.ctl"), args...) }
 	deadline := time.Now().Add(40 * time.Second)
-	for !strings.Contains(routes(), `"10.99.0.0/16"`) || !strings.Contains(routes(), `"203.0.113.0/24"`) || !strings.Contains(routes(), `"100.70.0.0/16"`) {
+	for !strings.Contains(routes(), `"10.99.0.0/16"`) || !strings.Contains(routes(), `"203.0.113.0/24"`) || routeVia(t, dir)["100.70.0.0/16"] != "198.51.100.10" ||
+		!strings.Contains(routes(), `"10.98.0.0/16"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the OSPF and BGP routes never all reached the back-end:\n%s\nh3 neighbours:\n%s\nh3 protocols:\n%s", routes(),
 				h3("show", "ospf", "neighbors"), h3("show", "protocols"))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if via := routeVia(t, dir); via["10.99.0.0/16"] != "198.51.100.10" || via["203.0.113.0/24"] != "192.0.2.10" || via["100.70.0.0/16"] != "198.51.100.10" {
-		t.Errorf("routes not via the OSPF neighbour and the BGP peers: %v", via)
+	if via := routeVia(t, dir); via["10.99.0.0/16"] != "198.51.100.10" || via["203.0.113.0/24"] != "192.0.2.10" || via["100.70.0.0/16"] != "198.51.100.10" ||
+		via["10.98.0.0/16"] != "198.51.100.10" {
+		t.Errorf("routes not via the OSPF and RIP neighbour and the BGP peers: %v", via)
+	}
+	// Each as the suite learned it: OSPF (BIRD tells an external type 2
+	// route apart, FRR's route-map sees OSPF), BGP, RIP.
+	ospfKind := map[string]string{"bird": "ospf-e2", "frr": "ospf"}[suite]
+	var rs []struct{ Prefix, Protocol string }
+	json.Unmarshal([]byte(routes()), &rs)
+	from := map[string]string{}
+	for _, r := range rs {
+		from[r.Prefix] = r.Protocol
+	}
+	if from["10.99.0.0/16"] != ospfKind || from["100.70.0.0/16"] != "bgp" || from["10.98.0.0/16"] != "rip" {
+		t.Errorf("the back-end's routes came from %v, want 10.99.0.0/16 %s, 100.70.0.0/16 bgp, 10.98.0.0/16 rip", from, ospfKind)
+	}
+	// RIPv2 both ways: h3 learns the router's networks by RIP.
+	for start := time.Now(); !strings.Contains(h3("show", "route", "192.0.2.0/24", "protocol", "rip1"), "192.0.2.0/24"); time.Sleep(200 * time.Millisecond) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("h3 never learned 192.0.2.0/24 from the router by RIP:\n%s\n%s", h3("show", "route", "protocol", "rip1"), h3("show", "rip", "neighbors"))
+		}
 	}
 	// The neighbour's side: a full adjacency with the router (its id is the
 	// first port's address), and the router's LSA in its database.
@@ -126,5 +159,33 @@ routing:
 	msr(t, "lab", "exec", "--lab", "t-ospf", "h1", "--", "ip", "route", "add", "100.70.0.0/16", "via", "192.0.2.1")
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-ospf", "h1", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "-I", "203.0.113.1", "100.70.0.1"); code != 0 || !strings.Contains(out, "ttl=63") {
 		t.Errorf("ping from behind h1 to behind h3 across the router: %s %s", out, errOut)
+	}
+
+	// BFD (300 ms x 3) with h3: its link cut, its route is gone from the
+	// back-end's FIB within a second, and 100.70.0.0/16 goes via h2; the
+	// ping from behind h1 now gets its answer from h2.
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-ospf", "h2", "--", "ip", "addr", "add", "100.70.0.1/32", "dev", "lo"); code != 0 {
+		t.Fatalf("h2: %s %s", out, errOut)
+	}
+	if b := h3("show", "bfd", "sessions"); !strings.Contains(b, "198.51.100.1") || !strings.Contains(b, "Up") {
+		t.Fatalf("h3's BFD session with the router is not up:\n%s", b)
+	}
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-ospf", "h3", "--", "ip", "link", "set", "eth0", "down"); code != 0 {
+		t.Fatalf("h3's link: %s %s", out, errOut)
+	}
+	cut := time.Now()
+	for routeVia(t, dir)["100.70.0.0/16"] != "192.0.2.11" {
+		if time.Since(cut) > 5*time.Second {
+			t.Fatalf("100.70.0.0/16 still via %q 5 s after h3's link went down", routeVia(t, dir)["100.70.0.0/16"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(cut)
+	t.Logf("%s: h3's link cut, its route left the back-end's FIB (now via h2) %v later", suite, took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("h3's route took %v to leave the back-end's FIB after its link went down, want at most 1 s (BFD 300 ms x 3)", took)
+	}
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-ospf", "h1", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "-I", "203.0.113.1", "100.70.0.1"); code != 0 || !strings.Contains(out, "ttl=63") {
+		t.Errorf("ping from behind h1 to 100.70.0.1, now via h2: %s %s", out, errOut)
 	}
 }

@@ -241,6 +241,8 @@ func fixtureCases() []fixtureCase {
 		{name: "OSPF hello to AllSPFRouters", in: "e1", frame: eth(ospfMAC, macHost, etherTypeIPv4, inet.IPv4(ipHostB, netip.MustParseAddr("224.0.0.5"), 89, make([]byte, 44))), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "RIP to its group", in: "e1", frame: eth(netAddrMAC(9), macHost, etherTypeIPv4, udp(ipHostB, netip.MustParseAddr("224.0.0.9"), 520, 520)), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "SNMP to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipExt0, 5555, 161)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "BFD to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipExt0, 49152, 3784)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "BFD between two other hosts is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 49152, 3784)), verdict: XDPRedirect, module: "balance"},
 		{name: "anything to the management address", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipMgmt, 5555, 22)), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "ICMP echo to the router is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, inet.IPv4(ipHostA, ipExt0, 1, make([]byte, 16))), verdict: XDPRedirect, module: "balance"},
 		{name: "data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, dataA), verdict: XDPRedirect, module: "balance", check: func(t *testing.T, out []byte) {

@@ -72,7 +72,7 @@ func randomFrame(r *rand.Rand) []byte {
 	addrs := []netip.Addr{ipExt0, ipExt1, ipMgmt, ipHostA, ipHostB, netip.MustParseAddr("224.0.0.5"),
 		netip.MustParseAddr("224.0.0.9"), netip.MustParseAddr("255.255.255.255"), netip.MustParseAddr("239.1.2.3"),
 		netip.AddrFrom4([4]byte{byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})}
-	ports := []uint16{179, 520, 161, 162, 80, 53, uint16(r.IntN(65536))}
+	ports := []uint16{179, 520, 161, 162, 3784, 4784, 80, 53, uint16(r.IntN(65536))}
 	pick := func(n int) int { return r.IntN(n) }
 	mac := func() net.HardwareAddr { return macs[pick(len(macs))] }
 	addr := func() netip.Addr { return addrs[pick(len(addrs))] }

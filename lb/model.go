@@ -250,8 +250,8 @@ func (p *modelPkt) isControl(proto uint8, daddr netip.Addr, sport, dport uint16,
 		return false
 	case proto == 17 && dport == 520:
 		return f != 0 || d == 0xe0000009 || d == 0xffffffff
-	case proto == 17:
-		return f != 0 && (dport == 161 || dport == 162)
+	case proto == 17: // SNMP, BFD (single-hop, multihop)
+		return f != 0 && (dport == 161 || dport == 162 || dport == 3784 || dport == 4784)
 	case proto == 6:
 		return f != 0 && (dport == 179 || sport == 179)
 	}

@@ -61,6 +61,7 @@ protocol bgp peer{{$i}} {
 {{end}}	connect delay time 1;   # not BIRD's 5 s: after a takeover every second counts
 	graceful restart on;
 {{if $b.Password}}	password "{{$b.Password}}";   # TCP-MD5
+{{end}}{{if $b.BFD}}	bfd on;   # down when BFD says the peer is gone
 {{end}}{{if $b.MaxPrefixesRestart}}	error wait time {{$b.RestartSeconds}}, {{$b.RestartSeconds}};   # max_prefixes_restart
 {{end}}	# What the router announces (export: {{$b.Exports}}), with its own
 	# address on the peer's port as next hop: one router, not its gateways.
@@ -70,6 +71,11 @@ protocol bgp peer{{$i}} {
 		next hop self;
 {{with $b.BIRDLimit}}		{{.}}
 {{end}}	};
+}
+{{end}}{{if .BFDPeers}}
+# BFD with the peers that have bfd: {{.BFDInterval}} x {{.BFDMultiplier}}.
+protocol bfd {
+	interface "x*" { interval {{.BFDIntervalMs}} ms; multiplier {{.BFDMultiplier}}; };
 }
 {{end}}{{if or .Static .StaticFiles}}
 protocol static {
@@ -86,6 +92,12 @@ protocol ospf v2 {
 		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
 {{end}}	};
 }
+{{end}}{{if .RIP}}
+protocol rip {
+	# What it learned by RIP, and rip_export: {{.RIPExports}}.
+	ipv4 { import all; export {{.BIRDRIPExport}}; };
+{{range .RIP}}	interface "x{{.VLAN}}" { version 2; };   # {{$.PortName .VLAN}}
+{{end}}}
 {{end}}{{with .Backends}}
 # The RIB to every back-end: iBGP, this suite their route reflector. What
 # BGP, OSPF and static routes give goes; the ports' own subnets do not (each

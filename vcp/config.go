@@ -62,6 +62,17 @@ type RoutingConfig struct {
 	// connected (the external ports' networks), static, bgp. Absent:
 	// nothing but the OSPF ports' own networks.
 	OSPFExport []string `yaml:"ospf_export"`
+	// BFDInterval and BFDMultiplier are BFD's timers with every peer that
+	// has bfd: a packet every interval (default 300ms, 10ms to 10s), down
+	// after multiplier (default 3) missed.
+	BFDInterval   time.Duration `yaml:"bfd_interval"`
+	BFDMultiplier uint8         `yaml:"bfd_multiplier"`
+	// RIP runs RIPv2 on the mirrors of the ports with these VLANs.
+	RIP []RIPPort `yaml:"rip"`
+	// RIPExport is what RIP announces besides what it learned: connected
+	// (the external ports' networks), static, bgp, ospf. Absent:
+	// connected.
+	RIPExport []string `yaml:"rip_export"`
 	// Backends is where the RIB goes: iBGP, the suite the route reflector
 	// of every back-end whose address is in Range.
 	Backends *RIBDistribution `yaml:"backends"`
@@ -122,6 +133,12 @@ type OSPFPort struct {
 	Pos  config.Pos `yaml:"-"`
 }
 
+// RIPPort is RIPv2 on one external port's mirror.
+type RIPPort struct {
+	VLAN uint16     `yaml:"vlan" msr:"required"`
+	Pos  config.Pos `yaml:"-"`
+}
+
 // RIBDistribution is the VCP's side of the back-ends' RIB feed.
 type RIBDistribution struct {
 	Listen netip.Addr   `yaml:"listen" msr:"required"` // the VCP's address on the interconnect
@@ -161,9 +178,14 @@ type BGPPeer struct {
 	// Password is the session's TCP-MD5 key (RFC 2385), as the peer has
 	// it; PasswordFile reads it from a file instead (its first line), so
 	// that the config can be shown without it.
-	Password     string     `yaml:"password"`
-	PasswordFile string     `yaml:"password_file"`
-	Pos          config.Pos `yaml:"-"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	// BFD runs BFD (RFC 5880/5881) with the peer at the routing
+	// section's bfd_interval and bfd_multiplier: a link that dies takes
+	// the session, and the peer's routes, down in interval x multiplier,
+	// not the hold time. The peer must run BFD too.
+	BFD bool       `yaml:"bfd"`
+	Pos config.Pos `yaml:"-"`
 }
 
 // checkPassword says what is wrong with a TCP-MD5 password: the kernel
@@ -275,7 +297,7 @@ func (b BGPPeer) BIRDLimit() string {
 }
 
 // exportKinds are what a BGP peer's export may name.
-var exportKinds = []string{"connected", "static", "bgp", "ospf"}
+var exportKinds = []string{"connected", "static", "bgp", "ospf", "rip"}
 
 // Exports is what the router announces to the peer (Export, or the
 // default).
@@ -293,16 +315,7 @@ func (b BGPPeer) Exporting(kind string) bool { return slices.Contains(b.Exports(
 func (b BGPPeer) BIRDExport() string {
 	var src []string
 	for _, k := range b.Exports() {
-		switch k {
-		case "connected":
-			src = append(src, "RTS_DEVICE")
-		case "static":
-			src = append(src, "RTS_STATIC")
-		case "bgp":
-			src = append(src, "RTS_BGP")
-		case "ospf":
-			src = append(src, "RTS_OSPF", "RTS_OSPF_IA", "RTS_OSPF_EXT1", "RTS_OSPF_EXT2")
-		}
+		src = append(src, birdSources[k]...)
 	}
 	if len(src) == 0 || b.ExportsNothing() {
 		return "none"
@@ -314,6 +327,49 @@ func (b BGPPeer) BIRDExport() string {
 	return w
 }
 
+// BFD's defaults: 300 ms x 3.
+const (
+	DefaultBFDInterval   = 300 * time.Millisecond
+	DefaultBFDMultiplier = 3
+)
+
+// BFDPeers says whether any BGP peer runs BFD.
+func (c *RoutingConfig) BFDPeers() bool {
+	return slices.ContainsFunc(c.BGP, func(b BGPPeer) bool { return b.BFD })
+}
+
+// BFDIntervalMs is bfd_interval in BIRD's and FRR's unit.
+func (c *RoutingConfig) BFDIntervalMs() int64 { return c.BFDInterval.Milliseconds() }
+
+// ripExportKinds are what rip_export may name.
+var ripExportKinds = []string{"connected", "static", "bgp", "ospf"}
+
+// RIPExports is what RIP announces besides what it learned.
+func (c *RoutingConfig) RIPExports() []string {
+	if c.RIPExport == nil {
+		return []string{"connected"}
+	}
+	return c.RIPExport
+}
+
+// RIPExporting says whether RIP announces routes of kind.
+func (c *RoutingConfig) RIPExporting(kind string) bool { return slices.Contains(c.RIPExports(), kind) }
+
+// BIRDRIPExport is RIP's export clause in BIRD's terms: what it learned
+// by RIP (a RIP router passes on its neighbours' routes), and the kinds
+// rip_export names.
+func (c *RoutingConfig) BIRDRIPExport() string {
+	src := []string{"RTS_RIP"}
+	for _, k := range c.RIPExports() {
+		src = append(src, birdSources[k]...)
+	}
+	return "where source ~ [" + strings.Join(src, ", ") + "]"
+}
+
+// birdSources are BIRD's route sources of each kind an export names.
+var birdSources = map[string][]string{"connected": {"RTS_DEVICE"}, "static": {"RTS_STATIC"}, "bgp": {"RTS_BGP"},
+	"ospf": {"RTS_OSPF", "RTS_OSPF_IA", "RTS_OSPF_EXT1", "RTS_OSPF_EXT2"}, "rip": {"RTS_RIP"}}
+
 // ospfExportKinds are what ospf_export may name.
 var ospfExportKinds = []string{"connected", "static", "bgp"}
 
@@ -324,7 +380,7 @@ func (c *RoutingConfig) OSPFExporting(kind string) bool { return slices.Contains
 func (c *RoutingConfig) BIRDOSPFExport() string {
 	var src []string
 	for _, k := range c.OSPFExport {
-		src = append(src, map[string]string{"connected": "RTS_DEVICE", "static": "RTS_STATIC", "bgp": "RTS_BGP"}[k])
+		src = append(src, birdSources[k]...)
 	}
 	if len(src) == 0 {
 		return "none"
@@ -501,6 +557,28 @@ func (c *FileConfig) complete() error {
 		if len(r.OSPFExport) > 0 && len(r.OSPF) == 0 {
 			return r.Pos.Errorf("ospf_export without ospf ports")
 		}
+		if r.BFDInterval == 0 {
+			r.BFDInterval = DefaultBFDInterval
+		}
+		if r.BFDMultiplier == 0 {
+			r.BFDMultiplier = DefaultBFDMultiplier
+		}
+		if r.BFDInterval < 10*time.Millisecond || r.BFDInterval > 10*time.Second || r.BFDInterval%time.Millisecond != 0 {
+			return r.Pos.Errorf("bfd_interval %v: whole milliseconds, 10ms to 10s", r.BFDInterval)
+		}
+		for _, k := range r.RIPExport {
+			if !slices.Contains(ripExportKinds, k) {
+				return r.Pos.Errorf("rip_export %q: %s", k, strings.Join(ripExportKinds, ", "))
+			}
+		}
+		if r.RIPExport != nil && len(r.RIP) == 0 {
+			return r.Pos.Errorf("rip_export without rip ports")
+		}
+		for _, p := range r.RIP {
+			if !c.hasVLAN(p.VLAN) {
+				return p.Pos.Errorf("RIP on VLAN %d: no external port has it", p.VLAN)
+			}
+		}
 		for _, o := range r.OSPF {
 			found := false
 			for _, p := range c.ExternalPorts {
@@ -512,6 +590,16 @@ func (c *FileConfig) complete() error {
 		}
 	}
 	return nil
+}
+
+// hasVLAN says whether an external port has the VLAN.
+func (c *FileConfig) hasVLAN(v uint16) bool {
+	for _, p := range c.ExternalPorts {
+		if p.VLAN == v {
+			return true
+		}
+	}
+	return false
 }
 
 // onPort says whether a is on the subnet of an external port.

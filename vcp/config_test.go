@@ -185,3 +185,39 @@ func TestOSPFExport(t *testing.T) {
 		}
 	}
 }
+
+// RIP on external ports: announcing what it learned and rip_export
+// (connected by default); a port no external port has, a kind RIP cannot
+// announce, or an export without RIP ports refused at its line.
+func TestRIPConfig(t *testing.T) {
+	routing := goodVCP + "routing:\n  asn: 65000\n  rip:\n    - {vlan: 11}\n"
+	c, err := load(t, routing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Routing.BIRDRIPExport(); got != "where source ~ [RTS_RIP, RTS_DEVICE]" {
+		t.Errorf("BIRD's RIP export by default: %q", got)
+	}
+	c, err = load(t, routing+"  rip_export: [static, ospf]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Routing.BIRDRIPExport(); got != "where source ~ [RTS_RIP, RTS_STATIC, RTS_OSPF, RTS_OSPF_IA, RTS_OSPF_EXT1, RTS_OSPF_EXT2]" || c.Routing.RIPExporting("connected") {
+		t.Errorf("BIRD's RIP export of static and ospf: %q", got)
+	}
+	first := strings.Count(routing[:strings.Index(routing, "  asn: 65000")], "\n") + 1
+	vlanLine := strings.Count(routing[:strings.Index(routing, "- {vlan: 11}")], "\n") + 1
+	for _, c := range []struct {
+		text, want string
+		line       int
+	}{
+		{strings.Replace(routing, "{vlan: 11}", "{vlan: 99}", 1), "RIP on VLAN 99: no external port has it", vlanLine},
+		{routing + "  rip_export: [bgp, rip]\n", `rip_export "rip": connected, static, bgp, ospf`, first},
+		{strings.Replace(routing, "  rip:\n    - {vlan: 11}\n", "  rip_export: [connected]\n", 1), "rip_export without rip ports", first},
+	} {
+		_, err := load(t, c.text)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", c.line)) {
+			t.Errorf("%v, want %q at line %d", err, c.want, c.line)
+		}
+	}
+}

@@ -59,7 +59,28 @@ router ospf
  ip ospf hello-interval 1
  ip ospf dead-interval 4
 !
-{{end}}{{end}}{{define "bgpd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+{{end}}{{end}}{{define "ripd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+router rip
+ version 2
+{{range .RIP}} network x{{.VLAN}}
+{{end}}{{if .RIPExporting "connected"}} redistribute connected route-map MSR-RIP-CONNECTED
+{{end}}{{if .RIPExporting "static"}} redistribute static
+{{end}}{{if .RIPExporting "bgp"}} redistribute bgp
+{{end}}{{if .RIPExporting "ospf"}} redistribute ospf
+{{end}}!
+{{if .RIPExporting "connected"}}! The external ports' networks only, never the interconnect's.
+{{range $i, $p := .Ports}}route-map MSR-RIP-CONNECTED permit {{$p.Seq}}
+ match interface x{{$p.VLAN}}
+{{end}}!
+{{end}}{{end}}{{define "bfdd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+bfd
+ profile msr
+  receive-interval {{.BFDIntervalMs}}
+  transmit-interval {{.BFDIntervalMs}}
+  detect-multiplier {{.BFDMultiplier}}
+ exit
+!
+{{end}}{{define "bgpd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 frr defaults traditional
 router bgp {{.ASN}}
  bgp router-id {{.RouterID}}
@@ -69,6 +90,7 @@ router bgp {{.ASN}}
  neighbor {{.Neighbor}} description {{$.PeerPort .Neighbor}}
  neighbor {{.Neighbor}} timers connect 1
 {{if .Password}} neighbor {{.Neighbor}} password {{.Password}}
+{{end}}{{if .BFD}} neighbor {{.Neighbor}} bfd profile msr
 {{end}}{{if .HoldTime}} neighbor {{.Neighbor}} timers {{.Keepalive}} {{.HoldTime}}
 {{end}}{{end}}{{with .Backends}} ! Our route-map towards the back-ends sets attributes of reflected routes.
  bgp route-reflector allow-outbound-policy
@@ -81,6 +103,7 @@ router bgp {{.ASN}}
 {{if .RedistConnected}}  redistribute connected route-map MSR-CONNECTED
 {{end}}{{if or .Backends .RedistStatic}}  redistribute static route-map MSR-STATIC
 {{end}}{{if and .OSPF (or .Backends .RedistOSPF)}}  redistribute ospf route-map MSR-OSPF
+{{end}}{{if and .RIP (or .Backends .RedistRIP)}}  redistribute rip route-map MSR-RIP
 {{end}}{{if .Backends}}  neighbor BACKENDS route-reflector-client
   neighbor BACKENDS addpath-tx-all-paths
   neighbor BACKENDS route-map MSR-BACKENDS out
@@ -93,7 +116,7 @@ router bgp {{.ASN}}
 {{end}}{{end}} exit-address-family
 !
 ! What is redistributed is tagged by kind (1 connected: the external
-! ports' networks only; 2 static; 3 OSPF); each peer's export route-map
+! ports' networks only; 2 static; 3 OSPF; 4 RIP); each peer's export route-map
 ! permits its kinds, BGP-learned routes by their non-empty AS path.
 bgp as-path access-list MSR-LEARNED seq 5 permit .
 {{range $i, $p := .Ports}}route-map MSR-CONNECTED permit {{$p.Seq}}
@@ -103,6 +126,8 @@ bgp as-path access-list MSR-LEARNED seq 5 permit .
  set tag 2
 route-map MSR-OSPF permit 10
  set tag 3
+route-map MSR-RIP permit 10
+ set tag 4
 ! The back-ends have the ports' networks themselves. What they are sent
 ! says where it came from and its distance, as large communities
 ! (ASN:1:origin, ASN:3:distance; docs/vcp.md), in place of any the route
@@ -115,6 +140,9 @@ route-map MSR-BACKENDS permit 10
 route-map MSR-BACKENDS permit 20
  match tag 3
  set large-community {{.ASN}}:1:3 {{.ASN}}:3:110
+route-map MSR-BACKENDS permit 30
+ match tag 4
+ set large-community {{.ASN}}:1:8 {{.ASN}}:3:120
 {{range $i, $b := .BGP}}{{if eq $b.ASN $.ASN}}route-map MSR-BACKENDS permit {{$b.IBGPSeq $i}}
  match peer {{$b.Neighbor}}
  set large-community {{$.ASN}}:1:7 {{$.ASN}}:3:200
@@ -162,7 +190,7 @@ type frrPort struct {
 
 // frrTags are the tags MSR-CONNECTED, MSR-STATIC and MSR-OSPF give
 // what they redistribute.
-var frrTags = map[string]int{"connected": 1, "static": 2, "ospf": 3}
+var frrTags = map[string]int{"connected": 1, "static": 2, "ospf": 3, "rip": 4}
 
 // exportRouteMap is peer i's MSR-EXPORT-i: a permit for each kind it
 // exports, else a deny.
@@ -193,9 +221,16 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger) (*FRR, error) {
 	if err := f.writeConfig(); err != nil {
 		return nil, err
 	}
-	daemons := []string{"zebra", "staticd", "bgpd"}
+	daemons := []string{"zebra", "staticd"}
+	if cfg.BFDPeers() {
+		daemons = append(daemons, "bfdd") // before bgpd, which registers its sessions
+	}
+	daemons = append(daemons, "bgpd")
 	if len(cfg.OSPF) > 0 {
 		daemons = append(daemons, "ospfd")
+	}
+	if len(cfg.RIP) > 0 {
+		daemons = append(daemons, "ripd")
 	}
 	for _, d := range daemons {
 		proc, err := startChild(filepath.Join(f.dir, d+".log"), "/usr/lib/frr/"+d, "-f", filepath.Join(f.dir, d+".conf"),
@@ -235,20 +270,21 @@ func (f *FRR) writeConfig() error {
 	}
 	data := struct {
 		*RoutingConfig
-		BGP                                       []frrPeer
-		Ports                                     []frrPort
-		RedistConnected, RedistStatic, RedistOSPF bool
+		BGP                                                  []frrPeer
+		Ports                                                []frrPort
+		RedistConnected, RedistStatic, RedistOSPF, RedistRIP bool
 	}{RoutingConfig: f.cfg}
 	for i, b := range f.cfg.BGP {
 		data.BGP = append(data.BGP, frrPeer{b, max(b.HoldTime/3, 1), exportRouteMap(i, b), prefixLists(i, b)})
 		data.RedistConnected = data.RedistConnected || b.Exporting("connected")
 		data.RedistStatic = data.RedistStatic || b.Exporting("static")
 		data.RedistOSPF = data.RedistOSPF || b.Exporting("ospf")
+		data.RedistRIP = data.RedistRIP || b.Exporting("rip")
 	}
 	for i, p := range f.cfg.Ports {
 		data.Ports = append(data.Ports, frrPort{p.VLAN, 10 * (i + 1)})
 	}
-	for _, d := range []string{"zebra", "staticd", "ospfd", "bgpd"} {
+	for _, d := range []string{"zebra", "staticd", "ospfd", "ripd", "bfdd", "bgpd"} {
 		var b strings.Builder
 		if err := frrConf.ExecuteTemplate(&b, d, data); err != nil {
 			return err

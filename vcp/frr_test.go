@@ -19,7 +19,7 @@ func TestFRRConfParses(t *testing.T) {
 	os.Chmod(dir, 0o755)
 	cfg := &RoutingConfig{Suite: "frr", ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: dir,
 		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6, Password: "pw&-0"},
-			{Neighbor: netip.MustParseAddr("192.0.2.11"), ASN: 65011, Export: []string{}},
+			{Neighbor: netip.MustParseAddr("192.0.2.11"), ASN: 65011, Export: []string{}, BFD: true},
 			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}},
 			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
@@ -27,6 +27,8 @@ func TestFRRConfParses(t *testing.T) {
 			{Neighbor: netip.MustParseAddr("192.0.2.15"), ASN: 65000}},
 		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:   []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}}, OSPFExport: []string{"connected", "bgp"},
+		RIP: []RIPPort{{VLAN: 11}}, RIPExport: []string{"connected", "static"},
+		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
 		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Name: "lb1/e0"},
 			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
@@ -36,7 +38,7 @@ func TestFRRConfParses(t *testing.T) {
 	}
 	for d, wants := range map[string][]string{
 		"bgpd": {"neighbor 192.0.2.10 remote-as 65010", "neighbor 192.0.2.10 timers 2 6", "bgp listen range 10.0.0.0/24 peer-group BACKENDS",
-			"neighbor BACKENDS shutdown", "neighbor BACKENDS password 0123abcd", "neighbor 192.0.2.10 password pw&-0", "neighbor BACKENDS addpath-tx-all-paths", "bgp graceful-restart", "redistribute ospf",
+			"neighbor BACKENDS shutdown", "neighbor 192.0.2.11 bfd profile msr", "neighbor BACKENDS password 0123abcd", "neighbor 192.0.2.10 password pw&-0", "neighbor BACKENDS addpath-tx-all-paths", "bgp graceful-restart", "redistribute ospf",
 			"neighbor 192.0.2.10 description lb1/e0",
 			// Exports: connected (the ports' networks, tag 1) and static
 			// (tag 2) by default; none; transit (a learned AS path) and OSPF.
@@ -48,12 +50,15 @@ func TestFRRConfParses(t *testing.T) {
 			// iBGP peer, eBGP.
 			"bgp route-reflector allow-outbound-policy", "route-map MSR-BACKENDS permit 10\n match tag 2\n set large-community 65000:1:2 65000:3:1\n",
 			"route-map MSR-BACKENDS permit 20\n match tag 3\n set large-community 65000:1:3 65000:3:110\n",
+			"redistribute rip route-map MSR-RIP", "route-map MSR-BACKENDS permit 30\n match tag 4\n set large-community 65000:1:8 65000:3:120\n",
 			"route-map MSR-BACKENDS permit 150\n match peer 192.0.2.15\n set large-community 65000:1:7 65000:3:200\n",
 			"route-map MSR-BACKENDS permit 1000\n set large-community 65000:1:7 65000:3:20\n",
 			// Prefix lists and limits.
 			"neighbor 192.0.2.13 prefix-list MSR-IMPORT-3 in\n  neighbor 192.0.2.13 prefix-list MSR-EXPORT-3 out\n  neighbor 192.0.2.13 maximum-prefix 1000 restart 2\n",
 			"ip prefix-list MSR-IMPORT-3 seq 5 permit 10.0.0.0/8 le 32\nip prefix-list MSR-IMPORT-3 seq 10 permit 172.16.0.0/12 ge 16 le 24\nip prefix-list MSR-EXPORT-3 seq 5 permit 192.0.2.0/24\n",
 			"neighbor 192.0.2.14 prefix-list MSR-NOTHING in\n  neighbor 192.0.2.14 maximum-prefix 50\n", "ip prefix-list MSR-NOTHING seq 5 deny any"},
+		"ripd":    {"router rip\n version 2\n network x11\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!", "route-map MSR-RIP-CONNECTED permit 10\n match interface x10\n"},
+		"bfdd":    {"bfd\n profile msr\n  receive-interval 300\n  transmit-interval 300\n  detect-multiplier 3\n"},
 		"staticd": {"ip route 203.0.113.0/24 192.0.2.254"},
 		"ospfd":   {" redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n!", "route-map MSR-OSPF-CONNECTED permit 20\n match interface x11\n", "interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
 	} {

@@ -243,6 +243,15 @@ func routingLines(r *RoutingConfig) map[string]string {
 	if r.OSPFExport != nil {
 		m["OSPF export"] = "[" + strings.Join(r.OSPFExport, ",") + "]"
 	}
+	for _, p := range r.RIP {
+		m[fmt.Sprintf("RIP on VLAN %d", p.VLAN)] = "on"
+	}
+	if r.BFDPeers() {
+		m["BFD"] = fmt.Sprintf("%v x %d", r.BFDInterval, r.BFDMultiplier)
+	}
+	if r.RIPExport != nil {
+		m["RIP export"] = "[" + strings.Join(r.RIPExport, ",") + "]"
+	}
 	if b := r.Backends; b != nil {
 		m["RIB feed"] = fmt.Sprintf("listen %s range %s", b.Listen, b.Range)
 	}
@@ -277,6 +286,9 @@ func peerLine(b BGPPeer) string {
 	}
 	if b.MaxPrefixesRestart != 0 {
 		s += fmt.Sprintf(" max_prefixes_restart %v", b.MaxPrefixesRestart)
+	}
+	if b.BFD {
+		s += " bfd"
 	}
 	if b.Password != "" {
 		sum := sha256.Sum256([]byte(b.Password))
