@@ -98,7 +98,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 			// no twin whose routes the back-ends hold. holdFeed still waits
 			// for the sessions.
 			a.describePorts(cfg)
-			if a.suite, err = StartSuite(cfg.Routing, false, a.log); err != nil {
+			if a.suite, err = StartSuite(cfg.Routing, false, a.log, a.suiteFailed); err != nil {
 				a.Close()
 				return nil, err
 			}
@@ -142,6 +142,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// suiteFailed gives up this VCP's mastership when its routing suite keeps
+// dying: keepalived's tracked file marks the instance faulty, keepalived
+// gives the address up, the standby (whose suite is healthy) takes over
+// and this VCP becomes a standby. It stays one until msr vcp restarts.
+// Alone, a VCP has no one to give the router to: it keeps restarting the
+// suite.
+func (a *Agent) suiteFailed() {
+	if a.election == nil {
+		a.log.Error("the routing suite keeps dying and there is no standby to take over: restarting it again")
+		return
+	}
+	a.log.Error("the routing suite keeps dying: handing the router over to the standby")
+	if err := a.election.Fault(); err != nil {
+		a.log.Error("hand over to the standby", "err", err)
+	}
+}
+
 // become makes this VCP the active one, or a standby, as VRRP decided.
 // Taking over: the suite starts in graceful-restart recovery (it holds
 // back what it tells the back-ends until its own sessions have converged,
@@ -160,7 +177,7 @@ func (a *Agent) become(active bool) {
 	var suite Suite
 	if active && routing != nil {
 		var err error
-		if suite, err = StartSuite(routing, true, a.log); err != nil {
+		if suite, err = StartSuite(routing, true, a.log, a.suiteFailed); err != nil {
 			a.log.Error("taking over: routing suite", "err", err)
 		}
 	}

@@ -23,12 +23,14 @@ import (
 type BIRD struct {
 	cfg    *RoutingConfig
 	socket string
-	proc   *child
 	log    *slog.Logger
 	stop   chan struct{}
+	failed func() // called once BIRD has died crashLimit times in crashWindow
 
 	mu      sync.Mutex
+	proc    *child
 	feeding bool // the back-ends' sessions are enabled (holdFeed)
+	crashes crashes
 }
 
 // suiteConf is what the template renders: the config, and whether the
@@ -143,9 +145,29 @@ protocol bgp backends {
 // its routes through a VCP's restart or takeover (graceful restart) must
 // not be sent a partial RIB and End-of-RIB, or it would drop, then relearn,
 // every route the peers had not re-sent yet.
-func StartBIRD(cfg *RoutingConfig, recovery bool, log *slog.Logger) (*BIRD, error) {
-	s := &BIRD{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl"), log: log, stop: make(chan struct{}),
-		feeding: cfg.Backends == nil}
+//
+// BIRD is supervised: when it dies, the VCP logs how, and starts it again
+// at once in graceful-restart recovery, its back-ends' sessions held again
+// until it has converged. The peers (graceful restart) and the back-ends
+// (the RIB feed keeps stale routes) forward on meanwhile. After
+// crashLimit deaths in crashWindow it calls failed: the agent gives up its
+// mastership to the standby.
+func StartBIRD(cfg *RoutingConfig, recovery bool, log *slog.Logger, failed func()) (*BIRD, error) {
+	s := &BIRD{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl"), log: log, stop: make(chan struct{}), failed: failed}
+	proc, err := s.start(recovery)
+	if err != nil {
+		return nil, err
+	}
+	go s.supervise(proc)
+	return s, nil
+}
+
+// start writes the config (the back-ends' sessions held) and starts BIRD.
+func (s *BIRD) start(recovery bool) (*child, error) {
+	s.mu.Lock()
+	s.feeding = s.cfg.Backends == nil
+	cfg := s.cfg
+	s.mu.Unlock()
 	path, err := s.writeConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -154,13 +176,57 @@ func StartBIRD(cfg *RoutingConfig, recovery bool, log *slog.Logger) (*BIRD, erro
 	if recovery {
 		args = append(args, "-R")
 	}
-	if s.proc, err = startChild(filepath.Join(cfg.RunDir, "bird.log"), args...); err != nil {
+	proc, err := startChild(filepath.Join(cfg.RunDir, "bird.log"), args...)
+	if err != nil {
 		return nil, err
 	}
-	if !s.feeding {
+	s.mu.Lock()
+	s.proc = proc
+	feeding := s.feeding
+	s.mu.Unlock()
+	if !feeding {
 		go s.holdFeed()
 	}
-	return s, nil
+	return proc, nil
+}
+
+// supervise restarts BIRD whenever it dies, until Stop.
+func (s *BIRD) supervise(proc *child) {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-proc.exited:
+		}
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		s.mu.Lock()
+		giveUp := s.crashes.add(time.Now())
+		s.mu.Unlock()
+		s.log.Error("routing suite died: restarting it in graceful-restart recovery", "daemon", "bird", "pid", proc.cmd.Process.Pid, "status", proc.status)
+		if giveUp {
+			s.log.Error("routing suite died too often", "times", crashLimit, "within", crashWindow)
+			if s.failed != nil {
+				s.failed()
+			}
+		}
+		for {
+			next, err := s.start(true)
+			if err == nil {
+				proc = next
+				break
+			}
+			s.log.Error("restart routing suite", "err", err)
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
 }
 
 // holdFeed enables the back-ends' sessions once BIRD has converged
@@ -229,7 +295,9 @@ func (s *BIRD) Reconfigure(cfg *RoutingConfig) error {
 	if err != nil || !strings.Contains(out, "Reconfigur") {
 		return fmt.Errorf("BIRD refused the new configuration: %v: %s", err, out)
 	}
-	s.cfg = cfg
+	s.mu.Lock()
+	s.cfg = cfg // what a restart starts with
+	s.mu.Unlock()
 	return nil
 }
 
@@ -274,7 +342,10 @@ func (s *BIRD) Stop() {
 	default:
 		close(s.stop)
 	}
-	s.proc.stop(os.Interrupt, 2*time.Second)
+	s.mu.Lock()
+	proc := s.proc
+	s.mu.Unlock()
+	proc.stop(os.Interrupt, 2*time.Second)
 }
 
 // Protocols are BIRD's protocols with their states and route counts.

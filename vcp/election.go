@@ -49,6 +49,12 @@ global_defs {
 	enable_script_security
 {{if .StartupDelay}}	vrrp_startup_delay {{.StartupDelay}}
 {{end}}}
+# Non-zero when msr vcp's routing suite keeps dying: the instance is
+# faulty, and the standby takes over.
+vrrp_track_file suite_failed {
+	file {{.TrackFile}}
+	weight 0
+}
 vrrp_instance msr {
 	state BACKUP
 	nopreempt
@@ -59,6 +65,9 @@ vrrp_instance msr {
 	virtual_ipaddress {
 		{{.Address}} dev {{.Interface}}
 	}
+	track_file {
+		suite_failed
+	}
 }
 `))
 
@@ -66,6 +75,9 @@ vrrp_instance msr {
 type Election struct {
 	proc *child
 	fifo *os.File
+	// track is keepalived's tracked file: 0, or 1 to make the instance
+	// faulty (Fault).
+	track string
 	// Active receives true when this VCP becomes VRRP master, false when
 	// it stops being master.
 	Active chan bool
@@ -82,7 +94,11 @@ func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir str
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		return nil, fmt.Errorf("notify FIFO: %w", err)
 	}
-	conf, err := electionConfig(name, iface, fifo, cfg, standby)
+	track := filepath.Join(dir, "suite-failed")
+	if err := os.WriteFile(track, []byte("0\n"), 0o644); err != nil {
+		return nil, err
+	}
+	conf, err := electionConfig(name, iface, fifo, track, cfg, standby)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +112,7 @@ func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir str
 	if err != nil {
 		return nil, err
 	}
-	e := &Election{fifo: f, Active: make(chan bool, 4)}
+	e := &Election{fifo: f, track: track, Active: make(chan bool, 4)}
 	// keepalived dies with msr vcp: a dead VCP must stop advertising itself.
 	e.proc, err = startChild(filepath.Join(dir, "keepalived.log"), "keepalived", "--dont-fork", "--log-console", "--log-detail",
 		"--vrrp", "--use-file", path, "--pid", filepath.Join(dir, "keepalived.pid"), "--vrrp_pid", filepath.Join(dir, "vrrp.pid"))
@@ -109,7 +125,7 @@ func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir str
 }
 
 // electionConfig is keepalived's configuration.
-func electionConfig(name, iface, fifo string, cfg *StandbyConfig, standby bool) (string, error) {
+func electionConfig(name, iface, fifo, track string, cfg *StandbyConfig, standby bool) (string, error) {
 	// The standby also starts later, so that when both start together the
 	// other wins even though neither preempts.
 	prio, delay := cfg.Priority, ""
@@ -118,7 +134,7 @@ func electionConfig(name, iface, fifo string, cfg *StandbyConfig, standby bool) 
 		delay = fmt.Sprintf("%.2f", max(time.Second, 10*cfg.AdvertInterval).Seconds())
 	}
 	var conf strings.Builder
-	err := keepalivedConf.Execute(&conf, map[string]any{"Name": name, "FIFO": fifo, "Interface": iface, "VRID": cfg.VRID,
+	err := keepalivedConf.Execute(&conf, map[string]any{"Name": name, "FIFO": fifo, "TrackFile": track, "Interface": iface, "VRID": cfg.VRID,
 		"Priority": prio, "StartupDelay": delay, "Advert": fmt.Sprintf("%.2f", cfg.AdvertInterval.Seconds()), "Address": cfg.Address})
 	return conf.String(), err
 }
@@ -136,6 +152,10 @@ func (e *Election) read(log *slog.Logger) {
 		e.Active <- f[2] == "MASTER"
 	}
 }
+
+// Fault makes this VCP's VRRP instance faulty: keepalived gives up the
+// address at once, and the standby takes over.
+func (e *Election) Fault() error { return os.WriteFile(e.track, []byte("1\n"), 0o644) }
 
 // Stop ends keepalived; it gives up the address on its way out.
 func (e *Election) Stop() {

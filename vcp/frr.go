@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/template"
 	"time"
@@ -30,11 +32,15 @@ import (
 // FRR's daemons run as its own user (zebra and staticd have no way to keep
 // root), so their run directory is given to that user.
 type FRR struct {
-	cfg   *RoutingConfig
-	dir   string
-	log   *slog.Logger
-	stop  chan struct{}
-	procs []*child
+	cfg    *RoutingConfig
+	dir    string
+	log    *slog.Logger
+	stop   chan struct{}
+	failed func() // called once its daemons have died crashLimit times in crashWindow
+
+	mu      sync.Mutex
+	procs   []*child
+	crashes crashes
 }
 
 var frrConf = template.Must(template.New("frr").Parse(`{{define "zebra"}}! Written by msr vcp: do not edit, edit the VCP's config.
@@ -215,9 +221,12 @@ func exportRouteMap(i int, b BGPPeer) string {
 }
 
 // StartFRR writes FRR's configuration and starts its daemons, in the
-// calling thread's namespace.
-func StartFRR(cfg *RoutingConfig, log *slog.Logger) (*FRR, error) {
-	f := &FRR{cfg: cfg, dir: filepath.Join(cfg.RunDir, "frr"), log: log, stop: make(chan struct{})}
+// calling thread's namespace. Each daemon is supervised: one that dies is
+// logged with how and started again at once (the others reconnect to
+// zebra by themselves); after crashLimit deaths in crashWindow, failed is
+// called and the agent gives up its mastership.
+func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error) {
+	f := &FRR{cfg: cfg, dir: filepath.Join(cfg.RunDir, "frr"), log: log, stop: make(chan struct{}), failed: failed}
 	if err := f.writeConfig(); err != nil {
 		return nil, err
 	}
@@ -233,13 +242,14 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger) (*FRR, error) {
 		daemons = append(daemons, "ripd")
 	}
 	for _, d := range daemons {
-		proc, err := startChild(filepath.Join(f.dir, d+".log"), "/usr/lib/frr/"+d, "-f", filepath.Join(f.dir, d+".conf"),
-			"-i", filepath.Join(f.dir, d+".pid"), "-z", filepath.Join(f.dir, "zserv.api"), "--vty_socket", f.dir, "-P", "0", "--log", "stdout")
+		proc, err := f.startDaemon(d)
 		if err != nil {
 			f.Stop()
 			return nil, err
 		}
+		f.mu.Lock()
 		f.procs = append(f.procs, proc)
+		f.mu.Unlock()
 		if d == "zebra" {
 			// The others connect to zebra's socket when it is there.
 			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -249,10 +259,62 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger) (*FRR, error) {
 			}
 		}
 	}
+	f.mu.Lock()
+	for i, p := range f.procs {
+		go f.supervise(i, daemons[i], p)
+	}
+	f.mu.Unlock()
 	if cfg.Backends != nil {
 		go f.holdFeed()
 	}
 	return f, nil
+}
+
+func (f *FRR) startDaemon(d string) (*child, error) {
+	return startChild(filepath.Join(f.dir, d+".log"), "/usr/lib/frr/"+d, "-f", filepath.Join(f.dir, d+".conf"),
+		"-i", filepath.Join(f.dir, d+".pid"), "-z", filepath.Join(f.dir, "zserv.api"), "--vty_socket", f.dir, "-P", "0", "--log", "stdout")
+}
+
+// supervise starts daemon i again whenever it dies, until Stop.
+func (f *FRR) supervise(i int, d string, proc *child) {
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-proc.exited:
+		}
+		select {
+		case <-f.stop:
+			return
+		default:
+		}
+		f.mu.Lock()
+		giveUp := f.crashes.add(time.Now())
+		f.mu.Unlock()
+		f.log.Error("routing suite died: restarting it", "daemon", d, "pid", proc.cmd.Process.Pid, "status", proc.status)
+		if giveUp {
+			f.log.Error("routing suite died too often", "times", crashLimit, "within", crashWindow)
+			if f.failed != nil {
+				f.failed()
+			}
+		}
+		for {
+			next, err := f.startDaemon(d)
+			if err == nil {
+				proc = next
+				f.mu.Lock()
+				f.procs[i] = next
+				f.mu.Unlock()
+				break
+			}
+			f.log.Error("restart routing suite", "daemon", d, "err", err)
+			select {
+			case <-f.stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
 }
 
 // writeConfig writes each daemon's configuration into a directory FRR's
@@ -479,7 +541,10 @@ func (f *FRR) Stop() {
 	default:
 		close(f.stop)
 	}
-	for i := len(f.procs) - 1; i >= 0; i-- {
-		f.procs[i].stop(syscall.SIGTERM, 2*time.Second)
+	f.mu.Lock()
+	procs := slices.Clone(f.procs)
+	f.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop(syscall.SIGTERM, 2*time.Second)
 	}
 }

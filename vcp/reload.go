@@ -66,7 +66,7 @@ func (a *Agent) Reload() (*vcpapi.ReloadResult, error) {
 		suite.Stop()
 		suite = nil
 	case old.Routing == nil && next.Routing != nil:
-		if suite, err = StartSuite(next.Routing, false, a.log); err != nil {
+		if suite, err = StartSuite(next.Routing, false, a.log, a.suiteFailed); err != nil {
 			return nil, err
 		}
 	case next.Routing != nil && !sameRouting(old.Routing, next.Routing):

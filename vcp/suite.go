@@ -25,11 +25,14 @@ type Suite interface {
 // StartSuite starts the suite the routing section names. With recovery (a
 // VCP taking over) the suite starts in graceful-restart recovery where it
 // has one.
-func StartSuite(cfg *RoutingConfig, recovery bool, log *slog.Logger) (Suite, error) {
+//
+// The suite restarts a daemon that dies; failed is called once they have
+// died crashLimit times within crashWindow (child.go).
+func StartSuite(cfg *RoutingConfig, recovery bool, log *slog.Logger, failed func()) (Suite, error) {
 	if cfg.Suite == "frr" {
-		return StartFRR(cfg, log)
+		return StartFRR(cfg, log, failed)
 	}
-	return StartBIRD(cfg, recovery, log)
+	return StartBIRD(cfg, recovery, log, failed)
 }
 
 // Convergence before the back-ends are fed: every external BGP session

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+)
+
+// TestSuiteCrashes: BIRD on the active VCP killed (SIGKILL) three times
+// while h1 pings h3 across the router 100 times a second. Each time it is
+// running again within a second, in graceful-restart recovery, and its
+// session with bgp1 comes back; no ping is lost (the back-ends keep their
+// routes, the data path never needed the suite); vcp1's log says how BIRD
+// died, and BIRD's own log still holds what it said before. The third
+// death within a minute hands the router to vcp2.
+func TestSuiteCrashes(t *testing.T) {
+	upDefaultLab(t, 300)
+	vcp1 := filepath.Join(demo.RunDir, "vcp1")
+	birdPID := func() int {
+		out, _ := exec.Command("pgrep", "-f", "^bird -f -c "+vcp1+"/bird.conf").Output()
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		return pid
+	}
+	peerUp := func() bool {
+		out, _ := exec.Command("birdc", "-s", filepath.Join(vcp1, "bird.ctl"), "show", "protocols", "peer0").CombinedOutput()
+		return strings.Contains(string(out), "Established")
+	}
+	for deadline := time.Now().Add(20 * time.Second); !peerUp(); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("vcp1's BIRD never had its session with bgp1 up")
+		}
+	}
+	// The logs are appended to: what this test adds starts here.
+	vcpLogPath, birdLogPath := "/run/msr/labs/default/logs/vcp1.vcp.log", filepath.Join(vcp1, "bird.log")
+	since := func(path string, from int64) string {
+		b, _ := os.ReadFile(path)
+		return string(b[min(from, int64(len(b))):])
+	}
+	size := func(path string) int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	vcpLogFrom, birdLogFrom := size(vcpLogPath), size(birdLogPath)
+	if birdLogFrom == 0 {
+		t.Fatalf("BIRD's log %s is empty", birdLogPath)
+	}
+	const pings = 1500 // 15 s at 100 a second
+	done := make(chan string, 1)
+	go func() {
+		out, err := demo.Exec("h1", "ping", "-c", strconv.Itoa(pings), "-i", "0.01", "-W", "1", demo.H3)
+		if err != nil {
+			out += err.Error()
+		}
+		done <- out
+	}()
+	time.Sleep(time.Second)
+	for crash := 1; crash <= 3; crash++ {
+		old := birdPID()
+		if old == 0 {
+			t.Fatalf("crash %d: vcp1's BIRD is not running", crash)
+		}
+		syscall.Kill(old, syscall.SIGKILL)
+		killed := time.Now()
+		if crash == 3 {
+			break // vcp1 gives the router up: its suite stops, vcp2's starts
+		}
+		for pid := birdPID(); pid == 0 || pid == old; pid = birdPID() {
+			if time.Since(killed) > 2*time.Second {
+				t.Fatalf("crash %d: BIRD not running again 2 s after it was killed", crash)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		back := time.Since(killed)
+		t.Logf("crash %d: BIRD running again %v after SIGKILL", crash, back.Round(time.Millisecond))
+		if back > time.Second {
+			t.Errorf("crash %d: BIRD took %v to run again, want within 1 s", crash, back)
+		}
+		for start := time.Now(); !peerUp(); time.Sleep(100 * time.Millisecond) {
+			if time.Since(start) > 15*time.Second {
+				t.Fatalf("crash %d: bgp1's session not back after 15 s", crash)
+			}
+		}
+		t.Logf("crash %d: bgp1's session Established again %v after SIGKILL", crash, time.Since(killed).Round(time.Millisecond))
+	}
+	third := time.Now()
+	for demo.Look().VCP != "vcp2" {
+		if time.Since(third) > 5*time.Second {
+			t.Fatal("vcp2 did not take over after BIRD's third death on vcp1")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("vcp2 active %v after the third death", time.Since(third).Round(time.Millisecond))
+	if out := <-done; !strings.Contains(out, strconv.Itoa(pings)+" received") {
+		t.Errorf("pings across the router through three deaths of the suite and a takeover:\n%s", out)
+	}
+	logs := since(vcpLogPath, vcpLogFrom)
+	if n := strings.Count(logs, "routing suite died: restarting it in graceful-restart recovery"); n != 3 || !strings.Contains(logs, "status=\"signal: killed\"") ||
+		!strings.Contains(logs, "the routing suite keeps dying: handing the router over to the standby") {
+		t.Errorf("vcp1's log: %d deaths logged, want 3, each with its status, then the hand-over:\n%s", n, logs)
+	}
+	// BIRD's log kept what it said before (appended, not truncated), and
+	// has msr's line for each death and restart.
+	birdLog := since(birdLogPath, birdLogFrom)
+	if n := strings.Count(birdLog, "ended: signal: killed"); n != 3 || strings.Count(birdLog, "msr vcp: started bird") < 2 {
+		t.Errorf("BIRD's log since the first crash: %d deaths recorded, want 3, and the restarts:\n%s", n, birdLog)
+	}
+}
