@@ -115,3 +115,74 @@ func TestSuiteCrashes(t *testing.T) {
 		t.Errorf("BIRD's log since the first crash: %d deaths recorded, want 3, and the restarts:\n%s", n, birdLog)
 	}
 }
+
+// TestStrangerClaimsTheVCPAddress: a host on the interconnect (r1's)
+// runs its own keepalived for the VCP's VRRP instance at a higher
+// priority and takes the virtual address. VRRPv3 has no authentication,
+// so keepalived on vcp1 steps down; but no VCP announces itself active in
+// authenticated DIST, so vcp1 stays the active VCP: the LBs keep
+// following it, its session with bgp1 stays up, and it says so in its
+// log. When the stranger goes, vcp1 is master again.
+func TestStrangerClaimsTheVCPAddress(t *testing.T) {
+	upDefaultLab(t, 300)
+	vcp1 := filepath.Join(demo.RunDir, "vcp1")
+	peerUp := func() bool {
+		out, _ := exec.Command("birdc", "-s", filepath.Join(vcp1, "bird.ctl"), "show", "protocols", "peer0").CombinedOutput()
+		return strings.Contains(string(out), "Established")
+	}
+	for deadline := time.Now().Add(20 * time.Second); !peerUp() || demo.Look().VCP != "vcp1"; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("vcp1 not active with bgp1's session up")
+		}
+	}
+	logPath := "/run/msr/labs/default/logs/vcp1.vcp.log"
+	fi, _ := os.Stat(logPath)
+	from := fi.Size()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "keepalived.conf")
+	os.WriteFile(conf, []byte(`global_defs { vrrp_version 3 }
+vrrp_instance stranger {
+	state MASTER
+	interface eth0
+	virtual_router_id 51
+	priority 254
+	advert_int 0.1
+	virtual_ipaddress { 10.0.0.1/24 dev eth0 }
+}
+`), 0o644)
+	stranger := exec.Command("ip", "netns", "exec", "msr.default.r1", "keepalived", "--dont-fork", "--log-console", "--vrrp", "--use-file", conf,
+		"--pid", filepath.Join(dir, "k.pid"), "--vrrp_pid", filepath.Join(dir, "v.pid"))
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stranger.Process.Signal(syscall.SIGTERM); stranger.Wait() }()
+	since := func() string {
+		b, _ := os.ReadFile(logPath)
+		return string(b[min(from, int64(len(b))):])
+	}
+	for start := time.Now(); !strings.Contains(since(), "state=BACKUP"); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("vcp1's keepalived never saw the stranger:\n%s", since())
+		}
+	}
+	time.Sleep(3 * time.Second)
+	if v := demo.Look().VCP; v != "vcp1" {
+		t.Errorf("after a stranger took the VRRP address, the LBs follow %q, want vcp1 still", v)
+	}
+	if !peerUp() {
+		t.Errorf("vcp1's session with bgp1 went down when a stranger took the VRRP address")
+	}
+	if !strings.Contains(since(), "no VCP announces itself active: staying active") || strings.Contains(since(), "msg=standby") {
+		t.Errorf("vcp1's log:\n%s", since())
+	}
+	stranger.Process.Signal(syscall.SIGTERM)
+	stranger.Wait()
+	for start := time.Now(); !strings.Contains(since(), "state=MASTER"); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("vcp1 never master again after the stranger left:\n%s", since())
+		}
+	}
+	if v := demo.Look().VCP; v != "vcp1" || !peerUp() {
+		t.Errorf("after the stranger left: active VCP %q, bgp1 up %v", v, peerUp())
+	}
+}

@@ -49,6 +49,12 @@ type Agent struct {
 	// limitHits counts, by BGP peer, the sessions the suite shut for
 	// max_prefixes (peerwatch.go).
 	limitHits map[string]uint64
+	// twinActive is when another VCP last announced itself active
+	// (authenticated DIST); faulted, that this VCP's suite failed and it
+	// gave the router up (suiteFailed). Both guard stepping down
+	// (stepDown).
+	twinActive time.Time
+	faulted    bool
 }
 
 // element is one LB or back-end as its hellos describe it.
@@ -129,17 +135,76 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.election != nil {
 		elected = a.election.Active
 	}
+	var down stepDown
 	for {
 		a.announce()
-		a.tick(time.Now())
+		now := time.Now()
+		a.tick(now)
+		if down.due(a, now) {
+			a.become(false)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case active := <-elected:
-			a.become(active)
+			if active {
+				down = stepDown{}
+				a.become(true)
+			} else if down.asked(a, time.Now()) {
+				a.become(false)
+			}
 		}
 	}
+}
+
+// stepDown guards the VCP's mastership against a stranger on the
+// interconnect: VRRPv3 is not authenticated, so keepalived's word that
+// another host holds the address is not enough to stop the router's
+// routing. The active VCP steps down when another VCP announces itself
+// active in authenticated DIST, or when its own suite failed (Fault);
+// otherwise it waits stepDownWait for such an announcement, then logs
+// that no VCP claims the router and stays active.
+type stepDown struct {
+	since  time.Time // when VRRP said standby (zero: it did not)
+	warned bool
+}
+
+// stepDownWait is how long an active VCP told to stand down waits for its
+// twin's authenticated announcement: several of the twin's hellos.
+const stepDownWait = time.Second
+
+// asked handles VRRP's "standby" and says whether to step down now.
+func (d *stepDown) asked(a *Agent, now time.Time) bool {
+	a.mu.Lock()
+	active, faulted, twin := a.active, a.faulted, a.twinActive
+	a.mu.Unlock()
+	if !active || faulted || now.Sub(twin) < stepDownWait {
+		*d = stepDown{}
+		return true
+	}
+	*d = stepDown{since: now}
+	return false
+}
+
+// due says whether a pending step-down should happen now: the twin has
+// announced itself active since.
+func (d *stepDown) due(a *Agent, now time.Time) bool {
+	if d.since.IsZero() {
+		return false
+	}
+	a.mu.Lock()
+	twin := a.twinActive
+	a.mu.Unlock()
+	if !twin.Before(d.since) {
+		*d = stepDown{}
+		return true
+	}
+	if now.Sub(d.since) > stepDownWait && !d.warned {
+		d.warned = true
+		a.log.Error("VRRP says another host holds the VCP's address, but no VCP announces itself active: staying active (a stranger on the interconnect?)")
+	}
+	return false
 }
 
 // suiteFailed gives up this VCP's mastership when its routing suite keeps
@@ -154,6 +219,9 @@ func (a *Agent) suiteFailed() {
 		return
 	}
 	a.log.Error("the routing suite keeps dying: handing the router over to the standby")
+	a.mu.Lock()
+	a.faulted = true
+	a.mu.Unlock()
 	if err := a.election.Fault(); err != nil {
 		a.log.Error("hand over to the standby", "err", err)
 	}
@@ -209,6 +277,11 @@ func (a *Agent) receive(ctx context.Context) {
 			a.log.Error("receive DIST", "err", err)
 			time.Sleep(100 * time.Millisecond)
 			continue
+		}
+		if an, ok := f.Msg.(*dist.VCPAnnounce); ok && an.State == dist.VCPActive && f.Header.Sender != a.cfg.ID {
+			a.mu.Lock()
+			a.twinActive = time.Now()
+			a.mu.Unlock()
 		}
 		if h, ok := f.Msg.(*dist.Hello); ok && h.Role != dist.RoleVCP {
 			a.heard(f.Header.Sender, f.Src, h)
