@@ -155,6 +155,67 @@ protocol ospf v2 {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("FRR: the withdrawal reached the back-end's FIB %v after the peer's", time.Since(start))
+	// bgpd killed: the VCP starts it again within a second, says how it
+	// died, and h1's session comes back.
+	bgpdPID := func() int {
+		out, _ := exec.Command("pgrep", "-f", "^/usr/lib/frr/bgpd -f "+filepath.Join(dir, "vcp", "frr", "bgpd.conf")).Output()
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		return pid
+	}
+	h1State := func() string {
+		out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-d", "bgpd",
+			"-c", "show bgp neighbors 192.0.2.10").CombinedOutput()
+		return string(out)
+	}
+	// The back-end's feed: its session was lost with bgpd (its routes
+	// kept, stale); the new bgpd opens it once converged, and resends.
+	feed := func() (string, int, uint64) {
+		out, _, _ := msr(t, "router", "status", "--socket", filepath.Join(dir, "r1.sock"), "-o", "json")
+		var st struct {
+			RIB struct {
+				State    string
+				Stale    int
+				Sessions uint64
+			}
+		}
+		json.Unmarshal([]byte(out), &st)
+		return st.RIB.State, st.RIB.Stale, st.RIB.Sessions
+	}
+	_, _, sessions := feed()
+	old := bgpdPID()
+	if old == 0 {
+		t.Fatal("the VCP's bgpd is not running")
+	}
+	syscall.Kill(old, syscall.SIGKILL)
+	killed := time.Now()
+	for pid := bgpdPID(); pid == 0 || pid == old; pid = bgpdPID() {
+		if time.Since(killed) > time.Second {
+			t.Fatalf("FRR's bgpd not running again 1 s after SIGKILL")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("FRR: bgpd running again %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
+	for !strings.Contains(h1State(), "BGP state = Established") {
+		if time.Since(killed) > 20*time.Second {
+			t.Fatalf("h1's session not back 20 s after bgpd was killed:\n%s", h1State())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("FRR: h1's session Established again %v after bgpd was killed", time.Since(killed).Round(time.Millisecond))
+	for {
+		state, stale, n := feed()
+		if state == "established" && stale == 0 && n > sessions {
+			break
+		}
+		if time.Since(killed) > 40*time.Second {
+			t.Fatalf("the back-end's feed not back 40 s after bgpd was killed: %s, %d stale", state, stale)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("FRR: the back-end's feed resynced %v after bgpd was killed", time.Since(killed).Round(time.Millisecond))
+	if l, _ := os.ReadFile("/run/msr/labs/t-frr/logs/vcp.vcp.log"); !strings.Contains(string(l), `msg="routing suite died: restarting it" component=vcp vcp=t-frr-vcp daemon=bgpd`) {
+		t.Errorf("the VCP's log does not say bgpd died:\n%s", l)
+	}
 	checkPrefixLimit(t, "t-frr", dir, logs)
 	checkSessionKeys(t, "t-frr", dir, func() string {
 		out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-d", "bgpd",

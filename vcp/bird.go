@@ -25,12 +25,11 @@ type BIRD struct {
 	socket string
 	log    *slog.Logger
 	stop   chan struct{}
-	failed func() // called once BIRD has died crashLimit times in crashWindow
+	sup    *supervisor
 
 	mu      sync.Mutex
 	proc    *child
 	feeding bool // the back-ends' sessions are enabled (holdFeed)
-	crashes crashes
 }
 
 // suiteConf is what the template renders: the config, and whether the
@@ -153,12 +152,13 @@ protocol bgp backends {
 // crashLimit deaths in crashWindow it calls failed: the agent gives up its
 // mastership to the standby.
 func StartBIRD(cfg *RoutingConfig, recovery bool, log *slog.Logger, failed func()) (*BIRD, error) {
-	s := &BIRD{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl"), log: log, stop: make(chan struct{}), failed: failed}
+	s := &BIRD{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl"), log: log, stop: make(chan struct{})}
+	s.sup = &supervisor{stop: s.stop, log: log, failed: failed}
 	proc, err := s.start(recovery)
 	if err != nil {
 		return nil, err
 	}
-	go s.supervise(proc)
+	go s.sup.watch("bird", "restarting it in graceful-restart recovery", proc, func() (*child, error) { return s.start(true) })
 	return s, nil
 }
 
@@ -188,45 +188,6 @@ func (s *BIRD) start(recovery bool) (*child, error) {
 		go s.holdFeed()
 	}
 	return proc, nil
-}
-
-// supervise restarts BIRD whenever it dies, until Stop.
-func (s *BIRD) supervise(proc *child) {
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-proc.exited:
-		}
-		select {
-		case <-s.stop:
-			return
-		default:
-		}
-		s.mu.Lock()
-		giveUp := s.crashes.add(time.Now())
-		s.mu.Unlock()
-		s.log.Error("routing suite died: restarting it in graceful-restart recovery", "daemon", "bird", "pid", proc.cmd.Process.Pid, "status", proc.status)
-		if giveUp {
-			s.log.Error("routing suite died too often", "times", crashLimit, "within", crashWindow)
-			if s.failed != nil {
-				s.failed()
-			}
-		}
-		for {
-			next, err := s.start(true)
-			if err == nil {
-				proc = next
-				break
-			}
-			s.log.Error("restart routing suite", "err", err)
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(time.Second):
-			}
-		}
-	}
 }
 
 // holdFeed enables the back-ends' sessions once BIRD has converged

@@ -2,9 +2,11 @@ package vcp
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -75,12 +77,18 @@ func (c *child) stop(sig os.Signal, grace time.Duration) {
 	}
 }
 
-// crashes counts a suite's unexpected exits within crashWindow: the
-// suite restarts a daemon that died, and past crashLimit exits in the
-// window it gives up the VCP's mastership (Suite.Failed), so that the
-// standby, whose suite is healthy, takes over.
-type crashes struct {
-	at []time.Time
+// supervisor keeps a suite's daemons running: one that dies is logged
+// with how, counted, and started again at once (then every second until
+// it starts), until stop closes. Past crashLimit deaths within
+// crashWindow, across the suite's daemons, it calls failed: the agent
+// gives up its mastership to the standby, whose suite is healthy.
+type supervisor struct {
+	stop   <-chan struct{}
+	log    *slog.Logger
+	failed func()
+
+	mu      sync.Mutex
+	crashes []time.Time // within crashWindow
 }
 
 const (
@@ -88,14 +96,53 @@ const (
 	crashWindow = time.Minute
 )
 
-// add records a crash at now and says whether the limit is reached.
-func (c *crashes) add(now time.Time) bool {
-	keep := c.at[:0]
-	for _, t := range c.at {
+// watch keeps daemon running: proc is it now, restart starts it again,
+// how says how ("restarting it in graceful-restart recovery").
+func (s *supervisor) watch(daemon, how string, proc *child, restart func() (*child, error)) {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-proc.exited:
+		}
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		s.log.Error("routing suite died: "+how, "daemon", daemon, "pid", proc.cmd.Process.Pid, "status", proc.status)
+		if s.crashed(time.Now()) {
+			s.log.Error("routing suite died too often", "times", crashLimit, "within", crashWindow)
+			if s.failed != nil {
+				s.failed()
+			}
+		}
+		for {
+			next, err := restart()
+			if err == nil {
+				proc = next
+				break
+			}
+			s.log.Error("restart routing suite", "daemon", daemon, "err", err)
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// crashed records a death at now and says whether the limit is reached.
+func (s *supervisor) crashed(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := s.crashes[:0]
+	for _, t := range s.crashes {
 		if now.Sub(t) < crashWindow {
 			keep = append(keep, t)
 		}
 	}
-	c.at = append(keep, now)
-	return len(c.at) >= crashLimit
+	s.crashes = append(keep, now)
+	return len(s.crashes) >= crashLimit
 }

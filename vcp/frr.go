@@ -32,15 +32,14 @@ import (
 // FRR's daemons run as its own user (zebra and staticd have no way to keep
 // root), so their run directory is given to that user.
 type FRR struct {
-	cfg    *RoutingConfig
-	dir    string
-	log    *slog.Logger
-	stop   chan struct{}
-	failed func() // called once its daemons have died crashLimit times in crashWindow
+	cfg  *RoutingConfig
+	dir  string
+	log  *slog.Logger
+	stop chan struct{}
+	sup  *supervisor
 
-	mu      sync.Mutex
-	procs   []*child
-	crashes crashes
+	mu    sync.Mutex
+	procs []*child
 }
 
 var frrConf = template.Must(template.New("frr").Parse(`{{define "zebra"}}! Written by msr vcp: do not edit, edit the VCP's config.
@@ -226,7 +225,8 @@ func exportRouteMap(i int, b BGPPeer) string {
 // zebra by themselves); after crashLimit deaths in crashWindow, failed is
 // called and the agent gives up its mastership.
 func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error) {
-	f := &FRR{cfg: cfg, dir: filepath.Join(cfg.RunDir, "frr"), log: log, stop: make(chan struct{}), failed: failed}
+	f := &FRR{cfg: cfg, dir: filepath.Join(cfg.RunDir, "frr"), log: log, stop: make(chan struct{})}
+	f.sup = &supervisor{stop: f.stop, log: log, failed: failed}
 	if err := f.writeConfig(); err != nil {
 		return nil, err
 	}
@@ -261,7 +261,20 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error)
 	}
 	f.mu.Lock()
 	for i, p := range f.procs {
-		go f.supervise(i, daemons[i], p)
+		go f.sup.watch(daemons[i], "restarting it", p, func() (*child, error) {
+			next, err := f.startDaemon(daemons[i])
+			if err == nil {
+				f.mu.Lock()
+				f.procs[i] = next
+				f.mu.Unlock()
+				if daemons[i] == "bgpd" && cfg.Backends != nil {
+					// It starts with the back-ends' sessions shut, as at
+					// first: open them once it has converged.
+					go f.holdFeed()
+				}
+			}
+			return next, err
+		})
 	}
 	f.mu.Unlock()
 	if cfg.Backends != nil {
@@ -273,48 +286,6 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error)
 func (f *FRR) startDaemon(d string) (*child, error) {
 	return startChild(filepath.Join(f.dir, d+".log"), "/usr/lib/frr/"+d, "-f", filepath.Join(f.dir, d+".conf"),
 		"-i", filepath.Join(f.dir, d+".pid"), "-z", filepath.Join(f.dir, "zserv.api"), "--vty_socket", f.dir, "-P", "0", "--log", "stdout")
-}
-
-// supervise starts daemon i again whenever it dies, until Stop.
-func (f *FRR) supervise(i int, d string, proc *child) {
-	for {
-		select {
-		case <-f.stop:
-			return
-		case <-proc.exited:
-		}
-		select {
-		case <-f.stop:
-			return
-		default:
-		}
-		f.mu.Lock()
-		giveUp := f.crashes.add(time.Now())
-		f.mu.Unlock()
-		f.log.Error("routing suite died: restarting it", "daemon", d, "pid", proc.cmd.Process.Pid, "status", proc.status)
-		if giveUp {
-			f.log.Error("routing suite died too often", "times", crashLimit, "within", crashWindow)
-			if f.failed != nil {
-				f.failed()
-			}
-		}
-		for {
-			next, err := f.startDaemon(d)
-			if err == nil {
-				proc = next
-				f.mu.Lock()
-				f.procs[i] = next
-				f.mu.Unlock()
-				break
-			}
-			f.log.Error("restart routing suite", "daemon", d, "err", err)
-			select {
-			case <-f.stop:
-				return
-			case <-time.After(time.Second):
-			}
-		}
-	}
 }
 
 // writeConfig writes each daemon's configuration into a directory FRR's
