@@ -494,32 +494,26 @@ func (a *Agent) Routes() []routerapi.RouteInfo {
 
 // Route returns the route for exactly p, if there is one.
 func (a *Agent) Route(p netip.Prefix) []routerapi.RouteInfo {
-	a.mu.Lock()
-	g, ok := a.dp.FIB.Routes()[p.Masked()]
-	var ri routerapi.RouteInfo
-	if ok {
-		ri = a.routeInfo(p.Masked(), g)
-	}
-	a.mu.Unlock()
-	if !ok {
-		return []routerapi.RouteInfo{}
-	}
-	return a.withOrigins([]routerapi.RouteInfo{ri})
+	return a.withOrigins(a.longestMatch(p.Addr(), p.Bits(), p.Bits()))
 }
 
 // Lookup returns the FIB's longest match for addr, if there is one.
 func (a *Agent) Lookup(addr netip.Addr) []routerapi.RouteInfo {
+	return a.withOrigins(a.longestMatch(addr, 32, 0))
+}
+
+// longestMatch is the FIB's longest route for addr of length most down to
+// least, or none.
+func (a *Agent) longestMatch(addr netip.Addr, most, least int) []routerapi.RouteInfo {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	routes := a.dp.FIB.Routes()
-	for bits := 32; bits >= 0; bits-- {
+	for bits := most; bits >= least; bits-- {
 		p := netip.PrefixFrom(addr, bits).Masked()
 		if g, ok := routes[p]; ok {
-			ri := a.routeInfo(p, g)
-			a.mu.Unlock()
-			return a.withOrigins([]routerapi.RouteInfo{ri})
+			return []routerapi.RouteInfo{a.routeInfo(p, g)}
 		}
 	}
-	a.mu.Unlock()
 	return []routerapi.RouteInfo{}
 }
 

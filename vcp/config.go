@@ -313,10 +313,7 @@ func (b BGPPeer) Exporting(kind string) bool { return slices.Contains(b.Exports(
 
 // BIRDExport is the peer's export clause in BIRD's terms.
 func (b BGPPeer) BIRDExport() string {
-	var src []string
-	for _, k := range b.Exports() {
-		src = append(src, birdSources[k]...)
-	}
+	src := birdSourcesOf(b.Exports())
 	if len(src) == 0 || b.ExportsNothing() {
 		return "none"
 	}
@@ -359,16 +356,33 @@ func (c *RoutingConfig) RIPExporting(kind string) bool { return slices.Contains(
 // by RIP (a RIP router passes on its neighbours' routes), and the kinds
 // rip_export names.
 func (c *RoutingConfig) BIRDRIPExport() string {
-	src := []string{"RTS_RIP"}
-	for _, k := range c.RIPExports() {
-		src = append(src, birdSources[k]...)
-	}
+	src := append([]string{"RTS_RIP"}, birdSourcesOf(c.RIPExports())...)
 	return "where source ~ [" + strings.Join(src, ", ") + "]"
 }
 
 // birdSources are BIRD's route sources of each kind an export names.
 var birdSources = map[string][]string{"connected": {"RTS_DEVICE"}, "static": {"RTS_STATIC"}, "bgp": {"RTS_BGP"},
 	"ospf": {"RTS_OSPF", "RTS_OSPF_IA", "RTS_OSPF_EXT1", "RTS_OSPF_EXT2"}, "rip": {"RTS_RIP"}}
+
+// birdSourcesOf are BIRD's route sources of the kinds.
+func birdSourcesOf(kinds []string) []string {
+	var src []string
+	for _, k := range kinds {
+		src = append(src, birdSources[k]...)
+	}
+	return src
+}
+
+// checkKinds says which of got (an export list named what) is not one of
+// allowed.
+func checkKinds(what string, got, allowed []string) error {
+	for _, k := range got {
+		if !slices.Contains(allowed, k) {
+			return fmt.Errorf("%s %q: %s", what, k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
 
 // ospfExportKinds are what ospf_export may name.
 var ospfExportKinds = []string{"connected", "static", "bgp"}
@@ -378,10 +392,7 @@ func (c *RoutingConfig) OSPFExporting(kind string) bool { return slices.Contains
 
 // BIRDOSPFExport is OSPF's export clause in BIRD's terms.
 func (c *RoutingConfig) BIRDOSPFExport() string {
-	var src []string
-	for _, k := range c.OSPFExport {
-		src = append(src, birdSources[k]...)
-	}
+	src := birdSourcesOf(c.OSPFExport)
 	if len(src) == 0 {
 		return "none"
 	}
@@ -511,10 +522,8 @@ func (c *FileConfig) complete() error {
 			if !b.Neighbor.Is4() || !c.onPort(b.Neighbor) {
 				return b.Pos.Errorf("BGP neighbour %s: an IPv4 address on an external port's subnet", b.Neighbor)
 			}
-			for _, k := range b.Export {
-				if !slices.Contains(exportKinds, k) {
-					return b.Pos.Errorf("BGP neighbour %s: export %q: %s", b.Neighbor, k, strings.Join(exportKinds, ", "))
-				}
+			if err := checkKinds("export", b.Export, exportKinds); err != nil {
+				return b.Pos.Errorf("BGP neighbour %s: %v", b.Neighbor, err)
 			}
 			if b.MaxPrefixesRestart < 0 || b.MaxPrefixesRestart%time.Minute != 0 || b.MaxPrefixesRestart > 24*time.Hour {
 				return b.Pos.Errorf("BGP neighbour %s: max_prefixes_restart %v: whole minutes, at most 24h", b.Neighbor, b.MaxPrefixesRestart)
@@ -549,10 +558,8 @@ func (c *FileConfig) complete() error {
 				return f.Pos.Errorf("static file %s via %s: an address on an external port's subnet", f.File, f.Via)
 			}
 		}
-		for _, k := range r.OSPFExport {
-			if !slices.Contains(ospfExportKinds, k) {
-				return r.Pos.Errorf("ospf_export %q: %s", k, strings.Join(ospfExportKinds, ", "))
-			}
+		if err := checkKinds("ospf_export", r.OSPFExport, ospfExportKinds); err != nil {
+			return r.Pos.Errorf("%v", err)
 		}
 		if len(r.OSPFExport) > 0 && len(r.OSPF) == 0 {
 			return r.Pos.Errorf("ospf_export without ospf ports")
@@ -566,10 +573,8 @@ func (c *FileConfig) complete() error {
 		if r.BFDInterval < 10*time.Millisecond || r.BFDInterval > 10*time.Second || r.BFDInterval%time.Millisecond != 0 {
 			return r.Pos.Errorf("bfd_interval %v: whole milliseconds, 10ms to 10s", r.BFDInterval)
 		}
-		for _, k := range r.RIPExport {
-			if !slices.Contains(ripExportKinds, k) {
-				return r.Pos.Errorf("rip_export %q: %s", k, strings.Join(ripExportKinds, ", "))
-			}
+		if err := checkKinds("rip_export", r.RIPExport, ripExportKinds); err != nil {
+			return r.Pos.Errorf("%v", err)
 		}
 		if r.RIPExport != nil && len(r.RIP) == 0 {
 			return r.Pos.Errorf("rip_export without rip ports")
@@ -580,11 +585,7 @@ func (c *FileConfig) complete() error {
 			}
 		}
 		for _, o := range r.OSPF {
-			found := false
-			for _, p := range c.ExternalPorts {
-				found = found || p.VLAN == o.VLAN
-			}
-			if !found {
+			if !c.hasVLAN(o.VLAN) {
 				return o.Pos.Errorf("OSPF on VLAN %d: no external port has it", o.VLAN)
 			}
 		}

@@ -42,7 +42,7 @@ type FRR struct {
 	procs []*child
 }
 
-var frrConf = template.Must(template.New("frr").Parse(`{{define "zebra"}}! Written by msr vcp: do not edit, edit the VCP's config.
+var frrConf = template.Must(template.New("frr").Funcs(template.FuncMap{"portsMap": portsMap}).Parse(`{{define "zebra"}}! Written by msr vcp: do not edit, edit the VCP's config.
 hostname vcp
 {{end}}{{define "staticd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 {{range .Static}}ip route {{.To}} {{.Via}}
@@ -54,9 +54,7 @@ router ospf
 {{end}}{{if .OSPFExporting "bgp"}} redistribute bgp
 {{end}}!
 {{if .OSPFExporting "connected"}}! The external ports' networks only, never the interconnect's.
-{{range $i, $p := .Ports}}route-map MSR-OSPF-CONNECTED permit {{$p.Seq}}
- match interface x{{$p.VLAN}}
-{{end}}!
+{{portsMap "MSR-OSPF-CONNECTED" .Ports}}!
 {{end}}{{range .OSPF}}interface x{{.VLAN}}
  description {{$.PortName .VLAN}}
  ip ospf area 0
@@ -74,9 +72,7 @@ router rip
 {{end}}{{if .RIPExporting "ospf"}} redistribute ospf
 {{end}}!
 {{if .RIPExporting "connected"}}! The external ports' networks only, never the interconnect's.
-{{range $i, $p := .Ports}}route-map MSR-RIP-CONNECTED permit {{$p.Seq}}
- match interface x{{$p.VLAN}}
-{{end}}!
+{{portsMap "MSR-RIP-CONNECTED" .Ports}}!
 {{end}}{{end}}{{define "bfdd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 bfd
  profile msr
@@ -183,6 +179,16 @@ func prefixLists(i int, b BGPPeer) string {
 		for k, p := range l.ps {
 			fmt.Fprintf(&s, "ip prefix-list %s-%d seq %d permit %s\n", l.name, i, 5*(k+1), p.FRR())
 		}
+	}
+	return s.String()
+}
+
+// portsMap is a route-map that permits what is on the external ports
+// (ospfd's and ripd's redistribution of connected networks).
+func portsMap(name string, ports []frrPort) string {
+	var s strings.Builder
+	for _, p := range ports {
+		fmt.Fprintf(&s, "route-map %s permit %d\n match interface x%d\n", name, p.Seq, p.VLAN)
 	}
 	return s.String()
 }
