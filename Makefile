@@ -3,8 +3,12 @@
 GO      ?= go
 BIN     := bin/msr
 GOFLAGS ?=
+# msr version names what it was built from (GOFLAGS may say -buildvcs=false).
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all deps build generate check-generated lint test bench study compare lb-table scale sim controlplane demo fuzz clean
+.PHONY: deb all deps build generate check-generated lint test bench study compare lb-table scale sim controlplane demo fuzz clean
 
 all: build
 
@@ -12,7 +16,7 @@ deps:
 	@scripts/deps.sh
 
 build: deps
-	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/msr
+	$(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/msr
 
 # generate compiles bpf/*.c with clang through bpf2go (pinned in go.mod as a
 # tool) into Go files and objects that are committed.
@@ -33,8 +37,19 @@ lint: deps
 # test: unit, BPF fixture (prog.Run) and privileged lab tests; needs root.
 # Packages run one at a time (-p 1): the benchmark tests load both cores
 # and would starve the other packages' lab tests.
-test: deps check-generated lint
+# A run cut short (a machine restarted mid-test) leaves its labs up; the
+# tests' labs (t-*) and the benchmarks' (bench-*) are theirs alone, so the
+# next run removes them first rather than failing on "already up", with
+# the BPF pins and back-end state files those tests name.
+test: deps check-generated lint build
+	@for l in $$($(BIN) lab list | grep -E '^(t|bench)-'); do echo "removing leftover lab $$l"; $(BIN) lab down $$l; done
+	@rm -rf /sys/fs/bpf/msr-test-* /run/msr/router-t-* /run/msr/router-bench-*
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
+
+# deb: the Debian package (a static msr, the units, docs, examples,
+# completion) into dist/; TestDebPackage (deploy/) installs it.
+deb: deps
+	scripts/deb.sh dist
 
 # bench: the forwarding benchmarks of docs/benchmarks.md, every DUT beside
 # the instrument's ceiling and the Linux baseline, in one run.

@@ -56,10 +56,12 @@ func TestScale(t *testing.T) {
 			for _, v := range p.Over.CapDrops {
 				capped += v
 			}
-			// Nearly every loss there is a cap's: on a noisy machine a
-			// ring may overflow too (CI once: 132 of 2,334 frames).
-			if p.Over.CapDrops[run.drops[i]] == 0 || p.Over.Lost == 0 || capped > p.Over.Lost || float64(capped) < 0.9*float64(p.Over.Lost) {
-				t.Errorf("point %d×%d×%d a tenth above: %d lost, cap drops %v; want %s among them, and at least 90%% of the losses the caps'",
+			// Most losses there are a cap's: on a noisy machine a ring
+			// may overflow too (CI: 132 of 2,334 frames; 1×3×1, whose
+			// 66 kpps load five elements on two cores: 389 of 3,180 and
+			// 379 of 3,416).
+			if p.Over.CapDrops[run.drops[i]] == 0 || p.Over.Lost == 0 || capped > p.Over.Lost || float64(capped) < 0.8*float64(p.Over.Lost) {
+				t.Errorf("point %d×%d×%d a tenth above: %d lost, cap drops %v; want %s among them, and at least 80%% of the losses the caps'",
 					p.LBs, p.Backends, p.InternalPorts, p.Over.Lost, p.Over.CapDrops, run.drops[i])
 			}
 			for j, s := range p.Shares {

@@ -138,6 +138,40 @@ func TestSearchConfirms(t *testing.T) {
 	}
 }
 
+// A DUT that slows down after the NDR is found (as these machines do run
+// to run): the PDR's own second looks settle lower, but the NDR's
+// confirming trials confirm the PDR too, so the PDR is not reported below
+// the NDR.
+func TestSearchPDRNotBelowNDR(t *testing.T) {
+	s, _ := NewSearch(SearchConfig{Max: 1e6, Resolution: 0.05, Trials: 2, Goals: []Goal{NDR, PDR}})
+	for n := 0; n < 500; n++ {
+		rate, ok := s.Next()
+		if !ok {
+			break
+		}
+		capacity := 700_000.0
+		if s.goals[0].phase == found {
+			capacity = 580_000
+		}
+		loss := 0.0
+		if rate > capacity {
+			loss = 0.01
+		}
+		s.Add(loss, rate)
+	}
+	res := s.Results()
+	ndr, pdr := res[0], res[1]
+	if ndr.Rate < 700_000*0.95 || ndr.Rate > 700_000 {
+		t.Fatalf("NDR %.0f, want within 5%% below 700000", ndr.Rate)
+	}
+	if own := s.goals[1].result.rate; own > 580_000 {
+		t.Fatalf("the PDR's own search settled at %.0f: the slower DUT did not make it settle lower", own)
+	}
+	if pdr.Rate != ndr.Rate || pdr.Exceeded != 0 || pdr.Trials != ndr.Trials {
+		t.Errorf("PDR %+v, want the NDR's rate and trials %+v", pdr, ndr)
+	}
+}
+
 // A DUT whose bursts come more often the nearer it runs to its capacity,
 // per unit of time (as msr's and Linux's do here): a coarse trial, a
 // quarter of a full one, passes where full trials fail. The search still

@@ -36,6 +36,10 @@ struct bench_payload {
  * frame size of the run (every other header field is constant per flow).
  * A flow with an ifindex leaves by that interface (a redirect), with its
  * own MACs; one without, by the run's interface with the configuration's.
+ * A flow's proto is UDP (the test frame, 0 is UDP too), or TCP or ICMP for
+ * a flood aimed at a router (`msr bench police`): a SYN, or an echo
+ * request, whose checksum user space precomputed (l4_check), with the
+ * rest of the frame Ethernet padding.
  * A flow with a vlan carries an 802.1Q tag with that VLAN id, 4 bytes
  * more than an untagged flow's frame of the same size: a back-end's
  * routed frame on an LB's internal port, as seed 000's "64 (68)".
@@ -51,6 +55,19 @@ struct gen_flow {
 	__u32 ifindex;
 	__u8 src_mac[6];
 	__u8 dst_mac[6];
+	__u8 proto;     /* IPPROTO_UDP (or 0), IPPROTO_TCP, IPPROTO_ICMP */
+	__u8 pad;
+	__u16 l4_check; /* TCP, ICMP: the header's checksum, network order */
+};
+
+/* The IPv4 total length of a TCP SYN and an ICMP echo request of the
+ * generator: headers only. */
+enum gen_len {
+	GEN_SYN_LEN = 40,
+	GEN_ECHO_LEN = 28,
+	/* A SYN's constant sequence number and window. */
+	GEN_SYN_SEQ = 0x4d535359,
+	GEN_SYN_WINDOW = 64240,
 };
 
 /* Load-time constants of the generator. */

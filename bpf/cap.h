@@ -28,22 +28,31 @@ struct msr_cap {
 	__u64 tat;          /* the theoretical arrival time of the next frame */
 };
 
+/* gcra_admit is the bucket's test: whether a frame may pass now, at most
+ * tolerance ahead of the theoretical arrival time *tat, which it then
+ * moves one interval on. lock guards *tat. Control-plane policing's
+ * buckets (lb.bpf.c) share it. */
+static __always_inline int gcra_admit(struct bpf_spin_lock *lock, __u64 *tat, __u64 interval_ns, __u64 tolerance_ns)
+{
+	__u64 now = bpf_ktime_get_ns();
+	int ok = 0;
+
+	bpf_spin_lock(lock);
+	__u64 t = *tat > now ? *tat : now;
+	if (t - now <= tolerance_ns) {
+		*tat = t + interval_ns;
+		ok = 1;
+	}
+	bpf_spin_unlock(lock);
+	return ok;
+}
+
 /* cap_admit says whether c has room for one more frame now, and takes it. */
 static __always_inline int cap_admit(struct msr_cap *c)
 {
 	if (!c || c->interval_ns == 0)
 		return 1;
-	__u64 now = bpf_ktime_get_ns();
-	int ok = 0;
-
-	bpf_spin_lock(&c->lock);
-	__u64 tat = c->tat > now ? c->tat : now;
-	if (tat - now <= c->tolerance_ns) {
-		c->tat = tat + c->interval_ns;
-		ok = 1;
-	}
-	bpf_spin_unlock(&c->lock);
-	return ok;
+	return gcra_admit(&c->lock, &c->tat, c->interval_ns, c->tolerance_ns);
 }
 
 #endif

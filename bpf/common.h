@@ -45,6 +45,7 @@ struct vlan_hdr {
 enum flow_seed {
 	FLOW_SEED_LB = 0x5bd1e995,
 	FLOW_SEED_RT = 0x27d4eb2f,
+	FLOW_SEED_POLICE = 0x165667b1, /* the LB's policing buckets */
 };
 
 /* Keep the shared enums in BTF, so that bpf2go generates their Go names

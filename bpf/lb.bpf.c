@@ -29,7 +29,17 @@
  * lb_flowlets (flowlet mode), lb_caps (capacities, cap.h: the LB's own,
  * counted on the frames it balances, as seed 003 measures an
  * L2-balancer's rate from its front-NIC; and each internal port's,
- * counted on what it sends, DTX-n's back-NICs).
+ * counted on what it sends, DTX-n's back-NICs); lb_police_rates,
+ * lb_police_buckets, lb_police_stats (control-plane policing, police()).
+ *
+ * Control-plane policing: a packet from outside addressed to the router
+ * itself (enum lb_police_class: BGP, OSPF/RIP, BFD, management, ICMP,
+ * anything else to its addresses) passes only within its class's rate
+ * and, first, within the rate of its own source's bucket in that class
+ * (by hash of source address and ingress port), so that a flood aimed at
+ * the router takes neither its sessions nor its answers to other hosts'
+ * pings down. What exceeds them is dropped (LB_DROP_POLICED) and counted
+ * per class.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -51,6 +61,8 @@ const enum lb_port_role *unused_lb_port_role __attribute__((unused));
 const enum lb_mode *unused_lb_mode __attribute__((unused));
 const enum lb_limit *unused_lb_limit __attribute__((unused));
 const enum lb_addr_flag *unused_lb_addr_flag __attribute__((unused));
+const enum lb_police_class *unused_lb_police_class __attribute__((unused));
+const struct lb_police_bucket *unused_lb_police_bucket __attribute__((unused));
 
 #define ARPOP_REQUEST 1
 #define ARPOP_REPLY 2
@@ -164,6 +176,30 @@ struct {
 	__type(value, struct msr_cap);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_caps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LB_POLICE_CLASSES);
+	__type(key, __u32); /* enum lb_police_class */
+	__type(value, struct lb_police_rate);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_police_rates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LB_POLICE_CLASSES * (LB_POLICE_SOURCES + 1));
+	__type(key, __u32);
+	__type(value, struct lb_police_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_police_buckets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LB_POLICE_CLASSES);
+	__type(key, __u32); /* enum lb_police_class */
+	__type(value, struct lb_police_counts);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_police_stats SEC(".maps");
 
 static __always_inline struct msr_cap *lb_cap(__u32 i)
 {
@@ -451,31 +487,71 @@ static __always_inline int classify_arp(struct pkt *p, struct ethhdr *eth, void 
 	return drop(p, LB_DROP_BAD_ARP);
 }
 
-/* is_control says whether an IPv4 packet from outside is for the VCP:
- * routing (OSPF, RIP, BGP, BFD) or management (SNMP, anything to the
- * management address) addressed to the router. The same protocols between
- * two other hosts are data. Non-first fragments carry no ports, so only
- * the address rules apply to them. */
-static __always_inline int is_control(struct iphdr *ip, __u16 sport, __u16 dport, int has_ports)
+/* police_class says what an IPv4 packet from outside is to the router
+ * (enum lb_police_class), or LB_POLICE_NONE for transit. The classes up to
+ * LB_POLICE_MGMT are Table 1's traffic for the VCP: routing (OSPF, RIP,
+ * BGP, BFD) or management (SNMP, anything to the management address)
+ * addressed to the router; the same protocols between two other hosts are
+ * data. Non-first fragments carry no ports, so only the address rules
+ * apply to them. */
+static __always_inline __u32 police_class(struct iphdr *ip, __u16 sport, __u16 dport, int has_ports)
 {
 	__u32 *flags = bpf_map_lookup_elem(&lb_router_addrs, &ip->daddr);
 	__u32 f = flags ? *flags : 0;
 	__u32 d = bpf_ntohl(ip->daddr);
 
 	if (f & LB_ADDR_MGMT)
-		return 1;
-	if (ip->protocol == IPPROTO_OSPF)
-		return f || d == 0xe0000005 || d == 0xe0000006; /* AllSPFRouters, AllDRouters */
-	if (!has_ports)
-		return 0;
-	if (ip->protocol == IPPROTO_UDP) {
-		if (dport == PORT_RIP)
-			return f || d == 0xe0000009 || d == 0xffffffff; /* RIPv2 group, RIPv1 broadcast */
-		return f && (dport == PORT_SNMP || dport == PORT_SNMP_TRAP || dport == PORT_BFD || dport == PORT_BFD_MULTIHOP);
+		return LB_POLICE_MGMT;
+	if (ip->protocol == IPPROTO_OSPF) {
+		if (f || d == 0xe0000005 || d == 0xe0000006) /* AllSPFRouters, AllDRouters */
+			return LB_POLICE_IGP;
+		return LB_POLICE_NONE;
 	}
-	if (ip->protocol == IPPROTO_TCP)
-		return f && (dport == PORT_BGP || sport == PORT_BGP);
-	return 0;
+	if (has_ports && ip->protocol == IPPROTO_UDP && dport == PORT_RIP &&
+	    (f || d == 0xe0000009 || d == 0xffffffff)) /* RIPv2 group, RIPv1 broadcast */
+		return LB_POLICE_IGP;
+	if (!f)
+		return LB_POLICE_NONE;
+	if (has_ports && ip->protocol == IPPROTO_UDP) {
+		if (dport == PORT_SNMP || dport == PORT_SNMP_TRAP)
+			return LB_POLICE_MGMT;
+		if (dport == PORT_BFD || dport == PORT_BFD_MULTIHOP)
+			return LB_POLICE_BFD;
+	}
+	if (has_ports && ip->protocol == IPPROTO_TCP && (dport == PORT_BGP || sport == PORT_BGP))
+		return LB_POLICE_BGP;
+	if (ip->protocol == IPPROTO_ICMP)
+		return LB_POLICE_ICMP;
+	return LB_POLICE_LOCAL;
+}
+
+/* police says whether a packet of class cls from saddr may pass: its
+ * source's bucket first (so a flood spends only its own), then the
+ * class's. Counted per class. */
+static __always_inline int police(struct pkt *p, __u32 cls, __be32 saddr)
+{
+	struct lb_police_rate *r = bpf_map_lookup_elem(&lb_police_rates, &cls);
+	struct lb_police_counts *st = bpf_map_lookup_elem(&lb_police_stats, &cls);
+	if (!r || !st)
+		return 1;
+	__u32 base = cls * (LB_POLICE_SOURCES + 1);
+	if (r->src_interval_ns) {
+		__u32 i = base + 1 + (flow_hash(saddr, 0, p->port->index, cls, FLOW_SEED_POLICE) & (LB_POLICE_SOURCES - 1));
+		struct lb_police_bucket *b = bpf_map_lookup_elem(&lb_police_buckets, &i);
+		if (b && !gcra_admit(&b->lock, &b->tat, r->src_interval_ns, r->src_tolerance_ns)) {
+			st->dropped_source++;
+			return 0;
+		}
+	}
+	if (r->interval_ns) {
+		struct lb_police_bucket *b = bpf_map_lookup_elem(&lb_police_buckets, &base);
+		if (b && !gcra_admit(&b->lock, &b->tat, r->interval_ns, r->tolerance_ns)) {
+			st->dropped_class++;
+			return 0;
+		}
+	}
+	st->passed++;
+	return 1;
 }
 
 static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void *end, struct lb_config *cfg)
@@ -500,7 +576,10 @@ static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void
 		dport = bpf_ntohs(l4[1]);
 		has_ports = 1;
 	}
-	if (is_control(ip, sport, dport, has_ports))
+	__u32 cls = police_class(ip, sport, dport, has_ports);
+	if (cls != LB_POLICE_NONE && !police(p, cls, ip->saddr))
+		return drop(p, LB_DROP_POLICED);
+	if (cls <= LB_POLICE_MGMT)
 		return vcp(p, cfg);
 	__u32 d = bpf_ntohl(ip->daddr);
 	if (is_multicast(eth->h_dest) || (d >> 28) == 0xe || d == 0xffffffff)

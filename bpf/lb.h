@@ -6,6 +6,7 @@
 #ifndef MSR_LB_H
 #define MSR_LB_H
 
+#include <linux/bpf.h> /* struct bpf_spin_lock */
 #include <linux/types.h>
 
 /* The limits. Constants shared with Go are enums, never #defines: bpf2go
@@ -24,6 +25,9 @@ enum lb_limit {
 	LB_CAPS = LB_CAP_PORT + LB_MAX_PORTS,
 	/* Flows lb_flowlets remembers; the least recently seen goes first. */
 	LB_FLOWLETS = 65536,
+	/* Control-plane policing: buckets per class for its sources (by
+	 * hash of source address and ingress port), a power of two. */
+	LB_POLICE_SOURCES = 1024,
 };
 
 enum lb_port_role {
@@ -75,7 +79,50 @@ enum lb_drop {
 	LB_DROP_NO_INTERNAL = 16,    /* no default internal port configured */
 	LB_DROP_CAP = 17,            /* over the LB's capacity (cap.h) */
 	LB_DROP_PORT_CAP = 18,       /* over its internal port's capacity (DTX-n) */
-	LB_DROP_MAX = 19,
+	LB_DROP_POLICED = 19,        /* to the router, over its class's rate */
+	LB_DROP_MAX = 20,
+};
+
+/* Control-plane policing: what a packet from outside addressed to the
+ * router itself is, for its class's rate (lb_police_rates). Classes up to
+ * LB_POLICE_MGMT go to the VCP; ICMP and the rest are answered by a
+ * back-end (echo, port unreachable, reset), so policing them keeps a flood
+ * off the back-ends' slow paths. Transit traffic has no class. */
+enum lb_police_class {
+	LB_POLICE_BGP = 0,   /* TCP to or from port 179 of a router address */
+	LB_POLICE_IGP = 1,   /* OSPF and RIP, to the router or their groups */
+	LB_POLICE_BFD = 2,   /* UDP 3784/4784 to a router address */
+	LB_POLICE_MGMT = 3,  /* SNMP, and anything to the management address */
+	LB_POLICE_ICMP = 4,  /* ICMP to a router address */
+	LB_POLICE_LOCAL = 5, /* any other packet to a router address */
+	LB_POLICE_CLASSES = 6,
+	LB_POLICE_NONE = 6,  /* transit: not policed */
+};
+
+/* A class's rates, as cap.h's buckets take them: the class as a whole,
+ * and each of its sources (a flood from one host leaves the others their
+ * share). 0 intervals: no limit. */
+struct lb_police_rate {
+	__u64 interval_ns;
+	__u64 tolerance_ns;
+	__u64 src_interval_ns;
+	__u64 src_tolerance_ns;
+};
+
+/* One bucket of lb_police_buckets: class c's whole at
+ * c * (LB_POLICE_SOURCES + 1), its sources' after it. */
+struct lb_police_bucket {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 tat; /* cap.h: when the next frame is due */
+};
+
+/* Per class, per CPU: what passed, and what was dropped for its source's
+ * rate or the class's. */
+struct lb_police_counts {
+	__u64 passed;
+	__u64 dropped_source;
+	__u64 dropped_class;
 };
 
 struct lb_port {

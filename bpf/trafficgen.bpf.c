@@ -36,6 +36,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/tcp.h>
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -83,6 +84,7 @@ __u64 pace_skipped_ns = 0;
 
 /* Keeps struct bench_payload in BTF so bpf2go generates its Go type. */
 const struct bench_payload *unused_bench_payload __attribute__((unused));
+const enum gen_len *unused_gen_len __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -111,7 +113,7 @@ static __always_inline void write_eth(struct ethhdr *eth, const struct gen_flow 
 	}
 }
 
-static __always_inline void write_ip(struct iphdr *ip, const struct gen_flow *f, __u16 len)
+static __always_inline void write_ip(struct iphdr *ip, const struct gen_flow *f, __u16 len, __u8 proto)
 {
 	ip->version = 4;
 	ip->ihl = 5;
@@ -120,7 +122,7 @@ static __always_inline void write_ip(struct iphdr *ip, const struct gen_flow *f,
 	ip->id = 0;
 	ip->frag_off = 0;
 	ip->ttl = 64;
-	ip->protocol = IPPROTO_UDP;
+	ip->protocol = proto;
 	ip->check = f->ip_check;
 	ip->saddr = f->saddr;
 	ip->daddr = f->daddr;
@@ -176,6 +178,47 @@ static __always_inline void pace(void)
 	schedule_ns += period;
 }
 
+/* An ICMP echo request's header (RFC 792); linux/icmp.h pulls in libc. */
+struct echo_hdr {
+	__u8 type;
+	__u8 code;
+	__u16 checksum;
+	__be16 id;
+	__be16 seq;
+};
+
+#define ICMP_ECHO 8
+
+/* build_flood writes a TCP SYN or an ICMP echo request after the Ethernet
+ * header (bounds checked by the caller for the longer test frame). */
+static __always_inline int build_flood(struct iphdr *ip, struct gen_flow *f)
+{
+	if (f->proto == IPPROTO_TCP) {
+		struct tcphdr *tcp = (void *)(ip + 1);
+		write_ip(ip, f, GEN_SYN_LEN, IPPROTO_TCP);
+		__builtin_memset(tcp, 0, sizeof(*tcp));
+		tcp->source = f->sport;
+		tcp->dest = f->dport;
+		tcp->seq = bpf_htonl(GEN_SYN_SEQ);
+		tcp->doff = 5;
+		tcp->syn = 1;
+		tcp->window = bpf_htons(GEN_SYN_WINDOW);
+		tcp->check = f->l4_check;
+	} else {
+		struct echo_hdr *echo = (void *)(ip + 1);
+		write_ip(ip, f, GEN_ECHO_LEN, IPPROTO_ICMP);
+		echo->type = ICMP_ECHO;
+		echo->code = 0;
+		echo->checksum = f->l4_check;
+		echo->id = f->sport;
+		echo->seq = 0;
+	}
+	if (!first_tx_ns)
+		first_tx_ns = bpf_ktime_get_ns();
+	last_tx_ns = bpf_ktime_get_ns();
+	return f->ifindex ? bpf_redirect(f->ifindex, 0) : XDP_TX;
+}
+
 /* build writes flow idx's frame, tagged or not (a constant in each
  * inlined copy, so that every offset is one the verifier knows). */
 static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 idx, const int tagged)
@@ -191,7 +234,9 @@ static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 i
 		return XDP_ABORTED;
 	__u16 len = (__u16)(end - (void *)ip);
 	write_eth(eth, f, tagged);
-	write_ip(ip, f, len);
+	if (f->proto == IPPROTO_TCP || f->proto == IPPROTO_ICMP)
+		return build_flood(ip, f);
+	write_ip(ip, f, len, IPPROTO_UDP);
 	write_udp(udp, f, len - sizeof(*ip));
 	pl->magic = bpf_htons(BENCH_MAGIC);
 	pl->flow = (__u16)idx;

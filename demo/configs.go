@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/routetable"
 )
 
@@ -28,7 +29,8 @@ const (
 var configs = template.Must(template.New("").Parse(`
 {{define "lb1"}}name: lb1
 key_file: {{.Run}}/key
-pin_dir: /sys/fs/bpf/msr-default-lb1
+api_listen: 10.0.0.31:8181
+{{template "apisec" .}}pin_dir: /sys/fs/bpf/msr-default-lb1
 ports:
   e0: {role: external, address: 192.0.2.1/24, vlan: 10}
   e1: {role: external, address: 198.51.100.1/24, vlan: 11}
@@ -36,7 +38,8 @@ ports:
 {{end}}
 {{define "lb2"}}name: lb2
 key_file: {{.Run}}/key
-pin_dir: /sys/fs/bpf/msr-default-lb2
+api_listen: 10.0.0.32:8181
+{{template "apisec" .}}pin_dir: /sys/fs/bpf/msr-default-lb2
 ports:
   e0: {role: external, address: 203.0.113.1/24, vlan: 12}
   i0: {role: internal, default: true}
@@ -44,30 +47,36 @@ ports:
 {{end}}
 {{define "router"}}name: {{.Name}}
 key_file: {{.Run}}/key
-interface: eth0
+{{template "apisec" .}}interface: eth0
 capacity_mbps: {{.Capacity}}
-api_listen: {{.API}}
 pin_dir: /sys/fs/bpf/msr-default-{{.Name}}
-ports:
-  net1: {vlan: 10, address: 192.0.2.1/24}
-  net2: {vlan: 11, address: 198.51.100.1/24}
-  net3: {vlan: 12, address: 203.0.113.1/24}
-rib: {neighbor: 10.0.0.1, asn: 65000}
 {{end}}
 {{define "vcp"}}name: {{.Name}}
 key_file: {{.Run}}/key
-interface: eth0
+{{template "apisec" .}}interface: eth0
 api_listen: 10.0.0.1:8179
 mode: flowlet
 standby: {address: 10.0.0.1/24}
+lbs:
+  lb1: {api: 10.0.0.31:8181}
+  lb2: {api: 10.0.0.32:8181}
 external_ports:
-  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
-  - {lb: lb1, mac: "02:00:00:00:e1:00", address: 198.51.100.1/24, vlan: 11}
-  - {lb: lb2, mac: "02:00:00:00:e2:00", address: 203.0.113.1/24, vlan: 12}
-backends:
-  r1: {api: 10.0.0.11:8180}
-  r2: {api: 10.0.0.12:8180}
-  r3: {api: 10.0.0.13:8180}
+  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10, description: "to h1"}
+  - {lb: lb1, mac: "02:00:00:00:e1:00", address: 198.51.100.1/24, vlan: 11, description: "to h2 and ospf1"}
+  - {lb: lb2, mac: "02:00:00:00:e2:00", address: 203.0.113.1/24, vlan: 12, description: "to h3 and bgp1"}
+# SNMP at the router's addresses (docs/operations.md): v2c "public",
+# a v3 user, link traps to h1.
+snmp:
+  community: public
+  sys_name: msr-default
+  sys_location: "msr default lab"
+  sys_contact: "noc@example.net"
+  users:
+    - {name: msrops, auth: SHA, auth_password: msr-auth-secret, priv: AES, priv_password: msr-priv-secret}
+  traps:
+    - {host: "192.0.2.10:162"}
+acl:
+  - {action: deny, proto: tcp, dst: 192.0.2.0/24, dport: 23}
 routing:
   asn: 65000
   run_dir: {{.Run}}/{{.Name}}
@@ -96,6 +105,38 @@ router bgp 65020
  address-family ipv4 unicast
 {{range .Prefixes}}  network {{.}}
 {{end}} exit-address-family
+{{end}}
+{{define "apisec"}}# The management API: TLS with the lab's certificate, read and admin
+# tokens (msr cert); the metrics and the web view public.
+api_security:
+  cert: {{.Run}}/api/api.crt
+  key: {{.Run}}/api/api.key
+  read_token_file: {{.Run}}/api/read.token
+  admin_token_file: {{.Run}}/api/admin.token
+  public: [metrics, view]
+{{end}}
+{{define "mon.sh"}}# mon: Prometheus scraping every agent of the router (msr demo up
+# --monitoring), or nothing.
+{{if .Monitoring}}mkdir -p {{.Run}}/prometheus
+exec prometheus --config.file={{.Run}}/prometheus.yml --storage.tsdb.path={{.Run}}/prometheus \
+	--web.listen-address={{.PrometheusAddr}} --storage.tsdb.retention.time=1d
+{{else}}exec sleep infinity
+{{end}}{{end}}
+{{define "prometheus.yml"}}# Written by msr demo: every agent of the default lab, scraped each second.
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: vcp
+    scheme: https
+    tls_config: {ca_file: {{.Run}}/api/api.crt}
+    static_configs: [{targets: ["{{.VCP}}"]}]
+  - job_name: lb
+    scheme: https
+    tls_config: {ca_file: {{.Run}}/api/api.crt}
+    static_configs: [{targets: [{{range $i, $t := .LBs}}{{if $i}}, {{end}}"{{$t}}"{{end}}]}]
+  - job_name: router
+    scheme: https
+    tls_config: {ca_file: {{.Run}}/api/api.crt}
+    static_configs: [{targets: [{{range $i, $t := .Routers}}{{if $i}}, {{end}}"{{$t}}"{{end}}]}]
 {{end}}
 {{define "bgp1.sh"}}# bgp1: addresses behind some of its prefixes, then FRR's bgpd.
 {{range .Hosts}}ip addr add {{.}}/32 dev lo
@@ -136,6 +177,15 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 	for _, q := range p.Prefixes[:3] {
 		p.Hosts = append(p.Hosts, q.Addr().Next())
 	}
+	// The management API's credentials, as `msr cert` makes them: one
+	// certificate for every management address of the lab, two tokens.
+	hosts := []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.31", "10.0.0.32", "127.0.0.1"}
+	for i := 11; i <= 19; i++ {
+		hosts = append(hosts, fmt.Sprintf("10.0.0.%d", i))
+	}
+	if err := api.MakeCredentials(filepath.Join(run, "api"), hosts); err != nil {
+		return nil, err
+	}
 	key := make([]byte, 32)
 	rand.Read(key)
 	if err := os.WriteFile(filepath.Join(run, "key"), []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
@@ -149,8 +199,8 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 		return os.WriteFile(filepath.Join(run, file), []byte(b.String()), 0o644)
 	}
 	type element struct {
-		Run, Name, API string
-		Capacity       int
+		Run, Name string
+		Capacity  int
 	}
 	steps := []error{
 		write("lb1.yaml", "lb1", p), write("lb2.yaml", "lb2", p),
@@ -161,7 +211,7 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 	}
 	for i, c := range []int{10000, 10000, 5000} { // r3 at half capacity
 		name := fmt.Sprintf("r%d", i+1)
-		steps = append(steps, write(name+".yaml", "router", element{Run: run, Name: name, API: fmt.Sprintf("10.0.0.1%d:8180", i+1), Capacity: c}))
+		steps = append(steps, write(name+".yaml", "router", element{Run: run, Name: name, Capacity: c}))
 	}
 	for _, err := range steps {
 		if err != nil {
@@ -169,6 +219,42 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// APIFile is one of the lab's management API credentials (api.crt,
+// read.token, admin.token): msr ctl --ca, --token-file.
+func APIFile(name string) string { return filepath.Join(RunDir, "api", name) }
+
+// PrometheusAddr is where `msr demo up --monitoring` runs Prometheus (on
+// mon, on the management network); Targets are the agents' APIs it
+// scrapes, by job.
+const PrometheusAddr = "10.0.0.40:9090"
+
+// Targets are the agents' management APIs, by Prometheus job.
+var Targets = map[string][]string{
+	"vcp":    {VCPAPI},
+	"lb":     {"10.0.0.31:8181", "10.0.0.32:8181"},
+	"router": {"10.0.0.11:8180", "10.0.0.12:8180", "10.0.0.13:8180"},
+}
+
+// writeMonitoring writes mon's script: Prometheus and its config when
+// on, nothing to run when not.
+func writeMonitoring(run string, on bool) error {
+	data := struct {
+		Run, PrometheusAddr, VCP string
+		Monitoring               bool
+		LBs, Routers             []string
+	}{run, PrometheusAddr, VCPAPI, on, Targets["lb"], Targets["router"]}
+	for _, f := range []string{"mon.sh", "prometheus.yml"} {
+		var b strings.Builder
+		if err := configs.ExecuteTemplate(&b, f, data); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(run, f), []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // labNet says whether a prefix overlaps the lab's own networks.

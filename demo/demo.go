@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -34,10 +35,24 @@ var (
 	LBs      = []string{"lb1", "lb2"}
 )
 
+// Options are how the default lab comes up.
+type Options struct {
+	// Prefixes is how many RouteViews prefixes bgp1 announces.
+	Prefixes int
+	// Monitoring runs Prometheus on mon, scraping every agent.
+	Monitoring bool
+}
+
 // Up writes the configs and builds the default lab (msr is this binary).
-func Up(msr string, prefixes int) (*Plan, error) {
-	plan, err := WriteConfigs(RunDir, prefixes)
+func Up(msr string, prefixes int) (*Plan, error) { return UpWith(msr, Options{Prefixes: prefixes}) }
+
+// UpWith is Up with options.
+func UpWith(msr string, o Options) (*Plan, error) {
+	plan, err := WriteConfigs(RunDir, o.Prefixes)
 	if err != nil {
+		return nil, err
+	}
+	if err := writeMonitoring(RunDir, o.Monitoring); err != nil {
 		return nil, err
 	}
 	raw, err := labs.Raw(LabName)
@@ -55,13 +70,58 @@ func Up(msr string, prefixes int) (*Plan, error) {
 	return plan, nil
 }
 
-// Down removes the lab and what its agents pinned.
+// Down removes the lab and what its agents pinned (back-ends added to it
+// too).
 func Down() error {
 	err := lab.Down(LabName)
-	for _, e := range append(append([]string{}, LBs...), Backends...) {
-		os.RemoveAll("/sys/fs/bpf/msr-default-" + e)
-		os.Remove(routerapi.StatePath(e))
+	pins, _ := filepath.Glob("/sys/fs/bpf/msr-default-*")
+	for _, p := range pins {
+		os.RemoveAll(p)
+		os.Remove(routerapi.StatePath(strings.TrimPrefix(filepath.Base(p), "msr-default-")))
+		os.Remove(routerapi.StatePath(strings.TrimPrefix(filepath.Base(p), "msr-default-")) + ".settings")
 	}
+	return err
+}
+
+// AddBackend adds a back-end named name (r4, r5 ...) to the running
+// default lab, as an operator racks a new machine: a host on the
+// interconnect (10.0.0.1N) whose config holds only its identity; the VCP
+// discovers it and configures it (ports, RIB feed, ACL), and once its FIB
+// holds the table it joins every LB's table. msr is this binary.
+func AddBackend(msr, name string, capacityMbps int) error {
+	var n int
+	if _, err := fmt.Sscanf(name, "r%d", &n); err != nil || n < 4 || n > 9 || fmt.Sprintf("r%d", n) != name {
+		return fmt.Errorf("back-end %q: r4 to r9 (r1-r3 are the lab's)", name)
+	}
+	var cfg strings.Builder
+	if err := configs.ExecuteTemplate(&cfg, "router", struct {
+		Run, Name string
+		Capacity  int
+	}{RunDir, name, capacityMbps}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(RunDir, name+".yaml"), []byte(cfg.String()), 0o644); err != nil {
+		return err
+	}
+	spec := fmt.Sprintf(`name: %s
+hosts:
+  %s:
+    interfaces:
+      eth0: {addresses: [10.0.0.1%d/24], mac: "02:00:00:00:b0:0%d", vlan_offload: off, tx_checksum: off}
+    processes:
+      - {name: router, command: [%s, router, --config, %s/%s.yaml]}
+switches:
+  sw1:
+    interfaces:
+      p1%d: {xdp_pass: on, vlan_offload: off}
+links:
+  - ends: [%s:eth0, sw1:p1%d]
+`, LabName, name, n, n, msr, RunDir, name, n, name, n)
+	s, err := lab.Load(name+".yaml", []byte(spec))
+	if err != nil {
+		return err
+	}
+	_, err = lab.Extend(s)
 	return err
 }
 
@@ -153,10 +213,20 @@ func Wait(ctx context.Context, plan *Plan, w io.Writer) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not converged: %s", strings.Join(missing, ", "))
+			return fmt.Errorf("not converged: %s; the last of vcp1's and r1's logs:\n%s\n%s", strings.Join(missing, ", "),
+				logTail("vcp1.vcp", 12), logTail("r1.router", 6))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// logTail is the last n lines of a process's log in the lab.
+func logTail(proc string, n int) string {
+	lines, err := lab.LogTail(filepath.Join(lab.RunDir, LabName, "logs", proc+".log"), n)
+	if err != nil {
+		return proc + ": " + err.Error()
+	}
+	return proc + ":\n  " + strings.Join(lines, "\n  ")
 }
 
 // Exec runs a command in a host of the lab, returning its output.

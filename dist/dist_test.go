@@ -66,6 +66,16 @@ func goldenCases() []struct {
 		// A PROBE as it comes back to the LB that sent it: from the
 		// back-end (r1) to the LB's internal port.
 		{"probe-reflected", Frame{Dst: macLB, Src: macR1, Header: hdr(6), Msg: &Probe{SentNs: 0x1867c0a1b2c3d4e5 + 1_000_000}}},
+		{"backend-config", Frame{Dst: macR1, Src: macVCP, Header: hdr(7), Msg: &BackendConfig{
+			Target: 0x2222, RIBNeighbor: netip.MustParseAddr("10.0.0.1"), RIBASN: 65000, Ports: []BackendPort{
+				{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500},
+				{Name: "lb2/e0", VLAN: 12, Prefix: netip.MustParsePrefix("203.0.113.1/24"), MTU: 9000},
+			}, Addrs: []netip.Addr{netip.MustParseAddr("10.255.0.1")}}}},
+		{"acl-config", Frame{Dst: macR1, Src: macVCP, Header: hdr(8), Msg: &ACLConfig{Target: 0x2222, Rules: []ACLRule{
+			{Deny: true, Proto: 6, Dst: netip.MustParsePrefix("192.0.2.0/24"), SportHi: 65535, DportLo: 23, DportHi: 23},
+			{Proto: 17, Src: netip.MustParsePrefix("198.51.100.0/24"), SportHi: 65535, DportLo: 1000, DportHi: 2000},
+			{SportHi: 65535, DportHi: 65535},
+		}}}},
 	}
 }
 
@@ -237,6 +247,11 @@ func TestMarshalRefusesBadMessages(t *testing.T) {
 		&TableUpdate{Mode: ModeWRR, Entries: make([]TableEntry, MaxTableEntries+1)},
 		&PortConfig{Ports: []PortSetting{{MAC: macLB, VLAN: 4095}}},
 		&VCPAnnounce{State: 3, APIAddr: netip.MustParseAddr("10.0.0.1")},
+		&BackendConfig{Ports: []BackendPort{{Name: "p", VLAN: 0, Prefix: netip.MustParsePrefix("192.0.2.1/24")}}},
+		&BackendConfig{Ports: make([]BackendPort, MaxPorts+1)},
+		&BackendConfig{RIBNeighbor: netip.MustParseAddr("::1")},
+		&ACLConfig{Rules: make([]ACLRule, MaxACLRules+1)},
+		&ACLConfig{Rules: []ACLRule{{SportLo: 10, SportHi: 9}}},
 	}
 	for _, m := range bad {
 		if _, err := Marshal(&Frame{Dst: GroupMAC, Src: macLB, Msg: m}, testKey); err == nil {

@@ -18,6 +18,9 @@ const (
 	TypeTableUpdate MsgType = 3
 	TypeVCPAnnounce MsgType = 4
 	TypeProbe       MsgType = 5
+	// The VCP's configuration of a back-end (backend.go).
+	TypeBackendConfig MsgType = 6
+	TypeACLConfig     MsgType = 7
 )
 
 func (t MsgType) String() string {
@@ -32,6 +35,10 @@ func (t MsgType) String() string {
 		return "VCP_ANNOUNCE"
 	case TypeProbe:
 		return "PROBE"
+	case TypeBackendConfig:
+		return "BACKEND_CONFIG"
+	case TypeACLConfig:
+		return "ACL_CONFIG"
 	}
 	return fmt.Sprintf("TYPE_%d", uint8(t))
 }
@@ -55,6 +62,10 @@ func newMessage(t MsgType) (Message, error) {
 		return new(VCPAnnounce), nil
 	case TypeProbe:
 		return new(Probe), nil
+	case TypeBackendConfig:
+		return new(BackendConfig), nil
+	case TypeACLConfig:
+		return new(ACLConfig), nil
 	}
 	return nil, fmt.Errorf("%w %d", ErrType, uint8(t))
 }
@@ -77,11 +88,25 @@ const (
 	PortInternal PortRole = 2
 )
 
-// Port flags.
+// String is the role's name: unknown, external, internal.
+func (r PortRole) String() string {
+	if r > PortInternal {
+		return "unknown"
+	}
+	return [...]string{"unknown", "external", "internal"}[r]
+}
+
+// Port flags. In a HELLO, Up is the port's operational state (RFC 2863:
+// administratively up with carrier), AdminUp its administrative state and
+// FullDuplex its duplex, as the element's kernel reports them; a PORT_CONFIG
+// knows only Up and DefaultInternal.
 const (
 	PortFlagUp              = 1 << 0
 	PortFlagDefaultInternal = 1 << 1
+	PortFlagAdminUp         = 1 << 2
+	PortFlagFullDuplex      = 1 << 3
 	portFlagsKnown          = PortFlagUp | PortFlagDefaultInternal
+	helloPortFlagsKnown     = portFlagsKnown | PortFlagAdminUp | PortFlagFullDuplex
 )
 
 // Limits of the message bodies.
@@ -122,6 +147,15 @@ type PortStatus struct {
 	// router calls the port ELEMENT/NAME everywhere (lb1/e0).
 	Name string `json:"name,omitempty"`
 }
+
+// Up says the port is up: administratively up and with carrier.
+func (p PortStatus) Up() bool { return p.Flags&PortFlagUp != 0 }
+
+// AdminUp says the port is administratively up.
+func (p PortStatus) AdminUp() bool { return p.Flags&PortFlagAdminUp != 0 }
+
+// FullDuplex says the port's link is full duplex.
+func (p PortStatus) FullDuplex() bool { return p.Flags&PortFlagFullDuplex != 0 }
 
 // Hello is sent by every element to GroupMAC every hello interval; it is
 // how elements are discovered and how the VCP learns their ports and load.
@@ -184,7 +218,7 @@ func (p *PortStatus) append(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(p.MAC) != 6 || p.Role > PortInternal || p.Flags&^portFlagsKnown != 0 {
+	if len(p.MAC) != 6 || p.Role > PortInternal || p.Flags&^helloPortFlagsKnown != 0 {
 		return nil, fmt.Errorf("port %d: bad MAC, role or flags", p.Index)
 	}
 	b = append(b, p.Index, uint8(p.Role))
@@ -252,7 +286,7 @@ func (p *PortStatus) decode(b []byte) error {
 	if err != nil {
 		return err
 	}
-	if b[1] > uint8(PortInternal) || b[11]&^portFlagsKnown != 0 || b[22] != 0 || b[23] != 0 {
+	if b[1] > uint8(PortInternal) || b[11]&^helloPortFlagsKnown != 0 || b[22] != 0 || b[23] != 0 {
 		return errReserved
 	}
 	c := func(off int) uint64 { return binary.BigEndian.Uint64(b[off : off+8]) }

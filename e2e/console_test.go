@@ -151,7 +151,7 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 	}
 
 	// Changes need the key: without it nothing happens.
-	if out, errOut, code := ctl("drain", "t-rib-r1"); code == 0 || !strings.Contains(errOut, "needs the API token") {
+	if out, errOut, code := ctl("drain", "t-rib-r1"); code == 0 || !strings.Contains(errOut, "needs the admin token") {
 		t.Errorf("a drain without the key: %d %s %s", code, out, errOut)
 	}
 	tableWeights := func() map[string]uint16 {
@@ -194,6 +194,20 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 		t.Errorf("reload of a new interface: %d %s", code, errOut)
 	}
 	os.WriteFile(vcpFile, []byte(strings.Replace(string(good), "  static:\n", "  static:\n    - {to: 198.51.101.0/24, via: 192.0.2.20}\n", 1)), 0o644)
+	// A dry run says what would change and applies nothing: the route
+	// stays away from the back-end, and the real reload still finds it new.
+	var dry struct {
+		Changes []string
+		DryRun  bool `json:"dry_run"`
+	}
+	ctlJSON(&dry, append(keyed, "reload", "--dry-run")...)
+	if !dry.DryRun || len(dry.Changes) != 1 || dry.Changes[0] != "routing static 198.51.101.0/24 added: via 192.0.2.20" {
+		t.Errorf("reload --dry-run said %+v", dry)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if strings.Contains(routes(), `"198.51.101.0/24"`) {
+		t.Errorf("reload --dry-run applied the route")
+	}
 	var res struct{ Changes []string }
 	ctlJSON(&res, append(keyed, "reload")...)
 	if len(res.Changes) != 1 || res.Changes[0] != "routing static 198.51.101.0/24 added: via 192.0.2.20" {

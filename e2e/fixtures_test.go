@@ -37,8 +37,14 @@ func testDir(t *testing.T, keyByte string) (string, func(name, text string)) {
 // waits for it to converge, and takes it down when the test ends.
 func upDefaultLab(t *testing.T, prefixes int) *demo.Plan {
 	t.Helper()
+	return upDefaultLabWith(t, demo.Options{Prefixes: prefixes})
+}
+
+// upDefaultLabWith is upDefaultLab with the demo's options.
+func upDefaultLabWith(t *testing.T, o demo.Options) *demo.Plan {
+	t.Helper()
 	demo.Down()
-	plan, err := demo.Up(msrBin, prefixes)
+	plan, err := demo.UpWith(msrBin, o)
 	if err != nil {
 		t.Fatal(err)
 	}

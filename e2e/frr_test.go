@@ -18,7 +18,7 @@ import (
 // mirror, and a BIRD OSPF neighbour forms an adjacency; their prefixes (one
 // announced by both: ECMP, one by OSPF) and the static route reach the
 // back-end, traffic to them is forwarded, the console reads
-// FRR, and a withdrawal follows.
+// FRR, SNMP's BGP4-MIB comes from FRR's bgpd, and a withdrawal follows.
 func TestFRRSuite(t *testing.T) {
 	dir, write := testDir(t, "6e")
 	write("bgpd.conf", withPassword(peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"), "h1-frr-md5"))
@@ -42,6 +42,7 @@ routing:
   ospf:
     - {vlan: 10}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+snmp: {community: public}
 `)
 	// h2 is also an OSPF neighbour (BIRD), originating 10.99.0.0/16.
 	write("h2-bird.conf", `router id 192.0.2.11;
@@ -128,6 +129,17 @@ protocol ospf v2 {
 	json.Unmarshal([]byte(out), &rv)
 	if len(rv.Backends) != 1 || rv.Backends[0].Session != "Established" {
 		t.Errorf("msr ctl routes with FRR: %s", out)
+	}
+	// BGP4-MIB through FRR's AgentX module and the VCP's snmpd: h1 reads
+	// its own session's state, established (6), at the router's address.
+	peerState := ".1.3.6.1.2.1.15.3.1.2.192.0.2.10 = INTEGER: 6"
+	var walk string
+	for start := time.Now(); !strings.Contains(walk, peerState); time.Sleep(500 * time.Millisecond) {
+		walk, _, _ = msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "snmpwalk", "-v2c", "-c", "public", "-On", "-m", "", "-t", "1",
+			"192.0.2.1", ".1.3.6.1.2.1.15.3.1.2")
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("BGP4-MIB's bgpPeerState from h1: %q, want %q", walk, peerState)
+		}
 	}
 	// The router announces what it originates to each peer (connected and
 	// static by default), with its own address as next hop: h1's bgpd

@@ -138,7 +138,7 @@ func TestDefaultLabHostileInput(t *testing.T) {
 	}
 	// Every process is still there.
 	st, _, _ := msr(t, "lab", "status", demo.LabName, "-o", "json")
-	if strings.Count(st, `"running": true`) != 9 || strings.Contains(st, `"running": false`) { // bird, bgpd, 2 LBs, 3 back-ends, 2 VCPs
+	if strings.Count(st, `"running": true`) != 10 || strings.Contains(st, `"running": false`) { // bird, bgpd, 2 LBs, 3 back-ends, 2 VCPs, mon
 		t.Errorf("processes after the attack: %s", st)
 	}
 	// The LB counted what it dropped on h1's port, and its table is still

@@ -29,6 +29,9 @@ type Spec struct {
 	Switches map[string]*SwitchSpec `yaml:"switches"`
 	Links    []LinkSpec             `yaml:"links"`
 	Pos      config.Pos             `yaml:"-"`
+	// KeepGoing keeps a lab up whose processes die in their first second
+	// (`msr lab up --keep-going`): State.Failed names them.
+	KeepGoing bool `yaml:"-"`
 }
 
 // HostSpec is a namespace standing for one machine.
@@ -266,6 +269,11 @@ func (h *HostSpec) check(name string, addrs map[netip.Addr]config.Pos) error {
 		seen[p.Name] = true
 		if len(p.Command) == 0 {
 			return p.Pos.Errorf("process %s of host %s: empty command", p.Name, name)
+		}
+		for _, arg := range p.Command {
+			if strings.Contains(arg, "MSR_BIN") || strings.Contains(arg, "MSR_RUN") {
+				return p.Pos.Errorf("process %s of host %s: %q is a placeholder that msr demo fills (this file is its template): run msr demo up", p.Name, name, arg)
+			}
 		}
 	}
 	return nil

@@ -24,6 +24,9 @@ type State struct {
 	Created   time.Time   `json:"created"`
 	Nodes     []NodeState `json:"nodes"`
 	Processes []ProcState `json:"processes"`
+	// Failed are the processes that ended in their first second, with the
+	// end of their logs (a lab kept up with KeepGoing).
+	Failed []string `json:"failed,omitempty"`
 }
 
 // NodeState is a host or switch and its namespace.

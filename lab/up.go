@@ -50,6 +50,8 @@ type builder struct {
 	// fastPaths are the switches' xdpswitch objects while they are
 	// attached; the pinned links keep them after build.
 	fastPaths map[string]*xdpswitchObjects
+	// existing are the nodes a lab already has (Extend): not made again.
+	existing map[string]bool
 }
 
 func (b *builder) build() error {
@@ -82,6 +84,9 @@ func (b *builder) namespaces() error {
 		role  string
 	}{{sortedKeys(b.spec.Switches), "switch"}, {sortedKeys(b.spec.Hosts), "host"}} {
 		for _, name := range kind.names {
+			if b.existing[name] {
+				continue
+			}
 			ns := b.ns(name)
 			if err := run("ip", "netns", "add", ns); err != nil {
 				return err
@@ -395,16 +400,65 @@ func (b *builder) routes() error {
 }
 
 func (b *builder) processes() error {
+	var started []ProcState
 	for _, host := range sortedKeys(b.spec.Hosts) {
 		for _, p := range b.spec.Hosts[host].Processes {
 			ps, err := Start(b.spec.Name, host, p.Name, p.Command)
 			if err != nil {
 				return err
 			}
-			b.st.Processes = append(b.st.Processes, *ps)
+			started = append(started, *ps)
 		}
 	}
+	b.st.Processes = append(b.st.Processes, started...)
+	if len(started) == 0 {
+		return nil
+	}
+	// A process that ends in its first second did not start: a bad
+	// config, a missing file. Say which, with what it said.
+	time.Sleep(settleTime)
+	for _, ps := range started {
+		if !ps.Running() {
+			b.st.Failed = append(b.st.Failed, fmt.Sprintf("process %s on %s (%s) ended within %v: %s", ps.Name, ps.Host,
+				strings.Join(ps.Command, " "), settleTime, logTail(ps.Log, 5)))
+		}
+	}
+	if len(b.st.Failed) > 0 && !b.spec.KeepGoing {
+		return fmt.Errorf("%w:\n  %s\n(msr lab up --keep-going keeps the lab up regardless)", ErrProcessFailed, strings.Join(b.st.Failed, "\n  "))
+	}
 	return nil
+}
+
+// settleTime is how long a lab's processes must live to count as started.
+const settleTime = time.Second
+
+// ErrProcessFailed is Up's error when a lab's process ended at once.
+var ErrProcessFailed = errors.New("a lab process failed to start")
+
+// logTail is the last n lines of a log, on one line.
+func logTail(path string, n int) string {
+	lines, err := LogTail(path, n)
+	switch {
+	case err != nil:
+		return "(no log)"
+	case len(lines) == 0:
+		return "(nothing in " + path + ")"
+	}
+	return strings.Join(lines, " | ")
+}
+
+// LogTail is the last n lines of a log (a lab process's: RunDir/LAB/logs).
+func LogTail(path string, n int) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	text := strings.TrimSpace(string(b))
+	if text == "" {
+		return nil, nil
+	}
+	lines := strings.Split(text, "\n")
+	return lines[max(0, len(lines)-n):], nil
 }
 
 // Start runs argv in a host of a lab as a process of its own session, its

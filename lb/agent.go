@@ -18,6 +18,8 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/iflink"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/lb/lbapi"
@@ -64,8 +66,14 @@ type agentPort struct {
 	vlan      uint16
 	prefix    netip.Prefix
 	isDefault bool
-	speed     uint32
+	speed     uint32 // the configured capacity (capacity_mbps)
 	capPPS    uint64 // internal ports: DTX-n's cap; 0: none
+	// link is the port's state as the kernel says (links.go); linkChanges
+	// counts its operational changes since the agent started, the last
+	// at linkSince.
+	link        iflink.State
+	linkChanges uint64
+	linkSince   time.Time
 }
 
 type backendState struct {
@@ -126,6 +134,7 @@ func (a *Agent) setup(key dist.Key) error {
 		a.ports = append(a.ports, &agentPort{name: pc.Name, ifindex: ifi.Index, index: uint8(i), mac: ifi.HardwareAddr, role: pc.Role,
 			vlan: pc.VLAN, prefix: pc.Address, isDefault: pc.Default, speed: pc.CapacityMbps, capPPS: pc.CapacityPPS, auto: pc.Auto})
 	}
+	a.readLinks()
 	if err := a.reconcileMaps(); err != nil {
 		return err
 	}
@@ -203,6 +212,11 @@ func (a *Agent) reconcileMaps() error {
 	if err := a.writeCaps(); err != nil {
 		return err
 	}
+	for c, r := range a.cfg.Police {
+		if err := a.dp.SetPolice(PoliceClass(c), r); err != nil {
+			return err
+		}
+	}
 	return a.writeConfig()
 }
 
@@ -258,6 +272,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.receive(ctx, name, c)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.followLinks(ctx.Done())
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -492,7 +511,7 @@ func (a *Agent) sendHello() {
 		if err != nil {
 			continue
 		}
-		flags := uint8(dist.PortFlagUp)
+		flags := element.PortFlags(p.link)
 		if p == d {
 			flags |= dist.PortFlagDefaultInternal
 		}
@@ -500,7 +519,7 @@ func (a *Agent) sendHello() {
 			h.Capacity += p.speed
 		}
 		h.Ports = append(h.Ports, dist.PortStatus{Index: p.index, Role: dist.PortRole(p.role), VLAN: p.vlan, Name: p.name,
-			MAC: p.mac, Prefix: p.prefix, Flags: flags, SpeedMbps: p.speed, MTU: 1500,
+			MAC: p.mac, Prefix: p.prefix, Flags: flags, SpeedMbps: p.link.SpeedMbps, MTU: uint16(p.link.MTU),
 			RxPackets: st.RxPackets, RxBytes: st.RxBytes, TxPackets: st.TxPackets, TxBytes: st.TxBytes})
 	}
 	a.mu.Unlock()
@@ -568,7 +587,12 @@ func (a *Agent) Status() *lbapi.Status {
 	for _, p := range a.ports {
 		st, _ := a.dp.Stats(p.index)
 		ps := lbapi.PortStatus{Name: a.portName(p), Interface: p.name, Ifindex: p.ifindex, Index: p.index, Role: roleName(p.role), MAC: p.mac.String(),
-			VLAN: p.vlan, Default: p == d, CapacityPPS: p.capPPS, Stats: st}
+			VLAN: p.vlan, Default: p == d, CapacityPPS: p.capPPS, Stats: st,
+			Link: lbapi.Link{Up: p.link.Up(), AdminUp: p.link.AdminUp, Carrier: p.link.Carrier, OperState: p.link.OperState, MTU: p.link.MTU,
+				SpeedMbps: p.link.SpeedMbps, FullDuplex: p.link.FullDuplex, Changes: p.linkChanges}}
+		if !p.linkSince.IsZero() {
+			ps.Link.SinceS = now.Sub(p.linkSince).Seconds()
+		}
 		if st != nil {
 			s.CapDrop += st.Drops["cap"] + st.Drops["port_cap"]
 		}
@@ -595,6 +619,12 @@ func (a *Agent) Status() *lbapi.Status {
 	}
 	s.FlowletGapUs, s.FlowletGapAuto = a.flowletGap.Microseconds(), a.cfg.FlowletGap == 0
 	s.Paths = a.paths.status()
+	counts, _ := a.dp.PoliceStats()
+	for c, r := range a.cfg.Police {
+		n := counts[c]
+		s.Police = append(s.Police, lbapi.PoliceClass{Class: PoliceClass(c).String(), PPS: r.PPS, PerSourcePPS: r.PerSourcePPS, Burst: r.Burst,
+			Passed: n.Passed, DroppedSource: n.DroppedSource, DroppedClass: n.DroppedClass})
+	}
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/internal/metrics"
 	"github.com/msr-router/msr/lb/lbapi"
 )
 
@@ -12,6 +13,7 @@ import (
 // Handler answers the API's requests.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET "+metrics.Path, metrics.Handler(a.Metrics()))
 	mux.HandleFunc("GET "+lbapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
 	mux.HandleFunc("GET "+lbapi.PathTable, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.SlotTable(), nil) })
 	return mux

@@ -31,9 +31,12 @@ type FileConfig struct {
 	ManagementAddr  netip.Addr             `yaml:"management_address"`
 	// CapacityPPS caps the frames the LB balances a second (bpf/cap.h):
 	// a slower machine, for the scale benchmarks. 0: no cap.
-	CapacityPPS uint64          `yaml:"capacity_pps"`
-	Warnings    config.Warnings `yaml:"-"`
-	Pos         config.Pos      `yaml:"-"`
+	CapacityPPS uint64 `yaml:"capacity_pps"`
+	// Police overrides control-plane policing's rates, by class
+	// (police.go: bgp, igp, bfd, mgmt, icmp, local).
+	Police   map[string]*PoliceRate `yaml:"police"`
+	Warnings config.Warnings        `yaml:"-"`
+	Pos      config.Pos             `yaml:"-"`
 }
 
 // PortConfig is one port in the file.
@@ -73,6 +76,7 @@ type AgentConfig struct {
 	RouterAddresses []netip.Addr
 	ManagementAddr  netip.Addr
 	CapacityPPS     uint64 // 0: no cap
+	Police          [PoliceClasses]PoliceRate
 	// Warnings are the file's deprecated keys, for the agent to log.
 	Warnings config.Warnings
 }
@@ -160,6 +164,9 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 	a := &AgentConfig{Config: c.Config, PinDir: c.PinDir, Mode: mode, FlowletGap: time.Duration(c.FlowletGap), RouterAddresses: c.RouterAddresses,
 		ManagementAddr: c.ManagementAddr, CapacityPPS: c.CapacityPPS, Warnings: c.Warnings}
 	if a.Ports, err = c.parsePorts(); err != nil {
+		return nil, err
+	}
+	if a.Police, err = parsePolice(c.Police, c.Pos); err != nil {
 		return nil, err
 	}
 	for _, b := range c.Backends {

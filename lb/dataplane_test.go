@@ -365,8 +365,10 @@ func TestLBFixtures(t *testing.T) {
 				t.Errorf("no fixture for module %s", m)
 			}
 		}
+		// The drops of missing state, of caps and of policing have tests
+		// of their own (TestLBDropsWithoutState, TestLBCaps, TestLBPolicing).
 		for _, d := range DropNames {
-			if !seenDrop[d] && d != "no_backend" && d != "no_vcp" && d != "no_internal" && d != "cap" && d != "port_cap" {
+			if !seenDrop[d] && d != "no_backend" && d != "no_vcp" && d != "no_internal" && d != "cap" && d != "port_cap" && d != "policed" {
 				t.Errorf("no fixture for drop %s", d)
 			}
 		}

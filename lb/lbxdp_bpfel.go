@@ -16,8 +16,9 @@ import (
 type lbxdpFlowSeed uint32
 
 const (
-	lbxdpFlowSeedFLOW_SEED_LB lbxdpFlowSeed = 1540483477
-	lbxdpFlowSeedFLOW_SEED_RT lbxdpFlowSeed = 668265263
+	lbxdpFlowSeedFLOW_SEED_LB     lbxdpFlowSeed = 1540483477
+	lbxdpFlowSeedFLOW_SEED_RT     lbxdpFlowSeed = 668265263
+	lbxdpFlowSeedFLOW_SEED_POLICE lbxdpFlowSeed = 374761393
 )
 
 type lbxdpLbAddrFlag uint32
@@ -59,7 +60,8 @@ const (
 	lbxdpLbDropLB_DROP_NO_INTERNAL       lbxdpLbDrop = 16
 	lbxdpLbDropLB_DROP_CAP               lbxdpLbDrop = 17
 	lbxdpLbDropLB_DROP_PORT_CAP          lbxdpLbDrop = 18
-	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 19
+	lbxdpLbDropLB_DROP_POLICED           lbxdpLbDrop = 19
+	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 20
 )
 
 type lbxdpLbEgress struct {
@@ -86,6 +88,7 @@ const (
 	lbxdpLbLimitLB_CAP_PORT         lbxdpLbLimit = 1
 	lbxdpLbLimitLB_CAPS             lbxdpLbLimit = 17
 	lbxdpLbLimitLB_FLOWLETS         lbxdpLbLimit = 65536
+	lbxdpLbLimitLB_POLICE_SOURCES   lbxdpLbLimit = 1024
 )
 
 type lbxdpLbMode uint32
@@ -109,6 +112,44 @@ const (
 	lbxdpLbModuleLB_MOD_DIST        lbxdpLbModule = 6
 	lbxdpLbModuleLB_MOD_MAX         lbxdpLbModule = 7
 )
+
+type lbxdpLbPoliceBucket struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad uint32
+	Tat uint64
+}
+
+type lbxdpLbPoliceClass uint32
+
+const (
+	lbxdpLbPoliceClassLB_POLICE_BGP     lbxdpLbPoliceClass = 0
+	lbxdpLbPoliceClassLB_POLICE_IGP     lbxdpLbPoliceClass = 1
+	lbxdpLbPoliceClassLB_POLICE_BFD     lbxdpLbPoliceClass = 2
+	lbxdpLbPoliceClassLB_POLICE_MGMT    lbxdpLbPoliceClass = 3
+	lbxdpLbPoliceClassLB_POLICE_ICMP    lbxdpLbPoliceClass = 4
+	lbxdpLbPoliceClassLB_POLICE_LOCAL   lbxdpLbPoliceClass = 5
+	lbxdpLbPoliceClassLB_POLICE_CLASSES lbxdpLbPoliceClass = 6
+	lbxdpLbPoliceClassLB_POLICE_NONE    lbxdpLbPoliceClass = 6
+)
+
+type lbxdpLbPoliceCounts struct {
+	_             structs.HostLayout
+	Passed        uint64
+	DroppedSource uint64
+	DroppedClass  uint64
+}
+
+type lbxdpLbPoliceRate struct {
+	_              structs.HostLayout
+	IntervalNs     uint64
+	ToleranceNs    uint64
+	SrcIntervalNs  uint64
+	SrcToleranceNs uint64
+}
 
 type lbxdpLbPort struct {
 	_     structs.HostLayout
@@ -136,7 +177,7 @@ type lbxdpLbPortStats struct {
 	TxPackets uint64
 	TxBytes   uint64
 	Module    [7]uint64
-	Drop      [19]uint64
+	Drop      [20]uint64
 }
 
 type lbxdpLbSlot struct {
@@ -184,27 +225,32 @@ type lbxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lbxdpMapLbCaps             = "lb_caps"
-	lbxdpMapLbCfg              = "lb_cfg"
-	lbxdpMapLbFlowlets         = "lb_flowlets"
-	lbxdpMapLbOwnMacs          = "lb_own_macs"
-	lbxdpMapLbPorts            = "lb_ports"
-	lbxdpMapLbRouterAddrs      = "lb_router_addrs"
-	lbxdpMapLbRr               = "lb_rr"
-	lbxdpMapLbStats            = "lb_stats"
-	lbxdpMapLbTable0           = "lb_table_0"
-	lbxdpMapLbTable1           = "lb_table_1"
-	lbxdpMapLbTables           = "lb_tables"
-	lbxdpMapLbVlans            = "lb_vlans"
-	lbxdpProgLb                = "lb"
-	lbxdpVarUnusedFlowSeed     = "unused_flow_seed"
-	lbxdpVarUnusedLbAddrFlag   = "unused_lb_addr_flag"
-	lbxdpVarUnusedLbDrop       = "unused_lb_drop"
-	lbxdpVarUnusedLbLimit      = "unused_lb_limit"
-	lbxdpVarUnusedLbMode       = "unused_lb_mode"
-	lbxdpVarUnusedLbModule     = "unused_lb_module"
-	lbxdpVarUnusedLbPortRole   = "unused_lb_port_role"
-	lbxdpVarUnusedMsrEthertype = "unused_msr_ethertype"
+	lbxdpMapLbCaps               = "lb_caps"
+	lbxdpMapLbCfg                = "lb_cfg"
+	lbxdpMapLbFlowlets           = "lb_flowlets"
+	lbxdpMapLbOwnMacs            = "lb_own_macs"
+	lbxdpMapLbPoliceBuckets      = "lb_police_buckets"
+	lbxdpMapLbPoliceRates        = "lb_police_rates"
+	lbxdpMapLbPoliceStats        = "lb_police_stats"
+	lbxdpMapLbPorts              = "lb_ports"
+	lbxdpMapLbRouterAddrs        = "lb_router_addrs"
+	lbxdpMapLbRr                 = "lb_rr"
+	lbxdpMapLbStats              = "lb_stats"
+	lbxdpMapLbTable0             = "lb_table_0"
+	lbxdpMapLbTable1             = "lb_table_1"
+	lbxdpMapLbTables             = "lb_tables"
+	lbxdpMapLbVlans              = "lb_vlans"
+	lbxdpProgLb                  = "lb"
+	lbxdpVarUnusedFlowSeed       = "unused_flow_seed"
+	lbxdpVarUnusedLbAddrFlag     = "unused_lb_addr_flag"
+	lbxdpVarUnusedLbDrop         = "unused_lb_drop"
+	lbxdpVarUnusedLbLimit        = "unused_lb_limit"
+	lbxdpVarUnusedLbMode         = "unused_lb_mode"
+	lbxdpVarUnusedLbModule       = "unused_lb_module"
+	lbxdpVarUnusedLbPoliceBucket = "unused_lb_police_bucket"
+	lbxdpVarUnusedLbPoliceClass  = "unused_lb_police_class"
+	lbxdpVarUnusedLbPortRole     = "unused_lb_port_role"
+	lbxdpVarUnusedMsrEthertype   = "unused_msr_ethertype"
 )
 
 // loadLbxdp returns the embedded CollectionSpec for lbxdp.
@@ -256,32 +302,37 @@ type lbxdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbxdpMapSpecs struct {
-	LbCaps        *ebpf.MapSpec `ebpf:"lb_caps"`
-	LbCfg         *ebpf.MapSpec `ebpf:"lb_cfg"`
-	LbFlowlets    *ebpf.MapSpec `ebpf:"lb_flowlets"`
-	LbOwnMacs     *ebpf.MapSpec `ebpf:"lb_own_macs"`
-	LbPorts       *ebpf.MapSpec `ebpf:"lb_ports"`
-	LbRouterAddrs *ebpf.MapSpec `ebpf:"lb_router_addrs"`
-	LbRr          *ebpf.MapSpec `ebpf:"lb_rr"`
-	LbStats       *ebpf.MapSpec `ebpf:"lb_stats"`
-	LbTable0      *ebpf.MapSpec `ebpf:"lb_table_0"`
-	LbTable1      *ebpf.MapSpec `ebpf:"lb_table_1"`
-	LbTables      *ebpf.MapSpec `ebpf:"lb_tables"`
-	LbVlans       *ebpf.MapSpec `ebpf:"lb_vlans"`
+	LbCaps          *ebpf.MapSpec `ebpf:"lb_caps"`
+	LbCfg           *ebpf.MapSpec `ebpf:"lb_cfg"`
+	LbFlowlets      *ebpf.MapSpec `ebpf:"lb_flowlets"`
+	LbOwnMacs       *ebpf.MapSpec `ebpf:"lb_own_macs"`
+	LbPoliceBuckets *ebpf.MapSpec `ebpf:"lb_police_buckets"`
+	LbPoliceRates   *ebpf.MapSpec `ebpf:"lb_police_rates"`
+	LbPoliceStats   *ebpf.MapSpec `ebpf:"lb_police_stats"`
+	LbPorts         *ebpf.MapSpec `ebpf:"lb_ports"`
+	LbRouterAddrs   *ebpf.MapSpec `ebpf:"lb_router_addrs"`
+	LbRr            *ebpf.MapSpec `ebpf:"lb_rr"`
+	LbStats         *ebpf.MapSpec `ebpf:"lb_stats"`
+	LbTable0        *ebpf.MapSpec `ebpf:"lb_table_0"`
+	LbTable1        *ebpf.MapSpec `ebpf:"lb_table_1"`
+	LbTables        *ebpf.MapSpec `ebpf:"lb_tables"`
+	LbVlans         *ebpf.MapSpec `ebpf:"lb_vlans"`
 }
 
 // lbxdpVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbxdpVariableSpecs struct {
-	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
-	UnusedLbAddrFlag   *ebpf.VariableSpec `ebpf:"unused_lb_addr_flag"`
-	UnusedLbDrop       *ebpf.VariableSpec `ebpf:"unused_lb_drop"`
-	UnusedLbLimit      *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
-	UnusedLbMode       *ebpf.VariableSpec `ebpf:"unused_lb_mode"`
-	UnusedLbModule     *ebpf.VariableSpec `ebpf:"unused_lb_module"`
-	UnusedLbPortRole   *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
-	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
+	UnusedFlowSeed       *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedLbAddrFlag     *ebpf.VariableSpec `ebpf:"unused_lb_addr_flag"`
+	UnusedLbDrop         *ebpf.VariableSpec `ebpf:"unused_lb_drop"`
+	UnusedLbLimit        *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
+	UnusedLbMode         *ebpf.VariableSpec `ebpf:"unused_lb_mode"`
+	UnusedLbModule       *ebpf.VariableSpec `ebpf:"unused_lb_module"`
+	UnusedLbPoliceBucket *ebpf.VariableSpec `ebpf:"unused_lb_police_bucket"`
+	UnusedLbPoliceClass  *ebpf.VariableSpec `ebpf:"unused_lb_police_class"`
+	UnusedLbPortRole     *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
+	UnusedMsrEthertype   *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
 }
 
 // lbxdpObjects contains all objects after they have been loaded into the kernel.
@@ -304,18 +355,21 @@ func (o *lbxdpObjects) Close() error {
 //
 // It can be passed to loadLbxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbxdpMaps struct {
-	LbCaps        *ebpf.Map `ebpf:"lb_caps"`
-	LbCfg         *ebpf.Map `ebpf:"lb_cfg"`
-	LbFlowlets    *ebpf.Map `ebpf:"lb_flowlets"`
-	LbOwnMacs     *ebpf.Map `ebpf:"lb_own_macs"`
-	LbPorts       *ebpf.Map `ebpf:"lb_ports"`
-	LbRouterAddrs *ebpf.Map `ebpf:"lb_router_addrs"`
-	LbRr          *ebpf.Map `ebpf:"lb_rr"`
-	LbStats       *ebpf.Map `ebpf:"lb_stats"`
-	LbTable0      *ebpf.Map `ebpf:"lb_table_0"`
-	LbTable1      *ebpf.Map `ebpf:"lb_table_1"`
-	LbTables      *ebpf.Map `ebpf:"lb_tables"`
-	LbVlans       *ebpf.Map `ebpf:"lb_vlans"`
+	LbCaps          *ebpf.Map `ebpf:"lb_caps"`
+	LbCfg           *ebpf.Map `ebpf:"lb_cfg"`
+	LbFlowlets      *ebpf.Map `ebpf:"lb_flowlets"`
+	LbOwnMacs       *ebpf.Map `ebpf:"lb_own_macs"`
+	LbPoliceBuckets *ebpf.Map `ebpf:"lb_police_buckets"`
+	LbPoliceRates   *ebpf.Map `ebpf:"lb_police_rates"`
+	LbPoliceStats   *ebpf.Map `ebpf:"lb_police_stats"`
+	LbPorts         *ebpf.Map `ebpf:"lb_ports"`
+	LbRouterAddrs   *ebpf.Map `ebpf:"lb_router_addrs"`
+	LbRr            *ebpf.Map `ebpf:"lb_rr"`
+	LbStats         *ebpf.Map `ebpf:"lb_stats"`
+	LbTable0        *ebpf.Map `ebpf:"lb_table_0"`
+	LbTable1        *ebpf.Map `ebpf:"lb_table_1"`
+	LbTables        *ebpf.Map `ebpf:"lb_tables"`
+	LbVlans         *ebpf.Map `ebpf:"lb_vlans"`
 }
 
 func (m *lbxdpMaps) Close() error {
@@ -324,6 +378,9 @@ func (m *lbxdpMaps) Close() error {
 		m.LbCfg,
 		m.LbFlowlets,
 		m.LbOwnMacs,
+		m.LbPoliceBuckets,
+		m.LbPoliceRates,
+		m.LbPoliceStats,
 		m.LbPorts,
 		m.LbRouterAddrs,
 		m.LbRr,
@@ -339,14 +396,16 @@ func (m *lbxdpMaps) Close() error {
 //
 // It can be passed to loadLbxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbxdpVariables struct {
-	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
-	UnusedLbAddrFlag   *ebpf.Variable `ebpf:"unused_lb_addr_flag"`
-	UnusedLbDrop       *ebpf.Variable `ebpf:"unused_lb_drop"`
-	UnusedLbLimit      *ebpf.Variable `ebpf:"unused_lb_limit"`
-	UnusedLbMode       *ebpf.Variable `ebpf:"unused_lb_mode"`
-	UnusedLbModule     *ebpf.Variable `ebpf:"unused_lb_module"`
-	UnusedLbPortRole   *ebpf.Variable `ebpf:"unused_lb_port_role"`
-	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
+	UnusedFlowSeed       *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedLbAddrFlag     *ebpf.Variable `ebpf:"unused_lb_addr_flag"`
+	UnusedLbDrop         *ebpf.Variable `ebpf:"unused_lb_drop"`
+	UnusedLbLimit        *ebpf.Variable `ebpf:"unused_lb_limit"`
+	UnusedLbMode         *ebpf.Variable `ebpf:"unused_lb_mode"`
+	UnusedLbModule       *ebpf.Variable `ebpf:"unused_lb_module"`
+	UnusedLbPoliceBucket *ebpf.Variable `ebpf:"unused_lb_police_bucket"`
+	UnusedLbPoliceClass  *ebpf.Variable `ebpf:"unused_lb_police_class"`
+	UnusedLbPortRole     *ebpf.Variable `ebpf:"unused_lb_port_role"`
+	UnusedMsrEthertype   *ebpf.Variable `ebpf:"unused_msr_ethertype"`
 }
 
 // lbxdpPrograms contains all programs after they have been loaded into the kernel.

@@ -31,7 +31,7 @@ var (
 	ModuleNames = [...]string{"ext_arp", "int_arp_out", "int_arp_in", "vcp", "balance", "int_to_ext", "dist"}
 	DropNames   = [...]string{"runt", "not_ours", "port_unknown", "dist_external", "tagged_external", "bad_arp",
 		"arp_not_ours", "bad_ip", "mcast_external", "no_backend", "no_vcp", "no_rule", "own_frame",
-		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal", "cap", "port_cap"}
+		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal", "cap", "port_cap", "policed"}
 )
 
 // Model is the state the data path reads, held in plain Go.
@@ -45,6 +45,7 @@ type Model struct {
 	// whoever changes Table clears them, as the kernel's flowlets of the
 	// other table start anew.
 	Flowlets map[uint32]ModelFlowlet
+	Police   ModelPolice
 	Stats    [MaxPorts]ModelStats
 }
 
@@ -219,7 +220,11 @@ func (p *modelPkt) ipv4() Result {
 		hasPorts = true
 	}
 	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
-	if p.isControl(proto, daddr, sport, dport, hasPorts) {
+	c := p.policeClass(proto, daddr, sport, dport, hasPorts)
+	if c != PoliceNone && !p.police(c, [4]byte(ip[12:16])) {
+		return p.drop(lbxdpLbDropLB_DROP_POLICED)
+	}
+	if c <= PoliceMgmt {
 		if len(p.m.Config.VCPMAC) != 6 {
 			return p.drop(lbxdpLbDropLB_DROP_NO_VCP)
 		}
@@ -236,26 +241,6 @@ func (p *modelPkt) ipv4() Result {
 	}
 	h := flow.Hash(binary.LittleEndian.Uint32(ip[12:16]), binary.LittleEndian.Uint32(ip[16:20]), ports, uint32(proto), FlowSeed)
 	return p.balance(h)
-}
-
-func (p *modelPkt) isControl(proto uint8, daddr netip.Addr, sport, dport uint16, hasPorts bool) bool {
-	f := p.m.RouterAddrs[daddr]
-	d := binary.BigEndian.Uint32(daddr.AsSlice())
-	switch {
-	case f&AddrMgmt != 0:
-		return true
-	case proto == 89:
-		return f != 0 || d == 0xe0000005 || d == 0xe0000006
-	case !hasPorts:
-		return false
-	case proto == 17 && dport == 520:
-		return f != 0 || d == 0xe0000009 || d == 0xffffffff
-	case proto == 17: // SNMP, BFD (single-hop, multihop)
-		return f != 0 && (dport == 161 || dport == 162 || dport == 3784 || dport == 4784)
-	case proto == 6:
-		return f != 0 && (dport == 179 || sport == 179)
-	}
-	return false
 }
 
 func (p *modelPkt) balance(hash uint32) Result {

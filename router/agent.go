@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -20,7 +21,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/acl"
 	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/iflink"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/internal/xdp"
@@ -40,19 +43,30 @@ type Agent struct {
 	busy   *BusyMeter // the data path's CPU time, for hellos and status
 	mac    net.HardwareAddr
 	hostIP netip.Addr // this host's address on the interconnect
-	rib    *ribFeed
+	// hostPrefix is hostIP with its subnet: hellos report it, so that the
+	// VCP finds the back-end's API.
+	hostPrefix netip.Prefix
+	rib        *ribFeed
 	// ribPassword is the RIB feed's TCP-MD5 key (dist.Key.RIBPassword).
 	ribPassword string
 	log         *slog.Logger
 
-	mu       sync.Mutex
-	ports    []Port // by index
-	nh       *nextHops
-	neigh    map[NeighborKey]*neighbor
-	pending  map[NeighborKey]*pendingARP
-	icmp     tokenBucket
-	counters map[string]uint64
-	capPPS   uint64 // the data path's capacity now (capacity_pps, or set at run time)
+	mu sync.Mutex
+	// set are the settings in force (settings.go): the file's, or the
+	// VCP's; aclFromVCP: the VCP sent an ACL (else the file's stays).
+	set        settings
+	aclFromVCP bool
+	// adopted: the FIB was adopted from a previous run (so it is ready
+	// before the feed's End-of-RIB).
+	adopted   bool
+	hostAddrs []netip.Addr // this host's own addresses on the interconnect
+	ports     []Port       // by index
+	nh        *nextHops
+	neigh     map[NeighborKey]*neighbor
+	pending   map[NeighborKey]*pendingARP
+	icmp      tokenBucket
+	counters  map[string]uint64
+	capPPS    uint64 // the data path's capacity now (capacity_pps, or set at run time)
 	// dirty: routes changed since the state was last saved. Saving waits
 	// for a quiet second (at most saveEvery), or a table arriving route by
 	// route from the RIB feed would write the whole state over and over.
@@ -96,6 +110,15 @@ func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 		neigh:   map[NeighborKey]*neighbor{},
 		pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{},
 		icmp: tokenBucket{rate: float64(cfg.ICMPRate), burst: float64(cfg.ICMPRate), tokens: float64(cfg.ICMPRate)}}
+	a.set = fileSettings(cfg)
+	if len(cfg.Ports) == 0 {
+		if s, ok := a.loadSettings(); ok {
+			a.set = s
+			a.log.Info("serving the VCP's settings of the previous run until it speaks", "ports", portsText(s.Ports))
+		} else {
+			a.log.Info("no ports in the file: waiting for the VCP's")
+		}
+	}
 	if err := a.setup(); err != nil {
 		a.Close()
 		return nil, err
@@ -152,42 +175,27 @@ func (a *Agent) setup() error {
 // program writes ports, local addresses, connected and static routes and
 // the ACL into the data path.
 func (a *Agent) program(ifi *net.Interface) error {
-	local := map[netip.Addr]uint32{}
-	for i, pc := range a.cfg.Ports {
-		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address}
-		if err := a.dp.SetPort(p); err != nil {
-			return err
-		}
-		a.ports = append(a.ports, p)
-		local[p.Addr.Addr()] = LocalRouter
-	}
-	for _, addr := range a.cfg.RouterAddresses {
-		local[addr] = LocalRouter
-	}
 	addrs, _ := ifi.Addrs()
 	for _, ad := range addrs {
 		if p, err := netip.ParsePrefix(ad.String()); err == nil && p.Addr().Is4() {
-			local[p.Addr()] = LocalHost
+			a.hostAddrs = append(a.hostAddrs, p.Addr())
 			if !a.hostIP.IsValid() {
-				a.hostIP = p.Addr()
+				a.hostIP, a.hostPrefix = p.Addr(), p
 			}
 		}
 	}
-	keep := map[uint32]bool{}
-	for addr, kind := range local {
-		if err := a.dp.SetLocal(addr, kind); err != nil {
-			return err
-		}
-		keep[be32(addr)] = true
+	if err := a.writePorts(MaxPorts); err != nil {
+		return err
 	}
-	xdp.DeleteStale(a.dp.objs.RtLocal, func(k uint32, _ uint32) bool { return keep[k] })
-	if err := a.dp.SetACL(a.mac, a.cfg.ACL); err != nil {
+	if err := a.dp.SetACL(a.mac, a.set.ACL); err != nil {
 		return err
 	}
 	// A reused data path is adopted, so it never stops forwarding; else
 	// (or if the saved state does not match it) the FIB starts empty.
 	if !a.dp.Reused || !a.adopt() {
 		a.dp.FIB.Reset()
+	} else {
+		a.adopted = a.dp.FIB.Len() > len(a.ports)
 	}
 	for _, p := range a.ports {
 		if err := a.setRoute(p.Addr.Masked(), nil); err != nil {
@@ -351,21 +359,14 @@ func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
 
 // Run handles the slow path and sends hellos until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
-	if r := a.cfg.RIB; r != nil {
-		r.password = a.ribPassword
-		id := r.RouterID
-		if !id.IsValid() {
-			id = a.hostIP
-		}
-		rib, err := startRIB(ctx, r, id, a.log, a.addLearned, a.deleteLearned)
-		if err != nil {
-			return err
-		}
-		defer rib.Stop()
-		a.mu.Lock()
-		a.rib = rib
-		a.mu.Unlock()
+	a.mu.Lock()
+	rib := a.set.RIB
+	a.mu.Unlock()
+	if err := a.startRIB(ctx, rib); err != nil {
+		return err
 	}
+	defer a.stopRIB()
+	go a.receive(ctx)
 	go func() {
 		<-ctx.Done()
 		a.slow.Close()
@@ -418,15 +419,41 @@ func (a *Agent) maintain(ctx context.Context) {
 	}
 }
 
+// sendHello tells the VCP and the LBs the back-end is there: its
+// interconnect port (with this host's address on it, where the VCP finds
+// its API), the router's external ports it serves (so the VCP sees whether
+// they are the router's), its load, and whether it is ready for flows.
 func (a *Agent) sendHello() {
-	st, err := a.dp.Stats(len(a.cfg.ACL))
+	ready := a.ready()
+	a.mu.Lock()
+	nACL, ports := len(a.set.ACL), slices.Clone(a.set.Ports)
+	a.mu.Unlock()
+	st, err := a.dp.Stats(nACL)
 	if err != nil {
 		return
 	}
+	// The back-end's one interface, as its kernel says; the router's
+	// external ports it serves ride on it (VLANs), so they share its state.
+	l, err := iflink.Read(a.cfg.Interface)
+	if err != nil {
+		a.log.Warn("read port state", "interface", a.cfg.Interface, "err", err)
+	}
+	flags := element.PortFlags(l)
 	h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), HoldMultiplier: a.cfg.HoldMultiplier,
 		Capacity: a.cfg.CapacityMbps, Installed: uint32(a.routeCount()), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac, Name: a.cfg.Interface,
-			Flags: dist.PortFlagUp, SpeedMbps: a.cfg.CapacityMbps, MTU: 1500, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
+			Prefix: a.hostPrefix, Flags: flags, SpeedMbps: l.SpeedMbps, MTU: uint16(l.MTU), RxPackets: st.RxPackets, RxBytes: st.RxBytes,
 			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes, RxDropped: st.Drops["cap"]}}}
+	for i, p := range ports[:min(len(ports), dist.MaxPorts-1)] {
+		name := p.Name
+		if len(name) > dist.NameLen {
+			name = ""
+		}
+		h.Ports = append(h.Ports, dist.PortStatus{Index: uint8(i + 1), Role: dist.PortExternal, VLAN: p.VLAN, MAC: a.mac, Prefix: p.Address,
+			Flags: flags, SpeedMbps: l.SpeedMbps, MTU: p.MTU, Name: name})
+	}
+	if !ready {
+		h.Flags |= dist.HelloFlagDraining
+	}
 	h.Busy, _ = a.busy.Permyriad()
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
 	if err == nil {
@@ -553,7 +580,9 @@ func (a *Agent) routeInfo(p netip.Prefix, g uint32) routerapi.RouteInfo {
 		if k, _ := a.nh.next(id); k.gw.IsValid() {
 			ri.Via = append(ri.Via, k.gw.String())
 		} else {
-			ri.Port = a.cfg.Ports[k.port].Name
+			if int(k.port) < len(a.set.Ports) {
+				ri.Port = a.set.Ports[k.port].Name
+			}
 		}
 	}
 	return ri
@@ -561,7 +590,10 @@ func (a *Agent) routeInfo(p netip.Prefix, g uint32) routerapi.RouteInfo {
 
 // Status reports routes, neighbours, counters.
 func (a *Agent) Status() *routerapi.Status {
-	st, _ := a.dp.Stats(len(a.cfg.ACL))
+	a.mu.Lock()
+	nACL := len(a.set.ACL)
+	a.mu.Unlock()
+	st, _ := a.dp.Stats(nACL)
 	// The feed's lock is taken before the agent's (it adds routes holding
 	// it), so ask it first.
 	a.mu.Lock()
@@ -572,15 +604,19 @@ func (a *Agent) Status() *routerapi.Status {
 		rs := rib.Status()
 		ribStatus = &rs
 	}
+	ready := a.ready()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &routerapi.Status{RIB: ribStatus, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes(),
+	s := &routerapi.Status{Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes(),
 		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
 	if st != nil {
 		s.CapDrop = st.Drops["cap"]
 		if busy, ok := a.busy.Permyriad(); ok {
 			s.Busy = float64(busy) / 10000
 		}
+	}
+	for _, r := range a.set.ACL {
+		s.ACL = append(s.ACL, acl.Text(r.wire()))
 	}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()

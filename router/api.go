@@ -8,6 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/internal/metrics"
 	"github.com/msr-router/msr/router/routerapi"
 )
 
@@ -16,6 +17,7 @@ import (
 // Handler answers the API's requests.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET "+metrics.Path, metrics.Handler(a.Metrics()))
 	mux.HandleFunc("GET "+routerapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
 	mux.HandleFunc("GET "+routerapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query().Get("prefix"); q != "" {

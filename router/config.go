@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/acl"
 	"github.com/msr-router/msr/internal/config"
 	"github.com/msr-router/msr/internal/element"
 )
@@ -20,10 +22,12 @@ type FileConfig struct {
 	CapacityMbps uint32 `yaml:"capacity_mbps"`
 	// CapacityPPS caps the frames the back-end routes a second
 	// (bpf/cap.h): a slower machine, for the scale benchmarks. 0: no cap.
-	CapacityPPS uint64                 `yaml:"capacity_pps"`
-	PinDir      string                 `yaml:"pin_dir"`
-	Ports       map[string]*PortConfig `yaml:"ports" msr:"required"`
-	Routes      []RouteConfig          `yaml:"routes"`
+	CapacityPPS uint64 `yaml:"capacity_pps"`
+	PinDir      string `yaml:"pin_dir"`
+	// Ports are the router's external ports; none: the VCP's (its
+	// BACKEND_CONFIG), a back-end's file then holding only its identity.
+	Ports  map[string]*PortConfig `yaml:"ports"`
+	Routes []RouteConfig          `yaml:"routes"`
 	// RouteFiles load many routes at once: every prefix of a pyasn-format
 	// file (such as a RouteViews snapshot), via the file's gateways.
 	RouteFiles      []RouteFileConfig `yaml:"route_files"`
@@ -91,15 +95,7 @@ type RouteFileConfig struct {
 }
 
 // ACLConfig is one rule; rules apply in order, the first match decides.
-type ACLConfig struct {
-	Action string       `yaml:"action" msr:"required"` // permit or deny
-	Src    netip.Prefix `yaml:"src"`
-	Dst    netip.Prefix `yaml:"dst"`
-	Proto  string       `yaml:"proto"` // tcp, udp, icmp, or a number
-	Sport  string       `yaml:"sport"` // N or N-M
-	Dport  string       `yaml:"dport"`
-	Pos    config.Pos   `yaml:"-"`
-}
+type ACLConfig = acl.Config
 
 // LoadConfig reads, checks and parses a router config file.
 func LoadConfig(path string) (*AgentConfig, error) {
@@ -122,12 +118,12 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		p := c.Ports[name]
 		a.Ports = append(a.Ports, PortSpec{Name: name, VLAN: p.VLAN, Address: p.Address, MTU: p.MTU})
 	}
-	for _, acl := range c.ACL {
-		r, err := acl.rule()
-		if err != nil {
-			return nil, acl.Pos.Errorf("ACL rule: %v", err)
-		}
-		a.ACL = append(a.ACL, r)
+	rules, err := acl.Parse(c.ACL, MaxACL, c.Pos)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rules {
+		a.ACL = append(a.ACL, aclRule(r))
 	}
 	return a, nil
 }
@@ -181,9 +177,6 @@ func (c *FileConfig) complete() error {
 	if c.RIB != nil && c.RIB.ASN == 0 {
 		return c.Pos.Errorf("rib: asn 0 is reserved")
 	}
-	if len(c.ACL) > MaxACL {
-		return c.Pos.Errorf("%d ACL rules, at most %d", len(c.ACL), MaxACL)
-	}
 	return nil
 }
 
@@ -221,53 +214,12 @@ func (c *FileConfig) portFor(a netip.Addr) (uint16, bool) {
 	return 0, false
 }
 
-func (a ACLConfig) rule() (ACLRule, error) {
-	r := ACLRule{Src: a.Src, Dst: a.Dst, SportHi: 65535, DportHi: 65535}
-	switch a.Action {
-	case "deny":
-		r.Deny = true
-	case "permit":
-	default:
-		return r, fmt.Errorf("action %q: permit or deny", a.Action)
-	}
-	switch a.Proto {
-	case "", "any":
-	case "tcp":
-		r.Proto = 6
-	case "udp":
-		r.Proto = 17
-	case "icmp":
-		r.Proto = 1
-	default:
-		var n int
-		if _, err := fmt.Sscanf(a.Proto, "%d", &n); err != nil || n < 1 || n > 255 || fmt.Sprint(n) != a.Proto {
-			return r, fmt.Errorf("proto %q: tcp, udp, icmp or 1-255", a.Proto)
-		}
-		r.Proto = uint8(n)
-	}
-	var err error
-	if r.SportLo, r.SportHi, err = portRange(a.Sport); err != nil {
-		return r, err
-	}
-	if r.DportLo, r.DportHi, err = portRange(a.Dport); err != nil {
-		return r, err
-	}
-	if (a.Sport != "" || a.Dport != "") && r.Proto != 6 && r.Proto != 17 {
-		return r, fmt.Errorf("ports need proto tcp or udp")
-	}
-	return r, nil
+// wire is r as DIST and the console write it.
+func (r ACLRule) wire() dist.ACLRule {
+	return dist.ACLRule{Src: r.Src, Dst: r.Dst, Proto: r.Proto, Deny: r.Deny, SportLo: r.SportLo, SportHi: r.SportHi, DportLo: r.DportLo, DportHi: r.DportHi}
 }
 
-func portRange(s string) (uint16, uint16, error) {
-	if s == "" {
-		return 0, 65535, nil
-	}
-	var lo, hi int
-	if n, _ := fmt.Sscanf(s, "%d-%d", &lo, &hi); n == 2 && lo <= hi && hi <= 65535 && lo >= 0 && fmt.Sprintf("%d-%d", lo, hi) == s {
-		return uint16(lo), uint16(hi), nil
-	}
-	if n, _ := fmt.Sscanf(s, "%d", &lo); n == 1 && lo >= 0 && lo <= 65535 && fmt.Sprint(lo) == s {
-		return uint16(lo), uint16(lo), nil
-	}
-	return 0, 0, fmt.Errorf("port %q: N or N-M, 0-65535", s)
+// aclRule is a rule of the file's ACL as the data path takes it.
+func aclRule(r dist.ACLRule) ACLRule {
+	return ACLRule{Src: r.Src, Dst: r.Dst, Proto: r.Proto, Deny: r.Deny, SportLo: r.SportLo, SportHi: r.SportHi, DportLo: r.DportLo, DportHi: r.DportHi}
 }

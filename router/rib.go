@@ -90,6 +90,8 @@ type ribFeed struct {
 	// End-of-RIB has swept them (zero: none stale).
 	staleUntil time.Time
 	st         routerapi.RIBStatus
+	// synced: the suite's first End-of-RIB came; the FIB holds the table.
+	synced bool
 }
 
 // startRIB starts the session; routes go to the FIB through add and del.
@@ -110,6 +112,14 @@ func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slo
 func (f *ribFeed) Stop() {
 	f.cancel()
 	<-f.done
+}
+
+// Synced says whether the suite's End-of-RIB came once: the FIB holds
+// its table.
+func (f *ribFeed) Synced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.synced
 }
 
 // Status reports the session and the paths held.
@@ -473,6 +483,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 	f.st.Updates++
 	if (len(withdrawn) == 0 && len(announced) == 0 && len(u.PathAttributes) == 0) || (mpOnly && len(withdrawn) == 0) {
 		f.log.Info("RIB feed: End-of-RIB", "prefixes", len(f.paths))
+		f.synced = true
 		f.sweepStale()
 		return
 	}

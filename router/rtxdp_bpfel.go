@@ -23,8 +23,9 @@ const (
 type rtxdpFlowSeed uint32
 
 const (
-	rtxdpFlowSeedFLOW_SEED_LB rtxdpFlowSeed = 1540483477
-	rtxdpFlowSeedFLOW_SEED_RT rtxdpFlowSeed = 668265263
+	rtxdpFlowSeedFLOW_SEED_LB     rtxdpFlowSeed = 1540483477
+	rtxdpFlowSeedFLOW_SEED_RT     rtxdpFlowSeed = 668265263
+	rtxdpFlowSeedFLOW_SEED_POLICE rtxdpFlowSeed = 374761393
 )
 
 type rtxdpMsrCap struct {

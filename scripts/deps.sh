@@ -12,8 +12,11 @@ packages=(
 	nginx-light curl          # a web server and its client across the router (tests)
 	vsftpd tnftp              # an FTP server and client (seed 002's transfers)
 	tcpdump                   # order of the segments into and out of the router (tests)
-	bird2 frr                 # the VCP's routing suite; FRR as external peers
+	bird2 frr frr-snmp        # the VCP's routing suite (frr-snmp: BGP4-MIB); FRR as external peers
 	keepalived                # VRRP: which VCP is active (hot standby)
+	snmpd snmp snmptrapd      # SNMP: the VCP's master agent; clients and a trap receiver (tests)
+	prometheus                # msr demo up --monitoring: scrapes every agent (tests)
+	chromium                  # the web view's test: a real browser, headless
 )
 
 missing=()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"reflect"
 	"testing"
 	"time"
@@ -117,6 +118,46 @@ func TestTrafficgenPorts(t *testing.T) {
 		}
 		if !bytes.Equal(out[0:6], want.dst) || !bytes.Equal(out[6:12], want.src) {
 			t.Errorf("run %d: MACs %x, want %v from %v", run, out[:12], want.dst, want.src)
+		}
+	}
+}
+
+// A flood's frames: a TCP SYN to port 179 and an ICMP echo request from
+// the configured source, every checksum verifying (the TCP one over its
+// pseudo-header), the IPv4 length the headers' alone.
+func TestTrafficgenFlood(t *testing.T) {
+	src, dst := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.1")
+	for _, c := range []struct {
+		proto  Proto
+		ipLen  int
+		verify func(ip, l4 []byte) bool
+	}{
+		{ProtoTCP, 40, func(ip, l4 []byte) bool {
+			pseudo := append(append([]byte{}, ip[12:20]...), 0, unix.IPPROTO_TCP, 0, 20)
+			return binary.BigEndian.Uint16(l4[2:]) == 179 && l4[13] == 0x02 && l4[12]>>4 == 5 &&
+				inet.Checksum(append(pseudo, l4[:20]...)) == 0
+		}},
+		{ProtoICMP, 28, func(ip, l4 []byte) bool { return l4[0] == 8 && l4[1] == 0 && inet.Checksum(l4[:8]) == 0 }},
+	} {
+		g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: 64, Flows: 4, Protos: []Proto{c.proto}, Src: src, DstPort: 179, Dsts: []netip.Addr{dst}}, macGen, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		for run := range 4 {
+			out := make([]byte, 60)
+			ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: bytes.Repeat([]byte{0xa5}, 60), DataOut: out})
+			if err != nil || ret != xdpTx {
+				t.Fatalf("proto %d run %d: verdict %d, %v", c.proto, run, ret, err)
+			}
+			ip := out[14:34]
+			if ip[9] != uint8(c.proto) || int(binary.BigEndian.Uint16(ip[2:])) != c.ipLen || inet.Checksum(ip) != 0 ||
+				netip.AddrFrom4([4]byte(ip[12:16])) != src || netip.AddrFrom4([4]byte(ip[16:20])) != dst {
+				t.Fatalf("proto %d run %d: IPv4 header %x", c.proto, run, ip)
+			}
+			if !c.verify(ip, out[34:]) {
+				t.Errorf("proto %d run %d: header %x does not verify", c.proto, run, out[34:60])
+			}
 		}
 	}
 }

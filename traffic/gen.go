@@ -57,11 +57,30 @@ type GenConfig struct {
 	// HasXDP says the interfaces (Ifname's and the Ports') already have
 	// an XDP program (a sink on them): xdp_pass is not attached.
 	HasXDP bool
+	// Protos are what the frames are, flow i's Protos[i % len]: UDP test
+	// frames (none given: all), or TCP SYNs or ICMP echo requests, a flood
+	// aimed at a router's own address (not counted by a sink).
+	Protos []Proto
+	// Src, if set, is every flow's source address (a host's own) instead
+	// of one in 198.18.0.0/16; DstPort, if set, every flow's destination
+	// port (179: BGP).
+	Src     netip.Addr
+	DstPort uint16
 	// Ports, if set, are the interfaces the flows leave by instead, flow
 	// i by Ports[i % len(Ports)]: several sources from one generator (in
 	// one namespace), as seed 001's two test machines.
 	Ports []GenPort
 }
+
+// Proto is a generator's kind of frame.
+type Proto uint8
+
+// The kinds: the IP protocol numbers.
+const (
+	ProtoUDP  Proto = unix.IPPROTO_UDP
+	ProtoTCP  Proto = unix.IPPROTO_TCP  // SYNs
+	ProtoICMP Proto = unix.IPPROTO_ICMP // echo requests
+)
 
 // GenPort is an interface a generator's flows leave by, and the MAC they
 // are sent to there. With a VLAN, its flows carry an 802.1Q tag with that
@@ -89,6 +108,13 @@ func (c *GenConfig) Check() error {
 		return fmt.Errorf("rate %v: use at least 1 frame per second, or 0 for flat out", c.Rate)
 	case len(c.DstMAC) != 6:
 		return errors.New("generator needs a destination MAC")
+	case c.Src.IsValid() && !c.Src.Is4():
+		return fmt.Errorf("source %v is not IPv4", c.Src)
+	}
+	for _, p := range c.Protos {
+		if p != ProtoUDP && p != ProtoTCP && p != ProtoICMP {
+			return fmt.Errorf("protocol %d: UDP, TCP or ICMP", p)
+		}
 	}
 	for _, p := range c.Ports {
 		for _, m := range p.SrcMACs {
@@ -196,6 +222,13 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 		if len(c.Dsts) > 0 {
 			f = flowTo(f, c.Dsts[i%len(c.Dsts)], c.Size-FCSLen)
 		}
+		if c.Src.IsValid() || c.DstPort != 0 || len(c.Protos) > 0 {
+			proto := ProtoUDP
+			if len(c.Protos) > 0 {
+				proto = c.Protos[i%len(c.Protos)]
+			}
+			f = reshape(f, c, proto, c.Size-FCSLen)
+		}
 		if len(ports) > 0 {
 			p := ports[i%len(ports)]
 			f.Ifindex = uint32(p.ifindex)
@@ -243,15 +276,63 @@ func flowTo(f trafficgenGenFlow, dst netip.Addr, frameLen int) trafficgenGenFlow
 	return f
 }
 
-// ipv4Checksum is the RFC 791 header checksum of the header trafficgen
-// writes: version 4, IHL 5, TTL 64, UDP, no ID, no flags.
-func ipv4Checksum(src, dst [4]byte, totalLen uint16) uint16 {
+// reshape gives flow f the config's source address and destination port,
+// protocol proto, and the checksums that go with them.
+func reshape(f trafficgenGenFlow, c GenConfig, proto Proto, frameLen int) trafficgenGenFlow {
+	var src, dst [4]byte
+	binary.NativeEndian.PutUint32(src[:], f.Saddr)
+	binary.NativeEndian.PutUint32(dst[:], f.Daddr)
+	if c.Src.IsValid() {
+		src = c.Src.As4()
+		f.Saddr = binary.NativeEndian.Uint32(src[:])
+	}
+	if c.DstPort != 0 {
+		f.Dport = htons(c.DstPort)
+	}
+	totalLen := uint16(frameLen - 14)
+	switch proto {
+	case ProtoTCP:
+		totalLen = uint16(trafficgenGenLenGEN_SYN_LEN)
+		syn := make([]byte, 20)
+		binary.NativeEndian.PutUint16(syn[0:], f.Sport)
+		binary.NativeEndian.PutUint16(syn[2:], f.Dport)
+		binary.BigEndian.PutUint32(syn[4:], uint32(trafficgenGenLenGEN_SYN_SEQ))
+		syn[12], syn[13] = 5<<4, 0x02 // data offset 5 words; SYN
+		binary.BigEndian.PutUint16(syn[14:], uint16(trafficgenGenLenGEN_SYN_WINDOW))
+		f.L4Check = htons(inet.Checksum(append(pseudoHeader(src, dst, unix.IPPROTO_TCP, len(syn)), syn...)))
+	case ProtoICMP:
+		totalLen = uint16(trafficgenGenLenGEN_ECHO_LEN)
+		echo := []byte{8, 0, 0, 0, 0, 0, 0, 0}
+		binary.NativeEndian.PutUint16(echo[4:], f.Sport) // the echo id
+		f.L4Check = htons(inet.Checksum(echo))
+	}
+	f.Proto = uint8(proto)
+	h := ipv4Header(src, dst, totalLen, uint8(proto))
+	f.IpCheck = htons(inet.Checksum(h))
+	return f
+}
+
+// pseudoHeader is TCP's and UDP's checksum pseudo-header (RFC 793).
+func pseudoHeader(src, dst [4]byte, proto uint8, length int) []byte {
+	b := append(append([]byte{}, src[:]...), dst[:]...)
+	return append(b, 0, proto, byte(length>>8), byte(length))
+}
+
+// ipv4Header is the header trafficgen writes, checksum zero: version 4,
+// IHL 5, TTL 64, no ID, no flags.
+func ipv4Header(src, dst [4]byte, totalLen uint16, proto uint8) []byte {
 	h := make([]byte, 20)
-	h[0], h[8], h[9] = 0x45, 64, unix.IPPROTO_UDP
+	h[0], h[8], h[9] = 0x45, 64, proto
 	binary.BigEndian.PutUint16(h[2:], totalLen)
 	copy(h[12:], src[:])
 	copy(h[16:], dst[:])
-	return inet.Checksum(h)
+	return h
+}
+
+// ipv4Checksum is the RFC 791 header checksum of the UDP test frame's
+// header.
+func ipv4Checksum(src, dst [4]byte, totalLen uint16) uint16 {
+	return inet.Checksum(ipv4Header(src, dst, totalLen, unix.IPPROTO_UDP))
 }
 
 // mix32 is a 32-bit integer hash (murmur3's finalizer).

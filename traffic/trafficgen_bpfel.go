@@ -42,7 +42,19 @@ type trafficgenGenFlow struct {
 	Ifindex uint32
 	SrcMac  [6]uint8
 	DstMac  [6]uint8
+	Proto   uint8
+	Pad     uint8
+	L4Check uint16
 }
+
+type trafficgenGenLen uint32
+
+const (
+	trafficgenGenLenGEN_SYN_LEN    trafficgenGenLen = 40
+	trafficgenGenLenGEN_ECHO_LEN   trafficgenGenLen = 28
+	trafficgenGenLenGEN_SYN_SEQ    trafficgenGenLen = 1297306457
+	trafficgenGenLenGEN_SYN_WINDOW trafficgenGenLen = 64240
+)
 
 type trafficgenXdpMd struct {
 	_              structs.HostLayout
@@ -76,6 +88,7 @@ const (
 	trafficgenVarSent               = "sent"
 	trafficgenVarUnusedBenchPayload = "unused_bench_payload"
 	trafficgenVarUnusedFlowSeed     = "unused_flow_seed"
+	trafficgenVarUnusedGenLen       = "unused_gen_len"
 	trafficgenVarUnusedMsrEthertype = "unused_msr_ethertype"
 )
 
@@ -151,6 +164,7 @@ type trafficgenVariableSpecs struct {
 	Sent               *ebpf.VariableSpec `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.VariableSpec `ebpf:"unused_bench_payload"`
 	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedGenLen       *ebpf.VariableSpec `ebpf:"unused_gen_len"`
 	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
 }
 
@@ -202,6 +216,7 @@ type trafficgenVariables struct {
 	Sent               *ebpf.Variable `ebpf:"sent"`
 	UnusedBenchPayload *ebpf.Variable `ebpf:"unused_bench_payload"`
 	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedGenLen       *ebpf.Variable `ebpf:"unused_gen_len"`
 	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
 }
 

@@ -3,6 +3,7 @@ package vcp
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,7 +29,8 @@ type Agent struct {
 	// election is VRRP between this VCP and its twin (nil: always active).
 	election *Election
 	log      *slog.Logger
-	token    string // of the management API, for relaying to elements
+	token    string      // of the management API, for relaying to elements
+	apiTLS   *tls.Config // the elements' APIs' TLS (nil: plain HTTP)
 	// ribPassword is the RIB feed's TCP-MD5 key (dist.Key.RIBPassword).
 	ribPassword string
 
@@ -44,6 +46,8 @@ type Agent struct {
 	// loads are the back-ends' load states, by name (load.go)
 	loads  map[string]*loadState
 	pushed map[uint64]*lbPush
+	// backendPushes is what each back-end was last sent (backends.go).
+	backendPushes map[uint64]*backendPush
 	// lastPush is the last tick that sent a table (Status's last_push).
 	lastPush *vcpapi.PushStatus
 	// limitHits counts, by BGP peer, the sessions the suite shut for
@@ -55,6 +59,14 @@ type Agent struct {
 	// (stepDown).
 	twinActive time.Time
 	faulted    bool
+	// started is when the agent started; ports are the external ports'
+	// states (ports.go), told to portWatchers as they change.
+	started      time.Time
+	ports        map[uint16]*PortState
+	portWatchers []chan PortEvent
+	// rates and events are the web view's (view.go).
+	rates  rateMeter
+	events []vcpapi.ViewEvent
 }
 
 // element is one LB or back-end as its hellos describe it.
@@ -83,9 +95,19 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
 		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{}, loads: map[string]*loadState{},
-		pushed: map[uint64]*lbPush{}, token: api.Token(key.Secret), limitHits: map[string]uint64{},
-		ribPassword: key.RIBPassword()}
+		pushed: map[uint64]*lbPush{}, backendPushes: map[uint64]*backendPush{}, limitHits: map[string]uint64{},
+		ribPassword: key.RIBPassword(), started: time.Now(), ports: map[uint16]*PortState{}}
 	if a.sender, err = dist.NewSender(cfg.ID, key); err != nil {
+		return nil, err
+	}
+	// The other elements' APIs (the console's relay, the back-ends' ACL
+	// hits): with the deployment's admin token and certificate.
+	access, err := cfg.APISecurity.Access(api.Token(key.Secret))
+	if err != nil {
+		return nil, err
+	}
+	a.token = access.Admin
+	if a.apiTLS, err = api.ClientTLS(cfg.APISecurity.Cert); err != nil {
 		return nil, err
 	}
 	if a.conn, err = dist.Listen(cfg.Interface, dist.Keyring{key.ID: key.Secret}); err != nil {
@@ -129,6 +151,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.receive(ctx)
 	go a.mirrors.Run(ctx)
 	go a.watchPeers(ctx)
+	if a.cfg.SNMP != nil {
+		if err := a.startSNMP(ctx, a.cfg.SNMP, a.cfg.runDir()); err != nil {
+			return err
+		}
+	}
 	t := time.NewTicker(a.cfg.HelloInterval)
 	defer t.Stop()
 	var elected chan bool // nil without an election: never ready
@@ -255,6 +282,11 @@ func (a *Agent) become(active bool) {
 	for _, p := range a.pushed {
 		p.ports, p.table, p.sent = "", "", time.Time{}
 	}
+	if active {
+		a.event("%s became the active VCP", a.cfg.Name)
+	} else {
+		a.event("%s became a standby", a.cfg.Name)
+	}
 	a.mu.Unlock()
 	a.mirrors.SetActive(active)
 	if old != nil {
@@ -319,10 +351,15 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
 		e = &element{id: id, first: now}
 		a.elements[id] = e
 		a.log.Info("element appeared", "id", fmt.Sprintf("%#x", id), "role", roleName(h.Role), "name", h.Name)
+		a.event("%s %s appeared", roleName(h.Role), h.Name)
 	case !e.alive:
 		a.log.Info("element came back", "name", h.Name)
+		a.event("%s %s came back", roleName(h.Role), h.Name)
 	}
 	e.mac, e.hello, e.last, e.alive = mac, h, now, true
+	for _, p := range h.Ports {
+		a.rates.observe(h.Name+"/"+fmt.Sprint(p.Index), now, p.RxPackets, p.RxBytes)
+	}
 	a.observeLoad(h.Name, h, now)
 }
 
@@ -338,12 +375,19 @@ func (a *Agent) tick(now time.Time) {
 		if e.alive && now.Sub(e.last) > a.hold(e.hello) {
 			e.alive = false
 			a.log.Info("element died", "name", e.hello.Name)
+			a.event("%s %s died (no hello for %v)", roleName(e.hello.Role), e.hello.Name, a.hold(e.hello))
 		}
 	}
+	a.followPorts(now)
 	if !a.active {
 		return
 	}
 	push := &vcpapi.PushStatus{At: now}
+	for _, r := range a.sorted(dist.RoleRouter) {
+		if r.alive {
+			a.configureBackend(r, now)
+		}
+	}
 	for _, lb := range a.sorted(dist.RoleLB) {
 		if lb.alive {
 			a.configure(lb, now, push)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/internal/metrics"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
@@ -25,7 +26,7 @@ import (
 //	GET  /routes/lookup?addr=A     vcpapi.LookupView: the suite's and every back-end's routes for A
 //	POST /drain?name=B, /undrain?name=B
 //	POST /weight?name=B&capacity=MBPS   (0: the configured or announced one again)
-//	POST /reload                   vcpapi.ReloadResult: the config file read again, the difference applied
+//	POST /reload[?dry_run=1]       vcpapi.ReloadResult: the config file read again, the difference applied (or only said)
 //	ANY  /relay/ELEMENT/PATH       the request, passed to ELEMENT's own API (by name or id)
 
 // Status reports elements and tables, the suite, mirrors and DIST.
@@ -84,7 +85,11 @@ func (a *Agent) topology() (string, []vcpapi.ElementStatus, []vcpapi.TableStatus
 // Handler answers the API's requests.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET "+metrics.Path, metrics.Handler(a.Metrics()))
 	mux.HandleFunc("GET "+vcpapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
+	mux.HandleFunc("GET "+vcpapi.PathView, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.View(), nil) })
+	mux.Handle("GET /{$}", webHandler())
+	mux.Handle("GET /web/", http.StripPrefix("/web", webHandler()))
 	mux.HandleFunc("GET "+vcpapi.PathElements, func(w http.ResponseWriter, r *http.Request) {
 		_, elements, _ := a.topology()
 		api.Reply(w, elements, nil)
@@ -93,6 +98,7 @@ func (a *Agent) Handler() http.Handler {
 		_, _, tables := a.topology()
 		api.Reply(w, tables, nil)
 	})
+	mux.HandleFunc("GET "+vcpapi.PathACL, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.ACL(), nil) })
 	mux.HandleFunc("GET "+vcpapi.PathPorts, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Ports(), nil) })
 	mux.HandleFunc("GET "+vcpapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.Routes()
@@ -122,7 +128,7 @@ func (a *Agent) Handler() http.Handler {
 		api.Reply(w, map[string]any{"name": name, "capacity_mbps": mbps}, a.SetCapacity(name, uint32(mbps)))
 	})
 	mux.HandleFunc("POST "+vcpapi.PathReload, func(w http.ResponseWriter, r *http.Request) {
-		res, err := a.Reload()
+		res, err := a.Reload(r.URL.Query().Get("dry_run") == "1")
 		api.Reply(w, res, err)
 	})
 	mux.HandleFunc(vcpapi.PathRelay+"/{element}/{path...}", func(w http.ResponseWriter, r *http.Request) {

@@ -48,10 +48,12 @@ graceful restart wait 30;
 
 protocol device {}
 
-# The external ports' subnets, from the mirrors.
+# The external ports' subnets, from the mirrors; a port whose link is
+# down (its mirror loses carrier with it) is not announced.
 protocol direct {
 	ipv4;
 	interface "x*";
+	check link yes;
 }
 {{range $i, $b := .BGP}}
 protocol bgp peer{{$i}} {
@@ -81,6 +83,7 @@ protocol bfd {
 {{end}}{{if or .Static .StaticFiles}}
 protocol static {
 	ipv4;
+	check link yes;   # routes via a port whose link is down are withdrawn
 {{range .Static}}	route {{.To}} via {{.Via}};
 {{end}}{{range $i, $f := .StaticFiles}}	include "{{$.RunDir}}/static{{$i}}.conf";
 {{end}}}

@@ -1,10 +1,13 @@
 package vcp
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +37,11 @@ const maxChildLog = 16 << 20
 
 // startChild starts argv with its stdout and stderr appended to logPath.
 func startChild(logPath string, argv ...string) (*child, error) {
+	return startChildEnv(logPath, nil, argv...)
+}
+
+// startChildEnv is startChild with env added to the VCP's environment.
+func startChildEnv(logPath string, env []string, argv ...string) (*child, error) {
 	if fi, err := os.Stat(logPath); err == nil && fi.Size() > maxChildLog {
 		os.Rename(logPath, logPath+".1")
 	}
@@ -42,7 +50,16 @@ func startChild(logPath string, argv ...string) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if os.Getenv("JOURNAL_STREAM") != "" {
+		// Under systemd (stderr is the journal): the journal too, each
+		// line prefixed with the daemon's name.
+		w := io.MultiWriter(logFile, &linePrefixer{prefix: filepath.Base(argv[0]) + ": ", w: os.Stderr})
+		cmd.Stdout, cmd.Stderr = w, w
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(logFile, "%s msr vcp: could not start %s: %v\n", stamp(), strings.Join(argv, " "), err)
@@ -145,4 +162,33 @@ func (s *supervisor) crashed(now time.Time) bool {
 	}
 	s.crashes = append(keep, now)
 	return len(s.crashes) >= crashLimit
+}
+
+// linePrefixer writes whole lines to w, each with prefix.
+type linePrefixer struct {
+	prefix string
+	w      io.Writer
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (l *linePrefixer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf[:i]); err != nil {
+			return len(p), nil // the journal gone: the file still has it
+		}
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 64<<10 { // a line without end: flush it
+		fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf)
+		l.buf = l.buf[:0]
+	}
+	return len(p), nil
 }

@@ -5,6 +5,7 @@
 package vcp
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/acl"
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/config"
 	elementcfg "github.com/msr-router/msr/internal/element"
@@ -29,12 +31,21 @@ type FileConfig struct {
 	LBs           map[string]*LBConfig      `yaml:"lbs"`
 	ExternalPorts []ExternalPortConfig      `yaml:"external_ports"`
 	Backends      map[string]*BackendConfig `yaml:"backends"`
+	// ACL is the router's: every back-end applies it alike (backends.go);
+	// absent, a back-end keeps its own file's.
+	ACL []acl.Config `yaml:"acl"`
+	// acl is ACL checked; hasACL says the file has the key (an empty
+	// list: no ACL on any back-end).
+	acl    []dist.ACLRule
+	hasACL bool
 	// Routing configures the routing suite that terminates the router's
 	// protocols on the mirrors (none: no suite runs).
 	Routing *RoutingConfig `yaml:"routing"`
 	// Standby makes this VCP one of two, the active one elected by VRRP
 	// (election.go). None: this VCP is always active.
 	Standby *StandbyConfig `yaml:"standby"`
+	// SNMP makes the router answer SNMP (snmp.go); none: it does not.
+	SNMP *SNMPConfig `yaml:"snmp"`
 	// AsStandby is `msr vcp --standby`: the lower VRRP priority, so the
 	// other VCP wins when both start together.
 	AsStandby bool             `yaml:"-"`
@@ -81,7 +92,10 @@ type RoutingConfig struct {
 	// (their mirrors xVLAN, the router's names for them); the agent sets
 	// them before it starts or reconfigures the suite.
 	Ports []SuitePort `yaml:"-"`
-	Pos   config.Pos  `yaml:"-"`
+	// AgentX is snmpd's AgentX socket when the router answers SNMP: FRR's
+	// bgpd serves BGP4-MIB through it (snmp.go).
+	AgentX string     `yaml:"-"`
+	Pos    config.Pos `yaml:"-"`
 }
 
 // SuitePort is an external port, for the suite's config.
@@ -412,14 +426,22 @@ type LBConfig struct {
 // ExternalPortConfig makes one port of one LB an external port of the
 // router. The port is named by its MAC (`msr lb status` shows them).
 type ExternalPortConfig struct {
-	LB      string           `yaml:"lb" msr:"required"`
-	MAC     string           `yaml:"mac" msr:"required"`
-	Address netip.Prefix     `yaml:"address" msr:"required"`
-	VLAN    uint16           `yaml:"vlan" msr:"required"`
-	MTU     uint16           `yaml:"mtu"`
-	Pos     config.Pos       `yaml:"-"`
-	mac     net.HardwareAddr // MAC, parsed by complete
+	LB      string       `yaml:"lb" msr:"required"`
+	MAC     string       `yaml:"mac" msr:"required"`
+	Address netip.Prefix `yaml:"address" msr:"required"`
+	VLAN    uint16       `yaml:"vlan" msr:"required"`
+	MTU     uint16       `yaml:"mtu"`
+	// Description is the operator's words for the port (SNMP's ifAlias).
+	Description string           `yaml:"description"`
+	Pos         config.Pos       `yaml:"-"`
+	mac         net.HardwareAddr // MAC, parsed by complete
 }
+
+// DefaultMTU is an external port's MTU where the config gives none.
+const DefaultMTU = 1500
+
+// mtu is the port's MTU, or the default.
+func (p ExternalPortConfig) mtu() uint16 { return cmp.Or(p.MTU, DefaultMTU) }
 
 // BackendConfig overrides what a back-end says of itself.
 type BackendConfig struct {
@@ -458,6 +480,14 @@ func (c *FileConfig) complete() error {
 			return l.Pos.Errorf("lb %s: mode %q: wrr, hash, maglev or flowlet", name, l.Mode)
 		}
 	}
+	if c.hasACL = c.ACL != nil; c.hasACL {
+		if c.acl, err = acl.Parse(c.ACL, dist.MaxACLRules, c.Pos); err != nil {
+			return err
+		}
+	}
+	if len(c.ExternalPorts) > dist.MaxPorts-1 {
+		return c.Pos.Errorf("%d external ports: the back-ends take at most %d from the VCP", len(c.ExternalPorts), dist.MaxPorts-1)
+	}
 	vlans := map[uint16]config.Pos{}
 	macs := map[string]config.Pos{}
 	for i, p := range c.ExternalPorts {
@@ -479,6 +509,11 @@ func (c *FileConfig) complete() error {
 			return p.Pos.Errorf("VLAN %d is already the port at %s", p.VLAN, prev)
 		}
 		vlans[p.VLAN] = p.Pos
+	}
+	if c.SNMP != nil {
+		if err := c.SNMP.complete(c.Name); err != nil {
+			return err
+		}
 	}
 	if sb := c.Standby; sb != nil {
 		if !sb.Address.Addr().Is4() {

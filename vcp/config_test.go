@@ -221,3 +221,48 @@ func TestRIPConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSNMPConfig: the snmp: section's defaults, what snmpd is told, and
+// refusals at their lines.
+func TestSNMPConfig(t *testing.T) {
+	good := goodVCP + `snmp:
+  community: public
+  users:
+    - {name: ops, auth_password: auth-secret, priv_password: priv-secret}
+  traps:
+    - {host: "192.0.2.10:162"}
+`
+	c, err := load(t, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.SNMP
+	if s.SysName != "vcp1" || s.Listen != "udp:161" || s.Users[0].Auth != "SHA" || s.Users[0].Priv != "AES" || s.Traps[0].Community != "public" {
+		t.Errorf("defaults: %+v", s)
+	}
+	var b strings.Builder
+	if err := snmpdConf.Execute(&b, struct {
+		*SNMPConfig
+		Dir, Socket, Group string
+	}{s, "/run/x", "/run/x/agentx.sock", "frr"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"rocommunity public default -V routerView", `createUser ops SHA "auth-secret" AES "priv-secret"`,
+		"rouser ops priv -V routerView", "trap2sink 192.0.2.10:162 public", "agentXSocket /run/x/agentx.sock", "master agentx", "agentXPerms 0660 0755 root frr"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("snmpd.conf lacks %q:\n%s", want, b.String())
+		}
+	}
+	for _, c := range []struct{ edit, want, msg string }{
+		{"auth_password: auth-secret", "auth_password: short", "passwords of at least 8 characters"},
+		{"priv_password: priv-secret}", "priv_password: priv-secret, priv: 3DES}", `priv "3DES": AES or DES`},
+		{"community: public", `community: "two words"`, "community: no spaces"},
+		{"community: public\n  users:\n    - {name: ops, auth_password: auth-secret, priv_password: priv-secret}\n", "", "a community, users, or both"},
+		{`host: "192.0.2.10:162"`, `host: "192.0.2.10"`, "snmp.traps[0].host: not an ip:port"},
+	} {
+		text := strings.Replace(good, c.edit, c.want, 1)
+		if _, err := load(t, text); err == nil || !strings.Contains(err.Error(), c.msg) || !strings.Contains(err.Error(), "vcp.yaml:") {
+			t.Errorf("%s -> %s: %v, want %q at a line", c.edit, c.want, err, c.msg)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
@@ -29,9 +30,13 @@ func (a *Agent) Ports() *vcpapi.PortsView {
 		}
 		for _, p := range lb.hello.Ports {
 			pv := vcpapi.PortView{Name: portName(lb.hello.Name, p), LB: lb.hello.Name, Index: p.Index,
-				MAC: p.MAC.String(), Role: [...]string{"unknown", "external", "internal"}[p.Role], VLAN: p.VLAN,
-				Up: p.Flags&dist.PortFlagUp != 0, SpeedMbps: p.SpeedMbps, MTU: p.MTU,
+				MAC: p.MAC.String(), Role: p.Role.String(), VLAN: p.VLAN,
+				Up: p.Up(), AdminUp: p.AdminUp(), SpeedMbps: p.SpeedMbps,
+				FullDuplex: p.FullDuplex(), MTU: p.MTU,
 				Counters: vcpapi.Counters{RxPackets: p.RxPackets, RxBytes: p.RxBytes, TxPackets: p.TxPackets, TxBytes: p.TxBytes, RxDropped: p.RxDropped}}
+			if st := a.ports[p.VLAN]; p.Role == dist.PortExternal && st != nil {
+				pv.Changes, pv.LastChangeS = st.Changes, time.Since(st.Since).Seconds()
+			}
 			if p.Prefix.IsValid() && p.Prefix.Bits() > 0 {
 				pv.Address = p.Prefix.String()
 			}
@@ -90,6 +95,9 @@ func (a *Agent) describePorts(cfg *FileConfig) {
 		ports = append(ports, SuitePort{VLAN: p.VLAN, Address: p.Address, Name: name})
 	}
 	cfg.Routing.Ports = ports
+	if cfg.SNMP != nil {
+		cfg.Routing.AgentX = snmpSocket(cfg.runDir())
+	}
 }
 
 // Routes reports the routes and each back-end's install state.
@@ -198,10 +206,13 @@ func (a *Agent) elementClient(s string) (*api.Client, error) {
 		if e.hello.Name == s || (idErr == nil && e.id == id) {
 			name := e.hello.Name
 			addr, ok := a.cfg.apiOf(name)
+			if !ok && e.hello.Role == dist.RoleRouter {
+				addr, ok = backendAPI(e.hello)
+			}
 			if !ok {
 				return nil, fmt.Errorf("%s has no management API in the router's config (lbs or backends: %s: {api: ADDR:PORT})", name, name)
 			}
-			return api.NewTCPClient(addr.String(), a.token, "element "+name), nil
+			return api.NewTCPClient(addr.String(), a.token, "element "+name, a.apiTLS), nil
 		}
 	}
 	return nil, fmt.Errorf("no element %q", s)

@@ -83,7 +83,9 @@ bfd
 !
 {{end}}{{define "bgpd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 frr defaults traditional
-router bgp {{.ASN}}
+{{if .AgentX}}! BGP4-MIB through the VCP's snmpd (AgentX).
+agentx
+{{end}}router bgp {{.ASN}}
  bgp router-id {{.RouterID}}
  no bgp ebgp-requires-policy
  bgp graceful-restart
@@ -290,8 +292,16 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error)
 }
 
 func (f *FRR) startDaemon(d string) (*child, error) {
-	return startChild(filepath.Join(f.dir, d+".log"), "/usr/lib/frr/"+d, "-f", filepath.Join(f.dir, d+".conf"),
-		"-i", filepath.Join(f.dir, d+".pid"), "-z", filepath.Join(f.dir, "zserv.api"), "--vty_socket", f.dir, "-P", "0", "--log", "stdout")
+	argv := []string{"/usr/lib/frr/" + d, "-f", filepath.Join(f.dir, d+".conf"),
+		"-i", filepath.Join(f.dir, d+".pid"), "-z", filepath.Join(f.dir, "zserv.api"), "--vty_socket", f.dir, "-P", "0", "--log", "stdout"}
+	var env []string
+	if d == "bgpd" && f.cfg.AgentX != "" {
+		// bgpd's snmp module is a net-snmp subagent: it reads frr.conf
+		// from SNMPCONFPATH for the master's socket.
+		argv = append(argv, "-M", "snmp")
+		env = append(env, "SNMPCONFPATH="+filepath.Join(f.dir, "snmp"))
+	}
+	return startChildEnv(filepath.Join(f.dir, d+".log"), env, argv...)
 }
 
 // writeConfig writes each daemon's configuration into a directory FRR's
@@ -322,6 +332,14 @@ func (f *FRR) writeConfig() error {
 	}
 	for i, p := range f.cfg.Ports {
 		data.Ports = append(data.Ports, frrPort{p.VLAN, 10 * (i + 1)})
+	}
+	if f.cfg.AgentX != "" {
+		snmpDir := filepath.Join(f.dir, "snmp")
+		os.MkdirAll(snmpDir, 0o755)
+		conf := "# Written by msr vcp: bgpd's AgentX subagent (BGP4-MIB).\nagentXSocket " + f.cfg.AgentX + "\n[snmp] mibs :\n"
+		if err := os.WriteFile(filepath.Join(snmpDir, "frr.conf"), []byte(conf), 0o644); err != nil {
+			return err
+		}
 	}
 	for _, d := range []string{"zebra", "staticd", "ospfd", "ripd", "bfdd", "bgpd"} {
 		var b strings.Builder

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/internal/iflink"
 )
 
 // Mirrors give the VCP's routing suite one interface per external port of
@@ -54,6 +55,7 @@ type mirror struct {
 	alias string           // the router's name of its port, once an LB said it
 	mac   net.HardwareAddr // of the suite side
 	fd    int              // packet socket on the bridge side
+	down  bool             // taken down with its port (SetUp)
 }
 
 // Describe names the mirror of the port with the VLAN as the router names
@@ -67,8 +69,12 @@ func (m *Mirrors) Describe(vlan uint16, name string) (bool, error) {
 		return false, nil
 	}
 	mr.alias = name // tried once per name: a failure is reported, not retried every hello
-	if out, err := exec.Command("ip", "link", "set", mr.name, "alias", name).CombinedOutput(); err != nil {
-		return false, fmt.Errorf("name mirror %s %s: %v: %s", mr.name, name, err, out)
+	l, err := netlink.LinkByName(mr.name)
+	if err == nil {
+		err = netlink.LinkSetAlias(l, name)
+	}
+	if err != nil {
+		return false, fmt.Errorf("name mirror %s %s: %w", mr.name, name, err)
 	}
 	return true, nil
 }
@@ -102,25 +108,28 @@ func NewMirrors(internal string, ports []ExternalPortConfig) (*Mirrors, error) {
 func newMirror(p ExternalPortConfig) (*mirror, error) {
 	mr := &mirror{vlan: p.VLAN, name: fmt.Sprintf("x%d", p.VLAN), fd: -1}
 	bridge := mr.name + "b"
-	mtu := p.MTU
-	if mtu == 0 {
-		mtu = 1500
+	if old, err := netlink.LinkByName(mr.name); err == nil {
+		netlink.LinkDel(old) // a previous run's
 	}
-	exec.Command("ip", "link", "del", mr.name).Run() // a previous run's
-	steps := [][]string{
-		{"ip", "link", "add", mr.name, "type", "veth", "peer", "name", bridge},
-		{"ip", "link", "set", mr.name, "mtu", fmt.Sprint(mtu)},
-		{"ip", "addr", "add", p.Address.String(), "dev", mr.name},
-		{"ip", "link", "set", bridge, "up"},
-		{"ip", "link", "set", mr.name, "up"},
-		// The suite's TCP and UDP checksums must be complete in the frame:
-		// the bridge copies bytes, there is no "hardware" to finish them.
-		{"ethtool", "-K", mr.name, "tx", "off"},
+	fail := func(step string, err error) (*mirror, error) {
+		return nil, fmt.Errorf("mirror of VLAN %d: %s: %w", p.VLAN, step, err)
 	}
-	for _, s := range steps {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("mirror of VLAN %d: %s: %v: %s", p.VLAN, strings.Join(s, " "), err, out)
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: mr.name, MTU: int(p.mtu())}, PeerName: bridge}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fail("add veth "+mr.name, err)
+	}
+	if err := readdressMirror(p); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{bridge, mr.name} {
+		if err := iflink.SetUp(name, true); err != nil {
+			return fail("set up", err)
 		}
+	}
+	// The suite's TCP and UDP checksums must be complete in the frame:
+	// the bridge copies bytes, there is no "hardware" to finish them.
+	if err := iflink.SetTxChecksum(mr.name, false); err != nil {
+		return fail("checksums", err)
 	}
 	// The suite speaks IPv4; IPv6 chatter would only go out of the port.
 	os.WriteFile("/proc/sys/net/ipv6/conf/"+mr.name+"/disable_ipv6", []byte("1"), 0)
@@ -137,6 +146,57 @@ func newMirror(p ExternalPortConfig) (*mirror, error) {
 		return nil, err
 	}
 	return mr, nil
+}
+
+// readdressMirror gives a mirror its port's address (the only one) and
+// MTU.
+func readdressMirror(p ExternalPortConfig) error {
+	name := fmt.Sprintf("x%d", p.VLAN)
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("mirror of VLAN %d: %w", p.VLAN, err)
+	}
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("mirror of VLAN %d: list addresses: %w", p.VLAN, err)
+	}
+	want, err := netlink.ParseAddr(p.Address.String())
+	if err != nil {
+		return fmt.Errorf("mirror of VLAN %d: %w", p.VLAN, err)
+	}
+	for _, a := range addrs {
+		if !a.Equal(*want) {
+			if err := netlink.AddrDel(l, &a); err != nil {
+				return fmt.Errorf("mirror of VLAN %d: remove %s: %w", p.VLAN, a.IPNet, err)
+			}
+		}
+	}
+	if err := netlink.AddrReplace(l, want); err != nil {
+		return fmt.Errorf("mirror of VLAN %d: address %s: %w", p.VLAN, p.Address, err)
+	}
+	if err := netlink.LinkSetMTU(l, int(p.mtu())); err != nil {
+		return fmt.Errorf("mirror of VLAN %d: MTU %d: %w", p.VLAN, p.mtu(), err)
+	}
+	return nil
+}
+
+// SetUp brings the mirror of the port with the VLAN up or down with the
+// port: its bridge side goes down, so the suite's side loses carrier, as
+// a router's interface does when its cable is pulled, and the suite acts
+// on it (BIRD's and FRR's link detection: connected routes withdrawn,
+// OSPF's neighbours on it gone). It says whether the state changed.
+func (m *Mirrors) SetUp(vlan uint16, up bool) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mr := m.ports[vlan]
+	if mr == nil || mr.down == !up {
+		return false, nil
+	}
+	mr.down = !up
+	if err := iflink.SetUp(mr.name+"b", up); err != nil {
+		return false, fmt.Errorf("mirror of VLAN %d: %w", vlan, err)
+	}
+	return true, nil
 }
 
 func packetSocket(ifindex int) (int, error) {

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"sort"
 	"strings"
 
+	"github.com/msr-router/msr/internal/acl"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
@@ -20,7 +20,7 @@ import (
 // Reload reads the config file the VCP started with and applies what
 // differs. A bad file (with its line) or a change that needs a restart
 // leaves everything as it was.
-func (a *Agent) Reload() (*vcpapi.ReloadResult, error) {
+func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	a.mu.Lock()
@@ -34,8 +34,8 @@ func (a *Agent) Reload() (*vcpapi.ReloadResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &vcpapi.ReloadResult{Changes: changes}
-	if len(changes) == 0 {
+	res := &vcpapi.ReloadResult{Changes: changes, DryRun: dryRun}
+	if len(changes) == 0 || dryRun {
 		return res, nil
 	}
 	// A suite that cannot take the change refuses it before anything else
@@ -81,26 +81,10 @@ func (a *Agent) Reload() (*vcpapi.ReloadResult, error) {
 	for _, c := range changes {
 		a.log.Info("reloaded", "change", c)
 	}
+	a.mu.Lock()
+	a.event("config reloaded: %d changes", len(changes))
+	a.mu.Unlock()
 	return res, nil
-}
-
-// readdressMirror gives a mirror its port's new address and MTU.
-func readdressMirror(p ExternalPortConfig) error {
-	name := fmt.Sprintf("x%d", p.VLAN)
-	mtu := p.MTU
-	if mtu == 0 {
-		mtu = 1500
-	}
-	for _, s := range [][]string{
-		{"ip", "addr", "flush", "dev", name},
-		{"ip", "addr", "add", p.Address.String(), "dev", name},
-		{"ip", "link", "set", name, "mtu", fmt.Sprint(mtu)},
-	} {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return fmt.Errorf("mirror of VLAN %d: %s: %v: %s", p.VLAN, strings.Join(s, " "), err, out)
-		}
-	}
-	return nil
 }
 
 // diffConfig lists what differs between two configs, one change per line,
@@ -123,6 +107,7 @@ func diffConfig(old, next *FileConfig) ([]string, error) {
 	same("api_listen", old.APIListen, next.APIListen)
 	same("standby", standbyText(old.Standby), standbyText(next.Standby))
 	same("external port VLANs", portVLANs(old), portVLANs(next))
+	same("snmp", snmpText(old.SNMP), snmpText(next.SNMP))
 	if old.Routing != nil && next.Routing != nil {
 		same("routing run_dir", old.Routing.RunDir, next.Routing.RunDir)
 		same("routing suite", old.Routing.Suite, next.Routing.Suite)
@@ -138,6 +123,7 @@ func diffConfig(old, next *FileConfig) ([]string, error) {
 	ch = append(ch, diffKeyed("back-end", backendLines(old), backendLines(next))...)
 	ch = append(ch, diffKeyed("external port", portLines(old), portLines(next))...)
 	ch = append(ch, diffKeyed("routing", routingLines(old.Routing), routingLines(next.Routing))...)
+	ch = append(ch, diffKeyed("acl", aclLines(old), aclLines(next))...)
 	sort.Strings(ch)
 	return ch, nil
 }
@@ -191,6 +177,19 @@ func lbLines(c *FileConfig) map[string]string {
 	return m
 }
 
+// aclLines are the router's ACL rules by position ("rule 1"), or the
+// back-ends' own when the config has no acl:.
+func aclLines(c *FileConfig) map[string]string {
+	if !c.hasACL {
+		return map[string]string{"rules": "each back-end's own"}
+	}
+	m := map[string]string{"rules": fmt.Sprint(len(c.acl))}
+	for i, r := range c.acl {
+		m[fmt.Sprintf("rule %d", i)] = acl.Text(r)
+	}
+	return m
+}
+
 func backendLines(c *FileConfig) map[string]string {
 	m := map[string]string{}
 	for name, b := range c.Backends {
@@ -216,7 +215,11 @@ func apiText(a netip.AddrPort) string {
 func portLines(c *FileConfig) map[string]string {
 	m := map[string]string{}
 	for _, p := range c.ExternalPorts {
-		m[fmt.Sprintf("VLAN %d", p.VLAN)] = fmt.Sprintf("lb %s mac %s address %s mtu %d", p.LB, p.MAC, p.Address, p.MTU)
+		line := fmt.Sprintf("lb %s mac %s address %s mtu %d", p.LB, p.MAC, p.Address, p.MTU)
+		if p.Description != "" {
+			line += fmt.Sprintf(" description %q", p.Description)
+		}
+		m[fmt.Sprintf("VLAN %d", p.VLAN)] = line
 	}
 	return m
 }
@@ -295,4 +298,19 @@ func peerLine(b BGPPeer) string {
 		s += fmt.Sprintf(" password (sha256 %x)", sum[:4])
 	}
 	return s
+}
+
+// snmpText is the snmp: section, for diffConfig (snmpd is configured at
+// start only); passwords are not shown.
+func snmpText(s *SNMPConfig) string {
+	if s == nil {
+		return "none"
+	}
+	var users []string
+	for _, u := range s.Users {
+		users = append(users, u.Name+"/"+u.Auth+"/"+u.Priv+"/"+u.AuthPassword+u.PrivPassword)
+	}
+	secrets := sha256.Sum256([]byte(s.Community + strings.Join(users, ",")))
+	return fmt.Sprintf("{community set %v, users %d, traps %v, listen %s, sys %q %q %q, secrets %x}", s.Community != "", len(users), s.Traps, s.Listen,
+		s.SysName, s.SysLocation, s.SysContact, secrets[:4])
 }

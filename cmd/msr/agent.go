@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/cli"
+	"github.com/msr-router/msr/internal/logging"
 )
 
 // agent is what `msr lb`, `msr router` and `msr vcp` run: answer the API,
@@ -33,19 +36,34 @@ type endpoints struct {
 	socket, listen string
 	keyFile        string
 	keyID          uint8
+	security       api.Security
 }
 
-func endpointsOf(socket string, listen netip.AddrPort, keyFile string, keyID uint8) endpoints {
-	ep := endpoints{socket: socket, keyFile: keyFile, keyID: keyID}
+func endpointsOf(socket string, listen netip.AddrPort, keyFile string, keyID uint8, security api.Security) endpoints {
+	ep := endpoints{socket: socket, keyFile: keyFile, keyID: keyID, security: security}
 	if listen.IsValid() {
 		ep.listen = listen.String()
 	}
 	return ep
 }
 
-// runAgent runs a until SIGINT or SIGTERM. With MSR_CPUPROFILE=DIR it
-// writes a CPU profile of its whole run to DIR/WHAT-NAME.pprof.
-func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger) error {
+// checkConfig is --check: the file read and checked as the agent would,
+// nothing started (as bird -p). It prints what it found good.
+func checkConfig(file string, load func(string) error) error {
+	if file == "" {
+		return cli.Usagef("--check needs --config FILE.yaml")
+	}
+	if err := load(file); err != nil {
+		return err
+	}
+	fmt.Printf("%s: good\n", file)
+	return nil
+}
+
+// runAgent runs a until SIGINT or SIGTERM, its API with the log level
+// (logging.PathLevel) beside a's paths. With MSR_CPUPROFILE=DIR it writes
+// a CPU profile of its whole run to DIR/WHAT-NAME.pprof.
+func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger, level *slog.LevelVar) error {
 	defer a.Close()
 	if dir := os.Getenv("MSR_CPUPROFILE"); dir != "" {
 		f, err := os.Create(filepath.Join(dir, what+"-"+name+".pprof"))
@@ -59,20 +77,32 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger) error 
 		defer pprof.StopCPUProfile()
 	}
 	var ln net.Listener
-	var token string
+	var access *api.Access
+	var tc *tls.Config
 	if ep.listen != "" {
 		key, err := dist.ReadKeyFile(ep.keyFile, ep.keyID)
 		if err != nil {
 			return err
 		}
-		token = api.Token(key.Secret)
+		if access, err = ep.security.Access(api.Token(key.Secret)); err != nil {
+			return err
+		}
+		if tc, err = ep.security.ServerTLS(); err != nil {
+			return err
+		}
+		if access.Read == "" {
+			log.Warn("management API without api_security tokens: anyone on the management network reads it", "api", ep.listen)
+		}
 		if ln, err = api.ListenTCP(ep.listen); err != nil {
 			return err
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	h := a.Handler()
+	mux := http.NewServeMux()
+	mux.Handle(logging.PathLevel, logging.LevelHandler(level, log))
+	mux.Handle("/", a.Handler())
+	var h http.Handler = mux
 	go func() {
 		if err := api.Serve(ctx, ep.socket, h); err != nil {
 			log.Error("API", "err", err)
@@ -80,7 +110,7 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger) error 
 	}()
 	if ln != nil {
 		go func() {
-			if err := api.ServeTCP(ctx, ln, token, h); err != nil {
+			if err := api.ServeTCP(ctx, ln, access, tc, h); err != nil {
 				log.Error("management API", "err", err)
 			}
 		}()
@@ -89,14 +119,15 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger) error 
 	return a.Run(ctx)
 }
 
-// newLogger is an agent's logger; it logs first what the agent's config
-// file still says in words that are deprecated (config.Warnings).
-func newLogger(warnings []string) *slog.Logger {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+// newLogger is an agent's logger, as its config's log: says (repeated
+// warnings held back, internal/logging); it logs first what the agent's
+// config file still says in words that are deprecated (config.Warnings).
+func newLogger(c logging.Config, warnings []string) (*slog.Logger, *slog.LevelVar) {
+	log, level := logging.New(os.Stderr, c, logging.RepeatWindow)
 	for _, w := range warnings {
 		log.Warn("config", "deprecated", w)
 	}
-	return log
+	return log, level
 }
 
 // needAgent says which agent a command is for: by --name (its socket is

@@ -10,10 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/cli"
+	"github.com/msr-router/msr/internal/logging"
 	"github.com/msr-router/msr/lb/lbapi"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
@@ -28,12 +30,18 @@ var ctlCommand = command{
     table LB                       one LB's installed table, slot by slot
     routes                         route count, protocols, each back-end's install state
     route ADDR                     the routes for ADDR in the suite and in every back-end's FIB
+    acl                            the router's ACL, each rule's hits summed over the back-ends
     drain|undrain BACKEND          no new flows to a back-end, or again
     weight BACKEND MBPS            a back-end's capacity (its weight); 0: the configured one
-    reload                         read the router's config again, apply and say what changed
+    reload [--dry-run]             read the router's config again, apply and say what changed
+                                   (--dry-run: check it and say what would change, apply nothing)
     element ELEMENT [METHOD PATH [JSON]]   relay a request to one element's API (default GET /status)
+    log [ELEMENT] [LEVEL]          the VCP's or an element's log level; with LEVEL (debug, info,
+                                   warn, error) set it until the agent restarts
   --api is the VCP's api_listen on the management network (default $MSR_API);
-  --name its local socket. Changes over --api need the router's DIST key file.
+  --name its local socket. Over --api, with the router's api_security: --ca its
+  certificate (https), --token-file the read or admin token; without it, changes
+  need the router's DIST key file (--key-file).
 `,
 	run: runCtl,
 }
@@ -45,6 +53,9 @@ func runCtl(args []string) error {
 	name := fs.String("name", "", "the VCP's name (local socket)")
 	keyFile := fs.String("key-file", os.Getenv("MSR_KEY_FILE"), "the router's DIST key (for changes over --api)")
 	keyID := fs.Uint("key-id", 1, "the key's id")
+	tokenFile := fs.String("token-file", os.Getenv("MSR_TOKEN_FILE"), "the management API's read or admin token (api_security)")
+	caFile := fs.String("ca", os.Getenv("MSR_CA"), "the deployment's API certificate: https, trusting it (api_security)")
+	dryRun := fs.Bool("dry-run", false, "reload: say what would change, apply nothing")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
@@ -58,14 +69,25 @@ func runCtl(args []string) error {
 		c = vcpapi.Local(*name, "")
 	case *addr != "":
 		token := ""
-		if *keyFile != "" {
+		switch {
+		case *tokenFile != "":
+			b, err := os.ReadFile(*tokenFile)
+			if err != nil {
+				return err
+			}
+			token = strings.TrimSpace(string(b))
+		case *keyFile != "":
 			key, err := dist.ReadKeyFile(*keyFile, uint8(*keyID))
 			if err != nil {
 				return err
 			}
 			token = api.Token(key.Secret)
 		}
-		c = vcpapi.New(api.NewTCPClient(*addr, token, "the VCP at "+*addr))
+		tc, err := api.ClientTLS(*caFile)
+		if err != nil {
+			return err
+		}
+		c = vcpapi.New(api.NewTCPClient(*addr, token, "the VCP at "+*addr, tc))
 	default:
 		return cli.Usagef("where is the VCP? --api ADDR:PORT (or $MSR_API), or --name")
 	}
@@ -73,13 +95,17 @@ func runCtl(args []string) error {
 	if !ok || len(pos)-1 < cmd.args || (!cmd.more && len(pos)-1 > cmd.args) {
 		return cli.Usagef("unknown ctl command %q", strings.Join(pos, " "))
 	}
-	return cmd.run(&console{c: c, out: *out}, pos[1:])
+	if *dryRun && pos[0] != "reload" {
+		return cli.Usagef("--dry-run is for reload")
+	}
+	return cmd.run(&console{c: c, out: *out, dryRun: *dryRun}, pos[1:])
 }
 
 // console is one `msr ctl` command's client and output.
 type console struct {
-	c   *vcpapi.Client
-	out cli.Output
+	c      *vcpapi.Client
+	out    cli.Output
+	dryRun bool // reload --dry-run
 }
 
 // A consoleCommand takes args arguments (at least, with more).
@@ -97,11 +123,13 @@ var ctlCommands = map[string]consoleCommand{
 	"table":    {1, false, (*console).table},
 	"routes":   {0, false, (*console).routes},
 	"route":    {1, false, (*console).route},
+	"acl":      {0, false, (*console).acl},
 	"drain":    {1, false, func(k *console, args []string) error { return k.drain(args[0], true) }},
 	"undrain":  {1, false, func(k *console, args []string) error { return k.drain(args[0], false) }},
 	"weight":   {2, false, (*console).weight},
 	"reload":   {0, false, (*console).reload},
 	"element":  {1, true, (*console).element},
+	"log":      {0, true, (*console).logLevel},
 }
 
 // print writes v as JSON with -o json, or as text.
@@ -113,6 +141,33 @@ func (k *console) status(_ []string) error {
 		return err
 	}
 	return k.print(s, func(w io.Writer) { writeVCPStatus(w, s) })
+}
+
+// acl shows the router's ACL and each rule's hits over every back-end.
+func (k *console) acl(_ []string) error {
+	v, err := k.c.ACL()
+	if err != nil {
+		return err
+	}
+	return k.print(v, func(w io.Writer) {
+		if !v.Configured {
+			fmt.Fprintln(w, "the router's config has no acl: each back-end applies its own file's")
+		}
+		fmt.Fprintf(w, "%-4s %-12s %s\n", "#", "HITS", "RULE")
+		for _, r := range v.Rules {
+			fmt.Fprintf(w, "%-4d %-12d %s\n", r.Index, r.Hits, r.Rule)
+		}
+		for _, b := range v.Backends {
+			switch {
+			case b.Error != "":
+				fmt.Fprintf(w, "  %s: %s (not counted)\n", b.Name, b.Error)
+			case !b.Applied:
+				fmt.Fprintf(w, "  %s: %d rules of its own, not the router's (not counted)\n", b.Name, b.Rules)
+			default:
+				fmt.Fprintf(w, "  %s: hits %v\n", b.Name, b.Hits)
+			}
+		}
+	})
 }
 
 func (k *console) elements(_ []string) error {
@@ -138,10 +193,13 @@ func (k *console) ports(_ []string) error {
 		return err
 	}
 	return k.print(v, func(w io.Writer) {
-		fmt.Fprintf(w, "%-12s %-8s %-5s %-18s %-4s %6s %12s %12s %12s\n", "PORT", "ROLE", "VLAN", "ADDRESS", "UP", "MTU", "RX PACKETS", "TX PACKETS", "RX DROPPED")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "PORT\tROLE\tVLAN\tADDRESS\tSTATE\tSPEED\tMTU\tCHANGES\tRX PACKETS\tTX PACKETS\tRX DROPPED\t")
 		for _, p := range v.Ports {
-			fmt.Fprintf(w, "%-12s %-8s %-5d %-18s %-4v %6d %12d %12d %12d\n", p.Name, p.Role, p.VLAN, p.Address, p.Up, p.MTU, p.RxPackets, p.TxPackets, p.RxDropped)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, p.Role, p.VLAN, orNone(p.Address), portStateText(p), portSpeedText(p.SpeedMbps, p.FullDuplex),
+				p.MTU, p.Changes, p.RxPackets, p.TxPackets, p.RxDropped)
 		}
+		tw.Flush()
 		e := v.External
 		fmt.Fprintf(w, "the router (external ports): rx %d packets %d bytes, tx %d packets %d bytes, dropped %d\n", e.RxPackets, e.RxBytes, e.TxPackets, e.TxBytes, e.RxDropped)
 	})
@@ -247,7 +305,7 @@ func (k *console) weight(args []string) error {
 }
 
 func (k *console) reload(_ []string) error {
-	v, err := k.c.Reload()
+	v, err := k.c.Reload(k.dryRun)
 	if err != nil {
 		return err
 	}
@@ -257,6 +315,9 @@ func (k *console) reload(_ []string) error {
 		}
 		for _, c := range v.Changes {
 			fmt.Fprintln(w, c)
+		}
+		if v.DryRun && len(v.Changes) > 0 {
+			fmt.Fprintln(w, "(dry run: nothing applied)")
 		}
 	})
 }
@@ -294,6 +355,34 @@ func (k *console) element(args []string) error {
 	return enc.Encode(v) // an element's own answer: JSON either way
 }
 
+// logLevel is `log [ELEMENT] [LEVEL]`: a lone word that names a level is
+// the VCP's new level.
+func (k *console) logLevel(args []string) error {
+	element, level := "", ""
+	switch len(args) {
+	case 0:
+	case 1:
+		if _, err := logging.ParseLevel(args[0]); err == nil {
+			level = args[0]
+		} else {
+			element = args[0]
+		}
+	case 2:
+		element, level = args[0], args[1]
+	default:
+		return cli.Usagef("log [ELEMENT] [LEVEL]")
+	}
+	got, err := k.c.LogLevel(element, level)
+	if err != nil {
+		return err
+	}
+	who := element
+	if who == "" {
+		who = "the VCP"
+	}
+	return k.print(logging.LevelView{Level: got}, func(w io.Writer) { fmt.Fprintf(w, "%s logs at %s\n", who, got) })
+}
+
 // sortedPairs writes a map as "k=v k=v" in key order, the same every run.
 func sortedPairs[V any](m map[string]V) string {
 	var b strings.Builder
@@ -311,4 +400,32 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// portStateText is a port's state in a word or two: up, down, admin-down.
+func portStateText(p vcpapi.PortView) string {
+	switch {
+	case p.Up:
+		return "up"
+	case !p.AdminUp:
+		return "admin-down"
+	default:
+		return "down"
+	}
+}
+
+// portSpeedText is a link's speed and duplex: "10G full", "100M half",
+// "unknown".
+func portSpeedText(mbps uint32, full bool) string {
+	if mbps == 0 {
+		return "unknown"
+	}
+	d := "half"
+	if full {
+		d = "full"
+	}
+	if mbps%1000 == 0 {
+		return fmt.Sprintf("%dG %s", mbps/1000, d)
+	}
+	return fmt.Sprintf("%dM %s", mbps, d)
 }

@@ -23,7 +23,11 @@ var demoCommand = command{
       3 external hosts, a BGP and an OSPF neighbour), wait until it has
       converged, push traffic (ping, traceroute, iperf3 h1 -> h3) with a live
       view, print a summary and tear it down (Ctrl-C too; --keep leaves it up)
-  msr demo up [--prefixes 3000]    bring it up and wait; msr ctl --api 10.0.0.1:8179 from a host of it
+  msr demo up [--prefixes 3000] [--monitoring]
+                                   bring it up and wait; it prints the web view's URL and the console's command;
+                                   --monitoring runs Prometheus on mon (10.0.0.40:9090), scraping every agent
+  msr demo add-backend NAME [--capacity MBPS]   add a back-end (r4 ... r9) to the running lab: a
+                                   new machine whose file holds only its identity; the VCP configures it
   msr demo down                    remove it
 `,
 	run:  runDemo,
@@ -36,12 +40,21 @@ func runDemo(args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long iperf3 runs")
 	prefixes := fs.Int("prefixes", 3000, "how many RouteViews prefixes bgp1 announces")
 	keep := fs.Bool("keep", false, "leave the lab up at the end")
+	monitoring := fs.Bool("monitoring", false, "run Prometheus on the lab's host mon, scraping every agent")
+	capacity := fs.Int("capacity", 10000, "add-backend: the new back-end's capacity, Mbit/s")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 1 && pos[0] == "down" {
 		return demo.Down()
+	}
+	if len(pos) == 2 && pos[0] == "add-backend" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		return demo.AddBackend(self, pos[1], *capacity)
 	}
 	if len(pos) > 1 || (len(pos) == 1 && pos[0] != "up") {
 		return cli.Usagef("unknown demo command %q", strings.Join(pos, " "))
@@ -56,7 +69,7 @@ func runDemo(args []string) error {
 	fmt.Fprintln(w, "bringing up the default lab ...")
 	start := time.Now()
 	demo.Down() // a previous run's
-	plan, err := demo.Up(self, *prefixes)
+	plan, err := demo.UpWith(self, demo.Options{Prefixes: *prefixes, Monitoring: *monitoring})
 	if err != nil {
 		return err
 	}
@@ -78,6 +91,12 @@ func runDemo(args []string) error {
 	converged := time.Since(start).Seconds()
 	if upOnly {
 		fmt.Fprintln(w, "the default lab is up: msr lab exec --lab default h1 -- ping 203.0.113.10; msr demo down removes it")
+		fmt.Fprintf(w, "web view: https://%s/ (from a host of the lab; certificate %s)\n", demo.VCPAPI, demo.APIFile("api.crt"))
+		fmt.Fprintf(w, "console: msr lab exec --lab default r1 -- msr ctl --api %s --ca %s --token-file %s status\n", demo.VCPAPI, demo.APIFile("api.crt"), demo.APIFile("read.token"))
+		if *monitoring {
+			fmt.Fprintf(w, "Prometheus: http://%s (msr lab exec --lab default mon -- curl -s 'http://%s/api/v1/query?query=msr_vcp_router_packets_total')\n",
+				demo.PrometheusAddr, demo.PrometheusAddr)
+		}
 		return nil
 	}
 	res, err := demo.Traffic(ctx, plan, *duration, w)

@@ -12,7 +12,11 @@ import (
 
 var labCommand = command{
 	summary: "build, inspect and remove lab topologies of namespaces, veths and bridges",
-	usage: `  msr lab up FILE.yaml [-o json]          build the lab; prints its name
+	usage: `  msr lab up FILE.yaml [--keep-going] [-o json]
+                                           build the lab; prints its name. A process that ends in
+                                           its first second fails it (rolled back) unless --keep-going
+  msr lab extend FILE.yaml [-o json]      add the file's hosts and links to the lab it names
+                                           (links may end on the lab's switches: new ports)
   msr lab down NAME                        remove everything the lab made
   msr lab status [NAME] [-o json]          hosts, interfaces, addresses, processes
   msr lab list [-o json]                   the labs that are up
@@ -29,6 +33,7 @@ func runLab(args []string) error {
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
 	labName := fs.String("lab", "", "lab to act on (default: the only lab up)")
+	keepGoing := fs.Bool("keep-going", false, "up: keep the lab up when a process ends in its first second")
 	pos, rest, err := cli.Parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -42,7 +47,24 @@ func runLab(args []string) error {
 		if err != nil {
 			return err
 		}
+		spec.KeepGoing = *keepGoing
 		st, err := lab.Up(spec)
+		if err != nil {
+			return err
+		}
+		for _, f := range st.Failed {
+			fmt.Fprintln(os.Stderr, "msr lab up: warning:", f)
+		}
+		return out.Print(os.Stdout, st, func(w io.Writer) { fmt.Fprintln(w, st.Name) })
+	case "extend":
+		if len(pos) != 1 {
+			return cli.Usagef("lab extend takes one FILE.yaml")
+		}
+		spec, err := lab.LoadFile(pos[0])
+		if err != nil {
+			return err
+		}
+		st, err := lab.Extend(spec)
 		if err != nil {
 			return err
 		}

@@ -96,6 +96,32 @@ func TestLabCommands(t *testing.T) {
 	}
 }
 
+// TestLabUpProcessFails: a lab whose process ends in its first second is
+// refused, with what the process said, and rolled back; --keep-going
+// keeps it up with a warning.
+func TestLabUpProcessFails(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "fail.yaml")
+	os.WriteFile(file, []byte(`name: t-fail
+hosts:
+  a:
+    processes:
+      - {name: good, command: [sleep, "60"]}
+      - {name: bad, command: [sh, -c, "echo no such config file >&2; exit 3"]}
+`), 0o644)
+	defer msr(t, "lab", "down", "t-fail")
+	_, errOut, code := msr(t, "lab", "up", file)
+	if code == 0 || !strings.Contains(errOut, "process bad on a") || !strings.Contains(errOut, "no such config file") || !strings.Contains(errOut, "--keep-going") {
+		t.Errorf("up with a failing process: exit %d, %q", code, errOut)
+	}
+	if out, _, _ := msr(t, "lab", "list"); strings.Contains(out, "t-fail") {
+		t.Errorf("the failed lab is still up: %q", out)
+	}
+	out, errOut, code := msr(t, "lab", "up", "--keep-going", file)
+	if code != 0 || strings.TrimSpace(out) != "t-fail" || !strings.Contains(errOut, "warning: process bad on a") {
+		t.Errorf("up --keep-going: exit %d, %q, %q", code, out, errOut)
+	}
+}
+
 func TestErrorsAreForPeople(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("hosts:\n  h1:\n    interfacez: {}\n"), 0o644)
@@ -120,14 +146,88 @@ func TestErrorsAreForPeople(t *testing.T) {
 	}
 }
 
+// What the kernel keeps from a user needs root; a status query, which only
+// asks an agent's socket, does not.
 func TestNeedsRoot(t *testing.T) {
-	var errOut bytes.Buffer
-	cmd := exec.Command(msrBin, "lab", "list")
-	cmd.Stderr = &errOut
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(errOut.String(), "needs root") {
-		t.Errorf("msr lab list as nobody: %v, %q", err, errOut.String())
+	asNobody := func(args ...string) (int, string) {
+		var errOut bytes.Buffer
+		cmd := exec.Command(msrBin, args...)
+		cmd.Stderr = &errOut
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), errOut.String()
+	}
+	for _, args := range [][]string{{"lab", "list"}, {"lb", "--config", "lb.yaml"}, {"router", "route", "add", "10.0.0.0/8", "via", "10.1.1.1", "--name", "r1"}, {"vcp", "drain", "r1", "--name", "vcp1"}} {
+		if code, errOut := asNobody(args...); code != 1 || !strings.Contains(errOut, "needs root") {
+			t.Errorf("msr %s as nobody: exit %d, %q; want 1 and needs root", strings.Join(args, " "), code, errOut)
+		}
+	}
+	for _, args := range [][]string{{"lb", "status", "--name", "t-none"}, {"router", "--name", "t-none", "route", "list"}, {"vcp", "status", "-o", "json", "--socket", "/run/msr/t-none.sock"}} {
+		if code, errOut := asNobody(args...); code != 1 || strings.Contains(errOut, "needs root") || !strings.Contains(errOut, "t-none") {
+			t.Errorf("msr %s as nobody: exit %d, %q; want the agent's socket asked (and missing)", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
+
+// Help is asked for, so it goes to stdout with exit 0: msr -h, msr help,
+// msr help CMD, msr CMD -h (the usage), msr CMD SUB -h (the usage and
+// every flag with its description); msr version names the commit.
+func TestHelpAndVersion(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"commands:", "  lab ", "  version "}},
+		{[]string{"help"}, []string{"commands:"}},
+		{[]string{"help", "lb"}, []string{"msr lb: ", "usage:", "msr lb --config"}},
+		{[]string{"lb", "-h"}, []string{"msr lb: ", "usage:"}},
+		{[]string{"lab", "--help"}, []string{"msr lab up FILE.yaml"}},
+		{[]string{"lab", "up", "-h"}, []string{"flags:", "-o value", "output format: text or json"}},
+		{[]string{"ctl", "status", "-h"}, []string{"flags:", "-api string", "the VCP's management API"}},
+		{[]string{"version"}, []string{"msr ", "commit "}},
+		{[]string{"--version"}, []string{"msr ", "commit "}},
+	} {
+		out, errOut, code := msr(t, c.args...)
+		for _, w := range c.want {
+			if code != 0 || !strings.Contains(out, w) || errOut != "" {
+				t.Errorf("msr %v: exit %d, stdout %q, stderr %q; want exit 0 and %q on stdout", c.args, code, out, errOut, w)
+				break
+			}
+		}
+	}
+	if _, errOut, code := msr(t); code != 2 || !strings.Contains(errOut, "commands:") {
+		t.Errorf("msr alone: exit %d, stderr %q; want the commands on stderr, exit 2", code, errOut)
+	}
+}
+
+// --check reads a config file as the agent would and exits: 0 and
+// "good", or 1 with the file's line and what is wrong; nothing starts.
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(text), 0o644)
+		return p
+	}
+	for _, c := range []struct {
+		role, file string
+		code       int
+		want       string
+	}{
+		{"lb", write("lb.yaml", "name: lb1\nkey_file: k\nports:\n  i0: {role: internal}\n"), 0, "lb.yaml: good"},
+		{"lb", write("lb-bad.yaml", "name: lb1\nkey_file: k\nports:\n  i0: {role: inside}\n"), 1, "lb-bad.yaml:4:7: port i0: role \"inside\""},
+		{"router", write("r4.yaml", "name: r4\nkey_file: k\ninterface: eth0\n"), 0, "r4.yaml: good"},
+		{"router", write("r-bad.yaml", "name: r4\nkey_file: k\ninterface: eth0\nacl:\n  - {action: maybe}\n"), 1, "r-bad.yaml:5:5: ACL rule: action \"maybe\""},
+		{"vcp", write("vcp.yaml", "name: vcp1\nkey_file: k\ninterface: eth0\n"), 0, "vcp.yaml: good"},
+		{"vcp", write("vcp-bad.yaml", "name: vcp1\nkey_file: k\ninterface: eth0\nmode: random\n"), 1, "mode \"random\""},
+	} {
+		out, errOut, code := msr(t, c.role, "--check", "--config", c.file)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("msr %s --check --config %s: exit %d, %q %q; want %d and %q", c.role, filepath.Base(c.file), code, out, errOut, c.code, c.want)
+		}
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,6 +19,7 @@ import (
 var routerCommand = command{
 	summary: "the back-end router: XDP forwarding, FIB, slow path, and its agent",
 	usage: `  msr router --config FILE.yaml                 run the agent (in the back-end's namespace)
+  msr router --check --config FILE.yaml         check the file and exit (0: good; else its line and why)
   msr router status --name NAME [-o json]        routes, neighbours, counters
   msr router route list --name NAME [-o json]
   msr router route add PREFIX via GW [GW...] --name NAME
@@ -24,8 +28,9 @@ var routerCommand = command{
   msr router capacity PPS --name NAME            cap the frames it routes a second (0: no cap)
   (--socket PATH instead of --name)
 `,
-	run:  runRouter,
-	root: true,
+	run:   runRouter,
+	root:  true,
+	reads: [][]string{{"status"}, {"route", "list"}},
 }
 
 func runRouter(args []string) error {
@@ -34,9 +39,13 @@ func runRouter(args []string) error {
 	file := fs.String("config", "", "router configuration file")
 	name := fs.String("name", "", "router name")
 	socket := fs.String("socket", "", "API socket")
+	check := fs.Bool("check", false, "check --config and exit")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *check {
+		return checkConfig(*file, func(f string) error { _, err := router.LoadConfig(f); return err })
 	}
 	if len(pos) == 0 && *file != "" {
 		return runRouterAgent(*file)
@@ -59,7 +68,26 @@ func runRouter(args []string) error {
 			if s.CapacityPPS > 0 || s.CapDrop > 0 {
 				fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
 			}
-			fmt.Fprintf(w, "  slow %v\n  drops %v\n  slow path %v\n  neighbours %v\n", s.Stats.Slow, s.Stats.Drops, s.SlowPath, s.Neighbors)
+			ready := "ready"
+			if !s.Ready {
+				ready = "not ready (no flows: it waits for its ports or its RIB feed's table)"
+			}
+			fmt.Fprintf(w, "  %s; ports %s\n", ready, orNone(strings.Join(s.Ports, ", ")))
+			if r := s.RIB; r != nil {
+				fmt.Fprintf(w, "  RIB feed %s %s: %d prefixes, %d paths (%d stale), %d updates, add-path %v, graceful restart %v\n",
+					r.Neighbor, r.State, r.Prefixes, r.Paths, r.Stale, r.Updates, r.AddPath, r.GR)
+			}
+			for i, rule := range s.ACL {
+				var hits uint64
+				if i < len(s.Stats.ACLPermit) && i < len(s.Stats.ACLDeny) {
+					hits = s.Stats.ACLPermit[i] + s.Stats.ACLDeny[i]
+				}
+				fmt.Fprintf(w, "  acl %d: %s (%d hits)\n", i, rule, hits)
+			}
+			fmt.Fprintf(w, "  slow: %s\n  drops: %s\n  slow path: %s\n", orNone(sortedPairs(s.Stats.Slow)), orNone(sortedPairs(s.Stats.Drops)), orNone(sortedPairs(s.SlowPath)))
+			for _, k := range slices.Sorted(maps.Keys(s.Neighbors)) {
+				fmt.Fprintf(w, "  neighbour %s at %s\n", k, s.Neighbors[k])
+			}
 		})
 	case len(pos) == 2 && pos[0] == "route" && pos[1] == "list":
 		rs, err := c.Routes()
@@ -101,10 +129,16 @@ func runRouterAgent(file string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Warnings)
+	log, level := newLogger(cfg.Log, cfg.Warnings)
 	a, err := router.NewAgent(cfg, log)
 	if err != nil {
 		return err
 	}
-	return runAgent("router", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID), a, log)
+	// A back-end configured by the VCP (no ports in its file) serves its
+	// API where the VCP looks for it unless its file says.
+	listen := cfg.APIListen
+	if !listen.IsValid() && len(cfg.Ports) == 0 && a.HostIP().IsValid() {
+		listen = netip.AddrPortFrom(a.HostIP(), routerapi.DefaultPort)
+	}
+	return runAgent("router", cfg.Name, endpointsOf(cfg.Socket, listen, cfg.KeyFile, cfg.KeyID, cfg.APISecurity), a, log, level)
 }

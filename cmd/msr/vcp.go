@@ -19,12 +19,14 @@ import (
 var vcpCommand = command{
 	summary: "the virtual control plane: discovery, topology, LB ports and balancing tables",
 	usage: `  msr vcp --config FILE.yaml [--standby]     run it (on the interconnect); SIGHUP reloads FILE
+  msr vcp --check --config FILE.yaml         check the file and exit (0: good; else its line and why)
   msr vcp status --name NAME [-o json]       elements, LB tables
   msr vcp drain|undrain BACKEND --name NAME  no new flows to a back-end, or again
   (--socket PATH instead of --name)
 `,
-	run:  runVCP,
-	root: true,
+	run:   runVCP,
+	root:  true,
+	reads: [][]string{{"status"}},
 }
 
 func runVCP(args []string) error {
@@ -34,9 +36,13 @@ func runVCP(args []string) error {
 	name := fs.String("name", "", "VCP name")
 	socket := fs.String("socket", "", "API socket")
 	standby := fs.Bool("standby", false, "start as the standby VCP (lower VRRP priority)")
+	check := fs.Bool("check", false, "check --config and exit")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *check {
+		return checkConfig(*file, func(f string) error { _, err := vcp.LoadConfig(f); return err })
 	}
 	if len(pos) == 0 && *file != "" {
 		cfg, err := vcp.LoadConfig(*file)
@@ -44,7 +50,7 @@ func runVCP(args []string) error {
 			return err
 		}
 		cfg.AsStandby = *standby
-		log := newLogger(cfg.Warnings)
+		log, level := newLogger(cfg.Log, cfg.Warnings)
 		a, err := vcp.NewAgent(cfg, log)
 		if err != nil {
 			return err
@@ -54,14 +60,14 @@ func runVCP(args []string) error {
 		signal.Notify(hup, syscall.SIGHUP)
 		go func() {
 			for range hup {
-				if res, err := a.Reload(); err != nil {
+				if res, err := a.Reload(false); err != nil {
 					log.Error("reload", "err", err)
 				} else {
 					log.Info("reload", "changes", len(res.Changes))
 				}
 			}
 		}()
-		return runAgent("vcp", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID), a, log)
+		return runAgent("vcp", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID, cfg.APISecurity), a, log, level)
 	}
 	if err := needAgent("vcp", *name, *socket); err != nil {
 		return err

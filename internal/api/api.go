@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RunDir holds the agents' API sockets and run-time files on a host.
@@ -29,7 +31,11 @@ func SocketPath(kind, name string) string {
 }
 
 // Serve answers h's requests on the Unix socket path until ctx ends,
-// then removes the socket.
+// then removes the socket. The socket is open to every local user (mode
+// 0666), as the kernel's own state is to `ip` and `ss`: anyone on the host
+// reads; a request that changes something needs its peer to be root or
+// the agent's own user (SO_PEERCRED, localPeer), else 403, counted with the
+// management API's refusals.
 func Serve(ctx context.Context, path string, h http.Handler) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -39,21 +45,77 @@ func Serve(ctx context.Context, path string, h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("API socket: %w", err)
 	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return fmt.Errorf("API socket: %w", err)
+	}
 	go func() {
 		<-ctx.Done()
 		os.Remove(path)
 	}()
-	return serve(ctx, ln, h)
+	srv := newServer(ctx, localPeer(h))
+	srv.ConnContext = withPeerUID
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
-// serve answers on ln until ctx ends.
-func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+// peerUIDKey is the context key of a Unix connection's peer's user id.
+type peerUIDKey struct{}
+
+// withPeerUID puts c's peer's user id (SO_PEERCRED) in its requests'
+// context; without one (not a Unix socket, or the call failed) nothing,
+// which localPeer takes for a stranger.
+func withPeerUID(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ctx
+	}
+	var cred *unix.Ucred
+	raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil || cred == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerUIDKey{}, cred.Uid)
+}
+
+// localPeer lets reads (GET, HEAD) through from anyone and changes only
+// from root or the agent's own user.
+func localPeer(h http.Handler) http.Handler {
+	self := uint32(os.Geteuid())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		uid, ok := r.Context().Value(peerUIDKey{}).(uint32)
+		if r.Method == http.MethodGet || r.Method == http.MethodHead || ok && (uid == 0 || uid == self) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		Refused.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, "{\"error\":%q}\n", "this request changes the router: on the local socket it needs root (sudo)")
+	})
+}
+
+// newServer is the API's HTTP server for h, closed when ctx ends.
+func newServer(ctx context.Context, h http.Handler) *http.Server {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	return srv
+}
+
+// serve answers on ln until ctx ends.
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	if err := newServer(ctx, h).Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

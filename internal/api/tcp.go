@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -12,12 +12,13 @@ import (
 	"time"
 )
 
-// The API on the management network. Anyone who reaches the address may
-// read (GET); anything else changes the router and must carry the token,
-// "Authorization: Bearer TOKEN". The token is derived from the router's
-// shared DIST key, so every element, the VCP and `msr ctl` (given the key
-// file) agree on it with nothing more to distribute, and a key rollover
-// changes it.
+// The API on the management network. With api_security's tokens
+// (security.go), reads need the read token and changes the admin token,
+// "Authorization: Bearer TOKEN", but for the public paths. Without them,
+// anyone who reaches the address may read (GET), and anything else must
+// carry the token derived from the router's shared DIST key, so that every
+// element, the VCP and `msr ctl` (given the key file) agree on it with
+// nothing more to distribute.
 
 // Token is the management API token of the DIST key secret.
 func Token(secret []byte) string {
@@ -36,30 +37,23 @@ func ListenTCP(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// ServeTCP answers h's requests on ln until ctx ends; requests other than
-// GET without the token are refused (401).
-func ServeTCP(ctx context.Context, ln net.Listener, token string, h http.Handler) error {
-	return serve(ctx, ln, Authorize(token, h))
-}
-
-// Authorize lets GET requests through, and others only with the token.
-func Authorize(token string, h http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if r.Method != http.MethodGet && (token == "" || subtle.ConstantTimeCompare(got, want) != 1) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			w.Write([]byte(`{"error":"this request changes the router: it needs the API token (msr ctl --key-file)"}` + "\n"))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+// ServeTCP answers h's requests on ln until ctx ends, as access allows
+// (401 otherwise), over TLS with tc when it is not nil.
+func ServeTCP(ctx context.Context, ln net.Listener, access *Access, tc *tls.Config, h http.Handler) error {
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
+	return serve(ctx, ln, access.Authorize(h))
 }
 
 // NewTCPClient talks to the API at the TCP address addr, sending token
-// (empty: read only).
-func NewTCPClient(addr, token, what string) *Client {
-	return &Client{what: what, base: "http://" + addr, token: token,
-		http: &http.Client{Timeout: 10 * time.Second}}
+// (empty: read only where reads are open); over TLS trusting tc's roots
+// when tc is not nil.
+func NewTCPClient(addr, token, what string, tc *tls.Config) *Client {
+	c := &Client{what: what, base: "http://" + addr, token: token, http: &http.Client{Timeout: 10 * time.Second}}
+	if tc != nil {
+		c.base = "https://" + addr
+		c.http.Transport = &http.Transport{TLSClientConfig: tc}
+	}
+	return c
 }

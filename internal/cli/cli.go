@@ -16,6 +16,19 @@ import (
 // command's usage after it.
 var ErrUsage = errors.New("usage")
 
+// HelpError is -h or --help among a command's flags: main prints the
+// command's usage and these flags, to stdout, and exits 0.
+type HelpError struct{ Flags *flag.FlagSet }
+
+func (*HelpError) Error() string { return "help requested" }
+
+// PrintFlags writes every flag of the set with its description.
+func (h *HelpError) PrintFlags(w io.Writer) {
+	h.Flags.SetOutput(w)
+	h.Flags.PrintDefaults()
+	h.Flags.SetOutput(io.Discard)
+}
+
 // Usagef returns a usage error with a message.
 func Usagef(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
@@ -66,6 +79,9 @@ func Parse(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
 	}
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, nil, &HelpError{Flags: fs}
+			}
 			return nil, nil, Usagef("%v", err)
 		}
 		args = fs.Args()

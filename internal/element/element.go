@@ -12,6 +12,8 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/config"
+	"github.com/msr-router/msr/internal/iflink"
+	"github.com/msr-router/msr/internal/logging"
 )
 
 // Config is the common block.
@@ -26,10 +28,15 @@ type Config struct {
 	// APIListen is the API's address on the management network
 	// (HOST:PORT), beside the local socket; changes need the key's token.
 	APIListen netip.AddrPort `yaml:"api_listen"`
+	// APISecurity is the management API's TLS certificate, its read and
+	// admin tokens and its public paths (internal/api/security.go).
+	APISecurity api.Security `yaml:"api_security"`
 	// HelloInterval is how often the element says hello; it is dead to
 	// the others after HoldMultiplier intervals of silence.
 	HelloInterval  time.Duration `yaml:"hello_interval"`
 	HoldMultiplier uint8         `yaml:"hold_multiplier"`
+	// Log is how the agent logs: level and format (internal/logging).
+	Log logging.Config `yaml:"log"`
 }
 
 // Defaults.
@@ -60,6 +67,12 @@ func (c *Config) Complete(kind string, pos config.Pos) error {
 	if c.HelloInterval < 10*time.Millisecond || c.HelloInterval > time.Minute {
 		return pos.Errorf("hello_interval %v: use 10ms to 1m", c.HelloInterval)
 	}
+	if err := c.Log.Check(); err != nil {
+		return pos.Errorf("%v", err)
+	}
+	if err := c.APISecurity.Check(); err != nil {
+		return pos.Errorf("%v", err)
+	}
 	return nil
 }
 
@@ -80,11 +93,19 @@ const MaxCapacityPPS = 100_000_000
 // interval between frames and how far ahead of it a frame may come, in
 // nanoseconds. 0 means no cap, and gives 0, 0.
 func CapTiming(pps uint64) (intervalNs, toleranceNs uint64) {
+	return GCRATiming(pps, CapBurst)
+}
+
+// GCRATiming is a cap.h bucket of pps frames a second letting burst frames
+// through ahead of the rate: the interval between frames and the
+// tolerance, in nanoseconds (0, 0 for no limit). The LB's control-plane
+// policing's buckets take theirs from it too.
+func GCRATiming(pps, burst uint64) (intervalNs, toleranceNs uint64) {
 	if pps == 0 {
 		return 0, 0
 	}
 	intervalNs = max(1e9/pps, 1)
-	return intervalNs, CapBurst * intervalNs
+	return intervalNs, burst * intervalNs
 }
 
 // CheckCapacity checks a capacity_pps from a file, at its position.
@@ -93,4 +114,20 @@ func CheckCapacity(pps uint64, pos config.Pos) error {
 		return pos.Errorf("capacity_pps %d: at most %d (0: no cap)", pps, MaxCapacityPPS)
 	}
 	return nil
+}
+
+// PortFlags are a HELLO's flags for a port in the link state s: up (the
+// operational state), administratively up, full duplex.
+func PortFlags(s iflink.State) uint8 {
+	var f uint8
+	if s.Up() {
+		f |= dist.PortFlagUp
+	}
+	if s.AdminUp {
+		f |= dist.PortFlagAdminUp
+	}
+	if s.FullDuplex {
+		f |= dist.PortFlagFullDuplex
+	}
+	return f
 }

@@ -1,8 +1,8 @@
-// Package routetable loads and grows IPv4 routing tables for FIBs, labs and
+// Package routetable loads and grows routing tables for FIBs, labs and
 // benchmarks: Debian's python3-pyasn RouteViews snapshots (pyasn's
 // "prefix<TAB>asn" format), tables cut from them, and tables grown beyond
-// them with their prefix-length mix. The back-end, the VCP (static route
-// files) and the benchmarks share it.
+// them with their prefix-length mix, IPv4 (Named) and IPv6 (Named6). The
+// back-end, the VCP (static route files) and the benchmarks share it.
 package routetable
 
 import (
@@ -23,9 +23,19 @@ const Dir = "/var/cache/msr/pyasn"
 // PyASN is the 2014-05-13 RouteViews snapshot: 512,621 IPv4 prefixes.
 const PyASN = Dir + "/ipasn_20140513.dat.gz"
 
+// PyASN6 is the 2015-11-01 RouteViews snapshot's IPv6 half: 27,693
+// prefixes (the file holds the IPv4 table of that day too).
+const PyASN6 = Dir + "/ipasn6_20151101.dat.gz"
+
 // Load reads a pyasn .dat(.gz) file ("prefix<TAB>asn" lines, ';'
 // comments) and returns its IPv4 prefixes, de-duplicated.
-func Load(path string) ([]netip.Prefix, error) {
+func Load(path string) ([]netip.Prefix, error) { return load(path, netip.Addr.Is4) }
+
+// Load6 is Load for the file's IPv6 prefixes.
+func Load6(path string) ([]netip.Prefix, error) { return load(path, netip.Addr.Is6) }
+
+// load reads the prefixes of a pyasn file whose address family keeps.
+func load(path string, family func(netip.Addr) bool) ([]netip.Prefix, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("routing table: %w (scripts/deps.sh fetches it)", err)
@@ -55,7 +65,7 @@ func Load(path string) ([]netip.Prefix, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
 		}
-		if p = p.Masked(); p.Addr().Is4() && !seen[p] {
+		if p = p.Masked(); family(p.Addr()) && !seen[p] {
 			seen[p] = true
 			out = append(out, p)
 		}
@@ -68,6 +78,15 @@ func Load(path string) ([]netip.Prefix, error) {
 // drawn from it, so a 1M-route table looks like a grown Internet table
 // (unicast space only: first octets 1–223, not 127).
 func Synthesize(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
+	return grow(base, n, seed, func(r *rand.Rand) (netip.Addr, bool) {
+		a := netip.AddrFrom4([4]byte{byte(1 + r.IntN(223)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
+		return a, !a.IsLoopback() // no routing suite takes 127/8
+	})
+}
+
+// grow is base and random prefixes beyond it, n in all, distinct, of
+// lengths drawn from base, at addresses from random (false: draw again).
+func grow(base []netip.Prefix, n int, seed uint64, random func(*rand.Rand) (netip.Addr, bool)) []netip.Prefix {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	seen := make(map[netip.Prefix]bool, n)
 	out := make([]netip.Prefix, 0, n)
@@ -80,9 +99,8 @@ func Synthesize(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
 	}
 	for len(out) < n {
 		l := base[r.IntN(len(base))].Bits()
-		a := netip.AddrFrom4([4]byte{byte(1 + r.IntN(223)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
-		p, _ := a.Prefix(l)
-		if !seen[p] && !a.IsLoopback() { // no routing suite takes 127/8
+		a, ok := random(r)
+		if p, _ := a.Prefix(l); ok && !seen[p] {
 			seen[p] = true
 			out = append(out, p)
 		}
@@ -108,18 +126,72 @@ func Named(name string) ([]netip.Prefix, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n <= len(base) {
-			// Spread the cut over the whole table, not its first rows.
-			out := make([]netip.Prefix, n)
-			for i := range out {
-				out[i] = base[i*len(base)/n]
-			}
-			return out, nil
-		}
-		return Synthesize(base, n, 1), nil
+		return cutOrGrow(base, n, Synthesize), nil
+	}
+	if name == "pyasn6" || strings.HasSuffix(name, "v6") {
+		return nil, fmt.Errorf("--fib %q: an IPv6 table, and this FIB is IPv4's", name)
 	}
 	if _, err := os.Stat(name); err != nil {
 		return nil, fmt.Errorf("--fib %q: pyasn, a number of prefixes, or a pyasn-format file", name)
 	}
 	return Load(name)
+}
+
+// cutOrGrow is n prefixes of base: cut evenly from it, or grown beyond it
+// by grow.
+func cutOrGrow(base []netip.Prefix, n int, grow func([]netip.Prefix, int, uint64) []netip.Prefix) []netip.Prefix {
+	if n > len(base) {
+		return grow(base, n, 1)
+	}
+	// Spread the cut over the whole table, not its first rows.
+	out := make([]netip.Prefix, n)
+	for i := range out {
+		out[i] = base[i*len(base)/n]
+	}
+	return out
+}
+
+// Synthesize6 is Synthesize for IPv6: base and random prefixes of lengths
+// drawn from it, in global unicast space (2000::/3). The 2015 snapshot's
+// mix is today's: its mean length is 42.9 bits (/48 44% of it, /32 26%,
+// /33–/44 22%), where the IPv6 tables of 2024–25 average 42.8–43.2
+// (bgp.potaroo.net/v6/as6447: 226,415 entries, average 43.24, 2024-10-23;
+// bgp.potaroo.net/v6/as2.0: 219,475, average 42.84, 2025-03-07); so a
+// table grown with it to 250,000 is a full IPv6 table of today's shape.
+func Synthesize6(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
+	return grow(base, n, seed, func(r *rand.Rand) (netip.Addr, bool) {
+		var a [16]byte
+		for i := range a {
+			a[i] = byte(r.IntN(256))
+		}
+		a[0] = 0x20 | a[0]&0x1f // 2000::/3
+		return netip.AddrFrom16(a), true
+	})
+}
+
+// Named6 is Named for IPv6: "pyasn6" (the 2015 snapshot's IPv6 table),
+// "Nv6" (N prefixes, cut from it or grown beyond it: 250000v6 is a full
+// table of today), or a pyasn-format file's IPv6 prefixes; nil for "".
+func Named6(name string) ([]netip.Prefix, error) {
+	switch {
+	case name == "":
+		return nil, nil
+	case name == "pyasn6":
+		return Load6(PyASN6)
+	}
+	if v, ok := strings.CutSuffix(name, "v6"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 4_000_000 {
+			return nil, fmt.Errorf("--fib %q: 1v6 to 4000000v6 prefixes", name)
+		}
+		base, err := Load6(PyASN6)
+		if err != nil {
+			return nil, err
+		}
+		return cutOrGrow(base, n, Synthesize6), nil
+	}
+	if _, err := os.Stat(name); err != nil {
+		return nil, fmt.Errorf("--fib %q: pyasn6, Nv6 (a number of prefixes), or a pyasn-format file", name)
+	}
+	return Load6(name)
 }

@@ -34,6 +34,23 @@ type Status struct {
 	FlowletGapUs   int64         `json:"flowlet_gap_us"`
 	FlowletGapAuto bool          `json:"flowlet_gap_auto"`
 	Paths          *BackendPaths `json:"paths,omitempty"`
+	// Police is control-plane policing, per class of traffic to the
+	// router (lb/police.go): its rates and what it passed and dropped.
+	Police []PoliceClass `json:"police"`
+}
+
+// PoliceClass is one class of control-plane policing: packets a second
+// for the class and for each source in it (0: no limit), the burst, and
+// the packets it passed and dropped (for the source's rate, or the
+// class's).
+type PoliceClass struct {
+	Class         string `json:"class"`
+	PPS           uint64 `json:"pps"`
+	PerSourcePPS  uint64 `json:"per_source_pps"`
+	Burst         uint64 `json:"burst"`
+	Passed        uint64 `json:"passed"`
+	DroppedSource uint64 `json:"dropped_source"`
+	DroppedClass  uint64 `json:"dropped_class"`
 }
 
 // BackendPaths is the LB's paths through the back-ends as its PROBEs time
@@ -74,7 +91,23 @@ type PortStatus struct {
 	Default   bool   `json:"default,omitempty"`
 	// CapacityPPS caps what an internal port sends a second (DTX-n).
 	CapacityPPS uint64     `json:"capacity_pps,omitempty"`
+	Link        Link       `json:"link"`
 	Stats       *PortStats `json:"stats"`
+}
+
+// Link is a port's state as the LB's kernel reports it.
+type Link struct {
+	Up         bool   `json:"up"` // operational: administratively up with carrier
+	AdminUp    bool   `json:"admin_up"`
+	Carrier    bool   `json:"carrier"`
+	OperState  string `json:"oper_state"`
+	MTU        int    `json:"mtu"`
+	SpeedMbps  uint32 `json:"speed_mbps"` // 0: the driver does not say
+	FullDuplex bool   `json:"full_duplex"`
+	// Changes counts the operational changes since the agent started,
+	// the last SinceS seconds ago (0: none seen).
+	Changes uint64  `json:"changes"`
+	SinceS  float64 `json:"since_s,omitempty"`
 }
 
 // BackendStatus is a back-end the LB has heard from.

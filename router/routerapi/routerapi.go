@@ -30,6 +30,11 @@ const (
 	PathCapacity = "/capacity"
 )
 
+// DefaultPort is the TCP port of a back-end's API on the management
+// network when its file names no api_listen: it listens on its
+// interconnect address there, where the VCP finds it from its hellos.
+const DefaultPort = 8180
+
 // Capacity is PathCapacity's request and answer.
 type Capacity struct {
 	CapacityPPS uint64 `json:"capacity_pps"`
@@ -58,6 +63,13 @@ type Status struct {
 	// program's run time, sampled 100 ms a second: router/busy.go);
 	// absent until measured.
 	Busy float64 `json:"busy,omitempty"`
+	// ACL is the rules in force, in order, as the console writes them
+	// (Stats.ACLPermit and ACLDeny count each); Ports the router's
+	// external ports the back-end serves; Ready, whether it takes flows
+	// (it serves ports and its FIB holds the RIB feed's table).
+	ACL   []string `json:"acl"`
+	Ports []string `json:"ports"`
+	Ready bool     `json:"ready"`
 }
 
 // RouteInfo is one route as the API lists it.

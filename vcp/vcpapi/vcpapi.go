@@ -13,6 +13,7 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/internal/logging"
 	"github.com/msr-router/msr/router/routerapi"
 )
 
@@ -28,7 +29,9 @@ const (
 	PathDrain    = "/drain"         // POST ?name=B
 	PathUndrain  = "/undrain"       // POST ?name=B
 	PathWeight   = "/weight"        // POST ?name=B&capacity=MBPS (0: the configured or announced one again)
-	PathReload   = "/reload"        // POST: ReloadResult, the config file read again, the difference applied
+	PathView     = "/view"          // GET: View, for the web view at /
+	PathReload   = "/reload"        // POST: ReloadResult, the config file read again, the difference applied (?dry_run=1: not applied)
+	PathACL      = "/acl"           // GET: ACLView, the router's ACL and its hits summed over the back-ends
 	// PathRelay/ELEMENT/PATH (any method): the request, passed to
 	// ELEMENT's own API (by name or id), its answer passed back as it is.
 	PathRelay = "/relay"
@@ -96,16 +99,22 @@ type TableStatus struct {
 
 // PortView is one port of the router.
 type PortView struct {
-	Name      string `json:"name"` // the router's name for it, LB/INTERFACE, such as lb1/e0
-	LB        string `json:"lb"`
-	Index     uint8  `json:"index"`
-	MAC       string `json:"mac"`
-	Role      string `json:"role"` // external, internal, unknown
-	VLAN      uint16 `json:"vlan,omitempty"`
-	Address   string `json:"address,omitempty"`
-	Up        bool   `json:"up"`
-	SpeedMbps uint32 `json:"speed_mbps"`
-	MTU       uint16 `json:"mtu"`
+	Name       string `json:"name"` // the router's name for it, LB/INTERFACE, such as lb1/e0
+	LB         string `json:"lb"`
+	Index      uint8  `json:"index"`
+	MAC        string `json:"mac"`
+	Role       string `json:"role"` // external, internal, unknown
+	VLAN       uint16 `json:"vlan,omitempty"`
+	Address    string `json:"address,omitempty"`
+	Up         bool   `json:"up"` // operational: administratively up with carrier, on the LB
+	AdminUp    bool   `json:"admin_up"`
+	SpeedMbps  uint32 `json:"speed_mbps"` // the link's, as the LB's driver reports it (0: unknown)
+	FullDuplex bool   `json:"full_duplex"`
+	MTU        uint16 `json:"mtu"`
+	// An external port's operational changes since the VCP started, the
+	// last LastChangeS seconds ago.
+	Changes     uint64  `json:"changes,omitempty"`
+	LastChangeS float64 `json:"last_change_s,omitempty"`
 	Counters
 }
 
@@ -200,9 +209,61 @@ type SuiteStatus struct {
 	Routes    string `json:"routes"`
 }
 
+// View is what the web view draws (GET /view): the router's elements
+// with their rates and shares, its routes per protocol, its sessions and
+// the recent events, newest first.
+type View struct {
+	Name     string         `json:"name"` // the VCP's
+	Active   bool           `json:"active"`
+	At       time.Time      `json:"at"`
+	Elements []ViewElement  `json:"elements"`
+	Routes   map[string]int `json:"routes"` // imported, by protocol (BGP, OSPF, Static, Direct, RIP)
+	Sessions []ViewSession  `json:"sessions"`
+	Events   []ViewEvent    `json:"events"`
+}
+
+// ViewElement is an LB, a back-end or a VCP.
+type ViewElement struct {
+	Name      string     `json:"name"`
+	Role      string     `json:"role"` // lb, router, vcp
+	Alive     bool       `json:"alive"`
+	Active    bool       `json:"active,omitempty"` // a VCP: the active one
+	Drained   bool       `json:"drained,omitempty"`
+	Installed uint32     `json:"installed"` // an LB's table generation, a back-end's FIB routes
+	RxPPS     float64    `json:"rx_pps"`    // a back-end: what it receives from the LBs
+	Share     float64    `json:"share"`     // a back-end: its part of what all receive
+	Ports     []ViewPort `json:"ports,omitempty"`
+}
+
+// ViewPort is one port of an LB and its receive rate.
+type ViewPort struct {
+	Name  string  `json:"name"`
+	Role  string  `json:"role"`
+	Up    bool    `json:"up"`
+	RxPPS float64 `json:"rx_pps"`
+	RxBPS float64 `json:"rx_bps"`
+}
+
+// ViewSession is a session of the routing suite.
+type ViewSession struct {
+	Name   string `json:"name"`
+	Proto  string `json:"proto"`
+	State  string `json:"state"`
+	Info   string `json:"info"`
+	Routes int    `json:"routes"`
+}
+
+// ViewEvent is something that happened to the router.
+type ViewEvent struct {
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
+}
+
 // ReloadResult says what a reload changed.
 type ReloadResult struct {
 	Changes []string `json:"changes"`
+	// DryRun: the file was checked and compared, nothing applied.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Client is a client of the VCP's API.
@@ -246,6 +307,43 @@ func (c *Client) Routes() (*RoutesView, error) {
 	return v, c.c.Do("GET", PathRoutes, nil, v)
 }
 
+// ACL reads the router's ACL with its hit counters summed over the
+// back-ends.
+func (c *Client) ACL() (*ACLView, error) {
+	v := &ACLView{}
+	return v, c.c.Do("GET", PathACL, nil, v)
+}
+
+// ACLView is the router's ACL (the VCP's acl:, which every back-end
+// applies), each rule with the packets it matched on every back-end
+// together, and what each back-end said.
+type ACLView struct {
+	// Configured: the router's config has an acl: (else each back-end
+	// keeps its own file's, and Rules is empty).
+	Configured bool           `json:"configured"`
+	Rules      []ACLRuleView  `json:"rules"`
+	Backends   []ACLOfBackend `json:"backends"`
+}
+
+// ACLRuleView is one rule and its hits: packets permitted or denied by it,
+// summed over the back-ends that apply the router's ACL.
+type ACLRuleView struct {
+	Index int    `json:"index"`
+	Rule  string `json:"rule"` // "deny tcp any -> 192.0.2.0/24 dport 23"
+	Hits  uint64 `json:"hits"`
+}
+
+// ACLOfBackend is one back-end's part: its rules in force, and whether
+// they are the router's (a back-end not yet configured, or unreachable,
+// is not summed).
+type ACLOfBackend struct {
+	Name    string   `json:"name"`
+	Rules   int      `json:"rules"`
+	Applied bool     `json:"applied"`
+	Hits    []uint64 `json:"hits,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
 // Lookup finds the routes for addr in the suite and in every back-end's
 // FIB.
 func (c *Client) Lookup(addr string) (*LookupView, error) {
@@ -270,9 +368,13 @@ func (c *Client) Weight(name string, mbps uint32) error {
 }
 
 // Reload has the VCP read its config again and apply the difference.
-func (c *Client) Reload() (*ReloadResult, error) {
+func (c *Client) Reload(dryRun bool) (*ReloadResult, error) {
 	v := &ReloadResult{}
-	return v, c.c.Do("POST", PathReload, nil, v)
+	path := PathReload
+	if dryRun {
+		path += "?dry_run=1"
+	}
+	return v, c.c.Do("POST", path, nil, v)
 }
 
 // Element is a client of one element's own API (by name or id) through
@@ -285,4 +387,20 @@ func (c *Client) Element(element string) *api.Client {
 // returns its answer as it is.
 func (c *Client) Relay(element, method, path string, body []byte) (int, []byte, error) {
 	return c.c.Raw(method, PathRelay+"/"+url.PathEscape(element)+path, body)
+}
+
+// LogLevel is the log level of the VCP (element "") or of one element
+// through the relay; with level set it is changed to it first.
+func (c *Client) LogLevel(element, level string) (string, error) {
+	target := c.c
+	if element != "" {
+		target = c.Element(element)
+	}
+	method, path := "GET", logging.PathLevel
+	if level != "" {
+		method, path = "PUT", path+"?level="+url.QueryEscape(level)
+	}
+	var v logging.LevelView
+	err := target.Do(method, path, nil, &v)
+	return v.Level, err
 }

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"net"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lb"
+	"github.com/msr-router/msr/lb/lbapi"
+	"github.com/msr-router/msr/traffic"
+)
+
+// TestControlPlanePolicing: h1 floods the router's address on its port
+// with 500,000 packets a second of TCP SYNs to the BGP port and ICMP echo
+// requests for 10 s. lb1's control-plane policing drops all but its
+// rates, so the VCP's session with bgp1 never drops, its OSPF adjacency
+// with ospf1 (on lb1 too) stays Full, h2's pings to the router's address
+// all come back, and lb1 counts the flood it dropped per class.
+func TestControlPlanePolicing(t *testing.T) {
+	upDefaultLab(t, 100)
+	ctl := filepath.Join(demo.RunDir, "vcp1", "bird.ctl")
+	birdc := func(args ...string) string {
+		out, _ := exec.Command("birdc", append([]string{"-s", ctl}, args...)...).CombinedOutput()
+		return string(out)
+	}
+	// "peer0      BGP        ---        up     08:41:07.123  Established"
+	bgpSince := func() string {
+		for _, l := range strings.Split(birdc("show", "protocols", "peer0"), "\n") {
+			if f := strings.Fields(l); len(f) >= 6 && f[0] == "peer0" && f[5] == "Established" {
+				return f[4]
+			}
+		}
+		return ""
+	}
+	ospfFull := regexp.MustCompile(`(?m)^198\.51\.100\.20\s+\d+\s+Full`)
+	for deadline := time.Now().Add(30 * time.Second); bgpSince() == "" || !ospfFull.MatchString(birdc("show", "ospf", "neighbors")); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sessions not up before the flood:\n%s\n%s", birdc("show", "protocols"), birdc("show", "ospf", "neighbors"))
+		}
+	}
+	since := bgpSince()
+	before := policeOf(t, "lb1")
+
+	pings := make(chan string, 1)
+	go func() {
+		out, _ := demo.Exec("h2", "ping", "-c", "100", "-i", "0.1", "-W", "1", demo.RouterAddr1)
+		pings <- out
+	}()
+	// Watch the sessions while the flood lasts.
+	watch := make(chan []string, 1)
+	stop := make(chan struct{})
+	go func() {
+		var lost []string
+		for {
+			select {
+			case <-stop:
+				watch <- lost
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			if s := bgpSince(); !sameTime(s, since) {
+				lost = append(lost, "BGP with bgp1: "+strings.TrimSpace(birdc("show", "protocols", "peer0")))
+			}
+			if !ospfFull.MatchString(birdc("show", "ospf", "neighbors")) {
+				lost = append(lost, "OSPF with ospf1 not Full: "+strings.TrimSpace(birdc("show", "ospf", "neighbors")))
+			}
+		}
+	}()
+	const rate, d = 500_000, 10 * time.Second
+	var sent uint64
+	var window time.Duration
+	err := netns.Do(lab.Namespace(demo.LabName, "h1"), func() error {
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "eth0", DstMAC: net.HardwareAddr{2, 0, 0, 0, 0xe0, 0}, Size: 64, Flows: 256, Rate: rate,
+			Protos: []traffic.Proto{traffic.ProtoTCP, traffic.ProtoICMP}, Src: netip.MustParseAddr(demo.H1), DstPort: 179,
+			Dsts: []netip.Addr{netip.MustParseAddr(demo.RouterAddr1)}, HasXDP: true})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		if err := g.ResetWindow(); err != nil {
+			return err
+		}
+		sent, err = g.Blast(d)
+		window = g.Window()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	lost := <-watch
+	out := <-pings
+	after := policeOf(t, "lb1")
+	offered := float64(sent) / window.Seconds()
+	t.Logf("h1 flooded %d SYNs and echo requests in %v (%.0f pps); h2 -> router meanwhile: %s", sent, window.Round(time.Millisecond), offered, lastLine(out, "packets transmitted"))
+	var dropped uint64
+	for _, c := range lb.PoliceClassNames {
+		a, b := after[c], before[c]
+		t.Logf("  lb1 police %-5s passed %8d dropped: source %8d class %8d", c, a.Passed-b.Passed, a.DroppedSource-b.DroppedSource, a.DroppedClass-b.DroppedClass)
+		dropped += a.DroppedSource - b.DroppedSource + a.DroppedClass - b.DroppedClass
+	}
+	if offered < 0.9*rate {
+		t.Errorf("the flood was %.0f pps, not the %d asked", offered, rate)
+	}
+	for _, c := range []string{"bgp", "icmp"} {
+		b, a := before[c], after[c]
+		// What passes is the class's per-source rate for h1 (and a
+		// burst), nowhere near the half of the flood it was sent.
+		if a.DroppedSource-b.DroppedSource < sent/2*9/10 {
+			t.Errorf("class %s: dropped %d of h1's %d", c, a.DroppedSource-b.DroppedSource, sent/2)
+		}
+		limit := uint64(d.Seconds()+2) * a.PerSourcePPS
+		if p := a.Passed - b.Passed; p > limit+a.Burst {
+			t.Errorf("class %s: passed %d, more than its per-source %d pps", c, p, a.PerSourcePPS)
+		}
+	}
+	for _, l := range lost {
+		t.Error(l)
+	}
+	if !strings.Contains(out, " 0% packet loss") {
+		t.Errorf("h2's pings to the router during the flood: %s", lastLine(out, "packets transmitted"))
+	}
+	t.Logf("lb1 dropped %d of the flood's %d packets", dropped, sent)
+}
+
+// sameTime says whether two of BIRD's "since" times (15:04:05.000) are
+// the same moment: BIRD derives them anew each time, a millisecond apart.
+func sameTime(a, b string) bool {
+	ta, errA := time.Parse("15:04:05.000", a)
+	tb, errB := time.Parse("15:04:05.000", b)
+	return errA == nil && errB == nil && ta.Sub(tb).Abs() < time.Second
+}
+
+// policeOf reads an LB's policing classes by name.
+func policeOf(t *testing.T, lb string) map[string]lbapi.PoliceClass {
+	t.Helper()
+	s, err := demo.LBStatus(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]lbapi.PoliceClass{}
+	for _, c := range s.Police {
+		m[c.Class] = c
+	}
+	if len(m) == 0 {
+		t.Fatalf("%s reports no policing classes", lb)
+	}
+	return m
+}

@@ -1,0 +1,111 @@
+package lb
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/msr-router/msr/internal/inet"
+)
+
+// TestLBPolicing holds the kernel's control-plane policing to the model's
+// on the same frames: with one packet a second per source and no burst,
+// the first ICMP echo from a host to the router passes and its next is
+// dropped, while another host's first still passes (its own bucket); a
+// class's whole rate bounds its sources together; transit of the same
+// protocols is never policed; each class counts what it passed and
+// dropped.
+func TestLBPolicing(t *testing.T) {
+	withFixture(t, ModeWRR, func(f *fixture) {
+		rates := DefaultPolice
+		for c := range rates {
+			rates[c] = PoliceRate{}
+		}
+		rates[PoliceICMP] = PoliceRate{PerSourcePPS: 1}
+		rates[PoliceBGP] = PoliceRate{PPS: 1, Burst: 2} // three packets, any source
+		f.model.Police.Rates = rates
+		for c, r := range rates {
+			if err := f.dp.SetPolice(PoliceClass(c), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e0, e1 := f.ports["e0"].Ifindex, f.ports["e1"].Ifindex
+		icmp := func(src, dst netip.Addr) []byte {
+			return eth(macExt0, macHost, etherTypeIPv4, inet.IPv4(src, dst, 1, []byte{8, 0, 0xf7, 0xff, 0, 0, 0, 0}))
+		}
+		hostC := netip.MustParseAddr("192.0.2.11")
+		steps := []struct {
+			what    string
+			in      int
+			frame   []byte
+			verdict int
+		}{
+			{"A's first ping to the router", e0, icmp(ipHostA, ipExt0), XDPRedirect},
+			{"A's second ping to the router", e0, icmp(ipHostA, ipExt0), XDPDrop},
+			{"A's ping to the router's other address", e0, icmp(ipHostA, ipExt1), XDPDrop},
+			{"C's first ping to the router", e0, icmp(hostC, ipExt0), XDPRedirect},
+			{"A's ping across the router (transit)", e0, icmp(ipHostA, ipHostB), XDPRedirect},
+			{"A's ping across the router again", e0, icmp(ipHostA, ipHostB), XDPRedirect},
+			{"BGP 1 from A", e0, eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipExt0, 40000, 179)), XDPRedirect},
+			{"BGP 2 from C", e0, eth(macExt0, macHost, etherTypeIPv4, tcp(hostC, ipExt0, 40001, 179)), XDPRedirect},
+			{"BGP 3 from A, the peer's reply", e0, eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipExt0, 179, 40002)), XDPRedirect},
+			{"BGP 4 from C: over the class's rate", e0, eth(macExt0, macHost, etherTypeIPv4, tcp(hostC, ipExt0, 40003, 179)), XDPDrop},
+			{"BGP between two hosts (transit)", e0, eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipHostB, 40004, 179)), XDPRedirect},
+			{"OSPF (igp: no limit here)", e0, eth(ospfMAC, macHost, etherTypeIPv4, inet.IPv4(ipHostA, netip.MustParseAddr("224.0.0.5"), 89, make([]byte, 24))), XDPRedirect},
+			{"A's ping arriving on e1 (another bucket)", e1, eth(macExt1, macHost, etherTypeIPv4, inet.IPv4(ipHostA, ipExt1, 1, []byte{8, 0, 0xf7, 0xff, 0, 0, 0, 0})), XDPRedirect},
+		}
+		for _, s := range steps {
+			r, err := f.compare(s.in, s.frame, true)
+			if err != nil {
+				t.Fatalf("%s: %v", s.what, err)
+			}
+			if r.Verdict != s.verdict {
+				t.Errorf("%s: verdict %d, want %d", s.what, r.Verdict, s.verdict)
+			}
+		}
+		got, err := f.dp.PoliceStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != f.model.Police.Counts {
+			t.Errorf("police counters\n got %+v\nwant %+v", got, f.model.Police.Counts)
+		}
+		want := map[PoliceClass]PoliceCounts{PoliceICMP: {Passed: 3, DroppedSource: 2}, PoliceBGP: {Passed: 3, DroppedClass: 1}, PoliceIGP: {Passed: 1}}
+		for c, w := range want {
+			if got[c] != w {
+				t.Errorf("class %s: %+v, want %+v", c, got[c], w)
+			}
+		}
+	})
+}
+
+// TestLoadConfigPolice: the file's classes override the defaults one by
+// one; an unknown class or a per-source rate above its class's is refused
+// at its line.
+func TestLoadConfigPolice(t *testing.T) {
+	const head = "name: lb1\nkey_file: k\nports:\n  i0: {role: internal}\npolice:\n"
+	path := filepath.Join(t.TempDir(), "lb.yaml")
+	os.WriteFile(path, []byte(head+"  icmp: {pps: 100, per_source_pps: 10}\n"), 0o644)
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Police[PoliceICMP]; r.PPS != 100 || r.PerSourcePPS != 10 || r.Burst != DefaultPolice[PoliceICMP].Burst {
+		t.Errorf("icmp: %+v", r)
+	}
+	if c.Police[PoliceBGP] != DefaultPolice[PoliceBGP] {
+		t.Errorf("bgp changed: %+v", c.Police[PoliceBGP])
+	}
+	for body, want := range map[string]string{
+		"  ssh: {pps: 5}\n":                      `:6:8: police: unknown class "ssh"`,
+		"  bgp: {pps: 10, per_source_pps: 20}\n": ":6:8: police bgp: per_source_pps 20 above the class's pps 10",
+		"  bfd: {pps: 2000000000}\n":             ":6:8: police bfd: at most 1000000000",
+	} {
+		os.WriteFile(path, []byte(head+body), 0o644)
+		if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package router
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/msr-router/msr/internal/metrics"
+)
+
+// The back-end's metrics (docs/operations.md lists every agent's).
+var (
+	rtPackets   = metrics.Desc("router_packets_total", "Frames the back-end's data path received, and of them those it forwarded.", "what")
+	rtBytes     = metrics.Desc("router_bytes_total", "Bytes the back-end's data path received, and of them those it forwarded.", "what")
+	rtDropped   = metrics.Desc("router_dropped_packets_total", "Frames the back-end's data path dropped, by reason.", "reason")
+	rtSlow      = metrics.Desc("router_slow_path_packets_total", "Frames the data path handed to the agent (the slow path), by reason.", "reason")
+	rtSlowEvent = metrics.Desc("router_slow_path_events_total", "What the slow path did: ICMP errors sent and rate-limited, ARP, packets held and released.", "event")
+	rtRoutes    = metrics.Desc("router_fib_routes", "Routes in the back-end's FIB.")
+	rtFIBChange = metrics.Desc("router_fib_changes_total", "Routes added, changed and deleted in the FIB since the agent started.")
+	rtReady     = metrics.Desc("router_ready", "1 when the back-end serves the router's ports and its FIB holds the RIB feed's table (it takes flows).")
+	rtRIBUp     = metrics.Desc("router_rib_session_up", "1 while the RIB feed's iBGP session with the VCP is established.")
+	rtRIBPrefix = metrics.Desc("router_rib_prefixes", "Prefixes and paths the RIB feed holds (stale: kept from a session that went).", "kind")
+	rtRIBUpdate = metrics.Desc("router_rib_updates_total", "BGP UPDATE messages the RIB feed received.")
+	rtACL       = metrics.Desc("router_acl_matches_total", "Packets each rule of the router's ACL matched, by its position and action.", "rule", "action")
+	rtNeighbors = metrics.Desc("router_neighbors", "Neighbours the back-end knows on the router's ports.")
+	rtBusy      = metrics.Desc("router_busy_cores", "The data path's CPU time per second, in cores (router/busy.go; 0 until measured).")
+	rtCapDrop   = metrics.Desc("router_cap_dropped_packets_total", "Frames the back-end's capacity cap dropped (capacity_pps).")
+)
+
+// Metrics is the back-end's collector for /metrics: its status, read at
+// each scrape.
+func (a *Agent) Metrics() *metrics.Collector {
+	return metrics.NewCollector(func(emit metrics.Emit) {
+		s := a.Status()
+		if st := s.Stats; st != nil {
+			emit(rtPackets, metrics.Counter, float64(st.RxPackets), "received")
+			emit(rtPackets, metrics.Counter, float64(st.Forwarded), "forwarded")
+			emit(rtBytes, metrics.Counter, float64(st.RxBytes), "received")
+			emit(rtBytes, metrics.Counter, float64(st.ForwardedBytes), "forwarded")
+			for _, k := range slices.Sorted(maps.Keys(st.Drops)) {
+				emit(rtDropped, metrics.Counter, float64(st.Drops[k]), k)
+			}
+			for _, k := range slices.Sorted(maps.Keys(st.Slow)) {
+				emit(rtSlow, metrics.Counter, float64(st.Slow[k]), k)
+			}
+			for i := range min(len(st.ACLPermit), len(st.ACLDeny)) {
+				emit(rtACL, metrics.Counter, float64(st.ACLPermit[i]), strconv.Itoa(i), "permit")
+				emit(rtACL, metrics.Counter, float64(st.ACLDeny[i]), strconv.Itoa(i), "deny")
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.SlowPath)) {
+			emit(rtSlowEvent, metrics.Counter, float64(s.SlowPath[k]), k)
+		}
+		emit(rtRoutes, metrics.Gauge, float64(s.Routes))
+		emit(rtFIBChange, metrics.Counter, float64(s.FIBChanges))
+		emit(rtReady, metrics.Gauge, metrics.Bool(s.Ready))
+		if r := s.RIB; r != nil {
+			emit(rtRIBUp, metrics.Gauge, metrics.Bool(r.State == "established"))
+			emit(rtRIBPrefix, metrics.Gauge, float64(r.Prefixes), "prefixes")
+			emit(rtRIBPrefix, metrics.Gauge, float64(r.Paths), "paths")
+			emit(rtRIBPrefix, metrics.Gauge, float64(r.Stale), "stale")
+			emit(rtRIBUpdate, metrics.Counter, float64(r.Updates))
+		}
+		emit(rtNeighbors, metrics.Gauge, float64(len(s.Neighbors)))
+		emit(rtBusy, metrics.Gauge, s.Busy)
+		emit(rtCapDrop, metrics.Counter, float64(s.CapDrop))
+	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowEvent, rtRoutes, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop)
+}

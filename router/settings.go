@@ -1,0 +1,303 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/xdp"
+)
+
+// settings are what a back-end serves for the router: the router's
+// external ports, its other own addresses, its ACL and the RIB feed to
+// dial. They come from the back-end's file (without a VCP) or from the
+// active VCP (BACKEND_CONFIG and ACL_CONFIG, docs/dist.md), which a
+// back-end whose file holds only its identity waits for (seed 003: the
+// virtual control plane coordinates the elements).
+type settings struct {
+	Ports []PortSpec   `json:"ports"`
+	Addrs []netip.Addr `json:"addrs"`
+	ACL   []ACLRule    `json:"acl"`
+	RIB   *RIBConfig   `json:"rib"`
+}
+
+// fileSettings are the settings of the back-end's own file.
+func fileSettings(c *AgentConfig) settings {
+	return settings{Ports: c.Ports, Addrs: c.RouterAddresses, ACL: c.ACL, RIB: c.RIB}
+}
+
+// settingsPath is where the VCP's settings are kept, so that a restarted
+// agent serves them (its data path never stopped) until the VCP speaks.
+func (a *Agent) settingsPath() string { return a.statePath() + ".settings" }
+
+// loadSettings reads the VCP's settings a previous run kept.
+func (a *Agent) loadSettings() (settings, bool) {
+	var s settings
+	b, err := os.ReadFile(a.settingsPath())
+	if err != nil {
+		return s, false
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		a.log.Warn("kept settings unreadable: waiting for the VCP's", "err", err)
+		return settings{}, false
+	}
+	return s, true
+}
+
+func (a *Agent) saveSettings(s settings) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(a.settingsPath()+".tmp", b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(a.settingsPath()+".tmp", a.settingsPath())
+}
+
+// vcpSettings are a BACKEND_CONFIG and an ACL_CONFIG as the agent serves
+// them.
+func vcpSettings(m *dist.BackendConfig, acl []dist.ACLRule) settings {
+	s := settings{Addrs: m.Addrs}
+	for _, p := range m.Ports {
+		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, MTU: max(p.MTU, 576)})
+	}
+	for _, r := range acl {
+		s.ACL = append(s.ACL, aclRule(r))
+	}
+	if m.RIBNeighbor.IsValid() {
+		s.RIB = &RIBConfig{Neighbor: m.RIBNeighbor, ASN: m.RIBASN}
+	}
+	return s
+}
+
+// receive takes the VCP's configuration from DIST until ctx ends:
+// BACKEND_CONFIG and ACL_CONFIG addressed to this back-end, from any
+// authentic sender (the deployment key is the trust; only the active VCP
+// sends them).
+func (a *Agent) receive(ctx context.Context) {
+	var acl []dist.ACLRule
+	var cfg *dist.BackendConfig
+	for ctx.Err() == nil {
+		f, err := a.conn.Recv(200 * time.Millisecond)
+		if errors.Is(err, dist.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Error("receive DIST", "err", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		switch m := f.Msg.(type) {
+		case *dist.BackendConfig:
+			if m.Target != a.cfg.ID {
+				continue
+			}
+			cfg = m
+		case *dist.ACLConfig:
+			if m.Target != a.cfg.ID {
+				continue
+			}
+			acl = m.Rules
+			a.mu.Lock()
+			a.aclFromVCP = true
+			a.mu.Unlock()
+		default:
+			continue
+		}
+		if cfg == nil {
+			continue // the ACL waits for the ports
+		}
+		s := vcpSettings(cfg, acl)
+		a.mu.Lock()
+		if !a.aclFromVCP {
+			s.ACL = a.set.ACL
+		}
+		a.mu.Unlock()
+		if err := a.apply(ctx, s); err != nil {
+			a.log.Error("settings from the VCP", "err", err)
+		}
+	}
+}
+
+// apply makes s the settings in force, changing only what differs: the
+// ports (changePorts), the router's addresses, the ACL, the RIB feed.
+func (a *Agent) apply(ctx context.Context, s settings) error {
+	a.mu.Lock()
+	old := a.set
+	portsChanged := !slices.Equal(old.Ports, s.Ports) || !slices.Equal(old.Addrs, s.Addrs)
+	aclChanged := !slices.Equal(old.ACL, s.ACL)
+	ribChanged := !sameRIB(old.RIB, s.RIB)
+	if !portsChanged && !aclChanged && !ribChanged {
+		a.mu.Unlock()
+		return nil
+	}
+	a.set = s
+	var err error
+	if portsChanged {
+		var restarted bool
+		restarted, err = a.changePorts(old.Ports)
+		if !restarted {
+			err = a.writePorts(len(old.Ports)) // new names, or the router's other addresses
+		}
+		ribChanged = ribChanged || (restarted && s.RIB != nil)
+		a.log.Info("ports from the VCP", "ports", portsText(s.Ports), "addresses", s.Addrs, "fib_restarted", restarted)
+	}
+	if aclChanged {
+		err = errors.Join(err, a.dp.SetACL(a.mac, s.ACL))
+		a.log.Info("ACL from the VCP", "rules", len(s.ACL))
+	}
+	a.dirty, a.lastChange = true, time.Now()
+	a.mu.Unlock()
+	if ribChanged {
+		err = errors.Join(err, a.startRIB(ctx, s.RIB))
+	}
+	return errors.Join(err, a.saveSettings(s))
+}
+
+func sameRIB(a, b *RIBConfig) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Neighbor == b.Neighbor && a.ASN == b.ASN && a.RouterID == b.RouterID
+}
+
+func portsText(ps []PortSpec) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%s vlan %d %s mtu %d", p.Name, p.VLAN, p.Address, p.MTU))
+	}
+	return out
+}
+
+// writePorts writes the ports of a.set and the addresses the data path
+// answers for (the router's, this host's). Call with a.mu held.
+func (a *Agent) writePorts(previous int) error {
+	a.ports = a.ports[:0]
+	local := map[netip.Addr]uint32{}
+	for i, pc := range a.set.Ports {
+		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address}
+		if err := a.dp.SetPort(p); err != nil {
+			return err
+		}
+		a.ports = append(a.ports, p)
+		local[p.Addr.Addr()] = LocalRouter
+	}
+	for i := len(a.set.Ports); i < previous; i++ {
+		if err := a.dp.SetPort(Port{Index: uint16(i)}); err != nil {
+			return err
+		}
+	}
+	for _, addr := range a.set.Addrs {
+		local[addr] = LocalRouter
+	}
+	for _, addr := range a.hostAddrs {
+		local[addr] = LocalHost
+	}
+	keep := map[uint32]bool{}
+	for addr, kind := range local {
+		if err := a.dp.SetLocal(addr, kind); err != nil {
+			return err
+		}
+		keep[be32(addr)] = true
+	}
+	xdp.DeleteStale(a.dp.objs.RtLocal, func(k uint32, _ uint32) bool { return keep[k] })
+	return nil
+}
+
+// samePorts says whether two lists of ports are the same but for their
+// names (a relabelling changes nothing in the data path).
+func samePorts(a, b []PortSpec) bool {
+	return slices.EqualFunc(a, b, func(x, y PortSpec) bool { return x.VLAN == y.VLAN && x.Address == y.Address && x.MTU == y.MTU })
+}
+
+// changePorts serves new ports at run time. Every next hop names a port by
+// its index, so new ports start the FIB again: every route goes, the new
+// ports' connected routes and the file's static routes come, and the
+// caller restarts the RIB feed, whose suite sends its table again (until
+// its End-of-RIB the back-end is not ready, so the LBs send it nothing).
+// Ports that differ only in their names are relabelled. Call with a.mu
+// held; it says whether the FIB started again.
+func (a *Agent) changePorts(old []PortSpec) (bool, error) {
+	if samePorts(old, a.set.Ports) {
+		return false, nil
+	}
+	for p, g := range maps.Collect(maps.All(a.dp.FIB.Routes())) {
+		if err := a.dp.FIB.Delete(p); err != nil {
+			return true, err
+		}
+		a.nh.release(g)
+	}
+	if err := a.writePorts(len(old)); err != nil {
+		return true, err
+	}
+	for _, p := range a.ports {
+		if err := a.setRoute(p.Addr.Masked(), nil); err != nil {
+			return true, err
+		}
+	}
+	for _, r := range a.cfg.Routes {
+		if err := a.setRoute(r.To, r.Via); err != nil {
+			a.log.Warn("static route on no port now", "to", r.To, "err", err)
+		}
+	}
+	a.adopted = false
+	return true, nil
+}
+
+// stopRIB ends the RIB feed, if one runs; the routes it gave stay in
+// the FIB.
+func (a *Agent) stopRIB() {
+	a.mu.Lock()
+	old := a.rib
+	a.rib = nil
+	a.mu.Unlock()
+	if old != nil {
+		old.Stop()
+	}
+}
+
+// startRIB (re)starts the RIB feed with cfg (nil: none).
+func (a *Agent) startRIB(ctx context.Context, cfg *RIBConfig) error {
+	a.stopRIB()
+	if cfg == nil {
+		return nil
+	}
+	cfg.password = a.ribPassword
+	id := cfg.RouterID
+	if !id.IsValid() {
+		id = a.hostIP
+	}
+	rib, err := startRIB(ctx, cfg, id, a.log, a.addLearned, a.deleteLearned)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.rib = rib
+	a.mu.Unlock()
+	return nil
+}
+
+// HostIP is this host's address on the interconnect (invalid: none).
+func (a *Agent) HostIP() netip.Addr { return a.hostIP }
+
+// ready says whether the back-end can take traffic: it serves the
+// router's ports, and its FIB holds the RIB feed's routes (the feed's
+// End-of-RIB came, or the routes were adopted from a previous run). A
+// back-end that is not ready asks for no flows (hello flag draining), so
+// a back-end added at run time joins the tables only once it can route.
+func (a *Agent) ready() bool {
+	a.mu.Lock()
+	rib, ports, adopted := a.rib, len(a.ports), a.adopted
+	a.mu.Unlock()
+	return ports > 0 && (rib == nil || adopted || rib.Synced())
+}

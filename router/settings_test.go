@@ -1,0 +1,125 @@
+package router
+
+import (
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lab/labtest"
+	"github.com/msr-router/msr/router/routerapi"
+)
+
+// TestRouterSettingsFromVCP: a back-end whose file holds only its identity
+// serves no ports and is not ready; BACKEND_CONFIG and ACL_CONFIG over
+// DIST (as the VCP sends them) give it ports, connected routes and the
+// ACL, and it is ready; a changed address takes the routes through the
+// port with it; a restarted agent serves the VCP's settings it kept.
+func TestRouterSettingsFromVCP(t *testing.T) {
+	labtest.Up(t, restartLab)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	os.WriteFile(keyFile, []byte(strings.Repeat("5d", 32)), 0o600)
+	file := &FileConfig{Config: element.Config{Name: "t-settings", KeyFile: keyFile}, Interface: "eth0",
+		PinDir: filepath.Join(netns.BPFFS, "msr-test-rtsettings")}
+	cfg, err := file.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(cfg.PinDir)
+		os.Remove(routerapi.StatePath("t-settings"))
+		os.Remove(routerapi.StatePath("t-settings") + ".settings")
+	})
+	a, stop := startRouter(t, cfg)
+	if a.ready() || len(a.Status().Ports) != 0 {
+		t.Fatalf("an unconfigured back-end: ready %v, ports %v", a.ready(), a.Status().Ports)
+	}
+	key, _ := dist.ReadKeyFile(keyFile, cfg.KeyID)
+	vcp, _ := dist.NewSender(dist.ElementID("vcp", "t-vcp"), key)
+	var conn *dist.Conn
+	if err := netns.Do(lab.Namespace("t-rtrestart", "gen"), func() (err error) {
+		conn, err = dist.Listen("g0", dist.Keyring{key.ID: key.Secret})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	send := func(m dist.Message) {
+		t.Helper()
+		f, err := vcp.Seal(a.mac, []byte{2, 0, 0x0a, 0x0a, 1, 2}, m)
+		if err == nil {
+			err = conn.Send(f)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules := []dist.ACLRule{{Deny: true, Proto: 17, Dst: netip.MustParsePrefix("10.10.1.0/24"), SportHi: 65535, DportLo: 9, DportHi: 9}}
+	send(&dist.BackendConfig{Target: cfg.ID + 1, Ports: []dist.BackendPort{{Name: "other", VLAN: 99, Prefix: netip.MustParsePrefix("10.99.0.1/24")}}})
+	send(&dist.ACLConfig{Target: cfg.ID, Rules: rules})
+	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.1.1/24"), MTU: 1500}}})
+	waitFor := func(what string, ok func(*routerapi.Status) bool) *routerapi.Status {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			st := a.Status()
+			if ok(st) {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: status %+v", what, st)
+			}
+		}
+	}
+	want := []string{"lb1/e0 vlan 10 10.10.1.1/24 mtu 1500"}
+	st := waitFor("the VCP's ports", func(s *routerapi.Status) bool { return slices.Equal(s.Ports, want) && len(s.ACL) == 1 })
+	if !st.Ready || st.ACL[0] != "deny udp any -> 10.10.1.0/24 dport 9" || st.Routes != 1 {
+		t.Errorf("configured: ready %v, ACL %v, %d routes (want the connected one)", st.Ready, st.ACL, st.Routes)
+	}
+	if err := a.AddRoute(netip.MustParsePrefix("198.19.0.0/16"), []netip.Addr{netip.MustParseAddr("10.10.1.2")}); err != nil {
+		t.Fatal(err)
+	}
+	// The port's address changes: the route through it goes, the new
+	// subnet is connected, the old one is not.
+	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500}}})
+	waitFor("the new address", func(s *routerapi.Status) bool {
+		return len(s.Ports) == 1 && strings.Contains(s.Ports[0], "10.10.2.1/24")
+	})
+	var prefixes []string
+	for _, r := range a.Routes() {
+		prefixes = append(prefixes, r.Prefix)
+	}
+	if !slices.Equal(prefixes, []string{"10.10.2.0/24"}) {
+		t.Errorf("routes after the port's address changed: %v, want only 10.10.2.0/24", prefixes)
+	}
+	// Its metrics say so, and pass Prometheus's lint.
+	if problems, err := testutil.CollectAndLint(a.Metrics()); err != nil || len(problems) > 0 {
+		t.Errorf("metrics: %v %+v", err, problems)
+	}
+	w := httptest.NewRecorder()
+	a.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{"msr_router_ready 1", "msr_router_fib_routes 1", `msr_router_acl_matches_total{action="deny",rule="0"} 0`, "msr_build_info{"} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, w.Body)
+		}
+	}
+	// A restarted agent with the same identity-only file serves the
+	// settings it kept.
+	stop()
+	a.Close()
+	a, stop = startRouter(t, cfg)
+	defer func() { stop(); a.Remove() }()
+	if st := a.Status(); len(st.Ports) != 1 || !strings.Contains(st.Ports[0], "10.10.2.1/24") || len(st.ACL) != 1 || !st.Ready {
+		t.Errorf("restarted: ports %v, ACL %v, ready %v", st.Ports, st.ACL, st.Ready)
+	}
+}

@@ -1,0 +1,190 @@
+package vcp
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/acl"
+	"github.com/msr-router/msr/router/routerapi"
+	"github.com/msr-router/msr/vcp/vcpapi"
+)
+
+// The VCP configures the back-ends from the router's one config as it
+// configures the LBs (seed 003): every back-end gets the router's external
+// ports (VLAN, address, MTU, name), the RIB feed to dial and the router's
+// ACL in BACKEND_CONFIG and ACL_CONFIG (docs/dist.md), so that a back-end's
+// own file holds only its identity and one added at run time needs
+// nothing else.
+
+// backendRefresh is how often the VCP sends a back-end its settings
+// anyway: a lost frame, or settings its hello cannot show (the ACL), are
+// set right within it.
+const backendRefresh = 10 * time.Second
+
+// backendPush is what the VCP last sent one back-end.
+type backendPush struct {
+	id   string // identity of the settings sent
+	sent time.Time
+}
+
+// backendSettings are what a back-end should serve: the router's external
+// ports in the config's order, named as the router names them, and the
+// RIB feed when the suite distributes one.
+func (a *Agent) backendSettings() (*dist.BackendConfig, *dist.ACLConfig) {
+	m := &dist.BackendConfig{}
+	for _, ep := range a.cfg.ExternalPorts {
+		m.Ports = append(m.Ports, dist.BackendPort{Name: a.externalPortName(ep), VLAN: ep.VLAN, Prefix: ep.Address, MTU: ep.mtu()})
+	}
+	if r := a.cfg.Routing; r != nil && r.Backends != nil {
+		m.RIBNeighbor, m.RIBASN = r.Backends.Listen, r.ASN
+	}
+	if !a.cfg.hasACL {
+		return m, nil
+	}
+	return m, &dist.ACLConfig{Rules: a.cfg.acl}
+}
+
+// externalPortName is what the router calls an external port: LB/PORT
+// as its LB names it in hellos (lb1/e0), or LB/vlanN until that LB is
+// heard.
+func (a *Agent) externalPortName(ep ExternalPortConfig) string {
+	for _, e := range a.elements {
+		if e.hello.Role != dist.RoleLB || e.hello.Name != ep.LB {
+			continue
+		}
+		for _, p := range e.hello.Ports {
+			if bytes.Equal(p.MAC, ep.mac) && p.Name != "" {
+				if n := dist.PortName(ep.LB, p.Name); len(n) <= dist.NameLen {
+					return n
+				}
+			}
+		}
+	}
+	if n := fmt.Sprintf("%s/vlan%d", ep.LB, ep.VLAN); len(n) <= dist.NameLen {
+		return n
+	}
+	return fmt.Sprintf("vlan%d", ep.VLAN)
+}
+
+// configureBackend sends one back-end its settings when they changed,
+// when its hello shows other ports, and every backendRefresh; at most
+// once per hello interval. A VCP whose config names no external ports
+// knows none to give, and leaves the back-ends to their files. Call with
+// a.mu held.
+func (a *Agent) configureBackend(r *element, now time.Time) {
+	if len(a.cfg.ExternalPorts) == 0 {
+		return
+	}
+	p := a.backendPushes[r.id]
+	if p == nil {
+		p = &backendPush{}
+		a.backendPushes[r.id] = p
+	}
+	if now.Sub(p.sent) < a.cfg.HelloInterval {
+		return
+	}
+	m, acl := a.backendSettings()
+	m.Target = r.id
+	id := fmt.Sprint(m, acl)
+	if id == p.id && backendPortsApplied(r.hello, m.Ports) && now.Sub(p.sent) < backendRefresh {
+		return
+	}
+	if err := a.send(r.mac, m); err != nil {
+		a.log.Error("BACKEND_CONFIG", "backend", r.hello.Name, "err", err)
+		return
+	}
+	if acl != nil {
+		acl.Target = r.id
+		if err := a.send(r.mac, acl); err != nil {
+			a.log.Error("ACL_CONFIG", "backend", r.hello.Name, "err", err)
+			return
+		}
+	}
+	if id != p.id {
+		a.log.Info("back-end configured", "backend", r.hello.Name, "ports", len(m.Ports), "rib", m.RIBNeighbor, "acl_rules", len(a.cfg.acl))
+	}
+	p.id, p.sent = id, now
+}
+
+// backendPortsApplied says whether a back-end's hello shows the ports it
+// should serve (its external ports, after its interconnect port).
+func backendPortsApplied(h *dist.Hello, want []dist.BackendPort) bool {
+	var got []dist.PortStatus
+	for _, p := range h.Ports {
+		if p.Role == dist.PortExternal {
+			got = append(got, p)
+		}
+	}
+	if len(got) != min(len(want), dist.MaxPorts-1) {
+		return false
+	}
+	for i, g := range got {
+		w := want[i]
+		if g.VLAN != w.VLAN || g.Prefix != w.Prefix || g.MTU != w.MTU {
+			return false
+		}
+	}
+	return true
+}
+
+// backendAPI is a back-end's management API when the config names none:
+// its interconnect address (from its hellos) at the default port.
+func backendAPI(h *dist.Hello) (netip.AddrPort, bool) {
+	for _, p := range h.Ports {
+		if p.Role == dist.PortInternal && p.Prefix.IsValid() {
+			return netip.AddrPortFrom(p.Prefix.Addr(), routerapi.DefaultPort), true
+		}
+	}
+	return netip.AddrPort{}, false
+}
+
+// ACL is the router's ACL with each rule's hits summed over the
+// back-ends that apply it (their status shows the same rules), asked of
+// each back-end's API.
+func (a *Agent) ACL() *vcpapi.ACLView {
+	a.mu.Lock()
+	v := &vcpapi.ACLView{Configured: a.cfg.hasACL, Rules: []vcpapi.ACLRuleView{}, Backends: []vcpapi.ACLOfBackend{}}
+	var want []string
+	for i, r := range a.cfg.acl {
+		want = append(want, acl.Text(r))
+		v.Rules = append(v.Rules, vcpapi.ACLRuleView{Index: i, Rule: want[i]})
+	}
+	var names []string
+	for _, r := range a.sorted(dist.RoleRouter) {
+		if r.alive {
+			names = append(names, r.hello.Name)
+		}
+	}
+	a.mu.Unlock()
+	for _, name := range names {
+		b := vcpapi.ACLOfBackend{Name: name}
+		c, err := a.elementClient(name)
+		var st *routerapi.Status
+		if err == nil {
+			st, err = routerapi.New(c).Status()
+		}
+		if err != nil {
+			b.Error = err.Error()
+			v.Backends = append(v.Backends, b)
+			continue
+		}
+		b.Rules = len(st.ACL)
+		if st.Stats != nil && len(st.Stats.ACLPermit) == len(st.ACL) && len(st.Stats.ACLDeny) == len(st.ACL) {
+			for i := range st.ACL {
+				b.Hits = append(b.Hits, st.Stats.ACLPermit[i]+st.Stats.ACLDeny[i])
+			}
+		}
+		b.Applied = v.Configured && slices.Equal(st.ACL, want) && len(b.Hits) == len(want)
+		if b.Applied {
+			for i, h := range b.Hits {
+				v.Rules[i].Hits += h
+			}
+		}
+		v.Backends = append(v.Backends, b)
+	}
+	return v
+}

@@ -1,0 +1,138 @@
+package vcp
+
+import (
+	"time"
+
+	"github.com/msr-router/msr/dist"
+)
+
+// The router's external ports as one box sees them: a port is up while
+// the LB holding it is alive and says its link is up (the LB's kernel:
+// administratively up with carrier). A change is logged, takes the
+// suite's mirror of the port down or up with it (so the suite withdraws
+// what it routed through the port, as on a router whose cable is
+// pulled), and is told to whoever watches (SNMP's linkDown/linkUp traps,
+// the web view's events).
+
+// PortState is an external port's state.
+type PortState struct {
+	Name string
+	VLAN uint16
+	// Present: the LB holding the port is alive.
+	Present    bool
+	Up         bool
+	AdminUp    bool
+	FullDuplex bool
+	SpeedMbps  uint32
+	MTU        uint16
+	// Since is when Up last changed (the VCP's start until it does);
+	// Changes counts the changes.
+	Since   time.Time
+	Changes uint64
+}
+
+// PortEvent is a change of an external port's operational state.
+type PortEvent struct {
+	Port PortState
+	At   time.Time
+}
+
+// followPorts updates the external ports' states from the live LBs'
+// hellos; call it with a.mu held. Until one hold time after the VCP
+// started it has not heard every LB yet: a port not heard of is not
+// declared down before then.
+func (a *Agent) followPorts(now time.Time) {
+	heard := map[uint16]PortState{}
+	for vlan, lp := range a.liveExternalPorts() {
+		p := lp.PortStatus
+		heard[vlan] = PortState{Name: portName(lp.lb, p), VLAN: vlan, Present: true, Up: p.Up(),
+			AdminUp: p.AdminUp(), FullDuplex: p.FullDuplex(), SpeedMbps: p.SpeedMbps, MTU: p.MTU}
+	}
+	if a.ports == nil {
+		a.ports = map[uint16]*PortState{}
+	}
+	settled := now.Sub(a.started) > a.cfg.Hold()
+	for _, ep := range a.cfg.ExternalPorts {
+		old := a.ports[ep.VLAN]
+		s, ok := heard[ep.VLAN]
+		if !ok {
+			if old == nil && !settled {
+				continue
+			}
+			s = PortState{VLAN: ep.VLAN, Name: ep.LB} // its LB is gone: down, as a line card pulled out
+			if old != nil {
+				s.Name, s.SpeedMbps, s.MTU = old.Name, old.SpeedMbps, old.MTU
+			}
+		}
+		switch {
+		case old == nil:
+			s.Since = a.started
+		case old.Up == s.Up:
+			s.Since, s.Changes = old.Since, old.Changes
+		default:
+			s.Since, s.Changes = now, old.Changes+1
+		}
+		a.ports[ep.VLAN] = &s
+		if old != nil && old.Up == s.Up || old == nil && s.Up {
+			continue
+		}
+		a.log.Info("port state", "port", s.Name, "vlan", s.VLAN, "up", s.Up, "admin_up", s.AdminUp)
+		a.event("port %s %s", s.Name, map[bool]string{true: "up", false: "down"}[s.Up])
+		if a.mirrors != nil {
+			if _, err := a.mirrors.SetUp(s.VLAN, s.Up); err != nil {
+				a.log.Warn("mirror", "port", s.Name, "err", err)
+			}
+		}
+		ev := PortEvent{Port: s, At: now}
+		for _, w := range a.portWatchers {
+			select {
+			case w <- ev:
+			default: // a watcher that does not keep up misses events, never blocks the VCP
+			}
+		}
+	}
+}
+
+// livePort is an external port as its LB's last hello tells it.
+type livePort struct {
+	dist.PortStatus
+	lb string // the LB's name
+}
+
+// liveExternalPorts are the external ports of the LBs alive, by VLAN;
+// call it with a.mu held.
+func (a *Agent) liveExternalPorts() map[uint16]livePort {
+	live := map[uint16]livePort{}
+	for _, lb := range a.sorted(dist.RoleLB) {
+		if !lb.alive {
+			continue
+		}
+		for _, p := range lb.hello.Ports {
+			if p.Role == dist.PortExternal && p.VLAN != 0 {
+				live[p.VLAN] = livePort{p, lb.hello.Name}
+			}
+		}
+	}
+	return live
+}
+
+// WatchPorts returns a channel that receives every change of an external
+// port's state from now on.
+func (a *Agent) WatchPorts() <-chan PortEvent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := make(chan PortEvent, 64)
+	a.portWatchers = append(a.portWatchers, w)
+	return w
+}
+
+// PortStates are the external ports' states, by VLAN.
+func (a *Agent) PortStates() map[uint16]PortState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := make(map[uint16]PortState, len(a.ports))
+	for v, s := range a.ports {
+		m[v] = *s
+	}
+	return m
+}
