@@ -47,9 +47,9 @@ test: deps check-generated lint build
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 
 # deb: the Debian package (a static msr, the units, docs, examples,
-# completion) into dist/; TestDebPackage (deploy/) installs it.
+# completion) into deb/; TestDebPackage (deploy/) installs it.
 deb: deps
-	scripts/deb.sh dist
+	scripts/deb.sh deb
 
 # bench: the forwarding benchmarks of docs/benchmarks.md, every DUT beside
 # the instrument's ceiling and the Linux baseline, in one run.

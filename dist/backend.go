@@ -1,0 +1,234 @@
+package dist
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+)
+
+// The VCP configures the back-ends as it configures the LBs (seed 003: the
+// virtual control plane coordinates the elements): a back-end's own file
+// holds only its identity, and BACKEND_CONFIG and ACL_CONFIG bring it the
+// router's external ports, its own addresses, the RIB feed to dial and the
+// router's ACL. docs/dist.md gives the layouts.
+
+// Limits of the back-end messages.
+const (
+	// MaxBackendAddrs bounds the router's own addresses besides its
+	// ports' (the management address) in one BACKEND_CONFIG.
+	MaxBackendAddrs = 16
+	// MaxACLRules is the back-end data path's ACL size (router.MaxACL).
+	MaxACLRules     = 64
+	backendHdrLen   = 20
+	backendPortLen  = 28
+	aclHdrLen       = 16
+	aclRuleLen      = 20
+	aclActionPermit = 1
+	aclActionDeny   = 2
+)
+
+// BackendPort is one external port of the router as a back-end serves it:
+// the VLAN its frames carry inside, the router's address on it, its MTU,
+// and the name the router gives it (lb1/e0).
+type BackendPort struct {
+	Name   string       `json:"name"`
+	VLAN   uint16       `json:"vlan"`
+	Prefix netip.Prefix `json:"prefix"`
+	MTU    uint16       `json:"mtu"`
+}
+
+// BackendConfig is sent by the active VCP to one back-end (Target): the
+// router's external ports, its other own addresses (Addrs: the slow path
+// answers them), and the RIB feed (the VCP's iBGP listener and the
+// router's AS; an invalid RIBNeighbor: no feed).
+type BackendConfig struct {
+	Target      uint64        `json:"target"`
+	RIBNeighbor netip.Addr    `json:"rib_neighbor"`
+	RIBASN      uint32        `json:"rib_asn"`
+	Ports       []BackendPort `json:"ports"`
+	Addrs       []netip.Addr  `json:"addrs"`
+}
+
+func (*BackendConfig) Type() MsgType { return TypeBackendConfig }
+
+func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
+	if len(m.Ports) > MaxPorts || len(m.Addrs) > MaxBackendAddrs {
+		return nil, fmt.Errorf("%d ports, %d addresses: at most %d, %d", len(m.Ports), len(m.Addrs), MaxPorts, MaxBackendAddrs)
+	}
+	var rib [4]byte
+	if m.RIBNeighbor.IsValid() {
+		if !m.RIBNeighbor.Is4() || m.RIBNeighbor.IsUnspecified() {
+			return nil, fmt.Errorf("RIB neighbour %s is not an IPv4 address", m.RIBNeighbor)
+		}
+		rib = m.RIBNeighbor.As4()
+	}
+	b = binary.BigEndian.AppendUint64(b, m.Target)
+	b = append(b, rib[:]...)
+	b = binary.BigEndian.AppendUint32(b, m.RIBASN)
+	b = append(b, uint8(len(m.Ports)), uint8(len(m.Addrs)), 0, 0)
+	for _, p := range m.Ports {
+		addr, bits, err := encodePrefix(p.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		if p.VLAN == 0 || validVLAN(p.VLAN) != nil || !p.Prefix.IsValid() {
+			return nil, fmt.Errorf("port %q: needs a VLAN id 1-4094 and an address", p.Name)
+		}
+		name, err := encodeName(p.Name)
+		if err != nil {
+			return nil, err
+		}
+		b = binary.BigEndian.AppendUint16(b, p.VLAN)
+		b = append(b, bits, 0)
+		b = append(b, addr[:]...)
+		b = binary.BigEndian.AppendUint16(b, p.MTU)
+		b = append(b, 0, 0)
+		b = append(b, name...)
+	}
+	for _, a := range m.Addrs {
+		if !a.Is4() || a.IsUnspecified() {
+			return nil, fmt.Errorf("address %s is not an IPv4 address", a)
+		}
+		v := a.As4()
+		b = append(b, v[:]...)
+	}
+	return b, nil
+}
+
+func (m *BackendConfig) decodeBody(b []byte) error {
+	if len(b) < backendHdrLen {
+		return errShort
+	}
+	np, na := int(b[16]), int(b[17])
+	if np > MaxPorts || na > MaxBackendAddrs || len(b) != backendHdrLen+np*backendPortLen+na*4 {
+		return fmt.Errorf("%d ports and %d addresses in %d bytes", np, na, len(b))
+	}
+	if !allZero(b[18:20]) {
+		return errReserved
+	}
+	*m = BackendConfig{Target: binary.BigEndian.Uint64(b[0:8]), RIBASN: binary.BigEndian.Uint32(b[12:16])}
+	if rib := netip.AddrFrom4([4]byte(b[8:12])); !rib.IsUnspecified() {
+		m.RIBNeighbor = rib
+	} else if m.RIBASN != 0 {
+		return fmt.Errorf("RIB AS %d without a neighbour: %w", m.RIBASN, errReserved)
+	}
+	for i := range np {
+		e := b[backendHdrLen+i*backendPortLen:][:backendPortLen]
+		prefix, err := decodePrefix(e[4:8], e[2])
+		if err != nil {
+			return fmt.Errorf("port %d: %w", i, err)
+		}
+		if e[3] != 0 || !allZero(e[10:12]) {
+			return fmt.Errorf("port %d: %w", i, errReserved)
+		}
+		name, err := decodeName(e[12:28])
+		if err != nil {
+			return fmt.Errorf("port %d: %w", i, err)
+		}
+		p := BackendPort{Name: name, VLAN: binary.BigEndian.Uint16(e[0:2]), Prefix: prefix, MTU: binary.BigEndian.Uint16(e[8:10])}
+		if p.VLAN == 0 || validVLAN(p.VLAN) != nil || !p.Prefix.IsValid() {
+			return fmt.Errorf("port %d: VLAN %d, address %v", i, p.VLAN, p.Prefix)
+		}
+		m.Ports = append(m.Ports, p)
+	}
+	for i := range na {
+		off := backendHdrLen + np*backendPortLen + i*4
+		a := netip.AddrFrom4([4]byte(b[off : off+4]))
+		if a.IsUnspecified() {
+			return fmt.Errorf("address %d: %w", i, errReserved)
+		}
+		m.Addrs = append(m.Addrs, a)
+	}
+	return nil
+}
+
+// ACLRule is one rule of the router's ACL: the first rule a packet
+// matches decides (Deny or permit); a zero Proto is any protocol, an
+// invalid prefix any address, ports are inclusive ranges.
+type ACLRule struct {
+	Deny    bool         `json:"deny"`
+	Proto   uint8        `json:"proto"`
+	Src     netip.Prefix `json:"src"`
+	Dst     netip.Prefix `json:"dst"`
+	SportLo uint16       `json:"sport_lo"`
+	SportHi uint16       `json:"sport_hi"`
+	DportLo uint16       `json:"dport_lo"`
+	DportHi uint16       `json:"dport_hi"`
+}
+
+// ACLConfig is sent by the active VCP to one back-end (Target): the
+// router's ACL, the whole of it (an empty list: no ACL).
+type ACLConfig struct {
+	Target uint64    `json:"target"`
+	Rules  []ACLRule `json:"rules"`
+}
+
+func (*ACLConfig) Type() MsgType { return TypeACLConfig }
+
+func (m *ACLConfig) appendBody(b []byte) ([]byte, error) {
+	if len(m.Rules) > MaxACLRules {
+		return nil, fmt.Errorf("%d ACL rules, at most %d", len(m.Rules), MaxACLRules)
+	}
+	b = binary.BigEndian.AppendUint64(b, m.Target)
+	b = append(b, uint8(len(m.Rules)), 0, 0, 0, 0, 0, 0, 0)
+	for i, r := range m.Rules {
+		src, sbits, err := encodePrefix(r.Src)
+		if err != nil {
+			return nil, err
+		}
+		dst, dbits, err := encodePrefix(r.Dst)
+		if err != nil {
+			return nil, err
+		}
+		if r.SportLo > r.SportHi || r.DportLo > r.DportHi {
+			return nil, fmt.Errorf("rule %d: empty port range", i)
+		}
+		action := uint8(aclActionPermit)
+		if r.Deny {
+			action = aclActionDeny
+		}
+		b = append(b, action, r.Proto, sbits, dbits)
+		b = append(b, src[:]...)
+		b = append(b, dst[:]...)
+		for _, v := range []uint16{r.SportLo, r.SportHi, r.DportLo, r.DportHi} {
+			b = binary.BigEndian.AppendUint16(b, v)
+		}
+	}
+	return b, nil
+}
+
+func (m *ACLConfig) decodeBody(b []byte) error {
+	if len(b) < aclHdrLen {
+		return errShort
+	}
+	n := int(b[8])
+	if n > MaxACLRules || len(b) != aclHdrLen+n*aclRuleLen {
+		return fmt.Errorf("%d ACL rules in %d bytes", n, len(b))
+	}
+	if !allZero(b[9:16]) {
+		return errReserved
+	}
+	*m = ACLConfig{Target: binary.BigEndian.Uint64(b[0:8])}
+	for i := range n {
+		e := b[aclHdrLen+i*aclRuleLen:][:aclRuleLen]
+		if e[0] != aclActionPermit && e[0] != aclActionDeny {
+			return fmt.Errorf("rule %d: action %d: %w", i, e[0], errReserved)
+		}
+		src, err := decodePrefix(e[4:8], e[2])
+		if err != nil {
+			return fmt.Errorf("rule %d: %w", i, err)
+		}
+		dst, err := decodePrefix(e[8:12], e[3])
+		if err != nil {
+			return fmt.Errorf("rule %d: %w", i, err)
+		}
+		r := ACLRule{Deny: e[0] == aclActionDeny, Proto: e[1], Src: src, Dst: dst,
+			SportLo: binary.BigEndian.Uint16(e[12:14]), SportHi: binary.BigEndian.Uint16(e[14:16]),
+			DportLo: binary.BigEndian.Uint16(e[16:18]), DportHi: binary.BigEndian.Uint16(e[18:20])}
+		if r.SportLo > r.SportHi || r.DportLo > r.DportHi {
+			return fmt.Errorf("rule %d: empty port range", i)
+		}
+		m.Rules = append(m.Rules, r)
+	}
+	return nil
+}
