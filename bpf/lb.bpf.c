@@ -8,11 +8,15 @@
  *   from an external port          module        out
  *   ARP request for this port's IP ext_arp       the same port (answered here)
  *   ARP reply                      int_arp_in    default internal port, tagged
+ *   NDP solicitation for its IPv6  ext_ndp       the same port (answered here)
+ *   NDP advertisement              int_ndp_in    default internal port, tagged
  *   routing/management to router   vcp           default internal port, tagged
- *   other IPv4 unicast             balance       the table's internal port
+ *     (IPv6 also: ICMPv6 to it, router solicitations/advertisements)
+ *   other IPv4/IPv6 unicast        balance       the table's internal port
  *   from an internal port
  *   DIST                           dist          the agent (XDP_PASS)
  *   tagged ARP                     int_arp_out   its VLAN's external port
+ *   tagged NDP                     int_ndp_out   its VLAN's external port
  *   other tagged frame             int_to_ext    its VLAN's external port
  *
  * Frames going inside carry the VLAN tag of the external port they came in
@@ -23,7 +27,7 @@
  * agent can sense it) and drops the rest.
  *
  * Verdicts: XDP_TX (ext_arp), XDP_REDIRECT, XDP_PASS (DIST), XDP_DROP.
- * Maps: lb_ports (per ifindex), lb_vlans, lb_own_macs, lb_router_addrs,
+ * Maps: lb_ports (per ifindex), lb_vlans, lb_own_macs, lb_router_addrs(6),
  * lb_cfg, lb_tables (meta) + lb_table_0/1 (two balancing tables: the agent
  * fills the idle one, then flips lb_cfg.active_table), lb_rr, lb_stats,
  * lb_flowlets (flowlet mode), lb_caps (capacities, cap.h: the LB's own,
@@ -50,6 +54,7 @@
 
 #include "cap.h"
 #include "common.h"
+#include "ipv6.h"
 #include "lb.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -73,6 +78,21 @@ const struct lb_police_bucket *unused_lb_police_bucket __attribute__((unused));
 #define PORT_SNMP_TRAP 162
 #define PORT_BFD 3784          /* single-hop control (RFC 5881) */
 #define PORT_BFD_MULTIHOP 4784 /* RFC 5883 */
+#define PORT_RIPNG 521
+#define ICMP6_RS 133 /* Neighbor Discovery (RFC 4861): router solicitation */
+#define ICMP6_RA 134
+#define ICMP6_NS 135
+#define ICMP6_NA 136
+#define ICMP6_REDIRECT 137
+#define ND_OPT_SLLA 1 /* source link-layer address */
+#define ND_OPT_TLLA 2 /* target link-layer address */
+#define ND_NA_ROUTER 0x80
+#define ND_NA_SOLICITED 0x40
+#define ND_NA_OVERRIDE 0x20
+/* How many of an NDP message's options, and how far into it, Int NDP
+ * reads for link-layer addresses to rewrite. */
+#define ND_OPTS_MAX 4
+#define ND_OPTS_BYTES 256
 
 /* Ethernet/IPv4 ARP (RFC 826). */
 struct arp_ipv4 {
@@ -118,6 +138,14 @@ struct {
 	__type(value, __u32); /* LB_ADDR_* */
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_router_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LB_MAX_ROUTER_ADDRS);
+	__type(key, struct lb_addr6);
+	__type(value, __u32); /* LB_ADDR_* */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_router_addrs6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -241,6 +269,26 @@ static __always_inline int send(struct pkt *p, __u32 ifindex, __u32 index)
 	return bpf_redirect(ifindex, 0);
 }
 
+/* A Neighbor Solicitation's or Advertisement's fixed part (RFC 4861 §4.3,
+ * §4.4): type, code, checksum, flags (NA) or reserved (NS), target. */
+struct nd_msg {
+	__u8 type;
+	__u8 code;
+	__be16 csum;
+	__u8 flags[4];
+	struct in6_addr target;
+};
+
+/* A link-layer address option (RFC 4861 §4.6.1) for Ethernet. */
+struct nd_lla {
+	__u8 type;
+	__u8 len; /* in units of 8 bytes: 1 */
+	__u8 mac[ETH_ALEN];
+};
+
+#define ND_NA_LEN (sizeof(struct nd_msg) + sizeof(struct nd_lla))
+#define ND_NA_FRAME (sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + ND_NA_LEN)
+
 /* ---- modules ---------------------------------------------------------- */
 
 /* ext_arp answers an ARP request for the ingress port's address, in place
@@ -258,6 +306,66 @@ static __always_inline int ext_arp(struct pkt *p, struct ethhdr *eth, struct arp
 	arp->sip = port->ip;
 	count_module(p, LB_MOD_EXT_ARP);
 	return send(p, p->ifindex, port->index);
+}
+
+/* ext_ndp answers a Neighbor Solicitation for one of the ingress port's
+ * addresses with a Neighbor Advertisement from that address, in place:
+ * IPv6's counterpart of ext_arp (the port's MAC as target link-layer
+ * address, router flag set). A solicitation from the unspecified address
+ * (duplicate address detection) is answered to all nodes, unsolicited
+ * (RFC 4861 §7.2.4). The frame is cut or grown to the advertisement's
+ * 86 bytes. */
+static __always_inline int ext_ndp(struct pkt *p, const struct in6_addr *asked)
+{
+	static const __u8 all_nodes_mac[ETH_ALEN] = {0x33, 0x33, 0, 0, 0, 1};
+	struct xdp_md *ctx = p->ctx;
+	struct ethhdr *eth = (void *)(long)ctx->data;
+	struct ipv6hdr *ip = (void *)(eth + 1);
+
+	if ((void *)(ip + 1) > (void *)(long)ctx->data_end)
+		return drop(p, LB_DROP_RUNT);
+	struct in6_addr target = *asked, dst = ip->saddr;
+	__u8 dmac[ETH_ALEN];
+	int solicited = !ip6_is_zero(&ip->saddr);
+	if (solicited) {
+		__builtin_memcpy(dmac, eth->h_source, ETH_ALEN);
+	} else {
+		__builtin_memcpy(dmac, all_nodes_mac, ETH_ALEN);
+		dst.in6_u.u6_addr32[0] = bpf_htonl(0xff020000);
+		dst.in6_u.u6_addr32[3] = bpf_htonl(1);
+	}
+	int delta = (int)ND_NA_FRAME - (int)(ctx->data_end - ctx->data);
+	if (delta && bpf_xdp_adjust_tail(ctx, delta))
+		return drop(p, LB_DROP_RUNT);
+	eth = (void *)(long)ctx->data;
+	ip = (void *)(eth + 1);
+	struct nd_msg *na = (void *)(ip + 1);
+	struct nd_lla *opt = (void *)(na + 1);
+	if ((void *)(opt + 1) > (void *)(long)ctx->data_end)
+		return drop(p, LB_DROP_RUNT);
+	__builtin_memcpy(eth->h_dest, dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, p->port->mac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	*(__be32 *)ip = bpf_htonl(0x60000000); /* version 6, class and label 0 */
+	ip->payload_len = bpf_htons(ND_NA_LEN);
+	ip->nexthdr = IP6_NH_ICMP;
+	ip->hop_limit = 255;
+	ip->saddr = target;
+	ip->daddr = dst;
+	na->type = ICMP6_NA;
+	na->code = 0;
+	na->csum = 0;
+	na->flags[0] = ND_NA_ROUTER | ND_NA_OVERRIDE | (solicited ? ND_NA_SOLICITED : 0);
+	na->flags[1] = na->flags[2] = na->flags[3] = 0;
+	na->target = target;
+	opt->type = ND_OPT_TLLA;
+	opt->len = 1;
+	__builtin_memcpy(opt->mac, p->port->mac, ETH_ALEN);
+	/* pseudo-header: the addresses, the length and Next Header */
+	__u32 sum = csum_words((void *)&ip->saddr, 16, ND_NA_LEN + IP6_NH_ICMP);
+	na->csum = csum_fold(csum_words((void *)na, ND_NA_LEN / 2, sum));
+	count_module(p, LB_MOD_EXT_NDP);
+	return send(p, p->ifindex, p->port->index);
 }
 
 /* to_inside tags a frame with the ingress port's VLAN and sends it out the
@@ -287,6 +395,16 @@ static __always_inline int int_arp_in(struct pkt *p, struct lb_config *cfg)
 	static const __u8 bcast[ETH_ALEN] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 	count_module(p, LB_MOD_INT_ARP_IN);
+	return to_inside(p, bcast, cfg);
+}
+
+/* int_ndp_in sends a Neighbor Advertisement from outside to every
+ * back-end, tagged, as int_arp_in does ARP replies. */
+static __always_inline int int_ndp_in(struct pkt *p, struct lb_config *cfg)
+{
+	static const __u8 bcast[ETH_ALEN] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+	count_module(p, LB_MOD_INT_NDP_IN);
 	return to_inside(p, bcast, cfg);
 }
 
@@ -453,6 +571,43 @@ static __always_inline int int_arp_out(struct pkt *p, struct lb_egress *eg)
 	return send(p, eg->ifindex, eg->index);
 }
 
+/* int_ndp_out sends a back-end's or the VCP's Neighbor Discovery message
+ * out of its VLAN's external port with its link-layer address options
+ * (source or target, the first ND_OPTS_MAX) rewritten to the port's MAC
+ * and the checksum mended, so that neighbours learn the LB's MAC, as
+ * int_arp_out does for ARP. */
+static __always_inline int int_ndp_out(struct pkt *p, struct lb_egress *eg)
+{
+	struct lb_port *out;
+	int verdict;
+	struct ethhdr *eth = to_outside(p, eg, &out, &verdict);
+
+	if (!eth)
+		return verdict;
+	void *end = (void *)(long)p->ctx->data_end;
+	struct ipv6hdr *ip = (void *)(eth + 1);
+	__u8 *nd = (void *)(ip + 1);
+	if ((void *)(nd + 4) > end)
+		return drop(p, LB_DROP_BAD_NDP);
+	__u32 plen = bpf_ntohs(ip->payload_len);
+	__u32 off = nd[0] == ICMP6_RS ? 8 : nd[0] == ICMP6_RA ? 16 : nd[0] == ICMP6_REDIRECT ? 40 : 24;
+#pragma unroll
+	for (int i = 0; i < ND_OPTS_MAX; i++) {
+		if (off > ND_OPTS_BYTES || off + 8 > plen)
+			break;
+		__u8 *o = nd + off;
+		if ((void *)(o + 8) > end || o[1] == 0)
+			break;
+		if ((o[0] == ND_OPT_SLLA || o[0] == ND_OPT_TLLA) && o[1] == 1) {
+			csum_replace6((__be16 *)(nd + 2), o + 2, out->mac);
+			__builtin_memcpy(o + 2, out->mac, ETH_ALEN);
+		}
+		off += (__u32)o[1] * 8;
+	}
+	count_module(p, LB_MOD_INT_NDP_OUT);
+	return send(p, eg->ifindex, eg->index);
+}
+
 /* dist hands a DIST frame to the LB's agent (XDP_PASS to its packet
  * socket): the agent checks its MAC and freshness (dist/). */
 static __always_inline int dist(struct pkt *p)
@@ -487,6 +642,24 @@ static __always_inline int classify_arp(struct pkt *p, struct ethhdr *eth, void 
 	return drop(p, LB_DROP_BAD_ARP);
 }
 
+/* router_class is the class of a packet addressed to the router that no
+ * IGP rule took: SNMP, BFD, BGP, ICMP (icmp_proto: IPv4's or IPv6's), or
+ * anything else. */
+static __always_inline __u32 router_class(__u8 proto, __u8 icmp_proto, __u16 sport, __u16 dport, int has_ports)
+{
+	if (has_ports && proto == IPPROTO_UDP) {
+		if (dport == PORT_SNMP || dport == PORT_SNMP_TRAP)
+			return LB_POLICE_MGMT;
+		if (dport == PORT_BFD || dport == PORT_BFD_MULTIHOP)
+			return LB_POLICE_BFD;
+	}
+	if (has_ports && proto == IPPROTO_TCP && (dport == PORT_BGP || sport == PORT_BGP))
+		return LB_POLICE_BGP;
+	if (proto == icmp_proto)
+		return LB_POLICE_ICMP;
+	return LB_POLICE_LOCAL;
+}
+
 /* police_class says what an IPv4 packet from outside is to the router
  * (enum lb_police_class), or LB_POLICE_NONE for transit. The classes up to
  * LB_POLICE_MGMT are Table 1's traffic for the VCP: routing (OSPF, RIP,
@@ -512,17 +685,7 @@ static __always_inline __u32 police_class(struct iphdr *ip, __u16 sport, __u16 d
 		return LB_POLICE_IGP;
 	if (!f)
 		return LB_POLICE_NONE;
-	if (has_ports && ip->protocol == IPPROTO_UDP) {
-		if (dport == PORT_SNMP || dport == PORT_SNMP_TRAP)
-			return LB_POLICE_MGMT;
-		if (dport == PORT_BFD || dport == PORT_BFD_MULTIHOP)
-			return LB_POLICE_BFD;
-	}
-	if (has_ports && ip->protocol == IPPROTO_TCP && (dport == PORT_BGP || sport == PORT_BGP))
-		return LB_POLICE_BGP;
-	if (ip->protocol == IPPROTO_ICMP)
-		return LB_POLICE_ICMP;
-	return LB_POLICE_LOCAL;
+	return router_class(ip->protocol, IPPROTO_ICMP, sport, dport, has_ports);
 }
 
 /* police says whether a packet of class cls from saddr may pass: its
@@ -590,6 +753,117 @@ static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void
 	return balance(p, eth, flow_hash(ip->saddr, ip->daddr, ports, ip->protocol, FLOW_SEED_LB), cfg);
 }
 
+/* ip6_is_ll_group says whether a is ff02::n, a link-scope group. */
+static __always_inline int ip6_is_ll_group(const struct in6_addr *a, __u32 n)
+{
+	return a->in6_u.u6_addr32[0] == bpf_htonl(0xff020000) && a->in6_u.u6_addr32[1] == 0 &&
+	       a->in6_u.u6_addr32[2] == 0 && a->in6_u.u6_addr32[3] == bpf_htonl(n);
+}
+
+/* police_class6 is police_class for IPv6: f is the destination's
+ * lb_router_addrs6 flags, proto the chain's last Next Header. OSPFv3 to
+ * AllSPFRouters (ff02::5) or AllDRouters (ff02::6), RIPng to ff02::9. */
+static __always_inline __u32 police_class6(struct ipv6hdr *ip, __u32 f, __u8 proto, __u16 sport, __u16 dport,
+					   int has_ports)
+{
+	if (f & LB_ADDR_MGMT)
+		return LB_POLICE_MGMT;
+	if (proto == IP6_NH_OSPF) {
+		if (f || ip6_is_ll_group(&ip->daddr, 5) || ip6_is_ll_group(&ip->daddr, 6))
+			return LB_POLICE_IGP;
+		return LB_POLICE_NONE;
+	}
+	if (has_ports && proto == IP6_NH_UDP && dport == PORT_RIPNG && (f || ip6_is_ll_group(&ip->daddr, 9)))
+		return LB_POLICE_IGP;
+	if (!f)
+		return LB_POLICE_NONE;
+	return router_class(proto, IP6_NH_ICMP, sport, dport, has_ports);
+}
+
+/* classify_ndp applies Table 1's NDP rules to a Neighbor Discovery message
+ * from outside (nd: its ICMPv6 header, right after the IPv6 header): a
+ * solicitation for the port's address is answered (ext_ndp), an
+ * advertisement goes to every back-end (int_ndp_in), router solicitations,
+ * advertisements and redirects go to the VCP. RFC 4861 drops any with a
+ * hop limit other than 255 (it crossed a router) or a code. */
+static __always_inline int classify_ndp(struct pkt *p, struct ipv6hdr *ip, __u8 *nd, void *end, __u32 plen_end,
+					struct lb_config *cfg)
+{
+	if (ip->hop_limit != 255 || nd[1] != 0)
+		return drop(p, LB_DROP_BAD_NDP);
+	if (nd[0] == ICMP6_NS || nd[0] == ICMP6_NA) {
+		struct nd_msg *m = (void *)nd;
+		if ((void *)(m + 1) > end || sizeof(*ip) + sizeof(*m) > plen_end)
+			return drop(p, LB_DROP_BAD_NDP);
+		if (nd[0] == ICMP6_NA)
+			return int_ndp_in(p, cfg);
+		struct lb_port *port = p->port;
+		if ((ip6_is_zero(&port->ip6) || !ip6_equal(&m->target, &port->ip6)) &&
+		    (ip6_is_zero(&port->ll6) || !ip6_equal(&m->target, &port->ll6)))
+			return drop(p, LB_DROP_NDP_NOT_OURS);
+		return ext_ndp(p, &m->target);
+	}
+	if (!police(p, LB_POLICE_IGP, ip6_fold(&ip->saddr)))
+		return drop(p, LB_DROP_POLICED);
+	return vcp(p, cfg);
+}
+
+/* classify_ipv6 is Table 1 for IPv6 from outside: NDP as above; BGP,
+ * OSPFv3, RIPng, BFD, SNMP and ICMPv6 to the router's addresses (and
+ * anything to its management address) to the VCP, policed by class; the
+ * rest of what is addressed to the router (policed) and all transit data
+ * balanced on the 5-tuple found past the extension headers, or on the
+ * addresses and the flow label where the config says so. A chain longer
+ * than ip6_walk reads is balanced on the addresses alone. */
+static __always_inline int classify_ipv6(struct pkt *p, struct ethhdr *eth, void *end, struct lb_config *cfg)
+{
+	struct ipv6hdr *ip = (void *)(eth + 1);
+
+	if ((void *)(ip + 1) > end)
+		return drop(p, LB_DROP_RUNT);
+	__u32 plen_end = sizeof(*ip) + bpf_ntohs(ip->payload_len);
+	if (ip->version != 6 || plen_end > (__u32)(end - (void *)ip))
+		return drop(p, LB_DROP_BAD_IP);
+	struct ip6_walk w;
+	if (ip6_walk(ip, end, plen_end, &w))
+		return drop(p, LB_DROP_BAD_IP);
+
+	__u16 sport = 0, dport = 0;
+	int has_ports = 0;
+	if (!w.deep && !w.frag) {
+		__u32 off = w.off;
+		if (off > IP6_EXT_BYTES)
+			return drop(p, LB_DROP_BAD_IP); /* not reached: the walk said so */
+		__u8 *l4 = (void *)ip + off;
+		if (w.proto == IP6_NH_TCP || w.proto == IP6_NH_UDP) {
+			if ((void *)(l4 + 4) > end || off + 4 > plen_end)
+				return drop(p, LB_DROP_BAD_IP);
+			sport = (__u16)l4[0] << 8 | l4[1];
+			dport = (__u16)l4[2] << 8 | l4[3];
+			has_ports = 1;
+		} else if (w.proto == IP6_NH_ICMP) {
+			if ((void *)(l4 + 4) > end || off + 4 > plen_end)
+				return drop(p, LB_DROP_BAD_IP);
+			if (off == sizeof(*ip) && l4[0] >= ICMP6_RS && l4[0] <= ICMP6_REDIRECT)
+				return classify_ndp(p, ip, l4, end, plen_end, cfg);
+		}
+	}
+	__u32 *flags = bpf_map_lookup_elem(&lb_router_addrs6, &ip->daddr);
+	__u32 cls = police_class6(ip, flags ? *flags : 0, w.proto, sport, dport, has_ports);
+	if (cls != LB_POLICE_NONE && !police(p, cls, ip6_fold(&ip->saddr)))
+		return drop(p, LB_DROP_POLICED);
+	if (cls <= LB_POLICE_ICMP) /* ICMPv6 to the router: the VCP answers it */
+		return vcp(p, cfg);
+	if (is_multicast(eth->h_dest) || ip->daddr.in6_u.u6_addr8[0] == 0xff)
+		return drop(p, LB_DROP_MCAST_EXTERNAL);
+	__u32 ports = has_ports ? ((__u32)sport << 16 | dport) : 0;
+	__u32 proto = w.deep ? 0 : w.proto;
+	__u32 label = bpf_ntohl(*(__be32 *)ip) & 0xfffff;
+	if (cfg->flow_label && label) /* RFC 6438: the label stands for the ports */
+		ports = label;
+	return balance(p, eth, flow_hash(ip6_fold(&ip->saddr), ip6_fold(&ip->daddr), ports, proto, FLOW_SEED_LB), cfg);
+}
+
 static __always_inline int classify_external(struct pkt *p, struct ethhdr *eth, void *end, struct lb_config *cfg)
 {
 	if (!is_multicast(eth->h_dest) && !same_mac(eth->h_dest, p->port->mac))
@@ -599,6 +873,8 @@ static __always_inline int classify_external(struct pkt *p, struct ethhdr *eth, 
 		return classify_arp(p, eth, end, cfg);
 	case bpf_htons(ETH_P_IP):
 		return classify_ipv4(p, eth, end, cfg);
+	case bpf_htons(ETH_P_IPV6):
+		return classify_ipv6(p, eth, end, cfg);
 	case bpf_htons(ETH_P_DIST):
 		return drop(p, LB_DROP_DIST_EXTERNAL);
 	case bpf_htons(ETH_P_8021Q):
@@ -628,6 +904,12 @@ static __always_inline int classify_internal(struct pkt *p, struct ethhdr *eth, 
 		return drop(p, LB_DROP_VLAN_NOT_OURS);
 	if (vh->proto == bpf_htons(ETH_P_ARP))
 		return int_arp_out(p, eg);
+	if (vh->proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip = (void *)(vh + 1);
+		__u8 *nd = (void *)(ip + 1);
+		if ((void *)(nd + 1) <= end && ip->nexthdr == IP6_NH_ICMP && nd[0] >= ICMP6_RS && nd[0] <= ICMP6_REDIRECT)
+			return int_ndp_out(p, eg);
+	}
 	return int_to_ext(p, eg);
 }
 

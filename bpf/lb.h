@@ -7,6 +7,7 @@
 #define MSR_LB_H
 
 #include <linux/bpf.h> /* struct bpf_spin_lock */
+#include <linux/in6.h> /* struct in6_addr */
 #include <linux/types.h>
 
 /* The limits. Constants shared with Go are enums, never #defines: bpf2go
@@ -55,7 +56,10 @@ enum lb_module {
 	LB_MOD_BALANCE = 4,      /* data from outside, to a back-end */
 	LB_MOD_INT_TO_EXT = 5,   /* tagged frame from inside, out its port */
 	LB_MOD_DIST = 6,         /* DIST frame, to the agent */
-	LB_MOD_MAX = 7,
+	LB_MOD_EXT_NDP = 7,      /* Neighbor Solicitation from outside, answered */
+	LB_MOD_INT_NDP_OUT = 8,  /* back-end or VCP NDP, out to its VLAN's port */
+	LB_MOD_INT_NDP_IN = 9,   /* Neighbor Advertisement from outside, to every back-end */
+	LB_MOD_MAX = 10,
 };
 
 /* Why a frame was dropped, per ingress port. */
@@ -67,7 +71,7 @@ enum lb_drop {
 	LB_DROP_TAGGED_EXTERNAL = 4, /* 802.1Q frame from outside */
 	LB_DROP_BAD_ARP = 5,         /* not Ethernet/IPv4 ARP, or unknown op */
 	LB_DROP_ARP_NOT_OURS = 6,    /* ARP request for an address not this port's */
-	LB_DROP_BAD_IP = 7,          /* IPv4 header invalid */
+	LB_DROP_BAD_IP = 7,          /* IPv4 or IPv6 header (chain) invalid */
 	LB_DROP_MCAST_EXTERNAL = 8,  /* multicast/broadcast data from outside */
 	LB_DROP_NO_BACKEND = 9,      /* balancing table empty */
 	LB_DROP_NO_VCP = 10,         /* control packet, VCP unknown */
@@ -80,7 +84,9 @@ enum lb_drop {
 	LB_DROP_CAP = 17,            /* over the LB's capacity (cap.h) */
 	LB_DROP_PORT_CAP = 18,       /* over its internal port's capacity (DTX-n) */
 	LB_DROP_POLICED = 19,        /* to the router, over its class's rate */
-	LB_DROP_MAX = 20,
+	LB_DROP_BAD_NDP = 20,        /* NDP with hop limit not 255, a code, or short */
+	LB_DROP_NDP_NOT_OURS = 21,   /* Neighbor Solicitation for an address not this port's */
+	LB_DROP_MAX = 22,
 };
 
 /* Control-plane policing: what a packet from outside addressed to the
@@ -133,6 +139,10 @@ struct lb_port {
 	__u16 pad;
 	__be32 ip; /* external ports: the address Ext ARP answers for */
 	__u32 pad2;
+	/* external ports: the addresses Ext NDP answers for, the port's
+	 * global IPv6 address (zero: none) and its link-local one */
+	struct in6_addr ip6;
+	struct in6_addr ll6;
 };
 
 struct lb_config {
@@ -142,6 +152,8 @@ struct lb_config {
 	__u32 default_int_ifindex;
 	__be32 mgmt_ip;
 	__u32 flowlet_gap_us; /* LB_MODE_FLOWLET: the gap that ends a flowlet */
+	__u8 flow_label; /* IPv6: hash a non-zero flow label, not the ports (RFC 6438) */
+	__u8 pad[7];
 };
 
 /* A flow's current flowlet (lb_flowlets, by flow hash). */
@@ -178,7 +190,12 @@ struct lb_port_stats {
 	__u64 drop[LB_DROP_MAX];
 };
 
-/* lb_router_addrs values. */
+/* lb_router_addrs6's key: an IPv6 address of the router. */
+struct lb_addr6 {
+	struct in6_addr addr;
+};
+
+/* lb_router_addrs and lb_router_addrs6 values. */
 enum lb_addr_flag {
 	LB_ADDR_ROUTER = 1, /* an external address of the router */
 	LB_ADDR_MGMT = 2,   /* the management address: everything to the VCP */

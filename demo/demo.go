@@ -213,11 +213,39 @@ func Wait(ctx context.Context, plan *Plan, w io.Writer) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not converged: %s; the last of vcp1's and r1's logs:\n%s\n%s", strings.Join(missing, ", "),
-				logTail("vcp1.vcp", 12), logTail("r1.router", 6))
+			return fmt.Errorf("not converged: %s; %s; the last of the logs:\n%s\n%s\n%s\n%s", strings.Join(missing, ", "),
+				stuckDetail(), logTail("vcp1.vcp", 12), logTail("r1.router", 6), logTail("bgp1.bgpd", 8), logTail("ospf1.bird", 4))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// stuckDetail says what a router that did not converge shows of the ways
+// to its peers: the suite's sessions, and each LB's VCP and the drops of
+// what goes to it.
+func stuckDetail() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sessions %v", Look().Sessions)
+	for _, l := range LBs {
+		st, err := LBStatus(l)
+		if err != nil {
+			fmt.Fprintf(&b, "; %s: %v", l, err)
+			continue
+		}
+		fmt.Fprintf(&b, "; %s follows VCP %q", l, st.VCPMAC)
+		for _, p := range st.Ports {
+			if p.Role != "external" || p.Stats == nil {
+				continue
+			}
+			fmt.Fprintf(&b, ", %s rx %d vcp %d", p.Name, p.Stats.RxPackets, p.Stats.Modules["vcp"])
+			for _, d := range []string{"no_vcp", "policed", "no_internal", "not_ours"} {
+				if n := p.Stats.Drops[d]; n > 0 {
+					fmt.Fprintf(&b, " %s %d", d, n)
+				}
+			}
+		}
+	}
+	return b.String()
 }
 
 // logTail is the last n lines of a process's log in the lab.

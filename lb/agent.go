@@ -20,6 +20,7 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/iflink"
+	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/lb/lbapi"
@@ -65,6 +66,7 @@ type agentPort struct {
 	auto      bool // role learned from DIST traffic
 	vlan      uint16
 	prefix    netip.Prefix
+	prefix6   netip.Prefix // external ports' IPv6 address; invalid: none
 	isDefault bool
 	speed     uint32 // the configured capacity (capacity_mbps)
 	capPPS    uint64 // internal ports: DTX-n's cap; 0: none
@@ -132,7 +134,7 @@ func (a *Agent) setup(key dist.Key) error {
 			return fmt.Errorf("port %s: %w", pc.Name, err)
 		}
 		a.ports = append(a.ports, &agentPort{name: pc.Name, ifindex: ifi.Index, index: uint8(i), mac: ifi.HardwareAddr, role: pc.Role,
-			vlan: pc.VLAN, prefix: pc.Address, isDefault: pc.Default, speed: pc.CapacityMbps, capPPS: pc.CapacityPPS, auto: pc.Auto})
+			vlan: pc.VLAN, prefix: pc.Address, prefix6: pc.Address6, isDefault: pc.Default, speed: pc.CapacityMbps, capPPS: pc.CapacityPPS, auto: pc.Auto})
 	}
 	a.readLinks()
 	if err := a.reconcileMaps(); err != nil {
@@ -196,19 +198,28 @@ func (a *Agent) reconcileMaps() error {
 	for _, p := range a.ports {
 		if p.role == RoleExternal {
 			addrs[p.prefix.Addr()] = AddrRouter
+			addrs[inet.LinkLocal(p.mac)] = AddrRouter
+			if p.prefix6.IsValid() {
+				addrs[p.prefix6.Addr()] = AddrRouter
+			}
 		}
 	}
 	if a.cfg.ManagementAddr.IsValid() {
 		addrs[a.cfg.ManagementAddr] = AddrMgmt
 	}
-	keepAddr := map[uint32]bool{}
+	keepAddr, keepAddr6 := map[uint32]bool{}, map[lbxdpLbAddr6]bool{}
 	for addr, flags := range addrs {
 		if err := a.dp.SetRouterAddr(addr, flags); err != nil {
 			return err
 		}
-		keepAddr[be32(addr)] = true
+		if addr.Is4() {
+			keepAddr[be32(addr)] = true
+		} else {
+			keepAddr6[lbxdpLbAddr6{Addr: in6(addr)}] = true
+		}
 	}
 	xdp.DeleteStale(a.dp.objs.LbRouterAddrs, func(k uint32, _ uint32) bool { return keepAddr[k] })
+	xdp.DeleteStale(a.dp.objs.LbRouterAddrs6, func(k lbxdpLbAddr6, _ uint32) bool { return keepAddr6[k] })
 	if err := a.writeCaps(); err != nil {
 		return err
 	}
@@ -236,7 +247,7 @@ func (a *Agent) writeCaps() error {
 }
 
 func (a *Agent) writePort(p *agentPort) error {
-	return a.dp.SetPort(Port{Ifindex: p.ifindex, Index: p.index, Role: p.role, MAC: p.mac, VLAN: p.vlan, Addr: p.prefix.Addr()})
+	return a.dp.SetPort(Port{Ifindex: p.ifindex, Index: p.index, Role: p.role, MAC: p.mac, VLAN: p.vlan, Addr: p.prefix.Addr(), Addr6: p.prefix6.Addr()})
 }
 
 func (a *Agent) defaultPort() *agentPort {
@@ -254,7 +265,7 @@ func (a *Agent) defaultPort() *agentPort {
 }
 
 func (a *Agent) writeConfig() error {
-	c := Config{VCPMAC: a.vcpMAC, ManagementAddr: a.cfg.ManagementAddr, FlowletGap: a.flowletGap}
+	c := Config{VCPMAC: a.vcpMAC, ManagementAddr: a.cfg.ManagementAddr, FlowletGap: a.flowletGap, FlowLabel: a.cfg.FlowLabel}
 	if d := a.defaultPort(); d != nil {
 		c.DefaultIntIfindex = d.ifindex
 	}
@@ -598,6 +609,12 @@ func (a *Agent) Status() *lbapi.Status {
 		}
 		if p.prefix.IsValid() {
 			ps.Address = p.prefix.String()
+		}
+		if p.prefix6.IsValid() {
+			ps.Address6 = p.prefix6.String()
+		}
+		if p.role == RoleExternal {
+			ps.LinkLocal = inet.LinkLocal(p.mac).String()
 		}
 		s.Ports = append(s.Ports, ps)
 	}

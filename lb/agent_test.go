@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -31,9 +32,16 @@ hosts:
   ext:
     interfaces:
       g0: {addresses: [192.0.2.10/24], mac: "02:00:00:00:aa:01", tx_checksum: off}
+  # A neighbour on e1 for Ext ARP and Ext NDP, which answer with XDP_TX: a
+  # veth peer takes those only with an XDP program of its own (xdp_pass;
+  # g0 has the generator's).
+  nb:
+    interfaces:
+      eth0: {addresses: [198.51.100.10/24], mac: "02:00:00:00:aa:02", xdp_pass: on}
   lb:
     interfaces:
       e0: {mac: "02:00:00:00:e0:00"}
+      e1: {mac: "02:00:00:00:e1:00"}
       i0: {mac: "02:00:00:00:10:00"}
   r1:
     interfaces:
@@ -51,6 +59,7 @@ switches:
       p0: {gro: on}
 links:
   - ends: [ext:g0, lb:e0]
+  - ends: [nb:eth0, lb:e1]
   - ends: [lb:i0, sw:p0]
   - ends: [r1:eth0, sw:p1]
   - ends: [r2:eth0, sw:p2]
@@ -93,8 +102,12 @@ func lbConfig(t *testing.T, mode string) *AgentConfig {
 // startAgentLab builds the lab, starts the back-end stand-ins and the
 // agent, and waits until the table holds all three back-ends.
 func startAgentLab(t *testing.T, mode string) *agentLabT {
+	return startAgentLabWith(t, lbConfig(t, mode))
+}
+
+func startAgentLabWith(t *testing.T, cfg *AgentConfig) *agentLabT {
 	spec, _ := labtest.Up(t, agentLab)
-	l := &agentLabT{t: t, sinks: map[string]*traffic.Sink{}, hellos: map[string]context.CancelFunc{}, cfg: lbConfig(t, mode)}
+	l := &agentLabT{t: t, sinks: map[string]*traffic.Sink{}, hellos: map[string]context.CancelFunc{}, cfg: cfg}
 	for _, r := range []string{"r1", "r2", "r3"} {
 		l.startBackend(r)
 	}
@@ -496,5 +509,45 @@ func TestLBAgentFollowsVCP(t *testing.T) {
 			t.Fatalf("LB did not follow the VCP: vcp %q (want %s), shares %v, port %+v", st.VCPMAC, vcpMAC, sh, st.Ports[0])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLBAgentAnswersNeighborSolicitation holds Ext NDP (and Ext ARP, its
+// IPv4 counterpart) to a real stack: the outside host's kernel resolves
+// the port's IPv4, global IPv6 and link-local addresses to the port's MAC
+// from the LB's answers (it checks their checksum, hop limit and target
+// itself), and the LB counts them.
+func TestLBAgentAnswersNeighborSolicitation(t *testing.T) {
+	cfg := lbConfig(t, "wrr")
+	cfg.Ports = append(cfg.Ports, PortSpec{Name: "e1", Role: RoleExternal, VLAN: 11,
+		Address: netip.MustParsePrefix("198.51.100.1/24"), Address6: netip.MustParsePrefix("2001:db8:11::1/64")})
+	l := startAgentLabWith(t, cfg)
+	run := func(argv ...string) (string, int) {
+		var b bytes.Buffer
+		code, err := lab.Exec("t-lbagent", "nb", argv, nil, &b, &b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.String(), code
+	}
+	if out, code := run("ip", "-6", "addr", "add", "2001:db8:11::10/64", "dev", "eth0", "nodad"); code != 0 {
+		t.Fatalf("ip addr add: %s", out)
+	}
+	for _, addr := range []string{"198.51.100.1", "2001:db8:11::1", "fe80::ff:fe00:e100"} {
+		// The echo itself goes to the VCP, which this lab has not: only
+		// the neighbour entry is asked for.
+		run("ping", "-c", "1", "-W", "1", "-I", "eth0", addr)
+		out, _ := run("ip", "neigh", "show", addr, "dev", "eth0")
+		if !strings.Contains(out, "lladdr 02:00:00:00:e1:00") || strings.Contains(out, "FAILED") {
+			t.Errorf("%s: neighbour entry %q, want the port's MAC", addr, out)
+		}
+	}
+	st := l.agent.Status()
+	for _, p := range st.Ports {
+		if p.Interface == "e1" {
+			if p.Stats.Modules["ext_ndp"] < 2 || p.Stats.Modules["ext_arp"] < 1 || p.Address6 != "2001:db8:11::1/64" || p.LinkLocal != "fe80::ff:fe00:e100" {
+				t.Errorf("e1: ext_ndp %d, ext_arp %d, address6 %q, link-local %q", p.Stats.Modules["ext_ndp"], p.Stats.Modules["ext_arp"], p.Address6, p.LinkLocal)
+			}
+		}
 	}
 }

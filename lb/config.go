@@ -34,16 +34,24 @@ type FileConfig struct {
 	CapacityPPS uint64 `yaml:"capacity_pps"`
 	// Police overrides control-plane policing's rates, by class
 	// (police.go: bgp, igp, bfd, mgmt, icmp, local).
-	Police   map[string]*PoliceRate `yaml:"police"`
-	Warnings config.Warnings        `yaml:"-"`
-	Pos      config.Pos             `yaml:"-"`
+	Police map[string]*PoliceRate `yaml:"police"`
+	// FlowLabel balances IPv6 on the addresses and the flow label, where
+	// a packet's is not zero, in place of its ports (RFC 6438): for
+	// senders that label their flows, it spreads tunnelled and fragmented
+	// traffic too.
+	FlowLabel bool            `yaml:"flow_label"`
+	Warnings  config.Warnings `yaml:"-"`
+	Pos       config.Pos      `yaml:"-"`
 }
 
 // PortConfig is one port in the file.
 type PortConfig struct {
 	// Role is external, internal, or auto (learned from DIST traffic).
-	Role         string       `yaml:"role" msr:"required"`
-	Address      netip.Prefix `yaml:"address"`
+	Role    string       `yaml:"role" msr:"required"`
+	Address netip.Prefix `yaml:"address"`
+	// Address6 is an external port's global IPv6 address: Ext NDP
+	// answers for it and for the port's link-local address.
+	Address6     netip.Prefix `yaml:"address6"`
 	VLAN         uint16       `yaml:"vlan"`
 	Default      bool         `yaml:"default"`
 	CapacityMbps uint32       `yaml:"capacity_mbps" was:"speed_mbps"`
@@ -77,6 +85,7 @@ type AgentConfig struct {
 	ManagementAddr  netip.Addr
 	CapacityPPS     uint64 // 0: no cap
 	Police          [PoliceClasses]PoliceRate
+	FlowLabel       bool
 	// Warnings are the file's deprecated keys, for the agent to log.
 	Warnings config.Warnings
 }
@@ -87,6 +96,7 @@ type PortSpec struct {
 	Role         uint8 // RoleExternal, RoleInternal, RoleUnknown (auto)
 	Auto         bool  // the role is learned from DIST traffic
 	Address      netip.Prefix
+	Address6     netip.Prefix // external ports; invalid: none
 	VLAN         uint16
 	Default      bool
 	CapacityMbps uint32
@@ -162,7 +172,15 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		return nil, c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
 	}
 	a := &AgentConfig{Config: c.Config, PinDir: c.PinDir, Mode: mode, FlowletGap: time.Duration(c.FlowletGap), RouterAddresses: c.RouterAddresses,
-		ManagementAddr: c.ManagementAddr, CapacityPPS: c.CapacityPPS, Warnings: c.Warnings}
+		ManagementAddr: c.ManagementAddr, CapacityPPS: c.CapacityPPS, FlowLabel: c.FlowLabel, Warnings: c.Warnings}
+	for _, r := range c.RouterAddresses {
+		if !r.IsValid() || r.IsUnspecified() || r.IsMulticast() || r.Is4In6() || r.Zone() != "" {
+			return nil, c.Pos.Errorf("router_addresses: %s is no unicast address of the router", r)
+		}
+	}
+	if c.ManagementAddr.IsValid() && !c.ManagementAddr.Is4() {
+		return nil, c.Pos.Errorf("management_address %s: the management network is IPv4", c.ManagementAddr)
+	}
 	if a.Ports, err = c.parsePorts(); err != nil {
 		return nil, err
 	}
@@ -196,7 +214,7 @@ func (c *FileConfig) parsePorts() ([]PortSpec, error) {
 	defaults, vlans := 0, map[uint16]string{}
 	for _, name := range c.PortNames() {
 		p := c.Ports[name]
-		spec := PortSpec{Name: name, Address: p.Address, VLAN: p.VLAN, Default: p.Default, CapacityMbps: p.CapacityMbps, CapacityPPS: p.CapacityPPS}
+		spec := PortSpec{Name: name, Address: p.Address, Address6: p.Address6, VLAN: p.VLAN, Default: p.Default, CapacityMbps: p.CapacityMbps, CapacityPPS: p.CapacityPPS}
 		if err := element.CheckCapacity(p.CapacityPPS, p.Pos); err != nil {
 			return nil, err
 		}
@@ -204,6 +222,9 @@ func (c *FileConfig) parsePorts() ([]PortSpec, error) {
 		case "external":
 			if !p.Address.Addr().Is4() || p.VLAN == 0 || p.VLAN > 4094 {
 				return nil, p.Pos.Errorf("external port %s needs an IPv4 address and a VLAN id 1-4094", name)
+			}
+			if a := p.Address6.Addr(); p.Address6.IsValid() && (!a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() || a.Zone() != "" || p.Address6.Bits() > 127) {
+				return nil, p.Pos.Errorf("port %s: address6 %s is no global IPv6 address with its prefix length", name, p.Address6)
 			}
 			if p.CapacityPPS != 0 {
 				return nil, p.Pos.Errorf("port %s: capacity_pps caps an internal port (DTX-n); the LB's own capacity_pps caps what it balances", name)
@@ -214,7 +235,7 @@ func (c *FileConfig) parsePorts() ([]PortSpec, error) {
 			vlans[p.VLAN] = name
 			spec.Role = RoleExternal
 		case "internal", "auto":
-			if p.Address.IsValid() || p.VLAN != 0 {
+			if p.Address.IsValid() || p.Address6.IsValid() || p.VLAN != 0 {
 				return nil, p.Pos.Errorf("port %s: only external ports have an address and a VLAN", name)
 			}
 			spec.Role, spec.Auto = RoleInternal, p.Role == "auto"

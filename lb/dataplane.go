@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/lb/lbapi"
 )
@@ -44,6 +45,10 @@ type Port struct {
 	MAC     net.HardwareAddr
 	VLAN    uint16     // external ports
 	Addr    netip.Addr // external ports: the address Ext ARP answers for
+	// Addr6 is an external port's global IPv6 address, which Ext NDP
+	// answers for besides the port's link-local one (inet.LinkLocal of
+	// its MAC); invalid: none.
+	Addr6 netip.Addr
 }
 
 // MaxPorts is LB_MAX_PORTS (enum lb_limit).
@@ -120,6 +125,12 @@ func (d *Dataplane) SetPort(p Port) error {
 	if p.Addr.Is4() {
 		v.Ip = be32(p.Addr)
 	}
+	if p.Role == RoleExternal {
+		if p.Addr6.Is6() {
+			v.Ip6 = in6(p.Addr6)
+		}
+		v.Ll6 = in6(inet.LinkLocal(p.MAC))
+	}
 	if err := d.objs.LbPorts.Put(uint32(p.Ifindex), &v); err != nil {
 		return fmt.Errorf("set port %d: %w", p.Ifindex, err)
 	}
@@ -142,8 +153,19 @@ func (d *Dataplane) ClearVLAN(vlan uint16) error {
 // SetRouterAddr marks an address as the router's (AddrRouter) or as its
 // management address (AddrMgmt); 0 removes it.
 func (d *Dataplane) SetRouterAddr(a netip.Addr, flags uint32) error {
+	if a.Is6() && !a.Is4In6() {
+		k := lbxdpLbAddr6{Addr: in6(a)}
+		if flags == 0 {
+			err := d.objs.LbRouterAddrs6.Delete(&k)
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				return nil
+			}
+			return err
+		}
+		return d.objs.LbRouterAddrs6.Put(&k, flags)
+	}
 	if !a.Is4() {
-		return fmt.Errorf("router address %s is not IPv4", a)
+		return fmt.Errorf("router address %s is neither IPv4 nor IPv6", a)
 	}
 	if flags == 0 {
 		err := d.objs.LbRouterAddrs.Delete(be32(a))
@@ -162,6 +184,9 @@ type Config struct {
 	ManagementAddr    netip.Addr
 	// FlowletGap ends a flowlet in flowlet mode (whole microseconds).
 	FlowletGap time.Duration
+	// FlowLabel hashes an IPv6 packet's flow label, where it is not
+	// zero, in place of its ports (RFC 6438).
+	FlowLabel bool
 }
 
 // MaxFlowletGap is the longest flowlet gap lb_config holds (a u32 of
@@ -185,6 +210,10 @@ func (d *Dataplane) SetConfig(c Config) error {
 		}
 		cur.DefaultIntIfindex = uint32(c.DefaultIntIfindex)
 		cur.FlowletGapUs = flowletGapUs(c.FlowletGap)
+		cur.FlowLabel = 0
+		if c.FlowLabel {
+			cur.FlowLabel = 1
+		}
 		cur.MgmtIp = 0
 		if c.ManagementAddr.Is4() {
 			cur.MgmtIp = be32(c.ManagementAddr)
@@ -302,12 +331,12 @@ func (d *Dataplane) Stats(index uint8) (*lbapi.PortStats, error) {
 // (BPF_PROG_RUN: nothing is sent) and returns the verdict and the frame as
 // it would leave.
 func (d *Dataplane) Run(ifindex int, frame []byte) (int, []byte, error) {
-	out := make([]byte, len(frame)+64)
-	ret, err := d.objs.Lb.Run(&ebpf.RunOptions{
-		Data: frame, DataOut: out,
+	opts := &ebpf.RunOptions{
+		Data: frame, DataOut: make([]byte, len(frame)+128),
 		Context: lbxdpXdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ifindex)},
-	})
-	return int(ret), out, err
+	}
+	ret, err := d.objs.Lb.Run(opts)
+	return int(ret), opts.DataOut, err
 }
 
 // Close releases the program and maps (pinned maps stay pinned).
@@ -316,6 +345,14 @@ func (d *Dataplane) Close() error { return d.objs.Close() }
 func be32(a netip.Addr) uint32 {
 	b := a.As4()
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// in6 is an IPv6 address as the data path holds it.
+func in6(a netip.Addr) lbxdpIn6Addr {
+	var v lbxdpIn6Addr
+	b := a.As16()
+	copy(v.In6U.U6Addr8[:], b[:])
+	return v
 }
 
 // macKey is lb_own_macs's key: the MAC's bytes in memory order in a u64.

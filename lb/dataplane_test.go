@@ -88,22 +88,24 @@ func newFixture(mode Mode) (*fixture, error) {
 		role uint8
 		vlan uint16
 		addr netip.Addr
-	}{{"e0", RoleExternal, 10, ipExt0}, {"e1", RoleExternal, 11, ipExt1}, {"i0", RoleInternal, 0, netip.Addr{}},
-		{"i1", RoleInternal, 0, netip.Addr{}}, {"u0", RoleUnknown, 0, netip.Addr{}}}
+		v6   netip.Addr
+	}{{"e0", RoleExternal, 10, ipExt0, ip6Ext0}, {"e1", RoleExternal, 11, ipExt1, ip6Ext1}, {"i0", RoleInternal, 0, netip.Addr{}, netip.Addr{}},
+		{"i1", RoleInternal, 0, netip.Addr{}, netip.Addr{}}, {"u0", RoleUnknown, 0, netip.Addr{}, netip.Addr{}}}
 	m := &Model{Ports: map[int]Port{}, RouterAddrs: map[netip.Addr]uint32{}}
 	for i, r := range roles {
 		ifi, err := net.InterfaceByName(r.name)
 		if err != nil {
 			return nil, err
 		}
-		p := Port{Ifindex: ifi.Index, Index: uint8(i), Role: r.role, MAC: ifi.HardwareAddr, VLAN: r.vlan, Addr: r.addr}
+		p := Port{Ifindex: ifi.Index, Index: uint8(i), Role: r.role, MAC: ifi.HardwareAddr, VLAN: r.vlan, Addr: r.addr, Addr6: r.v6}
 		if err := dp.SetPort(p); err != nil {
 			return nil, err
 		}
 		f.ports[r.name] = p
 		m.Ports[p.Ifindex] = p
 	}
-	for a, fl := range map[netip.Addr]uint32{ipExt0: AddrRouter, ipExt1: AddrRouter, ipMgmt: AddrMgmt} {
+	for a, fl := range map[netip.Addr]uint32{ipExt0: AddrRouter, ipExt1: AddrRouter, ipMgmt: AddrMgmt, ip6Ext0: AddrRouter, ip6Ext1: AddrRouter,
+		ll6Ext0: AddrRouter, inet.LinkLocal(macExt1): AddrRouter} {
 		if err := dp.SetRouterAddr(a, fl); err != nil {
 			return nil, err
 		}
@@ -178,8 +180,8 @@ func (f *fixture) compare(ifindex int, frame []byte, checkCounters bool) (Result
 	if ret != want.Verdict {
 		return want, fmt.Errorf("verdict %d, model %d", ret, want.Verdict)
 	}
-	if want.Verdict != XDPDrop && !bytes.Equal(out[:len(want.Out)], want.Out) {
-		return want, fmt.Errorf("output\n got %x\nwant %x", out[:len(want.Out)], want.Out)
+	if want.Verdict != XDPDrop && !bytes.Equal(out, want.Out) {
+		return want, fmt.Errorf("output\n got %x\nwant %x", out, want.Out)
 	}
 	if checkCounters {
 		got, err := f.stats()
@@ -262,7 +264,72 @@ func fixtureCases() []fixtureCase {
 		{name: "multicast data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, netip.MustParseAddr("239.1.1.1"), 1, 2)), verdict: XDPDrop, drop: "mcast_external"},
 		{name: "DIST from outside", in: "e0", frame: eth(macExt0, macHost, etherTypeDIST, make([]byte, 80)), verdict: XDPDrop, drop: "dist_external"},
 		{name: "tagged frame from outside", in: "e0", frame: tagged(macExt0, macHost, 10, etherTypeIPv4, dataA), verdict: XDPDrop, drop: "tagged_external"},
-		{name: "IPv6 (no rule)", in: "e0", frame: eth(macExt0, macHost, 0x86dd, make([]byte, 60)), verdict: XDPDrop, drop: "no_rule"},
+		{name: "another EtherType (no rule)", in: "e0", frame: eth(macExt0, macHost, 0x88cc, make([]byte, 60)), verdict: XDPDrop, drop: "no_rule"},
+		// Table 1 for IPv6 (bpf/lb.bpf.c classify_ipv6), from outside.
+		{name: "NS for the port's address", in: "e0", frame: eth(netAddr6MAC(ip6Ext0), macHost, etherTypeIPv6, ns(ip6HostA, macHost, ip6Ext0, netip.Addr{})),
+			verdict: XDPTx, out: "e0", module: "ext_ndp", check: func(t *testing.T, out []byte) {
+				want := eth(macHost, macExt0, etherTypeIPv6, icmp6(ip6Ext0, ip6HostA, 255, 136, append(append([]byte{0xe0, 0, 0, 0}, ip6Ext0.AsSlice()...), 2, 1, 2, 0, 0, 0, 0xe0, 0)))
+				if !bytes.Equal(out, want) {
+					t.Errorf("NA\n got %x\nwant %x", out, want)
+				}
+			}},
+		{name: "NS for the port's link-local address, no option (grown)", in: "e0", frame: eth(netAddr6MAC(ll6Ext0), macHost, etherTypeIPv6, ns(ll6Host, nil, ll6Ext0, netip.Addr{})),
+			verdict: XDPTx, out: "e0", module: "ext_ndp", check: func(t *testing.T, out []byte) {
+				if len(out) != 86 || netip.AddrFrom16([16]byte(out[22:38])) != ll6Ext0 || inet.PseudoChecksum6(ll6Ext0, ll6Host, 58, out[54:]) != 0 {
+					t.Errorf("NA %x", out)
+				}
+			}},
+		{name: "NS padded to 100 bytes (cut)", in: "e0", frame: append(eth(macExt0, macHost, etherTypeIPv6, ns(ip6HostA, macHost, ip6Ext0, ip6Ext0)), make([]byte, 14)...),
+			verdict: XDPTx, out: "e0", module: "ext_ndp", check: func(t *testing.T, out []byte) {
+				if len(out) != 86 {
+					t.Errorf("NA of %d bytes", len(out))
+				}
+			}},
+		{name: "DAD NS for the port's address", in: "e0", frame: eth(netAddr6MAC(ip6Ext0), macHost, etherTypeIPv6, ns(netip.IPv6Unspecified(), nil, ip6Ext0, netip.Addr{})),
+			verdict: XDPTx, out: "e0", module: "ext_ndp", check: func(t *testing.T, out []byte) {
+				allNodes := netip.MustParseAddr("ff02::1")
+				if !bytes.Equal(out[0:6], []byte{0x33, 0x33, 0, 0, 0, 1}) || netip.AddrFrom16([16]byte(out[38:54])) != allNodes || out[58] != 0xa0 ||
+					inet.PseudoChecksum6(ip6Ext0, allNodes, 58, out[54:]) != 0 {
+					t.Errorf("unsolicited NA %x", out)
+				}
+			}},
+		{name: "NS for another port's address", in: "e0", frame: eth(netAddr6MAC(ip6Ext1), macHost, etherTypeIPv6, ns(ip6HostA, macHost, ip6Ext1, netip.Addr{})), verdict: XDPDrop, drop: "ndp_not_ours"},
+		{name: "NS that crossed a router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, func() []byte { b := ns(ip6HostA, macHost, ip6Ext0, ip6Ext0); b[7] = 64; return b }()), verdict: XDPDrop, drop: "bad_ndp"},
+		{name: "NS cut short", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, func() []byte { b := ns(ip6HostA, nil, ip6Ext0, ip6Ext0)[:50]; b[5] = 10; return b }()), verdict: XDPDrop, drop: "bad_ndp"},
+		{name: "NA from outside", in: "e1", frame: eth(macExt1, macHost, etherTypeIPv6, na(ip6HostB, ip6Ext1, ip6HostB, macHost)),
+			verdict: XDPRedirect, out: "i0", module: "int_ndp_in", check: func(t *testing.T, out []byte) {
+				want := tagged(bcastMAC, macHost, 11, etherTypeIPv6, na(ip6HostB, ip6Ext1, ip6HostB, macHost))
+				if !bytes.Equal(out, want) {
+					t.Errorf("to back-ends\n got %x\nwant %x", out, want)
+				}
+			}},
+		{name: "router solicitation", in: "e0", frame: eth(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 2}, macHost, etherTypeIPv6, icmp6(ll6Host, netip.MustParseAddr("ff02::2"), 255, 133, make([]byte, 4))),
+			verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "BGP over IPv6 to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, tcp6(ip6HostA, ip6Ext0, 40000, 179)),
+			verdict: XDPRedirect, out: "i0", module: "vcp", check: func(t *testing.T, out []byte) {
+				want := tagged(macVCP, macHost, 10, etherTypeIPv6, tcp6(ip6HostA, ip6Ext0, 40000, 179))
+				if !bytes.Equal(out, want) {
+					t.Errorf("to VCP\n got %x\nwant %x", out, want)
+				}
+			}},
+		{name: "BGP over IPv6 to the port's link-local address", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, tcp6(ll6Host, ll6Ext0, 179, 40000)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "BGP over IPv6 between two other hosts is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, tcp6(ip6HostA, ip6HostB, 40000, 179)), verdict: XDPRedirect, module: "balance"},
+		{name: "OSPFv3 hello to AllSPFRouters", in: "e1", frame: eth(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 5}, macHost, etherTypeIPv6, inet.IPv6(ll6Host, netip.MustParseAddr("ff02::5"), 89, make([]byte, 36))), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "RIPng to its group", in: "e1", frame: eth(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 9}, macHost, etherTypeIPv6, udp6(ll6Host, netip.MustParseAddr("ff02::9"), 521, 521)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "ICMPv6 echo to the router goes to the VCP", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, icmp6(ip6HostA, ip6Ext0, 64, 128, make([]byte, 12))), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "SNMP over IPv6 to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, udp6(ip6HostA, ip6Ext0, 5555, 161)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		{name: "IPv6 data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, udp6(ip6HostA, ip6HostB, 4000, 5000)), verdict: XDPRedirect, module: "balance", check: func(t *testing.T, out []byte) {
+			if want := udp6(ip6HostA, ip6HostB, 4000, 5000); !bytes.Equal(out[14:], want) || !bytes.Equal(out[6:12], macHost) {
+				t.Error("balance changed more than the destination MAC")
+			}
+		}},
+		{name: "IPv6 data behind 3 extension headers", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, withExtensions(udp6(ip6HostA, ip6HostB, 4000, 5000), 0, 60, 43)), verdict: XDPRedirect, module: "balance"},
+		{name: "IPv6 to the router behind a chain longer than the walk is balanced", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, withExtensions(tcp6(ip6HostA, ip6Ext0, 40000, 179), 60, 60, 60, 60, 60, 60, 60)), verdict: XDPRedirect, module: "balance"},
+		{name: "IPv6 fragment", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, func() []byte { b := withExtensions(udp6(ip6HostA, ip6HostB, 1, 2), 44); b[43] = 1; return b }()), verdict: XDPRedirect, module: "balance"},
+		{name: "IPv6 extension chain past the packet", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, func() []byte { b := withExtensions(udp6(ip6HostA, ip6HostB, 1, 2), 0, 60); b[41] = 10; return b }()), verdict: XDPDrop, drop: "bad_ip"},
+		{name: "IPv6 longer than the frame", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, udp6(ip6HostA, ip6HostB, 1, 2))[:60], verdict: XDPDrop, drop: "bad_ip"},
+		{name: "IPv6 multicast data", in: "e0", frame: eth(net.HardwareAddr{0x33, 0x33, 0, 0, 1, 1}, macHost, etherTypeIPv6, udp6(ip6HostA, netip.MustParseAddr("ff0e::101"), 1, 2)), verdict: XDPDrop, drop: "mcast_external"},
+		{name: "truncated IPv6", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, make([]byte, 30)), verdict: XDPDrop, drop: "runt"},
 		{name: "IPv4 with a bad IHL", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, func() []byte { b := udp(ipHostA, ipHostB, 1, 2); b[0] = 0x44; return b }()), verdict: XDPDrop, drop: "bad_ip"},
 		{name: "IPv4 longer than the frame", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 1, 2))[:40], verdict: XDPDrop, drop: "bad_ip"},
 		{name: "truncated ARP", in: "e0", frame: eth(bcastMAC, macHost, etherTypeARP, make([]byte, 10)), verdict: XDPDrop, drop: "runt"},
@@ -273,6 +340,13 @@ func fixtureCases() []fixtureCase {
 				want := eth(bcastMAC, macExt1, etherTypeARP, arp(1, macExt1, ipExt1, make(net.HardwareAddr, 6), ipHostB))
 				if !bytes.Equal(out[:len(want)], want) {
 					t.Errorf("ARP out\n got %x\nwant %x", out[:len(want)], want)
+				}
+			}},
+		{name: "back-end NS for a next hop", in: "i1", frame: tagged(netAddr6MAC(ip6HostB), macR[1], 11, etherTypeIPv6, ns(ip6Ext1, macR[1], ip6HostB, netip.Addr{})),
+			verdict: XDPRedirect, out: "e1", module: "int_ndp_out", check: func(t *testing.T, out []byte) {
+				want := eth(netAddr6MAC(ip6HostB), macExt1, etherTypeIPv6, ns(ip6Ext1, macExt1, ip6HostB, netip.Addr{}))
+				if !bytes.Equal(out, want) {
+					t.Errorf("NS out\n got %x\nwant %x", out, want)
 				}
 			}},
 		{name: "routed packet out of its VLAN's port", in: "i0", frame: tagged(macHost, macR[2], 10, etherTypeIPv4, dataA),
@@ -292,6 +366,9 @@ func fixtureCases() []fixtureCase {
 		{name: "data on an unknown port", in: "u0", frame: eth(macUnk, macHost, etherTypeIPv4, dataA), verdict: XDPDrop, drop: "port_unknown"},
 	}
 }
+
+// netAddr6MAC is the Ethernet address of a's solicited-node group.
+func netAddr6MAC(a netip.Addr) net.HardwareAddr { _, mac := inet.SolicitedNode(a); return mac }
 
 // netAddrMAC is the Ethernet address of IPv4 group 224.0.0.n (RFC 1112).
 func netAddrMAC(n byte) net.HardwareAddr { return net.HardwareAddr{1, 0, 0x5e, 0, 0, n} }
@@ -499,18 +576,18 @@ func TestLBDropsWithoutState(t *testing.T) {
 func TestLBDifferential(t *testing.T) {
 	const frames = 100_000
 	type run struct {
-		mode Mode
-		gap  time.Duration
+		mode  Mode
+		gap   time.Duration
+		label bool // IPv6: hash the flow label
 	}
-	for _, c := range []run{{ModeWRR, 0}, {ModeHash, 0}, {ModeMaglev, 0}, {ModeFlowlet, MaxFlowletGap}, {ModeFlowlet, 0}} {
+	for _, c := range []run{{ModeWRR, 0, false}, {ModeHash, 0, false}, {ModeHash, 0, true}, {ModeMaglev, 0, false},
+		{ModeFlowlet, MaxFlowletGap, false}, {ModeFlowlet, 0, false}} {
 		mode := c.mode
-		t.Run(fmt.Sprintf("%v-%v", mode, c.gap), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v-%v-label-%v", mode, c.gap, c.label), func(t *testing.T) {
 			withFixture(t, mode, func(f *fixture) {
-				if mode == ModeFlowlet {
-					f.model.Config.FlowletGap = c.gap
-					if err := f.dp.SetConfig(f.model.Config); err != nil {
-						t.Fatal(err)
-					}
+				f.model.Config.FlowletGap, f.model.Config.FlowLabel = c.gap, c.label
+				if err := f.dp.SetConfig(f.model.Config); err != nil {
+					t.Fatal(err)
 				}
 				r := rand.New(rand.NewPCG(uint64(mode), 42))
 				ports := []string{"e0", "e1", "i0", "i1", "u0"}

@@ -28,6 +28,13 @@ var (
 	ipMgmt  = netip.MustParseAddr("10.255.0.1")
 	ipHostA = netip.MustParseAddr("192.0.2.10")
 	ipHostB = netip.MustParseAddr("198.51.100.20")
+
+	ip6Ext0  = netip.MustParseAddr("2001:db8:10::1")
+	ip6Ext1  = netip.MustParseAddr("2001:db8:11::1")
+	ip6HostA = netip.MustParseAddr("2001:db8:10::10")
+	ip6HostB = netip.MustParseAddr("2001:db8:11::20")
+	ll6Ext0  = inet.LinkLocal(macExt0)
+	ll6Host  = inet.LinkLocal(macHost)
 )
 
 func eth(dst, src net.HardwareAddr, etherType uint16, payload []byte) []byte {
@@ -64,11 +71,131 @@ func tcp(src, dst netip.Addr, sport, dport uint16) []byte {
 	return inet.IPv4(src, dst, 6, append(l4(sport, dport, 12), make([]byte, 8)...))
 }
 
+func udp6(src, dst netip.Addr, sport, dport uint16) []byte {
+	return inet.IPv6(src, dst, 17, l4(sport, dport, 18))
+}
+
+func tcp6(src, dst netip.Addr, sport, dport uint16) []byte {
+	return inet.IPv6(src, dst, 6, append(l4(sport, dport, 12), make([]byte, 8)...))
+}
+
+// icmp6 is an ICMPv6 message of type typ with body, checksum filled in,
+// at hop limit hl.
+func icmp6(src, dst netip.Addr, hl uint8, typ uint8, body []byte) []byte {
+	return inet.ICMPv6(src, dst, hl, append([]byte{typ, 0, 0, 0}, body...))
+}
+
+// ns is a Neighbor Solicitation from src (MAC sll; nil: no option) for
+// target, to target's solicited-node group or to dst when valid.
+func ns(src netip.Addr, sll net.HardwareAddr, target, dst netip.Addr) []byte {
+	if !dst.IsValid() {
+		dst, _ = inet.SolicitedNode(target)
+	}
+	body := append(make([]byte, 4), target.AsSlice()...)
+	if sll != nil {
+		body = append(append(body, 1, 1), sll...)
+	}
+	return icmp6(src, dst, 255, 135, body)
+}
+
+// na is a solicited Neighbor Advertisement for target with its MAC.
+func na(src, dst netip.Addr, target netip.Addr, tll net.HardwareAddr) []byte {
+	body := append([]byte{0x60, 0, 0, 0}, target.AsSlice()...)
+	return icmp6(src, dst, 255, 136, append(append(body, 2, 1), tll...))
+}
+
+// withExtensions puts hdrs (Next Header values of extension headers)
+// between p's IPv6 header and its payload, each 8 bytes (a Fragment
+// header with offset 0 and no more fragments: not a fragment).
+func withExtensions(p []byte, hdrs ...uint8) []byte {
+	out := append([]byte(nil), p[:40]...)
+	next := p[6]
+	out[6] = hdrs[0]
+	for i, h := range hdrs {
+		nh := next
+		if i+1 < len(hdrs) {
+			nh = hdrs[i+1]
+		}
+		ext := make([]byte, 8)
+		ext[0] = nh
+		if h == 51 { // AH: length in 4-byte units less 2
+			ext[1] = 0
+		}
+		out = append(out, ext...)
+	}
+	out = append(out, p[40:]...)
+	binary.BigEndian.PutUint16(out[4:], uint16(len(out)-40))
+	return out
+}
+
+// randomIPv6 draws an IPv6 packet: TCP, UDP, ICMPv6 (NDP among it),
+// OSPFv3 or another protocol, behind up to 8 extension headers of any
+// kind and length, fragments among them.
+func randomIPv6(r *rand.Rand) []byte {
+	pick := func(n int) int { return r.IntN(n) }
+	var rnd [16]byte
+	for i := range rnd {
+		rnd[i] = byte(r.IntN(256))
+	}
+	addrs := []netip.Addr{ip6Ext0, ip6Ext1, ip6HostA, ip6HostB, ll6Ext0, ll6Host, netip.IPv6Unspecified(),
+		netip.MustParseAddr("ff02::5"), netip.MustParseAddr("ff02::9"), netip.MustParseAddr("ff02::1:ff00:1"),
+		netip.MustParseAddr("ff0e::1"), netip.AddrFrom16(rnd)}
+	addr := func() netip.Addr { return addrs[pick(len(addrs))] }
+	ports := []uint16{179, 521, 161, 3784, 4784, 80, uint16(r.IntN(65536))}
+	port := func() uint16 { return ports[pick(len(ports))] }
+	var p []byte
+	switch pick(7) {
+	case 0:
+		p = udp6(addr(), addr(), port(), port())
+	case 1:
+		p = tcp6(addr(), addr(), port(), port())
+	case 2:
+		p = ns(addr(), []net.HardwareAddr{nil, macHost, macR[0]}[pick(3)], addr(), []netip.Addr{{}, addr()}[pick(2)])
+	case 3:
+		p = na(addr(), addr(), addr(), macHost)
+	case 4:
+		p = icmp6(addr(), addr(), []uint8{255, 64, 1}[pick(3)], []uint8{128, 129, 133, 134, 137, 1, uint8(r.IntN(256))}[pick(7)],
+			make([]byte, pick(48)))
+	case 5:
+		p = inet.IPv6(addr(), addr(), 89, make([]byte, 16+pick(40)))
+	default:
+		p = inet.IPv6(addr(), addr(), []uint8{47, 50, 59, uint8(r.IntN(256))}[pick(4)], make([]byte, pick(64)))
+	}
+	if pick(3) == 0 {
+		kinds := []uint8{0, 43, 44, 51, 60, 135}
+		hdrs := make([]uint8, 1+pick(8))
+		for i := range hdrs {
+			hdrs[i] = kinds[pick(len(kinds))]
+		}
+		p = withExtensions(p, hdrs...)
+		off := 40
+		for range hdrs { // mutate: lengths, fragment fields
+			switch pick(4) {
+			case 0:
+				p[off+1] = byte(pick(256))
+			case 1:
+				p[off+2], p[off+3] = byte(pick(256)), byte(pick(256))
+			}
+			off += 8
+		}
+	}
+	switch pick(8) {
+	case 0: // payload length off
+		binary.BigEndian.PutUint16(p[4:], uint16(r.IntN(len(p)+40)))
+	case 1: // version off
+		p[0] = byte(pick(16)) << 4
+	case 2: // a flow label
+		p[1], p[2], p[3] = byte(pick(16)), byte(pick(256)), byte(pick(256))
+	}
+	return p
+}
+
 // randomFrame draws a frame from the shapes the data path must tell
 // apart, then mutates it the ways the wire does: truncation, bad IHL, IP
 // options, fragments, stacked tags, junk.
 func randomFrame(r *rand.Rand) []byte {
-	macs := []net.HardwareAddr{macExt0, macExt1, macInt0, macHost, macVCP, bcastMAC, ospfMAC, macR[0], macR[1]}
+	macs := []net.HardwareAddr{macExt0, macExt1, macInt0, macHost, macVCP, bcastMAC, ospfMAC, macR[0], macR[1],
+		{0x33, 0x33, 0xff, 0, 0, 1}, {0x33, 0x33, 0, 0, 0, 5}}
 	addrs := []netip.Addr{ipExt0, ipExt1, ipMgmt, ipHostA, ipHostB, netip.MustParseAddr("224.0.0.5"),
 		netip.MustParseAddr("224.0.0.9"), netip.MustParseAddr("255.255.255.255"), netip.MustParseAddr("239.1.2.3"),
 		netip.AddrFrom4([4]byte{byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})}
@@ -80,7 +207,9 @@ func randomFrame(r *rand.Rand) []byte {
 
 	var payload []byte
 	var et uint16
-	switch pick(6) {
+	switch pick(8) {
+	case 6, 7:
+		et, payload = etherTypeIPv6, randomIPv6(r)
 	case 0:
 		et, payload = etherTypeARP, arp(uint16(pick(3)+1), mac(), addr(), mac(), addr())
 	case 1:

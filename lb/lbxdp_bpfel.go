@@ -21,6 +21,26 @@ const (
 	lbxdpFlowSeedFLOW_SEED_POLICE lbxdpFlowSeed = 374761393
 )
 
+type lbxdpIn6Addr struct {
+	_    structs.HostLayout
+	In6U struct {
+		_       structs.HostLayout
+		U6Addr8 [16]uint8
+	}
+}
+
+type lbxdpIp6Limit uint32
+
+const (
+	lbxdpIp6LimitIP6EXT_MAX   lbxdpIp6Limit = 6
+	lbxdpIp6LimitIP6EXT_BYTES lbxdpIp6Limit = 512
+)
+
+type lbxdpLbAddr6 struct {
+	_    structs.HostLayout
+	Addr lbxdpIn6Addr
+}
+
 type lbxdpLbAddrFlag uint32
 
 const (
@@ -36,6 +56,8 @@ type lbxdpLbConfig struct {
 	DefaultIntIfindex uint32
 	MgmtIp            uint32
 	FlowletGapUs      uint32
+	FlowLabel         uint8
+	Pad               [7]uint8
 }
 
 type lbxdpLbDrop uint32
@@ -61,7 +83,9 @@ const (
 	lbxdpLbDropLB_DROP_CAP               lbxdpLbDrop = 17
 	lbxdpLbDropLB_DROP_PORT_CAP          lbxdpLbDrop = 18
 	lbxdpLbDropLB_DROP_POLICED           lbxdpLbDrop = 19
-	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 20
+	lbxdpLbDropLB_DROP_BAD_NDP           lbxdpLbDrop = 20
+	lbxdpLbDropLB_DROP_NDP_NOT_OURS      lbxdpLbDrop = 21
+	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 22
 )
 
 type lbxdpLbEgress struct {
@@ -110,7 +134,10 @@ const (
 	lbxdpLbModuleLB_MOD_BALANCE     lbxdpLbModule = 4
 	lbxdpLbModuleLB_MOD_INT_TO_EXT  lbxdpLbModule = 5
 	lbxdpLbModuleLB_MOD_DIST        lbxdpLbModule = 6
-	lbxdpLbModuleLB_MOD_MAX         lbxdpLbModule = 7
+	lbxdpLbModuleLB_MOD_EXT_NDP     lbxdpLbModule = 7
+	lbxdpLbModuleLB_MOD_INT_NDP_OUT lbxdpLbModule = 8
+	lbxdpLbModuleLB_MOD_INT_NDP_IN  lbxdpLbModule = 9
+	lbxdpLbModuleLB_MOD_MAX         lbxdpLbModule = 10
 )
 
 type lbxdpLbPoliceBucket struct {
@@ -160,6 +187,8 @@ type lbxdpLbPort struct {
 	Pad   uint16
 	Ip    uint32
 	Pad2  uint32
+	Ip6   lbxdpIn6Addr
+	Ll6   lbxdpIn6Addr
 }
 
 type lbxdpLbPortRole uint32
@@ -176,8 +205,8 @@ type lbxdpLbPortStats struct {
 	RxBytes   uint64
 	TxPackets uint64
 	TxBytes   uint64
-	Module    [7]uint64
-	Drop      [20]uint64
+	Module    [10]uint64
+	Drop      [22]uint64
 }
 
 type lbxdpLbSlot struct {
@@ -234,6 +263,7 @@ const (
 	lbxdpMapLbPoliceStats        = "lb_police_stats"
 	lbxdpMapLbPorts              = "lb_ports"
 	lbxdpMapLbRouterAddrs        = "lb_router_addrs"
+	lbxdpMapLbRouterAddrs6       = "lb_router_addrs6"
 	lbxdpMapLbRr                 = "lb_rr"
 	lbxdpMapLbStats              = "lb_stats"
 	lbxdpMapLbTable0             = "lb_table_0"
@@ -242,6 +272,8 @@ const (
 	lbxdpMapLbVlans              = "lb_vlans"
 	lbxdpProgLb                  = "lb"
 	lbxdpVarUnusedFlowSeed       = "unused_flow_seed"
+	lbxdpVarUnusedIp6Limit       = "unused_ip6_limit"
+	lbxdpVarUnusedIp6Nexthdr     = "unused_ip6_nexthdr"
 	lbxdpVarUnusedLbAddrFlag     = "unused_lb_addr_flag"
 	lbxdpVarUnusedLbDrop         = "unused_lb_drop"
 	lbxdpVarUnusedLbLimit        = "unused_lb_limit"
@@ -311,6 +343,7 @@ type lbxdpMapSpecs struct {
 	LbPoliceStats   *ebpf.MapSpec `ebpf:"lb_police_stats"`
 	LbPorts         *ebpf.MapSpec `ebpf:"lb_ports"`
 	LbRouterAddrs   *ebpf.MapSpec `ebpf:"lb_router_addrs"`
+	LbRouterAddrs6  *ebpf.MapSpec `ebpf:"lb_router_addrs6"`
 	LbRr            *ebpf.MapSpec `ebpf:"lb_rr"`
 	LbStats         *ebpf.MapSpec `ebpf:"lb_stats"`
 	LbTable0        *ebpf.MapSpec `ebpf:"lb_table_0"`
@@ -324,6 +357,8 @@ type lbxdpMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbxdpVariableSpecs struct {
 	UnusedFlowSeed       *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit       *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr     *ebpf.VariableSpec `ebpf:"unused_ip6_nexthdr"`
 	UnusedLbAddrFlag     *ebpf.VariableSpec `ebpf:"unused_lb_addr_flag"`
 	UnusedLbDrop         *ebpf.VariableSpec `ebpf:"unused_lb_drop"`
 	UnusedLbLimit        *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
@@ -364,6 +399,7 @@ type lbxdpMaps struct {
 	LbPoliceStats   *ebpf.Map `ebpf:"lb_police_stats"`
 	LbPorts         *ebpf.Map `ebpf:"lb_ports"`
 	LbRouterAddrs   *ebpf.Map `ebpf:"lb_router_addrs"`
+	LbRouterAddrs6  *ebpf.Map `ebpf:"lb_router_addrs6"`
 	LbRr            *ebpf.Map `ebpf:"lb_rr"`
 	LbStats         *ebpf.Map `ebpf:"lb_stats"`
 	LbTable0        *ebpf.Map `ebpf:"lb_table_0"`
@@ -383,6 +419,7 @@ func (m *lbxdpMaps) Close() error {
 		m.LbPoliceStats,
 		m.LbPorts,
 		m.LbRouterAddrs,
+		m.LbRouterAddrs6,
 		m.LbRr,
 		m.LbStats,
 		m.LbTable0,
@@ -397,6 +434,8 @@ func (m *lbxdpMaps) Close() error {
 // It can be passed to loadLbxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbxdpVariables struct {
 	UnusedFlowSeed       *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit       *ebpf.Variable `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr     *ebpf.Variable `ebpf:"unused_ip6_nexthdr"`
 	UnusedLbAddrFlag     *ebpf.Variable `ebpf:"unused_lb_addr_flag"`
 	UnusedLbDrop         *ebpf.Variable `ebpf:"unused_lb_drop"`
 	UnusedLbLimit        *ebpf.Variable `ebpf:"unused_lb_limit"`

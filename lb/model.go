@@ -28,10 +28,12 @@ const (
 // ModuleNames and DropNames name the counters, indexed by enum lb_module
 // and enum lb_drop.
 var (
-	ModuleNames = [...]string{"ext_arp", "int_arp_out", "int_arp_in", "vcp", "balance", "int_to_ext", "dist"}
-	DropNames   = [...]string{"runt", "not_ours", "port_unknown", "dist_external", "tagged_external", "bad_arp",
+	ModuleNames = [...]string{"ext_arp", "int_arp_out", "int_arp_in", "vcp", "balance", "int_to_ext", "dist",
+		"ext_ndp", "int_ndp_out", "int_ndp_in"}
+	DropNames = [...]string{"runt", "not_ours", "port_unknown", "dist_external", "tagged_external", "bad_arp",
 		"arp_not_ours", "bad_ip", "mcast_external", "no_backend", "no_vcp", "no_rule", "own_frame",
-		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal", "cap", "port_cap", "policed"}
+		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal", "cap", "port_cap", "policed",
+		"bad_ndp", "ndp_not_ours"}
 )
 
 // Model is the state the data path reads, held in plain Go.
@@ -141,6 +143,8 @@ func (p *modelPkt) external() Result {
 		return p.arp()
 	case etherTypeIPv4:
 		return p.ipv4()
+	case etherTypeIPv6:
+		return p.ipv6()
 	case etherTypeDIST:
 		return p.drop(lbxdpLbDropLB_DROP_DIST_EXTERNAL)
 	case etherTypeQ, etherTypeQinQ:
@@ -225,11 +229,7 @@ func (p *modelPkt) ipv4() Result {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
 	if c <= PoliceMgmt {
-		if len(p.m.Config.VCPMAC) != 6 {
-			return p.drop(lbxdpLbDropLB_DROP_NO_VCP)
-		}
-		p.module(lbxdpLbModuleLB_MOD_VCP)
-		return p.toInside(p.m.Config.VCPMAC)
+		return p.toVCP()
 	}
 	d := binary.BigEndian.Uint32(ip[16:20])
 	if p.b[0]&1 != 0 || d>>28 == 0xe || d == 0xffffffff {
@@ -241,6 +241,15 @@ func (p *modelPkt) ipv4() Result {
 	}
 	h := flow.Hash(binary.LittleEndian.Uint32(ip[12:16]), binary.LittleEndian.Uint32(ip[16:20]), ports, uint32(proto), FlowSeed)
 	return p.balance(h)
+}
+
+// toVCP is lb.bpf.c's vcp.
+func (p *modelPkt) toVCP() Result {
+	if len(p.m.Config.VCPMAC) != 6 {
+		return p.drop(lbxdpLbDropLB_DROP_NO_VCP)
+	}
+	p.module(lbxdpLbModuleLB_MOD_VCP)
+	return p.toInside(p.m.Config.VCPMAC)
 }
 
 func (p *modelPkt) balance(hash uint32) Result {
@@ -392,8 +401,12 @@ func (p *modelPkt) internal() Result {
 	if !found {
 		return p.drop(lbxdpLbDropLB_DROP_VLAN_NOT_OURS)
 	}
+	ndp := inner == etherTypeIPv6 && len(p.b) >= 18+41 && p.b[18+6] == 58 && p.b[18+40] >= 133 && p.b[18+40] <= 137
 	p.b = append(bytes.Clone(p.b[0:12]), p.b[16:]...)
 	copy(p.b[6:12], out.MAC)
+	if ndp {
+		return p.intNDPOut(out)
+	}
 	if inner == etherTypeARP {
 		if len(p.b) < 14+28 {
 			return p.drop(lbxdpLbDropLB_DROP_BAD_ARP)

@@ -180,13 +180,21 @@ func (p *modelPkt) policeClass(proto uint8, daddr netip.Addr, sport, dport uint1
 		return PoliceIGP
 	case f == 0:
 		return PoliceNone
+	}
+	return routerClass(proto, 1, sport, dport, hasPorts)
+}
+
+// routerClass is lb.bpf.c's router_class: the class of a packet to the
+// router that no IGP rule took.
+func routerClass(proto, icmpProto uint8, sport, dport uint16, hasPorts bool) PoliceClass {
+	switch {
 	case hasPorts && proto == 17 && (dport == 161 || dport == 162):
 		return PoliceMgmt
 	case hasPorts && proto == 17 && (dport == 3784 || dport == 4784):
 		return PoliceBFD
 	case hasPorts && proto == 6 && (dport == 179 || sport == 179):
 		return PoliceBGP
-	case proto == 1:
+	case proto == icmpProto:
 		return PoliceICMP
 	}
 	return PoliceLocal

@@ -88,6 +88,8 @@ type PortStatus struct {
 	MAC       string `json:"mac"`
 	VLAN      uint16 `json:"vlan,omitempty"`
 	Address   string `json:"address,omitempty"`
+	Address6  string `json:"address6,omitempty"`
+	LinkLocal string `json:"link_local,omitempty"` // external ports: the IPv6 link-local address Ext NDP answers for
 	Default   bool   `json:"default,omitempty"`
 	// CapacityPPS caps what an internal port sends a second (DTX-n).
 	CapacityPPS uint64     `json:"capacity_pps,omitempty"`
