@@ -143,6 +143,10 @@ func TestSNMP(t *testing.T) {
 		return strings.Contains(string(b), "OID: .1.3.6.1.6.3.1.1.5.4")
 	})
 	waitFor(t, 3*time.Second, "198.51.100.0/24 from direct1 back", func() bool { return strings.Contains(suiteRoute(), "from direct1") })
+	// The suite talks out of the port again: OSPF with ospf1, on lb1/e1,
+	// back to a full adjacency (its mirror went down and up with the
+	// port; a mirror's bridge once stopped for good at that).
+	waitFor(t, 20*time.Second, "OSPF with ospf1 running again", func() bool { return strings.Contains(demo.Look().Sessions["ospf1"], "Running") })
 
 	// Read-only: a set is refused.
 	if out, err := demo.Exec("h1", "snmpset", "-v2c", "-c", "public", "-t", "1", "-r", "0", demo.RouterAddr1, ".1.3.6.1.2.1.1.5.0", "s", "evil"); err == nil {

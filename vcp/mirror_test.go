@@ -69,10 +69,13 @@ func TestMirrorCarriesControlTraffic(t *testing.T) {
 	defer ln.Close()
 	stopVCP := run(v.Run)
 	defer func() { stopVCP(); v.Close() }()
-	accepted := make(chan string, 1)
+	accepted := make(chan string, 2)
 	go func() {
-		c, err := ln.Accept()
-		if err == nil {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
 			accepted <- c.RemoteAddr().String()
 			c.Write([]byte("OPEN\n"))
 			c.Close()
@@ -101,19 +104,32 @@ func TestMirrorCarriesControlTraffic(t *testing.T) {
 		}
 	}
 
-	out, err := exec.Command("nsenter", "--net="+netns.Path(lab.Namespace("t-mirror", "h1")), "--",
-		"timeout", "5", "bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/179 && timeout 3 head -1 <&3").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "OPEN" {
-		t.Fatalf("TCP to the router's BGP port from outside: %v %q\nmirrors %v\nLB %+v\n%+v", err, out, v.mirrors.Counters(), l.Status().Ports[0].Stats, l.Status().Ports[1].Stats)
-	}
-	select {
-	case from := <-accepted:
-		if !strings.HasPrefix(from, "192.0.2.10:") {
-			t.Errorf("accepted from %s, want the peer 192.0.2.10", from)
+	connect := func(when string) {
+		t.Helper()
+		out, err := exec.Command("nsenter", "--net="+netns.Path(lab.Namespace("t-mirror", "h1")), "--",
+			"timeout", "5", "bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/179 && timeout 3 head -1 <&3").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "OPEN" {
+			t.Fatalf("%s: TCP to the router's BGP port from outside: %v %q\nmirrors %v\nLB %+v\n%+v", when, err, out, v.mirrors.Counters(), l.Status().Ports[0].Stats, l.Status().Ports[1].Stats)
 		}
-	case <-time.After(time.Second):
-		t.Error("the listener accepted nothing")
+		select {
+		case from := <-accepted:
+			if !strings.HasPrefix(from, "192.0.2.10:") {
+				t.Errorf("%s: accepted from %s, want the peer 192.0.2.10", when, from)
+			}
+		case <-time.After(time.Second):
+			t.Errorf("%s: the listener accepted nothing", when)
+		}
 	}
+	connect("first")
+	// The port down and up again (its mirror with it, as when an LB's
+	// link flaps): the bridge carries the suite's traffic again.
+	for _, up := range []bool{false, true} {
+		if err := netns.Do(lab.Namespace("t-mirror", "vcp"), func() error { _, err := v.mirrors.SetUp(10, up); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	connect("after the mirror went down and up")
 	c := v.mirrors.Counters()
 	if c["inward"] == 0 || c["outward"] == 0 {
 		t.Errorf("mirror counters %v", c)

@@ -37,10 +37,17 @@ type PortEvent struct {
 	At   time.Time
 }
 
+// portsSettle is how long after its start the VCP waits for an LB it has
+// not heard yet before it calls that LB's ports down: LBs started with it
+// may take longer than one hold time to send their first hello (a lab
+// coming up on a busy machine), and a port called down at start-up is a
+// linkDown trap and a mirror taken down for nothing.
+const portsSettle = 3 * time.Second
+
 // followPorts updates the external ports' states from the live LBs'
-// hellos; call it with a.mu held. Until one hold time after the VCP
-// started it has not heard every LB yet: a port not heard of is not
-// declared down before then.
+// hellos; call it with a.mu held. Until portsSettle (or one hold time, if
+// longer) after the VCP started it has not heard every LB yet: a port not
+// heard of is not declared down before then.
 func (a *Agent) followPorts(now time.Time) {
 	heard := map[uint16]PortState{}
 	for vlan, lp := range a.liveExternalPorts() {
@@ -51,7 +58,7 @@ func (a *Agent) followPorts(now time.Time) {
 	if a.ports == nil {
 		a.ports = map[uint16]*PortState{}
 	}
-	settled := now.Sub(a.started) > a.cfg.Hold()
+	settled := now.Sub(a.started) > max(a.cfg.Hold(), portsSettle)
 	for _, ep := range a.cfg.ExternalPorts {
 		old := a.ports[ep.VLAN]
 		s, ok := heard[ep.VLAN]
