@@ -202,7 +202,8 @@ func Wait(ctx context.Context, plan *Plan, w io.Writer) error {
 	start := time.Now()
 	last := ""
 	for {
-		missing := Look().Converged(plan)
+		snap := Look()
+		missing := snap.Converged(plan)
 		if len(missing) == 0 {
 			fmt.Fprintf(w, "converged in %.1f s\n", time.Since(start).Seconds())
 			return nil
@@ -214,18 +215,18 @@ func Wait(ctx context.Context, plan *Plan, w io.Writer) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("not converged: %s; %s; the last of the logs:\n%s\n%s\n%s\n%s", strings.Join(missing, ", "),
-				stuckDetail(), logTail("vcp1.vcp", 12), logTail("r1.router", 6), logTail("bgp1.bgpd", 8), logTail("ospf1.bird", 4))
+				stuckDetail(snap), logTail("vcp1.vcp", 12), logTail("r1.router", 6), logTail("bgp1.bgpd", 8), logTail("ospf1.bird", 4))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
 
 // stuckDetail says what a router that did not converge shows of the ways
-// to its peers: the suite's sessions, and each LB's VCP and the drops of
-// what goes to it.
-func stuckDetail() string {
+// to its peers: the suite's sessions (from its last look, snap), and each
+// LB's VCP and the drops of what goes to it.
+func stuckDetail(snap *Snapshot) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sessions %v", Look().Sessions)
+	fmt.Fprintf(&b, "sessions %v", snap.Sessions)
 	for _, l := range LBs {
 		st, err := LBStatus(l)
 		if err != nil {

@@ -196,12 +196,8 @@ func (a *Agent) reconcileMaps() error {
 		addrs[addr] = AddrRouter
 	}
 	for _, p := range a.ports {
-		if p.role == RoleExternal {
-			addrs[p.prefix.Addr()] = AddrRouter
-			addrs[inet.LinkLocal(p.mac)] = AddrRouter
-			if p.prefix6.IsValid() {
-				addrs[p.prefix6.Addr()] = AddrRouter
-			}
+		for _, addr := range p.routerAddrs() {
+			addrs[addr] = AddrRouter
 		}
 	}
 	if a.cfg.ManagementAddr.IsValid() {
@@ -244,6 +240,22 @@ func (a *Agent) writeCaps() error {
 		}
 	}
 	return nil
+}
+
+// routerAddrs are an external port's addresses, which are the router's:
+// its IPv4 address, its link-local IPv6 address (its MAC's EUI-64) and its
+// global IPv6 address; none for other ports.
+func (p *agentPort) routerAddrs() []netip.Addr {
+	if p.role != RoleExternal {
+		return nil
+	}
+	var addrs []netip.Addr
+	for _, q := range []netip.Prefix{p.prefix, p.prefix6} {
+		if q.IsValid() {
+			addrs = append(addrs, q.Addr())
+		}
+	}
+	return append(addrs, inet.LinkLocal(p.mac))
 }
 
 func (a *Agent) writePort(p *agentPort) error {
@@ -408,8 +420,8 @@ func (a *Agent) applyPortConfig(m *dist.PortConfig) {
 			if err := a.writePort(p); err != nil {
 				a.log.Error("PORT_CONFIG", "port", a.portName(p), "err", err)
 			}
-			if p.role == RoleExternal && p.prefix.IsValid() {
-				a.dp.SetRouterAddr(p.prefix.Addr(), AddrRouter)
+			for _, addr := range p.routerAddrs() {
+				a.dp.SetRouterAddr(addr, AddrRouter)
 			}
 		}
 	}

@@ -203,14 +203,18 @@ func (f *FIB) Lookup(a netip.Addr) uint32 {
 
 // SetAll loads many routes, shortest prefixes first so that each entry is
 // written as few times as possible.
-func (f *FIB) SetAll(routes map[netip.Prefix]uint32) error {
+func (f *FIB) SetAll(routes map[netip.Prefix]uint32) error { return setShortestFirst(routes, f.Set) }
+
+// setShortestFirst calls set for every route, shortest prefixes first:
+// SetAll of both FIBs.
+func setShortestFirst(routes map[netip.Prefix]uint32, set func(netip.Prefix, uint32) error) error {
 	ps := make([]netip.Prefix, 0, len(routes))
 	for p := range routes {
 		ps = append(ps, p)
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Bits() < ps[j].Bits() })
 	for _, p := range ps {
-		if err := f.Set(p, routes[p]); err != nil {
+		if err := set(p, routes[p]); err != nil {
 			return err
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sort"
 	"sync/atomic"
 )
 
@@ -242,16 +241,4 @@ func (f *FIB6) Lookup(addr netip.Addr) uint32 {
 
 // SetAll loads many routes, shortest first, so that each entry is written
 // as few times as possible.
-func (f *FIB6) SetAll(routes map[netip.Prefix]uint32) error {
-	ps := make([]netip.Prefix, 0, len(routes))
-	for p := range routes {
-		ps = append(ps, p)
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Bits() < ps[j].Bits() })
-	for _, p := range ps {
-		if err := f.Set(p, routes[p]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (f *FIB6) SetAll(routes map[netip.Prefix]uint32) error { return setShortestFirst(routes, f.Set) }
