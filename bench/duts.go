@@ -102,7 +102,7 @@ func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []be
 	if err != nil {
 		return nil, err
 	}
-	dp, err := router.LoadDataplane("")
+	dp, err := router.LoadDataplane("", 0)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,8 @@
  * looked up in the DIR-24-8 FIB (router.h), given an ECMP next hop by flow
  * hash, and sent back into the interconnect (XDP_TX) tagged with the VLAN
  * of the egress external port, to the next hop's MAC, its TTL decremented
- * and its checksum updated incrementally (RFC 1624).
+ * and its checksum updated incrementally (RFC 1624). IPv6 (route6) takes
+ * the same steps with RFC 8200's rules and the IPv6 trie.
  *
  * What the fast path cannot finish goes to the agent (enum rt_slow) as a
  * perf event with the frame attached, and is dropped here: the agent
@@ -19,7 +20,7 @@
  * (XDP_PASS), except an LB's DIST PROBE, sent back to it (XDP_TX).
  *
  * A back-end given a capacity (rt_cap, cap.h; off by default) drops the
- * IPv4 frames to route beyond it, counted as cap.
+ * frames to route beyond it, counted as cap.
  *
  * Verdicts: XDP_TX, XDP_PASS, XDP_DROP. Counters: rt_stats (per CPU).
  */
@@ -27,11 +28,13 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
 
 #include "cap.h"
 #include "common.h"
+#include "ipv6.h"
 #include "router.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -46,6 +49,7 @@ const struct rt_tbl24_chunk *unused_rt_tbl24_chunk __attribute__((unused));
 const enum rt_limit *unused_rt_limit __attribute__((unused));
 const enum rt_local_kind *unused_rt_local_kind __attribute__((unused));
 const enum rt_acl_action *unused_rt_acl_action __attribute__((unused));
+const struct rt_neigh6_key *unused_rt_neigh6_key __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -64,6 +68,41 @@ struct {
 	__type(value, struct rt_tbl8_group);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt_tbl8 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct rt6_tbl16);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt6_tbl16 SEC(".maps");
+
+/* Its size is the agent's to set before loading (fib6_groups). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RT6_GROUPS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct rt_tbl8_group);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt6_groups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RT_MAX_NEIGHBORS6);
+	__type(key, struct rt_neigh6_key);
+	__type(value, struct rt_neigh);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_neighbors6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RT_MAX_LOCAL6);
+	__type(key, struct in6_addr);
+	__type(value, __u32); /* enum rt_local_kind */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_local6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -289,6 +328,22 @@ static __always_inline __u32 ipv4_ports(struct iphdr *ip, void *end, __u32 ihl)
 	return (__u32)bpf_ntohs(l4[0]) << 16 | bpf_ntohs(l4[1]);
 }
 
+/* egress sends a rewritten packet of len bytes: an 802.1Q tag for the
+ * egress port's VLAN, the next hop's MAC, ours. */
+static __always_inline int egress(struct pkt *p, struct rt_port *port, struct rt_neigh *nb, struct rt_config *cfg, __u64 len)
+{
+	if (push_vlan(p->ctx, port->vlan))
+		return drop(p, RT_DROP_RUNT);
+	struct ethhdr *eth = (void *)(long)p->ctx->data;
+	if ((void *)(eth + 1) > (void *)(long)p->ctx->data_end)
+		return drop(p, RT_DROP_RUNT);
+	__builtin_memcpy(eth->h_dest, nb->mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, cfg->mac, ETH_ALEN);
+	p->st->forwarded++;
+	p->st->forwarded_bytes += len;
+	return XDP_TX;
+}
+
 /* forward rewrites and sends: TTL-1 (RFC 1624 incremental checksum), an
  * 802.1Q tag for the egress port's VLAN, next hop's MAC. */
 static __always_inline int forward(struct pkt *p, struct rt_port *port, struct rt_neigh *nb, struct rt_config *cfg)
@@ -308,18 +363,21 @@ static __always_inline int forward(struct pkt *p, struct rt_port *port, struct r
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	ip->check = ~sum;
+	return egress(p, port, nb, cfg, end - data);
+}
 
-	__u64 len = end - data;
-	if (push_vlan(p->ctx, port->vlan))
+/* forward6 rewrites and sends an IPv6 packet: Hop Limit - 1 (no header
+ * checksum to mend), the rest as forward. */
+static __always_inline int forward6(struct pkt *p, struct rt_port *port, struct rt_neigh *nb, struct rt_config *cfg)
+{
+	void *data = (void *)(long)p->ctx->data;
+	void *end = (void *)(long)p->ctx->data_end;
+	struct ipv6hdr *ip = data + sizeof(struct ethhdr);
+
+	if ((void *)(ip + 1) > end)
 		return drop(p, RT_DROP_RUNT);
-	struct ethhdr *eth = (void *)(long)p->ctx->data;
-	if ((void *)(eth + 1) > (void *)(long)p->ctx->data_end)
-		return drop(p, RT_DROP_RUNT);
-	__builtin_memcpy(eth->h_dest, nb->mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, cfg->mac, ETH_ALEN);
-	p->st->forwarded++;
-	p->st->forwarded_bytes += len;
-	return XDP_TX;
+	ip->hop_limit--;
+	return egress(p, port, nb, cfg, end - data);
 }
 
 /* dist hands DIST frames to the agent, except a PROBE for this back-end:
@@ -413,6 +471,142 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 	return forward(p, port, nb, cfg);
 }
 
+/* fib6_lookup walks the IPv6 trie: rt6_tbl16, then one group per 8 bits
+ * while the entry names a group. Returns the next-hop group, 0 for no
+ * route. */
+static __always_inline __u32 fib6_lookup(const struct in6_addr *daddr)
+{
+	__u32 zero = 0;
+	struct rt6_tbl16 *t = bpf_map_lookup_elem(&rt6_tbl16, &zero);
+	__u8 a[16];
+
+	if (!t)
+		return 0;
+	__builtin_memcpy(a, daddr, 16);
+	__u32 v = t->e[(__u32)a[0] << 8 | a[1]];
+#pragma unroll
+	for (int k = 0; k < RT6_LEVELS; k++) {
+		if (!(v & RT_TBL8_FLAG))
+			return v;
+		__u32 g = v & ~RT_TBL8_FLAG;
+		struct rt_tbl8_group *grp = bpf_map_lookup_elem(&rt6_groups, &g);
+		if (!grp)
+			return 0;
+		v = grp->e[a[2 + k]];
+	}
+	return v & RT_TBL8_FLAG ? 0 : v;
+}
+
+/* ip6_martian_src: RFC 4291 §2.5: the unspecified and loopback addresses
+ * and multicast are never a packet's source on the wire. */
+static __always_inline int ip6_martian_src(const struct in6_addr *a)
+{
+	__u32 w0 = bpf_ntohl(a->in6_u.u6_addr32[0]);
+
+	if ((w0 >> 24) == 0xff)
+		return 1;
+	return a->in6_u.u6_addr32[0] == 0 && a->in6_u.u6_addr32[1] == 0 && a->in6_u.u6_addr32[2] == 0 &&
+	       (bpf_ntohl(a->in6_u.u6_addr32[3]) <= 1);
+}
+
+/* ip6_not_routed: what a router never forwards (RFC 4291): the unspecified
+ * and loopback addresses, multicast (not routed here), link-local
+ * (fe80::/10) and IPv4-mapped (::ffff:0:0/96) addresses. */
+static __always_inline int ip6_not_routed(const struct in6_addr *a)
+{
+	__u32 w0 = bpf_ntohl(a->in6_u.u6_addr32[0]);
+
+	if ((w0 >> 24) == 0xff || (w0 >> 22) == (0xfe80 >> 6))
+		return 1;
+	if (w0 != 0 || a->in6_u.u6_addr32[1] != 0)
+		return 0;
+	__u32 w2 = bpf_ntohl(a->in6_u.u6_addr32[2]);
+	return w2 == 0xffff || (w2 == 0 && bpf_ntohl(a->in6_u.u6_addr32[3]) <= 1);
+}
+
+/* ipv6_ports is what the ECMP hash takes of an IPv6 packet's transport
+ * header: the ports of TCP and UDP right after the fixed header, else 0
+ * (extension headers are not walked here: a flow's packets carry the same
+ * chain, so they still take one path, fragments included). */
+static __always_inline __u32 ipv6_ports(struct ipv6hdr *ip, void *end)
+{
+	if (ip->nexthdr != IPPROTO_TCP && ip->nexthdr != IPPROTO_UDP)
+		return 0;
+	__be16 *l4 = (void *)(ip + 1);
+	if ((void *)(l4 + 2) > end)
+		return 0;
+	return (__u32)bpf_ntohs(l4[0]) << 16 | bpf_ntohs(l4[1]);
+}
+
+/* route6 is route for IPv6 (RFC 8200; RFC 4291's addresses): no header
+ * checksum, no fragmentation by a router (too big: Packet Too Big from
+ * the agent), Hop-by-Hop Options to the agent. */
+static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg)
+{
+	struct ipv6hdr *ip = (void *)(eth + 1);
+	__u32 zero = 0;
+
+	if (!cap_admit(bpf_map_lookup_elem(&rt_cap, &zero)))
+		return drop(p, RT_DROP_CAP);
+	if ((void *)(ip + 1) > end)
+		return drop(p, RT_DROP_RUNT);
+	if (ip->version != 6)
+		return drop(p, RT_DROP_BAD_VERSION);
+	__u32 tot = sizeof(*ip) + bpf_ntohs(ip->payload_len);
+	if ((void *)ip + tot > end)
+		return drop(p, RT_DROP_BAD_LENGTH);
+	if (ip6_martian_src(&ip->saddr))
+		return drop(p, RT_DROP_MARTIAN_SRC);
+
+	__u32 *local = bpf_map_lookup_elem(&rt_local6, &ip->daddr);
+	if (local) {
+		if (*local & RT_LOCAL_HOST) {
+			p->st->passed++;
+			return XDP_PASS;
+		}
+		return slow(p, RT_SLOW_LOCAL, 0);
+	}
+	if (ip6_not_routed(&ip->daddr))
+		return drop(p, RT_DROP_MARTIAN_DST);
+	if (ip6_not_routed(&ip->saddr))
+		return drop(p, RT_DROP_MARTIAN_SRC); /* link-local or mapped: not beyond its link */
+	if (ip->nexthdr == IP6_NH_HOP)
+		return slow(p, RT_SLOW_OPTIONS, 0);
+	if (ip->hop_limit <= 1)
+		return slow(p, RT_SLOW_TTL, 0);
+
+	__u32 g = fib6_lookup(&ip->daddr);
+	if (!g)
+		return slow(p, RT_SLOW_NO_ROUTE, 0);
+	struct rt_nhgroup *grp = bpf_map_lookup_elem(&rt_nhgroups, &g);
+	if (!grp || grp->count == 0 || grp->count > RT_ECMP_MAX)
+		return drop(p, RT_DROP_BAD_NEXTHOP);
+	__u32 pick = 0;
+	if (grp->count > 1)
+		pick = flow_hash(ip6_fold(&ip->saddr), ip6_fold(&ip->daddr), ipv6_ports(ip, end), ip->nexthdr,
+				 FLOW_SEED_RT) % grp->count;
+	asm volatile("%0 &= %1" : "+r"(pick) : "i"(RT_ECMP_MAX - 1)); /* as in route */
+	__u32 nhid = grp->nh[pick];
+	struct rt_nexthop *nh = bpf_map_lookup_elem(&rt_nexthops, &nhid);
+	if (!nh)
+		return drop(p, RT_DROP_BAD_NEXTHOP);
+	__u32 pi = nh->port;
+	struct rt_port *port = bpf_map_lookup_elem(&rt_ports, &pi);
+	if (!port || port->vlan == 0)
+		return drop(p, RT_DROP_BAD_NEXTHOP);
+	if (tot > port->mtu)
+		return slow(p, RT_SLOW_FRAG_NEEDED, nhid);
+	struct rt_neigh6_key k = {.vlan = port->vlan};
+	if (ip6_is_zero((struct in6_addr *)nh->gw6))
+		__builtin_memcpy(k.ip, &ip->daddr, 16);
+	else
+		__builtin_memcpy(k.ip, nh->gw6, 16);
+	struct rt_neigh *nb = bpf_map_lookup_elem(&rt_neighbors6, &k);
+	if (!nb)
+		return slow(p, RT_SLOW_UNRESOLVED, nhid);
+	return forward6(p, port, nb, cfg);
+}
+
 SEC("xdp")
 int router(struct xdp_md *ctx)
 {
@@ -445,6 +639,14 @@ int router(struct xdp_md *ctx)
 		if ((void *)(vh + 1) > end)
 			return drop(&p, RT_DROP_RUNT);
 		proto = vh->proto;
+		if (proto == bpf_htons(ETH_P_IPV6)) {
+			/* NDP of an external port, relayed by an LB: the agent
+			 * reads the advertisement. */
+			struct ipv6hdr *ip6 = (void *)(vh + 1);
+			if ((void *)(ip6 + 1) > end || ip6->nexthdr != IP6_NH_ICMP)
+				return drop(&p, RT_DROP_TAGGED);
+			return slow(&p, RT_SLOW_NDP, 0);
+		}
 		if (proto != bpf_htons(ETH_P_ARP))
 			return drop(&p, RT_DROP_TAGGED);
 		/* ARP of an external port, relayed by an LB. */
@@ -452,9 +654,11 @@ int router(struct xdp_md *ctx)
 	}
 	if (!is_multicast(eth->h_dest) && !same_mac(eth->h_dest, cfg->mac))
 		return drop(&p, RT_DROP_NOT_OURS);
-	if (proto != bpf_htons(ETH_P_IP))
+	if (proto != bpf_htons(ETH_P_IP) && proto != bpf_htons(ETH_P_IPV6))
 		return drop(&p, RT_DROP_NOT_IP);
 	if (is_multicast(eth->h_dest))
 		return drop(&p, RT_DROP_MARTIAN_DST); /* link broadcast/multicast IP: not routed */
+	if (proto == bpf_htons(ETH_P_IPV6))
+		return route6(&p, eth, end, cfg);
 	return route(&p, eth, end, cfg);
 }

@@ -10,6 +10,13 @@
  * the table holds. Both arrays are mmapped by the agent, which writes one
  * aligned u32 per entry: a packet sees an entry's old or new value, never
  * half of one.
+ *
+ * The IPv6 FIB (router/fib6.go) is a multibit trie of the same kind: rt6_tbl16
+ * has one entry per /16, and below it groups of 256 entries (rt6_groups,
+ * struct rt_tbl8_group) each take 8 more bits, as deep as the longest
+ * prefix: a /48 is five reads, a /64 seven, whatever the table holds
+ * (docs/router.md: the strides, measured). Entries are next-hop groups,
+ * shared with IPv4, or RT_TBL8_FLAG | group.
  */
 #ifndef MSR_ROUTER_H
 #define MSR_ROUTER_H
@@ -36,6 +43,13 @@ enum rt_limit {
 	RT_MAX_NEIGHBORS = 65536,
 	RT_MAX_LOCAL = 1024,
 	RT_SLOW_SNAPLEN = 1518,
+	RT6_TBL16_ENTRIES = 1 << 16,
+	/* The group pool's size when the agent does not set it (fib6_groups
+	 * in its config; a full table needs far more: docs/router.md). */
+	RT6_GROUPS = 16384,
+	RT6_LEVELS = 14, /* groups below rt6_tbl16: (128 - 16) / 8 */
+	RT_MAX_NEIGHBORS6 = 65536,
+	RT_MAX_LOCAL6 = 1024,
 };
 #define RT_TBL8_FLAG (1u << RT_TBL8_FLAG_BIT)
 
@@ -44,12 +58,13 @@ enum rt_slow {
 	RT_SLOW_ARP = 0,          /* ARP (the LBs broadcast replies to back-ends) */
 	RT_SLOW_TTL = 1,          /* TTL would expire: Time Exceeded */
 	RT_SLOW_NO_ROUTE = 2,     /* Destination Unreachable */
-	RT_SLOW_FRAG_NEEDED = 3,  /* DF and larger than the egress MTU */
+	RT_SLOW_FRAG_NEEDED = 3,  /* DF (any IPv6) and larger than the egress MTU */
 	RT_SLOW_FRAGMENT = 4,     /* larger than the egress MTU, may fragment */
 	RT_SLOW_LOCAL = 5,        /* for one of the router's addresses */
-	RT_SLOW_OPTIONS = 6,      /* IP options */
-	RT_SLOW_UNRESOLVED = 7,   /* next hop's MAC unknown: held while ARP runs */
-	RT_SLOW_MAX = 8,
+	RT_SLOW_OPTIONS = 6,      /* IP options; IPv6 Hop-by-Hop Options */
+	RT_SLOW_UNRESOLVED = 7,   /* next hop's MAC unknown: held while ARP (NDP) runs */
+	RT_SLOW_NDP = 8,          /* ICMPv6 of an external port (NDP), relayed by an LB */
+	RT_SLOW_MAX = 9,
 };
 
 /* Why a frame was dropped. */
@@ -60,10 +75,10 @@ enum rt_drop {
 	RT_DROP_BAD_IHL = 3,
 	RT_DROP_BAD_LENGTH = 4,
 	RT_DROP_BAD_CHECKSUM = 5,
-	RT_DROP_MARTIAN_SRC = 6,  /* RFC 1812 §5.3.7: bad source address */
-	RT_DROP_MARTIAN_DST = 7,  /* 0/8, 127/8, multicast, broadcast */
+	RT_DROP_MARTIAN_SRC = 6,  /* RFC 1812 §5.3.7, RFC 4291 §2.5: bad source address */
+	RT_DROP_MARTIAN_DST = 7,  /* 0/8, 127/8, multicast, broadcast; ::, ::1, ff00::/8, fe80::/10, ::ffff:0:0/96 */
 	RT_DROP_ACL = 8,
-	RT_DROP_TAGGED = 9,       /* a tagged frame that is not ARP */
+	RT_DROP_TAGGED = 9,       /* a tagged frame that is not ARP or ICMPv6 */
 	RT_DROP_NOT_IP = 10,
 	RT_DROP_BAD_NEXTHOP = 11, /* FIB points at a next hop that is not there */
 	RT_DROP_CAP = 12,         /* over the back-end's capacity (cap.h) */
@@ -78,6 +93,10 @@ struct rt_tbl8_group {
 	__u32 e[256];
 };
 
+struct rt6_tbl16 {
+	__u32 e[RT6_TBL16_ENTRIES];
+};
+
 struct rt_nhgroup {
 	__u32 count; /* 1..RT_ECMP_MAX */
 	__u32 nh[RT_ECMP_MAX];
@@ -87,6 +106,7 @@ struct rt_nexthop {
 	__be32 gw;   /* 0: connected, the destination is the neighbour */
 	__u16 port;  /* index into rt_ports */
 	__u16 pad;
+	__u8 gw6[16]; /* an IPv6 route's gateway; all zero: connected */
 };
 
 /* An external port of the router, as every back-end mirrors it. */
@@ -98,6 +118,12 @@ struct rt_port {
 
 struct rt_neigh_key {
 	__be32 ip;
+	__u16 vlan;
+	__u16 pad;
+};
+
+struct rt_neigh6_key {
+	__u8 ip[16];
 	__u16 vlan;
 	__u16 pad;
 };

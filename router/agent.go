@@ -146,7 +146,7 @@ func (a *Agent) setup() error {
 	if err := os.MkdirAll(a.cfg.PinDir, 0o700); err != nil {
 		return err
 	}
-	if a.dp, err = LoadDataplane(a.cfg.PinDir); err != nil {
+	if a.dp, err = LoadDataplane(a.cfg.PinDir, a.cfg.FIB6Groups); err != nil {
 		return err
 	}
 	a.nh = newNextHops(a.dp)

@@ -24,6 +24,10 @@ type FileConfig struct {
 	// (bpf/cap.h): a slower machine, for the scale benchmarks. 0: no cap.
 	CapacityPPS uint64 `yaml:"capacity_pps"`
 	PinDir      string `yaml:"pin_dir"`
+	// FIB6Groups sizes the IPv6 FIB's pool of 256-entry groups (1 KiB
+	// each, allocated at start): default 16,384; a full table of today
+	// needs several hundred thousand (docs/router.md).
+	FIB6Groups int `yaml:"fib6_groups"`
 	// Ports are the router's external ports; none: the VCP's (its
 	// BACKEND_CONFIG), a back-end's file then holding only its identity.
 	Ports  map[string]*PortConfig `yaml:"ports"`
@@ -50,6 +54,7 @@ type AgentConfig struct {
 	CapacityMbps uint32
 	CapacityPPS  uint64 // 0: no cap
 	PinDir       string
+	FIB6Groups   int
 	Ports        []PortSpec // by name: a port's index is its place here
 	Routes       []RouteConfig
 	RouteFiles   []RouteFileConfig
@@ -65,18 +70,21 @@ type AgentConfig struct {
 
 // PortSpec is one external port of the router, as the back-end serves it.
 type PortSpec struct {
-	Name    string
-	VLAN    uint16
-	Address netip.Prefix
-	MTU     uint16
+	Name     string
+	VLAN     uint16
+	Address  netip.Prefix
+	Address6 netip.Prefix // none: the port has no global IPv6 address
+	MTU      uint16
 }
 
 // PortConfig is one external port of the router, mirrored on the back-end.
 type PortConfig struct {
 	VLAN    uint16       `yaml:"vlan" msr:"required"`
 	Address netip.Prefix `yaml:"address" msr:"required"`
-	MTU     uint16       `yaml:"mtu"`
-	Pos     config.Pos   `yaml:"-"`
+	// Address6 is its IPv6 address and subnet (dual stack).
+	Address6 netip.Prefix `yaml:"address6"`
+	MTU      uint16       `yaml:"mtu"`
+	Pos      config.Pos   `yaml:"-"`
 }
 
 // RouteConfig is a static route: to a prefix via one gateway or several
@@ -113,10 +121,10 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		return nil, err
 	}
 	a := &AgentConfig{Config: c.Config, Interface: c.Interface, CapacityMbps: c.CapacityMbps, CapacityPPS: c.CapacityPPS, PinDir: c.PinDir,
-		Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, Warnings: c.Warnings}
+		FIB6Groups: c.FIB6Groups, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, Warnings: c.Warnings}
 	for _, name := range c.PortNames() {
 		p := c.Ports[name]
-		a.Ports = append(a.Ports, PortSpec{Name: name, VLAN: p.VLAN, Address: p.Address, MTU: p.MTU})
+		a.Ports = append(a.Ports, PortSpec{Name: name, VLAN: p.VLAN, Address: p.Address, Address6: p.Address6, MTU: p.MTU})
 	}
 	rules, err := acl.Parse(c.ACL, MaxACL, c.Pos)
 	if err != nil {
@@ -144,6 +152,12 @@ func (c *FileConfig) complete() error {
 	if c.PinDir == "" {
 		c.PinDir = "/sys/fs/bpf/msr/router-" + c.Name
 	}
+	if c.FIB6Groups == 0 {
+		c.FIB6Groups = DefaultFIB6Groups
+	}
+	if c.FIB6Groups < 16 || c.FIB6Groups > 4<<20 {
+		return c.Pos.Errorf("fib6_groups %d: 16 to %d", c.FIB6Groups, 4<<20)
+	}
 	if len(c.Ports) > MaxPorts {
 		return c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
 	}
@@ -162,6 +176,14 @@ func (c *FileConfig) complete() error {
 		}
 		if p.MTU < 576 {
 			return p.Pos.Errorf("port %s: MTU %d below IPv4's 576", name, p.MTU)
+		}
+		if p.Address6.IsValid() {
+			if !p.Address6.Addr().Is6() || p.Address6.Addr().Is4In6() || p.Address6.Addr().IsLinkLocalUnicast() || p.Address6.Addr().IsMulticast() {
+				return p.Pos.Errorf("port %s: address6 %s is not a global IPv6 address", name, p.Address6)
+			}
+			if p.MTU < 1280 {
+				return p.Pos.Errorf("port %s: MTU %d below IPv6's 1280 (RFC 8200 §5)", name, p.MTU)
+			}
 		}
 	}
 	for _, r := range c.Routes {
@@ -207,7 +229,8 @@ func (c *FileConfig) PortNames() []string {
 // portFor finds the port whose subnet holds a.
 func (c *FileConfig) portFor(a netip.Addr) (uint16, bool) {
 	for i, name := range c.PortNames() {
-		if c.Ports[name].Address.Masked().Contains(a) {
+		p := c.Ports[name]
+		if p.Address.Masked().Contains(a) || p.Address6.IsValid() && p.Address6.Masked().Contains(a) {
 			return uint16(i), true
 		}
 	}

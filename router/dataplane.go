@@ -38,20 +38,32 @@ const (
 type Dataplane struct {
 	objs  rtxdpObjects
 	FIB   *FIB
+	FIB6  *FIB6
 	mmaps [][]byte
 	// Reused says the maps were pinned already: the FIB arrays hold what a
 	// previous agent left (see Agent.adopt); else they are empty.
 	Reused bool
 }
 
+// DefaultFIB6Groups is the IPv6 FIB's group pool when the config does not
+// size it: 16 MiB, enough for the 2015 snapshot; a full table of today
+// needs more (docs/router.md).
+const DefaultFIB6Groups = int(rtxdpRtLimitRT6GROUPS)
+
 // LoadDataplane loads the program; with pinDir, maps are pinned there and
 // maps already pinned are reused (a restarted agent adopts the FIB the
 // data path is using; its depths are rebuilt from the routes it reloads).
-func LoadDataplane(pinDir string) (*Dataplane, error) {
+// fib6Groups sizes the IPv6 FIB's pool of 256-entry groups (1 KiB each,
+// allocated whole; 0: DefaultFIB6Groups).
+func LoadDataplane(pinDir string, fib6Groups int) (*Dataplane, error) {
 	spec, err := loadRtxdp()
 	if err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
 	}
+	if fib6Groups <= 0 {
+		fib6Groups = DefaultFIB6Groups
+	}
+	spec.Maps[rtxdpMapRt6Groups].MaxEntries = uint32(fib6Groups)
 	d := &Dataplane{}
 	if pinDir != "" {
 		_, err := os.Stat(filepath.Join(pinDir, "rt_tbl24"))
@@ -71,6 +83,20 @@ func LoadDataplane(pinDir string) (*Dataplane, error) {
 		return nil, err
 	}
 	if d.FIB, err = NewFIB(t24, t8); err != nil {
+		d.Close()
+		return nil, err
+	}
+	t16, err := d.mmap(d.objs.Rt6Tbl16, int(rtxdpRtLimitRT6TBL16ENTRIES))
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	g6, err := d.mmap(d.objs.Rt6Groups, fib6Groups*256)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if d.FIB6, err = NewFIB6(16, t16, g6); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -120,6 +146,7 @@ type Port struct {
 	VLAN  uint16
 	MTU   uint16
 	Addr  netip.Prefix
+	Addr6 netip.Prefix // none: no global IPv6 address
 }
 
 // SetPort writes one external port.
@@ -138,8 +165,11 @@ func (d *Dataplane) SetPort(p Port) error {
 // port.
 func (d *Dataplane) SetNextHop(id uint32, gw netip.Addr, port uint16) error {
 	v := rtxdpRtNexthop{Port: port}
-	if gw.IsValid() {
+	switch {
+	case gw.Is4():
 		v.Gw = be32(gw)
+	case gw.Is6():
+		v.Gw6 = gw.As16()
 	}
 	return d.objs.RtNexthops.Put(id, &v)
 }
@@ -156,9 +186,15 @@ func (d *Dataplane) SetGroup(id uint32, nhs []uint32) error {
 
 // SetNeighbor records (or with a nil MAC removes) a neighbour's MAC.
 func (d *Dataplane) SetNeighbor(ip netip.Addr, vlan uint16, mac net.HardwareAddr) error {
-	k := rtxdpRtNeighKey{Ip: be32(ip), Vlan: vlan}
+	var k any
+	m := d.objs.RtNeighbors
+	if ip.Is6() {
+		k, m = &rtxdpRtNeigh6Key{Ip: ip.As16(), Vlan: vlan}, d.objs.RtNeighbors6
+	} else {
+		k = &rtxdpRtNeighKey{Ip: be32(ip), Vlan: vlan}
+	}
 	if mac == nil {
-		err := d.objs.RtNeighbors.Delete(&k)
+		err := m.Delete(k)
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return nil
 		}
@@ -166,7 +202,7 @@ func (d *Dataplane) SetNeighbor(ip netip.Addr, vlan uint16, mac net.HardwareAddr
 	}
 	var v rtxdpRtNeigh
 	copy(v.Mac[:], mac)
-	return d.objs.RtNeighbors.Put(&k, &v)
+	return m.Put(k, &v)
 }
 
 // Local address kinds (enum rt_local_kind).
@@ -177,6 +213,9 @@ const (
 
 // SetLocal marks an address as the router's or this host's.
 func (d *Dataplane) SetLocal(a netip.Addr, kind uint32) error {
+	if a.Is6() {
+		return d.objs.RtLocal6.Put(a.As16(), kind)
+	}
 	return d.objs.RtLocal.Put(be32(a), kind)
 }
 
@@ -219,7 +258,7 @@ func prefixMask(p netip.Prefix) (uint32, uint32) {
 
 // SlowNames and DropNames name the counters, by enum rt_slow and rt_drop.
 var (
-	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved"}
+	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved", "ndp"}
 	DropNames = [...]string{"runt", "not_ours", "bad_version", "bad_ihl", "bad_length", "bad_checksum",
 		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop", "cap"}
 )

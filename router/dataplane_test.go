@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -32,9 +33,14 @@ type routerState struct {
 	m  *Model
 }
 
+// The IPv6 side of the test router: each port's subnet, next hops 9-11
+// via gateway ::2 of each port (resolved but on port 2) and 12-14
+// connected, groups 9-13 of gateways (12 and 13 ECMP), 14-16 connected.
+var ports6 = []netip.Prefix{netip.MustParsePrefix("2001:db8:a::1/64"), netip.MustParsePrefix("2001:db8:b::1/64"), netip.MustParsePrefix("2001:db8:c::1/64")}
+
 func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *routerState {
 	t.Helper()
-	dp, err := LoadDataplane("")
+	dp, err := LoadDataplane("", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +55,9 @@ func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *router
 		}
 	}
 	ports := []Port{
-		{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("192.0.2.1/24")},
-		{Index: 1, VLAN: 11, MTU: 1500, Addr: netip.MustParsePrefix("198.51.100.1/24")},
-		{Index: 2, VLAN: 12, MTU: 1400, Addr: netip.MustParsePrefix("203.0.113.1/24")},
+		{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("192.0.2.1/24"), Addr6: ports6[0]},
+		{Index: 1, VLAN: 11, MTU: 1500, Addr: netip.MustParsePrefix("198.51.100.1/24"), Addr6: ports6[1]},
+		{Index: 2, VLAN: 12, MTU: 1400, Addr: netip.MustParsePrefix("203.0.113.1/24"), Addr6: ports6[2]},
 	}
 	for _, p := range ports {
 		must(dp.SetPort(p))
@@ -76,26 +82,52 @@ func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *router
 		must(dp.SetNeighbor(h, p.VLAN, macNbr[i]))
 		m.Neighbors[NeighborKey{h, p.VLAN}] = macNbr[i]
 	}
-	groups := map[uint32][]uint32{1: {1}, 2: {2}, 3: {3}, 4: {1, 2}, 5: {1, 2, 3}, 6: {4}, 7: {5}, 8: {6}}
+	for i := uint32(0); i < 3; i++ {
+		gw := ports6[i].Masked().Addr().Next().Next()
+		must(dp.SetNextHop(9+i, gw, uint16(i)))
+		m.NextHops[9+i] = ModelNextHop{GW: gw, Port: uint16(i)}
+		must(dp.SetNextHop(12+i, netip.Addr{}, uint16(i)))
+		m.NextHops[12+i] = ModelNextHop{Port: uint16(i)}
+		h := ports6[i].Masked().Addr().As16()
+		h[15] = 0x10
+		for _, a := range []netip.Addr{gw, netip.AddrFrom16(h)} {
+			if a == gw && i == 2 {
+				continue
+			}
+			must(dp.SetNeighbor(a, ports[i].VLAN, macNbr[i]))
+			m.Neighbors[NeighborKey{a, ports[i].VLAN}] = macNbr[i]
+		}
+	}
+	groups := map[uint32][]uint32{1: {1}, 2: {2}, 3: {3}, 4: {1, 2}, 5: {1, 2, 3}, 6: {4}, 7: {5}, 8: {6},
+		9: {9}, 10: {10}, 11: {11}, 12: {9, 10}, 13: {9, 10, 11}, 14: {12}, 15: {13}, 16: {14}}
 	for g, nhs := range groups {
 		must(dp.SetGroup(g, nhs))
 		m.Groups[g] = nhs
 	}
-	routes := map[netip.Prefix]uint32{}
+	routes, routes6 := map[netip.Prefix]uint32{}, map[netip.Prefix]uint32{}
 	for _, p := range prefixes {
-		routes[p] = uint32(1 + r.IntN(5))
+		if p.Addr().Is6() {
+			routes6[p] = uint32(9 + r.IntN(5))
+		} else {
+			routes[p] = uint32(1 + r.IntN(5))
+		}
 	}
 	for i, p := range ports {
 		routes[p.Addr.Masked()] = uint32(6 + i)
+		routes6[p.Addr6.Masked()] = uint32(14 + i)
 	}
 	must(dp.FIB.SetAll(routes))
+	must(dp.FIB6.SetAll(routes6))
+	maps.Copy(routes, routes6)
 	m.Routes = routes
-	for _, a := range []string{"192.0.2.1", "198.51.100.1", "203.0.113.1", "10.255.0.1"} {
+	for _, a := range []string{"192.0.2.1", "198.51.100.1", "203.0.113.1", "10.255.0.1", "2001:db8:a::1", "2001:db8:b::1", "2001:db8:c::1", "2001:db8:ffff::1"} {
 		must(dp.SetLocal(netip.MustParseAddr(a), LocalRouter))
 		m.Local[netip.MustParseAddr(a)] = LocalRouter
 	}
-	must(dp.SetLocal(netip.MustParseAddr("10.0.0.11"), LocalHost))
-	m.Local[netip.MustParseAddr("10.0.0.11")] = LocalHost
+	for _, a := range []string{"10.0.0.11", "fd00::11"} {
+		must(dp.SetLocal(netip.MustParseAddr(a), LocalHost))
+		m.Local[netip.MustParseAddr(a)] = LocalHost
+	}
 	m.ACL = []ACLRule{
 		{Dst: netip.MustParsePrefix("203.0.113.0/24"), Proto: 17, DportLo: 53, DportHi: 53, SportHi: 65535, Deny: true},
 		{Src: netip.MustParsePrefix("198.18.0.0/15"), Proto: 6, SportHi: 65535, DportLo: 0, DportHi: 1023},
@@ -192,6 +224,20 @@ func data(dst netip.Addr, ttl uint8) []byte {
 	return ethFrame(macSelf, macLB, 0x0800, ipPacket(netip.MustParseAddr("198.18.0.7"), dst, 17, ttl, 0, udpPayload(4000, 5000, 18)))
 }
 
+// ip6Packet is an IPv6 header (hop limit hl) and its payload.
+func ip6Packet(src, dst netip.Addr, nh, hl uint8, payload []byte) []byte {
+	h := make([]byte, 40)
+	h[0], h[6], h[7] = 0x60, nh, hl
+	binary.BigEndian.PutUint16(h[4:], uint16(len(payload)))
+	copy(h[8:], src.AsSlice())
+	copy(h[24:], dst.AsSlice())
+	return append(h, payload...)
+}
+
+func data6(dst netip.Addr, hl uint8) []byte {
+	return ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), dst, 17, hl, udpPayload(4000, 5000, 18)))
+}
+
 type routerCase struct {
 	name    string
 	frame   []byte
@@ -225,6 +271,18 @@ func routerCases() []routerCase {
 	big := func(df uint16) []byte {
 		return ethFrame(macSelf, macLB, 0x0800, ipPacket(netip.MustParseAddr("198.18.0.7"), netip.MustParseAddr("203.0.113.10"), 17, 64, df, udpPayload(1, 2, 1450)))
 	}
+	fwd6 := func(dst string, nbr net.HardwareAddr, vlan uint16) []byte {
+		ip := bytes.Clone(data6(netip.MustParseAddr(dst), 64)[14:])
+		ip[7]--
+		out := append(append(append([]byte{}, nbr...), macSelf...), 0x81, 0, byte(vlan>>8), byte(vlan), 0x86, 0xdd)
+		return append(out, ip...)
+	}
+	from6 := func(src, dst string) []byte {
+		return ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr(src), netip.MustParseAddr(dst), 17, 64, udpPayload(1, 2, 4)))
+	}
+	big6 := ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), netip.MustParseAddr("2001:db8:c::10"), 17, 64, udpPayload(1, 2, 1400)))
+	hbh := ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), netip.MustParseAddr("2001:db8:a::10"), 0, 64, append([]byte{17, 0, 1, 4, 0, 0, 0, 0}, udpPayload(1, 2, 4)...)))
+	na := append([]byte{0, 10, 0x86, 0xdd}, ip6Packet(netip.MustParseAddr("2001:db8:a::2"), netip.MustParseAddr("2001:db8:a::1"), 58, 255, make([]byte, 32))...)
 	probeBody := append([]byte{1, byte(dist.TypeProbe)}, make([]byte, 78)...)
 	return []routerCase{
 		{name: "connected host, resolved", frame: data(netip.MustParseAddr("192.0.2.10"), 64), verdict: XDPTx, out: fwd("192.0.2.10", macNbr[0], 10)},
@@ -256,7 +314,26 @@ func routerCases() []routerCase {
 		{name: "ACL: 100.64/10 denied", frame: data(netip.MustParseAddr("100.64.1.1"), 64), verdict: XDPDrop, drop: "acl"},
 		{name: "tagged non-ARP", frame: ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 10, 8, 0}, make([]byte, 40)...)), verdict: XDPDrop, drop: "tagged"},
 		{name: "for another back-end (flooded)", frame: ethFrame(macNbr[0], macLB, 0x0800, make([]byte, 40)), verdict: XDPDrop, drop: "not_ours"},
-		{name: "IPv6", frame: ethFrame(macSelf, macLB, 0x86dd, make([]byte, 60)), verdict: XDPDrop, drop: "not_ip"},
+		{name: "IPv6 zeros (version 0)", frame: ethFrame(macSelf, macLB, 0x86dd, make([]byte, 60)), verdict: XDPDrop, drop: "bad_version"},
+		{name: "IPX", frame: ethFrame(macSelf, macLB, 0x8137, make([]byte, 60)), verdict: XDPDrop, drop: "not_ip"},
+		{name: "IPv6 connected host, resolved", frame: data6(netip.MustParseAddr("2001:db8:a::10"), 64), verdict: XDPTx, out: fwd6("2001:db8:a::10", macNbr[0], 10)},
+		{name: "IPv6 hop limit 1: Time Exceeded", frame: data6(netip.MustParseAddr("2001:db8:a::10"), 1), verdict: XDPDrop, slow: "ttl"},
+		{name: "IPv6 no route", frame: data6(netip.MustParseAddr("3fff::1"), 64), verdict: XDPDrop, slow: "no_route"},
+		{name: "IPv6 unresolved neighbour", frame: data6(netip.MustParseAddr("2001:db8:c::77"), 64), verdict: XDPDrop, slow: "unresolved"},
+		{name: "IPv6 over the MTU: Packet Too Big", frame: big6, verdict: XDPDrop, slow: "frag_needed"},
+		{name: "IPv6 for the router", frame: data6(netip.MustParseAddr("2001:db8:b::1"), 64), verdict: XDPDrop, slow: "local"},
+		{name: "IPv6 for this host", frame: data6(netip.MustParseAddr("fd00::11"), 64), verdict: XDPPass},
+		{name: "IPv6 Hop-by-Hop Options", frame: hbh, verdict: XDPDrop, slow: "options"},
+		{name: "NDP relayed by an LB, tagged", frame: ethFrame(macSelf, macLB, 0x8100, na), verdict: XDPDrop, slow: "ndp"},
+		{name: "tagged IPv6 that is not ICMPv6", frame: ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 10, 0x86, 0xdd}, data6(netip.MustParseAddr("2001:db8:a::10"), 64)[14:]...)), verdict: XDPDrop, drop: "tagged"},
+		{name: "IPv6 payload length past the frame", frame: data6(netip.MustParseAddr("2001:db8:a::10"), 64)[:70], verdict: XDPDrop, drop: "bad_length"},
+		{name: "IPv6 runt", frame: data6(netip.MustParseAddr("2001:db8:a::10"), 64)[:50], verdict: XDPDrop, drop: "runt"},
+		{name: "IPv6 source ::1", frame: from6("::1", "2001:db8:a::10"), verdict: XDPDrop, drop: "martian_src"},
+		{name: "IPv6 multicast source", frame: from6("ff02::1", "2001:db8:a::10"), verdict: XDPDrop, drop: "martian_src"},
+		{name: "IPv6 link-local source, not for us", frame: from6("fe80::1", "2001:db8:a::10"), verdict: XDPDrop, drop: "martian_src"},
+		{name: "IPv6 link-local destination", frame: from6("2001:2::7", "fe80::1"), verdict: XDPDrop, drop: "martian_dst"},
+		{name: "IPv6 IPv4-mapped destination", frame: from6("2001:2::7", "::ffff:192.0.2.10"), verdict: XDPDrop, drop: "martian_dst"},
+		{name: "IPv6 multicast destination", frame: from6("2001:2::7", "ff0e::1"), verdict: XDPDrop, drop: "martian_dst"},
 		{name: "runt", frame: data(netip.MustParseAddr("192.0.2.10"), 64)[:20], verdict: XDPDrop, drop: "runt"},
 	}
 }
@@ -366,6 +443,64 @@ func TestRouterCap(t *testing.T) {
 	}
 }
 
+// randomRouterFrame6 is randomRouterFrame's IPv6: destinations in and
+// around the table's prefixes, the ports' hosts and the router, special
+// addresses, hop limits, sizes, next headers (TCP, UDP, ICMPv6,
+// Hop-by-Hop, Fragment), and mutations.
+func randomRouterFrame6(r *rand.Rand, ps []netip.Prefix) []byte {
+	var dst netip.Addr
+	switch r.IntN(6) {
+	case 0:
+		var a [16]byte
+		for i := range a {
+			a[i] = byte(r.IntN(256))
+		}
+		a[0] = []byte{0x20, 0x2a, 0x3f, 0xfe, 0xff, 0x00}[r.IntN(6)]
+		dst = netip.AddrFrom16(a)
+	case 1:
+		dst = netip.MustParseAddr([]string{"2001:db8:a::10", "2001:db8:b::10", "2001:db8:c::10", "2001:db8:c::99", "2001:db8:a::1",
+			"fd00::11", "2001:db8:ffff::1", "fe80::1", "ff02::1", "::1", "::", "::ffff:1.2.3.4"}[r.IntN(12)])
+	default:
+		p := ps[r.IntN(len(ps))]
+		a := p.Addr().As16()
+		for i := p.Bits(); i < 128; i++ {
+			if r.IntN(2) == 0 {
+				a[i/8] |= 0x80 >> (i % 8)
+			}
+		}
+		dst = netip.AddrFrom16(a)
+	}
+	src := netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 0, 0, byte(r.IntN(256)), byte(r.IntN(256)), 15: byte(r.IntN(256))})
+	if r.IntN(20) == 0 {
+		src = netip.MustParseAddr([]string{"::1", "::", "fe80::9", "ff02::2", "::ffff:10.0.0.1"}[r.IntN(5)])
+	}
+	nh := []uint8{17, 6, 58, 0, 44}[r.IntN(5)]
+	hl := []uint8{0, 1, 2, 64, 255}[r.IntN(5)]
+	size := []int{18, 100, 1300, 1352, 1353, 1452, 1453}[r.IntN(7)]
+	ip := ip6Packet(src, dst, nh, hl, udpPayload(uint16(r.IntN(65536)), uint16(r.IntN(65536)), size))
+	dstMAC := macSelf
+	switch r.IntN(20) {
+	case 0:
+		dstMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+	case 1:
+		dstMAC = macNbr[0]
+	}
+	f := ethFrame(dstMAC, macLB, 0x86dd, ip)
+	switch r.IntN(10) {
+	case 0:
+		f = f[:14+r.IntN(len(f)-13)]
+	case 1:
+		f[14+r.IntN(40)] ^= byte(1 << r.IntN(8))
+	case 2:
+		f[14] = byte(r.IntN(256))
+	case 3:
+		f = ethFrame(dstMAC, macLB, 0x8100, append([]byte{0, byte(10 + r.IntN(3)), 0x86, 0xdd}, ip...))
+	case 4:
+		binary.BigEndian.PutUint16(f[18:], uint16(r.IntN(65536)))
+	}
+	return f
+}
+
 // randomRouterFrame draws destinations from the table's prefixes and
 // around them, TTLs, sizes, flags, and mutations.
 func randomRouterFrame(r *rand.Rand, ps []netip.Prefix) []byte {
@@ -430,28 +565,43 @@ func TestRouterDifferential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	all6, err := routetable.Load6(routetable.PyASN6)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := rand.New(rand.NewPCG(7, 7))
 	ps := append(all[:len(all):len(all)], netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("1.2.3.4/32"),
 		netip.MustParsePrefix("1.2.3.0/24"), netip.MustParsePrefix("1.2.0.0/16"))
-	s := newRouterState(t, ps, r)
-	fails := 0
+	ps6 := append(all6[:len(all6):len(all6)], netip.MustParsePrefix("::/0"), netip.MustParsePrefix("2001:db8:1::/48"),
+		netip.MustParsePrefix("2001:db8:1:2::/64"), netip.MustParsePrefix("2001:db8:1:2::3/128"), netip.MustParsePrefix("2001:db8:1:2:3::/80"))
+	s := newRouterState(t, append(ps[:len(ps):len(ps)], ps6...), r)
+	fails, forwarded6 := 0, 0
 	for i := 0; i < 100_000 && fails < 5; i++ {
 		f := randomRouterFrame(r, ps)
-		if _, err := s.compare(f, i%1000 == 999); err != nil {
+		if i%4 == 3 {
+			f = randomRouterFrame6(r, ps6)
+		}
+		res, err := s.compare(f, i%1000 == 999)
+		if err != nil {
 			t.Errorf("frame %d: %v\nframe %x", i, err, f)
 			fails++
 		}
+		if res.Verdict == XDPTx && len(res.Out) > 17 && res.Out[16] == 0x86 {
+			forwarded6++
+		}
 		// Route changes interleaved with the traffic.
 		if i%500 == 0 {
-			p := ps[r.IntN(len(ps))]
+			p, g, set, del := ps[r.IntN(len(ps))], uint32(1+r.IntN(5)), s.dp.FIB.Set, s.dp.FIB.Delete
+			if i%1000 == 500 {
+				p, g, set, del = ps6[r.IntN(len(ps6))], uint32(9+r.IntN(5)), s.dp.FIB6.Set, s.dp.FIB6.Delete
+			}
 			if _, ok := s.m.Routes[p]; ok && r.IntN(2) == 0 {
-				if err := s.dp.FIB.Delete(p); err != nil {
+				if err := del(p); err != nil {
 					t.Fatal(err)
 				}
 				delete(s.m.Routes, p)
 			} else {
-				g := uint32(1 + r.IntN(5))
-				if err := s.dp.FIB.Set(p, g); err != nil {
+				if err := set(p, g); err != nil {
 					t.Fatal(err)
 				}
 				s.m.Routes[p] = g
@@ -462,8 +612,11 @@ func TestRouterDifferential(t *testing.T) {
 	if got != s.m.Stats {
 		t.Errorf("final counters\n got %+v\nwant %+v", got, s.m.Stats)
 	}
-	if got.Forwarded < 5000 {
+	if got.Forwarded < 5000 || got.ForwardedBytes == 0 {
 		t.Errorf("only %d of 100,000 frames forwarded: the generator misses the fast path", got.Forwarded)
 	}
-	t.Logf("forwarded %d, slow %v, drops %v", got.Forwarded, got.Slow, got.Drop)
+	if forwarded6 < 1000 {
+		t.Errorf("only %d IPv6 frames forwarded: the IPv6 generator misses the fast path", forwarded6)
+	}
+	t.Logf("forwarded %d (IPv6 %d), slow %v, drops %v", got.Forwarded, forwarded6, got.Slow, got.Drop)
 }

@@ -65,9 +65,9 @@ type ModelResult struct {
 	Slow    int // enum rt_slow, -1 if none
 }
 
-// LPM is the model's lookup.
+// LPM is the model's lookup, for either family.
 func (m *Model) LPM(a netip.Addr) uint32 {
-	for l := 32; l >= 0; l-- {
+	for l := a.BitLen(); l >= 0; l-- {
 		p, _ := a.Prefix(l)
 		if v, ok := m.Routes[p]; ok {
 			return v
@@ -102,6 +102,12 @@ func (m *Model) Process(frame []byte) ModelResult {
 		if len(b) < 18 {
 			return drop(rtxdpRtDropRT_DROP_RUNT)
 		}
+		if binary.BigEndian.Uint16(b[16:]) == 0x86dd {
+			if len(b) < 18+40 || b[18+6] != 58 {
+				return drop(rtxdpRtDropRT_DROP_TAGGED)
+			}
+			return slow(rtxdpRtSlowRT_SLOW_NDP) // an external port's NDP, relayed by an LB
+		}
 		if binary.BigEndian.Uint16(b[16:]) != 0x0806 {
 			return drop(rtxdpRtDropRT_DROP_TAGGED)
 		}
@@ -111,11 +117,14 @@ func (m *Model) Process(frame []byte) ModelResult {
 	if !multicast && !bytes.Equal(b[0:6], m.MAC) {
 		return drop(rtxdpRtDropRT_DROP_NOT_OURS)
 	}
-	if proto != 0x0800 {
+	if proto != 0x0800 && proto != 0x86dd {
 		return drop(rtxdpRtDropRT_DROP_NOT_IP)
 	}
 	if multicast {
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)
+	}
+	if proto == 0x86dd {
+		return m.route6(b, drop, slow)
 	}
 	return m.route(b, drop, slow)
 }
@@ -200,14 +209,96 @@ func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rt
 	ip[8]--
 	binary.BigEndian.PutUint16(ip[10:], 0)
 	binary.BigEndian.PutUint16(ip[10:], inet.Checksum(ip[:ihl*4]))
+	return m.egress(b, port, mac)
+}
+
+// egress tags b for port's VLAN and addresses it to mac from us.
+func (m *Model) egress(b []byte, port Port, mac net.HardwareAddr) ModelResult {
 	out := make([]byte, 0, len(b)+4)
 	out = append(out, mac...)
 	out = append(out, m.MAC...)
-	out = append(out, 0x81, 0x00, byte(port.VLAN>>8&0x0f), byte(port.VLAN), 0x08, 0x00)
+	out = append(out, 0x81, 0x00, byte(port.VLAN>>8&0x0f), byte(port.VLAN), b[12], b[13])
 	out = append(out, b[14:]...)
 	m.Stats.Forwarded++
 	m.Stats.ForwardedBytes += uint64(len(b))
 	return ModelResult{Verdict: XDPTx, Out: out, Slow: -1}
+}
+
+// route6 is route6 of router.bpf.c.
+func (m *Model) route6(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rtxdpRtSlow) ModelResult) ModelResult {
+	if len(b) < 14+40 {
+		return drop(rtxdpRtDropRT_DROP_RUNT)
+	}
+	ip := b[14:]
+	if ip[0]>>4 != 6 {
+		return drop(rtxdpRtDropRT_DROP_BAD_VERSION)
+	}
+	tot := 40 + int(binary.BigEndian.Uint16(ip[4:]))
+	if tot > len(ip) {
+		return drop(rtxdpRtDropRT_DROP_BAD_LENGTH)
+	}
+	src, dst := netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
+	if src.IsMulticast() || src.IsUnspecified() || src.IsLoopback() {
+		return drop(rtxdpRtDropRT_DROP_MARTIAN_SRC)
+	}
+	if k, ok := m.Local[dst]; ok {
+		if k&LocalHost != 0 {
+			m.Stats.Passed++
+			return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
+		}
+		return slow(rtxdpRtSlowRT_SLOW_LOCAL)
+	}
+	if notRouted6(dst) {
+		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)
+	}
+	if notRouted6(src) {
+		return drop(rtxdpRtDropRT_DROP_MARTIAN_SRC)
+	}
+	if ip[6] == 0 {
+		return slow(rtxdpRtSlowRT_SLOW_OPTIONS)
+	}
+	if ip[7] <= 1 {
+		return slow(rtxdpRtSlowRT_SLOW_TTL)
+	}
+	g := m.LPM(dst)
+	if g == 0 {
+		return slow(rtxdpRtSlowRT_SLOW_NO_ROUTE)
+	}
+	nhs := m.Groups[g]
+	if len(nhs) == 0 || len(nhs) > ECMPMax {
+		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
+	}
+	pick := 0
+	if len(nhs) > 1 {
+		pick = int(flow.OfIPv6(ip, FlowSeed) % uint32(len(nhs)))
+	}
+	nh, ok := m.NextHops[nhs[pick]]
+	if !ok {
+		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
+	}
+	port, ok := m.Ports[nh.Port]
+	if !ok || port.VLAN == 0 {
+		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
+	}
+	if tot > int(port.MTU) {
+		return slow(rtxdpRtSlowRT_SLOW_FRAG_NEEDED)
+	}
+	target := nh.GW
+	if !target.Is6() {
+		target = dst
+	}
+	mac, ok := m.Neighbors[NeighborKey{target, port.VLAN}]
+	if !ok {
+		return slow(rtxdpRtSlowRT_SLOW_UNRESOLVED)
+	}
+	ip[7]--
+	return m.egress(b, port, mac)
+}
+
+// notRouted6 is ip6_not_routed: ::, ::1, multicast, link-local and
+// IPv4-mapped addresses are never forwarded.
+func notRouted6(a netip.Addr) bool {
+	return a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() || a.Is4In6()
 }
 
 // martian is the address test of RFC 1812 §5.3.7 as the data path applies

@@ -28,6 +28,14 @@ const (
 	rtxdpFlowSeedFLOW_SEED_POLICE rtxdpFlowSeed = 374761393
 )
 
+type rtxdpIn6Addr struct {
+	_    structs.HostLayout
+	In6U struct {
+		_       structs.HostLayout
+		U6Addr8 [16]uint8
+	}
+}
+
 type rtxdpMsrCap struct {
 	_    structs.HostLayout
 	Lock struct {
@@ -45,6 +53,11 @@ type rtxdpMsrEthertype uint32
 const (
 	rtxdpMsrEthertypeETH_P_DIST rtxdpMsrEthertype = 34997
 )
+
+type rtxdpRt6Tbl16 struct {
+	_ structs.HostLayout
+	E [65536]uint32
+}
 
 type rtxdpRtAclAction uint32
 
@@ -109,6 +122,11 @@ const (
 	rtxdpRtLimitRT_MAX_NEIGHBORS   rtxdpRtLimit = 65536
 	rtxdpRtLimitRT_MAX_LOCAL       rtxdpRtLimit = 1024
 	rtxdpRtLimitRT_SLOW_SNAPLEN    rtxdpRtLimit = 1518
+	rtxdpRtLimitRT6TBL16ENTRIES    rtxdpRtLimit = 65536
+	rtxdpRtLimitRT6GROUPS          rtxdpRtLimit = 16384
+	rtxdpRtLimitRT6LEVELS          rtxdpRtLimit = 14
+	rtxdpRtLimitRT_MAX_NEIGHBORS6  rtxdpRtLimit = 65536
+	rtxdpRtLimitRT_MAX_LOCAL6      rtxdpRtLimit = 1024
 )
 
 type rtxdpRtLocalKind uint32
@@ -124,6 +142,13 @@ type rtxdpRtNeigh struct {
 	Pad uint16
 }
 
+type rtxdpRtNeigh6Key struct {
+	_    structs.HostLayout
+	Ip   [16]uint8
+	Vlan uint16
+	Pad  uint16
+}
+
 type rtxdpRtNeighKey struct {
 	_    structs.HostLayout
 	Ip   uint32
@@ -136,6 +161,7 @@ type rtxdpRtNexthop struct {
 	Gw   uint32
 	Port uint16
 	Pad  uint16
+	Gw6  [16]uint8
 }
 
 type rtxdpRtNhgroup struct {
@@ -162,7 +188,8 @@ const (
 	rtxdpRtSlowRT_SLOW_LOCAL       rtxdpRtSlow = 5
 	rtxdpRtSlowRT_SLOW_OPTIONS     rtxdpRtSlow = 6
 	rtxdpRtSlowRT_SLOW_UNRESOLVED  rtxdpRtSlow = 7
-	rtxdpRtSlowRT_SLOW_MAX         rtxdpRtSlow = 8
+	rtxdpRtSlowRT_SLOW_NDP         rtxdpRtSlow = 8
+	rtxdpRtSlowRT_SLOW_MAX         rtxdpRtSlow = 9
 )
 
 type rtxdpRtSlowMeta struct {
@@ -181,7 +208,7 @@ type rtxdpRtStats struct {
 	ForwardedBytes uint64
 	Passed         uint64
 	Probes         uint64
-	Slow           [8]uint64
+	Slow           [9]uint64
 	Drop           [13]uint64
 	AclPermit      [64]uint64
 	AclDeny        [64]uint64
@@ -211,12 +238,16 @@ type rtxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	rtxdpMapRt6Groups          = "rt6_groups"
+	rtxdpMapRt6Tbl16           = "rt6_tbl16"
 	rtxdpMapRtAcl              = "rt_acl"
 	rtxdpMapRtCap              = "rt_cap"
 	rtxdpMapRtCfg              = "rt_cfg"
 	rtxdpMapRtCounters         = "rt_counters"
 	rtxdpMapRtLocal            = "rt_local"
+	rtxdpMapRtLocal6           = "rt_local6"
 	rtxdpMapRtNeighbors        = "rt_neighbors"
+	rtxdpMapRtNeighbors6       = "rt_neighbors6"
 	rtxdpMapRtNexthops         = "rt_nexthops"
 	rtxdpMapRtNhgroups         = "rt_nhgroups"
 	rtxdpMapRtPorts            = "rt_ports"
@@ -226,11 +257,14 @@ const (
 	rtxdpProgRouter            = "router"
 	rtxdpVarUnusedDistWire     = "unused_dist_wire"
 	rtxdpVarUnusedFlowSeed     = "unused_flow_seed"
+	rtxdpVarUnusedIp6Limit     = "unused_ip6_limit"
+	rtxdpVarUnusedIp6Nexthdr   = "unused_ip6_nexthdr"
 	rtxdpVarUnusedMsrEthertype = "unused_msr_ethertype"
 	rtxdpVarUnusedRtAclAction  = "unused_rt_acl_action"
 	rtxdpVarUnusedRtDrop       = "unused_rt_drop"
 	rtxdpVarUnusedRtLimit      = "unused_rt_limit"
 	rtxdpVarUnusedRtLocalKind  = "unused_rt_local_kind"
+	rtxdpVarUnusedRtNeigh6Key  = "unused_rt_neigh6_key"
 	rtxdpVarUnusedRtNhgroup    = "unused_rt_nhgroup"
 	rtxdpVarUnusedRtSlow       = "unused_rt_slow"
 	rtxdpVarUnusedRtSlowMeta   = "unused_rt_slow_meta"
@@ -286,18 +320,22 @@ type rtxdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpMapSpecs struct {
-	RtAcl       *ebpf.MapSpec `ebpf:"rt_acl"`
-	RtCap       *ebpf.MapSpec `ebpf:"rt_cap"`
-	RtCfg       *ebpf.MapSpec `ebpf:"rt_cfg"`
-	RtCounters  *ebpf.MapSpec `ebpf:"rt_counters"`
-	RtLocal     *ebpf.MapSpec `ebpf:"rt_local"`
-	RtNeighbors *ebpf.MapSpec `ebpf:"rt_neighbors"`
-	RtNexthops  *ebpf.MapSpec `ebpf:"rt_nexthops"`
-	RtNhgroups  *ebpf.MapSpec `ebpf:"rt_nhgroups"`
-	RtPorts     *ebpf.MapSpec `ebpf:"rt_ports"`
-	RtSlowpath  *ebpf.MapSpec `ebpf:"rt_slowpath"`
-	RtTbl24     *ebpf.MapSpec `ebpf:"rt_tbl24"`
-	RtTbl8      *ebpf.MapSpec `ebpf:"rt_tbl8"`
+	Rt6Groups    *ebpf.MapSpec `ebpf:"rt6_groups"`
+	Rt6Tbl16     *ebpf.MapSpec `ebpf:"rt6_tbl16"`
+	RtAcl        *ebpf.MapSpec `ebpf:"rt_acl"`
+	RtCap        *ebpf.MapSpec `ebpf:"rt_cap"`
+	RtCfg        *ebpf.MapSpec `ebpf:"rt_cfg"`
+	RtCounters   *ebpf.MapSpec `ebpf:"rt_counters"`
+	RtLocal      *ebpf.MapSpec `ebpf:"rt_local"`
+	RtLocal6     *ebpf.MapSpec `ebpf:"rt_local6"`
+	RtNeighbors  *ebpf.MapSpec `ebpf:"rt_neighbors"`
+	RtNeighbors6 *ebpf.MapSpec `ebpf:"rt_neighbors6"`
+	RtNexthops   *ebpf.MapSpec `ebpf:"rt_nexthops"`
+	RtNhgroups   *ebpf.MapSpec `ebpf:"rt_nhgroups"`
+	RtPorts      *ebpf.MapSpec `ebpf:"rt_ports"`
+	RtSlowpath   *ebpf.MapSpec `ebpf:"rt_slowpath"`
+	RtTbl24      *ebpf.MapSpec `ebpf:"rt_tbl24"`
+	RtTbl8       *ebpf.MapSpec `ebpf:"rt_tbl8"`
 }
 
 // rtxdpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -306,11 +344,14 @@ type rtxdpMapSpecs struct {
 type rtxdpVariableSpecs struct {
 	UnusedDistWire     *ebpf.VariableSpec `ebpf:"unused_dist_wire"`
 	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit     *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr   *ebpf.VariableSpec `ebpf:"unused_ip6_nexthdr"`
 	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
 	UnusedRtAclAction  *ebpf.VariableSpec `ebpf:"unused_rt_acl_action"`
 	UnusedRtDrop       *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
 	UnusedRtLimit      *ebpf.VariableSpec `ebpf:"unused_rt_limit"`
 	UnusedRtLocalKind  *ebpf.VariableSpec `ebpf:"unused_rt_local_kind"`
+	UnusedRtNeigh6Key  *ebpf.VariableSpec `ebpf:"unused_rt_neigh6_key"`
 	UnusedRtNhgroup    *ebpf.VariableSpec `ebpf:"unused_rt_nhgroup"`
 	UnusedRtSlow       *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
 	UnusedRtSlowMeta   *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
@@ -337,28 +378,36 @@ func (o *rtxdpObjects) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpMaps struct {
-	RtAcl       *ebpf.Map `ebpf:"rt_acl"`
-	RtCap       *ebpf.Map `ebpf:"rt_cap"`
-	RtCfg       *ebpf.Map `ebpf:"rt_cfg"`
-	RtCounters  *ebpf.Map `ebpf:"rt_counters"`
-	RtLocal     *ebpf.Map `ebpf:"rt_local"`
-	RtNeighbors *ebpf.Map `ebpf:"rt_neighbors"`
-	RtNexthops  *ebpf.Map `ebpf:"rt_nexthops"`
-	RtNhgroups  *ebpf.Map `ebpf:"rt_nhgroups"`
-	RtPorts     *ebpf.Map `ebpf:"rt_ports"`
-	RtSlowpath  *ebpf.Map `ebpf:"rt_slowpath"`
-	RtTbl24     *ebpf.Map `ebpf:"rt_tbl24"`
-	RtTbl8      *ebpf.Map `ebpf:"rt_tbl8"`
+	Rt6Groups    *ebpf.Map `ebpf:"rt6_groups"`
+	Rt6Tbl16     *ebpf.Map `ebpf:"rt6_tbl16"`
+	RtAcl        *ebpf.Map `ebpf:"rt_acl"`
+	RtCap        *ebpf.Map `ebpf:"rt_cap"`
+	RtCfg        *ebpf.Map `ebpf:"rt_cfg"`
+	RtCounters   *ebpf.Map `ebpf:"rt_counters"`
+	RtLocal      *ebpf.Map `ebpf:"rt_local"`
+	RtLocal6     *ebpf.Map `ebpf:"rt_local6"`
+	RtNeighbors  *ebpf.Map `ebpf:"rt_neighbors"`
+	RtNeighbors6 *ebpf.Map `ebpf:"rt_neighbors6"`
+	RtNexthops   *ebpf.Map `ebpf:"rt_nexthops"`
+	RtNhgroups   *ebpf.Map `ebpf:"rt_nhgroups"`
+	RtPorts      *ebpf.Map `ebpf:"rt_ports"`
+	RtSlowpath   *ebpf.Map `ebpf:"rt_slowpath"`
+	RtTbl24      *ebpf.Map `ebpf:"rt_tbl24"`
+	RtTbl8       *ebpf.Map `ebpf:"rt_tbl8"`
 }
 
 func (m *rtxdpMaps) Close() error {
 	return _RtxdpClose(
+		m.Rt6Groups,
+		m.Rt6Tbl16,
 		m.RtAcl,
 		m.RtCap,
 		m.RtCfg,
 		m.RtCounters,
 		m.RtLocal,
+		m.RtLocal6,
 		m.RtNeighbors,
+		m.RtNeighbors6,
 		m.RtNexthops,
 		m.RtNhgroups,
 		m.RtPorts,
@@ -374,11 +423,14 @@ func (m *rtxdpMaps) Close() error {
 type rtxdpVariables struct {
 	UnusedDistWire     *ebpf.Variable `ebpf:"unused_dist_wire"`
 	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit     *ebpf.Variable `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr   *ebpf.Variable `ebpf:"unused_ip6_nexthdr"`
 	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
 	UnusedRtAclAction  *ebpf.Variable `ebpf:"unused_rt_acl_action"`
 	UnusedRtDrop       *ebpf.Variable `ebpf:"unused_rt_drop"`
 	UnusedRtLimit      *ebpf.Variable `ebpf:"unused_rt_limit"`
 	UnusedRtLocalKind  *ebpf.Variable `ebpf:"unused_rt_local_kind"`
+	UnusedRtNeigh6Key  *ebpf.Variable `ebpf:"unused_rt_neigh6_key"`
 	UnusedRtNhgroup    *ebpf.Variable `ebpf:"unused_rt_nhgroup"`
 	UnusedRtSlow       *ebpf.Variable `ebpf:"unused_rt_slow"`
 	UnusedRtSlowMeta   *ebpf.Variable `ebpf:"unused_rt_slow_meta"`

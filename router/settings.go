@@ -174,6 +174,10 @@ func sameRIB(a, b *RIBConfig) bool {
 func portsText(ps []PortSpec) []string {
 	var out []string
 	for _, p := range ps {
+		if p.Address6.IsValid() {
+			out = append(out, fmt.Sprintf("%s vlan %d %s %s mtu %d", p.Name, p.VLAN, p.Address, p.Address6, p.MTU))
+			continue
+		}
 		out = append(out, fmt.Sprintf("%s vlan %d %s mtu %d", p.Name, p.VLAN, p.Address, p.MTU))
 	}
 	return out
@@ -185,12 +189,15 @@ func (a *Agent) writePorts(previous int) error {
 	a.ports = a.ports[:0]
 	local := map[netip.Addr]uint32{}
 	for i, pc := range a.set.Ports {
-		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address}
+		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address, Addr6: pc.Address6}
 		if err := a.dp.SetPort(p); err != nil {
 			return err
 		}
 		a.ports = append(a.ports, p)
 		local[p.Addr.Addr()] = LocalRouter
+		if p.Addr6.IsValid() {
+			local[p.Addr6.Addr()] = LocalRouter
+		}
 	}
 	for i := len(a.set.Ports); i < previous; i++ {
 		if err := a.dp.SetPort(Port{Index: uint16(i)}); err != nil {
@@ -203,21 +210,28 @@ func (a *Agent) writePorts(previous int) error {
 	for _, addr := range a.hostAddrs {
 		local[addr] = LocalHost
 	}
-	keep := map[uint32]bool{}
+	keep, keep6 := map[uint32]bool{}, map[[16]byte]bool{}
 	for addr, kind := range local {
 		if err := a.dp.SetLocal(addr, kind); err != nil {
 			return err
 		}
-		keep[be32(addr)] = true
+		if addr.Is6() {
+			keep6[addr.As16()] = true
+		} else {
+			keep[be32(addr)] = true
+		}
 	}
 	xdp.DeleteStale(a.dp.objs.RtLocal, func(k uint32, _ uint32) bool { return keep[k] })
+	xdp.DeleteStale(a.dp.objs.RtLocal6, func(k [16]byte, _ uint32) bool { return keep6[k] })
 	return nil
 }
 
 // samePorts says whether two lists of ports are the same but for their
 // names (a relabelling changes nothing in the data path).
 func samePorts(a, b []PortSpec) bool {
-	return slices.EqualFunc(a, b, func(x, y PortSpec) bool { return x.VLAN == y.VLAN && x.Address == y.Address && x.MTU == y.MTU })
+	return slices.EqualFunc(a, b, func(x, y PortSpec) bool {
+		return x.VLAN == y.VLAN && x.Address == y.Address && x.Address6 == y.Address6 && x.MTU == y.MTU
+	})
 }
 
 // changePorts serves new ports at run time. Every next hop names a port by

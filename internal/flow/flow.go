@@ -41,3 +41,21 @@ func Ports(ip []byte, ihl int) uint32 {
 func OfIPv4(ip []byte, ihl int, seed uint32) uint32 {
 	return Hash(binary.LittleEndian.Uint32(ip[12:]), binary.LittleEndian.Uint32(ip[16:]), Ports(ip, ihl), uint32(ip[9]), seed)
 }
+
+// Fold6 is bpf/ipv6.h's ip6_fold: an IPv6 address's four 32-bit words
+// XORed, read in host (little-endian) order as the data paths read them.
+func Fold6(a []byte) uint32 {
+	return binary.LittleEndian.Uint32(a[0:]) ^ binary.LittleEndian.Uint32(a[4:]) ^
+		binary.LittleEndian.Uint32(a[8:]) ^ binary.LittleEndian.Uint32(a[12:])
+}
+
+// OfIPv6 hashes an IPv6 packet (from its IP header) as the back-end's ECMP
+// does: the folded addresses, the Next Header, and the ports of TCP or UDP
+// right after the fixed header (extension headers are not walked).
+func OfIPv6(ip []byte, seed uint32) uint32 {
+	var ports uint32
+	if (ip[6] == 6 || ip[6] == 17) && len(ip) >= 44 {
+		ports = binary.BigEndian.Uint32(ip[40:])
+	}
+	return Hash(Fold6(ip[8:24]), Fold6(ip[24:40]), ports, uint32(ip[6]), seed)
+}
