@@ -15,8 +15,10 @@ import (
 // own `msr` process; the clients are ping, traceroute and bash's /dev/udp.
 //
 //	h1 192.0.2.10 --- e0 (VLAN 10, 192.0.2.1)  lb  e1 (VLAN 11, 198.51.100.1) --- h2 198.51.100.20
+//	   2001:db8:10::10       2001:db8:10::1     |      2001:db8:11::1               2001:db8:11::20
 //	                                           i0 --- sw --- r1, r2
 //
+// It is dual stack: every check is made over IPv4 and over IPv6.
 // The hosts compute their checksums themselves (tx_checksum: off): a veth
 // leaves TCP/UDP checksums to "hardware", and a frame an XDP program
 // forwards carries the unfinished one to the next host.
@@ -25,12 +27,12 @@ func routerLab(dir string) string {
 hosts:
   h1:
     interfaces:
-      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
-    routes: [{to: default, via: 192.0.2.1}]
+      eth0: {addresses: [192.0.2.10/24, "2001:db8:10::10/64"], xdp_pass: on, tx_checksum: off}
+    routes: [{to: default, via: 192.0.2.1}, {to: default, via: "2001:db8:10::1"}]
   h2:
     interfaces:
-      eth0: {addresses: [198.51.100.20/24], xdp_pass: on, tx_checksum: off}
-    routes: [{to: default, via: 198.51.100.1}]
+      eth0: {addresses: [198.51.100.20/24, "2001:db8:11::20/64"], xdp_pass: on, tx_checksum: off}
+    routes: [{to: default, via: 198.51.100.1}, {to: default, via: "2001:db8:11::1"}]
   lb:
     interfaces:
       e0: {mac: "02:00:00:00:e0:00"}
@@ -74,8 +76,8 @@ pin_dir: /sys/fs/bpf/msr-test-` + name + `
 socket: /run/msr/t-rt-` + name + `.sock
 capacity_mbps: 1000
 ports:
-  net1: {vlan: 10, address: 192.0.2.1/24}
-  net2: {vlan: 11, address: 198.51.100.1/24, mtu: 1000}
+  net1: {vlan: 10, address: 192.0.2.1/24, address6: "2001:db8:10::1/64"}
+  net2: {vlan: 11, address: 198.51.100.1/24, address6: "2001:db8:11::1/64", mtu: 1280}
 acl:
   - {action: deny, proto: udp, dst: 198.51.100.20/32, dport: "9999"}
 `
@@ -88,8 +90,8 @@ key_file: `+dir+`/key
 pin_dir: /sys/fs/bpf/msr-test-rt-lb
 mode: hash
 ports:
-  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
-  e1: {role: external, address: 198.51.100.1/24, vlan: 11}
+  e0: {role: external, address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10}
+  e1: {role: external, address: 198.51.100.1/24, address6: "2001:db8:11::1/64", vlan: 11}
   i0: {role: internal, default: true}
 backends:
   - {mac: "02:00:00:00:b0:01"}
@@ -159,14 +161,46 @@ backends:
 		t.Errorf("ping without a route:\n%s", out)
 	}
 
-	// Towards h2 the router's port has MTU 1000: a larger packet without DF
+	// Towards h2 the router's port has MTU 1280: a larger packet without DF
 	// is fragmented by the slow path and h2 answers it; with DF the sender
 	// hears Fragmentation Needed with the MTU.
-	if out, code := exec("h1", "ping", "-c", "1", "-w", "5", "-M", "dont", "-s", "1300", "198.51.100.20"); code != 0 || !strings.Contains(out, "1308 bytes from 198.51.100.20") {
-		t.Errorf("ping with 1300 bytes across a 1000-byte MTU (exit %d):\n%s", code, out)
+	if out, code := exec("h1", "ping", "-c", "1", "-w", "5", "-M", "dont", "-s", "1400", "198.51.100.20"); code != 0 || !strings.Contains(out, "1408 bytes from 198.51.100.20") {
+		t.Errorf("ping with 1400 bytes across a 1280-byte MTU (exit %d):\n%s", code, out)
 	}
-	if out, _ := exec("h1", "ping", "-c", "1", "-w", "3", "-M", "do", "-s", "1300", "198.51.100.20"); !strings.Contains(out, "mtu = 1000") {
-		t.Errorf("DF set across a 1000-byte MTU: no Fragmentation Needed with mtu = 1000:\n%s", out)
+	if out, _ := exec("h1", "ping", "-c", "1", "-w", "3", "-M", "do", "-s", "1400", "198.51.100.20"); !strings.Contains(out, "mtu = 1280") {
+		t.Errorf("DF set across a 1280-byte MTU: no Fragmentation Needed with mtu = 1280:\n%s", out)
+	}
+
+	// IPv6 (issue 15): the LB answers h1's and h2's solicitations for the
+	// router's addresses; a back-end solicits h2 through the LB, holding
+	// the first packet; ping6 across with the hop limit less one,
+	// traceroute6 across and to the router's far address, no route, Packet
+	// Too Big. (ICMPv6 to the router goes to the VCP, which this lab has
+	// not: TestDefaultLab pings the router's IPv6 addresses.)
+	out, code = exec("h1", "ping", "-6", "-c", "3", "-i", "0.2", "-w", "10", "2001:db8:11::20")
+	if code != 0 || !strings.Contains(out, "ttl=63") {
+		t.Fatalf("ping -6 h1 -> h2 (exit %d):\n%s\n%s", code, out, logs())
+	}
+	out, code = exec("h1", "traceroute", "-6", "-n", "-q", "1", "-w", "2", "-m", "5", "2001:db8:11::1")
+	hops = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\S+)`).FindAllStringSubmatch(out, -1)
+	if code != 0 || len(hops) != 1 || hops[0][2] != "2001:db8:11::1" {
+		t.Errorf("traceroute -6 to the router's far address (exit %d): want one hop, 2001:db8:11::1:\n%s", code, out)
+	}
+	out, code = exec("h1", "traceroute", "-6", "-n", "-q", "1", "-w", "2", "-m", "5", "2001:db8:11::20")
+	hops = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\S+)`).FindAllStringSubmatch(out, -1)
+	if code != 0 || len(hops) != 2 || hops[0][2] != "2001:db8:10::1" || hops[1][2] != "2001:db8:11::20" {
+		t.Errorf("traceroute -6 (exit %d): want hops 2001:db8:10::1 then 2001:db8:11::20:\n%s", code, out)
+	}
+	out, _ = exec("h1", "ping", "-6", "-c", "1", "-w", "3", "2001:db8:99::5")
+	if !strings.Contains(out, "From 2001:db8:10::1") || !strings.Contains(out, "unreachable") {
+		t.Errorf("ping -6 without a route:\n%s", out)
+	}
+	if out, _ := exec("h1", "ping", "-6", "-c", "1", "-w", "3", "-M", "do", "-s", "1400", "2001:db8:11::20"); !strings.Contains(out, "mtu=1280") {
+		t.Errorf("ping -6 with 1400 bytes across a 1280-byte MTU: no Packet Too Big with mtu=1280:\n%s", out)
+	}
+	// Having heard it, h1 fragments itself, and h2 answers.
+	if out, code := exec("h1", "ping", "-6", "-c", "1", "-w", "5", "-s", "1400", "2001:db8:11::20"); code != 0 || !strings.Contains(out, "1408 bytes from 2001:db8:11::20") {
+		t.Errorf("ping -6 with 1400 bytes after Packet Too Big (exit %d):\n%s", code, out)
 	}
 
 	// The ACL drops UDP to h2:9999, counted on whichever back-end got it.

@@ -229,8 +229,8 @@ func (h *HostSpec) check(name string, addrs map[netip.Addr]config.Pos) error {
 			return err
 		}
 		for _, p := range ifc.Addresses {
-			if !p.Addr().Is4() {
-				return ifc.Pos.Errorf("%s:%s: address %s is not IPv4", name, ifname, p)
+			if !p.Addr().Is4() && (!p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().IsMulticast()) {
+				return ifc.Pos.Errorf("%s:%s: address %s is neither IPv4 nor a unicast IPv6 address", name, ifname, p)
 			}
 			if prev, clash := addrs[p.Addr()]; clash {
 				return ifc.Pos.Errorf("%s:%s: address %s is already used at %s", name, ifname, p.Addr(), prev)

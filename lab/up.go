@@ -366,7 +366,14 @@ func (b *builder) addresses() error {
 		h := b.spec.Hosts[host]
 		for _, ifname := range sortedKeys(h.Interfaces) {
 			for _, p := range h.Interfaces[ifname].Addresses {
-				if err := run("ip", "-n", b.ns(host), "addr", "add", p.String(), "dev", ifname); err != nil {
+				args := []string{"-n", b.ns(host), "addr", "add", p.String(), "dev", ifname}
+				if p.Addr().Is6() {
+					// No duplicate address detection: the address is
+					// usable at once, and the lab gives out each once
+					// (spec.go checks).
+					args = append(args, "nodad")
+				}
+				if err := run("ip", args...); err != nil {
 					return err
 				}
 			}
@@ -380,6 +387,9 @@ func (b *builder) routes() error {
 		h := b.spec.Hosts[host]
 		for _, r := range h.Routes {
 			args := []string{"-n", b.ns(host), "route", "add", r.To}
+			if r.Via.Is6() || strings.Contains(r.To, ":") {
+				args = []string{"-n", b.ns(host), "-6", "route", "add", r.To}
+			}
 			if r.Via.IsValid() {
 				args = append(args, "via", r.Via.String())
 			}

@@ -197,10 +197,11 @@ func (a *Agent) program(ifi *net.Interface) error {
 	} else {
 		a.adopted = a.dp.FIB.Len() > len(a.ports)
 	}
-	for _, p := range a.ports {
-		if err := a.setRoute(p.Addr.Masked(), nil); err != nil {
-			return err
-		}
+	// The IPv6 FIB is not adopted yet: it starts empty, and the RIB feed
+	// fills it again.
+	a.dp.FIB6.Reset()
+	if err := a.setConnected(); err != nil {
+		return err
 	}
 	for _, r := range a.cfg.Routes {
 		if err := a.setRoute(r.To, r.Via); err != nil {
@@ -247,10 +248,14 @@ func (a *Agent) adoptNeighbors() {
 		ip := netip.AddrFrom4([4]byte{byte(k.Ip), byte(k.Ip >> 8), byte(k.Ip >> 16), byte(k.Ip >> 24)})
 		a.neigh[NeighborKey{ip, k.Vlan}] = &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)}
 	}
+	var k6 rtxdpRtNeigh6Key
+	for it := a.dp.objs.RtNeighbors6.Iterate(); it.Next(&k6, &v); {
+		a.neigh[NeighborKey{netip.AddrFrom16(k6.Ip), k6.Vlan}] = &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)}
+	}
 	for key := range a.neigh {
 		if port, ok := a.portOfVLAN(key.VLAN); ok {
 			a.pending[key] = &pendingARP{tries: 1, sent: now}
-			a.arpRequest(key, port)
+			a.solicit(key, port)
 		}
 	}
 }
@@ -293,11 +298,44 @@ func (a *Agent) deleteLearned(p netip.Prefix) error {
 
 func (a *Agent) isConnected(p netip.Prefix) bool {
 	for _, port := range a.ports {
-		if port.Addr.Masked() == p.Masked() {
+		if port.Addr.Masked() == p.Masked() || port.Addr6.IsValid() && port.Addr6.Masked() == p.Masked() {
 			return true
 		}
 	}
 	return false
+}
+
+// setConnected routes each port's subnets to the port. Call with a.mu
+// held (or before Run).
+func (a *Agent) setConnected() error {
+	for _, p := range a.ports {
+		if err := a.setRoute(p.Addr.Masked(), nil); err != nil {
+			return err
+		}
+		if p.Addr6.IsValid() {
+			if err := a.setRoute(p.Addr6.Masked(), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// table is the longest-prefix-match table of one family: FIB or FIB6.
+type table interface {
+	Set(netip.Prefix, uint32) error
+	Delete(netip.Prefix) error
+	Routes() map[netip.Prefix]uint32
+	Lookup(netip.Addr) uint32
+	Len() int
+}
+
+// fib is the table of addr's family.
+func (a *Agent) fib(addr netip.Addr) table {
+	if addr.Is6() && !addr.Is4In6() {
+		return a.dp.FIB6
+	}
+	return a.dp.FIB
 }
 
 // DeleteRoute removes a route.
@@ -305,8 +343,9 @@ func (a *Agent) DeleteRoute(p netip.Prefix) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p = p.Masked()
-	old := a.dp.FIB.Routes()[p]
-	if err := a.dp.FIB.Delete(p); err != nil {
+	fib := a.fib(p.Addr())
+	old := fib.Routes()[p]
+	if err := fib.Delete(p); err != nil {
 		return err
 	}
 	a.nh.release(old)
@@ -327,6 +366,9 @@ func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
 		keys = append(keys, nhKey{port: port})
 	}
 	for _, gw := range via {
+		if gw.Is6() != p.Addr().Is6() {
+			return fmt.Errorf("route %s via %s: the gateway's family is not the route's", p, gw)
+		}
 		port, ok := a.portOf(gw)
 		if !ok {
 			return fmt.Errorf("route %s via %s: %w", p, gw, ErrNoPort)
@@ -339,8 +381,9 @@ func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	old := a.dp.FIB.Routes()[p]
-	if err := a.dp.FIB.Set(p, g); err != nil {
+	fib := a.fib(p.Addr())
+	old := fib.Routes()[p]
+	if err := fib.Set(p, g); err != nil {
 		a.nh.release(g)
 		return err
 	}
@@ -350,7 +393,7 @@ func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
 
 func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
 	for _, p := range a.ports {
-		if p.Addr.Masked().Contains(addr) {
+		if p.Addr.Masked().Contains(addr) || p.Addr6.IsValid() && p.Addr6.Masked().Contains(addr) {
 			return p.Index, true
 		}
 	}
@@ -467,7 +510,7 @@ func (a *Agent) sendHello() {
 func (a *Agent) routeCount() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.dp.FIB.Len()
+	return a.dp.FIB.Len() + a.dp.FIB6.Len()
 }
 
 func (a *Agent) count(what string, n uint64) {
@@ -514,8 +557,18 @@ func (a *Agent) Routes() []routerapi.RouteInfo {
 	for p, g := range a.dp.FIB.Routes() {
 		out = append(out, a.routeInfo(p, g))
 	}
+	for p, g := range a.dp.FIB6.Routes() {
+		out = append(out, a.routeInfo(p, g))
+	}
 	a.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Prefix < out[j].Prefix })
+	// IPv4 first, each family by address then length.
+	sort.Slice(out, func(i, j int) bool {
+		p, q := netip.MustParsePrefix(out[i].Prefix), netip.MustParsePrefix(out[j].Prefix)
+		if c := p.Addr().Compare(q.Addr()); c != 0 {
+			return c < 0
+		}
+		return p.Bits() < q.Bits()
+	})
 	return a.withOrigins(out)
 }
 
@@ -526,7 +579,7 @@ func (a *Agent) Route(p netip.Prefix) []routerapi.RouteInfo {
 
 // Lookup returns the FIB's longest match for addr, if there is one.
 func (a *Agent) Lookup(addr netip.Addr) []routerapi.RouteInfo {
-	return a.withOrigins(a.longestMatch(addr, 32, 0))
+	return a.withOrigins(a.longestMatch(addr, addr.BitLen(), 0))
 }
 
 // longestMatch is the FIB's longest route for addr of length most down to
@@ -534,7 +587,7 @@ func (a *Agent) Lookup(addr netip.Addr) []routerapi.RouteInfo {
 func (a *Agent) longestMatch(addr netip.Addr, most, least int) []routerapi.RouteInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	routes := a.dp.FIB.Routes()
+	routes := a.fib(addr).Routes()
 	for bits := most; bits >= least; bits-- {
 		p := netip.PrefixFrom(addr, bits).Masked()
 		if g, ok := routes[p]; ok {
@@ -607,7 +660,8 @@ func (a *Agent) Status() *routerapi.Status {
 	ready := a.ready()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &routerapi.Status{Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes(),
+	s := &routerapi.Status{Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes() + a.dp.FIB6.Changes(),
+		Routes6: a.dp.FIB6.Len(), FIB6GroupsUsed: a.dp.FIB6.GroupsUsed(), FIB6Groups: a.dp.FIB6.Groups(),
 		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
 	if st != nil {
 		s.CapDrop = st.Drops["cap"]

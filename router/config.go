@@ -187,6 +187,11 @@ func (c *FileConfig) complete() error {
 		}
 	}
 	for _, r := range c.Routes {
+		for _, gw := range r.Via {
+			if gw.Is6() != r.To.Addr().Is6() {
+				return r.Pos.Errorf("route to %s: gateway %s is of the other address family", r.To, gw)
+			}
+		}
 		if err := c.checkVia(r.Via); err != nil {
 			return r.Pos.Errorf("route to %s: %v", r.To, err)
 		}

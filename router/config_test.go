@@ -13,13 +13,15 @@ interface: eth0
 capacity_mbps: 500
 ports:
   x: {vlan: 10, address: 192.0.2.2/24}
-  y: {vlan: 11, address: 198.51.100.2/24, mtu: 9000}
+  y: {vlan: 11, address: 198.51.100.2/24, address6: "2001:db8:11::2/64", mtu: 9000}
 routes:
   - {to: 203.0.113.0/24, via: [192.0.2.10, 198.51.100.10]}
+  - {to: "2001:db8:99::/48", via: ["2001:db8:11::10"]}
 acl:
   - {action: deny, proto: udp, dport: 5000-5009}
   - {action: permit, src: 10.0.0.0/8}
 rib: {neighbor: 10.0.0.1, asn: 65000}
+fib6_groups: 1024
 `
 
 func loadRouter(t *testing.T, text string) (*AgentConfig, error) {
@@ -36,6 +38,9 @@ func TestLoadConfig(t *testing.T) {
 	if c.ID == 0 || c.CapacityMbps != 500 || c.Ports[0].Name != "x" || c.Ports[0].MTU != 1500 || c.Ports[1].MTU != 9000 || len(c.Routes[0].Via) != 2 ||
 		c.RIB.ASN != 65000 || c.Socket != "/run/msr/router-r1.sock" || c.HoldMultiplier != 3 || len(c.Warnings) != 0 {
 		t.Errorf("%+v", c)
+	}
+	if c.Ports[1].Address6.String() != "2001:db8:11::2/64" || c.Ports[0].Address6.IsValid() || c.FIB6Groups != 1024 {
+		t.Errorf("IPv6: ports %+v, fib6_groups %d", c.Ports, c.FIB6Groups)
 	}
 	if c.CapacityPPS != 0 {
 		t.Errorf("capacity_pps %d by default, want 0 (no cap)", c.CapacityPPS)
@@ -59,13 +64,19 @@ func TestLoadConfig(t *testing.T) {
 		{"vlan: 11", "vlan: 4095", ":7:6: port y needs a VLAN id 1-4094"},
 		{"address: 198.51.100.2/24", "address: 2001:db8::2/64", ":7:6: port y needs a VLAN id 1-4094 and an IPv4 address"},
 		{"mtu: 9000", "mtu: 500", ":7:6: port y: MTU 500 below"},
+		{"mtu: 9000", "mtu: 1000", ":7:6: port y: MTU 1000 below IPv6's 1280"},
+		{`address6: "2001:db8:11::2/64"`, `address6: "fe80::2/64"`, ":7:6: port y: address6 fe80::2/64 is not a global IPv6 address"},
+		{`address6: "2001:db8:11::2/64"`, `address6: "192.0.2.9/24"`, ":7:6: port y: address6 192.0.2.9/24 is not a global IPv6 address"},
+		{`via: ["2001:db8:11::10"]`, `via: [192.0.2.10]`, ":10:5: route to 2001:db8:99::/48: gateway 192.0.2.10 is of the other address family"},
+		{`via: ["2001:db8:11::10"]`, `via: ["2001:db8:12::10"]`, ":10:5: route to 2001:db8:99::/48: gateway 2001:db8:12::10 is on no port's subnet"},
+		{"fib6_groups: 1024", "fib6_groups: 8", ":1:1: fib6_groups 8: 16 to"},
 		{"via: [192.0.2.10, 198.51.100.10]", "via: [203.0.113.9]", ":9:5: route to 203.0.113.0/24: gateway 203.0.113.9 is on no port's subnet"},
 		{"via: [192.0.2.10, 198.51.100.10]", "via: []", ":9:5: route to 203.0.113.0/24: 1 to"},
-		{"action: deny", "action: drop", ":11:5: ACL rule: action \"drop\""},
-		{"proto: udp", "proto: 17x", ":11:5: ACL rule: proto \"17x\""},
-		{"dport: 5000-5009", "dport: 5000-5009x", ":11:5: ACL rule: port \"5000-5009x\""},
-		{"dport: 5000-5009", "dport: 5009-5000", ":11:5: ACL rule: port \"5009-5000\""},
-		{"src: 10.0.0.0/8", "src: 10.0.0.0/8, dport: 80", ":12:5: ACL rule: ports need proto tcp or udp"},
+		{"action: deny", "action: drop", ":12:5: ACL rule: action \"drop\""},
+		{"proto: udp", "proto: 17x", ":12:5: ACL rule: proto \"17x\""},
+		{"dport: 5000-5009", "dport: 5000-5009x", ":12:5: ACL rule: port \"5000-5009x\""},
+		{"dport: 5000-5009", "dport: 5009-5000", ":12:5: ACL rule: port \"5009-5000\""},
+		{"src: 10.0.0.0/8", "src: 10.0.0.0/8, dport: 80", ":13:5: ACL rule: ports need proto tcp or udp"},
 		{"asn: 65000", "asn: 0", ":1:1: rib: asn 0 is reserved"},
 		{"capacity_mbps: 500", "capacity: 500", ":4:1: unknown key \"capacity\""},
 		{"capacity_mbps: 500", "capacity_mbps: 500\ncapacity_pps: 100000001", ":1:1: capacity_pps 100000001: at most 100000000"},

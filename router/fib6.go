@@ -52,6 +52,9 @@ func NewFIB6(first int, tbl0, groups []uint32) (*FIB6, error) {
 func (f *FIB6) Len() int        { return len(f.routes) }
 func (f *FIB6) GroupsUsed() int { return len(f.groups)/256 - len(f.free) }
 
+// Groups is the size of the group pool.
+func (f *FIB6) Groups() int { return len(f.groups) / 256 }
+
 // Changes counts the writes that changed what a lookup can return.
 func (f *FIB6) Changes() uint64 { return f.changes }
 
@@ -242,3 +245,18 @@ func (f *FIB6) Lookup(addr netip.Addr) uint32 {
 // SetAll loads many routes, shortest first, so that each entry is written
 // as few times as possible.
 func (f *FIB6) SetAll(routes map[netip.Prefix]uint32) error { return setShortestFirst(routes, f.Set) }
+
+// Reset empties the table: tbl0 zeroed first, so no lookup reaches a
+// group while the groups are given back.
+func (f *FIB6) Reset() {
+	for i := range f.tbl0 {
+		atomic.StoreUint32(&f.tbl0[i], 0)
+	}
+	clear(f.depth0)
+	clear(f.depthG)
+	f.free = f.free[:0]
+	for g := len(f.groups)/256 - 1; g >= 0; g-- {
+		f.free = append(f.free, uint32(g))
+	}
+	f.routes = map[netip.Prefix]uint32{}
+}

@@ -245,19 +245,19 @@ func (a *Agent) changePorts(old []PortSpec) (bool, error) {
 	if samePorts(old, a.set.Ports) {
 		return false, nil
 	}
-	for p, g := range maps.Collect(maps.All(a.dp.FIB.Routes())) {
-		if err := a.dp.FIB.Delete(p); err != nil {
-			return true, err
+	for _, fib := range []table{a.dp.FIB, a.dp.FIB6} {
+		for p, g := range maps.Collect(maps.All(fib.Routes())) {
+			if err := fib.Delete(p); err != nil {
+				return true, err
+			}
+			a.nh.release(g)
 		}
-		a.nh.release(g)
 	}
 	if err := a.writePorts(len(old)); err != nil {
 		return true, err
 	}
-	for _, p := range a.ports {
-		if err := a.setRoute(p.Addr.Masked(), nil); err != nil {
-			return true, err
-		}
+	if err := a.setConnected(); err != nil {
+		return true, err
 	}
 	for _, r := range a.cfg.Routes {
 		if err := a.setRoute(r.To, r.Via); err != nil {

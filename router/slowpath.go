@@ -35,6 +35,16 @@ func (a *Agent) handleSlow(sample []byte) {
 	case uint32(rtxdpRtSlowRT_SLOW_ARP):
 		a.learnARP(frame)
 		return
+	case uint32(rtxdpRtSlowRT_SLOW_NDP):
+		a.learnNDP(frame)
+		return
+	}
+	if len(frame) >= 14+40 && binary.BigEndian.Uint16(frame[12:]) == 0x86dd {
+		pkt := bytes.Clone(frame[14:])
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.handleSlow6(meta.Reason, meta.Nexthop, pkt)
+		return
 	}
 	if len(frame) < 34 {
 		return
@@ -127,14 +137,18 @@ func (a *Agent) icmpError(pkt []byte, typ, code uint8, mtu uint16) {
 	a.send(icmpErrorPacket(pkt, from, typ, code, mtu))
 }
 
-// addressTowards is the address of the router's port on the route to dst.
+// addressTowards is the address of the router's port on the route to dst,
+// of dst's family.
 func (a *Agent) addressTowards(dst netip.Addr) (netip.Addr, bool) {
-	g := a.dp.FIB.Lookup(dst)
+	g := a.fib(dst).Lookup(dst)
 	nhs := a.nh.group(g)
 	if len(nhs) == 0 {
 		return netip.Addr{}, false
 	}
 	k, _ := a.nh.next(nhs[0])
+	if dst.Is6() {
+		return a.ports[k.port].Addr6.Addr(), a.ports[k.port].Addr6.IsValid()
+	}
 	return a.ports[k.port].Addr.Addr(), true
 }
 
@@ -148,6 +162,12 @@ func (a *Agent) send(pkt []byte) {
 		return
 	}
 	k, _ := a.nh.next(nhs[0])
+	a.sendVia(k, dst, 0x0800, pkt)
+}
+
+// sendVia sends pkt (of etherType) to dst through next hop k, or holds it
+// while its neighbour is asked for.
+func (a *Agent) sendVia(k nhKey, dst netip.Addr, etherType uint16, pkt []byte) {
 	port := a.ports[k.port]
 	target := k.gw
 	if !target.IsValid() {
@@ -155,7 +175,7 @@ func (a *Agent) send(pkt []byte) {
 	}
 	key := NeighborKey{target, port.VLAN}
 	if n, ok := a.neigh[key]; ok {
-		a.transmit(n.mac, port.VLAN, 0x0800, pkt)
+		a.transmit(n.mac, port.VLAN, etherType, pkt)
 		return
 	}
 	p := a.pending[key]
@@ -169,7 +189,7 @@ func (a *Agent) send(pkt []byte) {
 		a.counters["held_dropped"]++
 	}
 	if p.tries == 0 {
-		a.arpRequest(key, port)
+		a.solicit(key, port)
 		p.tries, p.sent = 1, time.Now()
 	}
 }
@@ -205,16 +225,21 @@ func (a *Agent) learnARP(f []byte) {
 	if port == nil || ip == port.Addr.Addr() || mac[0]&1 != 0 {
 		return
 	}
-	key := NeighborKey{ip, vlan}
-	if err := a.dp.SetNeighbor(ip, vlan, mac); err != nil {
-		a.log.Error("set neighbour", "ip", ip, "err", err)
+	a.learned(NeighborKey{ip, vlan}, mac, 0x0800)
+}
+
+// learned records a neighbour's MAC in the data path and sends what was
+// held for it (packets of etherType). Call with a.mu held.
+func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16) {
+	if err := a.dp.SetNeighbor(key.IP, key.VLAN, mac); err != nil {
+		a.log.Error("set neighbour", "ip", key.IP, "err", err)
 		return
 	}
 	a.neigh[key] = &neighbor{mac: mac, updated: time.Now()}
 	if p := a.pending[key]; p != nil {
 		delete(a.pending, key)
 		for _, pkt := range p.packets {
-			a.transmit(mac, vlan, 0x0800, pkt)
+			a.transmit(mac, key.VLAN, etherType, pkt)
 		}
 	}
 }
@@ -253,7 +278,7 @@ func (a *Agent) tickNeighbors(now time.Time) {
 			continue
 		}
 		if port, ok := a.portOfVLAN(k.VLAN); ok {
-			a.arpRequest(k, port)
+			a.solicit(k, port)
 		}
 		p.tries++
 		p.sent = now
@@ -267,7 +292,7 @@ func (a *Agent) tickNeighbors(now time.Time) {
 		case age > neighRefresh && a.pending[k] == nil:
 			if port, ok := a.portOfVLAN(k.VLAN); ok {
 				a.pending[k] = &pendingARP{tries: 1, sent: now}
-				a.arpRequest(k, port)
+				a.solicit(k, port)
 			}
 		}
 	}

@@ -44,8 +44,13 @@ type Capacity struct {
 type Status struct {
 	Name     string `json:"name"`
 	ID       uint64 `json:"id"`
-	Routes   int    `json:"routes"`
+	Routes   int    `json:"routes"` // IPv4
 	Tbl8Used int    `json:"tbl8_groups_used"`
+	// Routes6 are the IPv6 FIB's routes; FIB6Groups its groups in use and
+	// in its pool.
+	Routes6        int `json:"routes6"`
+	FIB6GroupsUsed int `json:"fib6_groups_used"`
+	FIB6Groups     int `json:"fib6_groups"`
 	// FIBChanges counts routes added, changed and deleted since start.
 	FIBChanges uint64 `json:"fib_changes"`
 	// RIB is the RIB feed's session and paths, with a feed.

@@ -1,0 +1,190 @@
+package router
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/msr-router/msr/internal/inet"
+)
+
+// The slow path's IPv6: what route6 in bpf/router.bpf.c hands to the
+// agent, answered as slowpath.go answers IPv4 — ICMPv6 errors (RFC 4443)
+// from the router's address on the port towards the source, echo,
+// Neighbor Discovery (RFC 4861) towards next hops with the first packets
+// held, and Hop-by-Hop packets forwarded in software.
+
+// handleSlow6 handles one event's IPv6 packet. Call with a.mu held.
+func (a *Agent) handleSlow6(reason, nexthop uint32, pkt []byte) {
+	end := 40 + int(binary.BigEndian.Uint16(pkt[4:]))
+	if end > len(pkt) {
+		return // cut by the snapshot length: nothing to answer with
+	}
+	pkt = pkt[:end]
+	switch reason {
+	case uint32(rtxdpRtSlowRT_SLOW_TTL):
+		a.icmp6Error(pkt, icmp6TimeExceeded, 0, 0) // hop limit exceeded in transit
+	case uint32(rtxdpRtSlowRT_SLOW_NO_ROUTE):
+		a.icmp6Error(pkt, icmp6Unreachable, 0, 0) // no route to destination
+	case uint32(rtxdpRtSlowRT_SLOW_FRAG_NEEDED):
+		a.icmp6Error(pkt, icmp6PacketTooBig, 0, uint32(a.mtuOf(nexthop)))
+	case uint32(rtxdpRtSlowRT_SLOW_LOCAL):
+		a.local6(pkt)
+	case uint32(rtxdpRtSlowRT_SLOW_OPTIONS):
+		a.forwardHopByHop(pkt)
+	case uint32(rtxdpRtSlowRT_SLOW_UNRESOLVED):
+		a.send6(decHopLimit(pkt))
+	}
+}
+
+// forwardHopByHop forwards a packet with Hop-by-Hop Options (RFC 8200
+// §4.3): its header must lie within the packet (else Parameter Problem
+// pointing at its length), and it goes on as any other.
+func (a *Agent) forwardHopByHop(pkt []byte) {
+	if len(pkt) < 48 || 40+(int(pkt[41])+1)*8 > len(pkt) {
+		a.counters["bad_extension"]++
+		a.icmp6Error(pkt, icmp6ParamProblem, 0, 41)
+		return
+	}
+	if pkt[7] <= 1 {
+		a.icmp6Error(pkt, icmp6TimeExceeded, 0, 0)
+		return
+	}
+	if len(pkt) > int(a.mtuTowards(netip.AddrFrom16([16]byte(pkt[24:40])))) {
+		a.icmp6Error(pkt, icmp6PacketTooBig, 0, uint32(a.mtuTowards(netip.AddrFrom16([16]byte(pkt[24:40])))))
+		return
+	}
+	a.send6(decHopLimit(pkt))
+}
+
+// mtuTowards is the MTU of the port on the route to dst (0: no route).
+func (a *Agent) mtuTowards(dst netip.Addr) uint16 {
+	nhs := a.nh.group(a.fib(dst).Lookup(dst))
+	if len(nhs) == 0 {
+		return 0
+	}
+	return a.mtuOf(nhs[0])
+}
+
+// local6 answers what is addressed to the router itself: echo, and UDP
+// with Port Unreachable (so traceroute6 to the router ends); the rest is
+// dropped (routing and management went to the VCP at the LB).
+func (a *Agent) local6(pkt []byte) {
+	proto, off, ok := transport6(pkt)
+	switch {
+	case !ok:
+		a.counters["bad_extension"]++
+	case proto == 58 && off+8 <= len(pkt) && pkt[off] == icmp6EchoRequest:
+		msg := pkt[off:]
+		src, dst := netip.AddrFrom16([16]byte(pkt[8:24])), netip.AddrFrom16([16]byte(pkt[24:40]))
+		if inet.PseudoChecksum6(src, dst, 58, msg) != 0 {
+			a.counters["bad_checksum"]++
+			return
+		}
+		a.counters["echo_replies"]++
+		a.send6(echoReply6(pkt, msg))
+	case proto == 17:
+		// Port unreachable, from the address it was sent to (RFC 4443
+		// §2.2): traceroute6 to any of the router's addresses ends there.
+		a.icmp6ErrorFrom(pkt, netip.AddrFrom16([16]byte(pkt[24:40])), icmp6Unreachable, 4, 0)
+	default:
+		a.counters["local_dropped"]++
+	}
+}
+
+// icmp6Error sends an ICMPv6 error about pkt: rate-limited with the IPv4
+// errors, from the router's IPv6 address on the port towards the source.
+func (a *Agent) icmp6Error(pkt []byte, typ, code uint8, param uint32) {
+	from, ok := a.addressTowards(netip.AddrFrom16([16]byte(pkt[8:24])))
+	if !ok {
+		a.counters["icmp6_no_address"]++
+		return
+	}
+	a.icmp6ErrorFrom(pkt, from, typ, code, param)
+}
+
+// icmp6ErrorFrom sends an ICMPv6 error about pkt from the address given.
+func (a *Agent) icmp6ErrorFrom(pkt []byte, from netip.Addr, typ, code uint8, param uint32) {
+	if !icmp6ErrorAllowed(pkt) {
+		return
+	}
+	if !a.icmp.take(time.Now()) {
+		a.counters["icmp_rate_limited"]++
+		return
+	}
+	a.counters["icmp6_errors"]++
+	a.send6(icmp6ErrorPacket(pkt, from, typ, code, param))
+}
+
+// send6 routes an IPv6 packet the agent made or forwards, as send does
+// IPv4: lookup, next hop, neighbour (or hold and solicit), tagged frame.
+func (a *Agent) send6(pkt []byte) {
+	dst := netip.AddrFrom16([16]byte(pkt[24:40]))
+	nhs := a.nh.group(a.dp.FIB6.Lookup(dst))
+	if len(nhs) == 0 {
+		a.counters["no_route_slow"]++
+		return
+	}
+	k, _ := a.nh.next(nhs[0])
+	a.sendVia(k, dst, 0x86dd, pkt)
+}
+
+// solicit asks for a neighbour on its port's VLAN: ARP for IPv4, a
+// Neighbor Solicitation for IPv6 (from the port's IPv6 address: a port
+// without one has no IPv6 neighbours).
+func (a *Agent) solicit(k NeighborKey, port Port) {
+	if !k.IP.Is6() {
+		a.arpRequest(k, port)
+		return
+	}
+	if !port.Addr6.IsValid() {
+		a.counters["ndp_no_address"]++
+		return
+	}
+	a.counters["ndp_solicitations"]++
+	_, group := inet.SolicitedNode(k.IP)
+	a.transmit(group, k.VLAN, 0x86dd, neighborSolicitation(a.mac, port.Addr6.Addr(), k.IP))
+}
+
+// learnNDP takes a (tagged) NDP frame the LBs relay to the back-ends: an
+// advertisement's target, or a solicitation's source, with its link-layer
+// address, if it is on the port of that VLAN; the packets held for it go.
+func (a *Agent) learnNDP(f []byte) {
+	if len(f) < 18+40 || binary.BigEndian.Uint16(f[12:]) != 0x8100 || binary.BigEndian.Uint16(f[16:]) != 0x86dd {
+		return
+	}
+	vlan := binary.BigEndian.Uint16(f[14:]) & 0xfff
+	pkt := f[18:]
+	msg, ok := ndpMessage(pkt)
+	if !ok {
+		a.count("bad_ndp", 1)
+		return
+	}
+	var ip netip.Addr
+	var mac []byte
+	switch msg[0] {
+	case icmp6NeighborAdv:
+		ip = netip.AddrFrom16([16]byte(msg[8:24]))
+		mac, ok = ndpOption(msg[24:], 2)
+	case icmp6NeighborSol:
+		ip = netip.AddrFrom16([16]byte(pkt[8:24]))
+		mac, ok = ndpOption(msg[24:], 1)
+	default:
+		return
+	}
+	if !ok || ip.IsUnspecified() || ip.IsMulticast() || mac[0]&1 != 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var port *Port
+	for i := range a.ports {
+		if a.ports[i].VLAN == vlan && a.ports[i].Addr6.IsValid() && a.ports[i].Addr6.Masked().Contains(ip) {
+			port = &a.ports[i]
+		}
+	}
+	if port == nil || ip == port.Addr6.Addr() {
+		return
+	}
+	a.learned(NeighborKey{ip, vlan}, mac, 0x86dd)
+}
