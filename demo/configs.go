@@ -19,11 +19,14 @@ import (
 
 // Lab-wide facts the demo and its tests use.
 const (
-	H1, H2, H3  = "192.0.2.10", "198.51.100.10", "203.0.113.10"
-	OSPFHost    = "10.99.0.1"    // on ospf1's loopback, in the route it originates
-	OSPFRoute   = "10.99.0.0/16" // what ospf1 originates
-	RouterAddr1 = "192.0.2.1"    // the router's address on h1's network
-	VCPAPI      = "10.0.0.1:8179"
+	H1, H2, H3 = "192.0.2.10", "198.51.100.10", "203.0.113.10"
+	// The hosts' IPv6 addresses: the lab is dual stack.
+	H1v6, H2v6, H3v6 = "2001:db8:10::10", "2001:db8:11::10", "2001:db8:12::10"
+	OSPFHost         = "10.99.0.1"    // on ospf1's loopback, in the route it originates
+	OSPFRoute        = "10.99.0.0/16" // what ospf1 originates
+	RouterAddr1      = "192.0.2.1"    // the router's address on h1's network
+	RouterAddr1v6    = "2001:db8:10::1"
+	VCPAPI           = "10.0.0.1:8179"
 )
 
 var configs = template.Must(template.New("").Parse(`
@@ -32,8 +35,8 @@ key_file: {{.Run}}/key
 api_listen: 10.0.0.31:8181
 {{template "apisec" .}}pin_dir: /sys/fs/bpf/msr-default-lb1
 ports:
-  e0: {role: external, address: 192.0.2.1/24, vlan: 10}
-  e1: {role: external, address: 198.51.100.1/24, vlan: 11}
+  e0: {role: external, address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10}
+  e1: {role: external, address: 198.51.100.1/24, address6: "2001:db8:11::1/64", vlan: 11}
   i0: {role: internal, default: true}
 {{end}}
 {{define "lb2"}}name: lb2
@@ -41,7 +44,7 @@ key_file: {{.Run}}/key
 api_listen: 10.0.0.32:8181
 {{template "apisec" .}}pin_dir: /sys/fs/bpf/msr-default-lb2
 ports:
-  e0: {role: external, address: 203.0.113.1/24, vlan: 12}
+  e0: {role: external, address: 203.0.113.1/24, address6: "2001:db8:12::1/64", vlan: 12}
   i0: {role: internal, default: true}
   i1: {role: internal}
 {{end}}
@@ -61,9 +64,9 @@ lbs:
   lb1: {api: 10.0.0.31:8181}
   lb2: {api: 10.0.0.32:8181}
 external_ports:
-  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10, description: "to h1"}
-  - {lb: lb1, mac: "02:00:00:00:e1:00", address: 198.51.100.1/24, vlan: 11, description: "to h2 and ospf1"}
-  - {lb: lb2, mac: "02:00:00:00:e2:00", address: 203.0.113.1/24, vlan: 12, description: "to h3 and bgp1"}
+  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10, description: "to h1"}
+  - {lb: lb1, mac: "02:00:00:00:e1:00", address: 198.51.100.1/24, address6: "2001:db8:11::1/64", vlan: 11, description: "to h2 and ospf1"}
+  - {lb: lb2, mac: "02:00:00:00:e2:00", address: 203.0.113.1/24, address6: "2001:db8:12::1/64", vlan: 12, description: "to h3 and bgp1"}
 # SNMP at the router's addresses (docs/operations.md): v2c "public",
 # a v3 user, link traps to h1.
 snmp:
@@ -82,6 +85,7 @@ routing:
   run_dir: {{.Run}}/{{.Name}}
   bgp:
     - {neighbor: 203.0.113.20, asn: 65020, hold_time: 9}
+    - {neighbor: "2001:db8:12::20", asn: 65020, hold_time: 9}
   ospf:
     - {vlan: 11}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
@@ -101,9 +105,16 @@ router bgp 65020
  bgp graceful-restart
  no bgp ebgp-requires-policy
  no bgp network import-check
+ no bgp default ipv4-unicast
  neighbor 203.0.113.1 remote-as 65000
+ neighbor 2001:db8:12::1 remote-as 65000
  address-family ipv4 unicast
+  neighbor 203.0.113.1 activate
 {{range .Prefixes}}  network {{.}}
+{{end}} exit-address-family
+ address-family ipv6 unicast
+  neighbor 2001:db8:12::1 activate
+{{range .Prefixes6}}  network {{.}}
 {{end}} exit-address-family
 {{end}}
 {{define "apisec"}}# The management API: TLS with the lab's certificate, read and admin
@@ -140,6 +151,7 @@ scrape_configs:
 {{end}}
 {{define "bgp1.sh"}}# bgp1: addresses behind some of its prefixes, then FRR's bgpd.
 {{range .Hosts}}ip addr add {{.}}/32 dev lo
+{{end}}{{range .Hosts6}}ip addr add {{.}}/128 dev lo
 {{end}}mkdir -p {{.Run}}/bgp1
 exec /usr/lib/frr/bgpd -f {{.Run}}/bgp1-bgpd.conf -Z -S -i {{.Run}}/bgp1-bgpd.pid --vty_socket {{.Run}}/bgp1 -P 0 --log stdout
 {{end}}`))
@@ -149,7 +161,16 @@ type Plan struct {
 	Run      string
 	Prefixes []netip.Prefix // bgp1's
 	Hosts    []netip.Addr   // addresses behind some of them, on bgp1
+	// Prefixes6 and Hosts6 are bgp1's IPv6 prefixes (over its IPv6
+	// session) and addresses behind some of them.
+	Prefixes6 []netip.Prefix
+	Hosts6    []netip.Addr
 }
+
+// Prefixes6 is how many IPv6 prefixes bgp1 announces: the 2015
+// snapshot's /32 to /48, evenly drawn (a full IPv6 table is the
+// benchmarks' job).
+const Prefixes6 = 200
 
 // WriteConfigs writes every element's config, a fresh key, and bgp1's
 // prefixes (n real ones from the RouteViews snapshot, grown beyond it if
@@ -176,6 +197,19 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 	}
 	for _, q := range p.Prefixes[:3] {
 		p.Hosts = append(p.Hosts, q.Addr().Next())
+	}
+	all6, err := routetable.Load6(routetable.PyASN6)
+	if err != nil {
+		return nil, fmt.Errorf("bgp1's IPv6 prefixes: %w (scripts/deps.sh fetches the table)", err)
+	}
+	doc := netip.MustParsePrefix("2001:db8::/32") // the lab's own networks
+	for i := 0; i < len(all6) && len(p.Prefixes6) < Prefixes6; i += 7 {
+		if q := all6[i]; q.Bits() >= 32 && q.Bits() <= 48 && !doc.Overlaps(q) {
+			p.Prefixes6 = append(p.Prefixes6, q)
+		}
+	}
+	for _, q := range p.Prefixes6[:3] {
+		p.Hosts6 = append(p.Hosts6, q.Addr().Next())
 	}
 	// The management API's credentials, as `msr cert` makes them: one
 	// certificate for every management address of the lab, two tokens.

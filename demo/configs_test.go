@@ -31,7 +31,11 @@ func TestWriteConfigsFullTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(conf), "\n  network "); n != 600_000 {
-		t.Errorf("bgp1-bgpd.conf has %d network lines, want 600,000", n)
+	v4, v6, _ := strings.Cut(string(conf), "address-family ipv6 unicast")
+	if n := strings.Count(v4, "\n  network "); n != 600_000 {
+		t.Errorf("bgp1-bgpd.conf has %d IPv4 network lines, want 600,000", n)
+	}
+	if n := strings.Count(v6, "\n  network "); n != Prefixes6 {
+		t.Errorf("bgp1-bgpd.conf has %d IPv6 network lines, want %d", n, Prefixes6)
 	}
 }

@@ -130,6 +130,7 @@ type Snapshot struct {
 	Time     time.Time
 	VCP      string            // the active VCP
 	Routes   map[string]int    // back-end -> FIB routes
+	Routes6  map[string]int    // back-end -> IPv6 FIB routes
 	RxPkts   map[string]uint64 // back-end -> packets received
 	Sessions map[string]string // the suite's BGP and OSPF protocols -> state
 	Tables   map[string]bool   // LB -> its table applied
@@ -138,10 +139,10 @@ type Snapshot struct {
 
 // Look reads every element's local API.
 func Look() *Snapshot {
-	s := &Snapshot{Time: time.Now(), Routes: map[string]int{}, RxPkts: map[string]uint64{}, Sessions: map[string]string{}, Tables: map[string]bool{}}
+	s := &Snapshot{Time: time.Now(), Routes: map[string]int{}, Routes6: map[string]int{}, RxPkts: map[string]uint64{}, Sessions: map[string]string{}, Tables: map[string]bool{}}
 	for _, r := range Backends {
 		if st, err := routerapi.Local(r, "").Status(); err == nil {
-			s.Routes[r] = st.Routes
+			s.Routes[r], s.Routes6[r] = st.Routes, st.Routes6
 			if st.Stats != nil {
 				s.RxPkts[r] = st.Stats.RxPackets
 			}
@@ -189,9 +190,13 @@ func (s *Snapshot) Converged(plan *Plan) []string {
 		}
 	}
 	want := len(plan.Prefixes) + 3 + 1 // bgp1's, the three ports', ospf1's
+	want6 := len(plan.Prefixes6) + 3   // bgp1's, the three ports'
 	for _, r := range Backends {
 		if s.Routes[r] < want {
 			missing = append(missing, fmt.Sprintf("%s routes %d/%d", r, s.Routes[r], want))
+		}
+		if s.Routes6[r] < want6 {
+			missing = append(missing, fmt.Sprintf("%s IPv6 routes %d/%d", r, s.Routes6[r], want6))
 		}
 	}
 	return missing
@@ -270,18 +275,23 @@ func Exec(host string, argv ...string) (string, error) {
 
 // Result is what the main job did.
 type Result struct {
-	Converged  float64            `json:"converged_s"`
-	Ping       map[string]string  `json:"ping"`       // destination -> summary
-	Traceroute []string           `json:"traceroute"` // h1 -> h3, one line a hop
-	IperfMbps  float64            `json:"iperf3_mbps"`
-	IperfRetr  int                `json:"iperf3_retransmits"`
-	Shares     map[string]float64 `json:"backend_shares"` // of the packets the back-ends received
+	Converged  float64           `json:"converged_s"`
+	Ping       map[string]string `json:"ping"`       // destination -> summary
+	Traceroute []string          `json:"traceroute"` // h1 -> h3, one line a hop
+	IperfMbps  float64           `json:"iperf3_mbps"`
+	IperfRetr  int               `json:"iperf3_retransmits"`
+	// The same over IPv6: h1 -> h3's IPv6 address.
+	Traceroute6 []string           `json:"traceroute6"`
+	Iperf6Mbps  float64            `json:"iperf3_ipv6_mbps"`
+	Iperf6Retr  int                `json:"iperf3_ipv6_retransmits"`
+	Shares      map[string]float64 `json:"backend_shares"` // of the packets the back-ends received
 	// Mode is the LBs' balancing mode, Weights each back-end's share of
 	// lb1's table: what the shares should follow (the VCP sets them from
 	// the capacities the back-ends announce).
 	Mode    string             `json:"balancing_mode"`
 	Weights map[string]float64 `json:"backend_weights"`
 	Routes  map[string]int     `json:"routes"`
+	Routes6 map[string]int     `json:"routes6"`
 }
 
 var pingSummary = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received.*\n.*= [\d.]+/([\d.]+)/`)
@@ -300,7 +310,8 @@ func Ping(host, dst string) (string, error) {
 // while the live view prints every second.
 func Traffic(ctx context.Context, plan *Plan, d time.Duration, w io.Writer) (*Result, error) {
 	r := &Result{Ping: map[string]string{}}
-	dests := map[string]string{"h3 (lb2)": H3, "h2 (lb1, other port)": H2, "ospf1's network": OSPFHost, "bgp1's prefix " + plan.Prefixes[0].String(): plan.Hosts[0].String()}
+	dests := map[string]string{"h3 (lb2)": H3, "h2 (lb1, other port)": H2, "ospf1's network": OSPFHost, "bgp1's prefix " + plan.Prefixes[0].String(): plan.Hosts[0].String(),
+		"h3 (lb2) IPv6": H3v6, "h2 (lb1, other port) IPv6": H2v6, "bgp1's prefix " + plan.Prefixes6[0].String(): plan.Hosts6[0].String()}
 	names := make([]string, 0, len(dests))
 	for n := range dests {
 		names = append(names, n)
@@ -314,14 +325,15 @@ func Traffic(ctx context.Context, plan *Plan, d time.Duration, w io.Writer) (*Re
 			return r, fmt.Errorf("ping %s: %w", n, err)
 		}
 	}
-	out, err := Exec("h1", "traceroute", "-n", "-q", "1", "-w", "1", H3)
-	if err != nil {
+	var err error
+	if r.Traceroute, err = traceroute(H3); err != nil {
 		return r, err
 	}
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
-		r.Traceroute = append(r.Traceroute, strings.TrimSpace(l))
-	}
 	fmt.Fprintf(w, "traceroute h1 -> h3:\n  %s\n", strings.Join(r.Traceroute, "\n  "))
+	if r.Traceroute6, err = traceroute(H3v6); err != nil {
+		return r, err
+	}
+	fmt.Fprintf(w, "traceroute h1 -> h3 (IPv6):\n  %s\n", strings.Join(r.Traceroute6, "\n  "))
 
 	Exec("h3", "pkill", "-x", "iperf3")
 	if _, err := Exec("h3", "iperf3", "-s", "-D", "-1"); err != nil {
@@ -372,9 +384,38 @@ func Traffic(ctx context.Context, plan *Plan, d time.Duration, w io.Writer) (*Re
 	}
 	r.IperfMbps, r.IperfRetr = io.End.SumReceived.BitsPerSecond/1e6, io.End.SumSent.Retransmits
 	last := Look()
-	r.Shares, r.Routes = Shares(first, last), last.Routes
+	// IPv6: the same streams, shorter.
+	d6 := min(d, 5*time.Second)
+	if _, err := Exec("h3", "iperf3", "-s", "-D", "-1"); err != nil {
+		return r, err
+	}
+	time.Sleep(300 * time.Millisecond)
+	iperf, err = Exec("h1", "iperf3", "-6", "-c", H3v6, "-t", fmt.Sprint(int(d6.Seconds())), "-P", "4", "-J")
+	if err != nil {
+		return r, fmt.Errorf("iperf3 over IPv6: %w", err)
+	}
+	var io6 iperfOut
+	if err := json.Unmarshal([]byte(iperf), &io6); err != nil {
+		return r, fmt.Errorf("iperf3's answer over IPv6: %v", err)
+	}
+	r.Iperf6Mbps, r.Iperf6Retr = io6.End.SumReceived.BitsPerSecond/1e6, io6.End.SumSent.Retransmits
+	fmt.Fprintf(w, "iperf3 h1 -> h3 over IPv6, 4 streams, %v: %.0f Mbit/s, %d retransmits\n", d6, r.Iperf6Mbps, r.Iperf6Retr)
+	r.Shares, r.Routes, r.Routes6 = Shares(first, last), last.Routes, last.Routes6
 	r.Mode, r.Weights = Weights("lb1")
 	return r, nil
+}
+
+// traceroute is h1's traceroute to dst (either family), one line a hop.
+func traceroute(dst string) ([]string, error) {
+	out, err := Exec("h1", "traceroute", "-n", "-q", "1", "-w", "1", dst)
+	if err != nil {
+		return nil, err
+	}
+	var hops []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		hops = append(hops, strings.TrimSpace(l))
+	}
+	return hops, nil
 }
 
 // Weights reads an LB's balancing mode and each back-end's share of its

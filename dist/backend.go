@@ -18,28 +18,32 @@ const (
 	// ports' (the management address) in one BACKEND_CONFIG.
 	MaxBackendAddrs = 16
 	// MaxACLRules is the back-end data path's ACL size (router.MaxACL).
-	MaxACLRules     = 64
-	backendHdrLen   = 20
-	backendPortLen  = 28
-	aclHdrLen       = 16
-	aclRuleLen      = 20
-	aclActionPermit = 1
-	aclActionDeny   = 2
+	MaxACLRules    = 64
+	backendHdrLen  = 20
+	backendPortLen = 44
+	// backendPortLenV0 is a port without its IPv6 address: what VCPs sent
+	// before IPv6 (2026-11-23), still taken.
+	backendPortLenV0 = 28
+	aclHdrLen        = 16
+	aclRuleLen       = 20
+	aclActionPermit  = 1
+	aclActionDeny    = 2
 )
 
 // BackendPort is one external port of the router as a back-end serves it:
 // the VLAN its frames carry inside, the router's address on it, its MTU,
 // and the name the router gives it (lb1/e0).
 type BackendPort struct {
-	Name   string       `json:"name"`
-	VLAN   uint16       `json:"vlan"`
-	Prefix netip.Prefix `json:"prefix"`
-	MTU    uint16       `json:"mtu"`
+	Name    string       `json:"name"`
+	VLAN    uint16       `json:"vlan"`
+	Prefix  netip.Prefix `json:"prefix"`
+	Prefix6 netip.Prefix `json:"prefix6,omitzero"` // none: IPv4 only
+	MTU     uint16       `json:"mtu"`
 }
 
 // BackendConfig is sent by the active VCP to one back-end (Target): the
-// router's external ports, its other own addresses (Addrs: the slow path
-// answers them), and the RIB feed (the VCP's iBGP listener and the
+// router's external ports, its other own addresses of either family
+// (Addrs: the slow path answers them), and the RIB feed (the VCP's iBGP listener and the
 // router's AS; an invalid RIBNeighbor: no feed).
 type BackendConfig struct {
 	Target      uint64        `json:"target"`
@@ -62,10 +66,21 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 		}
 		rib = m.RIBNeighbor.As4()
 	}
+	var addrs4, addrs6 []netip.Addr
+	for _, a := range m.Addrs {
+		switch {
+		case a.Is4() && !a.IsUnspecified():
+			addrs4 = append(addrs4, a)
+		case a.Is6() && !a.Is4In6() && !a.IsUnspecified():
+			addrs6 = append(addrs6, a)
+		default:
+			return nil, fmt.Errorf("address %s is not a unicast address", a)
+		}
+	}
 	b = binary.BigEndian.AppendUint64(b, m.Target)
 	b = append(b, rib[:]...)
 	b = binary.BigEndian.AppendUint32(b, m.RIBASN)
-	b = append(b, uint8(len(m.Ports)), uint8(len(m.Addrs)), 0, 0)
+	b = append(b, uint8(len(m.Ports)), uint8(len(addrs4)), uint8(len(addrs6)), 0)
 	for _, p := range m.Ports {
 		addr, bits, err := encodePrefix(p.Prefix)
 		if err != nil {
@@ -78,18 +93,24 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		addr6, bits6, err := encodePrefix6(p.Prefix6)
+		if err != nil {
+			return nil, fmt.Errorf("port %q: %w", p.Name, err)
+		}
 		b = binary.BigEndian.AppendUint16(b, p.VLAN)
-		b = append(b, bits, 0)
+		b = append(b, bits, bits6)
 		b = append(b, addr[:]...)
 		b = binary.BigEndian.AppendUint16(b, p.MTU)
 		b = append(b, 0, 0)
 		b = append(b, name...)
+		b = append(b, addr6[:]...)
 	}
-	for _, a := range m.Addrs {
-		if !a.Is4() || a.IsUnspecified() {
-			return nil, fmt.Errorf("address %s is not an IPv4 address", a)
-		}
+	for _, a := range addrs4 {
 		v := a.As4()
+		b = append(b, v[:]...)
+	}
+	for _, a := range addrs6 {
+		v := a.As16()
 		b = append(b, v[:]...)
 	}
 	return b, nil
@@ -99,11 +120,15 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 	if len(b) < backendHdrLen {
 		return errShort
 	}
-	np, na := int(b[16]), int(b[17])
-	if np > MaxPorts || na > MaxBackendAddrs || len(b) != backendHdrLen+np*backendPortLen+na*4 {
-		return fmt.Errorf("%d ports and %d addresses in %d bytes", np, na, len(b))
+	np, na, na6 := int(b[16]), int(b[17]), int(b[18])
+	portLen := backendPortLen
+	if na6 == 0 && len(b) == backendHdrLen+np*backendPortLenV0+na*4 {
+		portLen = backendPortLenV0
 	}
-	if !allZero(b[18:20]) {
+	if np > MaxPorts || na+na6 > MaxBackendAddrs || len(b) != backendHdrLen+np*portLen+na*4+na6*16 {
+		return fmt.Errorf("%d ports and %d+%d addresses in %d bytes", np, na, na6, len(b))
+	}
+	if b[19] != 0 {
 		return errReserved
 	}
 	*m = BackendConfig{Target: binary.BigEndian.Uint64(b[0:8]), RIBASN: binary.BigEndian.Uint32(b[12:16])}
@@ -113,29 +138,45 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 		return fmt.Errorf("RIB AS %d without a neighbour: %w", m.RIBASN, errReserved)
 	}
 	for i := range np {
-		e := b[backendHdrLen+i*backendPortLen:][:backendPortLen]
+		e := b[backendHdrLen+i*portLen:][:portLen]
 		prefix, err := decodePrefix(e[4:8], e[2])
 		if err != nil {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
-		if e[3] != 0 || !allZero(e[10:12]) {
+		var prefix6 netip.Prefix
+		if portLen == backendPortLen {
+			if prefix6, err = decodePrefix6(e[28:44], e[3]); err != nil {
+				return fmt.Errorf("port %d: %w", i, err)
+			}
+		} else if e[3] != 0 {
+			return fmt.Errorf("port %d: %w", i, errReserved)
+		}
+		if !allZero(e[10:12]) {
 			return fmt.Errorf("port %d: %w", i, errReserved)
 		}
 		name, err := decodeName(e[12:28])
 		if err != nil {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
-		p := BackendPort{Name: name, VLAN: binary.BigEndian.Uint16(e[0:2]), Prefix: prefix, MTU: binary.BigEndian.Uint16(e[8:10])}
+		p := BackendPort{Name: name, VLAN: binary.BigEndian.Uint16(e[0:2]), Prefix: prefix, Prefix6: prefix6, MTU: binary.BigEndian.Uint16(e[8:10])}
 		if p.VLAN == 0 || validVLAN(p.VLAN) != nil || !p.Prefix.IsValid() {
 			return fmt.Errorf("port %d: VLAN %d, address %v", i, p.VLAN, p.Prefix)
 		}
 		m.Ports = append(m.Ports, p)
 	}
 	for i := range na {
-		off := backendHdrLen + np*backendPortLen + i*4
+		off := backendHdrLen + np*portLen + i*4
 		a := netip.AddrFrom4([4]byte(b[off : off+4]))
 		if a.IsUnspecified() {
 			return fmt.Errorf("address %d: %w", i, errReserved)
+		}
+		m.Addrs = append(m.Addrs, a)
+	}
+	for i := range na6 {
+		off := backendHdrLen + np*portLen + na*4 + i*16
+		a := netip.AddrFrom16([16]byte(b[off : off+16]))
+		if a.IsUnspecified() || a.Is4In6() || a.IsMulticast() {
+			return fmt.Errorf("IPv6 address %d: %w", i, errReserved)
 		}
 		m.Addrs = append(m.Addrs, a)
 	}

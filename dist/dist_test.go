@@ -53,7 +53,7 @@ func goldenCases() []struct {
 		{"hello-router-draining", Frame{Dst: GroupMAC, Src: macR1, Header: hdr(2), Msg: &Hello{
 			Role: RoleRouter, Flags: HelloFlagDraining, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 5000, Busy: 4321, Name: "r3"}}},
 		{"port-config", Frame{Dst: macLB, Src: macVCP, Header: hdr(3), Msg: &PortConfig{Target: 0x1111, Ports: []PortSetting{
-			{Index: 0, Role: PortExternal, VLAN: 10, MAC: macLB, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500},
+			{Index: 0, Role: PortExternal, VLAN: 10, MAC: macLB, Prefix: netip.MustParsePrefix("192.0.2.1/24"), Prefix6: netip.MustParsePrefix("2001:db8:10::1/64"), MTU: 1500},
 			{Index: 1, Role: PortInternal, MAC: macR1, Flags: PortFlagDefaultInternal, MTU: 1500},
 		}}}},
 		{"table-update", Frame{Dst: macLB, Src: macVCP, Header: hdr(4), Msg: &TableUpdate{
@@ -68,9 +68,9 @@ func goldenCases() []struct {
 		{"probe-reflected", Frame{Dst: macLB, Src: macR1, Header: hdr(6), Msg: &Probe{SentNs: 0x1867c0a1b2c3d4e5 + 1_000_000}}},
 		{"backend-config", Frame{Dst: macR1, Src: macVCP, Header: hdr(7), Msg: &BackendConfig{
 			Target: 0x2222, RIBNeighbor: netip.MustParseAddr("10.0.0.1"), RIBASN: 65000, Ports: []BackendPort{
-				{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500},
+				{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), Prefix6: netip.MustParsePrefix("2001:db8:10::1/64"), MTU: 1500},
 				{Name: "lb2/e0", VLAN: 12, Prefix: netip.MustParsePrefix("203.0.113.1/24"), MTU: 9000},
-			}, Addrs: []netip.Addr{netip.MustParseAddr("10.255.0.1")}}}},
+			}, Addrs: []netip.Addr{netip.MustParseAddr("10.255.0.1"), netip.MustParseAddr("2001:db8:ff::1")}}}},
 		{"acl-config", Frame{Dst: macR1, Src: macVCP, Header: hdr(8), Msg: &ACLConfig{Target: 0x2222, Rules: []ACLRule{
 			{Deny: true, Proto: 6, Dst: netip.MustParsePrefix("192.0.2.0/24"), SportHi: 65535, DportLo: 23, DportHi: 23},
 			{Proto: 17, Src: netip.MustParsePrefix("198.51.100.0/24"), SportHi: 65535, DportLo: 1000, DportHi: 2000},
@@ -354,5 +354,45 @@ func TestProbeReflected(t *testing.T) {
 	p, ok := f.Msg.(*Probe)
 	if !ok || p.SentNs != uint64(sent.UnixNano()) || f.Header.Sender != 7 {
 		t.Errorf("reflected probe decoded as %+v from sender %d", f.Msg, f.Header.Sender)
+	}
+}
+
+// TestConfigsBeforeIPv6 decodes PORT_CONFIG and BACKEND_CONFIG bodies as
+// VCPs wrote them before IPv6 (24- and 28-byte ports, no IPv6 addresses):
+// an element upgraded first still takes them; and refuses a reserved byte
+// set in them.
+func TestConfigsBeforeIPv6(t *testing.T) {
+	pc := make([]byte, portConfigHdrLen+portConfigLenV0)
+	pc[7], pc[8] = 0x11, 1
+	e := pc[portConfigHdrLen:]
+	e[1], e[3] = uint8(PortExternal), 10
+	copy(e[4:10], macLB)
+	e[10] = 24
+	copy(e[12:16], []byte{192, 0, 2, 1})
+	e[16], e[17] = 0x05, 0xdc
+	var m PortConfig
+	if err := m.decodeBody(pc); err != nil || len(m.Ports) != 1 || m.Ports[0].Prefix.String() != "192.0.2.1/24" || m.Ports[0].Prefix6.IsValid() || m.Ports[0].MTU != 1500 {
+		t.Errorf("old PORT_CONFIG: %v %+v", err, m)
+	}
+	e[18] = 64
+	if err := m.decodeBody(pc); err == nil {
+		t.Errorf("old PORT_CONFIG with an IPv6 length in its reserved bytes taken")
+	}
+
+	bc := make([]byte, backendHdrLen+backendPortLenV0+4)
+	bc[7], bc[16], bc[17] = 0x22, 1, 1
+	p := bc[backendHdrLen:]
+	p[1], p[2] = 10, 24
+	copy(p[4:8], []byte{192, 0, 2, 1})
+	p[8], p[9] = 0x05, 0xdc
+	copy(p[12:], "lb1/e0")
+	copy(bc[backendHdrLen+backendPortLenV0:], []byte{10, 255, 0, 1})
+	var b BackendConfig
+	if err := b.decodeBody(bc); err != nil || len(b.Ports) != 1 || b.Ports[0].Name != "lb1/e0" || b.Ports[0].Prefix6.IsValid() || len(b.Addrs) != 1 {
+		t.Errorf("old BACKEND_CONFIG: %v %+v", err, b)
+	}
+	p[3] = 64
+	if err := b.decodeBody(bc); err == nil {
+		t.Errorf("old BACKEND_CONFIG with an IPv6 length in its reserved byte taken")
 	}
 }

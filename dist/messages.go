@@ -121,11 +121,14 @@ const (
 	// upgraded one at a time (docs/dist.md).
 	helloPortLenV0   = 64
 	portConfigHdrLen = 16
-	portConfigLen    = 24
-	tableHdrLen      = 16
-	tableEntryLen    = 12
-	announceLen      = 16
-	probeLen         = 8
+	portConfigLen    = 40
+	// portConfigLenV0 is a port without its IPv6 address: what VCPs sent
+	// before IPv6 (2026-11-23), still taken.
+	portConfigLenV0 = 24
+	tableHdrLen     = 16
+	tableEntryLen   = 12
+	announceLen     = 16
+	probeLen        = 8
 )
 
 // PortStatus is one port as an element reports it in its HELLO.
@@ -321,8 +324,11 @@ type PortSetting struct {
 	VLAN   uint16           `json:"vlan"`
 	MAC    net.HardwareAddr `json:"mac"`
 	Prefix netip.Prefix     `json:"prefix"`
-	Flags  uint8            `json:"flags"`
-	MTU    uint16           `json:"mtu"`
+	// Prefix6 is the router's IPv6 address on an external port (none:
+	// IPv4 only).
+	Prefix6 netip.Prefix `json:"prefix6,omitzero"`
+	Flags   uint8        `json:"flags"`
+	MTU     uint16       `json:"mtu"`
 }
 
 // PortConfig is sent by the VCP to one LB (Target) to set its ports' roles,
@@ -354,7 +360,12 @@ func (m *PortConfig) appendBody(b []byte) ([]byte, error) {
 		b = append(b, bits, p.Flags)
 		b = append(b, addr[:]...)
 		b = binary.BigEndian.AppendUint16(b, p.MTU)
-		b = append(b, 0, 0, 0, 0, 0, 0)
+		addr6, bits6, err := encodePrefix6(p.Prefix6)
+		if err != nil {
+			return nil, fmt.Errorf("port %d: %w", p.Index, err)
+		}
+		b = append(b, bits6, 0, 0, 0, 0, 0)
+		b = append(b, addr6[:]...)
 	}
 	return b, nil
 }
@@ -364,7 +375,11 @@ func (m *PortConfig) decodeBody(b []byte) error {
 		return errShort
 	}
 	n := int(b[8])
-	if n > MaxPorts || len(b) != portConfigHdrLen+n*portConfigLen {
+	entryLen := portConfigLen
+	if n > 0 && len(b) == portConfigHdrLen+n*portConfigLenV0 {
+		entryLen = portConfigLenV0
+	}
+	if n > MaxPorts || len(b) != portConfigHdrLen+n*entryLen {
 		return fmt.Errorf("%d ports in %d bytes", n, len(b))
 	}
 	if !allZero(b[9:16]) {
@@ -375,19 +390,27 @@ func (m *PortConfig) decodeBody(b []byte) error {
 		m.Ports = make([]PortSetting, n)
 	}
 	for i := range m.Ports {
-		e := b[portConfigHdrLen+i*portConfigLen:][:portConfigLen]
+		e := b[portConfigHdrLen+i*entryLen:][:entryLen]
 		prefix, err := decodePrefix(e[12:16], e[10])
 		if err != nil {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
-		if e[1] > uint8(PortInternal) || e[11]&^portFlagsKnown != 0 || !allZero(e[18:24]) {
+		var prefix6 netip.Prefix
+		if entryLen == portConfigLen {
+			if prefix6, err = decodePrefix6(e[24:40], e[18]); err != nil {
+				return fmt.Errorf("port %d: %w", i, err)
+			}
+		} else if e[18] != 0 {
+			return fmt.Errorf("port %d: %w", i, errReserved)
+		}
+		if e[1] > uint8(PortInternal) || e[11]&^portFlagsKnown != 0 || !allZero(e[19:24]) {
 			return fmt.Errorf("port %d: %w", i, errReserved)
 		}
 		m.Ports[i] = PortSetting{
 			Index: e[0], Role: PortRole(e[1]),
 			VLAN:   binary.BigEndian.Uint16(e[2:4]),
 			MAC:    net.HardwareAddr(append([]byte(nil), e[4:10]...)),
-			Prefix: prefix, Flags: e[11],
+			Prefix: prefix, Prefix6: prefix6, Flags: e[11],
 			MTU: binary.BigEndian.Uint16(e[16:18]),
 		}
 		if err := validVLAN(m.Ports[i].VLAN); err != nil {
@@ -623,6 +646,36 @@ func encodePrefix(p netip.Prefix) ([4]byte, uint8, error) {
 		return [4]byte{}, 0, fmt.Errorf("prefix %s is not IPv4", p)
 	}
 	return p.Addr().As4(), uint8(p.Bits()), nil
+}
+
+// encodePrefix6 is an IPv6 prefix's address and length; none is all zero.
+func encodePrefix6(p netip.Prefix) ([16]byte, uint8, error) {
+	if !p.IsValid() {
+		return [16]byte{}, 0, nil
+	}
+	if !p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().IsUnspecified() || p.Bits() == 0 {
+		return [16]byte{}, 0, fmt.Errorf("prefix %s is not an IPv6 address and subnet", p)
+	}
+	return p.Addr().As16(), uint8(p.Bits()), nil
+}
+
+// decodePrefix6 reads what encodePrefix6 wrote: length 0 is none, with
+// the address all zero.
+func decodePrefix6(addr []byte, bits uint8) (netip.Prefix, error) {
+	a := netip.AddrFrom16([16]byte(addr))
+	if bits > 128 {
+		return netip.Prefix{}, fmt.Errorf("IPv6 prefix length %d", bits)
+	}
+	if bits == 0 {
+		if !a.IsUnspecified() {
+			return netip.Prefix{}, errReserved
+		}
+		return netip.Prefix{}, nil
+	}
+	if a.IsUnspecified() || a.Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("IPv6 address %s", a)
+	}
+	return netip.PrefixFrom(a, int(bits)), nil
 }
 
 func decodePrefix(addr []byte, bits uint8) (netip.Prefix, error) {

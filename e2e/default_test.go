@@ -54,6 +54,29 @@ func TestDefaultLab(t *testing.T) {
 			t.Errorf("ping h1 -> %s:\n%s", dst, out)
 		}
 	}
+	// IPv6 (issue 15), the same checks: across the router with the hop
+	// limit one less, one hop, bgp1's IPv6 prefix learned over its IPv6
+	// session in every back-end's FIB, the router's own address answered
+	// (by the VCP, as ICMPv6 to the router goes there).
+	if out := exec("h1", "ping", "-6", "-c", "3", "-i", "0.2", demo.H3v6); !strings.Contains(out, "3 received") || !strings.Contains(out, "ttl=63") {
+		t.Errorf("ping -6 h1 -> h3:\n%s", out)
+	}
+	out = exec("h1", "traceroute", "-6", "-n", "-q", "1", "-w", "1", demo.H3v6)
+	hops = strings.Split(strings.TrimSpace(out), "\n")[1:]
+	if len(hops) != 2 || strings.Fields(hops[0])[1] != demo.RouterAddr1v6 || strings.Fields(hops[1])[1] != demo.H3v6 {
+		t.Errorf("traceroute -6 h1 -> h3:\n%s", out)
+	}
+	for _, dst := range []string{plan.Hosts6[0].String(), demo.H2v6, demo.RouterAddr1v6} {
+		if out := exec("h1", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", dst); !strings.Contains(out, "2 received") {
+			t.Errorf("ping -6 h1 -> %s:\n%s", dst, out)
+		}
+	}
+	snap := demo.Look()
+	for _, r := range demo.Backends {
+		if snap.Routes6[r] != len(plan.Prefixes6)+3 {
+			t.Errorf("%s has %d IPv6 routes, want bgp1's %d and the ports' 3", r, snap.Routes6[r], len(plan.Prefixes6))
+		}
+	}
 	// The console, from a host on the management network.
 	cout, _, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("api.crt"), "--token-file", demo.APIFile("read.token"), "elements", "-o", "json")
 	var elements []struct {

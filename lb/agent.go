@@ -415,7 +415,7 @@ func (a *Agent) applyPortConfig(m *dist.PortConfig) {
 			if p.role == RoleExternal && p.vlan != 0 && p.vlan != s.VLAN {
 				a.dp.ClearVLAN(p.vlan)
 			}
-			p.role, p.vlan, p.prefix = uint8(s.Role), s.VLAN, s.Prefix
+			p.role, p.vlan, p.prefix, p.prefix6 = uint8(s.Role), s.VLAN, s.Prefix, s.Prefix6
 			p.isDefault = s.Flags&dist.PortFlagDefaultInternal != 0
 			if err := a.writePort(p); err != nil {
 				a.log.Error("PORT_CONFIG", "port", a.portName(p), "err", err)

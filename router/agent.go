@@ -194,12 +194,10 @@ func (a *Agent) program(ifi *net.Interface) error {
 	// (or if the saved state does not match it) the FIB starts empty.
 	if !a.dp.Reused || !a.adopt() {
 		a.dp.FIB.Reset()
+		a.dp.FIB6.Reset()
 	} else {
 		a.adopted = a.dp.FIB.Len() > len(a.ports)
 	}
-	// The IPv6 FIB is not adopted yet: it starts empty, and the RIB feed
-	// fills it again.
-	a.dp.FIB6.Reset()
 	if err := a.setConnected(); err != nil {
 		return err
 	}

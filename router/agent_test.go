@@ -51,16 +51,17 @@ func startRouter(t *testing.T, cfg *AgentConfig) (*Agent, context.CancelFunc) {
 }
 
 // TestRouterRestartKeepsForwarding: the agent stops and a new one starts
-// while 50 kpps cross the data path; the new agent adopts the pinned FIB
-// (and its saved state) and not a frame is lost.
+// while 50 kpps cross the data path; the new agent adopts the pinned FIBs,
+// IPv4's and IPv6's (and its saved state), and not a frame is lost.
 func TestRouterRestartKeepsForwarding(t *testing.T) {
 	labtest.Up(t, restartLab)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("3c", 32)), 0o600)
 	file := &FileConfig{Config: element.Config{Name: "t-restart", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		PinDir: filepath.Join(netns.BPFFS, "msr-test-rtrestart"),
-		Ports:  map[string]*PortConfig{"net": {VLAN: 10, Address: netip.MustParsePrefix("10.10.1.1/24")}},
-		Routes: []RouteConfig{{To: netip.MustParsePrefix("198.19.0.0/16"), Via: []netip.Addr{netip.MustParseAddr("10.10.1.2")}}}}
+		Ports:  map[string]*PortConfig{"net": {VLAN: 10, Address: netip.MustParsePrefix("10.10.1.1/24"), Address6: netip.MustParsePrefix("2001:db8:a::1/64")}},
+		Routes: []RouteConfig{{To: netip.MustParsePrefix("198.19.0.0/16"), Via: []netip.Addr{netip.MustParseAddr("10.10.1.2")}},
+			{To: netip.MustParsePrefix("2001:db8:99::/48"), Via: []netip.Addr{netip.MustParseAddr("2001:db8:a::2")}}}}
 	cfg, err := file.Parse()
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +113,11 @@ func TestRouterRestartKeepsForwarding(t *testing.T) {
 	if rep.RxPackets != sent || sent == 0 {
 		t.Errorf("restart under load: sent %d, got back %d (router %+v)", sent, rep.RxPackets, a.Status().Stats)
 	}
-	if len(a.Routes()) != 2 {
-		t.Errorf("routes after restart: %+v", a.Routes())
+	if len(a.Routes()) != 4 {
+		t.Errorf("routes after restart (both families' connected and static): %+v", a.Routes())
 	}
-	// Adopted from the saved state, not rebuilt: not one FIB write.
+	// Adopted from the saved state, not rebuilt: not one FIB write, in
+	// either family's FIB.
 	if c := a.Status().FIBChanges; c != 0 {
 		t.Errorf("the restarted agent rebuilt its FIB (%d changes) instead of adopting it", c)
 	}

@@ -32,7 +32,7 @@ func (a *Agent) Handler() http.Handler {
 		api.Reply(w, a.Routes(), nil)
 	})
 	mux.HandleFunc("GET "+routerapi.PathLookup, func(w http.ResponseWriter, r *http.Request) {
-		addr, err := api.IPv4Param(r, "addr")
+		addr, err := api.AddrParam(r, "addr")
 		if err != nil {
 			api.Reply(w, nil, err)
 			return
@@ -76,14 +76,14 @@ func (a *Agent) Handler() http.Handler {
 // parseRouteRequest checks a route request.
 func parseRouteRequest(r routerapi.RouteRequest) (netip.Prefix, []netip.Addr, error) {
 	p, err := netip.ParsePrefix(r.Prefix)
-	if err != nil || !p.Addr().Is4() {
-		return p, nil, fmt.Errorf("prefix %q: an IPv4 prefix such as 10.0.0.0/8", r.Prefix)
+	if err != nil || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+		return p, nil, fmt.Errorf("prefix %q: an IPv4 or IPv6 prefix such as 10.0.0.0/8 or 2001:db8::/32", r.Prefix)
 	}
 	var via []netip.Addr
 	for _, v := range r.Via {
 		a, err := netip.ParseAddr(v)
-		if err != nil || !a.Is4() {
-			return p, nil, fmt.Errorf("gateway %q: an IPv4 address", v)
+		if err != nil || a.Is6() != p.Addr().Is6() || a.Zone() != "" {
+			return p, nil, fmt.Errorf("gateway %q: an address of the prefix's family", v)
 		}
 		via = append(via, a)
 	}

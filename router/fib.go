@@ -269,17 +269,25 @@ func (f *FIB) Adopt(routes map[netip.Prefix]uint32) error {
 			return fmt.Errorf("%w: /24 number %d has a tbl8 group on one side only", ErrAdopt, i)
 		}
 	}
-	f.free = f.free[:0]
-	for g := Tbl8Groups - 1; g >= 0; g-- {
+	f.free, f.routes = adopted(used, routes)
+	return nil
+}
+
+// adopted is what an adopting FIB keeps (FIB.Adopt, FIB6.Adopt): the
+// groups no entry uses, free, the lowest last as a new FIB has them, and
+// the routes.
+func adopted(used []bool, routes map[netip.Prefix]uint32) ([]uint32, map[netip.Prefix]uint32) {
+	var free []uint32
+	for g := len(used) - 1; g >= 0; g-- {
 		if !used[g] {
-			f.free = append(f.free, uint32(g))
+			free = append(free, uint32(g))
 		}
 	}
-	f.routes = map[netip.Prefix]uint32{}
+	rs := make(map[netip.Prefix]uint32, len(routes))
 	for p, v := range routes {
-		f.routes[p.Masked()] = v
+		rs[p.Masked()] = v
 	}
-	return nil
+	return free, rs
 }
 
 // Reset empties the FIB: every entry written zero, every group free.

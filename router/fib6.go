@@ -260,3 +260,58 @@ func (f *FIB6) Reset() {
 	}
 	f.routes = map[netip.Prefix]uint32{}
 }
+
+// Adopt takes over arrays that a previous agent filled with routes, as
+// FIB.Adopt does: the same routes are built into scratch arrays and the
+// two tries walked together (their group numbers may differ), every
+// entry compared, the depths copied and the free groups found. Nothing in
+// the arrays is written: the data path forwards on through it. It
+// refuses, with ErrAdopt, arrays that do not hold exactly routes.
+func (f *FIB6) Adopt(routes map[netip.Prefix]uint32) error {
+	// Untouched pages of a fresh slice cost no memory: the scratch pool
+	// is as large as ours, its use as small as the table.
+	scratch, err := NewFIB6(f.first, make([]uint32, len(f.tbl0)), make([]uint32, len(f.groups)))
+	if err != nil {
+		return err
+	}
+	if err := scratch.SetAll(routes); err != nil {
+		return err
+	}
+	used := make([]bool, len(f.groups)/256)
+	for i := range f.tbl0 {
+		if err := f.adoptEntry(scratch, used, entry6{f, -1, uint32(i)}, entry6{scratch, -1, uint32(i)}); err != nil {
+			return err
+		}
+	}
+	f.free, f.routes = adopted(used, routes)
+	return nil
+}
+
+// adoptEntry compares entry e of the adopted trie with se of the scratch
+// one, and what lies beneath them.
+func (f *FIB6) adoptEntry(s *FIB6, used []bool, e, se entry6) error {
+	v, d := e.ptr()
+	sv, sd := se.ptr()
+	switch {
+	case *v&fib6GroupFlag == 0 && *sv&fib6GroupFlag == 0:
+		if *v != *sv {
+			return fmt.Errorf("%w: IPv6 entry %d of group %d holds %d, want %d", ErrAdopt, e.i, e.g, *v, *sv)
+		}
+		*d = *sd
+		return nil
+	case *v&fib6GroupFlag != 0 && *sv&fib6GroupFlag != 0:
+		g, sg := *v&^fib6GroupFlag, *sv&^fib6GroupFlag
+		if int(g) >= len(used) || used[g] {
+			return fmt.Errorf("%w: IPv6 group %d is bad or shared", ErrAdopt, g)
+		}
+		used[g] = true
+		*d = *sd
+		for j := uint32(0); j < 256; j++ {
+			if err := f.adoptEntry(s, used, entry6{f, int(g), j}, entry6{s, int(sg), j}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: IPv6 entry %d of group %d has a group on one side only", ErrAdopt, e.i, e.g)
+}

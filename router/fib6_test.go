@@ -1,6 +1,8 @@
 package router
 
 import (
+	"errors"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -140,5 +142,76 @@ func TestFIB6Rejects(t *testing.T) {
 	}
 	if _, err := NewFIB6(12, make([]uint32, 1<<12), make([]uint32, 256)); err == nil {
 		t.Error("a first stride of 12 accepted")
+	}
+}
+
+// TestFIB6Adopt: a new agent takes over the arrays a previous one filled
+// (after changes and deletes, so its groups are not in load order) with
+// the routes it saved: every lookup the same, later changes as correct as
+// on the original; other routes are refused with ErrAdopt.
+func TestFIB6Adopt(t *testing.T) {
+	table, err := routetable.Named6("pyasn6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	tbl0, groups := make([]uint32, 1<<16), make([]uint32, 16384*256)
+	f, err := NewFIB6(16, tbl0, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := map[netip.Prefix]uint32{}
+	for i, p := range table {
+		if i%3 == 0 {
+			routes[p] = uint32(1 + r.IntN(100))
+		}
+	}
+	if err := f.SetAll(routes); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range table {
+		if i%6 == 0 {
+			if err := f.Delete(p); err != nil {
+				t.Fatal(err)
+			}
+			delete(routes, p)
+		} else if i%3 == 1 {
+			routes[p] = 7
+			if err := f.Set(p, 7); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The restarted agent: the same arrays, fresh bookkeeping.
+	g, _ := NewFIB6(16, tbl0, groups)
+	if err := g.Adopt(routes); err != nil {
+		t.Fatal(err)
+	}
+	if g.GroupsUsed() != f.GroupsUsed() || g.Len() != len(routes) {
+		t.Fatalf("adopted %d groups and %d routes, the original %d and %d", g.GroupsUsed(), g.Len(), f.GroupsUsed(), len(routes))
+	}
+	for i, p := range table {
+		if i%5 == 0 {
+			if err := g.Delete(p); err == nil {
+				delete(routes, p)
+			}
+		} else if i%5 == 1 {
+			routes[p] = 9
+			if err := g.Set(p, 9); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range table {
+		a := randomIn(r, p)
+		if got, want := g.Lookup(a), lpm6(routes, a); got != want {
+			t.Fatalf("after adopting and changing: %s -> %d, want %d", a, got, want)
+		}
+	}
+	other := maps.Clone(routes)
+	other[netip.MustParsePrefix("2001:db8:77::/48")] = 3
+	h, _ := NewFIB6(16, tbl0, groups)
+	if err := h.Adopt(other); !errors.Is(err, ErrAdopt) {
+		t.Errorf("adopting routes the arrays do not hold: %v, want ErrAdopt", err)
 	}
 }

@@ -27,7 +27,8 @@ import (
 // encoded and decoded by GoBGP's packet library.
 //
 // It is not a whole BGP implementation because it needs so little of one:
-// one neighbour, one address family, nothing to send. What it does have:
+// one neighbour, two address families (IPv4 and, by MP-BGP over the same
+// session, IPv6 unicast: RFC 4760), nothing to send. What it does have:
 //   - ADD-PATH receive (RFC 7911): the suite sends every path it has, and
 //     the paths equal on LOCAL_PREF, AS_PATH length, ORIGIN and MED to the
 //     best are the route's next hops, so ECMP survives the trip;
@@ -93,6 +94,10 @@ type ribFeed struct {
 	// synced: the suite's first End-of-RIB came; the FIB holds the table.
 	synced bool
 }
+
+// family is a prefix's address family as the feed keys what is per
+// family (End-of-RIB, stale paths): true for IPv6.
+func family(p netip.Prefix) bool { return p.Addr().Is6() }
 
 // startRIB starts the session; routes go to the FIB through add and del.
 func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slog.Logger,
@@ -181,20 +186,27 @@ func (f *ribFeed) sweepIfExpired() {
 	defer f.mu.Unlock()
 	if !f.staleUntil.IsZero() && time.Now().After(f.staleUntil) {
 		f.log.Warn("RIB feed: graceful restart time over, stale routes go")
-		f.sweepStale()
+		f.sweepStale(false)
+		f.sweepStale(true)
 	}
 }
 
-// sweepStale removes every path not sent again since the session came
-// back (End-of-RIB, or the restart time over). Call with f.mu held.
-func (f *ribFeed) sweepStale() {
-	f.staleUntil = time.Time{}
-	f.nPaths, f.nStale = f.nPaths-f.nStale, 0
+// sweepStale removes every path of one family (v6: IPv6) not sent again
+// since the session came back (that family's End-of-RIB, or the restart
+// time over). Call with f.mu held.
+func (f *ribFeed) sweepStale(v6 bool) {
 	for p, ps := range f.paths {
+		if family(p) != v6 {
+			continue
+		}
 		fresh := slices.DeleteFunc(ps, func(r ribPath) bool { return r.stale })
-		if len(fresh) != len(ps) || len(fresh) == 0 {
+		if gone := len(ps) - len(fresh); gone > 0 || len(fresh) == 0 {
+			f.nPaths, f.nStale = f.nPaths-gone, f.nStale-gone
 			f.set(p, fresh)
 		}
+	}
+	if f.nStale == 0 {
+		f.staleUntil = time.Time{}
 	}
 }
 
@@ -361,9 +373,9 @@ func (f *ribFeed) setEstablished() {
 	f.log.Info("RIB feed established")
 }
 
-// open is our OPEN: IPv4 unicast, 4-octet AS, graceful restart (our
-// forwarding state survives our own restarts: the FIB is pinned), ADD-PATH
-// receive.
+// open is our OPEN: IPv4 and IPv6 unicast, 4-octet AS, graceful restart
+// (our forwarding state survives our own restarts: the FIB is pinned),
+// ADD-PATH receive, for both families.
 func (f *ribFeed) open() *bgp.BGPMessage {
 	as2 := uint16(bgp.AS_TRANS)
 	if f.cfg.ASN <= 0xffff {
@@ -371,9 +383,12 @@ func (f *ribFeed) open() *bgp.BGPMessage {
 	}
 	caps := []bgp.ParameterCapabilityInterface{
 		bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC),
+		bgp.NewCapMultiProtocol(bgp.RF_IPv6_UC),
 		bgp.NewCapFourOctetASNumber(f.cfg.ASN),
-		bgp.NewCapGracefulRestart(false, false, ribRestartTime, []*bgp.CapGracefulRestartTuple{bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true)}),
-		bgp.NewCapAddPath([]*bgp.CapAddPathTuple{bgp.NewCapAddPathTuple(bgp.RF_IPv4_UC, bgp.BGP_ADD_PATH_RECEIVE)}),
+		bgp.NewCapGracefulRestart(false, false, ribRestartTime, []*bgp.CapGracefulRestartTuple{
+			bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true), bgp.NewCapGracefulRestartTuple(bgp.RF_IPv6_UC, true)}),
+		bgp.NewCapAddPath([]*bgp.CapAddPathTuple{
+			bgp.NewCapAddPathTuple(bgp.RF_IPv4_UC, bgp.BGP_ADD_PATH_RECEIVE), bgp.NewCapAddPathTuple(bgp.RF_IPv6_UC, bgp.BGP_ADD_PATH_RECEIVE)}),
 	}
 	m, _ := bgp.NewBGPOpenMessage(as2, ribHoldTime, f.routerID, []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)})
 	return m
@@ -384,6 +399,7 @@ func (f *ribFeed) open() *bgp.BGPMessage {
 func (f *ribFeed) opened(o *bgp.BGPOpen) (time.Duration, *bgp.MarshallingOption, error) {
 	asn := uint32(o.MyAS)
 	addPath, gr := false, false
+	addPaths := map[bgp.Family]bgp.BGPAddPathMode{}
 	var grTime uint16
 	for _, p := range o.OptParams {
 		c, ok := p.(*bgp.OptionParameterCapability)
@@ -396,8 +412,11 @@ func (f *ribFeed) opened(o *bgp.BGPOpen) (time.Duration, *bgp.MarshallingOption,
 				asn = v.CapValue
 			case *bgp.CapAddPath:
 				for _, t := range v.Tuples {
-					addPath = addPath || (t.Family == bgp.RF_IPv4_UC && t.Mode&bgp.BGP_ADD_PATH_SEND != 0)
+					if (t.Family == bgp.RF_IPv4_UC || t.Family == bgp.RF_IPv6_UC) && t.Mode&bgp.BGP_ADD_PATH_SEND != 0 {
+						addPaths[t.Family] = bgp.BGP_ADD_PATH_RECEIVE
+					}
 				}
+				addPath = addPaths[bgp.RF_IPv4_UC] != 0
 			case *bgp.CapGracefulRestart:
 				for _, t := range v.Tuples {
 					gr = gr || t.AFI == bgp.AFI_IP && t.SAFI == bgp.SAFI_UNICAST
@@ -414,8 +433,8 @@ func (f *ribFeed) opened(o *bgp.BGPOpen) (time.Duration, *bgp.MarshallingOption,
 		hold = 0
 	}
 	var opt *bgp.MarshallingOption
-	if addPath {
-		opt = &bgp.MarshallingOption{AddPath: map[bgp.Family]bgp.BGPAddPathMode{bgp.RF_IPv4_UC: bgp.BGP_ADD_PATH_RECEIVE}}
+	if len(addPaths) > 0 {
+		opt = &bgp.MarshallingOption{AddPath: addPaths}
 	}
 	f.mu.Lock()
 	f.st.AddPath, f.st.GR = addPath, gr
@@ -446,15 +465,23 @@ func readBGP(r io.Reader, opt *bgp.MarshallingOption) (*bgp.BGPMessage, error) {
 }
 
 // update applies one UPDATE: withdrawals, then the announced paths with
-// their attributes; an empty one is End-of-RIB.
+// their attributes (IPv4 in the UPDATE itself or in MP_REACH_NLRI, IPv6
+// in MP_REACH_NLRI, each with its own next hop); an empty one is IPv4's
+// End-of-RIB, one holding only an empty MP_UNREACH_NLRI its family's.
 func (f *ribFeed) update(u *bgp.BGPUpdate) {
-	withdrawn, announced := u.WithdrawnRoutes, u.NLRI
+	type announce struct {
+		nlri bgp.PathNLRI
+		nh   netip.Addr
+	}
+	withdrawn := u.WithdrawnRoutes
+	var announced []announce
 	attr := ribPath{localPref: 100}
-	mpOnly := false
+	var nh4 netip.Addr
+	eor := -1 // the family whose End-of-RIB this is: 0 IPv4, 1 IPv6
 	for _, a := range u.PathAttributes {
 		switch v := a.(type) {
 		case *bgp.PathAttributeNextHop:
-			attr.nh = v.Value
+			nh4 = v.Value
 		case *bgp.PathAttributeLocalPref:
 			attr.localPref = v.Value
 		case *bgp.PathAttributeMultiExitDisc:
@@ -468,27 +495,42 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		case *bgp.PathAttributeLargeCommunities:
 			attr.from = originOf(v, f.cfg.ASN)
 		case *bgp.PathAttributeMpReachNLRI:
-			if v.AFI == bgp.AFI_IP && v.SAFI == bgp.SAFI_UNICAST {
-				attr.nh, announced = v.Nexthop, append(announced, v.Value...)
+			if (v.AFI == bgp.AFI_IP || v.AFI == bgp.AFI_IP6) && v.SAFI == bgp.SAFI_UNICAST {
+				for _, n := range v.Value {
+					announced = append(announced, announce{n, v.Nexthop})
+				}
 			}
 		case *bgp.PathAttributeMpUnreachNLRI:
-			if v.AFI == bgp.AFI_IP && v.SAFI == bgp.SAFI_UNICAST {
+			if (v.AFI == bgp.AFI_IP || v.AFI == bgp.AFI_IP6) && v.SAFI == bgp.SAFI_UNICAST {
 				withdrawn = append(withdrawn, v.Value...)
-				mpOnly = len(u.PathAttributes) == 1
+				if len(u.PathAttributes) == 1 && len(v.Value) == 0 {
+					eor = 0
+					if v.AFI == bgp.AFI_IP6 {
+						eor = 1
+					}
+				}
 			}
 		}
+	}
+	for _, n := range u.NLRI {
+		announced = append(announced, announce{n, nh4})
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st.Updates++
-	if (len(withdrawn) == 0 && len(announced) == 0 && len(u.PathAttributes) == 0) || (mpOnly && len(withdrawn) == 0) {
-		f.log.Info("RIB feed: End-of-RIB", "prefixes", len(f.paths))
-		f.synced = true
-		f.sweepStale()
+	if len(withdrawn) == 0 && len(announced) == 0 && len(u.PathAttributes) == 0 {
+		eor = 0
+	}
+	if eor >= 0 {
+		f.log.Info("RIB feed: End-of-RIB", "family", []string{"ipv4", "ipv6"}[eor], "prefixes", len(f.paths))
+		if eor == 0 {
+			f.synced = true
+		}
+		f.sweepStale(eor == 1)
 		return
 	}
 	for _, w := range withdrawn {
-		p, ok := ipv4(w.NLRI)
+		p, ok := prefixOf(w.NLRI)
 		if !ok {
 			continue
 		}
@@ -501,18 +543,15 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			f.set(p, slices.Delete(ps, i, i+1))
 		}
 	}
-	if !attr.nh.Is4() {
-		return
-	}
 	for _, a := range announced {
-		p, ok := ipv4(a.NLRI)
-		if !ok {
-			continue
+		p, ok := prefixOf(a.nlri.NLRI)
+		if !ok || a.nh.Is6() != family(p) || !a.nh.IsGlobalUnicast() {
+			continue // no next hop of its family on a port's subnet: nothing to forward to
 		}
 		r := attr
-		r.id = a.ID
+		r.id, r.nh = a.nlri.ID, a.nh
 		ps := f.paths[p]
-		if i := slices.IndexFunc(ps, func(x ribPath) bool { return x.id == a.ID }); i >= 0 {
+		if i := slices.IndexFunc(ps, func(x ribPath) bool { return x.id == a.nlri.ID }); i >= 0 {
 			if ps[i].stale {
 				f.nStale--
 			}
@@ -525,9 +564,10 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 	}
 }
 
-func ipv4(n bgp.NLRI) (netip.Prefix, bool) {
+// prefixOf is a unicast NLRI's prefix, of either family.
+func prefixOf(n bgp.NLRI) (netip.Prefix, bool) {
 	p, ok := n.(*bgp.IPAddrPrefix)
-	if !ok || !p.Prefix.Addr().Is4() {
+	if !ok || p.Prefix.Addr().Is4In6() {
 		return netip.Prefix{}, false
 	}
 	return p.Prefix.Masked(), true

@@ -270,3 +270,71 @@ func FuzzRIBMessage(f *testing.F) {
 		}
 	})
 }
+
+// announce6 is an UPDATE of IPv6 prefixes in MP_REACH_NLRI (RFC 4760)
+// via nh, as the suite sends them over the IPv4 session.
+func announce6(nh string, ids []uint32, prefixes ...string) *bgp.BGPUpdate {
+	var nlri []bgp.PathNLRI
+	for i, p := range prefixes {
+		pfx, _ := bgp.NewIPAddrPrefix(netip.MustParsePrefix(p))
+		nlri = append(nlri, bgp.PathNLRI{NLRI: pfx, ID: ids[i]})
+	}
+	mp, _ := bgp.NewPathAttributeMpReachNLRI(bgp.RF_IPv6_UC, nlri, netip.MustParseAddr(nh))
+	attrs := []bgp.PathAttributeInterface{
+		bgp.NewPathAttributeOrigin(0),
+		bgp.NewPathAttributeAsPath([]bgp.AsPathParamInterface{bgp.NewAs4PathParam(bgp.BGP_ASPATH_ATTR_TYPE_SEQ, []uint32{65020})}),
+		mp,
+		bgp.NewPathAttributeLocalPref(100),
+	}
+	return &bgp.BGPUpdate{PathAttributes: attrs}
+}
+
+// endOfRIB6 is IPv6 unicast's End-of-RIB: an empty MP_UNREACH_NLRI.
+func endOfRIB6() *bgp.BGPUpdate {
+	mp, _ := bgp.NewPathAttributeMpUnreachNLRI(bgp.RF_IPv6_UC, nil)
+	return &bgp.BGPUpdate{PathAttributes: []bgp.PathAttributeInterface{mp}}
+}
+
+// TestRIBFeedIPv6: IPv6 routes in MP_REACH_NLRI reach the FIB with their
+// IPv6 next hops (ECMP too), are withdrawn by MP_UNREACH_NLRI, and after a
+// session loss each family's End-of-RIB sweeps that family's stale
+// paths only. A link-local next hop (no port to reach it by) is refused.
+func TestRIBFeedIPv6(t *testing.T) {
+	f, fib := newTestFeed()
+	f.st.GR = true
+	p := netip.MustParsePrefix("2a00:1450::/32")
+	f.update(announce6("2001:db8:12::20", []uint32{1, 1}, "2a00:1450::/32", "2a01:4f8::/32"))
+	f.update(announce6("2001:db8:12::21", []uint32{2}, "2a00:1450::/32"))
+	f.update(announce("203.0.113.20", 1, 100, []uint32{1}, "100.64.0.0/10"))
+	if got := fib.routes[p]; !reflect.DeepEqual(got, hops("2001:db8:12::20", "2001:db8:12::21")) {
+		t.Fatalf("IPv6 ECMP next hops %v", got)
+	}
+	f.update(announce6("fe80::1", []uint32{3}, "2a02::/32"))
+	if _, ok := fib.routes[netip.MustParsePrefix("2a02::/32")]; ok {
+		t.Errorf("a route via a link-local next hop was taken")
+	}
+	mp, _ := bgp.NewPathAttributeMpUnreachNLRI(bgp.RF_IPv6_UC, []bgp.PathNLRI{{NLRI: mustNLRI("2a00:1450::/32"), ID: 2}})
+	f.update(&bgp.BGPUpdate{PathAttributes: []bgp.PathAttributeInterface{mp}})
+	if got := fib.routes[p]; !reflect.DeepEqual(got, hops("2001:db8:12::20")) {
+		t.Fatalf("after withdrawing path 2: %v", got)
+	}
+
+	// The session goes; the suite sends IPv4 again and its End-of-RIB
+	// first: the IPv6 routes stay until IPv6's own.
+	f.sessionLost()
+	f.update(announce("203.0.113.20", 1, 100, []uint32{1}, "100.64.0.0/10"))
+	f.update(&bgp.BGPUpdate{})
+	if len(fib.routes) != 3 || !f.synced {
+		t.Fatalf("IPv4's End-of-RIB swept IPv6: %v", fib.routes)
+	}
+	f.update(announce6("2001:db8:12::20", []uint32{1}, "2a00:1450::/32"))
+	f.update(endOfRIB6())
+	if _, ok := fib.routes[netip.MustParsePrefix("2a01:4f8::/32")]; ok || len(fib.routes) != 2 || f.nStale != 0 || f.nPaths != 2 {
+		t.Fatalf("after IPv6's End-of-RIB: %v, %d paths, %d stale", fib.routes, f.nPaths, f.nStale)
+	}
+}
+
+func mustNLRI(p string) bgp.NLRI {
+	n, _ := bgp.NewIPAddrPrefix(netip.MustParsePrefix(p))
+	return n
+}

@@ -67,7 +67,7 @@ func (a *Agent) saveSettings(s settings) error {
 func vcpSettings(m *dist.BackendConfig, acl []dist.ACLRule) settings {
 	s := settings{Addrs: m.Addrs}
 	for _, p := range m.Ports {
-		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, MTU: max(p.MTU, 576)})
+		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, Address6: p.Prefix6, MTU: max(p.MTU, 576)})
 	}
 	for _, r := range acl {
 		s.ACL = append(s.ACL, aclRule(r))

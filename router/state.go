@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,16 +17,47 @@ import (
 // restarted agent can adopt the data path it left (pinned maps) instead of
 // rebuilding it: the FIB's routes, and the ids it gave next hops and groups.
 type savedState struct {
-	// Routes are the FIB's routes packed, 9 bytes each: address (4),
-	// length (1), next-hop group (4, big-endian). A full table is 9 MB,
-	// copied under the agent's lock in tens of milliseconds; as a JSON map
-	// of strings it took seconds.
-	Routes   []byte              `json:"routes"`
+	// Routes are the FIB's routes packed (packRoutes), 9 bytes each:
+	// address (4), length (1), next-hop group (4, big-endian). A full
+	// table is 9 MB, copied under the agent's lock in tens of
+	// milliseconds; as a JSON map of strings it took seconds.
+	Routes []byte `json:"routes"`
+	// Routes6 are the IPv6 FIB's, 21 bytes each: address (16), length
+	// (1), next-hop group (4).
+	Routes6  []byte              `json:"routes6"`
 	NextHops []savedNextHop      `json:"nexthops"`
 	Groups   map[uint32][]uint32 `json:"groups"`
 }
 
-const savedRouteLen = 9
+// packRoutes packs routes whose addresses are n bytes long (4 or 16), as
+// savedState keeps them: address, length, group.
+func packRoutes(routes map[netip.Prefix]uint32, n int) []byte {
+	b := make([]byte, 0, len(routes)*(n+5))
+	for p, g := range routes {
+		b = append(b, p.Addr().AsSlice()...)
+		b = append(b, uint8(p.Bits()))
+		b = binary.BigEndian.AppendUint32(b, g)
+	}
+	return b
+}
+
+// unpackRoutes reads what packRoutes wrote, each route's group one of
+// groups; false for anything else.
+func unpackRoutes(b []byte, n int, groups map[uint32][]uint32) (map[netip.Prefix]uint32, bool) {
+	if len(b)%(n+5) != 0 {
+		return nil, false
+	}
+	routes := make(map[netip.Prefix]uint32, len(b)/(n+5))
+	for ; len(b) > 0; b = b[n+5:] {
+		a, _ := netip.AddrFromSlice(b[:n])
+		p, g := netip.PrefixFrom(a, int(b[n])), binary.BigEndian.Uint32(b[n+1:n+5])
+		if int(b[n]) > n*8 || p != p.Masked() || p.Addr().Is4In6() || groups[g] == nil {
+			return nil, false
+		}
+		routes[p] = g
+	}
+	return routes, true
+}
 
 type savedNextHop struct {
 	ID   uint32     `json:"id"`
@@ -40,14 +72,8 @@ func (a *Agent) statePath() string {
 
 // snapshot copies what save writes; call it with a.mu held.
 func (a *Agent) snapshot() *savedState {
-	routes := a.dp.FIB.Routes()
-	s := &savedState{Routes: make([]byte, 0, len(routes)*savedRouteLen), Groups: make(map[uint32][]uint32, len(a.nh.groups))}
-	for p, g := range routes {
-		a4 := p.Addr().As4()
-		s.Routes = append(s.Routes, a4[:]...)
-		s.Routes = append(s.Routes, uint8(p.Bits()))
-		s.Routes = binary.BigEndian.AppendUint32(s.Routes, g)
-	}
+	s := &savedState{Routes: packRoutes(a.dp.FIB.Routes(), 4), Routes6: packRoutes(a.dp.FIB6.Routes(), 16),
+		Groups: make(map[uint32][]uint32, len(a.nh.groups))}
 	for g, ids := range a.nh.groups {
 		s.Groups[g] = ids
 	}
@@ -95,24 +121,24 @@ func (a *Agent) adopt() bool {
 	for _, n := range s.NextHops {
 		keys[n.ID] = nhKey{gw: n.GW, port: n.Port}
 	}
-	if len(s.Routes)%savedRouteLen != 0 {
-		a.log.Warn("saved state: routes truncated: rebuilding the FIB")
+	fib, ok4 := unpackRoutes(s.Routes, 4, s.Groups)
+	fib6, ok6 := unpackRoutes(s.Routes6, 16, s.Groups)
+	if !ok4 || !ok6 {
+		a.log.Warn("saved state: routes truncated or bad: rebuilding the FIB")
 		return false
-	}
-	fib := make(map[netip.Prefix]uint32, len(s.Routes)/savedRouteLen)
-	for b := s.Routes; len(b) > 0; b = b[savedRouteLen:] {
-		p := netip.PrefixFrom(netip.AddrFrom4([4]byte(b[0:4])), int(b[4]))
-		g := binary.BigEndian.Uint32(b[5:9])
-		if b[4] > 32 || p != p.Masked() || s.Groups[g] == nil {
-			return false
-		}
-		fib[p] = g
 	}
 	if err := a.dp.FIB.Adopt(fib); err != nil {
 		a.log.Warn("rebuilding the FIB", "err", err)
 		return false
 	}
-	a.nh.restore(keys, s.Groups, fib)
-	a.log.Info("adopted the running data path", "routes", len(fib))
+	if err := a.dp.FIB6.Adopt(fib6); err != nil {
+		a.log.Warn("rebuilding the FIB", "err", err)
+		a.dp.FIB.Reset() // both families start again together
+		return false
+	}
+	all := maps.Clone(fib)
+	maps.Copy(all, fib6)
+	a.nh.restore(keys, s.Groups, all)
+	a.log.Info("adopted the running data path", "routes", len(fib), "routes6", len(fib6))
 	return true
 }

@@ -459,7 +459,7 @@ func (a *Agent) portSettings(lb *element) []dist.PortSetting {
 			Flags: hp.Flags & dist.PortFlagDefaultInternal}
 		for _, ep := range a.cfg.ExternalPorts {
 			if ep.LB == lb.hello.Name && bytes.Equal(ep.mac, hp.MAC) {
-				s.Role, s.VLAN, s.Prefix, s.Flags = dist.PortExternal, ep.VLAN, ep.Address, 0
+				s.Role, s.VLAN, s.Prefix, s.Prefix6, s.Flags = dist.PortExternal, ep.VLAN, ep.Address, ep.Address6, 0
 				if ep.MTU != 0 {
 					s.MTU = ep.MTU
 				}

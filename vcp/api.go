@@ -105,7 +105,7 @@ func (a *Agent) Handler() http.Handler {
 		api.Reply(w, v, err)
 	})
 	mux.HandleFunc("GET "+vcpapi.PathLookup, func(w http.ResponseWriter, r *http.Request) {
-		addr, err := api.IPv4Param(r, "addr")
+		addr, err := api.AddrParam(r, "addr")
 		if err != nil {
 			api.Reply(w, nil, err)
 			return

@@ -55,7 +55,13 @@ protocol direct {
 	interface "x*";
 	check link yes;
 }
-{{range $i, $b := .BGP}}
+{{if .HasIPv6}}
+protocol direct direct6 {
+	ipv6;
+	interface "x*";
+	check link yes;
+}
+{{end}}{{range $i, $b := .BGP}}
 protocol bgp peer{{$i}} {
 	description "{{$.PeerPort $b.Neighbor}}";
 	local as {{$.ASN}};
@@ -68,24 +74,30 @@ protocol bgp peer{{$i}} {
 {{end}}{{if $b.MaxPrefixesRestart}}	error wait time {{$b.RestartSeconds}}, {{$b.RestartSeconds}};   # max_prefixes_restart
 {{end}}	# What the router announces (export: {{$b.Exports}}), with its own
 	# address on the peer's port as next hop: one router, not its gateways.
-	ipv4 {
-		import {{$b.BIRDImport}};
-		export {{$b.BIRDExport}};
-		next hop self;
+{{range $.PeerChannels $b}}	{{.Family}} {
+		import {{.Import}};
+		export {{.Export}};
+		{{.NextHop}}
 {{with $b.BIRDLimit}}		{{.}}
 {{end}}	};
-}
+{{end}}}
 {{end}}{{if .BFDPeers}}
 # BFD with the peers that have bfd: {{.BFDInterval}} x {{.BFDMultiplier}}.
 protocol bfd {
 	interface "x*" { interval {{.BFDIntervalMs}} ms; multiplier {{.BFDMultiplier}}; };
 }
-{{end}}{{if or .Static .StaticFiles}}
+{{end}}{{if or .Static4 .StaticFiles}}
 protocol static {
 	ipv4;
 	check link yes;   # routes via a port whose link is down are withdrawn
-{{range .Static}}	route {{.To}} via {{.Via}};
+{{range .Static4}}	route {{.To}} via {{.Via}};
 {{end}}{{range $i, $f := .StaticFiles}}	include "{{$.RunDir}}/static{{$i}}.conf";
+{{end}}}
+{{end}}{{with .Static6}}
+protocol static static6 {
+	ipv6;
+	check link yes;
+{{range .}}	route {{.To}} via {{.Via}};
 {{end}}}
 {{end}}{{if .OSPF}}
 protocol ospf v2 {
@@ -107,6 +119,23 @@ protocol rip {
 # BGP, OSPF and static routes give goes; the ports' own subnets do not (each
 # back-end has them). Next hops are gateways on the ports' subnets, which
 # the back-ends mirror.
+# Each route says where it came from and its preference, as large
+# communities (ASN, 1, origin) and (ASN, 2, preference) (docs/vcp.md,
+# router/origin.go); a peer's own of the router's ASN go first.
+filter to_backends {
+	if !(source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_IA, RTS_OSPF_EXT1, RTS_OSPF_EXT2, RTS_RIP]) then reject;
+	bgp_large_community.delete([({{$.ASN}}, *, *)]);
+	if source = RTS_STATIC then bgp_large_community.add(({{$.ASN}}, 1, 2));
+	if source = RTS_OSPF then bgp_large_community.add(({{$.ASN}}, 1, 3));
+	if source = RTS_OSPF_IA then bgp_large_community.add(({{$.ASN}}, 1, 4));
+	if source = RTS_OSPF_EXT1 then bgp_large_community.add(({{$.ASN}}, 1, 5));
+	if source = RTS_OSPF_EXT2 then bgp_large_community.add(({{$.ASN}}, 1, 6));
+	if source = RTS_BGP then bgp_large_community.add(({{$.ASN}}, 1, 7));
+	if source = RTS_RIP then bgp_large_community.add(({{$.ASN}}, 1, 8));
+	bgp_large_community.add(({{$.ASN}}, 2, preference));
+	accept;
+}
+
 protocol bgp backends {
 {{if $.HoldFeed}}	disabled;       # until the suite's own sessions have converged (Suite.holdFeed)
 {{end}}	local {{.Listen}} as {{$.ASN}};
@@ -116,25 +145,18 @@ protocol bgp backends {
 	graceful restart on;
 	ipv4 {
 		import none;
-		# Each route says where it came from and its preference, as large
-		# communities (ASN, 1, origin) and (ASN, 2, preference) (docs/vcp.md,
-		# router/origin.go); a peer's own of the router's ASN go first.
-		export filter {
-			if !(source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_IA, RTS_OSPF_EXT1, RTS_OSPF_EXT2, RTS_RIP]) then reject;
-			bgp_large_community.delete([({{$.ASN}}, *, *)]);
-			if source = RTS_STATIC then bgp_large_community.add(({{$.ASN}}, 1, 2));
-			if source = RTS_OSPF then bgp_large_community.add(({{$.ASN}}, 1, 3));
-			if source = RTS_OSPF_IA then bgp_large_community.add(({{$.ASN}}, 1, 4));
-			if source = RTS_OSPF_EXT1 then bgp_large_community.add(({{$.ASN}}, 1, 5));
-			if source = RTS_OSPF_EXT2 then bgp_large_community.add(({{$.ASN}}, 1, 6));
-			if source = RTS_BGP then bgp_large_community.add(({{$.ASN}}, 1, 7));
-			if source = RTS_RIP then bgp_large_community.add(({{$.ASN}}, 1, 8));
-			bgp_large_community.add(({{$.ASN}}, 2, preference));
-			accept;
-		};
+		export filter to_backends;
 		add paths tx;   # every path, so that ECMP reaches the back-ends
 	};
-}
+{{if $.HasIPv6}}	# IPv6 over the same session (MP-BGP): the same routes of the other
+	# family, their next hops the gateways on the ports' IPv6 subnets.
+	ipv6 {
+		import none;
+		export filter to_backends;
+		next hop keep;
+		add paths tx;
+	};
+{{end}}}
 {{end}}`))
 
 // StartBIRD writes BIRD's configuration and starts it. Call it in

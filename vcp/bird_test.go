@@ -60,3 +60,43 @@ func mustPattern(s string) PrefixPattern {
 	}
 	return p
 }
+
+// TestBirdConfIPv6 renders a dual-stack configuration (ports with IPv6
+// addresses, a peer over IPv6, a peer over IPv4 carrying IPv6 too, IPv6
+// static routes, the back-ends' feed with both families) and has BIRD
+// check it: each family's channel takes that family's prefix patterns.
+func TestBirdConfIPv6(t *testing.T) {
+	cfg := &RoutingConfig{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"),
+		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("2001:db8:10::20"), ASN: 65020, ImportPrefixes: []PrefixPattern{mustPattern("2a00::/12{16,48}"), mustPattern("10.0.0.0/8+")}},
+			{Neighbor: netip.MustParseAddr("192.0.2.21"), ASN: 65021, IPv6: true, ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+")}}},
+		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")},
+			{To: netip.MustParsePrefix("2001:db8:99::/48"), Via: netip.MustParseAddr("2001:db8:10::254")}},
+		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
+		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0"},
+			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
+	var b bytes.Buffer
+	if err := birdConf.Execute(&b, suiteConf{cfg, false}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bird.conf")
+	os.WriteFile(path, b.Bytes(), 0o644)
+	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
+		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
+	}
+	for _, want := range []string{
+		"protocol direct direct6 {\n\tipv6;",
+		// Over IPv6: one ipv6 channel, its IPv6 patterns only.
+		"neighbor 2001:db8:10::20 as 65020;",
+		"\tipv6 {\n\t\timport where net ~ [2a00::/12{16,48}];\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop self;\n\t};\n}",
+		// Over IPv4 with ipv6: both, the IPv6 routes via the port's address6;
+		// its list has no IPv6 pattern, so it takes no IPv6 route.
+		"\tipv4 {\n\t\timport where net ~ [10.0.0.0/8+];\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop self;\n\t};\n\tipv6 {\n\t\timport none;\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop address 2001:db8:10::1;\n\t};",
+		"protocol static static6 {\n\tipv6;\n\tcheck link yes;\n\troute 2001:db8:99::/48 via 2001:db8:10::254;",
+		"protocol static {\n\tipv4;\n\tcheck link yes;   # routes via a port whose link is down are withdrawn\n\troute 203.0.113.0/24 via 192.0.2.254;\n}",
+		"\tipv6 {\n\t\timport none;\n\t\texport filter to_backends;\n\t\tnext hop keep;\n\t\tadd paths tx;\n\t};",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("configuration lacks %q:\n%s", want, b.String())
+		}
+	}
+}

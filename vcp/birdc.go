@@ -109,12 +109,26 @@ func parseRoutes(out string) []vcpapi.SuiteRoute {
 }
 
 // parseRouteCount reads `show route count`: "12 of 12 routes for 12
-// networks in table master4".
+// networks in table master4", or with both families the "Total: ..."
+// line after each table's.
 func parseRouteCount(out string) (routes, networks int, err error) {
+	found := false
 	for _, line := range strings.Split(out, "\n") {
-		if _, err := fmt.Sscanf(strings.TrimSpace(line), "%d of %d routes for %d networks", new(int), &routes, &networks); err == nil {
+		line = strings.TrimSpace(line)
+		// With IPv6 there is a line per table (master4, master6) and a
+		// total: the total counts both families.
+		if _, err := fmt.Sscanf(line, "Total: %d of %d routes for %d networks", new(int), &routes, &networks); err == nil {
 			return routes, networks, nil
 		}
+		if found {
+			continue
+		}
+		if _, err := fmt.Sscanf(line, "%d of %d routes for %d networks", new(int), &routes, &networks); err == nil {
+			found = true
+		}
 	}
-	return 0, 0, fmt.Errorf("no route count in %q", out)
+	if !found {
+		return 0, 0, fmt.Errorf("no route count in %q", out)
+	}
+	return routes, networks, nil
 }

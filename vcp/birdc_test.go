@@ -75,6 +75,12 @@ func TestParseRoutes(t *testing.T) {
 	if err != nil || routes != 5 || networks != 4 {
 		t.Errorf("route count %d %d %v, want 5 4", routes, networks, err)
 	}
+	// Dual stack, as BIRD 2.0.12 writes it with both tables.
+	routes, networks, err = parseRouteCount("BIRD 2.0.12 ready.\n3002 of 3002 routes for 3001 networks in table master4\n" +
+		"203 of 203 routes for 203 networks in table master6\nTotal: 3205 of 3205 routes for 3204 networks in 2 tables\n")
+	if err != nil || routes != 3205 || networks != 3204 {
+		t.Errorf("dual-stack route count %d %d %v, want the total, 3205 3204", routes, networks, err)
+	}
 	if _, _, err := parseRouteCount("BIRD 2.0.12 ready.\nUnable to connect"); err == nil {
 		t.Error("a count out of nothing")
 	}

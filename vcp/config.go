@@ -100,9 +100,10 @@ type RoutingConfig struct {
 
 // SuitePort is an external port, for the suite's config.
 type SuitePort struct {
-	VLAN    uint16
-	Address netip.Prefix
-	Name    string // lb1/e0
+	VLAN     uint16
+	Address  netip.Prefix
+	Address6 netip.Prefix // none: IPv4 only
+	Name     string       // lb1/e0
 }
 
 // PortName is the router's name of the port with the VLAN, for the
@@ -119,11 +120,48 @@ func (c *RoutingConfig) PortName(vlan uint16) string {
 // PeerPort is the router's name of the port a neighbour is on.
 func (c *RoutingConfig) PeerPort(a netip.Addr) string {
 	for _, p := range c.Ports {
-		if p.Address.Masked().Contains(a) {
+		if p.Address.Masked().Contains(a) || p.Address6.IsValid() && p.Address6.Masked().Contains(a) {
 			return p.Name
 		}
 	}
 	return "no port"
+}
+
+// PeerChannels are a peer's BGP channels (BGPPeer.Channels) with the
+// router's IPv6 address on its port.
+func (c *RoutingConfig) PeerChannels(b BGPPeer) []BGPChannel {
+	var port6 netip.Addr
+	for _, p := range c.Ports {
+		if p.Address.Masked().Contains(b.Neighbor) && p.Address6.IsValid() {
+			port6 = p.Address6.Addr()
+		}
+	}
+	return b.Channels(port6)
+}
+
+// Static4 and Static6 are the static routes of each family.
+func (c *RoutingConfig) Static4() []StaticRoute { return c.staticOf(false) }
+func (c *RoutingConfig) Static6() []StaticRoute { return c.staticOf(true) }
+
+func (c *RoutingConfig) staticOf(v6 bool) []StaticRoute {
+	var out []StaticRoute
+	for _, r := range c.Static {
+		if r.To.Addr().Is6() == v6 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// HasIPv6 says whether any external port has an IPv6 address: the suite
+// then runs IPv6 channels too.
+func (c *RoutingConfig) HasIPv6() bool {
+	for _, p := range c.Ports {
+		if p.Address6.IsValid() {
+			return true
+		}
+	}
+	return false
 }
 
 // StaticRoute is a static route of the router.
@@ -194,6 +232,10 @@ type BGPPeer struct {
 	// that the config can be shown without it.
 	Password     string `yaml:"password"`
 	PasswordFile string `yaml:"password_file"`
+	// IPv6 carries IPv6 unicast routes too on a session over IPv4
+	// (MP-BGP, RFC 4760), with the router's IPv6 address on the peer's
+	// port as their next hop; a session over IPv6 carries IPv6 only.
+	IPv6 bool `yaml:"ipv6"`
 	// BFD runs BFD (RFC 5880/5881) with the peer at the routing
 	// section's bfd_interval and bfd_multiplier: a link that dies takes
 	// the session, and the peer's routes, down in interval x multiplier,
@@ -230,17 +272,18 @@ func (p *PrefixPattern) UnmarshalText(b []byte) error {
 	text, lengths, ranged := strings.Cut(s, "{")
 	plus := strings.HasSuffix(text, "+") && !ranged
 	pfx, err := netip.ParsePrefix(strings.TrimSuffix(text, "+"))
-	if err != nil || !pfx.Addr().Is4() || pfx != pfx.Masked() {
-		return fmt.Errorf("prefix %q: an IPv4 prefix (its host bits zero), then nothing, + or {MIN,MAX}", s)
+	if err != nil || pfx.Addr().Is4In6() || pfx != pfx.Masked() {
+		return fmt.Errorf("prefix %q: an IPv4 or IPv6 prefix (its host bits zero), then nothing, + or {MIN,MAX}", s)
 	}
 	*p = PrefixPattern{Prefix: pfx, Min: pfx.Bits(), Max: pfx.Bits()}
+	most := pfx.Addr().BitLen()
 	switch {
 	case plus:
-		p.Max = 32
+		p.Max = most
 	case ranged:
 		if _, err := fmt.Sscanf(lengths, "%d,%d}", &p.Min, &p.Max); err != nil || !strings.HasSuffix(lengths, "}") ||
-			p.Min < pfx.Bits() || p.Min > p.Max || p.Max > 32 {
-			return fmt.Errorf("prefix %q: lengths {MIN,MAX} with %d <= MIN <= MAX <= 32", s, pfx.Bits())
+			p.Min < pfx.Bits() || p.Min > p.Max || p.Max > most {
+			return fmt.Errorf("prefix %q: lengths {MIN,MAX} with %d <= MIN <= MAX <= %d", s, pfx.Bits(), most)
 		}
 	}
 	return nil
@@ -251,7 +294,7 @@ func (p PrefixPattern) String() string {
 	switch {
 	case p.Min == p.Prefix.Bits() && p.Max == p.Min:
 		return p.Prefix.String()
-	case p.Min == p.Prefix.Bits() && p.Max == 32:
+	case p.Min == p.Prefix.Bits() && p.Max == p.Prefix.Addr().BitLen():
 		return p.Prefix.String() + "+"
 	}
 	return fmt.Sprintf("%s{%d,%d}", p.Prefix, p.Min, p.Max)
@@ -276,6 +319,49 @@ func birdPrefixSet(ps []PrefixPattern) string {
 		s = append(s, p.String())
 	}
 	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// ofFamily are the patterns of one family (nil stays nil: no list).
+func ofFamily(ps []PrefixPattern, v6 bool) []PrefixPattern {
+	if ps == nil {
+		return nil
+	}
+	out := []PrefixPattern{}
+	for _, p := range ps {
+		if p.Prefix.Addr().Is6() == v6 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// BGPChannel is one address family of a BGP session, as BIRD's config
+// writes it: its import and export clauses and its next hop setting.
+type BGPChannel struct {
+	Family, Import, Export, NextHop string
+}
+
+// Channels are the session's address families: its transport's, and
+// IPv6 too on an IPv4 session with ipv6. Each family's import and export
+// lists are the patterns of that family (a list that has none of them
+// passes nothing of it). port6 is the router's IPv6 address on the peer's
+// port, the next hop of IPv6 routes over an IPv4 session.
+func (b BGPPeer) Channels(port6 netip.Addr) []BGPChannel {
+	chans := []BGPChannel{b.channel(b.Neighbor.Is6(), "next hop self;")}
+	if b.Neighbor.Is4() && b.IPv6 {
+		chans = append(chans, b.channel(true, fmt.Sprintf("next hop address %s;", port6)))
+	}
+	return chans
+}
+
+func (b BGPPeer) channel(v6 bool, nextHop string) BGPChannel {
+	f := b
+	f.ImportPrefixes, f.ExportPrefixes = ofFamily(b.ImportPrefixes, v6), ofFamily(b.ExportPrefixes, v6)
+	c := BGPChannel{Family: "ipv4", Import: f.BIRDImport(), Export: f.BIRDExport(), NextHop: nextHop}
+	if v6 {
+		c.Family = "ipv6"
+	}
+	return c
 }
 
 // ImportsNothing and ExportsNothing say that a prefix list is given and
@@ -429,8 +515,12 @@ type ExternalPortConfig struct {
 	LB      string       `yaml:"lb" msr:"required"`
 	MAC     string       `yaml:"mac" msr:"required"`
 	Address netip.Prefix `yaml:"address" msr:"required"`
-	VLAN    uint16       `yaml:"vlan" msr:"required"`
-	MTU     uint16       `yaml:"mtu"`
+	// Address6 is the router's IPv6 address and subnet on the port (dual
+	// stack; none: IPv4 only). Its link-local address is always the
+	// port MAC's EUI-64.
+	Address6 netip.Prefix `yaml:"address6"`
+	VLAN     uint16       `yaml:"vlan" msr:"required"`
+	MTU      uint16       `yaml:"mtu"`
 	// Description is the operator's words for the port (SNMP's ifAlias).
 	Description string           `yaml:"description"`
 	Pos         config.Pos       `yaml:"-"`
@@ -503,6 +593,12 @@ func (c *FileConfig) complete() error {
 		if p.VLAN == 0 || p.VLAN > 4094 || !p.Address.Addr().Is4() {
 			return p.Pos.Errorf("external port %s: VLAN 1-4094 and an IPv4 address", mac)
 		}
+		if a := p.Address6.Addr(); p.Address6.IsValid() && (!a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() || p.Address6.Bits() > 127) {
+			return p.Pos.Errorf("external port %s: address6 %s is not a global IPv6 address and subnet", mac, p.Address6)
+		}
+		if p.Address6.IsValid() && p.MTU != 0 && p.MTU < 1280 {
+			return p.Pos.Errorf("external port %s: MTU %d below IPv6's 1280 (RFC 8200 §5)", mac, p.MTU)
+		}
 		// A VLAN names one external port of the whole router (seed 000
 		// §4.5): two LBs cannot share one.
 		if prev, dup := vlans[p.VLAN]; dup {
@@ -554,8 +650,14 @@ func (c *FileConfig) complete() error {
 		}
 		for i := range r.BGP {
 			b := &r.BGP[i]
-			if !b.Neighbor.Is4() || !c.onPort(b.Neighbor) {
-				return b.Pos.Errorf("BGP neighbour %s: an IPv4 address on an external port's subnet", b.Neighbor)
+			if b.Neighbor.Is4In6() || !c.onPort(b.Neighbor) {
+				return b.Pos.Errorf("BGP neighbour %s: an address on an external port's subnet", b.Neighbor)
+			}
+			if b.IPv6 && b.Neighbor.Is4() && !c.port6Of(b.Neighbor).IsValid() {
+				return b.Pos.Errorf("BGP neighbour %s: ipv6 needs an address6 on its port (the IPv6 routes' next hop)", b.Neighbor)
+			}
+			if r.Suite == "frr" && (b.IPv6 || b.Neighbor.Is6()) {
+				return b.Pos.Errorf("BGP neighbour %s: IPv6 with suite frr is not built yet: use suite bird", b.Neighbor)
 			}
 			if err := checkKinds("export", b.Export, exportKinds); err != nil {
 				return b.Pos.Errorf("BGP neighbour %s: %v", b.Neighbor, err)
@@ -584,13 +686,16 @@ func (c *FileConfig) complete() error {
 			}
 		}
 		for _, st := range r.Static {
-			if !st.To.Addr().Is4() || !c.onPort(st.Via) {
-				return st.Pos.Errorf("static route %s via %s: an IPv4 prefix via an address on an external port's subnet", st.To, st.Via)
+			if st.To.Addr().Is4In6() || st.To.Addr().Is6() != st.Via.Is6() || !c.onPort(st.Via) {
+				return st.Pos.Errorf("static route %s via %s: a prefix via an address of its family on an external port's subnet", st.To, st.Via)
+			}
+			if r.Suite == "frr" && st.To.Addr().Is6() {
+				return st.Pos.Errorf("static route %s: IPv6 with suite frr is not built yet: use suite bird", st.To)
 			}
 		}
 		for _, f := range r.StaticFiles {
-			if !c.onPort(f.Via) {
-				return f.Pos.Errorf("static file %s via %s: an address on an external port's subnet", f.File, f.Via)
+			if !f.Via.Is4() || !c.onPort(f.Via) {
+				return f.Pos.Errorf("static file %s via %s: an IPv4 address on an external port's subnet", f.File, f.Via)
 			}
 		}
 		if err := checkKinds("ospf_export", r.OSPFExport, ospfExportKinds); err != nil {
@@ -638,14 +743,25 @@ func (c *FileConfig) hasVLAN(v uint16) bool {
 	return false
 }
 
-// onPort says whether a is on the subnet of an external port.
+// onPort says whether a is on an external port's subnet (of a's family).
 func (c *FileConfig) onPort(a netip.Addr) bool {
 	for _, p := range c.ExternalPorts {
-		if p.Address.Masked().Contains(a) {
+		if p.Address.Masked().Contains(a) || p.Address6.IsValid() && p.Address6.Masked().Contains(a) {
 			return true
 		}
 	}
 	return false
+}
+
+// port6Of is the router's IPv6 address on the port whose IPv4 subnet
+// holds a (none: the port has none).
+func (c *FileConfig) port6Of(a netip.Addr) netip.Addr {
+	for _, p := range c.ExternalPorts {
+		if p.Address.Masked().Contains(a) && p.Address6.IsValid() {
+			return p.Address6.Addr()
+		}
+	}
+	return netip.Addr{}
 }
 
 // runDir is where the VCP keeps its suite's and election's files.

@@ -118,9 +118,11 @@ func TestBGPPrefixPolicy(t *testing.T) {
 	}
 	line := strings.Count(routing[:strings.Index(routing, "- {neighbor: 192.0.2.10")], "\n") + 1
 	for _, c := range []struct{ from, to, want string }{
-		{"10.0.0.0/8+", "10.0.0.1/8+", `prefix "10.0.0.1/8+": an IPv4 prefix (its host bits zero)`},
+		{"10.0.0.0/8+", "10.0.0.1/8+", `prefix "10.0.0.1/8+": an IPv4 or IPv6 prefix (its host bits zero)`},
 		{"172.16.0.0/12{16,24}", "172.16.0.0/12{8,24}", `prefix "172.16.0.0/12{8,24}": lengths {MIN,MAX} with 12 <= MIN`},
-		{"192.168.1.0/24]", "2001:db8::/32]", `prefix "2001:db8::/32"`},
+		{"192.168.1.0/24]", "2001:db8::1/32]", `prefix "2001:db8::1/32"`},
+		{"192.168.1.0/24]", `"2001:db8::/32{48,129}"]`, `lengths {MIN,MAX} with 32 <= MIN <= MAX <= 128`},
+		{"192.168.1.0/24]", "\"::ffff:0.0.0.0/96\"]", `prefix "::ffff:0.0.0.0/96"`},
 		{"max_prefixes_restart: 2m", "max_prefixes_restart: 90s", "max_prefixes_restart 1m30s: whole minutes"},
 		{"max_prefixes: 100, ", "", "max_prefixes_restart without max_prefixes"},
 	} {
@@ -263,6 +265,44 @@ func TestSNMPConfig(t *testing.T) {
 		text := strings.Replace(good, c.edit, c.want, 1)
 		if _, err := load(t, text); err == nil || !strings.Contains(err.Error(), c.msg) || !strings.Contains(err.Error(), "vcp.yaml:") {
 			t.Errorf("%s -> %s: %v, want %q at a line", c.edit, c.want, err, c.msg)
+		}
+	}
+}
+
+// TestIPv6Config: a port's address6, BGP over IPv6 and IPv6 over an IPv4
+// session, IPv6 static routes; each misuse refused at its line.
+func TestIPv6Config(t *testing.T) {
+	dual := strings.Replace(goodVCP, "address: 192.0.2.1/24, vlan: 10", `address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10`, 1) +
+		"routing:\n  asn: 65000\n  bgp:\n" +
+		"    - {neighbor: \"2001:db8:10::20\", asn: 65020}\n" +
+		"    - {neighbor: 192.0.2.21, asn: 65021, ipv6: true}\n" +
+		"  static:\n    - {to: \"2001:db8:99::/48\", via: \"2001:db8:10::254\"}\n"
+	c, err := load(t, dual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.ExternalPorts[0].Address6.String(); got != "2001:db8:10::1/64" {
+		t.Errorf("address6 %s", got)
+	}
+	ch := c.Routing.BGP[1].Channels(c.port6Of(c.Routing.BGP[1].Neighbor))
+	if len(ch) != 2 || ch[1].Family != "ipv6" || ch[1].NextHop != "next hop address 2001:db8:10::1;" {
+		t.Errorf("IPv4 session with ipv6: channels %+v", ch)
+	}
+	line := func(s string) int { return strings.Count(dual[:strings.Index(dual, s)], "\n") + 1 }
+	for _, c := range []struct{ from, to, want, at string }{
+		{`address6: "2001:db8:10::1/64"`, `address6: "fe80::1/64"`, "address6 fe80::1/64 is not a global IPv6 address", "- {lb: lb1"},
+		{`neighbor: "2001:db8:10::20"`, `neighbor: "2001:db8:11::20"`, "BGP neighbour 2001:db8:11::20: an address on an external port's subnet", `- {neighbor: "2001`},
+		{"neighbor: 192.0.2.21, asn: 65021", "neighbor: 198.51.100.21, asn: 65021", "BGP neighbour 198.51.100.21: ipv6 needs an address6 on its port", "- {neighbor: 192.0.2.21"},
+		{`via: "2001:db8:10::254"`, "via: 192.0.2.254", "static route 2001:db8:99::/48 via 192.0.2.254: a prefix via an address of its family", `- {to: "2001`},
+		{"asn: 65000\n", "asn: 65000\n  suite: frr\n", "IPv6 with suite frr is not built yet", `- {neighbor: "2001`},
+	} {
+		_, err := load(t, strings.Replace(dual, c.from, c.to, 1))
+		at := line(c.at)
+		if c.from == "asn: 65000\n" {
+			at++ // the line the edit adds
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", at)) {
+			t.Errorf("%s -> %s: %v, want %q at line %d", c.from, c.to, err, c.want, at)
 		}
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/internal/iflink"
+	"github.com/msr-router/msr/internal/inet"
 )
 
 // Mirrors give the VCP's routing suite one interface per external port of
@@ -119,6 +122,10 @@ func newMirror(p ExternalPortConfig) (*mirror, error) {
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fail("add veth "+mr.name, err)
 	}
+	// IPv6 before the link is up, so that the kernel makes no addresses
+	// of its own: the bridge side none at all, the suite's side only the
+	// port's (readdressMirror).
+	setIPv6Sysctls(bridge, mr.name)
 	if err := readdressMirror(p); err != nil {
 		return nil, err
 	}
@@ -132,8 +139,6 @@ func newMirror(p ExternalPortConfig) (*mirror, error) {
 	if err := iflink.SetTxChecksum(mr.name, false); err != nil {
 		return fail("checksums", err)
 	}
-	// The suite speaks IPv4; IPv6 chatter would only go out of the port.
-	os.WriteFile("/proc/sys/net/ipv6/conf/"+mr.name+"/disable_ipv6", []byte("1"), 0)
 	ifi, err := net.InterfaceByName(mr.name)
 	if err != nil {
 		return nil, err
@@ -149,31 +154,66 @@ func newMirror(p ExternalPortConfig) (*mirror, error) {
 	return mr, nil
 }
 
-// readdressMirror gives a mirror its port's address (the only one) and
-// MTU.
+// setIPv6Sysctls readies a mirror's two sides for IPv6: the bridge side
+// takes none; the suite's side makes no address of its own (the port's
+// link-local one is its LB port MAC's EUI-64, which is not the mirror's
+// MAC), runs no duplicate address detection (the LB answers for the
+// port) and takes no router advertisements (the router is the router).
+func setIPv6Sysctls(bridge, mirror string) {
+	set := func(ifname, key, v string) {
+		os.WriteFile("/proc/sys/net/ipv6/conf/"+ifname+"/"+key, []byte(v), 0)
+	}
+	set(bridge, "disable_ipv6", "1")
+	set(mirror, "addr_gen_mode", "1")
+	set(mirror, "accept_dad", "0")
+	set(mirror, "accept_ra", "0")
+	set(mirror, "autoconf", "0")
+}
+
+// readdressMirror gives a mirror its port's addresses (the only ones: the
+// IPv4 one, and with an IPv6 one that and the port's link-local address)
+// and MTU. A port without IPv6 has IPv6 off on its mirror: its chatter
+// would only go out of the port.
 func readdressMirror(p ExternalPortConfig) error {
 	name := fmt.Sprintf("x%d", p.VLAN)
 	l, err := netlink.LinkByName(name)
 	if err != nil {
 		return fmt.Errorf("mirror of VLAN %d: %w", p.VLAN, err)
 	}
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	v6 := "0"
+	if !p.Address6.IsValid() {
+		v6 = "1"
+	}
+	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte(v6), 0)
+	want := []netip.Prefix{p.Address}
+	if p.Address6.IsValid() {
+		want = append(want, p.Address6, netip.PrefixFrom(inet.LinkLocal(p.mac), 64))
+	}
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("mirror of VLAN %d: list addresses: %w", p.VLAN, err)
 	}
-	want, err := netlink.ParseAddr(p.Address.String())
-	if err != nil {
-		return fmt.Errorf("mirror of VLAN %d: %w", p.VLAN, err)
-	}
 	for _, a := range addrs {
-		if !a.Equal(*want) {
-			if err := netlink.AddrDel(l, &a); err != nil {
-				return fmt.Errorf("mirror of VLAN %d: remove %s: %w", p.VLAN, a.IPNet, err)
-			}
+		have, ok := netip.AddrFromSlice(a.IP)
+		ones, _ := a.Mask.Size()
+		if ok && slices.Contains(want, netip.PrefixFrom(have.Unmap(), ones)) {
+			continue
+		}
+		if err := netlink.AddrDel(l, &a); err != nil {
+			return fmt.Errorf("mirror of VLAN %d: remove %s: %w", p.VLAN, a.IPNet, err)
 		}
 	}
-	if err := netlink.AddrReplace(l, want); err != nil {
-		return fmt.Errorf("mirror of VLAN %d: address %s: %w", p.VLAN, p.Address, err)
+	for _, w := range want {
+		a, err := netlink.ParseAddr(w.String())
+		if err != nil {
+			return fmt.Errorf("mirror of VLAN %d: %w", p.VLAN, err)
+		}
+		if w.Addr().Is6() {
+			a.Flags = unix.IFA_F_NODAD
+		}
+		if err := netlink.AddrReplace(l, a); err != nil {
+			return fmt.Errorf("mirror of VLAN %d: address %s: %w", p.VLAN, w, err)
+		}
 	}
 	if err := netlink.LinkSetMTU(l, int(p.mtu())); err != nil {
 		return fmt.Errorf("mirror of VLAN %d: MTU %d: %w", p.VLAN, p.mtu(), err)

@@ -110,13 +110,15 @@ func runDemo(args []string) error {
 			fmt.Fprintf(w, "  ping %-30s %s\n", k, res.Ping[k])
 		}
 		fmt.Fprintf(w, "  traceroute h1 -> h3: %d hops: %s\n", len(res.Traceroute), strings.Join(res.Traceroute, " | "))
+		fmt.Fprintf(w, "  traceroute h1 -> h3 (IPv6): %d hops: %s\n", len(res.Traceroute6), strings.Join(res.Traceroute6, " | "))
 		fmt.Fprintf(w, "  iperf3 h1 -> h3: %.0f Mbit/s, %d retransmits\n", res.IperfMbps, res.IperfRetr)
+		fmt.Fprintf(w, "  iperf3 h1 -> h3 (IPv6): %.0f Mbit/s, %d retransmits\n", res.Iperf6Mbps, res.Iperf6Retr)
 		var sh []string
 		for _, r := range demo.Backends {
 			sh = append(sh, fmt.Sprintf("%s %.0f%% (weight %.0f%%)", r, res.Shares[r]*100, res.Weights[r]*100))
 		}
 		fmt.Fprintf(w, "  back-end shares, %s mode: %s\n", res.Mode, strings.Join(sh, ", "))
-		fmt.Fprintf(w, "  routes on each back-end: %v\n", res.Routes)
+		fmt.Fprintf(w, "  routes on each back-end: IPv4 %v, IPv6 %v\n", res.Routes, res.Routes6)
 	})
 }
 

@@ -218,13 +218,14 @@ func (c *Client) Raw(method, path string, body []byte) (int, []byte, error) {
 // (600k routes) is ~60 MB of JSON.
 const maxAnswer = 256 << 20
 
-// IPv4Param is the request's query parameter name as an IPv4 address, or
-// an error that says what was wrong.
-func IPv4Param(r *http.Request, name string) (netip.Addr, error) {
+// AddrParam is the request's query parameter name as an IPv4 or IPv6
+// address (no zone, not IPv4-mapped), or an error that says what was
+// wrong.
+func AddrParam(r *http.Request, name string) (netip.Addr, error) {
 	s := r.URL.Query().Get(name)
 	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() {
-		return netip.Addr{}, fmt.Errorf("%s %q: an IPv4 address", name, s)
+	if err != nil || a.Zone() != "" || a.Is4In6() {
+		return netip.Addr{}, fmt.Errorf("%s %q: an IPv4 or IPv6 address", name, s)
 	}
 	return a, nil
 }
