@@ -260,12 +260,20 @@ static __always_inline int martian_dst(__u32 d)
  * the fields it matches are copied here first. */
 struct acl_ctx {
 	__be32 saddr, daddr;
+	__be32 saddr6[4], daddr6[4];
+	__u8 family; /* 4 or 6 */
 	__u8 proto;
 	__u16 sport, dport;
 	__u32 n;
 	int verdict; /* 0: no rule matched */
 	__u32 rule;
 };
+
+static __always_inline int masked6_ne(const __be32 *a, const __be32 *mask, const __be32 *want)
+{
+	return ((a[0] & mask[0]) != want[0]) | ((a[1] & mask[1]) != want[1]) | ((a[2] & mask[2]) != want[2]) |
+	       ((a[3] & mask[3]) != want[3]);
+}
 
 static long acl_match(__u64 i, void *data)
 {
@@ -277,8 +285,14 @@ static long acl_match(__u64 i, void *data)
 	struct rt_acl_rule *r = bpf_map_lookup_elem(&rt_acl, &k);
 	if (!r)
 		return 1;
-	if ((c->saddr & r->src_mask) != r->src || (c->daddr & r->dst_mask) != r->dst)
+	if (r->family && r->family != c->family)
 		return 0;
+	if (c->family == 4) {
+		if ((c->saddr & r->src_mask) != r->src || (c->daddr & r->dst_mask) != r->dst)
+			return 0;
+	} else if (masked6_ne(c->saddr6, r->src6_mask, r->src6) || masked6_ne(c->daddr6, r->dst6_mask, r->dst6)) {
+		return 0;
+	}
 	if (r->proto && r->proto != c->proto)
 		return 0;
 	if (c->sport < r->sport_lo || c->sport > r->sport_hi || c->dport < r->dport_lo || c->dport > r->dport_hi)
@@ -288,11 +302,26 @@ static long acl_match(__u64 i, void *data)
 	return 1;
 }
 
-/* acl runs the ordered rules; the first that matches decides. No match
- * permits. */
+/* acl_run runs the ordered rules over c; the first that matches decides.
+ * No match permits. Returns 1 to drop. */
+static __always_inline int acl_run(struct pkt *p, struct acl_ctx *c)
+{
+	bpf_loop(RT_MAX_ACL, acl_match, c, 0);
+	if (c->rule >= RT_MAX_ACL)
+		return 0;
+	if (c->verdict == RT_ACL_DENY) {
+		p->st->acl_deny[c->rule]++;
+		return 1;
+	}
+	if (c->verdict == RT_ACL_PERMIT)
+		p->st->acl_permit[c->rule]++;
+	return 0;
+}
+
+/* acl filters an IPv4 packet. */
 static __always_inline int acl(struct pkt *p, struct iphdr *ip, void *end, __u32 ihl, __u16 n)
 {
-	struct acl_ctx c = {.saddr = ip->saddr, .daddr = ip->daddr, .proto = ip->protocol, .n = n, .rule = RT_MAX_ACL};
+	struct acl_ctx c = {.saddr = ip->saddr, .daddr = ip->daddr, .family = 4, .proto = ip->protocol, .n = n, .rule = RT_MAX_ACL};
 
 	if (!n)
 		return 0;
@@ -303,16 +332,38 @@ static __always_inline int acl(struct pkt *p, struct iphdr *ip, void *end, __u32
 			c.dport = bpf_ntohs(l4[1]);
 		}
 	}
-	bpf_loop(RT_MAX_ACL, acl_match, &c, 0);
-	if (c.rule >= RT_MAX_ACL)
+	return acl_run(p, &c);
+}
+
+/* acl6 filters an IPv6 packet: its protocol and ports are the transport
+ * header's, found past the extension headers (ip6_walk); a fragment after
+ * the first, or a chain longer than the walk reads, has no ports (as an
+ * IPv4 fragment has none), and the protocol is the chain's last Next
+ * Header the walk reached. A chain that runs past the packet: dropped as
+ * bad_length. */
+static __always_inline int acl6(struct pkt *p, struct ipv6hdr *ip, void *end, __u32 tot, __u16 n)
+{
+	struct acl_ctx c = {.family = 6, .n = n, .rule = RT_MAX_ACL};
+	struct ip6_walk w;
+
+	if (!n)
 		return 0;
-	if (c.verdict == RT_ACL_DENY) {
-		p->st->acl_deny[c.rule]++;
-		return 1;
+	__builtin_memcpy(c.saddr6, &ip->saddr, 16);
+	__builtin_memcpy(c.daddr6, &ip->daddr, 16);
+	if (ip6_walk(ip, end, tot, &w))
+		return -1;
+	c.proto = w.proto;
+	if (!w.deep && !w.frag && (w.proto == IPPROTO_TCP || w.proto == IPPROTO_UDP)) {
+		__u32 off = w.off;
+		if (off > IP6_EXT_BYTES)
+			return -1;
+		__u8 *l4 = (void *)ip + off;
+		if ((void *)(l4 + 4) <= end && off + 4 <= tot) {
+			c.sport = (__u16)l4[0] << 8 | l4[1];
+			c.dport = (__u16)l4[2] << 8 | l4[3];
+		}
 	}
-	if (c.verdict == RT_ACL_PERMIT)
-		p->st->acl_permit[c.rule]++;
-	return 0;
+	return acl_run(p, &c);
 }
 
 /* ipv4_ports is what the flow hash takes of the transport header: source
@@ -574,6 +625,11 @@ static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, 
 		return slow(p, RT_SLOW_OPTIONS, 0);
 	if (ip->hop_limit <= 1)
 		return slow(p, RT_SLOW_TTL, 0);
+	int denied = acl6(p, ip, end, tot, cfg->acl_rules);
+	if (denied < 0)
+		return drop(p, RT_DROP_BAD_LENGTH);
+	if (denied)
+		return drop(p, RT_DROP_ACL);
 
 	__u32 g = fib6_lookup(&ip->daddr);
 	if (!g)

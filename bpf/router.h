@@ -139,6 +139,8 @@ enum rt_local_kind {
 	RT_LOCAL_HOST = 2,   /* this host's own: the kernel stack */
 };
 
+/* One ACL rule, of one family or both: a rule with IPv4 prefixes matches
+ * IPv4 only, one with IPv6 prefixes IPv6 only, one with none either. */
 struct rt_acl_rule {
 	__be32 src;
 	__be32 src_mask;
@@ -146,9 +148,14 @@ struct rt_acl_rule {
 	__be32 dst_mask;
 	__u8 proto; /* 0: any */
 	__u8 action; /* RT_ACL_PERMIT or RT_ACL_DENY */
-	__u16 pad;
+	__u8 family; /* 0: both, 4: IPv4, 6: IPv6 */
+	__u8 pad;
 	__u16 sport_lo, sport_hi; /* host order; 0-65535: any */
 	__u16 dport_lo, dport_hi;
+	__be32 src6[4];
+	__be32 src6_mask[4];
+	__be32 dst6[4];
+	__be32 dst6_mask[4];
 };
 
 enum rt_acl_action {

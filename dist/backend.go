@@ -26,8 +26,11 @@ const (
 	backendPortLenV0 = 28
 	aclHdrLen        = 16
 	aclRuleLen       = 20
-	aclActionPermit  = 1
-	aclActionDeny    = 2
+	// aclRule6Len is a rule of the layout with 16-byte addresses, sent when
+	// a rule is IPv6's (header byte 9 says which layout).
+	aclRule6Len     = 44
+	aclActionPermit = 1
+	aclActionDeny   = 2
 )
 
 // BackendPort is one external port of the router as a back-end serves it:
@@ -210,27 +213,50 @@ func (m *ACLConfig) appendBody(b []byte) ([]byte, error) {
 	if len(m.Rules) > MaxACLRules {
 		return nil, fmt.Errorf("%d ACL rules, at most %d", len(m.Rules), MaxACLRules)
 	}
+	// The layout of 4-byte addresses unless a rule needs 16: a back-end
+	// from before IPv6 takes an IPv4 ACL as it always did.
+	wide := false
+	for _, r := range m.Rules {
+		wide = wide || r.Src.Addr().Is6() || r.Dst.Addr().Is6()
+	}
 	b = binary.BigEndian.AppendUint64(b, m.Target)
-	b = append(b, uint8(len(m.Rules)), 0, 0, 0, 0, 0, 0, 0)
+	b = append(b, uint8(len(m.Rules)), boolByte(wide), 0, 0, 0, 0, 0, 0)
 	for i, r := range m.Rules {
-		src, sbits, err := encodePrefix(r.Src)
-		if err != nil {
-			return nil, err
-		}
-		dst, dbits, err := encodePrefix(r.Dst)
-		if err != nil {
-			return nil, err
-		}
 		if r.SportLo > r.SportHi || r.DportLo > r.DportHi {
 			return nil, fmt.Errorf("rule %d: empty port range", i)
+		}
+		if r.Src.IsValid() && r.Dst.IsValid() && r.Src.Addr().Is6() != r.Dst.Addr().Is6() {
+			return nil, fmt.Errorf("rule %d: source and destination of two families", i)
 		}
 		action := uint8(aclActionPermit)
 		if r.Deny {
 			action = aclActionDeny
 		}
-		b = append(b, action, r.Proto, sbits, dbits)
-		b = append(b, src[:]...)
-		b = append(b, dst[:]...)
+		if wide {
+			src, sbits, err := encodeRulePrefix(r.Src)
+			if err != nil {
+				return nil, fmt.Errorf("rule %d: %w", i, err)
+			}
+			dst, dbits, err := encodeRulePrefix(r.Dst)
+			if err != nil {
+				return nil, fmt.Errorf("rule %d: %w", i, err)
+			}
+			b = append(b, action, r.Proto, sbits, dbits)
+			b = append(b, src[:]...)
+			b = append(b, dst[:]...)
+		} else {
+			src, sbits, err := encodePrefix(r.Src)
+			if err != nil {
+				return nil, err
+			}
+			dst, dbits, err := encodePrefix(r.Dst)
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, action, r.Proto, sbits, dbits)
+			b = append(b, src[:]...)
+			b = append(b, dst[:]...)
+		}
 		for _, v := range []uint16{r.SportLo, r.SportHi, r.DportLo, r.DportHi} {
 			b = binary.BigEndian.AppendUint16(b, v)
 		}
@@ -238,34 +264,86 @@ func (m *ACLConfig) appendBody(b []byte) ([]byte, error) {
 	return b, nil
 }
 
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// encodeRulePrefix is a rule's prefix in the wide layout: 16 bytes, an
+// IPv4 prefix as its IPv4-mapped address with 96 added to its length
+// (RFC 4291 §2.5.5.2), so that the family travels with it; none is all
+// zero.
+func encodeRulePrefix(p netip.Prefix) ([16]byte, uint8, error) {
+	switch {
+	case !p.IsValid():
+		return [16]byte{}, 0, nil
+	case p.Addr().Is4():
+		return netip.AddrFrom4(p.Addr().As4()).As16(), uint8(96 + p.Bits()), nil
+	case p.Addr().Is4In6():
+		return [16]byte{}, 0, fmt.Errorf("prefix %s: IPv4-mapped", p)
+	}
+	return p.Addr().As16(), uint8(p.Bits()), nil
+}
+
+// decodeRulePrefix reads what encodeRulePrefix wrote.
+func decodeRulePrefix(addr []byte, bits uint8) (netip.Prefix, error) {
+	a := netip.AddrFrom16([16]byte(addr))
+	switch {
+	case bits > 128:
+		return netip.Prefix{}, fmt.Errorf("prefix length %d", bits)
+	case bits == 0 && a.IsUnspecified():
+		return netip.Prefix{}, nil
+	case a.Is4In6():
+		if bits < 96 {
+			return netip.Prefix{}, fmt.Errorf("IPv4 prefix of length %d", int(bits)-96)
+		}
+		return netip.PrefixFrom(a.Unmap(), int(bits)-96), nil
+	}
+	return netip.PrefixFrom(a, int(bits)), nil
+}
+
 func (m *ACLConfig) decodeBody(b []byte) error {
 	if len(b) < aclHdrLen {
 		return errShort
 	}
-	n := int(b[8])
-	if n > MaxACLRules || len(b) != aclHdrLen+n*aclRuleLen {
+	n, wide := int(b[8]), b[9] == 1
+	ruleLen := aclRuleLen
+	if wide {
+		ruleLen = aclRule6Len
+	}
+	if n > MaxACLRules || len(b) != aclHdrLen+n*ruleLen {
 		return fmt.Errorf("%d ACL rules in %d bytes", n, len(b))
 	}
-	if !allZero(b[9:16]) {
+	if b[9] > 1 || !allZero(b[10:16]) {
 		return errReserved
 	}
 	*m = ACLConfig{Target: binary.BigEndian.Uint64(b[0:8])}
 	for i := range n {
-		e := b[aclHdrLen+i*aclRuleLen:][:aclRuleLen]
+		e := b[aclHdrLen+i*ruleLen:][:ruleLen]
 		if e[0] != aclActionPermit && e[0] != aclActionDeny {
 			return fmt.Errorf("rule %d: action %d: %w", i, e[0], errReserved)
 		}
-		src, err := decodePrefix(e[4:8], e[2])
+		var src, dst netip.Prefix
+		var err error
+		if wide {
+			if src, err = decodeRulePrefix(e[4:20], e[2]); err == nil {
+				dst, err = decodeRulePrefix(e[20:36], e[3])
+			}
+		} else if src, err = decodePrefix(e[4:8], e[2]); err == nil {
+			dst, err = decodePrefix(e[8:12], e[3])
+		}
 		if err != nil {
 			return fmt.Errorf("rule %d: %w", i, err)
 		}
-		dst, err := decodePrefix(e[8:12], e[3])
-		if err != nil {
-			return fmt.Errorf("rule %d: %w", i, err)
+		if src.IsValid() && dst.IsValid() && src.Addr().Is6() != dst.Addr().Is6() {
+			return fmt.Errorf("rule %d: source and destination of two families", i)
 		}
+		ports := e[len(e)-8:]
 		r := ACLRule{Deny: e[0] == aclActionDeny, Proto: e[1], Src: src, Dst: dst,
-			SportLo: binary.BigEndian.Uint16(e[12:14]), SportHi: binary.BigEndian.Uint16(e[14:16]),
-			DportLo: binary.BigEndian.Uint16(e[16:18]), DportHi: binary.BigEndian.Uint16(e[18:20])}
+			SportLo: binary.BigEndian.Uint16(ports[0:2]), SportHi: binary.BigEndian.Uint16(ports[2:4]),
+			DportLo: binary.BigEndian.Uint16(ports[4:6]), DportHi: binary.BigEndian.Uint16(ports[6:8])}
 		if r.SportLo > r.SportHi || r.DportLo > r.DportHi {
 			return fmt.Errorf("rule %d: empty port range", i)
 		}

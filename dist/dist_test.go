@@ -76,6 +76,12 @@ func goldenCases() []struct {
 			{Proto: 17, Src: netip.MustParsePrefix("198.51.100.0/24"), SportHi: 65535, DportLo: 1000, DportHi: 2000},
 			{SportHi: 65535, DportHi: 65535},
 		}}}},
+		// With an IPv6 rule, every rule takes 16-byte addresses.
+		{"acl-config-ipv6", Frame{Dst: macR1, Src: macVCP, Header: hdr(9), Msg: &ACLConfig{Target: 0x2222, Rules: []ACLRule{
+			{Deny: true, Proto: 6, Dst: netip.MustParsePrefix("192.0.2.0/24"), SportHi: 65535, DportLo: 23, DportHi: 23},
+			{Deny: true, Proto: 58, Src: netip.MustParsePrefix("2001:db8::/32"), Dst: netip.MustParsePrefix("2001:db8:10::/64"), SportHi: 65535, DportHi: 65535},
+			{SportHi: 65535, DportHi: 65535},
+		}}}},
 	}
 }
 

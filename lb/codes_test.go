@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/xdp"
 )
 
@@ -31,6 +32,9 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 		if !slices.Equal(c.names, want) {
 			t.Errorf("enum %s names %q, Go %q", c.enum, want, c.names)
 		}
+	}
+	if int(lbxdpIp6LimitIP6EXT_MAX) != inet.IP6ExtMax || int(lbxdpIp6LimitIP6EXT_BYTES) != inet.IP6ExtBytes {
+		t.Errorf("ipv6.h walks %d headers and %d bytes, inet.WalkIPv6 %d and %d", lbxdpIp6LimitIP6EXT_MAX, lbxdpIp6LimitIP6EXT_BYTES, inet.IP6ExtMax, inet.IP6ExtBytes)
 	}
 	for _, m := range []struct {
 		lb   Mode

@@ -16,66 +16,9 @@ import (
 
 const (
 	etherTypeIPv6 = 0x86DD
-	ip6ExtMax     = int(lbxdpIp6LimitIP6EXT_MAX)
-	ip6ExtBytes   = int(lbxdpIp6LimitIP6EXT_BYTES)
 	ndOptsMax     = 4   // ND_OPTS_MAX
 	ndOptsBytes   = 256 // ND_OPTS_BYTES
 )
-
-// ip6Walk is where ip6_walk ended: the transport header's offset and
-// protocol, whether a Fragment header said fragment, and whether the chain
-// went past what the walk reads.
-type ip6Walk struct {
-	off   int
-	proto uint8
-	frag  bool
-	deep  bool
-}
-
-func isIP6Ext(nh uint8) bool {
-	switch nh {
-	case 0, 43, 44, 51, 60, 135, 139, 140:
-		return true
-	}
-	return false
-}
-
-// walkIPv6 is ip6_walk: ip runs from the IPv6 header to the frame's end,
-// plenEnd is the packet's end by its Payload Length. False: the chain
-// runs past the packet.
-func walkIPv6(ip []byte, plenEnd int) (ip6Walk, bool) {
-	var w ip6Walk
-	nh, off := ip[6], 40
-	for range ip6ExtMax {
-		if !isIP6Ext(nh) {
-			break
-		}
-		if off > ip6ExtBytes {
-			w.deep = true
-			break
-		}
-		if off+8 > len(ip) || off+8 > plenEnd {
-			return w, false
-		}
-		h := ip[off:]
-		var n int
-		switch nh {
-		case 44:
-			w.frag = w.frag || binary.BigEndian.Uint16(h[2:])&0xfff9 != 0
-			n = 8
-		case 51:
-			n = (int(h[1]) + 2) * 4
-		default:
-			n = (int(h[1]) + 1) * 8
-		}
-		nh, off = h[0], off+n
-	}
-	if isIP6Ext(nh) || off > ip6ExtBytes {
-		w.deep = true
-	}
-	w.off, w.proto = off, nh
-	return w, true
-}
 
 // fold6 is ip6_fold: an address's four words XORed, as the bytes the
 // data path reads them as.
@@ -96,28 +39,28 @@ func (p *modelPkt) ipv6() Result {
 	if ip[0]>>4 != 6 || plenEnd > len(ip) {
 		return p.drop(lbxdpLbDropLB_DROP_BAD_IP)
 	}
-	w, ok := walkIPv6(ip, plenEnd)
+	w, ok := inet.WalkIPv6(ip, plenEnd)
 	if !ok {
 		return p.drop(lbxdpLbDropLB_DROP_BAD_IP)
 	}
 	var sport, dport uint16
 	hasPorts := false
-	if !w.deep && !w.frag {
-		if w.proto == 6 || w.proto == 17 || w.proto == 58 {
-			if w.off+4 > len(ip) || w.off+4 > plenEnd {
+	if !w.Deep && !w.Frag {
+		if w.Proto == 6 || w.Proto == 17 || w.Proto == 58 {
+			if w.Off+4 > len(ip) || w.Off+4 > plenEnd {
 				return p.drop(lbxdpLbDropLB_DROP_BAD_IP)
 			}
 		}
 		switch {
-		case w.proto == 6 || w.proto == 17:
-			sport = binary.BigEndian.Uint16(ip[w.off:])
-			dport = binary.BigEndian.Uint16(ip[w.off+2:])
+		case w.Proto == 6 || w.Proto == 17:
+			sport = binary.BigEndian.Uint16(ip[w.Off:])
+			dport = binary.BigEndian.Uint16(ip[w.Off+2:])
 			hasPorts = true
-		case w.proto == 58 && w.off == 40 && ip[40] >= 133 && ip[40] <= 137:
+		case w.Proto == 58 && w.Off == 40 && ip[40] >= 133 && ip[40] <= 137:
 			return p.ndp(ip, plenEnd)
 		}
 	}
-	c := p.policeClass6(w.proto, netip.AddrFrom16([16]byte(ip[24:40])), sport, dport, hasPorts)
+	c := p.policeClass6(w.Proto, netip.AddrFrom16([16]byte(ip[24:40])), sport, dport, hasPorts)
 	if c != PoliceNone && !p.police(c, fold6(ip[8:24])) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
@@ -131,8 +74,8 @@ func (p *modelPkt) ipv6() Result {
 	if hasPorts {
 		ports = uint32(sport)<<16 | uint32(dport)
 	}
-	proto := uint32(w.proto)
-	if w.deep {
+	proto := uint32(w.Proto)
+	if w.Deep {
 		proto = 0
 	}
 	if label := binary.BigEndian.Uint32(ip[0:4]) & 0xfffff; p.m.Config.FlowLabel && label != 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/xdp"
 )
 
@@ -32,6 +33,9 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 		if !slices.Equal(c.names, want) {
 			t.Errorf("enum %s names %q, Go %q", c.enum, want, c.names)
 		}
+	}
+	if int(rtxdpIp6LimitIP6EXT_MAX) != inet.IP6ExtMax || int(rtxdpIp6LimitIP6EXT_BYTES) != inet.IP6ExtBytes {
+		t.Errorf("ipv6.h walks %d headers and %d bytes, inet.WalkIPv6 %d and %d", rtxdpIp6LimitIP6EXT_MAX, rtxdpIp6LimitIP6EXT_BYTES, inet.IP6ExtMax, inet.IP6ExtBytes)
 	}
 	if uint8(rtxdpDistWireDIST_TYPE_PROBE) != uint8(dist.TypeProbe) {
 		t.Errorf("DIST's PROBE is type %d in common.h, %d in dist", rtxdpDistWireDIST_TYPE_PROBE, dist.TypeProbe)

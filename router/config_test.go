@@ -20,6 +20,7 @@ routes:
 acl:
   - {action: deny, proto: udp, dport: 5000-5009}
   - {action: permit, src: 10.0.0.0/8}
+  - {action: deny, proto: icmpv6, dst: "2001:db8:11::/64"}
 rib: {neighbor: 10.0.0.1, asn: 65000}
 fib6_groups: 1024
 `
@@ -51,6 +52,9 @@ func TestLoadConfig(t *testing.T) {
 	if r := c.ACL[0]; !r.Deny || r.Proto != 17 || r.DportLo != 5000 || r.DportHi != 5009 || r.SportHi != 65535 {
 		t.Errorf("ACL rule 0: %+v", r)
 	}
+	if r := c.ACL[2]; !r.Deny || r.Proto != 58 || r.Family() != 6 || c.ACL[0].Family() != 0 || c.ACL[1].Family() != 4 {
+		t.Errorf("ACL rule 2 (IPv6): %+v; families %d %d", r, c.ACL[0].Family(), c.ACL[1].Family())
+	}
 	// The key the interface had before it was "interface" works for one
 	// release, with a warning.
 	old, err := loadRouter(t, strings.Replace(goodRouter, "interface: eth0", "internal: eth0", 1))
@@ -77,6 +81,8 @@ func TestLoadConfig(t *testing.T) {
 		{"dport: 5000-5009", "dport: 5000-5009x", ":12:5: ACL rule: port \"5000-5009x\""},
 		{"dport: 5000-5009", "dport: 5009-5000", ":12:5: ACL rule: port \"5009-5000\""},
 		{"src: 10.0.0.0/8", "src: 10.0.0.0/8, dport: 80", ":13:5: ACL rule: ports need proto tcp or udp"},
+		{`proto: icmpv6, dst: "2001:db8:11::/64"`, `proto: icmp, dst: "2001:db8:11::/64"`, ":14:5: ACL rule: proto icmp with IPv6 prefixes: icmpv6"},
+		{`proto: icmpv6, dst: "2001:db8:11::/64"`, `src: 10.0.0.0/8, dst: "2001:db8:11::/64"`, ":14:5: ACL rule: src 10.0.0.0/8 and dst 2001:db8:11::/64 are of two address families"},
 		{"asn: 65000", "asn: 0", ":1:1: rib: asn 0 is reserved"},
 		{"capacity_mbps: 500", "capacity: 500", ":4:1: unknown key \"capacity\""},
 		{"capacity_mbps: 500", "capacity_mbps: 500\ncapacity_pps: 100000001", ":1:1: capacity_pps 100000001: at most 100000000"},

@@ -6,6 +6,7 @@
 package router
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -228,7 +229,8 @@ type ACLRule struct {
 	DportLo, DportHi uint16
 }
 
-// SetACL writes the rules in order and then the count in force.
+// SetACL writes the rules in order and then the count in force. A rule's
+// family is its prefixes': IPv4, IPv6, or with none both.
 func (d *Dataplane) SetACL(mac net.HardwareAddr, rules []ACLRule) error {
 	if len(rules) > MaxACL {
 		return fmt.Errorf("%d ACL rules, at most %d", len(rules), MaxACL)
@@ -238,13 +240,33 @@ func (d *Dataplane) SetACL(mac net.HardwareAddr, rules []ACLRule) error {
 		if r.Deny {
 			v.Action = uint8(rtxdpRtAclActionRT_ACL_DENY)
 		}
-		v.Src, v.SrcMask = prefixMask(r.Src)
-		v.Dst, v.DstMask = prefixMask(r.Dst)
+		v.Family = uint8(r.Family())
+		if v.Family == 6 {
+			v.Src6, v.Src6Mask = prefixMask6(r.Src)
+			v.Dst6, v.Dst6Mask = prefixMask6(r.Dst)
+		} else {
+			v.Src, v.SrcMask = prefixMask(r.Src)
+			v.Dst, v.DstMask = prefixMask(r.Dst)
+		}
 		if err := d.objs.RtAcl.Put(uint32(i), &v); err != nil {
 			return err
 		}
 	}
 	return d.SetConfig(mac, len(rules))
+}
+
+// Family is the rule's address family, 4 or 6, by its prefixes; 0 (both)
+// without any.
+func (r ACLRule) Family() int {
+	for _, p := range []netip.Prefix{r.Src, r.Dst} {
+		if p.IsValid() {
+			if p.Addr().Is6() {
+				return 6
+			}
+			return 4
+		}
+	}
+	return 0
 }
 
 func prefixMask(p netip.Prefix) (uint32, uint32) {
@@ -254,6 +276,24 @@ func prefixMask(p netip.Prefix) (uint32, uint32) {
 	m := ^uint32(0) << (32 - p.Bits())
 	mb := netip.AddrFrom4([4]byte{byte(m >> 24), byte(m >> 16), byte(m >> 8), byte(m)})
 	return be32(p.Masked().Addr()), be32(mb)
+}
+
+// prefixMask6 is an IPv6 prefix and its mask as four words each, as the
+// data path compares them (network-order bytes in host-order words).
+func prefixMask6(p netip.Prefix) (addr, mask [4]uint32) {
+	if !p.IsValid() || p.Bits() == 0 {
+		return
+	}
+	a := p.Masked().Addr().As16()
+	var m [16]byte
+	for i := 0; i < p.Bits(); i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	for i := range 4 {
+		addr[i] = binary.LittleEndian.Uint32(a[4*i:])
+		mask[i] = binary.LittleEndian.Uint32(m[4*i:])
+	}
+	return
 }
 
 // SlowNames and DropNames name the counters, by enum rt_slow and rt_drop.

@@ -132,6 +132,8 @@ func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *router
 		{Dst: netip.MustParsePrefix("203.0.113.0/24"), Proto: 17, DportLo: 53, DportHi: 53, SportHi: 65535, Deny: true},
 		{Src: netip.MustParsePrefix("198.18.0.0/15"), Proto: 6, SportHi: 65535, DportLo: 0, DportHi: 1023},
 		{Dst: netip.MustParsePrefix("100.64.0.0/10"), Deny: true, SportHi: 65535, DportHi: 65535},
+		{Dst: netip.MustParsePrefix("2001:db8:c::/64"), Proto: 17, DportLo: 53, DportHi: 53, SportHi: 65535, Deny: true},
+		{Proto: 6, DportLo: 23, DportHi: 23, SportHi: 65535, Deny: true}, // both families
 	}
 	must(dp.SetACL(macSelf, m.ACL))
 	return s
@@ -334,6 +336,11 @@ func routerCases() []routerCase {
 		{name: "IPv6 link-local destination", frame: from6("2001:2::7", "fe80::1"), verdict: XDPDrop, drop: "martian_dst"},
 		{name: "IPv6 IPv4-mapped destination", frame: from6("2001:2::7", "::ffff:192.0.2.10"), verdict: XDPDrop, drop: "martian_dst"},
 		{name: "IPv6 multicast destination", frame: from6("2001:2::7", "ff0e::1"), verdict: XDPDrop, drop: "martian_dst"},
+		{name: "IPv6 ACL: DNS to 2001:db8:c::/64 denied", frame: ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), netip.MustParseAddr("2001:db8:c::10"), 17, 64, udpPayload(999, 53, 20))), verdict: XDPDrop, drop: "acl"},
+		{name: "IPv6 ACL: DNS behind a Destination Options header denied", frame: ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), netip.MustParseAddr("2001:db8:c::10"), 60, 64, append([]byte{17, 0, 1, 4, 0, 0, 0, 0}, udpPayload(999, 53, 20)...))), verdict: XDPDrop, drop: "acl"},
+		{name: "IPv6 ACL: telnet denied (a rule of both families)", frame: ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), netip.MustParseAddr("2001:db8:a::10"), 6, 64, udpPayload(999, 23, 20))), verdict: XDPDrop, drop: "acl"},
+		{name: "IPv4 ACL: telnet denied (a rule of both families)", frame: ethFrame(macSelf, macLB, 0x0800, ipPacket(netip.MustParseAddr("192.0.2.77"), netip.MustParseAddr("198.51.100.10"), 6, 64, 0, udpPayload(999, 23, 20))), verdict: XDPDrop, drop: "acl"},
+		{name: "IPv6 with an ACL: a chain past the packet", frame: ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), netip.MustParseAddr("2001:db8:a::10"), 60, 64, []byte{60, 0, 0, 0, 0, 0, 0, 0})), verdict: XDPDrop, drop: "bad_length"},
 		{name: "runt", frame: data(netip.MustParseAddr("192.0.2.10"), 64)[:20], verdict: XDPDrop, drop: "runt"},
 	}
 }
@@ -392,8 +399,8 @@ func TestRouterFixtures(t *testing.T) {
 		}
 	}
 	st, _ := s.stats()
-	if st.ACLDeny[0] != 1 || st.ACLDeny[2] != 1 {
-		t.Errorf("ACL counters %v", st.ACLDeny[:3])
+	if st.ACLDeny[0] != 1 || st.ACLDeny[2] != 1 || st.ACLDeny[3] != 2 || st.ACLDeny[4] != 2 {
+		t.Errorf("ACL counters %v, want 1 0 1 2 2", st.ACLDeny[:5])
 	}
 }
 

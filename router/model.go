@@ -260,6 +260,11 @@ func (m *Model) route6(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(r
 	if ip[7] <= 1 {
 		return slow(rtxdpRtSlowRT_SLOW_TTL)
 	}
+	if deny, ok := m.denied6(ip, tot); !ok {
+		return drop(rtxdpRtDropRT_DROP_BAD_LENGTH)
+	} else if deny {
+		return drop(rtxdpRtDropRT_DROP_ACL)
+	}
 	g := m.LPM(dst)
 	if g == 0 {
 		return slow(rtxdpRtSlowRT_SLOW_NO_ROUTE)
@@ -314,9 +319,38 @@ func (m *Model) denied(ip []byte, ihl int) bool {
 		sport = binary.BigEndian.Uint16(ip[ihl*4:])
 		dport = binary.BigEndian.Uint16(ip[ihl*4+2:])
 	}
-	src := netip.AddrFrom4([4]byte(ip[12:16]))
-	dst := netip.AddrFrom4([4]byte(ip[16:20]))
+	return m.aclVerdict(netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20])), proto, sport, dport)
+}
+
+// denied6 is acl6: the protocol and ports past the extension headers;
+// false for the second result when the chain runs past the packet.
+func (m *Model) denied6(ip []byte, tot int) (bool, bool) {
+	if len(m.ACL) == 0 {
+		return false, true
+	}
+	w, ok := inet.WalkIPv6(ip, tot)
+	if !ok {
+		return false, false
+	}
+	var sport, dport uint16
+	if !w.Deep && !w.Frag && (w.Proto == 6 || w.Proto == 17) && w.Off+4 <= len(ip) && w.Off+4 <= tot {
+		sport = binary.BigEndian.Uint16(ip[w.Off:])
+		dport = binary.BigEndian.Uint16(ip[w.Off+2:])
+	}
+	return m.aclVerdict(netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40])), w.Proto, sport, dport), true
+}
+
+// aclVerdict runs the rules of src's family (and those of both) in order:
+// the first that matches decides, counted.
+func (m *Model) aclVerdict(src, dst netip.Addr, proto uint8, sport, dport uint16) bool {
+	family := 4
+	if src.Is6() {
+		family = 6
+	}
 	for i, r := range m.ACL {
+		if f := r.Family(); f != 0 && f != family {
+			continue
+		}
 		if r.Src.IsValid() && r.Src.Bits() > 0 && !r.Src.Contains(src) || r.Dst.IsValid() && r.Dst.Bits() > 0 && !r.Dst.Contains(dst) {
 			continue
 		}

@@ -36,6 +36,13 @@ type rtxdpIn6Addr struct {
 	}
 }
 
+type rtxdpIp6Limit uint32
+
+const (
+	rtxdpIp6LimitIP6EXT_MAX   rtxdpIp6Limit = 6
+	rtxdpIp6LimitIP6EXT_BYTES rtxdpIp6Limit = 512
+)
+
 type rtxdpMsrCap struct {
 	_    structs.HostLayout
 	Lock struct {
@@ -67,18 +74,23 @@ const (
 )
 
 type rtxdpRtAclRule struct {
-	_       structs.HostLayout
-	Src     uint32
-	SrcMask uint32
-	Dst     uint32
-	DstMask uint32
-	Proto   uint8
-	Action  uint8
-	Pad     uint16
-	SportLo uint16
-	SportHi uint16
-	DportLo uint16
-	DportHi uint16
+	_        structs.HostLayout
+	Src      uint32
+	SrcMask  uint32
+	Dst      uint32
+	DstMask  uint32
+	Proto    uint8
+	Action   uint8
+	Family   uint8
+	Pad      uint8
+	SportLo  uint16
+	SportHi  uint16
+	DportLo  uint16
+	DportHi  uint16
+	Src6     [4]uint32
+	Src6Mask [4]uint32
+	Dst6     [4]uint32
+	Dst6Mask [4]uint32
 }
 
 type rtxdpRtConfig struct {

@@ -17,7 +17,7 @@ type Config struct {
 	Action string       `yaml:"action" msr:"required"` // permit or deny
 	Src    netip.Prefix `yaml:"src"`
 	Dst    netip.Prefix `yaml:"dst"`
-	Proto  string       `yaml:"proto"` // tcp, udp, icmp, or a number
+	Proto  string       `yaml:"proto"` // tcp, udp, icmp, icmpv6, or a number
 	Sport  string       `yaml:"sport"` // N or N-M
 	Dport  string       `yaml:"dport"`
 	Pos    config.Pos   `yaml:"-"`
@@ -43,10 +43,14 @@ func Parse(cs []Config, max int, pos config.Pos) ([]dist.ACLRule, error) {
 func (c Config) Rule() (dist.ACLRule, error) {
 	r := dist.ACLRule{Src: c.Src, Dst: c.Dst, SportHi: 65535, DportHi: 65535}
 	for _, p := range []netip.Prefix{c.Src, c.Dst} {
-		if p.IsValid() && !p.Addr().Is4() {
-			return r, fmt.Errorf("%s is not IPv4", p)
+		if p.IsValid() && (p.Addr().Is4In6() || p.Addr().Zone() != "") {
+			return r, fmt.Errorf("%s: an IPv4 or IPv6 prefix", p)
 		}
 	}
+	if c.Src.IsValid() && c.Dst.IsValid() && c.Src.Addr().Is6() != c.Dst.Addr().Is6() {
+		return r, fmt.Errorf("src %s and dst %s are of two address families", c.Src, c.Dst)
+	}
+	v6 := c.Src.Addr().Is6() || c.Dst.Addr().Is6()
 	switch c.Action {
 	case "deny":
 		r.Deny = true
@@ -61,11 +65,19 @@ func (c Config) Rule() (dist.ACLRule, error) {
 	case "udp":
 		r.Proto = 17
 	case "icmp":
+		if v6 {
+			return r, fmt.Errorf("proto icmp with IPv6 prefixes: icmpv6")
+		}
 		r.Proto = 1
+	case "icmpv6":
+		if c.Src.Addr().Is4() || c.Dst.Addr().Is4() {
+			return r, fmt.Errorf("proto icmpv6 with IPv4 prefixes: icmp")
+		}
+		r.Proto = 58
 	default:
 		var n int
 		if _, err := fmt.Sscanf(c.Proto, "%d", &n); err != nil || n < 1 || n > 255 || fmt.Sprint(n) != c.Proto {
-			return r, fmt.Errorf("proto %q: tcp, udp, icmp or 1-255", c.Proto)
+			return r, fmt.Errorf("proto %q: tcp, udp, icmp, icmpv6 or 1-255", c.Proto)
 		}
 		r.Proto = uint8(n)
 	}
@@ -112,6 +124,8 @@ func Text(r dist.ACLRule) string {
 		s += " tcp"
 	case 17:
 		s += " udp"
+	case 58:
+		s += " icmpv6"
 	default:
 		s += fmt.Sprintf(" proto %d", r.Proto)
 	}
