@@ -16,7 +16,9 @@ var (
 	rtSlow      = metrics.Desc("router_slow_path_packets_total", "Frames the data path handed to the agent (the slow path), by reason.", "reason")
 	rtSlowEvent = metrics.Desc("router_slow_path_events_total", "What the slow path did: ICMP errors sent and rate-limited, ARP, packets held and released.", "event")
 	rtRoutes    = metrics.Desc("router_fib_routes", "Routes in the back-end's FIB.")
-	rtFIBChange = metrics.Desc("router_fib_changes_total", "Routes added, changed and deleted in the FIB since the agent started.")
+	rtRoutes6   = metrics.Desc("router_fib6_routes", "Routes in the back-end's IPv6 FIB.")
+	rtGroups6   = metrics.Desc("router_fib6_groups", "The IPv6 FIB's 256-entry groups: in use, and in the pool (fib6_groups, allocated at start).", "kind")
+	rtFIBChange = metrics.Desc("router_fib_changes_total", "Routes added, changed and deleted in the FIBs since the agent started.")
 	rtReady     = metrics.Desc("router_ready", "1 when the back-end serves the router's ports and its FIB holds the RIB feed's table (it takes flows).")
 	rtRIBUp     = metrics.Desc("router_rib_session_up", "1 while the RIB feed's iBGP session with the VCP is established.")
 	rtRIBPrefix = metrics.Desc("router_rib_prefixes", "Prefixes and paths the RIB feed holds (stale: kept from a session that went).", "kind")
@@ -52,6 +54,9 @@ func (a *Agent) Metrics() *metrics.Collector {
 			emit(rtSlowEvent, metrics.Counter, float64(s.SlowPath[k]), k)
 		}
 		emit(rtRoutes, metrics.Gauge, float64(s.Routes))
+		emit(rtRoutes6, metrics.Gauge, float64(s.Routes6))
+		emit(rtGroups6, metrics.Gauge, float64(s.FIB6GroupsUsed), "used")
+		emit(rtGroups6, metrics.Gauge, float64(s.FIB6Groups), "pool")
 		emit(rtFIBChange, metrics.Counter, float64(s.FIBChanges))
 		emit(rtReady, metrics.Gauge, metrics.Bool(s.Ready))
 		if r := s.RIB; r != nil {
@@ -64,5 +69,5 @@ func (a *Agent) Metrics() *metrics.Collector {
 		emit(rtNeighbors, metrics.Gauge, float64(len(s.Neighbors)))
 		emit(rtBusy, metrics.Gauge, s.Busy)
 		emit(rtCapDrop, metrics.Counter, float64(s.CapDrop))
-	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowEvent, rtRoutes, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop)
+	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowEvent, rtRoutes, rtRoutes6, rtGroups6, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop)
 }

@@ -61,7 +61,8 @@ func runRouter(args []string) error {
 			return err
 		}
 		return out.Print(os.Stdout, s, func(w io.Writer) {
-			fmt.Fprintf(w, "router %s: %d routes, %d tbl8 groups; forwarded %d\n", s.Name, s.Routes, s.Tbl8Used, s.Stats.Forwarded)
+			fmt.Fprintf(w, "router %s: %d routes, %d tbl8 groups; %d IPv6 routes, %d of %d IPv6 groups; forwarded %d\n",
+				s.Name, s.Routes, s.Tbl8Used, s.Routes6, s.FIB6GroupsUsed, s.FIB6Groups, s.Stats.Forwarded)
 			if s.Busy > 0 {
 				fmt.Fprintf(w, "  data path busy %.3f cores (program run time, sampled 100 ms a second)\n", s.Busy)
 			}
