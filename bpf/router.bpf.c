@@ -379,6 +379,49 @@ static __always_inline __u32 ipv4_ports(struct iphdr *ip, void *end, __u32 ihl)
 	return (__u32)bpf_ntohs(l4[0]) << 16 | bpf_ntohs(l4[1]);
 }
 
+/* to_local is the verdict for a packet to a local address of kind (enum
+ * rt_local_kind): this host's to the kernel, the router's to the slow
+ * path. */
+static __always_inline int to_local(struct pkt *p, __u32 kind)
+{
+	if (kind & RT_LOCAL_HOST) {
+		p->st->passed++;
+		return XDP_PASS;
+	}
+	return slow(p, RT_SLOW_LOCAL, 0);
+}
+
+/* nhgroup is next-hop group g of a FIB entry, or NULL if it is not a
+ * group of 1 to RT_ECMP_MAX next hops (bad_nexthop). */
+static __always_inline struct rt_nhgroup *nhgroup(__u32 g)
+{
+	struct rt_nhgroup *grp = bpf_map_lookup_elem(&rt_nhgroups, &g);
+
+	if (!grp || grp->count == 0 || grp->count > RT_ECMP_MAX)
+		return NULL;
+	return grp;
+}
+
+/* next_hop is the port of the group's next hop pick (< its count), with
+ * the next hop and its id; NULL if the next hop or its port is not there
+ * (bad_nexthop). Both families' routes share next hops and ports. */
+static __always_inline struct rt_port *next_hop(struct rt_nhgroup *grp, __u32 pick, __u32 *nhid, struct rt_nexthop **nh)
+{
+	/* pick < count <= RT_ECMP_MAX, a power of two: the mask changes
+	 * nothing but shows the verifier the bound. In asm, or clang, which
+	 * knows it changes nothing, drops it. */
+	asm volatile("%0 &= %1" : "+r"(pick) : "i"(RT_ECMP_MAX - 1));
+	*nhid = grp->nh[pick];
+	*nh = bpf_map_lookup_elem(&rt_nexthops, nhid);
+	if (!*nh)
+		return NULL;
+	__u32 pi = (*nh)->port;
+	struct rt_port *port = bpf_map_lookup_elem(&rt_ports, &pi);
+	if (!port || port->vlan == 0)
+		return NULL;
+	return port;
+}
+
 /* egress sends a rewritten packet of len bytes: an 802.1Q tag for the
  * egress port's VLAN, the next hop's MAC, ours. */
 static __always_inline int egress(struct pkt *p, struct rt_port *port, struct rt_neigh *nb, struct rt_config *cfg, __u64 len)
@@ -476,13 +519,8 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 		return drop(p, RT_DROP_MARTIAN_SRC);
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local, &ip->daddr);
-	if (local) {
-		if (*local & RT_LOCAL_HOST) {
-			p->st->passed++;
-			return XDP_PASS;
-		}
-		return slow(p, RT_SLOW_LOCAL, 0);
-	}
+	if (local)
+		return to_local(p, *local);
 	if (martian_dst(d))
 		return drop(p, RT_DROP_MARTIAN_DST);
 	if (ihl > 5)
@@ -495,23 +533,16 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 	__u32 g = fib_lookup(ip->daddr);
 	if (!g)
 		return slow(p, RT_SLOW_NO_ROUTE, 0);
-	struct rt_nhgroup *grp = bpf_map_lookup_elem(&rt_nhgroups, &g);
-	if (!grp || grp->count == 0 || grp->count > RT_ECMP_MAX)
+	struct rt_nhgroup *grp = nhgroup(g);
+	if (!grp)
 		return drop(p, RT_DROP_BAD_NEXTHOP);
 	__u32 pick = 0;
 	if (grp->count > 1)
 		pick = flow_hash(ip->saddr, ip->daddr, ipv4_ports(ip, end, ihl), ip->protocol, FLOW_SEED_RT) % grp->count;
-	/* pick < count <= RT_ECMP_MAX, a power of two: the mask changes
-	 * nothing but shows the verifier the bound. In asm, or clang, which
-	 * knows it changes nothing, drops it. */
-	asm volatile("%0 &= %1" : "+r"(pick) : "i"(RT_ECMP_MAX - 1));
-	__u32 nhid = grp->nh[pick];
-	struct rt_nexthop *nh = bpf_map_lookup_elem(&rt_nexthops, &nhid);
-	if (!nh)
-		return drop(p, RT_DROP_BAD_NEXTHOP);
-	__u32 pi = nh->port;
-	struct rt_port *port = bpf_map_lookup_elem(&rt_ports, &pi);
-	if (!port || port->vlan == 0)
+	__u32 nhid;
+	struct rt_nexthop *nh;
+	struct rt_port *port = next_hop(grp, pick, &nhid, &nh);
+	if (!port)
 		return drop(p, RT_DROP_BAD_NEXTHOP);
 	if (tot > port->mtu)
 		return slow(p, (ip->frag_off & bpf_htons(0x4000)) ? RT_SLOW_FRAG_NEEDED : RT_SLOW_FRAGMENT, nhid);
@@ -610,13 +641,8 @@ static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, 
 		return drop(p, RT_DROP_MARTIAN_SRC);
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local6, &ip->daddr);
-	if (local) {
-		if (*local & RT_LOCAL_HOST) {
-			p->st->passed++;
-			return XDP_PASS;
-		}
-		return slow(p, RT_SLOW_LOCAL, 0);
-	}
+	if (local)
+		return to_local(p, *local);
 	if (ip6_not_routed(&ip->daddr))
 		return drop(p, RT_DROP_MARTIAN_DST);
 	if (ip6_not_routed(&ip->saddr))
@@ -634,21 +660,17 @@ static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, 
 	__u32 g = fib6_lookup(&ip->daddr);
 	if (!g)
 		return slow(p, RT_SLOW_NO_ROUTE, 0);
-	struct rt_nhgroup *grp = bpf_map_lookup_elem(&rt_nhgroups, &g);
-	if (!grp || grp->count == 0 || grp->count > RT_ECMP_MAX)
+	struct rt_nhgroup *grp = nhgroup(g);
+	if (!grp)
 		return drop(p, RT_DROP_BAD_NEXTHOP);
 	__u32 pick = 0;
 	if (grp->count > 1)
 		pick = flow_hash(ip6_fold(&ip->saddr), ip6_fold(&ip->daddr), ipv6_ports(ip, end), ip->nexthdr,
 				 FLOW_SEED_RT) % grp->count;
-	asm volatile("%0 &= %1" : "+r"(pick) : "i"(RT_ECMP_MAX - 1)); /* as in route */
-	__u32 nhid = grp->nh[pick];
-	struct rt_nexthop *nh = bpf_map_lookup_elem(&rt_nexthops, &nhid);
-	if (!nh)
-		return drop(p, RT_DROP_BAD_NEXTHOP);
-	__u32 pi = nh->port;
-	struct rt_port *port = bpf_map_lookup_elem(&rt_ports, &pi);
-	if (!port || port->vlan == 0)
+	__u32 nhid;
+	struct rt_nexthop *nh;
+	struct rt_port *port = next_hop(grp, pick, &nhid, &nh);
+	if (!port)
 		return drop(p, RT_DROP_BAD_NEXTHOP);
 	if (tot > port->mtu)
 		return slow(p, RT_SLOW_FRAG_NEEDED, nhid);

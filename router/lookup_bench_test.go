@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func BenchmarkRouterLookup(b *testing.B) {
 		{"ipv6-10", "10v6"}, {"ipv6-pyasn6", "pyasn6"}, {"ipv6-250000v6", "250000v6"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			v6 := c.fib == "pyasn6" || len(c.fib) > 2 && c.fib[len(c.fib)-2:] == "v6"
+			v6 := c.fib == "pyasn6" || strings.HasSuffix(c.fib, "v6")
 			var ps []netip.Prefix
 			var err error
 			if v6 {

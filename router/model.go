@@ -154,11 +154,7 @@ func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rt
 	}
 	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
 	if k, ok := m.Local[daddr]; ok {
-		if k&LocalHost != 0 {
-			m.Stats.Passed++
-			return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
-		}
-		return slow(rtxdpRtSlowRT_SLOW_LOCAL)
+		return m.toLocal(k, b, slow)
 	}
 	if martian(d) {
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)
@@ -176,20 +172,8 @@ func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rt
 	if g == 0 {
 		return slow(rtxdpRtSlowRT_SLOW_NO_ROUTE)
 	}
-	nhs := m.Groups[g]
-	if len(nhs) == 0 || len(nhs) > ECMPMax {
-		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
-	}
-	pick := 0
-	if len(nhs) > 1 {
-		pick = int(flow.OfIPv4(ip, ihl*4, FlowSeed) % uint32(len(nhs)))
-	}
-	nh, ok := m.NextHops[nhs[pick]]
+	nh, port, ok := m.nextHop(g, func() uint32 { return flow.OfIPv4(ip, ihl*4, FlowSeed) })
 	if !ok {
-		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
-	}
-	port, ok := m.Ports[nh.Port]
-	if !ok || port.VLAN == 0 {
 		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
 	}
 	if tot > int(port.MTU) {
@@ -210,6 +194,39 @@ func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rt
 	binary.BigEndian.PutUint16(ip[10:], 0)
 	binary.BigEndian.PutUint16(ip[10:], inet.Checksum(ip[:ihl*4]))
 	return m.egress(b, port, mac)
+}
+
+// toLocal is to_local: this host's addresses to the kernel, the
+// router's to the slow path.
+func (m *Model) toLocal(kind uint32, b []byte, slow func(rtxdpRtSlow) ModelResult) ModelResult {
+	if kind&LocalHost != 0 {
+		m.Stats.Passed++
+		return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
+	}
+	return slow(rtxdpRtSlowRT_SLOW_LOCAL)
+}
+
+// nextHop is nhgroup and next_hop: group g's next hop, chosen by hash
+// (asked only when the group has several), and its port; false for a
+// group, next hop or port that is not there.
+func (m *Model) nextHop(g uint32, hash func() uint32) (ModelNextHop, Port, bool) {
+	nhs := m.Groups[g]
+	if len(nhs) == 0 || len(nhs) > ECMPMax {
+		return ModelNextHop{}, Port{}, false
+	}
+	pick := 0
+	if len(nhs) > 1 {
+		pick = int(hash() % uint32(len(nhs)))
+	}
+	nh, ok := m.NextHops[nhs[pick]]
+	if !ok {
+		return ModelNextHop{}, Port{}, false
+	}
+	port, ok := m.Ports[nh.Port]
+	if !ok || port.VLAN == 0 {
+		return ModelNextHop{}, Port{}, false
+	}
+	return nh, port, true
 }
 
 // egress tags b for port's VLAN and addresses it to mac from us.
@@ -242,11 +259,7 @@ func (m *Model) route6(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(r
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_SRC)
 	}
 	if k, ok := m.Local[dst]; ok {
-		if k&LocalHost != 0 {
-			m.Stats.Passed++
-			return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
-		}
-		return slow(rtxdpRtSlowRT_SLOW_LOCAL)
+		return m.toLocal(k, b, slow)
 	}
 	if notRouted6(dst) {
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)
@@ -269,20 +282,8 @@ func (m *Model) route6(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(r
 	if g == 0 {
 		return slow(rtxdpRtSlowRT_SLOW_NO_ROUTE)
 	}
-	nhs := m.Groups[g]
-	if len(nhs) == 0 || len(nhs) > ECMPMax {
-		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
-	}
-	pick := 0
-	if len(nhs) > 1 {
-		pick = int(flow.OfIPv6(ip, FlowSeed) % uint32(len(nhs)))
-	}
-	nh, ok := m.NextHops[nhs[pick]]
+	nh, port, ok := m.nextHop(g, func() uint32 { return flow.OfIPv6(ip, FlowSeed) })
 	if !ok {
-		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
-	}
-	port, ok := m.Ports[nh.Port]
-	if !ok || port.VLAN == 0 {
 		return drop(rtxdpRtDropRT_DROP_BAD_NEXTHOP)
 	}
 	if tot > int(port.MTU) {

@@ -137,32 +137,43 @@ func (a *Agent) icmpError(pkt []byte, typ, code uint8, mtu uint16) {
 	a.send(icmpErrorPacket(pkt, from, typ, code, mtu))
 }
 
+// routeTo is the next hop the slow path sends to dst by (either family):
+// the first of its route's group.
+func (a *Agent) routeTo(dst netip.Addr) (nhKey, bool) {
+	nhs := a.nh.group(a.fib(dst).Lookup(dst))
+	if len(nhs) == 0 {
+		return nhKey{}, false
+	}
+	return a.nh.next(nhs[0])
+}
+
 // addressTowards is the address of the router's port on the route to dst,
 // of dst's family.
 func (a *Agent) addressTowards(dst netip.Addr) (netip.Addr, bool) {
-	g := a.fib(dst).Lookup(dst)
-	nhs := a.nh.group(g)
-	if len(nhs) == 0 {
+	k, ok := a.routeTo(dst)
+	if !ok {
 		return netip.Addr{}, false
 	}
-	k, _ := a.nh.next(nhs[0])
 	if dst.Is6() {
 		return a.ports[k.port].Addr6.Addr(), a.ports[k.port].Addr6.IsValid()
 	}
 	return a.ports[k.port].Addr.Addr(), true
 }
 
-// send routes an IP packet the agent made or forwards: lookup, next hop,
-// neighbour (or hold and ARP), tagged frame out of the interconnect port.
+// send routes an IP packet of either version the agent made or forwards:
+// lookup, next hop, neighbour (or hold and ask: ARP, NDP), tagged frame
+// out of the interconnect port.
 func (a *Agent) send(pkt []byte) {
-	dst := netip.AddrFrom4([4]byte(pkt[16:20]))
-	nhs := a.nh.group(a.dp.FIB.Lookup(dst))
-	if len(nhs) == 0 {
+	dst, etherType := netip.AddrFrom4([4]byte(pkt[16:20])), uint16(0x0800)
+	if pkt[0]>>4 == 6 {
+		dst, etherType = netip.AddrFrom16([16]byte(pkt[24:40])), 0x86dd
+	}
+	k, ok := a.routeTo(dst)
+	if !ok {
 		a.counters["no_route_slow"]++
 		return
 	}
-	k, _ := a.nh.next(nhs[0])
-	a.sendVia(k, dst, 0x0800, pkt)
+	a.sendVia(k, dst, etherType, pkt)
 }
 
 // sendVia sends pkt (of etherType) to dst through next hop k, or holds it

@@ -33,13 +33,14 @@ func (a *Agent) handleSlow6(reason, nexthop uint32, pkt []byte) {
 	case uint32(rtxdpRtSlowRT_SLOW_OPTIONS):
 		a.forwardHopByHop(pkt)
 	case uint32(rtxdpRtSlowRT_SLOW_UNRESOLVED):
-		a.send6(decHopLimit(pkt))
+		a.send(decHopLimit(pkt))
 	}
 }
 
 // forwardHopByHop forwards a packet with Hop-by-Hop Options (RFC 8200
 // §4.3): its header must lie within the packet (else Parameter Problem
-// pointing at its length), and it goes on as any other.
+// pointing at its length), and it goes on as any other: without a route,
+// Destination Unreachable; larger than the way out, Packet Too Big.
 func (a *Agent) forwardHopByHop(pkt []byte) {
 	if len(pkt) < 48 || 40+(int(pkt[41])+1)*8 > len(pkt) {
 		a.counters["bad_extension"]++
@@ -50,20 +51,17 @@ func (a *Agent) forwardHopByHop(pkt []byte) {
 		a.icmp6Error(pkt, icmp6TimeExceeded, 0, 0)
 		return
 	}
-	if len(pkt) > int(a.mtuTowards(netip.AddrFrom16([16]byte(pkt[24:40])))) {
-		a.icmp6Error(pkt, icmp6PacketTooBig, 0, uint32(a.mtuTowards(netip.AddrFrom16([16]byte(pkt[24:40])))))
+	dst := netip.AddrFrom16([16]byte(pkt[24:40]))
+	k, ok := a.routeTo(dst)
+	if !ok {
+		a.icmp6Error(pkt, icmp6Unreachable, 0, 0) // no route to destination
 		return
 	}
-	a.send6(decHopLimit(pkt))
-}
-
-// mtuTowards is the MTU of the port on the route to dst (0: no route).
-func (a *Agent) mtuTowards(dst netip.Addr) uint16 {
-	nhs := a.nh.group(a.fib(dst).Lookup(dst))
-	if len(nhs) == 0 {
-		return 0
+	if mtu := a.ports[k.port].MTU; len(pkt) > int(mtu) {
+		a.icmp6Error(pkt, icmp6PacketTooBig, 0, uint32(mtu))
+		return
 	}
-	return a.mtuOf(nhs[0])
+	a.sendVia(k, dst, 0x86dd, decHopLimit(pkt))
 }
 
 // local6 answers what is addressed to the router itself: echo, and UDP
@@ -82,7 +80,7 @@ func (a *Agent) local6(pkt []byte) {
 			return
 		}
 		a.counters["echo_replies"]++
-		a.send6(echoReply6(pkt, msg))
+		a.send(echoReply6(pkt, msg))
 	case proto == 17:
 		// Port unreachable, from the address it was sent to (RFC 4443
 		// §2.2): traceroute6 to any of the router's addresses ends there.
@@ -113,20 +111,7 @@ func (a *Agent) icmp6ErrorFrom(pkt []byte, from netip.Addr, typ, code uint8, par
 		return
 	}
 	a.counters["icmp6_errors"]++
-	a.send6(icmp6ErrorPacket(pkt, from, typ, code, param))
-}
-
-// send6 routes an IPv6 packet the agent made or forwards, as send does
-// IPv4: lookup, next hop, neighbour (or hold and solicit), tagged frame.
-func (a *Agent) send6(pkt []byte) {
-	dst := netip.AddrFrom16([16]byte(pkt[24:40]))
-	nhs := a.nh.group(a.dp.FIB6.Lookup(dst))
-	if len(nhs) == 0 {
-		a.counters["no_route_slow"]++
-		return
-	}
-	k, _ := a.nh.next(nhs[0])
-	a.sendVia(k, dst, 0x86dd, pkt)
+	a.send(icmp6ErrorPacket(pkt, from, typ, code, param))
 }
 
 // solicit asks for a neighbour on its port's VLAN: ARP for IPv4, a
