@@ -141,10 +141,14 @@ http {
 	//
 	// Flowlet mode (the demo's) and hash mode at the same load, 15 Mbit/s
 	// a stream (240 Mbit/s, a quarter of what the router carries flat out
-	// here): flowlet mode reorders no more than hash mode, none, and its
+	// here): flowlet mode lets no segment be overtaken that crossed the
+	// router within lb1's gap, hash mode none at all, and flowlet mode's
 	// shares follow the capacities, 2:2:1, within 2 points (a flow moves
 	// only after a pause longer than the gap, and the flowlets follow the
-	// weights; hash mode's 16 flows land as their hashes fall). The gap is
+	// weights; hash mode's 16 flows land as their hashes fall). A segment
+	// a stalled back-end holds longer than the gap can be overtaken by
+	// its flow's next flowlet: flowlet switching's bound, held under 1 in
+	// 5,000 and logged. The gap is
 	// lb1's own measure (flowlet_gap auto) from its PROBEs through the
 	// back-ends. Then hash mode flat out: still none out of order, and
 	// lb1's gap follows its paths' spread up. Flat out on these two vCPUs
@@ -175,15 +179,15 @@ http {
 		iperf3Server(t)
 		first := demo.Look()
 		stop := captureTCP(t, map[string]string{"in": "ext2:q0:out", "out": "ext3:q0:in"})
-		gaps := make(chan int64)
-		go func() { // the largest gap lb1 sets under the load
-			var most int64
+		gaps := make(chan [2]int64)
+		go func() { // the smallest and largest gap lb1 sets under the load
+			least, most := idle.FlowletGapUs, int64(0)
 			for start := time.Now(); time.Since(start) < 9*time.Second; time.Sleep(250 * time.Millisecond) { // the first 9 s
 				if s, err := demo.LBStatus("lb1"); err == nil {
-					most = max(most, s.FlowletGapUs)
+					least, most = min(least, s.FlowletGapUs), max(most, s.FlowletGapUs)
 				}
 			}
-			gaps <- most
+			gaps <- [2]int64{least, most}
 		}()
 		genBefore := tableGenerations(t)
 		extra := []string{"-A", "0"}
@@ -195,7 +199,8 @@ http {
 		}
 		genAfter := tableGenerations(t)
 		pcaps := stop()
-		if most := <-gaps; run.rate == "" {
+		gap := <-gaps
+		if most := gap[1]; run.rate == "" {
 			t.Logf("lb1 flat out: flowlet gap up to %d µs", most)
 			if most <= idle.FlowletGapUs {
 				t.Errorf("lb1's flowlet gap stayed at %d µs under load (idle %d µs): it does not follow its paths' spread", most, idle.FlowletGapUs)
@@ -203,12 +208,31 @@ http {
 		}
 		sh := demo.Shares(first, demo.Look())
 		entered, at := tcpSegments(t, pcaps["in"])
-		left, _ := tcpSegments(t, pcaps["out"])
-		late, lost := outOfOrder(entered, at, left)
-		lateAt[what] = late
-		t.Logf("%s, 16 streams h2 -> h3: %d segments into the router, %d out, %d out of the order they came in, %d lost; shares r1 %.3f r2 %.3f r3 %.3f",
-			what, len(entered), len(left), late, lost, sh["r1"], sh["r2"], sh["r3"])
+		left, leftAt := tcpSegments(t, pcaps["out"])
+		late, slow, lost := outOfOrder(entered, at, left, leftAt, float64(gap[0])/1e6)
+		t.Logf("%s, 16 streams h2 -> h3: %d segments into the router, %d out, %d out of the order they came in (%d of them held longer than lb1's least gap, %d µs), %d lost; shares r1 %.3f r2 %.3f r3 %.3f",
+			what, len(entered), len(left), late, slow, gap[0], lost, sh["r1"], sh["r2"], sh["r3"])
 		allowed := 0
+		if mode == "flowlet" {
+			// Flowlet mode moves a flow only after a pause of its gap, so
+			// a segment it lets be overtaken spent longer than the gap in
+			// the router: its back-end's queue held it past the paths'
+			// measured spread. That is flowlet switching's bound, met on
+			// this VM when a vCPU stalls (such runs lose segments too:
+			// 4 late and 46 lost of 208,705 in one CI run). Those are
+			// logged and held under 1 in 5,000; a segment overtaken
+			// although it crossed within the gap is a move without the
+			// pause, and none is allowed.
+			if late > slow {
+				t.Errorf("flowlet mode, %s: %d segments overtaken although they crossed the router within lb1's gap (%d µs): a flow moved without a pause", run.rate, late-slow, gap[0])
+			}
+			if slow > len(left)/5_000 {
+				t.Errorf("flowlet mode, %s: %d of %d segments held longer than lb1's gap and overtaken (want at most 1 in 5,000)", run.rate, slow, len(left))
+			}
+			late -= slow // judged above
+			allowed = late
+		}
+		lateAt[what] = late
 		if run.rate == "" {
 			// Flat out, where the lab's veths reorder under backpressure
 			// (docs/benchmarks.md), hash mode put segments out of order in
@@ -376,11 +400,13 @@ func tcpSegments(t *testing.T, pcap string) ([]segment, []float64) {
 // of the router's is never this close.
 const captureRace = 50e-6
 
-// outOfOrder counts the segments of out that come after a segment of
-// their flow which entered (at: in's times) more than captureRace after
-// them, and the segments of in missing from out. Segments seen twice in
-// in (retransmissions) are left out.
-func outOfOrder(in []segment, at []float64, out []segment) (late, lost int) {
+// outOfOrder counts the segments of out (left the router at outAt) that
+// come after a segment of their flow which entered (at: in's times) more
+// than captureRace after them, and the segments of in missing from out.
+// Of the late ones, slow counts those that spent longer than within
+// (seconds) in the router. Segments seen twice in in (retransmissions)
+// are left out.
+func outOfOrder(in []segment, at []float64, out []segment, outAt []float64, within float64) (late, slow, lost int) {
 	pos := map[segment]int{}
 	twice := map[segment]bool{}
 	for i, s := range in {
@@ -391,7 +417,7 @@ func outOfOrder(in []segment, at []float64, out []segment) (late, lost int) {
 	}
 	seen := map[segment]bool{}
 	furthest := map[uint16]int{}
-	for _, s := range out {
+	for j, s := range out {
 		i, ok := pos[s]
 		if !ok || twice[s] {
 			continue
@@ -399,6 +425,9 @@ func outOfOrder(in []segment, at []float64, out []segment) (late, lost int) {
 		seen[s] = true
 		if f, ok := furthest[s.port]; ok && i < f && at[f]-at[i] > captureRace {
 			late++
+			if outAt[j]-at[i] > within {
+				slow++
+			}
 		}
 		furthest[s.port] = max(furthest[s.port], i)
 	}
@@ -407,7 +436,7 @@ func outOfOrder(in []segment, at []float64, out []segment) (late, lost int) {
 			lost++
 		}
 	}
-	return late, lost
+	return late, slow, lost
 }
 
 // TestDefaultLabFailures: the default lab under real failures while TCP
@@ -542,6 +571,13 @@ func TestOutOfOrder(t *testing.T) {
 	a1, a2, a3, b1, b2 := segment{1, 100}, segment{1, 200}, segment{1, 300}, segment{2, 100}, segment{2, 200}
 	in := []segment{a1, b1, a2, b2, a3, a2}                               // a2 retransmitted: left out
 	at := []float64{0, 0.001, 0.002, 0.002 + captureRace/2, 0.004, 0.005} // b2 entered as a2 did
+	leaving := func(out []segment) []float64 {                            // 0.1 ms apart from 5.5 ms on
+		at := make([]float64, len(out))
+		for j := range out {
+			at[j] = 0.0055 + float64(j)*1e-4
+		}
+		return at
+	}
 	for _, c := range []struct {
 		out        []segment
 		late, lost int
@@ -553,18 +589,29 @@ func TestOutOfOrder(t *testing.T) {
 		{[]segment{a1, a3}, 0, 2},                 // b1 and b2 never left
 		{[]segment{a1, a2, a3, b1, b2, a1}, 1, 0}, // a1 again, after a3
 	} {
-		if late, lost := outOfOrder(in, at, c.out); late != c.late || lost != c.lost {
-			t.Errorf("outOfOrder(%v) = %d late, %d lost; want %d, %d", c.out, late, lost, c.late, c.lost)
+		if late, slow, lost := outOfOrder(in, at, c.out, leaving(c.out), 1); late != c.late || slow != 0 || lost != c.lost {
+			t.Errorf("outOfOrder(%v) = %d late (%d slow), %d lost; want %d, %d", c.out, late, slow, lost, c.late, c.lost)
+		}
+	}
+	// a1, overtaken by a3, left 5.6 ms after it entered: slower than
+	// 1 ms, not than 10 ms.
+	out := []segment{a3, a1, b1, b2}
+	for _, c := range []struct {
+		within float64
+		slow   int
+	}{{0.001, 1}, {0.010, 0}} {
+		if late, slow, _ := outOfOrder(in, at, out, leaving(out), c.within); late != 1 || slow != c.slow {
+			t.Errorf("outOfOrder(%v) within %v s: %d late, %d of them slow; want 1, %d", out, c.within, late, slow, c.slow)
 		}
 	}
 	// Two segments of a flow that entered closer than captureRace: the
 	// capture cannot say which the router got first.
 	c1, c2, c3 := segment{3, 1}, segment{3, 2}, segment{3, 3}
 	in, at = []segment{c1, c2, c3}, []float64{0, captureRace / 5, 0.001}
-	if late, _ := outOfOrder(in, at, []segment{c2, c1, c3}); late != 0 {
+	if late, _, _ := outOfOrder(in, at, []segment{c2, c1, c3}, leaving(in), 1); late != 0 {
 		t.Errorf("segments %v µs apart counted late", captureRace/5*1e6)
 	}
-	if late, _ := outOfOrder(in, at, []segment{c1, c3, c2}); late != 1 {
+	if late, _, _ := outOfOrder(in, at, []segment{c1, c3, c2}, leaving(in), 1); late != 1 {
 		t.Errorf("a segment overtaken by one that entered 1 ms after it: %d late, want 1", late)
 	}
 }

@@ -161,19 +161,24 @@ routing:
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-rib", "h1", "--", "ip", "addr", "add", "203.0.113.1/32", "dev", "lo"); code != 0 {
 		t.Fatalf("%s %s", out, errOut)
 	}
+	// The first ping may find 192.0.2.10 unresolved: the agent holds it
+	// and sends it itself once ARP answers (not the data path's count),
+	// so the three counted follow a first one.
+	msr(t, "lab", "exec", "--lab", "t-rib", "h2", "--", "ping", "-c", "1", "-W", "2", "203.0.113.1")
 	before := forwarded(t, dir)
-	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-rib", "h2", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.1"); code != 0 {
+	out, errOut, code := msr(t, "lab", "exec", "--lab", "t-rib", "h2", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.1")
+	if code != 0 {
 		t.Fatalf("ping to the learned prefix: %s %s\n%s", out, errOut, logs())
 	}
 	if n := forwarded(t, dir) - before; n < 3 {
-		t.Errorf("the back-end forwarded %d packets for the 3 pings, want at least 3", n)
+		t.Errorf("the back-end forwarded %d packets for the 3 pings, want at least 3:\n%s", n, out)
 	}
 
 	checkConsole(t, dir, routes)
 	// The peer withdraws one prefix: within a second it is gone from the
 	// back-end's FIB. (A peer that just goes away is different: BIRD keeps
 	// its routes as stale for the graceful-restart time, RFC 4724.)
-	out, errOut, code := msr(t, "lab", "exec", "--lab", "t-rib", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
+	out, errOut, code = msr(t, "lab", "exec", "--lab", "t-rib", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
 		"-c", "configure terminal", "-c", "router bgp 65010", "-c", "address-family ipv4 unicast", "-c", "no network 203.0.113.0/24")
 	if code != 0 {
 		t.Fatalf("vtysh: %s %s", out, errOut)

@@ -198,6 +198,17 @@ backends:
 	if out, _ := exec("h1", "ping", "-6", "-c", "1", "-w", "3", "-M", "do", "-s", "1400", "2001:db8:11::20"); !strings.Contains(out, "mtu=1280") {
 		t.Errorf("ping -6 with 1400 bytes across a 1280-byte MTU: no Packet Too Big with mtu=1280:\n%s", out)
 	}
+	// Hop-by-Hop Options go to the slow path, which forwards them (h2
+	// answers UDP to a closed port with Port Unreachable) or, with no
+	// route, answers Destination Unreachable (no route) from the router.
+	for _, c := range []struct{ dst, want string }{
+		{"2001:db8:11::20", "type 1 code 4 from 2001:db8:11::20"},
+		{"2001:db8:99::5", "type 1 code 0 from 2001:db8:10::1"},
+	} {
+		if out, _ := exec("h1", "python3", "-c", hopByHopUDP, c.dst); !strings.Contains(out, c.want) {
+			t.Errorf("UDP with Hop-by-Hop Options to %s: want ICMPv6 %s, got:\n%s", c.dst, c.want, out)
+		}
+	}
 	// Having heard it, h1 fragments itself, and h2 answers.
 	if out, code := exec("h1", "ping", "-6", "-c", "1", "-w", "5", "-s", "1400", "2001:db8:11::20"); code != 0 || !strings.Contains(out, "1408 bytes from 2001:db8:11::20") {
 		t.Errorf("ping -6 with 1400 bytes after Packet Too Big (exit %d):\n%s", code, out)
@@ -248,3 +259,25 @@ backends:
 		t.Errorf("route via an off-subnet gateway: exit %d, %q", code, errOut)
 	}
 }
+
+// hopByHopUDP sends one UDP datagram with a Hop-by-Hop Options header
+// (a PadN option) to port 9 of argv[1] and prints the ICMPv6 error that
+// comes back: "type T code C from ADDR", or "no answer".
+const hopByHopUDP = `
+import socket, struct, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IPV6, 25, 1)  # IPV6_RECVERR (linux/in6.h)
+s.connect((sys.argv[1], 9))
+s.sendmsg([b"hop-by-hop"], [(socket.IPPROTO_IPV6, socket.IPV6_HOPOPTS, bytes([0, 0, 1, 4, 0, 0, 0, 0]))])
+s.settimeout(3)
+try:
+    s.recv(100)
+except socket.timeout:
+    print("no answer"); sys.exit()
+except OSError:
+    pass
+_, anc, _, _ = s.recvmsg(100, 512, socket.MSG_ERRQUEUE)
+for level, typ, data in anc:
+    errno, origin, t, c, _, info, _ = struct.unpack("=IBBBBII", data[:16])
+    print("type %d code %d from %s (errno %d, info %d)" % (t, c, socket.inet_ntop(socket.AF_INET6, data[24:40]), errno, info))
+`

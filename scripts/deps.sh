@@ -17,6 +17,7 @@ packages=(
 	snmpd snmp snmptrapd      # SNMP: the VCP's master agent; clients and a trap receiver (tests)
 	prometheus                # msr demo up --monitoring: scrapes every agent (tests)
 	chromium                  # the web view's test: a real browser, headless
+	python3                   # a client that sends IPv6 with Hop-by-Hop options (tests)
 )
 
 missing=()
