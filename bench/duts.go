@@ -21,7 +21,7 @@ import (
 // setupDUT prepares the device under test once its lab is up and the sink
 // is attached; it returns the DUT's XDP programs by stage (none for none
 // and linux), whose run times the bench reads, and what undoes it.
-func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, func(), error) {
+func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (map[string]*ebpf.Program, func(), error) {
 	switch dut {
 	case "lb", "lb-int-ext", "lb-both":
 		dp, undo, err := setupLB(dut, spec)
@@ -30,10 +30,10 @@ func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (map[string]*eb
 		}
 		return map[string]*ebpf.Program{"lb": dp.Program()}, undo, nil
 	case "router":
-		p, undo, err := setupRouter(spec, routes)
+		p, undo, err := setupRouter(spec, routes, ipv6)
 		return map[string]*ebpf.Program{"router": p}, undo, err
 	case "msr", "msr-switch", "msr-xdpswitch":
-		return setupMsr(spec, routes)
+		return setupMsr(spec, routes, ipv6)
 	case "linux":
 		return nil, func() {}, installLinuxRoutes(spec, routes)
 	}
@@ -41,14 +41,18 @@ func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix) (map[string]*eb
 }
 
 // installLinuxRoutes puts the routes into the Linux DUT's FIB, all via the
-// sink, with one `ip -batch`.
+// sink (10.10.2.2, 2001:db8:2::2 for IPv6), with one `ip -batch`.
 func installLinuxRoutes(spec *lab.Spec, routes []netip.Prefix) error {
 	if routes == nil {
 		return nil
 	}
 	var b strings.Builder
 	for _, p := range routes {
-		fmt.Fprintf(&b, "route replace %s via 10.10.2.2\n", p)
+		via := "10.10.2.2"
+		if p.Addr().Is6() {
+			via = "2001:db8:2::2"
+		}
+		fmt.Fprintf(&b, "route replace %s via %s\n", p, via)
 	}
 	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, "dut"), "-batch", "-")
 	cmd.Stdin = strings.NewReader(b.String())
@@ -128,7 +132,18 @@ func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []be
 			}
 		}
 	}
-	if err := dp.FIB.SetAll(routes); err != nil {
+	v4, v6 := map[netip.Prefix]uint32{}, map[netip.Prefix]uint32{}
+	for p, g := range routes {
+		if p.Addr().Is6() {
+			v6[p] = g
+		} else {
+			v4[p] = g
+		}
+	}
+	if err := dp.FIB.SetAll(v4); err != nil {
+		return nil, err
+	}
+	if err := dp.FIB6.SetAll(v6); err != nil {
 		return nil, err
 	}
 	l, err := dp.Attach(ifi.Index)
@@ -229,19 +244,33 @@ func macs(spec *lab.Spec, ends ...lab.Endpoint) ([]net.HardwareAddr, error) {
 	return out, nil
 }
 
-// benchRoutes are the routes a bench DUT holds: those given, or
-// 198.19.0.0/16, where the generator sends.
-func benchRoutes(routes []netip.Prefix) []netip.Prefix {
-	if routes == nil {
-		return []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
+// benchRoutes are the routes a bench DUT holds: those given, or where the
+// generator sends, 198.19.0.0/16 (IPv6: 2001:2:0:8000::/49).
+func benchRoutes(routes []netip.Prefix, ipv6 bool) []netip.Prefix {
+	switch {
+	case routes != nil:
+		return routes
+	case ipv6:
+		return []netip.Prefix{traffic.Dst6}
 	}
-	return routes
+	return []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
+}
+
+// benchGateway is a bench back-end's next hop: gw, or for IPv6 the
+// address of the same host on the IPv6 side (2001:db8:N::2 for
+// 10.10.N.2).
+func benchGateway(gw netip.Addr, ipv6 bool) netip.Addr {
+	if !ipv6 {
+		return gw
+	}
+	a := gw.As4()
+	return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, a[2], 15: a[3]})
 }
 
 // setupRouter loads the back-end router's data path on host dut: one
 // external port (VLAN 10), one next hop (the generator's side, whose MAC
 // is the sink's), the routes all through it.
-func setupRouter(spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), error) {
+func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (*ebpf.Program, func(), error) {
 	m, err := macs(spec, lab.Endpoint{Node: "gen", Iface: "g0"})
 	if err != nil {
 		return nil, nil, err
@@ -249,8 +278,9 @@ func setupRouter(spec *lab.Spec, routes []netip.Prefix) (*ebpf.Program, func(), 
 	var d dataPaths
 	var dp *router.Dataplane
 	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
-		dp, err = d.loadRouter("eth0", []router.Port{{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24")}},
-			netip.MustParseAddr("10.10.1.2"), 0, m[0], benchRoutes(routes))
+		dp, err = d.loadRouter("eth0", []router.Port{{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24"),
+			Addr6: netip.MustParsePrefix("2001:db8:1::1/64")}},
+			benchGateway(netip.MustParseAddr("10.10.1.2"), ipv6), 0, m[0], benchRoutes(routes, ipv6))
 		return err
 	})
 	if err != nil {
@@ -322,7 +352,7 @@ func lbPorts(dut string, spec *lab.Spec) ([]traffic.GenPort, error) {
 // on r1 (the same two ports; the routes via the sink on VLAN 20). No
 // agents: the bench measures the data paths. It returns both programs (the
 // LB's runs twice on every packet).
-func setupMsr(spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, func(), error) {
+func setupMsr(spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (map[string]*ebpf.Program, func(), error) {
 	m, err := macs(spec, lab.Endpoint{Node: "sink", Iface: "s0"}, lab.Endpoint{Node: "r1", Iface: "r0"})
 	if err != nil {
 		return nil, nil, err
@@ -342,9 +372,9 @@ func setupMsr(spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, 
 	if err == nil {
 		err = netns.Do(lab.Namespace(spec.Name, "r1"), func() (err error) {
 			rdp, err = d.loadRouter("r0", []router.Port{
-				{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24")},
-				{Index: 1, VLAN: 20, MTU: 1500, Addr: netip.MustParsePrefix("10.10.2.1/24")},
-			}, netip.MustParseAddr("10.10.2.2"), 1, sinkMAC, benchRoutes(routes))
+				{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24"), Addr6: netip.MustParsePrefix("2001:db8:1::1/64")},
+				{Index: 1, VLAN: 20, MTU: 1500, Addr: netip.MustParsePrefix("10.10.2.1/24"), Addr6: netip.MustParsePrefix("2001:db8:2::1/64")},
+			}, benchGateway(netip.MustParseAddr("10.10.2.2"), ipv6), 1, sinkMAC, benchRoutes(routes, ipv6))
 			return err
 		})
 	}

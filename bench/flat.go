@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/msr-router/msr/internal/routetable"
+	"github.com/msr-router/msr/traffic"
 )
 
 // FlatOptions is the flat-lookup benchmark: the back-end forwarding with
@@ -47,7 +50,10 @@ type FlatResult struct {
 	Tables []FlatTable `json:"tables"`
 }
 
-// Flat runs `msr bench fwd --dut router` for each table, Rounds times.
+// Flat runs `msr bench fwd --dut router` for each table, Rounds times:
+// an IPv6 table (pyasn6, Nv6) with IPv6 test frames of the smallest size
+// (82 bytes), the others with IPv4's (64), so that one run can set IPv6's
+// cost beside IPv4's.
 func Flat(o FlatOptions) (*FlatResult, error) {
 	if len(o.Tables) < 2 || o.Rounds < 1 {
 		return nil, fmt.Errorf("flat: a baseline and at least one table, and at least one round")
@@ -58,7 +64,11 @@ func Flat(o FlatOptions) (*FlatResult, error) {
 	}
 	for round := 0; round < o.Rounds; round++ {
 		for i, fib := range o.Tables {
-			f, err := Fwd(FwdOptions{DUT: "router", Size: 64, Flows: o.Flows, Duration: o.Duration, FIB: fib, ProgStats: o.ProgStats})
+			size, ipv6 := traffic.MinFrameSize, routetable.IsIPv6(fib)
+			if ipv6 {
+				size = traffic.MinFrameSize6
+			}
+			f, err := Fwd(FwdOptions{DUT: "router", Size: size, Flows: o.Flows, Duration: o.Duration, FIB: fib, IPv6: ipv6, ProgStats: o.ProgStats})
 			if err != nil {
 				return nil, fmt.Errorf("round %d, --fib %s: %w", round+1, fib, err)
 			}
@@ -106,7 +116,7 @@ func median(xs []float64) float64 {
 
 // WriteText prints one line per round and the median ratios.
 func (r *FlatResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "router, 64 B, %d flows spread over each table; received pps (ratio to %s in the same round), DUT NAPI CPU per packet\n", r.Flows, r.Tables[0].FIB)
+	fmt.Fprintf(w, "router, 64 B (IPv6 tables: 82 B), %d flows spread over each table; received pps (ratio to %s in the same round), DUT NAPI CPU per packet\n", r.Flows, r.Tables[0].FIB)
 	head := []string{"round"}
 	for _, t := range r.Tables {
 		head = append(head, fmt.Sprintf("%s (%d routes)", t.FIB, t.Routes))

@@ -29,6 +29,11 @@ var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "m
 // fibDUTs are the DUTs that hold a routing table (--fib).
 var fibDUTs = []string{"linux", "router", "msr", "msr-switch", "msr-xdpswitch"}
 
+// ipv6DUTs are the DUTs `--ipv6` runs: the routers, and none (the
+// instrument alone). The LB's own columns send tagged frames, which the
+// IPv6 generator does not make.
+var ipv6DUTs = []string{"none", "linux", "router", "msr", "msr-switch", "msr-xdpswitch"}
+
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
 	DUT      string
@@ -42,6 +47,9 @@ type FwdOptions struct {
 	// (the RouteViews table, cut or grown with its length distribution),
 	// or a pyasn-format file. The flows' destinations are spread over it.
 	FIB string
+	// IPv6 sends IPv6/UDP test frames (RFC 5180), to 2001:2:0:8000::/49
+	// or over an IPv6 table (FIB: pyasn6, Nv6).
+	IPv6 bool
 	// ProgStats turns on the kernel's BPF statistics for the run and
 	// reports the DUT program's run time per packet. They cost two clock
 	// reads per packet, so rates are lower with them.
@@ -57,6 +65,7 @@ type Stage struct {
 // FwdResult is what `msr bench fwd` reports.
 type FwdResult struct {
 	DUT             string  `json:"dut"`
+	IPv6            bool    `json:"ipv6,omitempty"`
 	Size            int     `json:"size"`
 	Flows           int     `json:"flows"`
 	DurationSeconds float64 `json:"duration_s"`
@@ -146,7 +155,7 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 // check refuses options the run could not honour, before anything is
 // built, and finds the lab, the table and the MAC the generator sends to.
 func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error) {
-	gc := traffic.GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.Flows, Rate: o.Rate}
+	gc := traffic.GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.Flows, Rate: o.Rate, IPv6: o.IPv6}
 	if err := gc.Check(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -156,11 +165,18 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 	if !slices.Contains(DUTs, o.DUT) {
 		return nil, nil, nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
 	}
+	if o.IPv6 && !slices.Contains(ipv6DUTs, o.DUT) {
+		return nil, nil, nil, fmt.Errorf("--ipv6 is for %v", ipv6DUTs)
+	}
 	spec, err := labs.Load("bench-" + o.DUT)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	routes, err := routetable.Named(o.FIB)
+	named := routetable.Named
+	if o.IPv6 {
+		named = routetable.Named6
+	}
+	routes, err := named(o.FIB)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -266,7 +282,7 @@ func (ps *progStats) Close() {
 func result(o FwdOptions, t *trialResult) *FwdResult {
 	secs, sent, rep := t.seconds(), t.sent, t.rep
 	r := &FwdResult{
-		DUT: o.DUT, Size: o.Size, Flows: o.Flows, DurationSeconds: secs,
+		DUT: o.DUT, IPv6: o.IPv6, Size: o.Size, Flows: o.Flows, DurationSeconds: secs,
 		OfferedPackets: sent, ReceivedPackets: rep.RxPackets,
 		OfferedPPS: float64(sent) / secs, ReceivedPPS: float64(rep.RxPackets) / secs,
 		ReceivedMbps: float64(rep.RxPackets) * float64(o.Size) * 8 / secs / 1e6,

@@ -19,6 +19,9 @@ type RFC2544Options struct {
 	Tests []string
 	Flows int
 	FIB   string
+	// IPv6 runs every test with IPv6 test frames (RFC 5180); FIB is then
+	// an IPv6 table (pyasn6, Nv6).
+	IPv6 bool `json:"ipv6,omitempty"`
 	// Trial is each trial's length (RFC 2544 §24 asks for at least 60 s;
 	// seconds are enough to see the bursts these machines lose, and keep
 	// a search within minutes).
@@ -223,6 +226,18 @@ func (o *RFC2544Options) complete() error {
 			return fmt.Errorf("rfc2544: test %q: this release runs %v", t, RFC2544Tests)
 		}
 	}
+	if o.IPv6 {
+		for _, t := range o.Tests {
+			if t == "reset" || t == "single" {
+				return fmt.Errorf("rfc2544: --ipv6 with %s: that test runs in the default lab with IPv4 hosts' frames; run it without --ipv6", t)
+			}
+		}
+		for _, size := range o.Sizes {
+			if size < traffic.MinFrameSize6 {
+				return fmt.Errorf("rfc2544: frame size %d: an IPv6 test frame is %d bytes at least", size, traffic.MinFrameSize6)
+			}
+		}
+	}
 	if o.Trial <= 0 || o.Resolution <= 0 || o.Resolution >= 0.5 || o.Trials < 1 || o.Confirmations < 1 {
 		return fmt.Errorf("rfc2544: a positive trial length, a resolution below 50%%, at least one trial and one search")
 	}
@@ -257,7 +272,7 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 		}
 	}()
 	for _, dut := range append([]string{"none"}, o.DUTs...) {
-		fo := FwdOptions{DUT: dut, Size: o.Sizes[0], Flows: o.Flows, Duration: o.Trial}
+		fo := FwdOptions{DUT: dut, Size: o.Sizes[0], Flows: o.Flows, Duration: o.Trial, IPv6: o.IPv6}
 		if dut != "none" {
 			fo.FIB = o.FIB
 		}

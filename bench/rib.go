@@ -27,7 +27,7 @@ import (
 // holds Routes static routes and reflects them to Backends back-ends; then
 // an external BGP peer announces and withdraws one prefix Changes times.
 type RIBOptions struct {
-	Routes   string // "pyasn" or a number of prefixes
+	Routes   string // "pyasn" or a number of prefixes; IPv6: "pyasn6" or "Nv6"
 	Backends int
 	Changes  int
 	// Clients are receive-only iBGP clients of the VCP's route reflector
@@ -42,6 +42,7 @@ type RIBOptions struct {
 // RIBResult is what `msr bench rib` reports.
 type RIBResult struct {
 	Routes            int       `json:"routes"`
+	IPv6              bool      `json:"ipv6,omitempty"` // the table is IPv6's
 	Backends          int       `json:"backends"`
 	SuiteLoadSeconds  float64   `json:"suite_load_s"`   // BIRD up to holding every route
 	DistributeSeconds float64   `json:"distribute_s"`   // BIRD holding them to every back-end's FIB holding them
@@ -91,9 +92,14 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefixes, err := routetable.Named(o.Routes)
+	ipv6 := routetable.IsIPv6(o.Routes)
+	named := routetable.Named
+	if ipv6 {
+		named = routetable.Named6
+	}
+	prefixes, err := named(o.Routes)
 	if err != nil || prefixes == nil {
-		return nil, fmt.Errorf("--routes: pyasn or a number of prefixes (%v)", err)
+		return nil, fmt.Errorf("--routes: pyasn, a number of prefixes, pyasn6 or Nv6 (%v)", err)
 	}
 	dir, err := os.MkdirTemp("", "msr-bench-rib")
 	if err != nil {
@@ -101,7 +107,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
-	if err := writeRIBFiles(dir, self, prefixes, o.Backends, o.Clients); err != nil {
+	if err := writeRIBFiles(dir, self, prefixes, o.Backends, o.Clients, ipv6); err != nil {
 		return nil, err
 	}
 	spec, err := lab.LoadFile(filepath.Join(dir, "lab.yaml"))
@@ -120,7 +126,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 			os.Remove(routerapi.StatePath(fmt.Sprintf("bench-rib-r%d", i)))
 		}
 	}()
-	r := &RIBResult{Routes: len(prefixes), Backends: o.Backends}
+	r := &RIBResult{Routes: len(prefixes), IPv6: ipv6, Backends: o.Backends}
 	bird := filepath.Join(dir, "vcp", "bird.ctl")
 	if err := waitFor(5*time.Minute, 50*time.Millisecond, func() bool { return birdRoutes(bird) >= len(prefixes) }); err != nil {
 		return nil, fmt.Errorf("BIRD never held %d routes: %w", len(prefixes), err)
@@ -131,11 +137,15 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	for i := range clients {
 		clients[i] = routerClient{routerapi.Local("", filepath.Join(dir, fmt.Sprintf("r%d.sock", i+1)))}
 	}
-	// Each back-end also has its port's subnet (which the table may hold
-	// too: the connected route wins).
-	want := len(prefixes) + 1
+	// Each back-end also has its port's subnets (which the table may hold
+	// too: the connected route wins), IPv6's with an IPv6 table.
+	connected := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	if ipv6 {
+		connected = append(connected, ribBenchSubnet6)
+	}
+	want := len(prefixes) + len(connected)
 	for _, p := range prefixes {
-		if p == netip.MustParsePrefix("192.0.2.0/24") {
+		if slices.Contains(connected, p) {
 			want--
 		}
 	}
@@ -205,12 +215,13 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 // has one.
 type routerClient struct{ *routerapi.Client }
 
+// routes counts both families' routes.
 func (c routerClient) routes() int {
 	s, err := c.Status()
 	if err != nil {
 		return 0
 	}
-	return s.Routes
+	return s.Routes + s.Routes6
 }
 
 func (c routerClient) has(p string) bool {
@@ -282,7 +293,15 @@ var ribBenchKey = bytes.Repeat([]byte{0x5e}, 32)
 // writeRIBFiles writes the key, the route file, every element's config,
 // the peer's config and the lab: a peer on the LB's port, the LB, the VCP
 // and the back-ends on a switch, every element an msr process.
-func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends, clients int) error {
+// ribBenchSubnet6 is the port's IPv6 subnet in `bench rib` with an IPv6
+// table, whose routes go via its ::20.
+var ribBenchSubnet6 = netip.MustParsePrefix("2001:db8:10::/64")
+
+func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends, clients int, ipv6 bool) error {
+	port6, via := "", "192.0.2.20"
+	if ipv6 {
+		port6, via = `, address6: "2001:db8:10::1/64"`, `"2001:db8:10::20"`
+	}
 	files := map[string]string{
 		"key": hex.EncodeToString(ribBenchKey),
 		"bgpd.conf": `frr defaults traditional
@@ -295,9 +314,9 @@ router bgp 65010
 		"lb.yaml": "name: bench-rib-lb\nkey_file: " + dir + "/key\npin_dir: /sys/fs/bpf/msr-bench-rib/lb\nsocket: " + dir + "/lb.sock\n" +
 			"ports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal, default: true}\n",
 		"vcp.yaml": "name: bench-rib-vcp\nkey_file: " + dir + "/key\ninterface: eth0\nsocket: " + dir + "/vcp.sock\n" +
-			"external_ports:\n  - {lb: bench-rib-lb, mac: \"02:00:00:00:e0:00\", address: 192.0.2.1/24, vlan: 10}\n" +
+			"external_ports:\n  - {lb: bench-rib-lb, mac: \"02:00:00:00:e0:00\", address: 192.0.2.1/24" + port6 + ", vlan: 10}\n" +
 			"routing:\n  asn: 65000\n  run_dir: " + dir + "/vcp\n  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010, export: [connected]}\n" +
-			"  static_files:\n    - {file: " + dir + "/routes.dat, via: 192.0.2.20}\n  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}\n",
+			"  static_files:\n    - {file: " + dir + "/routes.dat, via: " + via + "}\n  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}\n",
 	}
 	var labText strings.Builder
 	fmt.Fprintf(&labText, `name: bench-rib
@@ -323,7 +342,7 @@ hosts:
 	ports := "      p0: {xdp_pass: on, vlan_offload: off}\n      p1: {vlan_offload: off}\n"
 	for i := 1; i <= backends; i++ {
 		files[fmt.Sprintf("r%d.yaml", i)] = fmt.Sprintf("name: bench-rib-r%d\nkey_file: %s/key\ninterface: eth0\npin_dir: /sys/fs/bpf/msr-bench-rib/r%d\n"+
-			"socket: %s/r%d.sock\nports:\n  net1: {vlan: 10, address: 192.0.2.1/24}\nrib: {neighbor: 10.0.0.1, asn: 65000}\n", i, dir, i, dir, i)
+			"socket: %s/r%d.sock\nports:\n  net1: {vlan: 10, address: 192.0.2.1/24%s}\nrib: {neighbor: 10.0.0.1, asn: 65000}\n", i, dir, i, dir, i, port6)
 		fmt.Fprintf(&labText, `  r%[1]d:
     interfaces:
       eth0: {addresses: [10.0.0.%[2]d/24], vlan_offload: off, tx_checksum: off}
@@ -477,8 +496,12 @@ func birdPID(socket string) int {
 
 // WriteText prints a result for people.
 func (r *RIBResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "%d routes to %d back-ends: BIRD loaded them in %.1f s, every back-end's FIB held them %.1f s later\n",
-		r.Routes, r.Backends, r.SuiteLoadSeconds, r.DistributeSeconds)
+	family := "IPv4"
+	if r.IPv6 {
+		family = "IPv6"
+	}
+	fmt.Fprintf(w, "%d %s routes to %d back-ends: BIRD loaded them in %.1f s, every back-end's FIB held them %.1f s later\n",
+		r.Routes, family, r.Backends, r.SuiteLoadSeconds, r.DistributeSeconds)
 	fmt.Fprintf(w, "one change (announce or withdraw), from the peer to every FIB: p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d\n",
 		r.ChangeMs.P50, r.ChangeMs.P99, r.ChangeMs.Max, r.ChangeMs.N)
 	fmt.Fprintf(w, "  from the VCP's suite to every FIB: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",

@@ -65,7 +65,7 @@ func openSession(o FwdOptions) (*session, error) {
 	}
 	s.genHasXDP = s.sinkEnd.Node == s.gen.Node
 	loadStart := time.Now()
-	if s.progs, s.undo, err = setupDUT(o.DUT, spec, routes); err != nil {
+	if s.progs, s.undo, err = setupDUT(o.DUT, spec, routes, o.IPv6); err != nil {
 		s.undo = func() {}
 		s.Close()
 		return nil, err
@@ -229,7 +229,7 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 			dsts = flowDsts(s.routes, s.o.Flows)
 		}
 		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: s.gen.Iface, DstMAC: s.dstMAC, Size: sp.size, Flows: s.o.Flows, Rate: sp.rate,
-			Dsts: dsts, HasXDP: s.genHasXDP, Ports: s.ports})
+			Dsts: dsts, IPv6: s.o.IPv6, HasXDP: s.genHasXDP, Ports: s.ports})
 		if err != nil {
 			return err
 		}

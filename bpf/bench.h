@@ -5,7 +5,10 @@
  *
  * A test frame is Ethernet + IPv4 (no options) + UDP + struct
  * bench_payload. The payload fits a 64-byte frame: 60 bytes without FCS
- * leave 18 bytes after the UDP header.
+ * leave 18 bytes after the UDP header. An IPv6 test frame (RFC 5180) is
+ * Ethernet + IPv6 (no extension headers) + UDP + the same payload: 78
+ * bytes without FCS, so 82 at least (RFC 5180 §5.1.1's smallest, 78,
+ * leaves 12 bytes of UDP payload: too few for this signature).
  */
 #ifndef MSR_BENCH_H
 #define MSR_BENCH_H
@@ -56,8 +59,16 @@ struct gen_flow {
 	__u8 src_mac[6];
 	__u8 dst_mac[6];
 	__u8 proto;     /* IPPROTO_UDP (or 0), IPPROTO_TCP, IPPROTO_ICMP */
-	__u8 pad;
+	__u8 ipv6;      /* an IPv6/UDP test frame (untagged) */
 	__u16 l4_check; /* TCP, ICMP: the header's checksum, network order */
+	/* IPv6: the addresses, and the UDP checksum's sum (RFC 1071, of
+	 * 16-bit words as they lie in memory, unfolded) over the
+	 * pseudo-header, the UDP header and the payload with seq and tx_ns
+	 * zero: the generator adds those two per frame (RFC 8200 §8.1: UDP
+	 * over IPv6 always has a checksum). */
+	__u8 saddr6[16];
+	__u8 daddr6[16];
+	__u32 csum6;
 };
 
 /* The IPv4 total length of a TCP SYN and an ICMP echo request of the
@@ -109,8 +120,9 @@ struct sink_stats {
 	/* The longest of the jumps, first missing frame to last: an outage
 	 * apart from the odd frame lost before or after it. */
 	__u64 loss_span_ns;
-	/* The lowest and highest IPv4 TTL of the test frames: how many
-	 * routers decremented it (the generator sends 64); 0: none yet. */
+	/* The lowest and highest IPv4 TTL or IPv6 hop limit of the test
+	 * frames: how many routers decremented it (the generator sends 64);
+	 * 0: none yet. */
 	__u64 ttl_min;
 	__u64 ttl_max;
 };

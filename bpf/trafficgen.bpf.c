@@ -26,6 +26,9 @@
  * its core taken for long) restarts its schedule (pace_restarts,
  * pace_skipped_ns).
  *
+ * A flow may be IPv6's (RFC 5180: Ethernet, IPv6, UDP with its checksum,
+ * the same payload; untagged).
+ *
  * Verdicts: XDP_TX or XDP_REDIRECT, or XDP_ABORTED for a frame too short for the headers
  * or a missing flow entry. Counter: sent (frames built); first_tx_ns and
  * last_tx_ns bound the sending window.
@@ -36,6 +39,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
@@ -250,6 +254,57 @@ static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 i
 	return f->ifindex ? bpf_redirect(f->ifindex, 0) : XDP_TX;
 }
 
+/* fold16 folds a one's complement sum to 16 bits. */
+static __always_inline __u16 fold16(__u64 sum)
+{
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)((sum & 0xffff) + (sum >> 16));
+}
+
+/* build6 writes flow idx's IPv6/UDP test frame (RFC 5180), untagged: the
+ * UDP checksum is the flow's sum of everything constant plus this frame's
+ * seq and tx_ns, as they lie in memory. */
+static __always_inline int build6(struct xdp_md *ctx, struct gen_flow *f, __u32 idx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	struct udphdr *udp = (void *)(ip6 + 1);
+	struct bench_payload *pl = (void *)(udp + 1);
+
+	if ((void *)(pl + 1) > end)
+		return XDP_ABORTED;
+	__u16 len = (__u16)(end - (void *)udp);
+	write_eth(eth, f, 0);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	*(__be32 *)ip6 = bpf_htonl(6 << 28); /* version; no traffic class or flow label */
+	ip6->payload_len = bpf_htons(len);
+	ip6->nexthdr = IPPROTO_UDP;
+	ip6->hop_limit = 64;
+	__builtin_memcpy(&ip6->saddr, f->saddr6, 16);
+	__builtin_memcpy(&ip6->daddr, f->daddr6, 16);
+	udp->source = f->sport;
+	udp->dest = f->dport;
+	udp->len = bpf_htons(len);
+	pl->magic = bpf_htons(BENCH_MAGIC);
+	pl->flow = (__u16)idx;
+	__u32 seq = __sync_fetch_and_add(&f->seq, 1);
+	__u64 tx = bpf_ktime_get_ns();
+	pl->seq = seq;
+	pl->tx_ns = tx;
+	__u64 sum = (__u64)f->csum6 + (seq & 0xffff) + (seq >> 16) + (tx & 0xffff) + ((tx >> 16) & 0xffff) +
+		    ((tx >> 32) & 0xffff) + (tx >> 48);
+	__u16 check = ~fold16(sum);
+	udp->check = check ? check : 0xffff; /* RFC 768: zero is "none", not allowed over IPv6 */
+	if (!first_tx_ns)
+		first_tx_ns = tx;
+	last_tx_ns = tx;
+	return f->ifindex ? bpf_redirect(f->ifindex, 0) : XDP_TX;
+}
+
 SEC("xdp")
 int trafficgen(struct xdp_md *ctx)
 {
@@ -268,6 +323,8 @@ int trafficgen(struct xdp_md *ctx)
 	if (gap_ns && cfg.batch && run_frames++ % cfg.batch == 0)
 		pace();
 
+	if (f->ipv6)
+		return build6(ctx, f, idx);
 	if (f->vlan)
 		return build(ctx, f, idx, 1);
 	if (cfg.tag_room && bpf_xdp_adjust_tail(ctx, -(int)sizeof(struct vlan_hdr)))

@@ -3,7 +3,8 @@
  * trafficsink: the receiving end of `msr bench`, attached with XDP to the
  * sink host's interface.
  *
- * A test frame (IPv4/UDP, perhaps 802.1Q-tagged, with a bench_payload whose magic matches) is
+ * A test frame (IPv4/UDP or IPv6/UDP, perhaps 802.1Q-tagged, with a
+ * bench_payload whose magic matches) is
  * counted, checked for order against its flow's expected sequence number,
  * timed against the generator's timestamp (same host, same clock) into a
  * log-linear histogram, and dropped. A jump in a flow's sequence counts
@@ -23,6 +24,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -99,6 +101,15 @@ static __always_inline struct bench_payload *parse_test_frame(void *data, void *
 			return NULL;
 		proto = *inner;
 		l3 += 4;
+	}
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		struct bench_payload *pl = l3 + sizeof(*ip6) + sizeof(struct udphdr);
+
+		if ((void *)(pl + 1) > end || ip6->nexthdr != IPPROTO_UDP || pl->magic != bpf_htons(BENCH_MAGIC))
+			return NULL;
+		*ttl = ip6->hop_limit;
+		return pl;
 	}
 	struct iphdr *ip = l3;
 	struct udphdr *udp = (void *)(ip + 1);

@@ -63,6 +63,83 @@ func referenceFrame(i int, seq uint32, size int) []byte {
 	return b
 }
 
+// referenceFrame6 is the IPv6 test frame trafficgen must write for flow
+// i, sequence seq, sent at tx (RFC 5180 addresses; the UDP checksum over
+// the pseudo-header and the zero padding), built here independently.
+func referenceFrame6(i int, seq uint32, tx uint64, size int) []byte {
+	b := make([]byte, size-FCSLen)
+	copy(b[0:6], macSink)
+	copy(b[6:12], macGen)
+	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_IPV6)
+	ip := b[14:54]
+	ip[0], ip[6], ip[7] = 0x60, unix.IPPROTO_UDP, 64
+	binary.BigEndian.PutUint16(ip[4:], uint16(len(b)-54))
+	host := uint16(i%65534 + 1)
+	src := netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 14: byte(host >> 8), 15: byte(host)})
+	dst := netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 0, 0, 0x80, 0, 14: byte(host >> 8), 15: byte(host)})
+	copy(ip[8:], src.AsSlice())
+	copy(ip[24:], dst.AsSlice())
+	udp := b[54:]
+	h := mix32(uint32(i) + 1)
+	binary.BigEndian.PutUint16(udp[0:], uint16(1024+h%64512))
+	binary.BigEndian.PutUint16(udp[2:], uint16(1024+(h>>16)%64512))
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+	binary.BigEndian.PutUint16(udp[8:], 0x4d53)
+	binary.NativeEndian.PutUint16(udp[10:], uint16(i))
+	binary.NativeEndian.PutUint32(udp[12:], seq)
+	binary.NativeEndian.PutUint64(udp[16:], tx)
+	c := inet.PseudoChecksum6(src, dst, unix.IPPROTO_UDP, udp)
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(udp[6:], c)
+	return b
+}
+
+// IPv6 test frames (RFC 5180): every byte as referenceFrame6 builds it,
+// the UDP checksum verifying, at the smallest and the largest size.
+func TestTrafficgenFrames6(t *testing.T) {
+	for _, size := range []int{MinFrameSize6, 1518} {
+		g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: size, Flows: 3, IPv6: true}, macGen, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		for run := 0; run < 7; run++ {
+			out := make([]byte, size-FCSLen)
+			// The generator's pages start as its zeroed buffer (a run's
+			// page pool is filled from it), so the padding is zero.
+			ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: make([]byte, size-FCSLen), DataOut: out})
+			if err != nil || ret != xdpTx {
+				t.Fatalf("size %d run %d: verdict %d, %v", size, run, ret, err)
+			}
+			want := referenceFrame6(run%3, uint32(run/3), binary.NativeEndian.Uint64(out[70:78]), size)
+			if !bytes.Equal(out, want) {
+				t.Fatalf("size %d run %d:\n got %x\nwant %x", size, run, out[:80], want[:80])
+			}
+			src, dst := netip.AddrFrom16([16]byte(out[22:38])), netip.AddrFrom16([16]byte(out[38:54]))
+			if inet.PseudoChecksum6(src, dst, unix.IPPROTO_UDP, out[54:]) != 0 {
+				t.Errorf("size %d run %d: UDP checksum does not verify", size, run)
+			}
+		}
+	}
+	// Flows aimed at a table's IPv6 destinations.
+	dst := netip.MustParseAddr("2001:db8:77::1")
+	g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: 128, Flows: 1, IPv6: true, Dsts: []netip.Addr{dst}}, macGen, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	out := make([]byte, 124)
+	if _, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: make([]byte, 124), DataOut: out}); err != nil {
+		t.Fatal(err)
+	}
+	src := netip.AddrFrom16([16]byte(out[22:38]))
+	if got := netip.AddrFrom16([16]byte(out[38:54])); got != dst || inet.PseudoChecksum6(src, dst, unix.IPPROTO_UDP, out[54:]) != 0 {
+		t.Errorf("aimed at %v: destination %v, checksum %#x", dst, got, inet.PseudoChecksum6(src, dst, unix.IPPROTO_UDP, out[54:]))
+	}
+}
+
 func TestTrafficgenFrames(t *testing.T) {
 	for _, size := range []int{64, 128, 1518} {
 		g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: size, Flows: 3}, macGen, nil)
@@ -184,6 +261,11 @@ func TestGenConfigChecks(t *testing.T) {
 		{DstMAC: macSink, Size: 64, Flows: 0},
 		{DstMAC: macSink, Size: 64, Flows: MaxFlows + 1},
 		{Size: 64, Flows: 1},
+		{DstMAC: macSink, Size: 78, Flows: 1, IPv6: true}, // RFC 5180's smallest: no room for the payload
+		{DstMAC: macSink, Size: 128, Flows: 1, IPv6: true, Dsts: []netip.Addr{netip.MustParseAddr("198.19.0.1")}}, // an IPv4 destination
+		{DstMAC: macSink, Size: 128, Flows: 1, Dsts: []netip.Addr{netip.MustParseAddr("2001:2::1")}},              // and the other way
+		{DstMAC: macSink, Size: 128, Flows: 1, IPv6: true, Protos: []Proto{ProtoTCP}},
+		{DstMAC: macSink, Size: 128, Flows: 1, IPv6: true, Ports: []GenPort{{Ifname: "x", DstMAC: macSink, VLAN: 10}}},
 	} {
 		if err := c.Check(); err == nil {
 			t.Errorf("%+v accepted", c)
@@ -252,6 +334,17 @@ func TestTrafficsinkFixtures(t *testing.T) {
 			return append(append(append([]byte{}, f[:12]...), 0x81, 0, 0, 10), f[12:]...)
 		}(), xdpDrop},
 		{"flow 1 seq 10 (7, 8 and 9 missing)", stamped(1, 10), xdpDrop},
+		{"IPv6, flow 2 seq 0, hop limit 63", func() []byte {
+			f := referenceFrame6(2, 0, base, MinFrameSize6)
+			f[21] = 63
+			return f
+		}(), xdpDrop},
+		{"IPv6, not UDP", func() []byte {
+			f := referenceFrame6(2, 1, base, MinFrameSize6)
+			f[20] = unix.IPPROTO_TCP
+			return f
+		}(), xdpPass},
+		{"IPv6, truncated", referenceFrame6(2, 1, base, MinFrameSize6)[:70], xdpPass},
 	}
 	for _, c := range cases {
 		if got := runSink(t, s, c.frame); got != c.want {
@@ -264,7 +357,7 @@ func TestTrafficsinkFixtures(t *testing.T) {
 	}
 	// Flow 0 missed seq 2, sent at base+2µs; flow 1 seqs 7 to 9, the
 	// longest run of frames missing (2µs).
-	want := SinkReport{RxPackets: 8, RxBytes: 7*60 + 64, Reordered: 1, BadFlow: 1, Passed: 4, FlowsSeen: 2, Skipped: 4,
+	want := SinkReport{RxPackets: 9, RxBytes: 7*60 + 64 + 78, Reordered: 1, BadFlow: 1, Passed: 6, FlowsSeen: 3, Skipped: 4,
 		LossFirst: time.Duration(base + 2000), LossLast: time.Duration(base + 9000), LossSpan: 2 * time.Microsecond, TTLMin: 62, TTLMax: 64}
 	r.Latency = nil
 	if !reflect.DeepEqual(*r, want) {
@@ -276,7 +369,7 @@ func TestTrafficsinkFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	runSink(t, s, stamped(0, 0))
-	if r, err = s.Read(); err != nil || r.FlowsSeen != 1 || r.Reordered != 1 || r.RxPackets != 9 || r.LossFirst != 0 || r.LossSpan != 0 {
+	if r, err = s.Read(); err != nil || r.FlowsSeen != 1 || r.Reordered != 1 || r.RxPackets != 10 || r.LossFirst != 0 || r.LossSpan != 0 {
 		t.Errorf("after a restart: %+v, %v", r, err)
 	}
 }

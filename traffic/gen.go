@@ -24,11 +24,17 @@ import (
 // does not carry.
 const (
 	MinFrameSize = 64
-	MaxFrameSize = 1518
-	FCSLen       = 4
+	// MinFrameSize6 is the smallest IPv6 test frame: Ethernet 14, IPv6
+	// 40, UDP 8, the payload's 16, FCS 4.
+	MinFrameSize6 = 82
+	MaxFrameSize  = 1518
+	FCSLen        = 4
 	// MaxFlows is the number of distinct flow ids the payload can carry.
 	MaxFlows = 65536
 )
+
+// benchMagic marks a test frame's payload: bench.h's BENCH_MAGIC.
+const benchMagic = 0x4d53
 
 // vlanTagLen is an 802.1Q tag's length.
 const vlanTagLen = 4
@@ -38,6 +44,16 @@ const vlanTagLen = 4
 var (
 	srcBase = [4]byte{198, 18, 0, 0}
 	dstBase = [4]byte{198, 19, 0, 0}
+)
+
+// IPv6 test addresses: RFC 5180 §5's 2001:2::/48, split in two: the
+// generator's side sends from 2001:2::/49 to 2001:2:0:8000::/49, host i
+// in the last 16 bits.
+var (
+	srcBase6 = netip.MustParseAddr("2001:2::").As16()
+	dstBase6 = netip.MustParseAddr("2001:2:0:8000::").As16()
+	// Dst6 is where IPv6 test frames go without a table.
+	Dst6 = netip.MustParsePrefix("2001:2:0:8000::/49")
 )
 
 // GenConfig sets up a generator.
@@ -54,6 +70,9 @@ type GenConfig struct {
 	// instead of one in 198.19.0.0/16 (a FIB benchmark spreads its flows
 	// over a routing table).
 	Dsts []netip.Addr
+	// IPv6 makes the frames IPv6/UDP test frames (RFC 5180), untagged,
+	// from 2001:2::/49 to 2001:2:0:8000::/49 or Dsts (then IPv6's).
+	IPv6 bool
 	// HasXDP says the interfaces (Ifname's and the Ports') already have
 	// an XDP program (a sink on them): xdp_pass is not attached.
 	HasXDP bool
@@ -110,6 +129,15 @@ func (c *GenConfig) Check() error {
 		return errors.New("generator needs a destination MAC")
 	case c.Src.IsValid() && !c.Src.Is4():
 		return fmt.Errorf("source %v is not IPv4", c.Src)
+	case c.IPv6 && c.Size < MinFrameSize6:
+		return fmt.Errorf("frame size %d: an IPv6 test frame is %d bytes at least (Ethernet, IPv6, UDP, the 16-byte payload, FCS)", c.Size, MinFrameSize6)
+	case c.IPv6 && (c.Src.IsValid() || c.DstPort != 0 || len(c.Protos) > 0):
+		return errors.New("IPv6 test frames are UDP from the test addresses: no source, port or protocol to set")
+	}
+	for _, d := range c.Dsts {
+		if d.Is6() != c.IPv6 {
+			return fmt.Errorf("destination %v: the frames are %s", d, map[bool]string{false: "IPv4", true: "IPv6"}[c.IPv6])
+		}
 	}
 	for _, p := range c.Protos {
 		if p != ProtoUDP && p != ProtoTCP && p != ProtoICMP {
@@ -117,6 +145,9 @@ func (c *GenConfig) Check() error {
 		}
 	}
 	for _, p := range c.Ports {
+		if c.IPv6 && p.VLAN != 0 {
+			return fmt.Errorf("port %s: IPv6 test frames are untagged", p.Ifname)
+		}
 		for _, m := range p.SrcMACs {
 			if len(m) != 6 {
 				return fmt.Errorf("port %s: source MAC %v is not 6 bytes", p.Ifname, m)
@@ -219,8 +250,15 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 	}
 	for i := 0; i < c.Flows; i++ {
 		f := FlowOf(i, c.Size-FCSLen)
-		if len(c.Dsts) > 0 {
+		if len(c.Dsts) > 0 && !c.IPv6 {
 			f = flowTo(f, c.Dsts[i%len(c.Dsts)], c.Size-FCSLen)
+		}
+		if c.IPv6 {
+			dst := netip.Addr{}
+			if len(c.Dsts) > 0 {
+				dst = c.Dsts[i%len(c.Dsts)]
+			}
+			f = flowOf6(i, f, dst, c.Size-FCSLen)
 		}
 		if c.Src.IsValid() || c.DstPort != 0 || len(c.Protos) > 0 {
 			proto := ProtoUDP
@@ -263,6 +301,39 @@ func FlowOf(i, frameLen int) trafficgenGenFlow {
 		Dport: htons(uint16(1024 + (h>>16)%64512)),
 	}
 	f.IpCheck = htons(ipv4Checksum(src, dst, uint16(frameLen-14)))
+	return f
+}
+
+// flowOf6 makes flow i (f, from FlowOf: its ports) an IPv6 one, to dst
+// or, if not valid, to host i of 2001:2:0:8000::/49, with the checksum sum
+// of its frame of frameLen bytes but for seq and tx_ns (bench.h).
+func flowOf6(i int, f trafficgenGenFlow, dst netip.Addr, frameLen int) trafficgenGenFlow {
+	src, d := srcBase6, dstBase6
+	host := uint16(i%65534 + 1)
+	binary.BigEndian.PutUint16(src[14:], host)
+	binary.BigEndian.PutUint16(d[14:], host)
+	if dst.IsValid() {
+		d = dst.As16()
+	}
+	f.Saddr, f.Daddr, f.IpCheck = 0, 0, 0
+	f.Ipv6, f.Saddr6, f.Daddr6 = 1, src, d
+	udpLen := frameLen - 14 - 40
+	// The pseudo-header (RFC 8200 §8.1), the UDP header with checksum
+	// zero, the payload with seq and tx_ns zero, the padding's zeros.
+	b := make([]byte, 40+udpLen)
+	copy(b, src[:])
+	copy(b[16:], d[:])
+	binary.BigEndian.PutUint32(b[32:], uint32(udpLen))
+	b[39] = unix.IPPROTO_UDP
+	u := b[40:]
+	binary.NativeEndian.PutUint16(u[0:], f.Sport)
+	binary.NativeEndian.PutUint16(u[2:], f.Dport)
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	binary.BigEndian.PutUint16(u[8:], benchMagic)
+	binary.NativeEndian.PutUint16(u[10:], uint16(i))
+	for j := 0; j+1 < len(b); j += 2 {
+		f.Csum6 += uint32(binary.NativeEndian.Uint16(b[j:]))
+	}
 	return f
 }
 

@@ -43,8 +43,11 @@ type trafficgenGenFlow struct {
 	SrcMac  [6]uint8
 	DstMac  [6]uint8
 	Proto   uint8
-	Pad     uint8
+	Ipv6    uint8
 	L4Check uint16
+	Saddr6  [16]uint8
+	Daddr6  [16]uint8
+	Csum6   uint32
 }
 
 type trafficgenGenLen uint32

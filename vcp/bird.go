@@ -86,18 +86,19 @@ protocol bgp peer{{$i}} {
 protocol bfd {
 	interface "x*" { interval {{.BFDIntervalMs}} ms; multiplier {{.BFDMultiplier}}; };
 }
-{{end}}{{if or .Static4 .StaticFiles}}
+{{end}}{{if or .Static4 .StaticFiles4}}
 protocol static {
 	ipv4;
 	check link yes;   # routes via a port whose link is down are withdrawn
 {{range .Static4}}	route {{.To}} via {{.Via}};
-{{end}}{{range $i, $f := .StaticFiles}}	include "{{$.RunDir}}/static{{$i}}.conf";
+{{end}}{{range .StaticFiles4}}	include "{{$.RunDir}}/static{{.I}}.conf";
 {{end}}}
-{{end}}{{with .Static6}}
+{{end}}{{if or .Static6 .StaticFiles6}}
 protocol static static6 {
 	ipv6;
 	check link yes;
-{{range .}}	route {{.To}} via {{.Via}};
+{{range .Static6}}	route {{.To}} via {{.Via}};
+{{end}}{{range .StaticFiles6}}	include "{{$.RunDir}}/static{{.I}}.conf";
 {{end}}}
 {{end}}{{if .OSPF}}
 protocol ospf v2 {
@@ -287,9 +288,14 @@ func (s *BIRD) Reconfigure(cfg *RoutingConfig) error {
 	return nil
 }
 
-// writeStaticFile turns a pyasn file into BIRD static routes.
+// writeStaticFile turns a pyasn file's prefixes of the gateway's family
+// into BIRD static routes.
 func writeStaticFile(path string, f StaticFile) error {
-	ps, err := routetable.Load(f.File)
+	load := routetable.Load
+	if f.Via.Is6() {
+		load = routetable.Load6
+	}
+	ps, err := load(f.File)
 	if err != nil {
 		return err
 	}

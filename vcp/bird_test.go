@@ -2,6 +2,7 @@ package vcp
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -74,11 +75,28 @@ func TestBirdConfIPv6(t *testing.T) {
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
 		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0"},
 			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
+	// A pyasn file of both families, routed via each: each file's
+	// prefixes of its gateway's family, in that family's protocol.
+	dir := t.TempDir()
+	cfg.RunDir = dir
+	table := filepath.Join(dir, "table.dat")
+	os.WriteFile(table, []byte("203.0.113.128/25\t1\n2001:db8:77::/48\t1\n"), 0o644)
+	cfg.StaticFiles = []StaticFile{{File: table, Via: netip.MustParseAddr("192.0.2.253")}, {File: table, Via: netip.MustParseAddr("2001:db8:10::253")}}
+	for i, f := range cfg.StaticFiles {
+		if err := writeStaticFile(filepath.Join(dir, fmt.Sprintf("static%d.conf", i)), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for file, want := range map[string]string{"static0.conf": "\troute 203.0.113.128/25 via 192.0.2.253;\n", "static1.conf": "\troute 2001:db8:77::/48 via 2001:db8:10::253;\n"} {
+		if got, _ := os.ReadFile(filepath.Join(dir, file)); string(got) != want {
+			t.Errorf("%s: %q, want %q", file, got, want)
+		}
+	}
 	var b bytes.Buffer
 	if err := birdConf.Execute(&b, suiteConf{cfg, false}); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "bird.conf")
+	path := filepath.Join(dir, "bird.conf")
 	os.WriteFile(path, b.Bytes(), 0o644)
 	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
 		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
@@ -91,8 +109,8 @@ func TestBirdConfIPv6(t *testing.T) {
 		// Over IPv4 with ipv6: both, the IPv6 routes via the port's address6;
 		// its list has no IPv6 pattern, so it takes no IPv6 route.
 		"\tipv4 {\n\t\timport where net ~ [10.0.0.0/8+];\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop self;\n\t};\n\tipv6 {\n\t\timport none;\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop address 2001:db8:10::1;\n\t};",
-		"protocol static static6 {\n\tipv6;\n\tcheck link yes;\n\troute 2001:db8:99::/48 via 2001:db8:10::254;",
-		"protocol static {\n\tipv4;\n\tcheck link yes;   # routes via a port whose link is down are withdrawn\n\troute 203.0.113.0/24 via 192.0.2.254;\n}",
+		"protocol static static6 {\n\tipv6;\n\tcheck link yes;\n\troute 2001:db8:99::/48 via 2001:db8:10::254;\n\tinclude \"" + dir + "/static1.conf\";\n}",
+		"protocol static {\n\tipv4;\n\tcheck link yes;   # routes via a port whose link is down are withdrawn\n\troute 203.0.113.0/24 via 192.0.2.254;\n\tinclude \"" + dir + "/static0.conf\";\n}",
 		"\tipv6 {\n\t\timport none;\n\t\texport filter to_backends;\n\t\tnext hop keep;\n\t\tadd paths tx;\n\t};",
 	} {
 		if !strings.Contains(b.String(), want) {

@@ -143,6 +143,27 @@ func (c *RoutingConfig) PeerChannels(b BGPPeer) []BGPChannel {
 func (c *RoutingConfig) Static4() []StaticRoute { return c.staticOf(false) }
 func (c *RoutingConfig) Static6() []StaticRoute { return c.staticOf(true) }
 
+// StaticFiles4 and StaticFiles6 are the static files of each family (their
+// gateway's), each with its place among all of them (static{I}.conf).
+func (c *RoutingConfig) StaticFiles4() []IndexedStaticFile { return c.staticFilesOf(false) }
+func (c *RoutingConfig) StaticFiles6() []IndexedStaticFile { return c.staticFilesOf(true) }
+
+// IndexedStaticFile is a static file and its index in StaticFiles.
+type IndexedStaticFile struct {
+	I int
+	StaticFile
+}
+
+func (c *RoutingConfig) staticFilesOf(v6 bool) []IndexedStaticFile {
+	var out []IndexedStaticFile
+	for i, f := range c.StaticFiles {
+		if f.Via.Is6() == v6 {
+			out = append(out, IndexedStaticFile{i, f})
+		}
+	}
+	return out
+}
+
 func (c *RoutingConfig) staticOf(v6 bool) []StaticRoute {
 	var out []StaticRoute
 	for _, r := range c.Static {
@@ -171,7 +192,8 @@ type StaticRoute struct {
 	Pos config.Pos   `yaml:"-"`
 }
 
-// StaticFile is a file of prefixes routed via one gateway.
+// StaticFile is a file of prefixes routed via one gateway: the file's
+// prefixes of the gateway's family (a pyasn file holds both).
 type StaticFile struct {
 	File string     `yaml:"file" msr:"required"`
 	Via  netip.Addr `yaml:"via" msr:"required"`
@@ -694,8 +716,11 @@ func (c *FileConfig) complete() error {
 			}
 		}
 		for _, f := range r.StaticFiles {
-			if !f.Via.Is4() || !c.onPort(f.Via) {
-				return f.Pos.Errorf("static file %s via %s: an IPv4 address on an external port's subnet", f.File, f.Via)
+			if f.Via.Is4In6() || !c.onPort(f.Via) {
+				return f.Pos.Errorf("static file %s via %s: an address on an external port's subnet", f.File, f.Via)
+			}
+			if r.Suite == "frr" && f.Via.Is6() {
+				return f.Pos.Errorf("static file %s via %s: IPv6 with suite frr is not built yet: use suite bird", f.File, f.Via)
 			}
 		}
 		if err := checkKinds("ospf_export", r.OSPFExport, ospfExportKinds); err != nil {

@@ -8,23 +8,27 @@ import (
 
 	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/internal/cli"
+	"github.com/msr-router/msr/traffic"
 )
 
 var benchCommand = command{
 	summary: "measure forwarding: msr's own RFC 2544-style instrument",
 	usage: `  msr bench fwd --dut none|linux|lb|router|msr|msr-switch|msr-xdpswitch [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
-                [--fib pyasn|N|FILE] [--prog-stats] [-o json]
+                [--fib pyasn|N|FILE] [--ipv6 [--fib pyasn6|Nv6]] [--prog-stats] [-o json]
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
-  msr bench rib [--routes pyasn|N] [--backends 3] [--changes 20] [--clients N] [-o json]
+      --ipv6 sends IPv6/UDP test frames (RFC 5180, 2001:2::/48; 82 bytes
+      at least) to the routers (linux, router, msr*).
+  msr bench rib [--routes pyasn|N|pyasn6|Nv6] [--backends 3] [--changes 20] [--clients N] [-o json]
       the RIB from the VCP's BIRD to every back-end's FIB: load time, and one
       BGP change's time to every FIB, in a lab of msr processes.
   msr bench flat [--tables 10,pyasn,1000000] [--rounds 7] [--flows 1000] [--duration 4s]
                  [--prog-stats] [-o json]
       the back-end with each table, round after round: each table's rate over
-      the first's in the same round, and the median of those ratios.
-  msr bench rfc2544 --dut linux|lb|router|msr[,...] [--sizes 64,128,256,512,1024,1280,1518]
+      the first's in the same round, and the median of those ratios. IPv6
+      tables (pyasn6, Nv6) get IPv6 test frames: --tables 10v6,pyasn6,250000v6,600000
+  msr bench rfc2544 --dut linux|lb|router|msr[,...] [--sizes 64,128,256,512,1024,1280,1518] [--ipv6]
                     [--tests throughput,latency,loss,back-to-back,recovery,reset,single,overload]
                     [--flows 1000] [--fib N|pyasn] [--trial 500ms] [--ndr-resolution 1%] [--trials 3]
                     [--confirmations 3] [--overload 1.1] [--overload-time 30s] [--report DIR] [-o json]
@@ -81,10 +85,14 @@ func runBench(args []string) error {
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
 	fs.Float64Var(&o.Rate, "rate", 0, "offered frames per second; 0 is flat out")
 	fs.BoolVar(&o.ProgStats, "prog-stats", false, "report the DUT program's ns/packet from kernel BPF statistics (lowers rates)")
-	fs.StringVar(&o.FIB, "fib", "", "routes in the DUT (linux, router): pyasn, a number of prefixes, or a pyasn-format file")
+	fs.StringVar(&o.FIB, "fib", "", "routes in the DUT (linux, router): pyasn, a number of prefixes, or a pyasn-format file; with --ipv6, pyasn6 or Nv6")
+	fs.BoolVar(&o.IPv6, "ipv6", false, "IPv6/UDP test frames (RFC 5180); the size defaults to the smallest, 82 bytes")
 	pos, _, err := cli.Parse(fs, args[1:])
 	if err != nil {
 		return err
+	}
+	if o.IPv6 && !flagSet(fs, "size") {
+		o.Size = traffic.MinFrameSize6
 	}
 	if len(pos) != 0 {
 		return cli.Usagef("unexpected argument %q", pos[0])
@@ -121,7 +129,7 @@ func runBenchRIB(args []string) error {
 	fs := flag.NewFlagSet("bench rib", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
 	o := bench.RIBOptions{}
-	fs.StringVar(&o.Routes, "routes", "pyasn", "static routes in the VCP's suite: pyasn or a number of prefixes")
+	fs.StringVar(&o.Routes, "routes", "pyasn", "static routes in the VCP's suite: pyasn or a number of prefixes; IPv6: pyasn6 or Nv6 (250000v6)")
 	fs.IntVar(&o.Backends, "backends", 3, "back-ends, 1-8")
 	fs.IntVar(&o.Changes, "changes", 20, "announce/withdraw pairs timed")
 	fs.IntVar(&o.Clients, "clients", 0, "receive-only iBGP clients of the VCP's reflector, 0-150, started with every route loaded")
@@ -176,4 +184,11 @@ func runBenchFlat(args []string) error {
 		return err
 	}
 	return out.Print(os.Stdout, r, r.WriteText)
+}
+
+// flagSet says whether the command line set the flag.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -28,9 +28,13 @@ func runBenchRFC2544(args []string) error {
 	fs.IntVar(&o.MaxTrials, "max-trials", 40, "trials an NDR search may make (the first, which finds PDR too, half as many again); 0: no bound")
 	fs.Float64Var(&o.Overload, "overload", 1.1, "the recovery test's overload, a multiple of NDR")
 	fs.DurationVar(&o.OverloadTime, "overload-time", 30*time.Second, "how long the overload test runs at 150% of NDR")
+	fs.BoolVar(&o.IPv6, "ipv6", false, "IPv6/UDP test frames (RFC 5180); --sizes then default to 82,128,256,512,1024,1280,1518")
 	report := fs.String("report", "", "write report.json and report.md into this directory")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if o.IPv6 && !flagSet(fs, "sizes") {
+		*sizes = "82,128,256,512,1024,1280,1518"
 	}
 	o.DUTs = strings.Split(*duts, ",")
 	o.Tests = strings.Split(*tests, ",")

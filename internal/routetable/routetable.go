@@ -128,8 +128,8 @@ func Named(name string) ([]netip.Prefix, error) {
 		}
 		return cutOrGrow(base, n, Synthesize), nil
 	}
-	if name == "pyasn6" || strings.HasSuffix(name, "v6") {
-		return nil, fmt.Errorf("--fib %q: an IPv6 table, and this FIB is IPv4's", name)
+	if IsIPv6(name) {
+		return nil, fmt.Errorf("--fib %q: an IPv6 table, and this FIB is IPv4's (bench: --ipv6)", name)
 	}
 	if _, err := os.Stat(name); err != nil {
 		return nil, fmt.Errorf("--fib %q: pyasn, a number of prefixes, or a pyasn-format file", name)
@@ -168,6 +168,10 @@ func Synthesize6(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
 		return netip.AddrFrom16(a), true
 	})
 }
+
+// IsIPv6 says whether a table name is an IPv6 table's (Named6's): pyasn6
+// or Nv6.
+func IsIPv6(name string) bool { return name == "pyasn6" || strings.HasSuffix(name, "v6") }
 
 // Named6 is Named for IPv6: "pyasn6" (the 2015 snapshot's IPv6 table),
 // "Nv6" (N prefixes, cut from it or grown beyond it: 250000v6 is a full
