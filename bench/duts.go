@@ -15,6 +15,7 @@ import (
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lb"
 	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/router/routerapi"
 	"github.com/msr-router/msr/traffic"
 )
 
@@ -106,7 +107,13 @@ func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []be
 	if err != nil {
 		return nil, err
 	}
-	dp, err := router.LoadDataplane("", 0)
+	var v6 []netip.Prefix
+	for p := range routes {
+		if p.Addr().Is6() {
+			v6 = append(v6, p)
+		}
+	}
+	dp, err := router.LoadDataplane("", max(router.DefaultFIB6Groups, routerapi.FIB6GroupsFor(v6, 16)))
 	if err != nil {
 		return nil, err
 	}
@@ -132,18 +139,18 @@ func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []be
 			}
 		}
 	}
-	v4, v6 := map[netip.Prefix]uint32{}, map[netip.Prefix]uint32{}
+	routes4, routes6 := map[netip.Prefix]uint32{}, map[netip.Prefix]uint32{}
 	for p, g := range routes {
 		if p.Addr().Is6() {
-			v6[p] = g
+			routes6[p] = g
 		} else {
-			v4[p] = g
+			routes4[p] = g
 		}
 	}
-	if err := dp.FIB.SetAll(v4); err != nil {
+	if err := dp.FIB.SetAll(routes4); err != nil {
 		return nil, err
 	}
-	if err := dp.FIB6.SetAll(v6); err != nil {
+	if err := dp.FIB6.SetAll(routes6); err != nil {
 		return nil, err
 	}
 	l, err := dp.Attach(ifi.Index)

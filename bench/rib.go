@@ -298,9 +298,11 @@ var ribBenchKey = bytes.Repeat([]byte{0x5e}, 32)
 var ribBenchSubnet6 = netip.MustParsePrefix("2001:db8:10::/64")
 
 func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends, clients int, ipv6 bool) error {
-	port6, via := "", "192.0.2.20"
+	port6, via, pool := "", "192.0.2.20", ""
 	if ipv6 {
 		port6, via = `, address6: "2001:db8:10::1/64"`, `"2001:db8:10::20"`
+		// The IPv6 group pool sized for the table, as an operator sizes it.
+		pool = fmt.Sprintf("fib6_groups: %d\n", max(routerapi.DefaultFIB6Groups, routerapi.FIB6GroupsFor(prefixes, 16)*11/10))
 	}
 	files := map[string]string{
 		"key": hex.EncodeToString(ribBenchKey),
@@ -342,7 +344,7 @@ hosts:
 	ports := "      p0: {xdp_pass: on, vlan_offload: off}\n      p1: {vlan_offload: off}\n"
 	for i := 1; i <= backends; i++ {
 		files[fmt.Sprintf("r%d.yaml", i)] = fmt.Sprintf("name: bench-rib-r%d\nkey_file: %s/key\ninterface: eth0\npin_dir: /sys/fs/bpf/msr-bench-rib/r%d\n"+
-			"socket: %s/r%d.sock\nports:\n  net1: {vlan: 10, address: 192.0.2.1/24%s}\nrib: {neighbor: 10.0.0.1, asn: 65000}\n", i, dir, i, dir, i, port6)
+			"socket: %s/r%d.sock\nports:\n  net1: {vlan: 10, address: 192.0.2.1/24%s}\nrib: {neighbor: 10.0.0.1, asn: 65000}\n%s", i, dir, i, dir, i, port6, pool)
 		fmt.Fprintf(&labText, `  r%[1]d:
     interfaces:
       eth0: {addresses: [10.0.0.%[2]d/24], vlan_offload: off, tx_checksum: off}

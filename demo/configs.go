@@ -12,6 +12,7 @@ import (
 
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/routetable"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // The default lab's element configs (labs/default.yaml draws the
@@ -53,7 +54,8 @@ key_file: {{.Run}}/key
 {{template "apisec" .}}interface: eth0
 capacity_mbps: {{.Capacity}}
 pin_dir: /sys/fs/bpf/msr-default-{{.Name}}
-{{end}}
+{{with .FIB6Groups}}fib6_groups: {{.}}   # sized for bgp1's IPv6 table (msr demo --prefixes6)
+{{end}}{{end}}
 {{define "vcp"}}name: {{.Name}}
 key_file: {{.Run}}/key
 {{template "apisec" .}}interface: eth0
@@ -167,15 +169,16 @@ type Plan struct {
 	Hosts6    []netip.Addr
 }
 
-// Prefixes6 is how many IPv6 prefixes bgp1 announces: the 2015
-// snapshot's /32 to /48, evenly drawn (a full IPv6 table is the
-// benchmarks' job).
+// Prefixes6 is how many IPv6 prefixes bgp1 announces unless asked for
+// more: the 2015 snapshot's /32 to /48, evenly drawn.
 const Prefixes6 = 200
 
 // WriteConfigs writes every element's config, a fresh key, and bgp1's
 // prefixes (n real ones from the RouteViews snapshot, grown beyond it if
-// n is larger; a few with a host behind them) into run.
-func WriteConfigs(run string, n int) (*Plan, error) {
+// n is larger; a few with a host behind them) into run; n6 IPv6 ones
+// likewise from the 2015 IPv6 snapshot (0: Prefixes6), the back-ends'
+// IPv6 FIB pool sized for them.
+func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		return nil, err
 	}
@@ -202,11 +205,24 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bgp1's IPv6 prefixes: %w (scripts/deps.sh fetches the table)", err)
 	}
+	if n6 == 0 {
+		n6 = Prefixes6
+	}
+	if n6 > len(all6)*3/4 {
+		all6 = routetable.Synthesize6(all6, n6*3/2, 1) // some fall outside /32-/48
+	}
 	doc := netip.MustParsePrefix("2001:db8::/32") // the lab's own networks
-	for i := 0; i < len(all6) && len(p.Prefixes6) < Prefixes6; i += 7 {
-		if q := all6[i]; q.Bits() >= 32 && q.Bits() <= 48 && !doc.Overlaps(q) {
-			p.Prefixes6 = append(p.Prefixes6, q)
+	var fit []netip.Prefix                        // /32 to /48, off the lab's networks
+	for _, q := range all6 {
+		if q.Bits() >= 32 && q.Bits() <= 48 && !doc.Overlaps(q) {
+			fit = append(fit, q)
 		}
+	}
+	if len(fit) < n6 {
+		return nil, fmt.Errorf("bgp1's IPv6 prefixes: %d of /32 to /48, %d asked for", len(fit), n6)
+	}
+	for i := range n6 { // evenly drawn
+		p.Prefixes6 = append(p.Prefixes6, fit[i*len(fit)/n6])
 	}
 	for _, q := range p.Prefixes6[:3] {
 		p.Hosts6 = append(p.Hosts6, q.Addr().Next())
@@ -233,8 +249,13 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 		return os.WriteFile(filepath.Join(run, file), []byte(b.String()), 0o644)
 	}
 	type element struct {
-		Run, Name string
-		Capacity  int
+		Run, Name  string
+		Capacity   int
+		FIB6Groups int // 0: the default pool
+	}
+	fib6Groups := 0
+	if groups := routerapi.FIB6GroupsFor(p.Prefixes6, 16); groups > routerapi.DefaultFIB6Groups*3/4 {
+		fib6Groups = groups*11/10 + 1024 // and room for what the peers add later
 	}
 	steps := []error{
 		write("lb1.yaml", "lb1", p), write("lb2.yaml", "lb2", p),
@@ -245,7 +266,7 @@ func WriteConfigs(run string, n int) (*Plan, error) {
 	}
 	for i, c := range []int{10000, 10000, 5000} { // r3 at half capacity
 		name := fmt.Sprintf("r%d", i+1)
-		steps = append(steps, write(name+".yaml", "router", element{Run: run, Name: name, Capacity: c}))
+		steps = append(steps, write(name+".yaml", "router", element{Run: run, Name: name, Capacity: c, FIB6Groups: fib6Groups}))
 	}
 	for _, err := range steps {
 		if err != nil {

@@ -1,11 +1,14 @@
 package demo
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // TestWriteConfigsFullTable: asked for more prefixes than the RouteViews
@@ -13,7 +16,7 @@ import (
 // on the lab's own networks, each a network line of bgp1's config.
 func TestWriteConfigsFullTable(t *testing.T) {
 	dir := t.TempDir()
-	plan, err := WriteConfigs(dir, 600_000)
+	plan, err := WriteConfigs(dir, 600_000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,5 +40,44 @@ func TestWriteConfigsFullTable(t *testing.T) {
 	}
 	if n := strings.Count(v6, "\n  network "); n != Prefixes6 {
 		t.Errorf("bgp1-bgpd.conf has %d IPv6 network lines, want %d", n, Prefixes6)
+	}
+}
+
+// TestWriteConfigsIPv6Table: asked for more IPv6 prefixes than the 2015
+// snapshot holds, bgp1 announces that many, grown from it (distinct,
+// /32 to /48, none in the lab's 2001:db8::/32), and every back-end's
+// IPv6 group pool is sized to hold them; the default table leaves the
+// pool at its default.
+func TestWriteConfigsIPv6Table(t *testing.T) {
+	dir := t.TempDir()
+	plan, err := WriteConfigs(dir, 3000, 60_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := netip.MustParsePrefix("2001:db8::/32")
+	seen := map[netip.Prefix]bool{}
+	for _, p := range plan.Prefixes6 {
+		if seen[p] || doc.Overlaps(p) || p.Bits() < 32 || p.Bits() > 48 {
+			t.Fatalf("IPv6 prefix %s: repeated, on the lab's networks, or outside /32-/48", p)
+		}
+		seen[p] = true
+	}
+	if len(plan.Prefixes6) != 60_000 {
+		t.Fatalf("%d IPv6 prefixes, want 60,000", len(plan.Prefixes6))
+	}
+	conf, _ := os.ReadFile(filepath.Join(dir, "r1.yaml"))
+	_, line, _ := strings.Cut(string(conf), "fib6_groups:")
+	var groups int
+	if _, err := fmt.Sscanf(line, "%d", &groups); err != nil {
+		t.Fatalf("r1.yaml has no fib6_groups:\n%s", conf)
+	}
+	if need := routerapi.FIB6GroupsFor(plan.Prefixes6, 16); groups < need {
+		t.Errorf("fib6_groups %d, the table needs %d", groups, need)
+	}
+	if _, err := WriteConfigs(dir, 3000, 0); err != nil {
+		t.Fatal(err)
+	}
+	if conf, _ := os.ReadFile(filepath.Join(dir, "r1.yaml")); strings.Contains(string(conf), "fib6_groups") {
+		t.Errorf("the default table sizes the pool:\n%s", conf)
 	}
 }

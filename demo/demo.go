@@ -37,8 +37,9 @@ var (
 
 // Options are how the default lab comes up.
 type Options struct {
-	// Prefixes is how many RouteViews prefixes bgp1 announces.
-	Prefixes int
+	// Prefixes is how many RouteViews prefixes bgp1 announces, and
+	// Prefixes6 how many IPv6 ones (0: Prefixes6).
+	Prefixes, Prefixes6 int
 	// Monitoring runs Prometheus on mon, scraping every agent.
 	Monitoring bool
 }
@@ -48,7 +49,7 @@ func Up(msr string, prefixes int) (*Plan, error) { return UpWith(msr, Options{Pr
 
 // UpWith is Up with options.
 func UpWith(msr string, o Options) (*Plan, error) {
-	plan, err := WriteConfigs(RunDir, o.Prefixes)
+	plan, err := WriteConfigs(RunDir, o.Prefixes, o.Prefixes6)
 	if err != nil {
 		return nil, err
 	}
@@ -95,9 +96,10 @@ func AddBackend(msr, name string, capacityMbps int) error {
 	}
 	var cfg strings.Builder
 	if err := configs.ExecuteTemplate(&cfg, "router", struct {
-		Run, Name string
-		Capacity  int
-	}{RunDir, name, capacityMbps}); err != nil {
+		Run, Name  string
+		Capacity   int
+		FIB6Groups int
+	}{RunDir, name, capacityMbps, 0}); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(RunDir, name+".yaml"), []byte(cfg.String()), 0o644); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/internal/routetable"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // lpm6 is the reference: the longest of routes that contains a.
@@ -41,6 +42,9 @@ func randomIn(r *rand.Rand, p netip.Prefix) netip.Addr {
 // hops, and after deleting half (groups given back), for both first
 // strides.
 func TestFIB6(t *testing.T) {
+	if routerapi.DefaultFIB6Groups != DefaultFIB6Groups {
+		t.Errorf("routerapi.DefaultFIB6Groups %d, the data path's RT6_GROUPS %d", routerapi.DefaultFIB6Groups, DefaultFIB6Groups)
+	}
 	table, err := routetable.Named6("pyasn6")
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +70,13 @@ func TestFIB6(t *testing.T) {
 		}
 		if err := f.SetAll(routes); err != nil {
 			t.Fatal(err)
+		}
+		var ps []netip.Prefix
+		for p := range routes {
+			ps = append(ps, p)
+		}
+		if want := routerapi.FIB6GroupsFor(ps, first); f.GroupsUsed() != want {
+			t.Errorf("first stride %d: %d groups used, FIB6GroupsFor says %d", first, f.GroupsUsed(), want)
 		}
 		check := func(when string) {
 			t.Helper()

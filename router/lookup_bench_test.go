@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/internal/routetable"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // BenchmarkRouterLookup is the router program's own cost per packet in the
@@ -43,10 +44,7 @@ func BenchmarkRouterLookup(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			groups := DefaultFIB6Groups
-			if len(ps) > 100_000 && v6 {
-				groups = 700_000
-			}
+			groups := max(DefaultFIB6Groups, routerapi.FIB6GroupsFor(ps, 16))
 			dp, err := LoadDataplane("", groups)
 			if err != nil {
 				b.Fatal(err)

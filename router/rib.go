@@ -91,6 +91,8 @@ type ribFeed struct {
 	// End-of-RIB has swept them (zero: none stale).
 	staleUntil time.Time
 	st         routerapi.RIBStatus
+	// refusedFor: the causes of refused routes logged already.
+	refusedFor map[string]bool
 	// synced: the suite's first End-of-RIB came; the FIB holds the table.
 	synced bool
 }
@@ -107,7 +109,7 @@ func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slo
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	f := &ribFeed{cfg: cfg, routerID: routerID, log: log.With("rib", cfg.Neighbor), add: add, del: del,
-		cancel: cancel, done: make(chan struct{}), paths: map[netip.Prefix][]ribPath{}}
+		cancel: cancel, done: make(chan struct{}), paths: map[netip.Prefix][]ribPath{}, refusedFor: map[string]bool{}}
 	f.st.Neighbor, f.st.State = cfg.Neighbor.String(), "connecting"
 	go f.run(ctx)
 	return f, nil
@@ -596,7 +598,18 @@ func (f *ribFeed) apply(p netip.Prefix, hops []netip.Addr) {
 		return
 	}
 	if err := f.add(p, hops); err != nil {
-		f.log.Warn("RIB route", "prefix", p, "via", hops, "err", err)
+		// Counted, and logged once per cause: a full table refuses every
+		// route after the first, and a line for each would cost more
+		// than the routes.
+		f.st.Refused++
+		cause := err.Error()
+		if errors.Is(err, ErrFIB6Full) {
+			cause = ErrFIB6Full.Error()
+		}
+		if !f.refusedFor[cause] {
+			f.refusedFor[cause] = true
+			f.log.Warn("RIB route refused (the next refused for this cause are counted, not logged: msr router status)", "prefix", p, "via", hops, "err", err)
+		}
 	}
 }
 

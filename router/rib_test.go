@@ -2,10 +2,12 @@ package router
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
@@ -19,7 +21,7 @@ type fakeFIB struct {
 
 func newTestFeed() (*ribFeed, *fakeFIB) {
 	fib := &fakeFIB{routes: map[netip.Prefix][]netip.Addr{}}
-	f := &ribFeed{cfg: &RIBConfig{ASN: 65000}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), paths: map[netip.Prefix][]ribPath{},
+	f := &ribFeed{cfg: &RIBConfig{ASN: 65000}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), paths: map[netip.Prefix][]ribPath{}, refusedFor: map[string]bool{},
 		add: func(p netip.Prefix, via []netip.Addr) error {
 			if !reflect.DeepEqual(fib.routes[p], via) {
 				fib.changes++
@@ -337,4 +339,29 @@ func TestRIBFeedIPv6(t *testing.T) {
 func mustNLRI(p string) bgp.NLRI {
 	n, _ := bgp.NewIPAddrPrefix(netip.MustParsePrefix(p))
 	return n
+}
+
+// A route the FIB refuses is counted, and each cause logged once: a full
+// IPv6 pool refuses every route after the first, and a log line each
+// would cost more than the routes (250,000 of them: three agents busy).
+func TestRIBFeedRefused(t *testing.T) {
+	f, _ := newTestFeed()
+	var log bytes.Buffer
+	f.log = slog.New(slog.NewTextHandler(&log, nil))
+	f.add = func(p netip.Prefix, via []netip.Addr) error {
+		if p.Addr().Is6() {
+			return fmt.Errorf("route %s: %w", p, ErrFIB6Full)
+		}
+		return fmt.Errorf("route %s via %s: %w", p, via[0], ErrNoPort)
+	}
+	for i := range 1000 {
+		f.apply(netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i)}), 32), []netip.Addr{netip.MustParseAddr("2001:db8:10::20")})
+	}
+	f.apply(netip.MustParsePrefix("198.51.100.0/24"), []netip.Addr{netip.MustParseAddr("192.0.2.99")})
+	if got := f.Status().Refused; got != 1001 {
+		t.Errorf("refused %d, want 1001", got)
+	}
+	if n := strings.Count(log.String(), "RIB route refused"); n != 2 {
+		t.Errorf("%d log lines for two causes, want 2:\n%s", n, log.String())
+	}
 }

@@ -18,12 +18,12 @@ import (
 
 var demoCommand = command{
 	summary: "the main job: the default lab, converged, with real traffic through it",
-	usage: `  msr demo [--duration 10s] [--prefixes 3000] [--keep] [-o json]
+	usage: `  msr demo [--duration 10s] [--prefixes 3000] [--prefixes6 200] [--keep] [-o json]
       bring the default lab up (labs/default.yaml: 2 LBs, 3 back-ends, 2 VCPs,
       3 external hosts, a BGP and an OSPF neighbour), wait until it has
       converged, push traffic (ping, traceroute, iperf3 h1 -> h3) with a live
       view, print a summary and tear it down (Ctrl-C too; --keep leaves it up)
-  msr demo up [--prefixes 3000] [--monitoring]
+  msr demo up [--prefixes 3000] [--prefixes6 200] [--monitoring]
                                    bring it up and wait; it prints the web view's URL and the console's command;
                                    --monitoring runs Prometheus on mon (10.0.0.40:9090), scraping every agent
   msr demo add-backend NAME [--capacity MBPS]   add a back-end (r4 ... r9) to the running lab: a
@@ -39,6 +39,7 @@ func runDemo(args []string) error {
 	out := cli.AddOutput(fs)
 	duration := fs.Duration("duration", 10*time.Second, "how long iperf3 runs")
 	prefixes := fs.Int("prefixes", 3000, "how many RouteViews prefixes bgp1 announces")
+	prefixes6 := fs.Int("prefixes6", demo.Prefixes6, "how many IPv6 prefixes bgp1 announces (the 2015 snapshot, grown beyond its 27,693)")
 	keep := fs.Bool("keep", false, "leave the lab up at the end")
 	monitoring := fs.Bool("monitoring", false, "run Prometheus on the lab's host mon, scraping every agent")
 	capacity := fs.Int("capacity", 10000, "add-backend: the new back-end's capacity, Mbit/s")
@@ -69,7 +70,10 @@ func runDemo(args []string) error {
 	fmt.Fprintln(w, "bringing up the default lab ...")
 	start := time.Now()
 	demo.Down() // a previous run's
-	plan, err := demo.UpWith(self, demo.Options{Prefixes: *prefixes, Monitoring: *monitoring})
+	if *prefixes < 1 || *prefixes6 < 3 {
+		return cli.Usagef("--prefixes at least 1, --prefixes6 at least 3")
+	}
+	plan, err := demo.UpWith(self, demo.Options{Prefixes: *prefixes, Prefixes6: *prefixes6, Monitoring: *monitoring})
 	if err != nil {
 		return err
 	}
@@ -80,10 +84,10 @@ func runDemo(args []string) error {
 			demo.Down()
 		}()
 	}
-	fmt.Fprintf(w, "up in %.1f s; bgp1 announces %d prefixes; waiting for convergence ...\n", time.Since(start).Seconds(), len(plan.Prefixes))
+	fmt.Fprintf(w, "up in %.1f s; bgp1 announces %d prefixes and %d IPv6 ones; waiting for convergence ...\n", time.Since(start).Seconds(), len(plan.Prefixes), len(plan.Prefixes6))
 	// Two minutes, and one more per 100,000 prefixes (a full table takes
 	// FRR's bgpd a while to read).
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(len(plan.Prefixes)/100_000)*time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration((len(plan.Prefixes)+len(plan.Prefixes6))/100_000)*time.Minute)
 	defer cancel()
 	if err := demo.Wait(wctx, plan, w); err != nil {
 		return err

@@ -77,6 +77,9 @@ func runRouter(args []string) error {
 			if r := s.RIB; r != nil {
 				fmt.Fprintf(w, "  RIB feed %s %s: %d prefixes, %d paths (%d stale), %d updates, add-path %v, graceful restart %v\n",
 					r.Neighbor, r.State, r.Prefixes, r.Paths, r.Stale, r.Updates, r.AddPath, r.GR)
+				if r.Refused > 0 {
+					fmt.Fprintf(w, "  RIB routes the FIB refused: %d (the agent's log says why; a full IPv6 pool: raise fib6_groups)\n", r.Refused)
+				}
 			}
 			for i, rule := range s.ACL {
 				var hits uint64

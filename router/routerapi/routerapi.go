@@ -132,6 +132,10 @@ type RIBStatus struct {
 	LastError   string `json:"last_error,omitempty"`
 	AddPath     bool   `json:"add_path"`
 	GR          bool   `json:"graceful_restart"` // the suite keeps our routes, and we its
+	// Refused counts the routes the FIB would not take (a full IPv6 group
+	// pool: raise fib6_groups; a gateway on no port), since the agent
+	// started.
+	Refused uint64 `json:"refused"`
 }
 
 // RouteRequest adds a route.
