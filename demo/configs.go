@@ -23,9 +23,11 @@ const (
 	H1, H2, H3 = "192.0.2.10", "198.51.100.10", "203.0.113.10"
 	// The hosts' IPv6 addresses: the lab is dual stack.
 	H1v6, H2v6, H3v6 = "2001:db8:10::10", "2001:db8:11::10", "2001:db8:12::10"
-	OSPFHost         = "10.99.0.1"    // on ospf1's loopback, in the route it originates
-	OSPFRoute        = "10.99.0.0/16" // what ospf1 originates
-	RouterAddr1      = "192.0.2.1"    // the router's address on h1's network
+	OSPFHost         = "10.99.0.1"      // on ospf1's loopback, in the route it originates
+	OSPFRoute        = "10.99.0.0/16"   // what ospf1 originates
+	OSPFHost6        = "2001:db8:f0::1" // and over OSPFv3
+	OSPFRoute6       = "2001:db8:f0::/48"
+	RouterAddr1      = "192.0.2.1" // the router's address on h1's network
 	RouterAddr1v6    = "2001:db8:10::1"
 	VCPAPI           = "10.0.0.1:8179"
 )
@@ -90,13 +92,20 @@ routing:
     - {neighbor: "2001:db8:12::20", asn: 65020, hold_time: 9}
   ospf:
     - {vlan: 11}
+  ospfv3:
+    - {vlan: 11}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
 {{end}}
 {{define "ospf1"}}router id 198.51.100.20;
 protocol device {}
 protocol static { ipv4; route 10.99.0.0/16 blackhole; }
+protocol static static6 { ipv6; route 2001:db8:f0::/48 blackhole; }
 protocol ospf v2 {
 	ipv4 { import all; export where source = RTS_STATIC; };
+	area 0 { interface "eth0" { hello 1; dead 4; }; };
+}
+protocol ospf v3 ospf6 {
+	ipv6 { import all; export where source = RTS_STATIC; };
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
 }
 {{end}}

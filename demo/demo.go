@@ -191,8 +191,8 @@ func (s *Snapshot) Converged(plan *Plan) []string {
 			missing = append(missing, l+"'s table")
 		}
 	}
-	want := len(plan.Prefixes) + 3 + 1 // bgp1's, the three ports', ospf1's
-	want6 := len(plan.Prefixes6) + 3   // bgp1's, the three ports'
+	want := len(plan.Prefixes) + 3 + 1   // bgp1's, the three ports', ospf1's
+	want6 := len(plan.Prefixes6) + 3 + 1 // bgp1's, the three ports', ospf1's (OSPFv3)
 	for _, r := range Backends {
 		if s.Routes[r] < want {
 			missing = append(missing, fmt.Sprintf("%s routes %d/%d", r, s.Routes[r], want))
@@ -313,7 +313,8 @@ func Ping(host, dst string) (string, error) {
 func Traffic(ctx context.Context, plan *Plan, d time.Duration, w io.Writer) (*Result, error) {
 	r := &Result{Ping: map[string]string{}}
 	dests := map[string]string{"h3 (lb2)": H3, "h2 (lb1, other port)": H2, "ospf1's network": OSPFHost, "bgp1's prefix " + plan.Prefixes[0].String(): plan.Hosts[0].String(),
-		"h3 (lb2) IPv6": H3v6, "h2 (lb1, other port) IPv6": H2v6, "bgp1's prefix " + plan.Prefixes6[0].String(): plan.Hosts6[0].String()}
+		"h3 (lb2) IPv6": H3v6, "h2 (lb1, other port) IPv6": H2v6, "bgp1's prefix " + plan.Prefixes6[0].String(): plan.Hosts6[0].String(),
+		"ospf1's network IPv6 (OSPFv3)": OSPFHost6}
 	names := make([]string, 0, len(dests))
 	for n := range dests {
 		names = append(names, n)

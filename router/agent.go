@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -371,7 +372,7 @@ func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
 		if !ok {
 			return fmt.Errorf("route %s via %s: %w", p, gw, ErrNoPort)
 		}
-		keys = append(keys, nhKey{gw: gw, port: port})
+		keys = append(keys, nhKey{gw: gw.WithZone(""), port: port})
 	}
 	// The route takes its new group before it lets go of the old one: a
 	// route set to what it is keeps its group.
@@ -389,7 +390,18 @@ func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
 	return nil
 }
 
+// portOf is the port whose subnet holds addr, or for a link-local address
+// the port whose VLAN is its zone (fe80::1%11: a neighbour on VLAN 11).
 func (a *Agent) portOf(addr netip.Addr) (uint16, bool) {
+	if addr.Is6() && addr.IsLinkLocalUnicast() {
+		vlan, err := strconv.Atoi(addr.Zone())
+		for _, p := range a.ports {
+			if err == nil && int(p.VLAN) == vlan && p.Addr6.IsValid() {
+				return p.Index, true
+			}
+		}
+		return 0, false
+	}
 	for _, p := range a.ports {
 		if p.Addr.Masked().Contains(addr) || p.Addr6.IsValid() && p.Addr6.Masked().Contains(addr) {
 			return p.Index, true

@@ -19,7 +19,20 @@ const (
 	lcOrigin     = 1
 	lcPreference = 2
 	lcDistance   = 3
+	// lcLinkVLAN goes with a link-local next hop (OSPFv3's): the VLAN of
+	// the port the neighbour is on, which the address alone does not say.
+	lcLinkVLAN = 4
 )
+
+// linkVLANOf is the (ASN, 4, VLAN) community's VLAN, 0 if none.
+func linkVLANOf(a *bgp.PathAttributeLargeCommunities, asn uint32) uint16 {
+	for _, c := range a.Values {
+		if c.ASN == asn && c.LocalData1 == lcLinkVLAN && c.LocalData2 > 0 && c.LocalData2 < 4095 {
+			return uint16(c.LocalData2)
+		}
+	}
+	return 0
+}
 
 // originNames are the origins by code; 0 is unknown (no community: a
 // suite that does not tag).

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -69,6 +70,7 @@ type ribPath struct {
 	med       uint32
 	asLen     uint16
 	origin    uint8
+	linkVLAN  uint16      // a link-local next hop's port VLAN (origin.go's lcLinkVLAN)
 	stale     bool        // from before the session came back (graceful restart)
 	from      routeOrigin // where the suite learned it (origin.go)
 }
@@ -496,10 +498,15 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			}
 		case *bgp.PathAttributeLargeCommunities:
 			attr.from = originOf(v, f.cfg.ASN)
+			attr.linkVLAN = linkVLANOf(v, f.cfg.ASN)
 		case *bgp.PathAttributeMpReachNLRI:
 			if (v.AFI == bgp.AFI_IP || v.AFI == bgp.AFI_IP6) && v.SAFI == bgp.SAFI_UNICAST {
+				nh := v.Nexthop
+				if !nh.IsGlobalUnicast() && v.LinkLocalNexthop.IsLinkLocalUnicast() {
+					nh = v.LinkLocalNexthop // RFC 2545: a neighbour known by its link-local address only
+				}
 				for _, n := range v.Value {
-					announced = append(announced, announce{n, v.Nexthop})
+					announced = append(announced, announce{n, nh})
 				}
 			}
 		case *bgp.PathAttributeMpUnreachNLRI:
@@ -547,11 +554,15 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 	}
 	for _, a := range announced {
 		p, ok := prefixOf(a.nlri.NLRI)
-		if !ok || a.nh.Is6() != family(p) || !a.nh.IsGlobalUnicast() {
-			continue // no next hop of its family on a port's subnet: nothing to forward to
+		linkLocal := a.nh.Is6() && a.nh.IsLinkLocalUnicast() && attr.linkVLAN != 0
+		if !ok || a.nh.Is6() != family(p) || !a.nh.IsGlobalUnicast() && !linkLocal {
+			continue // no next hop of its family on a port's subnet or link: nothing to forward to
 		}
 		r := attr
 		r.id, r.nh = a.nlri.ID, a.nh
+		if linkLocal {
+			r.nh = a.nh.WithZone(strconv.Itoa(int(attr.linkVLAN))) // the port's VLAN names the link
+		}
 		ps := f.paths[p]
 		if i := slices.IndexFunc(ps, func(x ribPath) bool { return x.id == a.nlri.ID }); i >= 0 {
 			if ps[i].stale {

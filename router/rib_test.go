@@ -300,7 +300,7 @@ func endOfRIB6() *bgp.BGPUpdate {
 // TestRIBFeedIPv6: IPv6 routes in MP_REACH_NLRI reach the FIB with their
 // IPv6 next hops (ECMP too), are withdrawn by MP_UNREACH_NLRI, and after a
 // session loss each family's End-of-RIB sweeps that family's stale
-// paths only. A link-local next hop (no port to reach it by) is refused.
+// paths only. A link-local next hop is taken only with its port's VLAN.
 func TestRIBFeedIPv6(t *testing.T) {
 	f, fib := newTestFeed()
 	f.st.GR = true
@@ -314,6 +314,18 @@ func TestRIBFeedIPv6(t *testing.T) {
 	f.update(announce6("fe80::1", []uint32{3}, "2a02::/32"))
 	if _, ok := fib.routes[netip.MustParsePrefix("2a02::/32")]; ok {
 		t.Errorf("a route via a link-local next hop was taken")
+	}
+	// With its port's VLAN, (ASN, 4, VLAN), it is a neighbour on that
+	// link (OSPFv3's next hops): the VLAN rides as the address's zone.
+	f.update(tagged(announce6("fe80::1", []uint32{4}, "2a03::/32"), [3]uint32{65000, lcLinkVLAN, 11}))
+	if got := fib.routes[netip.MustParsePrefix("2a03::/32")]; len(got) != 1 || got[0] != netip.MustParseAddr("fe80::1%11") {
+		t.Errorf("a link-local next hop with its VLAN: %v, want fe80::1%%11", got)
+	}
+	gone, _ := bgp.NewPathAttributeMpUnreachNLRI(bgp.RF_IPv6_UC, []bgp.PathNLRI{{NLRI: mustNLRI("2a03::/32"), ID: 4}})
+	f.update(&bgp.BGPUpdate{PathAttributes: []bgp.PathAttributeInterface{gone}})
+	f.update(tagged(announce6("fe80::1", []uint32{5}, "2a04::/32"), [3]uint32{65001, lcLinkVLAN, 11})) // another AS's tag
+	if _, ok := fib.routes[netip.MustParsePrefix("2a04::/32")]; ok {
+		t.Errorf("a link-local next hop tagged by another AS was taken")
 	}
 	mp, _ := bgp.NewPathAttributeMpUnreachNLRI(bgp.RF_IPv6_UC, []bgp.PathNLRI{{NLRI: mustNLRI("2a00:1450::/32"), ID: 2}})
 	f.update(&bgp.BGPUpdate{PathAttributes: []bgp.PathAttributeInterface{mp}})

@@ -164,7 +164,9 @@ func (a *Agent) learnNDP(f []byte) {
 	defer a.mu.Unlock()
 	var port *Port
 	for i := range a.ports {
-		if a.ports[i].VLAN == vlan && a.ports[i].Addr6.IsValid() && a.ports[i].Addr6.Masked().Contains(ip) {
+		// On the port's subnet, or link-local on its link (OSPFv3's next
+		// hops: the VLAN says which link).
+		if a.ports[i].VLAN == vlan && a.ports[i].Addr6.IsValid() && (a.ports[i].Addr6.Masked().Contains(ip) || ip.IsLinkLocalUnicast()) {
 			port = &a.ports[i]
 		}
 	}

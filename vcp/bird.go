@@ -109,6 +109,14 @@ protocol ospf v2 {
 		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
 {{end}}	};
 }
+{{end}}{{if .OSPFv3}}
+protocol ospf v3 ospf6 {
+	ipv6 { import all; export {{.BIRDOSPFExport}}; };
+	area 0 {
+{{range .OSPFv3}}		# {{$.PortName .VLAN}}
+		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
+{{end}}	};
+}
 {{end}}{{if .RIP}}
 protocol rip {
 	# What it learned by RIP, and rip_export: {{.RIPExports}}.
@@ -134,6 +142,15 @@ filter to_backends {
 	if source = RTS_BGP then bgp_large_community.add(({{$.ASN}}, 1, 7));
 	if source = RTS_RIP then bgp_large_community.add(({{$.ASN}}, 1, 8));
 	bgp_large_community.add(({{$.ASN}}, 2, preference));
+	# A link-local next hop (OSPFv3's) is a neighbour's on one port: its
+	# VLAN goes with it, as (ASN, 4, VLAN). Set here, it is kept (BIRD
+	# sends only a global gateway on its own).
+	if net.type = NET_IP6 then {
+		if gw ~ fe80::/10 then {
+			bgp_next_hop = gw;
+{{range $.Ports}}			if ifname = "x{{.VLAN}}" then bgp_large_community.add(({{$.ASN}}, 4, {{.VLAN}}));
+{{end}}		}
+	}
 	accept;
 }
 

@@ -69,6 +69,11 @@ type RoutingConfig struct {
 	StaticFiles []StaticFile `yaml:"static_files"`
 	// OSPF runs on the mirrors of the ports with these VLANs, area 0.
 	OSPF []OSPFPort `yaml:"ospf"`
+	// OSPFv3 (RFC 5340, IPv6) runs on the mirrors of the ports with these
+	// VLANs, area 0; each port needs an address6. Its routes' next hops
+	// are the neighbours' link-local addresses, which the RIB feed gives
+	// the back-ends with their port's VLAN (docs/vcp.md).
+	OSPFv3 []OSPFPort `yaml:"ospfv3"`
 	// OSPFExport is what else OSPF announces, as AS-external routes:
 	// connected (the external ports' networks), static, bgp. Absent:
 	// nothing but the OSPF ports' own networks.
@@ -754,8 +759,27 @@ func (c *FileConfig) complete() error {
 				return o.Pos.Errorf("OSPF on VLAN %d: no external port has it", o.VLAN)
 			}
 		}
+		for _, o := range r.OSPFv3 {
+			if !c.hasVLAN6(o.VLAN) {
+				return o.Pos.Errorf("OSPFv3 on VLAN %d: no external port with an address6 has it", o.VLAN)
+			}
+			if r.Suite == "frr" {
+				return o.Pos.Errorf("OSPFv3 with suite frr is not built yet: use suite bird")
+			}
+		}
 	}
 	return nil
+}
+
+// hasVLAN6 says whether an external port with an IPv6 address has the
+// VLAN.
+func (c *FileConfig) hasVLAN6(v uint16) bool {
+	for _, p := range c.ExternalPorts {
+		if p.VLAN == v && p.Address6.IsValid() {
+			return true
+		}
+	}
+	return false
 }
 
 // hasVLAN says whether an external port has the VLAN.

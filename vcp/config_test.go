@@ -305,6 +305,14 @@ func TestIPv6Config(t *testing.T) {
 			t.Errorf("%s -> %s: %v, want %q at line %d", c.from, c.to, err, c.want, at)
 		}
 	}
+	// OSPFv3 needs a port with an IPv6 address on its VLAN.
+	v3 := strings.Replace(dual, "  static:\n", "  ospfv3:\n    - {vlan: 10}\n  static:\n", 1)
+	if c, err := load(t, v3); err != nil || len(c.Routing.OSPFv3) != 1 {
+		t.Errorf("OSPFv3 on VLAN 10: %v", err)
+	}
+	if _, err := load(t, strings.Replace(v3, "- {vlan: 10}", "- {vlan: 11}", 1)); err == nil || !strings.Contains(err.Error(), "OSPFv3 on VLAN 11: no external port with an address6 has it") {
+		t.Errorf("OSPFv3 on a port without address6: %v", err)
+	}
 	// A static file via an IPv6 gateway on a port's IPv6 subnet (its
 	// IPv6 prefixes); one off every port's subnets, or with FRR, is
 	// refused at its line.

@@ -243,6 +243,9 @@ func routingLines(r *RoutingConfig) map[string]string {
 	for _, o := range r.OSPF {
 		m[fmt.Sprintf("OSPF on VLAN %d", o.VLAN)] = fmt.Sprintf("cost %d", o.Cost)
 	}
+	for _, o := range r.OSPFv3 {
+		m[fmt.Sprintf("OSPFv3 on VLAN %d", o.VLAN)] = fmt.Sprintf("cost %d", o.Cost)
+	}
 	if r.OSPFExport != nil {
 		m["OSPF export"] = "[" + strings.Join(r.OSPFExport, ",") + "]"
 	}
