@@ -27,6 +27,8 @@ const (
 	OSPFRoute        = "10.99.0.0/16"   // what ospf1 originates
 	OSPFHost6        = "2001:db8:f0::1" // and over OSPFv3
 	OSPFRoute6       = "2001:db8:f0::/48"
+	RIPngHost        = "2001:db8:f1::1" // ospf1's too, in the route it gives by RIPng
+	RIPngRoute       = "2001:db8:f1::/48"
 	RouterAddr1      = "192.0.2.1" // the router's address on h1's network
 	RouterAddr1v6    = "2001:db8:10::1"
 	VCPAPI           = "10.0.0.1:8179"
@@ -94,19 +96,25 @@ routing:
     - {vlan: 11}
   ospfv3:
     - {vlan: 11}
+  ripng:
+    - {vlan: 11}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
 {{end}}
 {{define "ospf1"}}router id 198.51.100.20;
 protocol device {}
 protocol static { ipv4; route 10.99.0.0/16 blackhole; }
-protocol static static6 { ipv6; route 2001:db8:f0::/48 blackhole; }
+protocol static static6 { ipv6; route 2001:db8:f0::/48 blackhole; route 2001:db8:f1::/48 blackhole; }
 protocol ospf v2 {
 	ipv4 { import all; export where source = RTS_STATIC; };
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
 }
 protocol ospf v3 ospf6 {
-	ipv6 { import all; export where source = RTS_STATIC; };
+	ipv6 { import all; export where net = 2001:db8:f0::/48; };
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
+}
+protocol rip ng ripng {
+	ipv6 { import all; export where net = 2001:db8:f1::/48; };
+	interface "eth0" {};
 }
 {{end}}
 {{define "bgp1"}}frr defaults traditional

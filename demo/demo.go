@@ -192,7 +192,7 @@ func (s *Snapshot) Converged(plan *Plan) []string {
 		}
 	}
 	want := len(plan.Prefixes) + 3 + 1   // bgp1's, the three ports', ospf1's
-	want6 := len(plan.Prefixes6) + 3 + 1 // bgp1's, the three ports', ospf1's (OSPFv3)
+	want6 := len(plan.Prefixes6) + 3 + 2 // bgp1's, the three ports', ospf1's (OSPFv3, RIPng)
 	for _, r := range Backends {
 		if s.Routes[r] < want {
 			missing = append(missing, fmt.Sprintf("%s routes %d/%d", r, s.Routes[r], want))
@@ -314,7 +314,7 @@ func Traffic(ctx context.Context, plan *Plan, d time.Duration, w io.Writer) (*Re
 	r := &Result{Ping: map[string]string{}}
 	dests := map[string]string{"h3 (lb2)": H3, "h2 (lb1, other port)": H2, "ospf1's network": OSPFHost, "bgp1's prefix " + plan.Prefixes[0].String(): plan.Hosts[0].String(),
 		"h3 (lb2) IPv6": H3v6, "h2 (lb1, other port) IPv6": H2v6, "bgp1's prefix " + plan.Prefixes6[0].String(): plan.Hosts6[0].String(),
-		"ospf1's network IPv6 (OSPFv3)": OSPFHost6}
+		"ospf1's network IPv6 (OSPFv3)": OSPFHost6, "ospf1's network IPv6 (RIPng)": RIPngHost}
 	names := make([]string, 0, len(dests))
 	for n := range dests {
 		names = append(names, n)
@@ -323,7 +323,7 @@ func Traffic(ctx context.Context, plan *Plan, d time.Duration, w io.Writer) (*Re
 	for _, n := range names {
 		s, err := Ping("h1", dests[n])
 		r.Ping[n] = s
-		fmt.Fprintf(w, "ping h1 -> %-28s %s\n", n, s)
+		fmt.Fprintf(w, "ping h1 -> %-33s %s\n", n, s)
 		if err != nil {
 			return r, fmt.Errorf("ping %s: %w", n, err)
 		}

@@ -67,22 +67,24 @@ func TestDefaultLab(t *testing.T) {
 	if len(hops) != 2 || strings.Fields(hops[0])[1] != demo.RouterAddr1v6 || strings.Fields(hops[1])[1] != demo.H3v6 {
 		t.Errorf("traceroute -6 h1 -> h3:\n%s", out)
 	}
-	// ospf1's IPv6 network comes by OSPFv3: its next hop is ospf1's
-	// link-local address, which the feed gives each back-end with the
-	// port's VLAN.
-	for _, dst := range []string{plan.Hosts6[0].String(), demo.H2v6, demo.RouterAddr1v6, demo.OSPFHost6} {
+	// ospf1's IPv6 networks come by OSPFv3 and RIPng: their next hop is
+	// ospf1's link-local address, which the feed gives each back-end with
+	// the port's VLAN.
+	for _, dst := range []string{plan.Hosts6[0].String(), demo.H2v6, demo.RouterAddr1v6, demo.OSPFHost6, demo.RIPngHost} {
 		if out := exec("h1", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", dst); !strings.Contains(out, "2 received") {
 			t.Errorf("ping -6 h1 -> %s:\n%s", dst, out)
 		}
 	}
 	snap := demo.Look()
 	for _, r := range demo.Backends {
-		if snap.Routes6[r] != len(plan.Prefixes6)+3+1 {
-			t.Errorf("%s has %d IPv6 routes, want bgp1's %d, the ports' 3 and ospf1's", r, snap.Routes6[r], len(plan.Prefixes6))
+		if snap.Routes6[r] != len(plan.Prefixes6)+3+2 {
+			t.Errorf("%s has %d IPv6 routes, want bgp1's %d, the ports' 3 and ospf1's 2", r, snap.Routes6[r], len(plan.Prefixes6))
 		}
 	}
-	if rs, err := routerapi.Local("r1", "").Route(demo.OSPFRoute6); err != nil || len(rs) != 1 || len(rs[0].Via) != 1 || !strings.HasPrefix(rs[0].Via[0], "fe80::") {
-		t.Errorf("r1's route to %s: %+v, %v; want one via ospf1's link-local address", demo.OSPFRoute6, rs, err)
+	for route, from := range map[string]string{demo.OSPFRoute6: "ospf-e2", demo.RIPngRoute: "rip"} {
+		if rs, err := routerapi.Local("r1", "").Route(route); err != nil || len(rs) != 1 || len(rs[0].Via) != 1 || !strings.HasPrefix(rs[0].Via[0], "fe80::") || rs[0].Protocol != from {
+			t.Errorf("r1's route to %s: %+v, %v; want one via ospf1's link-local address, from %s", route, rs, err, from)
+		}
 	}
 	// The console, from a host on the management network.
 	cout, _, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("api.crt"), "--token-file", demo.APIFile("read.token"), "elements", "-o", "json")

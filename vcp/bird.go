@@ -123,6 +123,11 @@ protocol rip {
 	ipv4 { import all; export {{.BIRDRIPExport}}; };
 {{range .RIP}}	interface "x{{.VLAN}}" { version 2; };   # {{$.PortName .VLAN}}
 {{end}}}
+{{end}}{{if .RIPng}}
+protocol rip ng ripng {
+	ipv6 { import all; export {{.BIRDRIPExport}}; };
+{{range .RIPng}}	interface "x{{.VLAN}}" {};   # {{$.PortName .VLAN}}
+{{end}}}
 {{end}}{{with .Backends}}
 # The RIB to every back-end: iBGP, this suite their route reflector. What
 # BGP, OSPF and static routes give goes; the ports' own subnets do not (each

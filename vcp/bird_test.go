@@ -83,6 +83,7 @@ func TestBirdConfIPv6(t *testing.T) {
 	os.WriteFile(table, []byte("203.0.113.128/25\t1\n2001:db8:77::/48\t1\n"), 0o644)
 	cfg.StaticFiles = []StaticFile{{File: table, Via: netip.MustParseAddr("192.0.2.253")}, {File: table, Via: netip.MustParseAddr("2001:db8:10::253")}}
 	cfg.OSPFv3 = []OSPFPort{{VLAN: 10, Cost: 5}}
+	cfg.RIPng = []RIPPort{{VLAN: 10}}
 	for i, f := range cfg.StaticFiles {
 		if err := writeStaticFile(filepath.Join(dir, fmt.Sprintf("static%d.conf", i)), f); err != nil {
 			t.Fatal(err)
@@ -113,6 +114,7 @@ func TestBirdConfIPv6(t *testing.T) {
 		"protocol static static6 {\n\tipv6;\n\tcheck link yes;\n\troute 2001:db8:99::/48 via 2001:db8:10::254;\n\tinclude \"" + dir + "/static1.conf\";\n}",
 		"protocol static {\n\tipv4;\n\tcheck link yes;   # routes via a port whose link is down are withdrawn\n\troute 203.0.113.0/24 via 192.0.2.254;\n\tinclude \"" + dir + "/static0.conf\";\n}",
 		"\tipv6 {\n\t\timport none;\n\t\texport filter to_backends;\n\t\tnext hop keep;\n\t\tadd paths tx;\n\t};",
+		"protocol rip ng ripng {\n\tipv6 { import all; export where source ~ [RTS_RIP, RTS_DEVICE]; };\n\tinterface \"x10\" {};   # lb1/e0\n}",
 		// OSPFv3 on the port's mirror; its link-local next hops go to the
 		// back-ends with the port's VLAN.
 		"protocol ospf v3 ospf6 {\n\tipv6 { import all; export none; };\n\tarea 0 {\n\t\t# lb1/e0\n\t\tinterface \"x10\" { cost 5; hello 1; dead 4; };",

@@ -85,6 +85,10 @@ type RoutingConfig struct {
 	BFDMultiplier uint8         `yaml:"bfd_multiplier"`
 	// RIP runs RIPv2 on the mirrors of the ports with these VLANs.
 	RIP []RIPPort `yaml:"rip"`
+	// RIPng (RFC 2080, IPv6) runs on the mirrors of the ports with these
+	// VLANs, each with an address6; it exports what rip_export says, and
+	// its routes' link-local next hops reach the back-ends as OSPFv3's do.
+	RIPng []RIPPort `yaml:"ripng"`
 	// RIPExport is what RIP announces besides what it learned: connected
 	// (the external ports' networks), static, bgp, ospf. Absent:
 	// connected.
@@ -746,8 +750,8 @@ func (c *FileConfig) complete() error {
 		if err := checkKinds("rip_export", r.RIPExport, ripExportKinds); err != nil {
 			return r.Pos.Errorf("%v", err)
 		}
-		if r.RIPExport != nil && len(r.RIP) == 0 {
-			return r.Pos.Errorf("rip_export without rip ports")
+		if r.RIPExport != nil && len(r.RIP) == 0 && len(r.RIPng) == 0 {
+			return r.Pos.Errorf("rip_export without rip or ripng ports")
 		}
 		for _, p := range r.RIP {
 			if !c.hasVLAN(p.VLAN) {
@@ -757,6 +761,14 @@ func (c *FileConfig) complete() error {
 		for _, o := range r.OSPF {
 			if !c.hasVLAN(o.VLAN) {
 				return o.Pos.Errorf("OSPF on VLAN %d: no external port has it", o.VLAN)
+			}
+		}
+		for _, p := range r.RIPng {
+			if !c.hasVLAN6(p.VLAN) {
+				return p.Pos.Errorf("RIPng on VLAN %d: no external port with an address6 has it", p.VLAN)
+			}
+			if r.Suite == "frr" {
+				return p.Pos.Errorf("RIPng with suite frr is not built yet: use suite bird")
 			}
 		}
 		for _, o := range r.OSPFv3 {

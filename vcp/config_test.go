@@ -215,7 +215,7 @@ func TestRIPConfig(t *testing.T) {
 	}{
 		{strings.Replace(routing, "{vlan: 11}", "{vlan: 99}", 1), "RIP on VLAN 99: no external port has it", vlanLine},
 		{routing + "  rip_export: [bgp, rip]\n", `rip_export "rip": connected, static, bgp, ospf`, first},
-		{strings.Replace(routing, "  rip:\n    - {vlan: 11}\n", "  rip_export: [connected]\n", 1), "rip_export without rip ports", first},
+		{strings.Replace(routing, "  rip:\n    - {vlan: 11}\n", "  rip_export: [connected]\n", 1), "rip_export without rip or ripng ports", first},
 	} {
 		_, err := load(t, c.text)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", c.line)) {
@@ -305,13 +305,15 @@ func TestIPv6Config(t *testing.T) {
 			t.Errorf("%s -> %s: %v, want %q at line %d", c.from, c.to, err, c.want, at)
 		}
 	}
-	// OSPFv3 needs a port with an IPv6 address on its VLAN.
-	v3 := strings.Replace(dual, "  static:\n", "  ospfv3:\n    - {vlan: 10}\n  static:\n", 1)
-	if c, err := load(t, v3); err != nil || len(c.Routing.OSPFv3) != 1 {
-		t.Errorf("OSPFv3 on VLAN 10: %v", err)
-	}
-	if _, err := load(t, strings.Replace(v3, "- {vlan: 10}", "- {vlan: 11}", 1)); err == nil || !strings.Contains(err.Error(), "OSPFv3 on VLAN 11: no external port with an address6 has it") {
-		t.Errorf("OSPFv3 on a port without address6: %v", err)
+	// OSPFv3 and RIPng need a port with an IPv6 address on their VLAN.
+	for _, proto := range []string{"OSPFv3", "RIPng"} {
+		v6 := strings.Replace(dual, "  static:\n", "  "+strings.ToLower(proto)+":\n    - {vlan: 10}\n  static:\n", 1)
+		if c, err := load(t, v6); err != nil || len(c.Routing.OSPFv3)+len(c.Routing.RIPng) != 1 {
+			t.Errorf("%s on VLAN 10: %v", proto, err)
+		}
+		if _, err := load(t, strings.Replace(v6, "- {vlan: 10}", "- {vlan: 11}", 1)); err == nil || !strings.Contains(err.Error(), proto+" on VLAN 11: no external port with an address6 has it") {
+			t.Errorf("%s on a port without address6: %v", proto, err)
+		}
 	}
 	// A static file via an IPv6 gateway on a port's IPv6 subnet (its
 	// IPv6 prefixes); one off every port's subnets, or with FRR, is

@@ -252,6 +252,9 @@ func routingLines(r *RoutingConfig) map[string]string {
 	for _, p := range r.RIP {
 		m[fmt.Sprintf("RIP on VLAN %d", p.VLAN)] = "on"
 	}
+	for _, p := range r.RIPng {
+		m[fmt.Sprintf("RIPng on VLAN %d", p.VLAN)] = "on"
+	}
 	if r.BFDPeers() {
 		m["BFD"] = fmt.Sprintf("%v x %d", r.BFDInterval, r.BFDMultiplier)
 	}

@@ -111,7 +111,7 @@ func runDemo(args []string) error {
 	return out.Print(os.Stdout, res, func(w io.Writer) {
 		fmt.Fprintf(w, "\nsummary: converged %.1f s after start\n", res.Converged)
 		for _, k := range sortedKeys(res.Ping) {
-			fmt.Fprintf(w, "  ping %-30s %s\n", k, res.Ping[k])
+			fmt.Fprintf(w, "  ping %-33s %s\n", k, res.Ping[k])
 		}
 		fmt.Fprintf(w, "  traceroute h1 -> h3: %d hops: %s\n", len(res.Traceroute), strings.Join(res.Traceroute, " | "))
 		fmt.Fprintf(w, "  traceroute h1 -> h3 (IPv6): %d hops: %s\n", len(res.Traceroute6), strings.Join(res.Traceroute6, " | "))
