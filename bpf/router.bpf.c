@@ -208,6 +208,15 @@ static __always_inline int slow(struct pkt *p, enum rt_slow why, __u32 nexthop)
 	return XDP_DROP;
 }
 
+/* deny drops a frame the ACL denied, counted as that drop, and hands it
+ * to the slow path, which answers Destination Unreachable,
+ * administratively prohibited (rate-limited as every ICMP error). */
+static __always_inline int deny(struct pkt *p)
+{
+	p->st->drop[RT_DROP_ACL]++;
+	return slow(p, RT_SLOW_ACL, 0);
+}
+
 /* fib_lookup is DIR-24-8: one or two array reads. Returns the next-hop
  * group, 0 for no route. */
 static __always_inline __u32 fib_lookup(__be32 daddr)
@@ -528,7 +537,7 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 	if (ip->ttl <= 1)
 		return slow(p, RT_SLOW_TTL, 0);
 	if (acl(p, ip, end, ihl, cfg->acl_rules))
-		return drop(p, RT_DROP_ACL);
+		return deny(p);
 
 	__u32 g = fib_lookup(ip->daddr);
 	if (!g)
@@ -655,7 +664,7 @@ static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, 
 	if (denied < 0)
 		return drop(p, RT_DROP_BAD_LENGTH);
 	if (denied)
-		return drop(p, RT_DROP_ACL);
+		return deny(p);
 
 	__u32 g = fib6_lookup(&ip->daddr);
 	if (!g)

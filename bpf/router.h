@@ -64,7 +64,8 @@ enum rt_slow {
 	RT_SLOW_OPTIONS = 6,      /* IP options; IPv6 Hop-by-Hop Options */
 	RT_SLOW_UNRESOLVED = 7,   /* next hop's MAC unknown: held while ARP (NDP) runs */
 	RT_SLOW_NDP = 8,          /* ICMPv6 of an external port (NDP), relayed by an LB */
-	RT_SLOW_MAX = 9,
+	RT_SLOW_ACL = 9,          /* denied by the ACL (also counted as that drop): administratively prohibited */
+	RT_SLOW_MAX = 10,
 };
 
 /* Why a frame was dropped. */

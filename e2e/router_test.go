@@ -80,6 +80,7 @@ ports:
   net2: {vlan: 11, address: 198.51.100.1/24, address6: "2001:db8:11::1/64", mtu: 1280}
 acl:
   - {action: deny, proto: udp, dst: 198.51.100.20/32, dport: "9999"}
+  - {action: deny, proto: udp, dst: "2001:db8:11::20/128", dport: "9999"}
 `
 }
 
@@ -205,7 +206,7 @@ backends:
 		{"2001:db8:11::20", "type 1 code 4 from 2001:db8:11::20"},
 		{"2001:db8:99::5", "type 1 code 0 from 2001:db8:10::1"},
 	} {
-		if out, _ := exec("h1", "python3", "-c", hopByHopUDP, c.dst); !strings.Contains(out, c.want) {
+		if out, _ := exec("h1", "python3", "-c", udpProbe, c.dst, "9", "hop-by-hop"); !strings.Contains(out, c.want) {
 			t.Errorf("UDP with Hop-by-Hop Options to %s: want ICMPv6 %s, got:\n%s", c.dst, c.want, out)
 		}
 	}
@@ -214,9 +215,19 @@ backends:
 		t.Errorf("ping -6 with 1400 bytes after Packet Too Big (exit %d):\n%s", code, out)
 	}
 
-	// The ACL drops UDP to h2:9999, counted on whichever back-end got it.
-	for i := 0; i < 5; i++ {
+	// The ACL drops UDP to h2:9999 over either family, counted on whichever
+	// back-end got it, and the sender hears Destination Unreachable,
+	// administratively prohibited, from the router.
+	for i := 0; i < 4; i++ {
 		exec("h1", "bash", "-c", "echo probe > /dev/udp/198.51.100.20/9999")
+	}
+	for _, c := range []struct{ dst, want string }{
+		{"198.51.100.20", "type 3 code 13 from 192.0.2.1"},
+		{"2001:db8:11::20", "type 1 code 1 from 2001:db8:10::1"},
+	} {
+		if out, _ := exec("h1", "python3", "-c", udpProbe, c.dst, "9999"); !strings.Contains(out, c.want) {
+			t.Errorf("UDP to %s port 9999, denied by the ACL: want ICMP %s, got:\n%s", c.dst, c.want, out)
+		}
 	}
 	denied := uint64(0)
 	for _, r := range []string{"r1", "r2"} {
@@ -227,12 +238,12 @@ backends:
 			}
 		}
 		json.Unmarshal([]byte(out), &st)
-		if len(st.Stats.ACLDeny) == 1 {
-			denied += st.Stats.ACLDeny[0]
+		for _, n := range st.Stats.ACLDeny {
+			denied += n
 		}
 	}
-	if denied != 5 {
-		t.Errorf("ACL deny counted %d, want 5", denied)
+	if denied != 6 {
+		t.Errorf("ACL deny counted %d, want 6", denied)
 	}
 
 	// route add/del through the local command, on both back-ends.
@@ -260,15 +271,18 @@ backends:
 	}
 }
 
-// hopByHopUDP sends one UDP datagram with a Hop-by-Hop Options header
-// (a PadN option) to port 9 of argv[1] and prints the ICMPv6 error that
-// comes back: "type T code C from ADDR", or "no answer".
-const hopByHopUDP = `
+// udpProbe sends one UDP datagram to argv[1] port argv[2] (IPv6 with a
+// Hop-by-Hop Options header, a PadN option, if argv[3] is given) and
+// prints the ICMP or ICMPv6 error that comes back: "type T code C from
+// ADDR", or "no answer".
+const udpProbe = `
 import socket, struct, sys
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IPV6, 25, 1)  # IPV6_RECVERR (linux/in6.h)
-s.connect((sys.argv[1], 9))
-s.sendmsg([b"hop-by-hop"], [(socket.IPPROTO_IPV6, socket.IPV6_HOPOPTS, bytes([0, 0, 1, 4, 0, 0, 0, 0]))])
+dst, port, v6 = sys.argv[1], int(sys.argv[2]), ":" in sys.argv[1]
+s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IPV6 if v6 else socket.IPPROTO_IP, 25 if v6 else 11, 1)  # IPV6_RECVERR, IP_RECVERR
+s.connect((dst, port))
+hbh = [(socket.IPPROTO_IPV6, socket.IPV6_HOPOPTS, bytes([0, 0, 1, 4, 0, 0, 0, 0]))] if len(sys.argv) > 3 else []
+s.sendmsg([b"probe"], hbh)
 s.settimeout(3)
 try:
     s.recv(100)
@@ -279,5 +293,6 @@ except OSError:
 _, anc, _, _ = s.recvmsg(100, 512, socket.MSG_ERRQUEUE)
 for level, typ, data in anc:
     errno, origin, t, c, _, info, _ = struct.unpack("=IBBBBII", data[:16])
-    print("type %d code %d from %s (errno %d, info %d)" % (t, c, socket.inet_ntop(socket.AF_INET6, data[24:40]), errno, info))
+    frm = socket.inet_ntop(socket.AF_INET6, data[24:40]) if v6 else socket.inet_ntop(socket.AF_INET, data[20:24])
+    print("type %d code %d from %s (errno %d, info %d)" % (t, c, frm, errno, info))
 `

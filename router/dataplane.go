@@ -298,7 +298,7 @@ func prefixMask6(p netip.Prefix) (addr, mask [4]uint32) {
 
 // SlowNames and DropNames name the counters, by enum rt_slow and rt_drop.
 var (
-	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved", "ndp"}
+	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved", "ndp", "acl"}
 	DropNames = [...]string{"runt", "not_ours", "bad_version", "bad_ihl", "bad_length", "bad_checksum",
 		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop", "cap"}
 )

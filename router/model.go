@@ -166,7 +166,8 @@ func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rt
 		return slow(rtxdpRtSlowRT_SLOW_TTL)
 	}
 	if m.denied(ip, ihl) {
-		return drop(rtxdpRtDropRT_DROP_ACL)
+		drop(rtxdpRtDropRT_DROP_ACL) // and the slow path answers
+		return slow(rtxdpRtSlowRT_SLOW_ACL)
 	}
 	g := m.LPM(daddr)
 	if g == 0 {
@@ -276,7 +277,8 @@ func (m *Model) route6(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(r
 	if deny, ok := m.denied6(ip, tot); !ok {
 		return drop(rtxdpRtDropRT_DROP_BAD_LENGTH)
 	} else if deny {
-		return drop(rtxdpRtDropRT_DROP_ACL)
+		drop(rtxdpRtDropRT_DROP_ACL) // and the slow path answers
+		return slow(rtxdpRtSlowRT_SLOW_ACL)
 	}
 	g := m.LPM(dst)
 	if g == 0 {

@@ -201,7 +201,8 @@ const (
 	rtxdpRtSlowRT_SLOW_OPTIONS     rtxdpRtSlow = 6
 	rtxdpRtSlowRT_SLOW_UNRESOLVED  rtxdpRtSlow = 7
 	rtxdpRtSlowRT_SLOW_NDP         rtxdpRtSlow = 8
-	rtxdpRtSlowRT_SLOW_MAX         rtxdpRtSlow = 9
+	rtxdpRtSlowRT_SLOW_ACL         rtxdpRtSlow = 9
+	rtxdpRtSlowRT_SLOW_MAX         rtxdpRtSlow = 10
 )
 
 type rtxdpRtSlowMeta struct {
@@ -220,7 +221,7 @@ type rtxdpRtStats struct {
 	ForwardedBytes uint64
 	Passed         uint64
 	Probes         uint64
-	Slow           [9]uint64
+	Slow           [10]uint64
 	Drop           [13]uint64
 	AclPermit      [64]uint64
 	AclDeny        [64]uint64

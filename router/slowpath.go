@@ -72,6 +72,8 @@ func (a *Agent) handleSlow(sample []byte) {
 		a.forwardSlow(pkt, func(p []byte) { a.send(p) })
 	case uint32(rtxdpRtSlowRT_SLOW_UNRESOLVED):
 		a.send(decTTL(pkt))
+	case uint32(rtxdpRtSlowRT_SLOW_ACL):
+		a.icmpError(pkt, 3, 13, 0) // communication administratively prohibited (RFC 1812 §5.2.7.1)
 	}
 }
 

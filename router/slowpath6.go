@@ -34,6 +34,8 @@ func (a *Agent) handleSlow6(reason, nexthop uint32, pkt []byte) {
 		a.forwardHopByHop(pkt)
 	case uint32(rtxdpRtSlowRT_SLOW_UNRESOLVED):
 		a.send(decHopLimit(pkt))
+	case uint32(rtxdpRtSlowRT_SLOW_ACL):
+		a.icmp6Error(pkt, icmp6Unreachable, 1, 0) // administratively prohibited (RFC 4443 §3.1)
 	}
 }
 
