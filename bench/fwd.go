@@ -29,11 +29,6 @@ var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "m
 // fibDUTs are the DUTs that hold a routing table (--fib).
 var fibDUTs = []string{"linux", "router", "msr", "msr-switch", "msr-xdpswitch"}
 
-// ipv6DUTs are the DUTs `--ipv6` runs: the routers, and none (the
-// instrument alone). The LB's own columns send tagged frames, which the
-// IPv6 generator does not make.
-var ipv6DUTs = []string{"none", "linux", "router", "msr", "msr-switch", "msr-xdpswitch"}
-
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
 	DUT      string
@@ -164,9 +159,6 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 	}
 	if !slices.Contains(DUTs, o.DUT) {
 		return nil, nil, nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
-	}
-	if o.IPv6 && !slices.Contains(ipv6DUTs, o.DUT) {
-		return nil, nil, nil, fmt.Errorf("--ipv6 is for %v", ipv6DUTs)
 	}
 	spec, err := labs.Load("bench-" + o.DUT)
 	if err != nil {

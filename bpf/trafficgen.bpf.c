@@ -27,7 +27,7 @@
  * pace_skipped_ns).
  *
  * A flow may be IPv6's (RFC 5180: Ethernet, IPv6, UDP with its checksum,
- * the same payload; untagged).
+ * the same payload), tagged as IPv4's may be.
  *
  * Verdicts: XDP_TX or XDP_REDIRECT, or XDP_ABORTED for a frame too short for the headers
  * or a missing flow entry. Counter: sent (frames built); first_tx_ns and
@@ -263,23 +263,33 @@ static __always_inline __u16 fold16(__u64 sum)
 	return (__u16)((sum & 0xffff) + (sum >> 16));
 }
 
-/* build6 writes flow idx's IPv6/UDP test frame (RFC 5180), untagged: the
+/* build6 writes flow idx's IPv6/UDP test frame (RFC 5180), tagged or not: the
  * UDP checksum is the flow's sum of everything constant plus this frame's
  * seq and tx_ns, as they lie in memory. */
-static __always_inline int build6(struct xdp_md *ctx, struct gen_flow *f, __u32 idx)
+static __always_inline int build6(struct xdp_md *ctx, struct gen_flow *f, __u32 idx, const int tagged)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	struct ipv6hdr *ip6 = (void *)(eth + 1) + (tagged ? sizeof(struct vlan_hdr) : 0);
 	struct udphdr *udp = (void *)(ip6 + 1);
 	struct bench_payload *pl = (void *)(udp + 1);
 
 	if ((void *)(pl + 1) > end)
 		return XDP_ABORTED;
 	__u16 len = (__u16)(end - (void *)udp);
-	write_eth(eth, f, 0);
-	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	write_eth(eth, f, tagged);
+	if (tagged)
+		((struct vlan_hdr *)(eth + 1))->proto = bpf_htons(ETH_P_IPV6);
+	else
+		eth->h_proto = bpf_htons(ETH_P_IPV6);
+	if (!tagged && cfg.tag_room) {
+		/* A page that last carried a tagged frame holds 4 of its bytes
+		 * past this frame's payload; the checksum counts them zero. */
+		__u32 *pad = (void *)(pl + 1);
+		if ((void *)(pad + 1) <= end)
+			*pad = 0;
+	}
 	*(__be32 *)ip6 = bpf_htonl(6 << 28); /* version; no traffic class or flow label */
 	ip6->payload_len = bpf_htons(len);
 	ip6->nexthdr = IPPROTO_UDP;
@@ -323,13 +333,11 @@ int trafficgen(struct xdp_md *ctx)
 	if (gap_ns && cfg.batch && run_frames++ % cfg.batch == 0)
 		pace();
 
-	if (f->ipv6)
-		return build6(ctx, f, idx);
 	if (f->vlan)
-		return build(ctx, f, idx, 1);
+		return f->ipv6 ? build6(ctx, f, idx, 1) : build(ctx, f, idx, 1);
 	if (cfg.tag_room && bpf_xdp_adjust_tail(ctx, -(int)sizeof(struct vlan_hdr)))
 		return XDP_ABORTED;
-	return build(ctx, f, idx, 0);
+	return f->ipv6 ? build6(ctx, f, idx, 0) : build(ctx, f, idx, 0);
 }
 
 SEC("xdp")

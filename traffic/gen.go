@@ -70,8 +70,8 @@ type GenConfig struct {
 	// instead of one in 198.19.0.0/16 (a FIB benchmark spreads its flows
 	// over a routing table).
 	Dsts []netip.Addr
-	// IPv6 makes the frames IPv6/UDP test frames (RFC 5180), untagged,
-	// from 2001:2::/49 to 2001:2:0:8000::/49 or Dsts (then IPv6's).
+	// IPv6 makes the frames IPv6/UDP test frames (RFC 5180), tagged as
+	// Ports say, from 2001:2::/49 to 2001:2:0:8000::/49 or Dsts (then IPv6's).
 	IPv6 bool
 	// HasXDP says the interfaces (Ifname's and the Ports') already have
 	// an XDP program (a sink on them): xdp_pass is not attached.
@@ -145,9 +145,6 @@ func (c *GenConfig) Check() error {
 		}
 	}
 	for _, p := range c.Ports {
-		if c.IPv6 && p.VLAN != 0 {
-			return fmt.Errorf("port %s: IPv6 test frames are untagged", p.Ifname)
-		}
 		for _, m := range p.SrcMACs {
 			if len(m) != 6 {
 				return fmt.Errorf("port %s: source MAC %v is not 6 bytes", p.Ifname, m)

@@ -19,7 +19,7 @@ var benchCommand = command{
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
       --ipv6 sends IPv6/UDP test frames (RFC 5180, 2001:2::/48; 82 bytes
-      at least) to the routers (linux, router, msr*).
+      at least), tagged where the DUT's frames are (the LB's columns).
   msr bench rib [--routes pyasn|N|pyasn6|Nv6] [--backends 3] [--changes 20] [--clients N] [-o json]
       the RIB from the VCP's BIRD to every back-end's FIB: load time, and one
       BGP change's time to every FIB, in a lab of msr processes.
