@@ -613,12 +613,12 @@ func (f *ribFeed) apply(p netip.Prefix, hops []netip.Addr) {
 		// route after the first, and a line for each would cost more
 		// than the routes.
 		f.st.Refused++
-		cause := err.Error()
-		if errors.Is(err, ErrFIB6Full) {
-			cause = ErrFIB6Full.Error()
+		cause := err // the innermost error: ErrFIB6Full, ErrNoPort, ... without the route's own words
+		for inner := errors.Unwrap(cause); inner != nil; inner = errors.Unwrap(cause) {
+			cause = inner
 		}
-		if !f.refusedFor[cause] {
-			f.refusedFor[cause] = true
+		if !f.refusedFor[cause.Error()] {
+			f.refusedFor[cause.Error()] = true
 			f.log.Warn("RIB route refused (the next refused for this cause are counted, not logged: msr router status)", "prefix", p, "via", hops, "err", err)
 		}
 	}

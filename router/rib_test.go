@@ -370,8 +370,9 @@ func TestRIBFeedRefused(t *testing.T) {
 		f.apply(netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i)}), 32), []netip.Addr{netip.MustParseAddr("2001:db8:10::20")})
 	}
 	f.apply(netip.MustParsePrefix("198.51.100.0/24"), []netip.Addr{netip.MustParseAddr("192.0.2.99")})
-	if got := f.Status().Refused; got != 1001 {
-		t.Errorf("refused %d, want 1001", got)
+	f.apply(netip.MustParsePrefix("198.51.101.0/24"), []netip.Addr{netip.MustParseAddr("192.0.2.98")}) // the same cause, other words
+	if got := f.Status().Refused; got != 1002 {
+		t.Errorf("refused %d, want 1002", got)
 	}
 	if n := strings.Count(log.String(), "RIB route refused"); n != 2 {
 		t.Errorf("%d log lines for two causes, want 2:\n%s", n, log.String())
