@@ -22,7 +22,7 @@ func TestLoadAwareWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer remove()
-	r, err := openRouterSession(bin, 1000)
+	r, err := openRouterSession(bin, 1000, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,11 +227,6 @@ func (o *RFC2544Options) complete() error {
 		}
 	}
 	if o.IPv6 {
-		for _, t := range o.Tests {
-			if t == "reset" || t == "single" {
-				return fmt.Errorf("rfc2544: --ipv6 with %s: that test runs in the default lab with IPv4 hosts' frames; run it without --ipv6", t)
-			}
-		}
 		for _, size := range o.Sizes {
 			if size < traffic.MinFrameSize6 {
 				return fmt.Errorf("rfc2544: frame size %d: an IPv6 test frame is %d bytes at least", size, traffic.MinFrameSize6)
@@ -284,7 +279,7 @@ func RFC2544(o RFC2544Options, progress io.Writer) (*RFC2544Result, error) {
 	}
 	// The whole router's lab, for msr's reset and single frames: once a
 	// size at most.
-	router := &routerLab{msrBin: o.MSRBin, flows: o.Flows}
+	router := &routerLab{msrBin: o.MSRBin, flows: o.Flows, ipv6: o.IPv6}
 	defer router.Close()
 	res := &RFC2544Result{Options: o, CeilingPPS: map[int]float64{}, Machine: machine()}
 	for _, size := range o.Sizes {

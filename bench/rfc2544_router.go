@@ -24,7 +24,9 @@ import (
 // default lab, as `msr demo` brings it up: every element an msr process,
 // BIRD as the suite, keepalived between the VCPs, bgp1 announcing
 // routerLabPrefixes prefixes. The generator in h1 sends to h3 (in by lb1,
-// through r1-r3, out by lb2), and the sink takes h3's interface.
+// through r1-r3, out by lb2), and the sink takes h3's interface; with
+// --ipv6 the frames are IPv6 (RFC 5180's, to h3's IPv6 address): the lab
+// is dual stack.
 
 // routerLabPrefixes is what bgp1 announces in the reset test's router.
 const routerLabPrefixes = 1000
@@ -37,9 +39,10 @@ type routerSession struct {
 
 // openRouterSession brings the default lab up with msrBin as every
 // element's program, waits until it has converged, and puts the
-// generator on h1 and the sink on h3. A default lab already up (someone's
-// `msr demo up`) is refused, not taken down.
-func openRouterSession(msrBin string, flows int) (*routerSession, error) {
+// generator on h1 and the sink on h3, the frames of IPv6's family or
+// IPv4's. A default lab already up (someone's `msr demo up`) is refused,
+// not taken down.
+func openRouterSession(msrBin string, flows int, ipv6 bool) (*routerSession, error) {
 	if _, err := lab.ReadState(demo.LabName); err == nil {
 		return nil, errors.New("the default lab is up: the reset test brings up its own (msr demo down first)")
 	}
@@ -58,8 +61,9 @@ func openRouterSession(msrBin string, flows int) (*routerSession, error) {
 	s := &session{o: FwdOptions{DUT: "msr", Flows: flows}, spec: spec, dstMAC: dstMAC, awake: awake,
 		undo: func() { demo.Down() },
 		gen:  lab.Endpoint{Node: "h1", Iface: "eth0"}, genHasXDP: true, // the lab's xdp_pass
-		dsts: []netip.Addr{netip.MustParseAddr(demo.H3)}, sinkEnd: lab.Endpoint{Node: "h3", Iface: "eth0"}}
+		sinkEnd: lab.Endpoint{Node: "h3", Iface: "eth0"}}
 	r := &routerSession{session: s}
+	r.family(ipv6)
 	if r.plan, err = demo.Up(msrBin, routerLabPrefixes); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("the default lab: %w", err)
@@ -88,23 +92,36 @@ func openRouterSession(msrBin string, flows int) (*routerSession, error) {
 	return r, nil
 }
 
+// family makes the session's frames IPv6 (to h3's IPv6 address) or IPv4
+// (to its IPv4 one).
+func (r *routerSession) family(ipv6 bool) {
+	r.o.IPv6 = ipv6
+	r.dsts = []netip.Addr{netip.MustParseAddr(demo.H3)}
+	if ipv6 {
+		r.dsts = []netip.Addr{netip.MustParseAddr(demo.H3v6)}
+	}
+}
+
 // A routerLab is the whole router's lab for the tests of one frame size
 // that need it (reset, single): brought up by the first, closed after
 // the size (not left to add its processes' work to the next size's
-// searches).
+// searches). ipv6 says the frames' family.
 type routerLab struct {
 	msrBin string
 	flows  int
+	ipv6   bool
 	r      *routerSession
 }
 
-// open brings the lab up unless it is up, and returns it.
+// open brings the lab up unless it is up, and returns it, its frames of
+// the lab's family.
 func (l *routerLab) open(size int, progress io.Writer) (*routerSession, error) {
 	if l.r != nil {
+		l.r.family(l.ipv6)
 		return l.r, nil
 	}
 	fmt.Fprintf(progress, "  %-8s %4d B  bringing up the default lab for the whole router's parts\n", "msr", size)
-	r, err := openRouterSession(l.msrBin, l.flows)
+	r, err := openRouterSession(l.msrBin, l.flows, l.ipv6)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/traffic"
 )
 
 // The generator offers what it is asked, within 1% over its sending
@@ -177,6 +179,34 @@ func TestRFC2544(t *testing.T) {
 	if !strings.Contains(string(md), "linux       64") || !strings.Contains(string(md), "msr bench rfc2544 (test)") ||
 		!strings.Contains(string(md), "](throughput_pps.png)") {
 		t.Errorf("report.md:\n%s", md)
+	}
+}
+
+// TestRFC2544IPv6 runs the tests that take a DUT's parts down and make
+// it resolve its next hop with IPv6 frames (RFC 5180) on Linux: bouncing
+// its links loses frames until its routes and neighbours are back, and a
+// frame to a next hop it has not resolved is held while it asks (NDP),
+// not dropped. (The whole router's, with --ipv6, in TestWholeRouter.)
+func TestRFC2544IPv6(t *testing.T) {
+	r, err := RFC2544(RFC2544Options{DUTs: []string{"linux"}, Sizes: []int{traffic.MinFrameSize6}, Tests: []string{"throughput", "reset", "single"},
+		IPv6: true, Trial: 300 * time.Millisecond, Resolution: 0.2, Trials: 2, Confirmations: 2}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTest := map[string][]RFC2544Row{}
+	for _, row := range r.Results {
+		byTest[row.Test] = append(byTest[row.Test], row)
+	}
+	if len(byTest["throughput"]) != 1 || byTest["throughput"][0].NDRPPS <= 0 || len(byTest["reset"]) != 1 || len(byTest["single"]) != 2 {
+		t.Fatalf("results %+v", r.Results)
+	}
+	if res := byTest["reset"][0]; res.Reset != "host links" || res.Lost == 0 || res.LossWindowMS <= 0 || res.LossWindowMS > 1300 {
+		t.Errorf("reset %+v", res)
+	}
+	for i, sf := range byTest["single"] {
+		if !sf.Forwarded || sf.LatencyUS == nil || sf.Neighbor != []string{"unresolved", "resolved"}[i] || sf.Size != traffic.MinFrameSize6 {
+			t.Errorf("single frame %d: %+v", i, sf)
+		}
 	}
 }
 

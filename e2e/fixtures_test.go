@@ -175,6 +175,21 @@ ports:
 	os.WriteFile(filepath.Join(dir, "r1.yaml"), []byte(r1), 0o644)
 }
 
+// dualStack gives the port of the LB's and the back-end's configs that
+// writeDataPathConfigs wrote (e0, VLAN 10) the IPv6 subnet
+// 2001:db8:10::/64, the router ::1 on it.
+func dualStack(t *testing.T, dir string) {
+	t.Helper()
+	for file, from := range map[string]string{"lb.yaml": "e0: {role: external, address: 192.0.2.1/24", "r1.yaml": "net1: {vlan: 10, address: 192.0.2.1/24"} {
+		b, _ := os.ReadFile(filepath.Join(dir, file))
+		if !strings.Contains(string(b), from) {
+			t.Fatalf("%s has no %q:\n%s", file, from, b)
+		}
+		text := strings.Replace(string(b), from, from+`, address6: "2001:db8:10::1/64"`, 1)
+		os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644)
+	}
+}
+
 // upControlLab brings up a control-plane lab named name ("t-X": its LB and
 // back-end pin their maps under msr-test-X-lb and -r1) from text with DIR
 // and MSR filled in, and takes it and their pins away when the test ends.

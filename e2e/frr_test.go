@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,32 +14,46 @@ import (
 	"time"
 )
 
-// TestFRRSuite runs the RIB lab with FRR as the VCP's routing suite
-// (`routing: {suite: frr}`): both external peers' sessions come up on the
-// mirror, and a BIRD OSPF neighbour forms an adjacency; their prefixes (one
-// announced by both: ECMP, one by OSPF) and the static route reach the
-// back-end, traffic to them is forwarded, the console reads
-// FRR, SNMP's BGP4-MIB comes from FRR's bgpd, and a withdrawal follows.
+// TestFRRSuite runs the RIB lab, dual stack, with FRR as the VCP's
+// routing suite (`routing: {suite: frr}`): both external peers' sessions
+// come up on the mirror (h1's over IPv4 carrying IPv6 too, h2's one of
+// each family), and a BIRD OSPF neighbour forms an adjacency; their
+// prefixes (one announced by both: ECMP, one by OSPF, two IPv6 ones) and
+// the static routes of both families reach the back-end, traffic to them
+// is forwarded (ping and ping -6), the console reads FRR, h1 learns the
+// router's IPv6 static route with the router's IPv6 address as next hop,
+// SNMP's BGP4-MIB comes from FRR's bgpd, and a withdrawal follows.
 func TestFRRSuite(t *testing.T) {
 	dir, write := testDir(t, "6e")
-	write("bgpd.conf", withPassword(peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"), "h1-frr-md5"))
-	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
+	// h1 sends its IPv6 routes over its IPv4 session, its own IPv6 address
+	// their next hop (bgpd without zebra does not know it).
+	write("bgpd.conf", withPassword(peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"), "h1-frr-md5")+
+		" address-family ipv6 unicast\n  neighbor 192.0.2.1 activate\n  neighbor 192.0.2.1 route-map H1-NEXT-HOP6 out\n  network 2001:db8:a1::/48\n exit-address-family\n"+
+		"route-map H1-NEXT-HOP6 permit 10\n set ipv6 next-hop global 2001:db8:10::10\n")
+	// h2 has a session of each family.
+	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10")+
+		" neighbor 2001:db8:10::1 remote-as 65000\n address-family ipv4 unicast\n  no neighbor 2001:db8:10::1 activate\n exit-address-family\n"+
+		" address-family ipv6 unicast\n  neighbor 2001:db8:10::1 activate\n  network 2001:db8:a2::/48\n exit-address-family\n")
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
+	frrOwned(t, filepath.Join(dir, "h1z")) // h1's zebra runs as FRR's user
 	writeDataPathConfigs(dir, "t-frr", false, false)
+	dualStack(t, dir)
 	write("vcp.yaml", `name: t-frr-vcp
 key_file: `+dir+`/key
 interface: eth0
 external_ports:
-  - {lb: t-frr-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+  - {lb: t-frr-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10}
 routing:
   suite: frr
   asn: 65000
   run_dir: `+dir+`/vcp
   bgp:
-    - {neighbor: 192.0.2.10, asn: 65010, password: h1-frr-md5}
+    - {neighbor: 192.0.2.10, asn: 65010, password: h1-frr-md5, ipv6: true}
     - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1}
+    - {neighbor: "2001:db8:10::11", asn: 65020}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
+    - {to: "2001:db8:99::/48", via: "2001:db8:10::20"}
   ospf:
     - {vlan: 10}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
@@ -53,7 +68,20 @@ protocol ospf v2 {
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
 }
 `)
-	lab := strings.ReplaceAll(ribLab, "t-rib", "t-frr")
+	// h1's bgpd takes IPv6 routes with a link-local next hop beside the
+	// global one (bgpd sends both to an eBGP peer on a shared subnet)
+	// only knowing its interfaces: it runs with zebra here, not -Z.
+	lab := strings.NewReplacer("t-rib", "t-frr",
+		"      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -Z, -S, -i, DIR/bgpd.pid,",
+		"      - {name: zebra, command: [/usr/lib/frr/zebra, -f, /dev/null, -z, DIR/h1z/zserv.api, -i, DIR/h1z/zebra.pid, --vty_socket, DIR/h1z, -P, \"0\", --log, stdout]}\n"+
+			"      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -S, -z, DIR/h1z/zserv.api, -i, DIR/bgpd.pid,",
+		"eth0: {addresses: [192.0.2.10/24]", `eth0: {addresses: [192.0.2.10/24, "2001:db8:10::10/64"]`,
+		"eth0: {addresses: [192.0.2.11/24]", `eth0: {addresses: [192.0.2.11/24, "2001:db8:10::11/64"]`,
+		"      - {to: 203.0.113.0/24, via: 192.0.2.1}\n", "      - {to: 203.0.113.0/24, via: 192.0.2.1}\n      - {to: \"2001:db8:a1::/48\", via: \"2001:db8:10::1\"}\n",
+	).Replace(ribLab)
+	if !strings.Contains(lab, "2001:db8:10::11/64") || !strings.Contains(lab, "2001:db8:a1::/48") || !strings.Contains(lab, "h1z/zserv.api") {
+		t.Fatalf("the dual-stack lab is not the RIB lab with IPv6 addresses:\n%s", lab)
+	}
 	upControlLab(t, dir, "t-frr", lab)
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "bird", "-c", filepath.Join(dir, "h2-bird.conf"),
 		"-s", filepath.Join(dir, "h2-bird.ctl"), "-P", filepath.Join(dir, "h2-bird.pid")); code != 0 {
@@ -80,7 +108,8 @@ protocol ospf v2 {
 	}
 	routes := func() map[string]string { return routeVia(t, dir) }
 	want := map[string]string{"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20",
-		"10.99.0.0/16": "192.0.2.11"} // the last by OSPF
+		"10.99.0.0/16":     "192.0.2.11", // by OSPF
+		"2001:db8:a1::/48": "2001:db8:10::10", "2001:db8:a2::/48": "2001:db8:10::11", "2001:db8:99::/48": "2001:db8:10::20"}
 	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(300 * time.Millisecond) {
 		got, ok := routes(), true
 		for p, via := range want {
@@ -98,9 +127,17 @@ protocol ospf v2 {
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ping", "-c", "2", "-i", "0.2", "-W", "2", "203.0.113.1"); code != 0 {
 		t.Fatalf("ping to the learned prefix: %s %s", out, errOut)
 	}
+	msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "ip", "addr", "add", "2001:db8:a1::1/128", "dev", "lo")
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", "2001:db8:a1::1"); code != 0 {
+		t.Fatalf("ping -6 to the IPv6 prefix learned over h1's IPv4 session: %s %s\nthe back-end's routes: %s\n%s", out, errOut, routeList(t, dir), logs())
+	}
+	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "2001:db8:a2::9", "-o", "json")
+	if !strings.Contains(out, `"prefix": "2001:db8:a2::/48"`) || !strings.Contains(out, `"2001:db8:10::11"`) {
+		t.Errorf("msr ctl route of an IPv6 address with FRR: %s", out)
+	}
 	// The console reads FRR: the suite's route for an address and the
 	// back-end's session.
-	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "203.0.113.9", "-o", "json")
+	out, _, _ = msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "203.0.113.9", "-o", "json")
 	if !strings.Contains(out, `"prefix": "203.0.113.0/24"`) || !strings.Contains(out, `"192.0.2.10"`) {
 		t.Errorf("msr ctl route with FRR: %s", out)
 	}
@@ -143,15 +180,21 @@ protocol ospf v2 {
 	}
 	// The router announces what it originates to each peer (connected and
 	// static by default), with its own address as next hop: h1's bgpd
-	// learns the static route 198.51.100.0/24 from it.
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd",
-			"-c", "show ip bgp 198.51.100.0/24")
-		if strings.Contains(out, "65000") && strings.Contains(out, "192.0.2.1 from 192.0.2.1 ") {
-			break
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("h1 never learned the router's static 198.51.100.0/24:\n%s\n%s", out, logs())
+	// learns the static route 198.51.100.0/24 from it, and the IPv6 one
+	// over the same (IPv4) session, with the router's IPv6 address on the
+	// port as next hop.
+	for _, c := range []struct{ show, nextHop string }{
+		{"show ip bgp 198.51.100.0/24", "192.0.2.1 from 192.0.2.1 "},
+		{"show bgp ipv6 unicast 2001:db8:99::/48", "2001:db8:10::1 from 192.0.2.1 "},
+	} {
+		for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+			out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd", "-c", c.show)
+			if strings.Contains(out, "65000") && strings.Contains(out, c.nextHop) {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("h1 never learned the router's static route (%s: via %s):\n%s\n%s", c.show, c.nextHop, out, logs())
+			}
 		}
 	}
 	// A withdrawal at the peer.
@@ -239,4 +282,21 @@ protocol ospf v2 {
 		}
 		return string(out)
 	})
+}
+
+// frrOwned makes a directory FRR's user owns (zebra gives up root).
+func frrOwned(t *testing.T, dir string) {
+	t.Helper()
+	u, err := user.Lookup("frr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
 }

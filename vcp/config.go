@@ -687,9 +687,6 @@ func (c *FileConfig) complete() error {
 			if b.IPv6 && b.Neighbor.Is4() && !c.port6Of(b.Neighbor).IsValid() {
 				return b.Pos.Errorf("BGP neighbour %s: ipv6 needs an address6 on its port (the IPv6 routes' next hop)", b.Neighbor)
 			}
-			if r.Suite == "frr" && (b.IPv6 || b.Neighbor.Is6()) {
-				return b.Pos.Errorf("BGP neighbour %s: IPv6 with suite frr is not built yet: use suite bird", b.Neighbor)
-			}
 			if err := checkKinds("export", b.Export, exportKinds); err != nil {
 				return b.Pos.Errorf("BGP neighbour %s: %v", b.Neighbor, err)
 			}
@@ -720,16 +717,10 @@ func (c *FileConfig) complete() error {
 			if st.To.Addr().Is4In6() || st.To.Addr().Is6() != st.Via.Is6() || !c.onPort(st.Via) {
 				return st.Pos.Errorf("static route %s via %s: a prefix via an address of its family on an external port's subnet", st.To, st.Via)
 			}
-			if r.Suite == "frr" && st.To.Addr().Is6() {
-				return st.Pos.Errorf("static route %s: IPv6 with suite frr is not built yet: use suite bird", st.To)
-			}
 		}
 		for _, f := range r.StaticFiles {
 			if f.Via.Is4In6() || !c.onPort(f.Via) {
 				return f.Pos.Errorf("static file %s via %s: an address on an external port's subnet", f.File, f.Via)
-			}
-			if r.Suite == "frr" && f.Via.Is6() {
-				return f.Pos.Errorf("static file %s via %s: IPv6 with suite frr is not built yet: use suite bird", f.File, f.Via)
 			}
 		}
 		if err := checkKinds("ospf_export", r.OSPFExport, ospfExportKinds); err != nil {
@@ -768,7 +759,7 @@ func (c *FileConfig) complete() error {
 				return p.Pos.Errorf("RIPng on VLAN %d: no external port with an address6 has it", p.VLAN)
 			}
 			if r.Suite == "frr" {
-				return p.Pos.Errorf("RIPng with suite frr is not built yet: use suite bird")
+				return p.Pos.Errorf("RIPng with suite frr: %s", frrLinkLocal)
 			}
 		}
 		for _, o := range r.OSPFv3 {
@@ -776,12 +767,19 @@ func (c *FileConfig) complete() error {
 				return o.Pos.Errorf("OSPFv3 on VLAN %d: no external port with an address6 has it", o.VLAN)
 			}
 			if r.Suite == "frr" {
-				return o.Pos.Errorf("OSPFv3 with suite frr is not built yet: use suite bird")
+				return o.Pos.Errorf("OSPFv3 with suite frr: %s", frrLinkLocal)
 			}
 		}
 	}
 	return nil
 }
+
+// frrLinkLocal is why OSPFv3 and RIPng are BIRD's only: their next hops
+// are link-local (RFC 5340 4.8.1, RFC 2080 2.1.1), and FRR's bgpd replaces
+// a link-local next hop with its own address on every route it sends
+// (subgroup_announce_check in bgpd/bgp_route.c), so the back-ends would
+// get routes via the VCP.
+const frrLinkLocal = "its link-local next hops do not reach the back-ends (FRR's bgpd sends its own address in their place): use suite bird"
 
 // hasVLAN6 says whether an external port with an IPv6 address has the
 // VLAN.

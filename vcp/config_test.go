@@ -294,13 +294,9 @@ func TestIPv6Config(t *testing.T) {
 		{`neighbor: "2001:db8:10::20"`, `neighbor: "2001:db8:11::20"`, "BGP neighbour 2001:db8:11::20: an address on an external port's subnet", `- {neighbor: "2001`},
 		{"neighbor: 192.0.2.21, asn: 65021", "neighbor: 198.51.100.21, asn: 65021", "BGP neighbour 198.51.100.21: ipv6 needs an address6 on its port", "- {neighbor: 192.0.2.21"},
 		{`via: "2001:db8:10::254"`, "via: 192.0.2.254", "static route 2001:db8:99::/48 via 192.0.2.254: a prefix via an address of its family", `- {to: "2001`},
-		{"asn: 65000\n", "asn: 65000\n  suite: frr\n", "IPv6 with suite frr is not built yet", `- {neighbor: "2001`},
 	} {
 		_, err := load(t, strings.Replace(dual, c.from, c.to, 1))
 		at := line(c.at)
-		if c.from == "asn: 65000\n" {
-			at++ // the line the edit adds
-		}
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", at)) {
 			t.Errorf("%s -> %s: %v, want %q at line %d", c.from, c.to, err, c.want, at)
 		}
@@ -316,21 +312,19 @@ func TestIPv6Config(t *testing.T) {
 		}
 	}
 	// A static file via an IPv6 gateway on a port's IPv6 subnet (its
-	// IPv6 prefixes); one off every port's subnets, or with FRR, is
+	// IPv6 prefixes), with either suite; one off every port's subnets is
 	// refused at its line.
 	files := dual + "  static_files:\n    - {file: /dev/null, via: \"2001:db8:10::253\"}\n"
 	if c, err := load(t, files); err != nil || len(c.Routing.StaticFiles6()) != 1 || c.Routing.StaticFiles6()[0].I != 0 {
 		t.Errorf("an IPv6 static file: %v", err)
 	}
 	last := strings.Count(files, "\n")
-	frr := strings.Replace(strings.Replace(files, "asn: 65000\n", "asn: 65000\n  suite: frr\n", 1), "  static:\n    - {to: \"2001:db8:99::/48\", via: \"2001:db8:10::254\"}\n", "", 1)
-	frr = strings.Replace(frr, "    - {neighbor: \"2001:db8:10::20\", asn: 65020}\n    - {neighbor: 192.0.2.21, asn: 65021, ipv6: true}\n", "    - {neighbor: 192.0.2.21, asn: 65021}\n", 1)
-	for _, c := range []struct{ text, want string }{
-		{strings.Replace(files, "via: \"2001:db8:10::253\"", "via: \"2001:db8:11::253\"", 1), fmt.Sprintf("vcp.yaml:%d:7: static file /dev/null via 2001:db8:11::253: an address on an external port's subnet", last)},
-		{frr, fmt.Sprintf("vcp.yaml:%d:7: static file /dev/null via 2001:db8:10::253: IPv6 with suite frr is not built yet", strings.Count(frr, "\n"))},
-	} {
-		if _, err := load(t, c.text); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v, want %q", err, c.want)
-		}
+	frr := strings.Replace(files, "asn: 65000\n", "asn: 65000\n  suite: frr\n", 1)
+	if c, err := load(t, frr); err != nil || len(c.Routing.StaticFiles6()) != 1 || len(c.Routing.Static6()) != 1 {
+		t.Errorf("IPv6 BGP, static routes and files with FRR: %v", err)
+	}
+	want := fmt.Sprintf("vcp.yaml:%d:7: static file /dev/null via 2001:db8:11::253: an address on an external port's subnet", last)
+	if _, err := load(t, strings.Replace(files, "via: \"2001:db8:10::253\"", "via: \"2001:db8:11::253\"", 1)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %q", err, want)
 	}
 }

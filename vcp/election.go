@@ -2,12 +2,15 @@ package vcp
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/template"
 	"time"
@@ -73,7 +76,6 @@ vrrp_instance msr {
 
 // Election runs keepalived and reports its verdicts.
 type Election struct {
-	proc *child
 	fifo *os.File
 	// track is keepalived's tracked file: 0, or 1 to make the instance
 	// faulty (Fault).
@@ -81,10 +83,18 @@ type Election struct {
 	// Active receives true when this VCP becomes VRRP master, false when
 	// it stops being master.
 	Active chan bool
+
+	dir  string
+	argv []string
+	log  *slog.Logger
+	stop chan struct{}
+	mu   sync.Mutex
+	proc *child
 }
 
 // StartElection writes keepalived's configuration into dir and starts it
-// in the calling thread's namespace.
+// in the calling thread's namespace, supervised: a keepalived that ends
+// while the VCP runs is started again.
 func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir string, log *slog.Logger) (*Election, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -112,16 +122,99 @@ func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir str
 	if err != nil {
 		return nil, err
 	}
-	e := &Election{fifo: f, track: track, Active: make(chan bool, 4)}
+	e := &Election{fifo: f, track: track, Active: make(chan bool, 4), dir: dir, log: log, stop: make(chan struct{}),
+		argv: []string{"keepalived", "--dont-fork", "--log-console", "--log-detail", "--vrrp", "--use-file", path,
+			"--pid", filepath.Join(dir, "keepalived.pid"), "--vrrp_pid", filepath.Join(dir, "vrrp.pid")}}
 	// keepalived dies with msr vcp: a dead VCP must stop advertising itself.
-	e.proc, err = startChild(filepath.Join(dir, "keepalived.log"), "keepalived", "--dont-fork", "--log-console", "--log-detail",
-		"--vrrp", "--use-file", path, "--pid", filepath.Join(dir, "keepalived.pid"), "--vrrp_pid", filepath.Join(dir, "vrrp.pid"))
-	if err != nil {
+	if e.proc, err = e.start(); err != nil {
 		f.Close()
 		return nil, err
 	}
 	go e.read(log)
+	go e.supervise()
 	return e, nil
+}
+
+// start starts keepalived once the one a VCP that died in this run
+// directory left is gone: keepalived refuses to run beside it, and says
+// so with exit status 0 ("daemon is already running"). That one withdraws
+// on its parent's death (priority 0, its addresses removed), which takes
+// it a moment; a VCP restarted at once (kill -9 and a supervisor) had no
+// keepalived at all, so no election: a second takeover found nobody.
+func (e *Election) start() (*child, error) {
+	waitOldKeepalived(e.dir, 3*time.Second)
+	return startChild(filepath.Join(e.dir, "keepalived.log"), e.argv...)
+}
+
+// supervise starts keepalived again when it ends while the VCP runs (a
+// second later, not in a loop): without it this VCP has no say in the
+// election.
+func (e *Election) supervise() {
+	for {
+		e.mu.Lock()
+		proc := e.proc
+		e.mu.Unlock()
+		select {
+		case <-e.stop:
+			return
+		case <-proc.exited:
+		}
+		select {
+		case <-e.stop:
+			return
+		case <-time.After(time.Second):
+		}
+		e.log.Error("keepalived ended: restarting it", "status", proc.status)
+		next, err := e.start()
+		if err != nil {
+			e.log.Error("keepalived", "err", err)
+			next = &child{exited: make(chan struct{})} // try again in a second
+			close(next.exited)
+		}
+		e.mu.Lock()
+		e.proc = next
+		e.mu.Unlock()
+		select {
+		case <-e.stop: // Stop came while it started: it stopped the one before
+			if next.cmd != nil {
+				next.stop(syscall.SIGTERM, 3*time.Second)
+			}
+			return
+		default:
+		}
+	}
+}
+
+// waitOldKeepalived waits up to grace for the keepalived processes whose
+// pid files are in dir (and whose command line names dir) to end, and
+// kills those left.
+func waitOldKeepalived(dir string, grace time.Duration) {
+	for _, name := range []string{"keepalived.pid", "vrrp.pid"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 1 {
+			continue
+		}
+		for end := time.Now().Add(grace); keepalivedOf(pid, dir) && time.Now().Before(end); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if keepalivedOf(pid, dir) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			for end := time.Now().Add(time.Second); keepalivedOf(pid, dir) && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// keepalivedOf says whether pid is a running keepalived of dir's (its
+// command line names keepalived and dir; a zombie's is empty).
+func keepalivedOf(pid int, dir string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && bytes.Contains(b, []byte("keepalived")) && bytes.Contains(b, []byte(dir))
 }
 
 // electionConfig is keepalived's configuration.
@@ -159,6 +252,12 @@ func (e *Election) Fault() error { return os.WriteFile(e.track, []byte("1\n"), 0
 
 // Stop ends keepalived; it gives up the address on its way out.
 func (e *Election) Stop() {
-	e.proc.stop(syscall.SIGTERM, 3*time.Second)
+	close(e.stop)
+	e.mu.Lock()
+	proc := e.proc
+	e.mu.Unlock()
+	if proc.cmd != nil {
+		proc.stop(syscall.SIGTERM, 3*time.Second)
+	}
 	e.fifo.Close()
 }

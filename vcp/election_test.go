@@ -4,8 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The election's configuration is what keepalived itself accepts, and
@@ -50,5 +52,48 @@ func TestElectionConfig(t *testing.T) {
 		if _, err := load(t, goodVCP+bad); err == nil || !strings.Contains(err.Error(), "vcp.yaml:") {
 			t.Errorf("%q: %v, want an error with its line", bad, err)
 		}
+	}
+}
+
+// A VCP restarted at once after kill -9 finds its dead self's keepalived
+// still withdrawing (its parent-death signal): the new one waits for it to
+// end, as long as it takes within the grace, kills one that outlives the
+// grace, and takes a pid file whose process is not keepalived (a stale
+// one, its pid reused) for gone at once. keepalived refuses to start
+// beside the old one; a VCP without it had no say in the next election.
+func TestWaitOldKeepalived(t *testing.T) {
+	dir := t.TempDir()
+	// A "keepalived": its command line names keepalived and dir.
+	script := filepath.Join(dir, "keepalived")
+	os.WriteFile(script, []byte("#!/bin/sh\ntrap '' TERM\nend=$1\nwhile [ $end -gt 0 ]; do sleep 0.02; end=$((end-1)); done\n"), 0o755)
+	old := func(ticks string) *exec.Cmd {
+		cmd := exec.Command(script, ticks)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go cmd.Wait()
+		os.WriteFile(filepath.Join(dir, "vrrp.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+		return cmd
+	}
+	// One that ends by itself after ~0.2 s: waited for, not killed.
+	cmd := old("10")
+	start := time.Now()
+	waitOldKeepalived(dir, 2*time.Second)
+	if took := time.Since(start); took < 150*time.Millisecond || took > 1500*time.Millisecond || keepalivedOf(cmd.Process.Pid, dir) {
+		t.Errorf("a keepalived withdrawing for 0.2 s: waited %v, still running %v", took, keepalivedOf(cmd.Process.Pid, dir))
+	}
+	// One that would run for 20 s: killed after the grace.
+	cmd = old("1000")
+	start = time.Now()
+	waitOldKeepalived(dir, 300*time.Millisecond)
+	if took := time.Since(start); took < 300*time.Millisecond || took > 1500*time.Millisecond || keepalivedOf(cmd.Process.Pid, dir) {
+		t.Errorf("a keepalived outliving the grace: waited %v, still running %v", took, keepalivedOf(cmd.Process.Pid, dir))
+	}
+	// A stale pid file naming another process (this test's).
+	os.WriteFile(filepath.Join(dir, "keepalived.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	start = time.Now()
+	waitOldKeepalived(dir, 2*time.Second)
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Errorf("a pid file naming a process that is not keepalived: waited %v", took)
 	}
 }

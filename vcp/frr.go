@@ -45,7 +45,7 @@ type FRR struct {
 var frrConf = template.Must(template.New("frr").Funcs(template.FuncMap{"portsMap": portsMap}).Parse(`{{define "zebra"}}! Written by msr vcp: do not edit, edit the VCP's config.
 hostname vcp
 {{end}}{{define "staticd"}}! Written by msr vcp: do not edit, edit the VCP's config.
-{{range .Static}}ip route {{.To}} {{.Via}}
+{{range .Static}}{{if .Via.Is6}}ipv6{{else}}ip{{end}} route {{.To}} {{.Via}}
 {{end}}{{end}}{{define "ospfd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 router ospf
  ospf router-id {{.RouterID}}
@@ -110,14 +110,18 @@ agentx
 {{end}}{{if .Backends}}  neighbor BACKENDS route-reflector-client
   neighbor BACKENDS addpath-tx-all-paths
   neighbor BACKENDS route-map MSR-BACKENDS out
-{{end}}{{range $i, $b := .BGP}}  neighbor {{.Neighbor}} route-map MSR-EXPORT-{{$i}} out
-  neighbor {{.Neighbor}} next-hop-self
-{{if .ImportPrefixes}}  neighbor {{.Neighbor}} prefix-list MSR-IMPORT-{{$i}} in
-{{else if .ImportsNothing}}  neighbor {{.Neighbor}} prefix-list MSR-NOTHING in
-{{end}}{{if .ExportPrefixes}}  neighbor {{.Neighbor}} prefix-list MSR-EXPORT-{{$i}} out
-{{end}}{{if .MaxPrefixes}}  neighbor {{.Neighbor}} maximum-prefix {{.MaxPrefixes}}{{if .MaxPrefixesRestart}} restart {{.RestartMinutes}}{{end}}
-{{end}}{{end}} exit-address-family
-!
+{{end}}{{range .BGP}}{{.AF4}}{{end}} exit-address-family
+{{if .HasIPv6}} ! IPv6 (MP-BGP): with the peers that carry it, and to the back-ends
+ ! over their IPv4 sessions.
+ address-family ipv6 unicast
+{{if .RedistConnected}}  redistribute connected route-map MSR-CONNECTED
+{{end}}{{if or .Backends .RedistStatic}}  redistribute static route-map MSR-STATIC
+{{end}}{{if .Backends}}  neighbor BACKENDS activate
+  neighbor BACKENDS route-reflector-client
+  neighbor BACKENDS addpath-tx-all-paths
+  neighbor BACKENDS route-map MSR-BACKENDS out
+{{end}}{{range .BGP}}{{.AF6}}{{end}} exit-address-family
+{{end}}!
 ! What is redistributed is tagged by kind (1 connected: the external
 ! ports' networks only; 2 static; 3 OSPF; 4 RIP); each peer's export route-map
 ! permits its kinds, BGP-learned routes by their non-empty AS path.
@@ -152,35 +156,80 @@ route-map MSR-BACKENDS permit 30
 {{end}}{{end}}route-map MSR-BACKENDS permit 1000
  set large-community {{.ASN}}:1:7 {{.ASN}}:3:20
 {{range .BGP}}{{.RouteMap}}{{.PrefixLists}}{{end}}ip prefix-list MSR-NOTHING seq 5 deny any
+ipv6 prefix-list MSR-NOTHING6 seq 5 deny any
 {{end}}`))
 
 // frrPeer is a BGP neighbour with the keepalive its hold time implies,
-// and its export route-map.
+// its export route-map, its prefix lists, and its lines in each address
+// family.
 type frrPeer struct {
 	BGPPeer
 	Keepalive   uint16
 	RouteMap    string
-	PrefixLists string // MSR-IMPORT-i and MSR-EXPORT-i
+	PrefixLists string // MSR-IMPORT[6]-i and MSR-EXPORT[6]-i
+	AF4, AF6    string
 }
 
 // IBGPSeq is peer i's entry in MSR-BACKENDS when it is an iBGP peer
 // (distance 200, not eBGP's 20).
 func (p frrPeer) IBGPSeq(i int) int { return 100 + 10*i }
 
-// RestartMinutes is max_prefixes_restart in FRR's unit.
-func (p frrPeer) RestartMinutes() int { return int(p.MaxPrefixesRestart / time.Minute) }
+// newFRRPeer is peer i as bgpd.conf writes it.
+func newFRRPeer(i int, b BGPPeer) frrPeer {
+	p := frrPeer{BGPPeer: b, Keepalive: max(b.HoldTime/3, 1), RouteMap: exportRouteMap(i, b)}
+	var lists strings.Builder
+	p.AF4 = peerFamily(i, b, false, &lists)
+	p.AF6 = peerFamily(i, b, true, &lists)
+	p.PrefixLists = lists.String()
+	return p
+}
 
-// prefixLists are peer i's prefix lists: MSR-IMPORT-i and MSR-EXPORT-i
-// (an empty export list makes the export route-map deny all instead).
-func prefixLists(i int, b BGPPeer) string {
+// peerFamily is peer i's lines in the address family of v6, and its
+// prefix lists of that family written to lists. A session carries its
+// transport's family (an IPv6 one only IPv6, though bgpd activates IPv4
+// on every session) and IPv6 on an IPv4 one with ipv6, its next hop then
+// the router's IPv6 address on the port (bgpd's next-hop-self takes the
+// interface's global address). Each family's import and export lists are
+// the patterns of that family: a list that has none of them passes
+// nothing of it, as with BIRD (BGPPeer.Channels).
+func peerFamily(i int, b BGPPeer, v6 bool, lists *strings.Builder) string {
 	var s strings.Builder
+	n := b.Neighbor
+	carries := b.Neighbor.Is6() == v6 || (v6 && b.IPv6)
+	switch {
+	case !v6 && !carries:
+		return fmt.Sprintf("  no neighbor %s activate\n", n)
+	case !carries:
+		return ""
+	case v6:
+		fmt.Fprintf(&s, "  neighbor %s activate\n", n)
+	}
+	suffix, ip := "", "ip"
+	if v6 {
+		suffix, ip = "6", "ipv6"
+	}
+	fmt.Fprintf(&s, "  neighbor %s route-map MSR-EXPORT-%d out\n  neighbor %s next-hop-self\n", n, i, n)
 	for _, l := range []struct {
-		name string
-		ps   []PrefixPattern
-	}{{"MSR-IMPORT", b.ImportPrefixes}, {"MSR-EXPORT", b.ExportPrefixes}} {
-		for k, p := range l.ps {
-			fmt.Fprintf(&s, "ip prefix-list %s-%d seq %d permit %s\n", l.name, i, 5*(k+1), p.FRR())
+		name, dir string
+		ps        []PrefixPattern
+	}{{"MSR-IMPORT", "in", ofFamily(b.ImportPrefixes, v6)}, {"MSR-EXPORT", "out", ofFamily(b.ExportPrefixes, v6)}} {
+		switch {
+		case l.ps == nil:
+		case len(l.ps) == 0:
+			fmt.Fprintf(&s, "  neighbor %s prefix-list MSR-NOTHING%s %s\n", n, suffix, l.dir)
+		default:
+			fmt.Fprintf(&s, "  neighbor %s prefix-list %s%s-%d %s\n", n, l.name, suffix, i, l.dir)
+			for k, p := range l.ps {
+				fmt.Fprintf(lists, "%s prefix-list %s%s-%d seq %d permit %s\n", ip, l.name, suffix, i, 5*(k+1), p.FRR())
+			}
 		}
+	}
+	if b.MaxPrefixes > 0 {
+		fmt.Fprintf(&s, "  neighbor %s maximum-prefix %d", n, b.MaxPrefixes)
+		if b.MaxPrefixesRestart > 0 {
+			fmt.Fprintf(&s, " restart %d", int(b.MaxPrefixesRestart/time.Minute))
+		}
+		s.WriteString("\n")
 	}
 	return s.String()
 }
@@ -324,7 +373,7 @@ func (f *FRR) writeConfig() error {
 		RedistConnected, RedistStatic, RedistOSPF, RedistRIP bool
 	}{RoutingConfig: f.cfg}
 	for i, b := range f.cfg.BGP {
-		data.BGP = append(data.BGP, frrPeer{b, max(b.HoldTime/3, 1), exportRouteMap(i, b), prefixLists(i, b)})
+		data.BGP = append(data.BGP, newFRRPeer(i, b))
 		data.RedistConnected = data.RedistConnected || b.Exporting("connected")
 		data.RedistStatic = data.RedistStatic || b.Exporting("static")
 		data.RedistOSPF = data.RedistOSPF || b.Exporting("ospf")
@@ -348,12 +397,16 @@ func (f *FRR) writeConfig() error {
 		}
 		if d == "staticd" {
 			for _, sf := range f.cfg.StaticFiles {
-				ps, err := routetable.Load(sf.File)
+				load, ip := routetable.Load, "ip"
+				if sf.Via.Is6() {
+					load, ip = routetable.Load6, "ipv6"
+				}
+				ps, err := load(sf.File)
 				if err != nil {
 					return err
 				}
 				for _, p := range ps {
-					fmt.Fprintf(&b, "ip route %s %s\n", p, sf.Via)
+					fmt.Fprintf(&b, "%s route %s %s\n", ip, p, sf.Via)
 				}
 			}
 		}
@@ -374,16 +427,38 @@ func (f *FRR) vtysh(commands ...string) (string, error) {
 	return string(out), err
 }
 
-// frrSummary is `show bgp summary json`, the part used.
+// frrSummary is `show bgp summary json`, the part used: each address
+// family's peers.
 type frrSummary struct {
-	IPv4 struct {
-		Peers map[string]struct {
-			State       string `json:"state"`
-			PfxRcd      int    `json:"pfxRcd"`
-			PfxSnt      int    `json:"pfxSnt"`
-			DynamicPeer bool   `json:"dynamicPeer"`
-		} `json:"peers"`
-	} `json:"ipv4Unicast"`
+	IPv4 frrFamilySummary `json:"ipv4Unicast"`
+	IPv6 frrFamilySummary `json:"ipv6Unicast"`
+}
+
+type frrFamilySummary struct {
+	Peers map[string]frrPeerSummary `json:"peers"`
+}
+
+type frrPeerSummary struct {
+	State       string `json:"state"`
+	PfxRcd      int    `json:"pfxRcd"`
+	PfxSnt      int    `json:"pfxSnt"`
+	DynamicPeer bool   `json:"dynamicPeer"`
+}
+
+// Peers are the sessions of both families, each once: its state, and
+// the prefixes received and sent in every family it carries.
+func (s *frrSummary) Peers() map[string]frrPeerSummary {
+	out := map[string]frrPeerSummary{}
+	for _, f := range []frrFamilySummary{s.IPv4, s.IPv6} {
+		for addr, p := range f.Peers {
+			if q, ok := out[addr]; ok {
+				p.PfxRcd += q.PfxRcd
+				p.PfxSnt += q.PfxSnt
+			}
+			out[addr] = p
+		}
+	}
+	return out
 }
 
 func (f *FRR) summary() (*frrSummary, error) {
@@ -410,9 +485,9 @@ func (f *FRR) holdFeed() {
 		if err != nil {
 			return false, 0, err
 		}
-		up, n := true, 0
+		up, n, peers := true, 0, s.Peers()
 		for addr := range external {
-			p, ok := s.IPv4.Peers[addr]
+			p, ok := peers[addr]
 			up = up && ok && p.State == "Established"
 			n += p.PfxRcd
 		}
@@ -434,6 +509,10 @@ func (f *FRR) Status() vcpapi.SuiteStatus {
 		ospf, _ = f.vtysh("show ip ospf neighbor")
 	}
 	routes, _ := f.vtysh("show ip route summary")
+	if f.cfg.HasIPv6() {
+		routes6, _ := f.vtysh("show ipv6 route summary")
+		routes += routes6
+	}
 	return vcpapi.SuiteStatus{Protocols: bgp + ospf, Routes: routes}
 }
 
@@ -442,7 +521,7 @@ func (f *FRR) Status() vcpapi.SuiteStatus {
 func (f *FRR) Protocols() []vcpapi.Protocol {
 	var ps []vcpapi.Protocol
 	if s, err := f.summary(); err == nil {
-		for addr, p := range s.IPv4.Peers {
+		for addr, p := range s.Peers() {
 			pr := vcpapi.Protocol{Name: addr, Proto: "BGP", State: "start", Info: p.State, Imported: p.PfxRcd, Exported: p.PfxSnt}
 			pr.Neighbor, _ = netip.ParseAddr(addr)
 			if p.State == "Established" {
@@ -474,24 +553,32 @@ func (f *FRR) Protocols() []vcpapi.Protocol {
 	return ps
 }
 
-// Networks is the number of routes in zebra's table.
+// Networks is the number of routes in zebra's tables, both families.
 func (f *FRR) Networks() (int, error) {
-	out, err := f.vtysh("show ip route summary json")
-	if err != nil {
-		return 0, fmt.Errorf("routing suite: %v: %s", err, out)
+	n := 0
+	for _, ip := range []string{"ip", "ipv6"} {
+		out, err := f.vtysh("show " + ip + " route summary json")
+		if err != nil {
+			return 0, fmt.Errorf("routing suite: %v: %s", err, out)
+		}
+		var s struct {
+			Total int `json:"routesTotal"`
+		}
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			return 0, fmt.Errorf("show %s route summary: %v", ip, err)
+		}
+		n += s.Total
 	}
-	var s struct {
-		Total int `json:"routesTotal"`
-	}
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		return 0, fmt.Errorf("show ip route summary: %v", err)
-	}
-	return s.Total, nil
+	return n, nil
 }
 
 // RoutesFor are zebra's routes for an address.
 func (f *FRR) RoutesFor(addr netip.Addr) []vcpapi.SuiteRoute {
-	out, _ := f.vtysh("show ip route " + addr.String() + " json")
+	ip := "ip"
+	if addr.Is6() {
+		ip = "ipv6"
+	}
+	out, _ := f.vtysh("show " + ip + " route " + addr.String() + " json")
 	var m map[string][]struct {
 		Prefix   string `json:"prefix"`
 		Protocol string `json:"protocol"`

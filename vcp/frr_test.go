@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// TestFRRConfParses renders every daemon's configuration and has each
-// daemon check its own (--dryrun).
+// TestFRRConfParses renders every daemon's configuration, dual stack, and
+// has each daemon check its own (--dryrun).
 func TestFRRConfParses(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
@@ -24,13 +24,16 @@ func TestFRRConfParses(t *testing.T) {
 			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
 			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}},
-			{Neighbor: netip.MustParseAddr("192.0.2.15"), ASN: 65000}},
-		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
-		OSPF:   []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}}, OSPFExport: []string{"connected", "bgp"},
+			{Neighbor: netip.MustParseAddr("192.0.2.15"), ASN: 65000},
+			{Neighbor: netip.MustParseAddr("2001:db8:10::10"), ASN: 65016, MaxPrefixes: 10, ImportPrefixes: []PrefixPattern{mustPattern("2001:db8::/32+")}},
+			{Neighbor: netip.MustParseAddr("192.0.2.17"), ASN: 65017, IPv6: true, ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+")}}},
+		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")},
+			{To: netip.MustParsePrefix("2001:db8:99::/48"), Via: netip.MustParseAddr("2001:db8:10::254")}},
+		OSPF: []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}}, OSPFExport: []string{"connected", "bgp"},
 		RIP: []RIPPort{{VLAN: 11}}, RIPExport: []string{"connected", "static"},
 		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
-		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Name: "lb1/e0"},
+		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0"},
 			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
 	f := &FRR{cfg: cfg, dir: filepath.Join(dir, "frr"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := f.writeConfig(); err != nil {
@@ -56,10 +59,19 @@ func TestFRRConfParses(t *testing.T) {
 			// Prefix lists and limits.
 			"neighbor 192.0.2.13 prefix-list MSR-IMPORT-3 in\n  neighbor 192.0.2.13 prefix-list MSR-EXPORT-3 out\n  neighbor 192.0.2.13 maximum-prefix 1000 restart 2\n",
 			"ip prefix-list MSR-IMPORT-3 seq 5 permit 10.0.0.0/8 le 32\nip prefix-list MSR-IMPORT-3 seq 10 permit 172.16.0.0/12 ge 16 le 24\nip prefix-list MSR-EXPORT-3 seq 5 permit 192.0.2.0/24\n",
-			"neighbor 192.0.2.14 prefix-list MSR-NOTHING in\n  neighbor 192.0.2.14 maximum-prefix 50\n", "ip prefix-list MSR-NOTHING seq 5 deny any"},
+			"neighbor 192.0.2.14 prefix-list MSR-NOTHING in\n  neighbor 192.0.2.14 maximum-prefix 50\n", "ip prefix-list MSR-NOTHING seq 5 deny any",
+			// IPv6: a session over IPv6 carries IPv6 only; an IPv4 one with
+			// ipv6 both, each family with its own prefix lists (the IPv4
+			// session's has none of IPv6: nothing of it taken); the
+			// back-ends get both.
+			"  no neighbor 2001:db8:10::10 activate\n", " address-family ipv6 unicast\n  redistribute connected route-map MSR-CONNECTED\n  redistribute static route-map MSR-STATIC\n  neighbor BACKENDS activate\n",
+			"  neighbor 2001:db8:10::10 activate\n  neighbor 2001:db8:10::10 route-map MSR-EXPORT-6 out\n  neighbor 2001:db8:10::10 next-hop-self\n  neighbor 2001:db8:10::10 prefix-list MSR-IMPORT6-6 in\n  neighbor 2001:db8:10::10 maximum-prefix 10\n",
+			"ipv6 prefix-list MSR-IMPORT6-6 seq 5 permit 2001:db8::/32 le 128\n",
+			"  neighbor 192.0.2.17 prefix-list MSR-IMPORT-7 in\n", "  neighbor 192.0.2.17 activate\n  neighbor 192.0.2.17 route-map MSR-EXPORT-7 out\n  neighbor 192.0.2.17 next-hop-self\n  neighbor 192.0.2.17 prefix-list MSR-NOTHING6 in\n",
+			"ipv6 prefix-list MSR-NOTHING6 seq 5 deny any"},
 		"ripd":    {"router rip\n version 2\n network x11\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!", "route-map MSR-RIP-CONNECTED permit 10\n match interface x10\n"},
 		"bfdd":    {"bfd\n profile msr\n  receive-interval 300\n  transmit-interval 300\n  detect-multiplier 3\n"},
-		"staticd": {"ip route 203.0.113.0/24 192.0.2.254"},
+		"staticd": {"ip route 203.0.113.0/24 192.0.2.254", "ipv6 route 2001:db8:99::/48 2001:db8:10::254"},
 		"ospfd":   {" redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n!", "route-map MSR-OSPF-CONNECTED permit 20\n match interface x11\n", "interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
 	} {
 		path := filepath.Join(f.dir, d+".conf")

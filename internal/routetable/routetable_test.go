@@ -9,7 +9,9 @@ import (
 // The IPv6 snapshot: 27,693 distinct IPv6 prefixes, none of the IPv4 table
 // the same file holds; grown to a full table of today, 250,000 distinct
 // prefixes with the snapshot's mix (mean length within half a bit, /48 the
-// most common), the new ones in global unicast space.
+// most common), the new ones in global unicast space, clustered as the
+// snapshot's are (its /48s share their /32 with another prefix: 96% of
+// them), where the worst case's (v6u) are spread.
 func TestIPv6Table(t *testing.T) {
 	base, err := Load6(PyASN6)
 	if err != nil {
@@ -57,6 +59,19 @@ func TestIPv6Table(t *testing.T) {
 			t.Errorf("/%d: %d prefixes, more than /48's %d", l, n, lengths[48])
 		}
 	}
+	spread, err := Named6("250000v6u")
+	if err != nil || len(spread) != 250_000 || mean(spread)-mean(base) > 0.5 || mean(base)-mean(spread) > 0.5 {
+		t.Fatalf("250000v6u: %d prefixes, mean length %.2f, %v", len(spread), mean(spread), err)
+	}
+	for _, c := range []struct {
+		name     string
+		ps       []netip.Prefix
+		min, max float64
+	}{{"pyasn6", base, 0.9, 1}, {"250000v6", full, 0.9, 1}, {"250000v6u", spread, 0, 0.2}} {
+		if f := sharingSlash32(c.ps); f < c.min || f > c.max {
+			t.Errorf("%s: %.0f%% of the /48s share their /32, want %.0f%% to %.0f%%", c.name, 100*f, 100*c.min, 100*c.max)
+		}
+	}
 	cut, err := Named6("1000v6")
 	if err != nil || len(cut) != 1000 || cut[999] == base[999] {
 		t.Errorf("a cut of 1000: %d, %v (spread over the table, not its first rows)", len(cut), err)
@@ -66,9 +81,29 @@ func TestIPv6Table(t *testing.T) {
 			t.Errorf("Named(%q) (an IPv4 FIB's): %v, want refused as an IPv6 table", name, err)
 		}
 	}
-	for _, name := range []string{"0v6", "xv6", "/nonexistent"} {
+	for _, name := range []string{"0v6", "xv6", "v6u", "/nonexistent"} {
 		if _, err := Named6(name); err == nil {
 			t.Errorf("Named6(%q): no error", name)
 		}
 	}
+}
+
+// sharingSlash32 is the fraction of a table's /48s whose /32 holds another
+// of its prefixes.
+func sharingSlash32(ps []netip.Prefix) float64 {
+	per32 := map[netip.Prefix]int{}
+	for _, p := range ps {
+		q, _ := p.Addr().Prefix(32)
+		per32[q]++
+	}
+	n, sharing := 0, 0
+	for _, p := range ps {
+		if p.Bits() == 48 {
+			n++
+			if q, _ := p.Addr().Prefix(32); per32[q] > 1 {
+				sharing++
+			}
+		}
+	}
+	return float64(sharing) / float64(n)
 }
