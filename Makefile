@@ -8,7 +8,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unkn
 COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: deb all deps build generate check-generated lint test bench study compare lb-table scale sim controlplane demo fuzz clean
+.PHONY: deb all deps build generate check-generated lint test bench study compare lb-table scale sim controlplane soak demo fuzz clean
 
 all: build
 
@@ -119,6 +119,12 @@ sim: build
 controlplane: build
 	$(BIN) bench vcp --backends 500 --lbs 8 --duration 30s
 	$(BIN) bench rib --routes pyasn --backends 1 --changes 0 --clients 100
+
+# soak: the whole router for 10 minutes under accounted traffic, every
+# fault drawn in turn (docs/reliability.md); make test runs 2 minutes of it
+# (bench's TestSoak).
+soak: build
+	$(BIN) soak --duration 10m --seed 1 --report soak-report
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.

@@ -78,16 +78,16 @@ func load(path string, family func(netip.Addr) bool) ([]netip.Prefix, error) {
 // drawn from it, so a 1M-route table looks like a grown Internet table
 // (unicast space only: first octets 1–223, not 127).
 func Synthesize(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
-	return grow(base, n, seed, func(r *rand.Rand, _ int) (netip.Addr, bool) {
+	return grow(base, n, seed, func(r *rand.Rand, _ int, _ []netip.Prefix) (netip.Addr, bool) {
 		a := netip.AddrFrom4([4]byte{byte(1 + r.IntN(223)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
 		return a, !a.IsLoopback() // no routing suite takes 127/8
 	})
 }
 
 // grow is base and random prefixes beyond it, n in all, distinct, of
-// lengths drawn from base, at addresses random gives for a length (false:
-// draw again).
-func grow(base []netip.Prefix, n int, seed uint64, random func(r *rand.Rand, bits int) (netip.Addr, bool)) []netip.Prefix {
+// lengths drawn from base, at addresses random gives for a length and the
+// table grown so far (false: draw again).
+func grow(base []netip.Prefix, n int, seed uint64, random func(r *rand.Rand, bits int, table []netip.Prefix) (netip.Addr, bool)) []netip.Prefix {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	seen := make(map[netip.Prefix]bool, n)
 	out := make([]netip.Prefix, 0, n)
@@ -100,7 +100,7 @@ func grow(base []netip.Prefix, n int, seed uint64, random func(r *rand.Rand, bit
 	}
 	for len(out) < n {
 		l := base[r.IntN(len(base))].Bits()
-		a, ok := random(r, l)
+		a, ok := random(r, l, out)
 		if p, _ := a.Prefix(l); ok && !seen[p] {
 			seen[p] = true
 			out = append(out, p)
@@ -154,17 +154,18 @@ func cutOrGrow(base []netip.Prefix, n int, grow func([]netip.Prefix, int, uint64
 
 // Synthesize6 grows an IPv6 table as the Internet's grows: base (a real
 // table) and new prefixes of lengths drawn from it, each placed where
-// address space is handed out, beside a prefix already there. One longer
-// than /32 (a site, /48, or an LIR's sub-allocation) goes in the /32 of a
-// random existing prefix in global unicast space (the RIRs' minimum LIR allocation); one of /32
-// or shorter (a new allocation) in the /12 of one (the blocks IANA gives
-// the RIRs: iana.org/assignments/ipv6-unicast-address-assignments).
+// address space is handed out, beside a prefix already in the table (the
+// snapshot's or one grown before it). One longer than /32 (a site, /48,
+// or an LIR's sub-allocation) goes in the /32 of such a prefix (the RIRs'
+// minimum LIR allocation); one of /32 or shorter (a new allocation) in its
+// /12 (the blocks IANA gives the RIRs:
+// iana.org/assignments/ipv6-unicast-address-assignments).
 //
 // That placement is measured, not assumed: in the 2015 snapshot 96% of
 // the /48s share their /32 with another prefix and the FIB needs 0.45
-// 256-entry groups a prefix past its first 24 bits; 250,000 grown this
-// way give 98% and 0.74, where uniformly random addresses (Spread6) give
-// 11% and 2.2 (TestIPv6Table, docs/router.md).
+// 256-entry groups a prefix past its first 16 bits; 250,000 grown this
+// way give 98% and 0.89, where uniformly random addresses (Spread6) give
+// 11% and 2.23 (TestIPv6Table, docs/benchmarks.md).
 //
 // The mix of lengths is today's: the snapshot's mean length is 42.9 bits
 // (/48 44% of it, /32 26%, /33–/44 22%), where the IPv6 tables of 2024–25
@@ -173,14 +174,11 @@ func cutOrGrow(base []netip.Prefix, n int, grow func([]netip.Prefix, int, uint64
 // 2025-03-07); so a table grown with it to 250,000 is a full IPv6 table of
 // today's shape.
 func Synthesize6(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
-	var beside []netip.Prefix // base's in global unicast space (2000::/3)
-	for _, p := range base {
-		if p.Addr().As16()[0]&0xe0 == 0x20 {
-			beside = append(beside, p)
+	return grow(base, n, seed, func(r *rand.Rand, bits int, table []netip.Prefix) (netip.Addr, bool) {
+		q := table[r.IntN(len(table))]
+		if q.Addr().As16()[0]&0xe0 != 0x20 {
+			return netip.Addr{}, false // beside global unicast space (2000::/3) only
 		}
-	}
-	return grow(base, n, seed, func(r *rand.Rand, bits int) (netip.Addr, bool) {
-		q := beside[r.IntN(len(beside))]
 		region := min(q.Bits(), 32)
 		if bits <= 32 {
 			region = min(q.Bits(), 12)
@@ -193,7 +191,7 @@ func Synthesize6(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
 // unicast space (2000::/3), lengths drawn from base: a worst case for a
 // trie, every new prefix a path of its own (table names Nv6u).
 func Spread6(base []netip.Prefix, n int, seed uint64) []netip.Prefix {
-	return grow(base, n, seed, func(r *rand.Rand, _ int) (netip.Addr, bool) {
+	return grow(base, n, seed, func(r *rand.Rand, _ int, _ []netip.Prefix) (netip.Addr, bool) {
 		return randomIn(r, netip.IPv6Unspecified(), 0), true
 	})
 }
