@@ -1,6 +1,7 @@
 package vcp
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,27 +64,35 @@ func TestElectionConfig(t *testing.T) {
 // beside the old one; a VCP without it had no say in the next election.
 func TestWaitOldKeepalived(t *testing.T) {
 	dir := t.TempDir()
-	// A "keepalived": its command line names keepalived and dir.
-	script := filepath.Join(dir, "keepalived")
-	os.WriteFile(script, []byte("#!/bin/sh\ntrap '' TERM\nend=$1\nwhile [ $end -gt 0 ]; do sleep 0.02; end=$((end-1)); done\n"), 0o755)
-	old := func(ticks string) *exec.Cmd {
-		cmd := exec.Command(script, ticks)
+	// A "keepalived": sleep, its command line naming keepalived and dir.
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := func(seconds string) *exec.Cmd {
+		cmd := &exec.Cmd{Path: sleep, Args: []string{"keepalived --use-file " + dir + "/keepalived.conf", seconds}}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		go cmd.Wait()
+		for start := time.Now(); !keepalivedOf(cmd.Process.Pid, dir); time.Sleep(5 * time.Millisecond) {
+			if time.Since(start) > time.Second {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+				t.Fatalf("the fake keepalived's command line %q", b)
+			}
+		}
 		os.WriteFile(filepath.Join(dir, "vrrp.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
 		return cmd
 	}
 	// One that ends by itself after ~0.2 s: waited for, not killed.
-	cmd := old("10")
+	cmd := old("0.2")
 	start := time.Now()
 	waitOldKeepalived(dir, 2*time.Second)
 	if took := time.Since(start); took < 150*time.Millisecond || took > 1500*time.Millisecond || keepalivedOf(cmd.Process.Pid, dir) {
 		t.Errorf("a keepalived withdrawing for 0.2 s: waited %v, still running %v", took, keepalivedOf(cmd.Process.Pid, dir))
 	}
 	// One that would run for 20 s: killed after the grace.
-	cmd = old("1000")
+	cmd = old("20")
 	start = time.Now()
 	waitOldKeepalived(dir, 300*time.Millisecond)
 	if took := time.Since(start); took < 300*time.Millisecond || took > 1500*time.Millisecond || keepalivedOf(cmd.Process.Pid, dir) {
