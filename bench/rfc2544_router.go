@@ -165,24 +165,40 @@ const hostDownHold = time.Second
 // LBs drop it from their tables, and then nothing), and the active VCP
 // (the standby takes its address over).
 func routerResets() []resetAction {
-	restart := func(host, name string) func(*session) error {
-		return func(*session) error {
-			_, _, err := lab.Restart(demo.LabName, host, name, syscall.SIGKILL)
-			return err
-		}
-	}
 	return []resetAction{
-		{name: "LB agent", do: restart("lb1", "lb")},
-		{name: "back-end agent", do: restart("r1", "router")},
+		{name: "LB agent", do: crash("lb1", "lb")},
+		{name: "back-end agent", do: crash("r1", "router")},
 		{name: "back-end host links", do: func(s *session) error { return bounceLinks(s, "r1", hostDownHold) }, hold: hostDownHold},
-		{name: "active VCP", do: func(s *session) error {
-			active := demo.Look().VCP
-			if active == "" {
-				return errors.New("no VCP is active")
-			}
-			return restart(active, "vcp")(s)
-		}},
+		{name: "active VCP", do: crashActiveVCP},
 	}
+}
+
+// crashActiveVCP is crash of the active VCP's agent: the standby takes
+// the router over.
+func crashActiveVCP(s *session) error {
+	active, err := activeVCP()
+	if err != nil {
+		return err
+	}
+	return crash(active, "vcp")(s)
+}
+
+// crash kills the default lab's process name on host with SIGKILL and
+// starts a new one of the same command, as a supervisor would.
+func crash(host, name string) func(*session) error {
+	return func(*session) error {
+		_, _, err := lab.Restart(demo.LabName, host, name, syscall.SIGKILL)
+		return err
+	}
+}
+
+// activeVCP is the default lab's active VCP.
+func activeVCP() (string, error) {
+	active := demo.Look().VCP
+	if active == "" {
+		return "", errors.New("no VCP is active")
+	}
+	return active, nil
 }
 
 // steadyRate is the rate the router's resets run at: half of msr's NDR on

@@ -328,30 +328,18 @@ type soakFault struct {
 // drawFault draws a fault of one of kinds, and the element it hits.
 func drawFault(rng *rand.Rand, kinds []string) *soakFault {
 	kind := kinds[rng.IntN(len(kinds))]
-	restart := func(host, name string) func(*session) error {
-		return func(*session) error {
-			_, _, err := lab.Restart(demo.LabName, host, name, syscall.SIGKILL)
-			return err
-		}
-	}
 	switch kind {
 	case "lb-agent":
 		lb := demo.LBs[rng.IntN(len(demo.LBs))]
-		return &soakFault{kind, lb, restart(lb, "lb")}
+		return &soakFault{kind, lb, crash(lb, "lb")}
 	case "backend-agent":
 		b := demo.Backends[rng.IntN(len(demo.Backends))]
-		return &soakFault{kind, b, restart(b, "router")}
+		return &soakFault{kind, b, crash(b, "router")}
 	case "backend-links":
 		b := demo.Backends[rng.IntN(len(demo.Backends))]
 		return &soakFault{kind, b, func(s *session) error { return bounceLinks(s, b, hostDownHold) }}
 	case "vcp":
-		return &soakFault{kind, "the active VCP", func(s *session) error {
-			active := demo.Look().VCP
-			if active == "" {
-				return errors.New("no VCP is active")
-			}
-			return restart(active, "vcp")(s)
-		}}
+		return &soakFault{kind, "the active VCP", crashActiveVCP}
 	case "suite":
 		return &soakFault{kind, "BIRD on the active VCP", func(*session) error { return killActive("bird", "bird.conf") }}
 	case "keepalived":
@@ -363,9 +351,9 @@ func drawFault(rng *rand.Rand, kinds []string) *soakFault {
 // killActive kills -9 every process named name whose command line names
 // the active VCP's file conf (its run directory's).
 func killActive(name, conf string) error {
-	active := demo.Look().VCP
-	if active == "" {
-		return errors.New("no VCP is active")
+	active, err := activeVCP()
+	if err != nil {
+		return err
 	}
 	path := filepath.Join(demo.RunDir, active, conf)
 	out, err := exec.Command("pgrep", "-f", name+" .*"+path).Output()
@@ -404,9 +392,9 @@ func untilFIBEqualsRIB(limit time.Duration) (time.Duration, error) {
 // the ports' own (direct), against each back-end's routes but its
 // connected ones. It says what differs.
 func fibEqualsRIB() error {
-	active := demo.Look().VCP
-	if active == "" {
-		return errors.New("no VCP is active")
+	active, err := activeVCP()
+	if err != nil {
+		return err
 	}
 	out, err := exec.Command("birdc", "-s", filepath.Join(demo.RunDir, active, "bird.ctl"), "show", "route").Output()
 	if err != nil {
