@@ -70,6 +70,10 @@ type SoakOptions struct {
 	Flows int
 	// MSRBin is the program every element of the lab runs.
 	MSRBin string
+	// LogsDir is where the lab's logs are copied when the soak fails or
+	// cannot go on, before the lab goes down ("": a new directory in
+	// os.TempDir()).
+	LogsDir string
 }
 
 // SoakFault is one fault injected: its kind, when (seconds into the
@@ -129,7 +133,7 @@ var soakNotYet = []string{"overlapping faults", "churn (BGP updates, OSPF costs,
 
 // Soak runs the soak and returns its report; an error is a soak that
 // could not run, not one that failed (that is InvariantsOK false).
-func Soak(o SoakOptions, progress io.Writer) (*SoakReport, error) {
+func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	if o.Duration < 30*time.Second {
 		return nil, errors.New("soak: --duration of 30s at least")
 	}
@@ -154,11 +158,16 @@ func Soak(o SoakOptions, progress io.Writer) (*SoakReport, error) {
 		return nil, err
 	}
 	defer r.Close()
+	defer func() {
+		if err != nil || !rep.InvariantsOK {
+			keepLogs(o.LogsDir, progress)
+		}
+	}()
 	rate, err := r.steadyRate(traffic.MinFrameSize, o.Rate, progress)
 	if err != nil {
 		return nil, err
 	}
-	rep := &SoakReport{Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet}
+	rep = &SoakReport{Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet}
 	inv := map[string][]string{} // invariant -> what broke it
 	for _, name := range []string{"fib_equals_rib", "no_loss_outside_faults", "no_duplicates", "no_process_leak", "agent_memory"} {
 		inv[name] = nil
@@ -287,6 +296,27 @@ func Soak(o SoakOptions, progress io.Writer) (*SoakReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// keepLogs copies the lab's logs into dir (a new one in os.TempDir() if
+// "") and says where, so that a failed soak's lab can go down with its
+// evidence kept.
+func keepLogs(dir string, progress io.Writer) {
+	from := filepath.Join(lab.RunDir, demo.LabName, "logs")
+	var err error
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "msr-soak-logs-")
+	} else {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		err = os.CopyFS(dir, os.DirFS(from))
+	}
+	if err != nil {
+		fmt.Fprintf(progress, "soak: keeping the lab's logs: %v\n", err)
+		return
+	}
+	fmt.Fprintf(progress, "soak: the lab's logs are kept in %s\n", dir)
 }
 
 // watchRepair is when the router has converged again after a fault (every

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/vcp"
 )
 
 // TestSuiteCrashes: BIRD on the active VCP killed (SIGKILL) three times
@@ -19,15 +20,19 @@ import (
 // session with bgp1 comes back; no ping is lost (the back-ends keep their
 // routes, the data path never needed the suite); vcp1's log says how BIRD
 // died, and BIRD's own log still holds what it said before. The third
-// death within a minute hands the router to vcp2.
+// death within a minute hands the router to vcp2. Then vcp2's BIRD dies
+// three times too: vcp1, back in the election after vcp.FaultHold (10 s), takes
+// the router back (before, both VCPs stood out of the election for good
+// and the router had no control plane: the soak's defect 4).
 func TestSuiteCrashes(t *testing.T) {
 	upDefaultLab(t, 300)
 	vcp1 := filepath.Join(demo.RunDir, "vcp1")
-	birdPID := func() int {
-		out, _ := exec.Command("pgrep", "-f", "^bird -f -c "+vcp1+"/bird.conf").Output()
+	birdPIDOf := func(vcp string) int {
+		out, _ := exec.Command("pgrep", "-f", "^bird -f -c "+filepath.Join(demo.RunDir, vcp)+"/bird.conf").Output()
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 		return pid
 	}
+	birdPID := func() int { return birdPIDOf("vcp1") }
 	peerUp := func() bool {
 		out, _ := exec.Command("birdc", "-s", filepath.Join(vcp1, "bird.ctl"), "show", "protocols", "peer0").CombinedOutput()
 		return strings.Contains(string(out), "Established")
@@ -54,7 +59,7 @@ func TestSuiteCrashes(t *testing.T) {
 	if birdLogFrom == 0 {
 		t.Fatalf("BIRD's log %s is empty", birdLogPath)
 	}
-	const pings = 1500 // 15 s at 100 a second
+	const pings = 3500 // 35 s at 100 a second
 	done := make(chan string, 1)
 	go func() {
 		out, err := demo.Exec("h1", "ping", "-c", strconv.Itoa(pings), "-i", "0.01", "-W", "1", demo.H3)
@@ -100,13 +105,45 @@ func TestSuiteCrashes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("vcp2 active %v after the third death", time.Since(third).Round(time.Millisecond))
+	// vcp2's suite fails in turn while vcp1 is still out of the election.
+	for deadline := time.Now().Add(10 * time.Second); birdPIDOf("vcp2") == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("vcp2's BIRD not running after it took over")
+		}
+	}
+	for crash := 1; crash <= 3; crash++ {
+		old := birdPIDOf("vcp2")
+		syscall.Kill(old, syscall.SIGKILL)
+		for pid := birdPIDOf("vcp2"); crash < 3 && (pid == 0 || pid == old); pid = birdPIDOf("vcp2") {
+			if time.Since(third) > 8*time.Second {
+				t.Fatalf("vcp2's BIRD not running again after its death %d", crash)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	bothFailed := time.Now()
+	for demo.Look().VCP != "vcp1" {
+		if time.Since(third) > vcp.FaultHold+10*time.Second {
+			t.Fatalf("both suites failed in turn (vcp2's %v after vcp1's): vcp1 did not take the router back within %v of its own failure",
+				bothFailed.Sub(third).Round(time.Millisecond), vcp.FaultHold+10*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("vcp2's suite failed %v after vcp1's; vcp1 active again %v after its own failure",
+		bothFailed.Sub(third).Round(time.Millisecond), time.Since(third).Round(time.Millisecond))
+	for start := time.Now(); !peerUp(); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatal("vcp1 took the router back, but its session with bgp1 did not come up")
+		}
+	}
 	if out := <-done; !strings.Contains(out, strconv.Itoa(pings)+" received") {
 		t.Errorf("pings across the router through three deaths of the suite and a takeover:\n%s", out)
 	}
 	logs := since(vcpLogPath, vcpLogFrom)
 	if n := strings.Count(logs, "routing suite died: restarting it in graceful-restart recovery"); n != 3 || !strings.Contains(logs, "status=\"signal: killed\"") ||
-		!strings.Contains(logs, "the routing suite keeps dying: handing the router over to the standby") {
-		t.Errorf("vcp1's log: %d deaths logged, want 3, each with its status, then the hand-over:\n%s", n, logs)
+		!strings.Contains(logs, "the routing suite keeps dying: handing the router over to the standby") ||
+		!strings.Contains(logs, "rejoining the election as a standby") {
+		t.Errorf("vcp1's log: %d deaths logged, want 3, each with its status, then the hand-over and the rejoining:\n%s", n, logs)
 	}
 	// BIRD's log kept what it said before (appended, not truncated), and
 	// has msr's line for each death and restart.

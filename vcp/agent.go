@@ -59,6 +59,7 @@ type Agent struct {
 	// (stepDown).
 	twinActive time.Time
 	faulted    bool
+	faultedAt  time.Time
 	// started is when the agent started; ports are the external ports'
 	// states (ports.go), told to portWatchers as they change.
 	started      time.Time
@@ -170,6 +171,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if down.due(a, now) {
 			a.become(false)
 		}
+		a.rejoin(now)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -237,9 +239,11 @@ func (d *stepDown) due(a *Agent, now time.Time) bool {
 // suiteFailed gives up this VCP's mastership when its routing suite keeps
 // dying: keepalived's tracked file marks the instance faulty, keepalived
 // gives the address up, the standby (whose suite is healthy) takes over
-// and this VCP becomes a standby. It stays one until msr vcp restarts.
-// Alone, a VCP has no one to give the router to: it keeps restarting the
-// suite.
+// and this VCP becomes a standby. After FaultHold it rejoins the election
+// as a backup (rejoin): it takes the router back only if no VCP holds it,
+// so a router whose VCPs have both failed in turn is not left without
+// one. Alone, a VCP has no one to give the router to: it keeps restarting
+// the suite.
 func (a *Agent) suiteFailed() {
 	if a.election == nil {
 		a.log.Error("the routing suite keeps dying and there is no standby to take over: restarting it again")
@@ -247,11 +251,40 @@ func (a *Agent) suiteFailed() {
 	}
 	a.log.Error("the routing suite keeps dying: handing the router over to the standby")
 	a.mu.Lock()
-	a.faulted = true
+	a.faulted, a.faultedAt = true, time.Now()
 	a.mu.Unlock()
 	if err := a.election.Fault(); err != nil {
 		a.log.Error("hand over to the standby", "err", err)
 	}
+}
+
+// FaultHold is how long a VCP whose suite failed stays out of the
+// election (suiteFailed): long enough that a suite dying in a loop does
+// not take the router back at once, well within the back-ends' and the
+// peers' graceful-restart time (120 s), which keeps the routes while no
+// VCP is active.
+const FaultHold = 10 * time.Second
+
+// rejoin ends a fault held FaultHold: keepalived makes the instance a
+// backup again, which becomes master only where no VCP is.
+func (a *Agent) rejoin(now time.Time) {
+	a.mu.Lock()
+	due := a.faulted && now.Sub(a.faultedAt) >= FaultHold
+	if due {
+		a.faulted = false
+	}
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := a.election.Rejoin(); err != nil {
+		a.log.Error("rejoin the election", "err", err)
+		return
+	}
+	a.log.Info("rejoining the election as a standby: the routing suite failed " + FaultHold.String() + " ago")
+	a.mu.Lock()
+	a.event("%s rejoined the election as a standby", a.cfg.Name)
+	a.mu.Unlock()
 }
 
 // become makes this VCP the active one, or a standby, as VRRP decided.

@@ -250,6 +250,10 @@ func (e *Election) read(log *slog.Logger) {
 // address at once, and the standby takes over.
 func (e *Election) Fault() error { return os.WriteFile(e.track, []byte("1\n"), 0o644) }
 
+// Rejoin ends Fault: the instance is a backup again (nopreempt: it takes
+// the address only when no other VCP holds it).
+func (e *Election) Rejoin() error { return os.WriteFile(e.track, []byte("0\n"), 0o644) }
+
 // Stop ends keepalived; it gives up the address on its way out.
 func (e *Election) Stop() {
 	close(e.stop)

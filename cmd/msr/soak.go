@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,7 +22,9 @@ var soakCommand = command{
       fault's step or outside any, and checks after each step that the
       router converged again and every back-end's FIB equals the suite's RIB.
       Faults: ` + strings.Join(bench.SoakFaults, ", ") + `.
-      Exits 1 when an invariant broke or a fault missed its goal.
+      Exits 1 when an invariant broke or a fault missed its goal; then, or
+      when it cannot go on, the lab's logs are kept (in DIR/logs with
+      --report, else in a new directory under $TMPDIR).
 `,
 	run:  runSoak,
 	root: true,
@@ -38,6 +41,10 @@ func runSoak(args []string) error {
 	report := fs.String("report", "", "write report.json and report.md into this directory")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if *report != "" {
+		o.LogsDir = filepath.Join(*report, "logs")
+		os.RemoveAll(o.LogsDir) // a former run's
 	}
 	if *faults != "all" {
 		o.Faults = strings.Split(*faults, ",")
