@@ -229,6 +229,14 @@ func (s *BIRD) start(recovery bool) (*child, error) {
 		return nil, err
 	}
 	s.mu.Lock()
+	if stopped(s.stop) {
+		// Stop came while it started (the supervisor restarting a BIRD
+		// that died a third time as the VCP stands down): Stop has seen
+		// the old process, not this one.
+		s.mu.Unlock()
+		proc.stop(os.Interrupt, 2*time.Second)
+		return nil, errSuiteStopped
+	}
 	s.proc = proc
 	feeding := s.feeding
 	s.mu.Unlock()
@@ -242,18 +250,40 @@ func (s *BIRD) start(recovery bool) (*child, error) {
 // (feedGate): its graceful-restart recovery over (every peer that does
 // graceful restart has sent its End-of-RIB), every external BGP session
 // Established, the imported routes steady.
+//
+// A peer that restarted itself (the Restart State bit: it waits for our
+// End-of-RIB, and BIRD does not wait for its own) may send its routes
+// more than feedSettle after its session came up — FRR's bgpd does, a
+// second or more after our End-of-RIB — so until it has sent a route, or
+// restartedPeerSettle has passed since its session was seen up, it counts
+// as not converged. Without this the soak saw a takeover feed the
+// back-ends 998 of 1,198 routes with End-of-RIB, and their routes to bgp1
+// flap.
 func (s *BIRD) holdFeed() {
+	established := map[string]time.Time{} // when each peer was first seen Established
 	feedGate(s.stop, s.log, func() (bool, int, error) {
 		out, err := s.Query("show protocols all")
 		if err != nil {
 			return false, 0, err // not up yet
 		}
+		restarting := restartingPeers(out)
 		// The routes the protocols imported: `show route count` would walk
 		// the whole table five times a second.
 		up, n := true, 0
 		for _, p := range parseProtocols(out) {
 			n += p.Imported
-			if p.Proto == "BGP" && strings.HasPrefix(p.Name, "peer") && p.Info != "Established" {
+			if p.Proto != "BGP" || !strings.HasPrefix(p.Name, "peer") {
+				continue
+			}
+			if p.Info != "Established" {
+				up = false
+				delete(established, p.Name)
+				continue
+			}
+			if _, ok := established[p.Name]; !ok {
+				established[p.Name] = time.Now()
+			}
+			if restarting[p.Name] && p.Imported == 0 && time.Since(established[p.Name]) < restartedPeerSettle {
 				up = false
 			}
 		}
@@ -351,12 +381,10 @@ func (s *BIRD) Status() vcpapi.SuiteStatus {
 
 // Stop ends BIRD.
 func (s *BIRD) Stop() {
-	select {
-	case <-s.stop:
-	default:
+	s.mu.Lock()
+	if !stopped(s.stop) {
 		close(s.stop)
 	}
-	s.mu.Lock()
 	proc := s.proc
 	s.mu.Unlock()
 	proc.stop(os.Interrupt, 2*time.Second)

@@ -2,7 +2,9 @@ package vcp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -123,5 +125,31 @@ func TestBirdConfIPv6(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("configuration lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// A restart that comes as the suite is stopped (the supervisor restarting
+// a BIRD that died a third time while the VCP stands down) ends the BIRD
+// it started instead of leaving it running where Stop no longer looks:
+// the soak found a third BIRD in the lab after such a hand-over.
+func TestBIRDRestartAfterStop(t *testing.T) {
+	cfg := &RoutingConfig{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: t.TempDir()}
+	s, err := StartBIRD(cfg, false, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool {
+		return exec.Command("pgrep", "-f", "^bird -f -c "+filepath.Join(cfg.RunDir, "bird.conf")).Run() == nil
+	}
+	if !running() {
+		t.Fatal("BIRD not running after StartBIRD")
+	}
+	s.Stop()
+	if proc, err := s.start(true); !errors.Is(err, errSuiteStopped) || proc != nil {
+		t.Errorf("start after Stop: %v, %v; want errSuiteStopped", proc, err)
+	}
+	if running() {
+		exec.Command("pkill", "-f", "^bird -f -c "+filepath.Join(cfg.RunDir, "bird.conf")).Run()
+		t.Fatal("a BIRD started after Stop is still running")
 	}
 }

@@ -58,6 +58,36 @@ func parseProtocols(out string) []vcpapi.Protocol {
 	return ps
 }
 
+// restartingPeers reads `show protocols all`: the BGP sessions whose
+// neighbour announced the Restart State bit in its graceful-restart
+// capability (RFC 4724 §3: it restarted itself, and waits for our
+// End-of-RIB before it sends its routes), which BIRD shows as "Restart
+// recovery" under "Neighbor capabilities". BIRD's own recovery does not
+// wait for such a peer's End-of-RIB (to avoid the deadlock the bit is
+// for), so its routes may come well after its session is up.
+func restartingPeers(out string) map[string]bool {
+	peers := map[string]bool{}
+	var name string
+	var neighbor bool // in the "Neighbor capabilities" block
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+		case line[0] != ' ' && line[0] != '\t':
+			name, neighbor = f[0], false
+		case strings.TrimSpace(line) == "Neighbor capabilities":
+			neighbor = true
+		case strings.TrimSpace(line) == "Local capabilities" || f[0] == "Session:" || f[0] == "Channel":
+			neighbor = false
+		case neighbor && strings.TrimSpace(line) == "Restart recovery":
+			peers[name] = true
+		}
+	}
+	return peers
+}
+
 // parseRoutes reads `show route ...`: blocks of a route line
 //
 //	10.1.0.0/16          unicast [peer0 10:00:01.000] * (100) [AS65010i]

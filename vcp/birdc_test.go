@@ -110,3 +110,16 @@ func FuzzBirdcParsers(f *testing.F) {
 		parseRouteCount(out)
 	})
 }
+
+// A VCP that took over (BIRD started with -R) with bgp1 just started
+// itself: both peers' capabilities carry the Restart State bit, and so do
+// BIRD's own ("Local capabilities"), which must not count.
+func TestRestartingPeers(t *testing.T) {
+	got := restartingPeers(birdcOutput(t, "protocols-restarting"))
+	if want := map[string]bool{"peer0": true, "peer1": true}; !reflect.DeepEqual(got, want) {
+		t.Errorf("restarting peers %v, want %v", got, want)
+	}
+	if got := restartingPeers(birdcOutput(t, "protocols-all")); len(got) != 0 {
+		t.Errorf("restarting peers %v in a BIRD whose peers did not restart", got)
+	}
+}

@@ -2,6 +2,7 @@ package vcp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -94,6 +95,21 @@ func (c *child) stop(sig os.Signal, grace time.Duration) {
 	}
 }
 
+// errSuiteStopped is a daemon's restart refused because the suite was
+// stopped meanwhile: the new process is ended at once, not left running
+// where Stop no longer looks.
+var errSuiteStopped = errors.New("routing suite stopped")
+
+// stopped says whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // supervisor keeps a suite's daemons running: one that dies is logged
 // with how, counted, and started again at once (then every second until
 // it starts), until stop closes. Past crashLimit deaths within
@@ -139,6 +155,9 @@ func (s *supervisor) watch(daemon, how string, proc *child, restart func() (*chi
 			if err == nil {
 				proc = next
 				break
+			}
+			if errors.Is(err, errSuiteStopped) {
+				return
 			}
 			s.log.Error("restart routing suite", "daemon", daemon, "err", err)
 			select {

@@ -322,6 +322,11 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error)
 			next, err := f.startDaemon(daemons[i])
 			if err == nil {
 				f.mu.Lock()
+				if stopped(f.stop) { // Stop has seen the old process, not this one
+					f.mu.Unlock()
+					next.stop(syscall.SIGTERM, 2*time.Second)
+					return nil, errSuiteStopped
+				}
 				f.procs[i] = next
 				f.mu.Unlock()
 				if daemons[i] == "bgpd" && cfg.Backends != nil {
@@ -618,12 +623,10 @@ func (f *FRR) Reconfigure(cfg *RoutingConfig) error {
 
 // Stop ends FRR's daemons.
 func (f *FRR) Stop() {
-	select {
-	case <-f.stop:
-	default:
+	f.mu.Lock()
+	if !stopped(f.stop) {
 		close(f.stop)
 	}
-	f.mu.Lock()
 	procs := slices.Clone(f.procs)
 	f.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {

@@ -48,6 +48,9 @@ func StartSuite(cfg *RoutingConfig, recovery bool, log *slog.Logger, failed func
 const (
 	feedSettle  = time.Second
 	feedMaxWait = 30 * time.Second
+	// restartedPeerSettle is how long a peer that restarted itself may
+	// take to send its first route after its session is up (holdFeed).
+	restartedPeerSettle = 5 * time.Second
 )
 
 // feedGate asks probe (are the external sessions up, how many routes)

@@ -53,7 +53,7 @@ func NewTCPClient(addr, token, what string, tc *tls.Config) *Client {
 	c := &Client{what: what, base: "http://" + addr, token: token, http: &http.Client{Timeout: 10 * time.Second}}
 	if tc != nil {
 		c.base = "https://" + addr
-		c.http.Transport = &http.Transport{TLSClientConfig: tc}
+		c.http.Transport = &http.Transport{TLSClientConfig: tc, IdleConnTimeout: clientIdleTimeout}
 	}
 	return c
 }
