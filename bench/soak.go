@@ -28,8 +28,8 @@ import (
 // instrument's accounted traffic for a long time, with faults drawn by a
 // seed, one after another, and invariants checked after every step. It
 // runs in steps of soakStep: a step carries the instrument's sequenced
-// UDP from h1 to h3 (1,000 flows, below the rate at which a step loses
-// nothing), and a fault step injects one fault soakFaultAt into it. Every
+// UDP from h1 to h3 and to bgp1's prefixes (1,000 flows, below the rate at
+// which a step loses nothing; IPv4 and IPv6 in turn), and a fault step injects one fault soakFaultAt into it. Every
 // frame lost is counted with its step: in a fault step it is the fault's,
 // in any other it is a loss outside the faults, which fails the run. After
 // each step the router must converge again (the time from the fault to
@@ -38,9 +38,9 @@ import (
 //
 // What it does not do yet (SoakReport.NotYet says so in every report):
 // faults overlapping one another, churn (BGP updates, OSPF costs, reloads,
-// drains), TCP and IPv6 traffic, the faults outside this list (a back-end
-// added and removed, an external link's flap, floods and forged frames,
-// memory pressure), plots.
+// drains), TCP traffic, traffic from h3 to h1, the faults outside this
+// list (a back-end added and removed, an external link's flap, floods and
+// forged frames, memory pressure), plots.
 
 // SoakFaults are the faults a soak draws from, each with the loss it is
 // allowed (the issue's goals): none, but for a back-end host's links,
@@ -107,7 +107,11 @@ type SoakStep struct {
 	Sent     uint64  `json:"sent"`
 	Received uint64  `json:"received"`
 	Lost     uint64  `json:"lost"`
-	Fault    string  `json:"fault,omitempty"`
+	// LostToH3 and LostToBGP1 split Lost by the flows' destinations (the
+	// sink's count of each flow against what the generator sent it).
+	LostToH3   uint64 `json:"lost_to_h3"`
+	LostToBGP1 uint64 `json:"lost_to_bgp1"`
+	Fault      string `json:"fault,omitempty"`
 }
 
 // SoakReport is what `msr soak -o json` prints. duration_s,
@@ -235,6 +239,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			return nil, fmt.Errorf("soak: fault %s on %s: %w", fault.kind, fault.target, faultErr)
 		}
 		st := SoakStep{AtS: at.Seconds(), Family: familyName(ipv6), Sent: t.sent, Received: t.rep.RxPackets, Lost: t.lost()}
+		if st.Lost > 0 {
+			st.LostToH3, st.LostToBGP1 = r.lostByDestination(t.sent)
+		}
 		rep.Sent += t.sent
 		rep.Received += t.rep.RxPackets
 		if t.rep.RxPackets > t.sent {
@@ -271,7 +278,11 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		} else {
 			ribSync = max(ribSync, took)
 		}
-		fmt.Fprintf(progress, "soak %5.0f s: sent %d, lost %d%s\n", at.Seconds(), st.Sent, st.Lost, faultText(rep, fault))
+		split := ""
+		if st.Lost > 0 {
+			split = fmt.Sprintf(" (to h3 %d, to bgp1's prefixes %d)", st.LostToH3, st.LostToBGP1)
+		}
+		fmt.Fprintf(progress, "soak %5.0f s: %s, sent %d, lost %d%s%s\n", at.Seconds(), st.Family, st.Sent, st.Lost, split, faultText(rep, fault))
 	}
 	rep.DurationS = time.Since(start).Seconds()
 	if after, err := labProcesses(); err != nil {
@@ -339,6 +350,33 @@ func (r *routerSession) soakFamily(ipv6 bool) {
 	for i := range n {
 		r.dsts = append(r.dsts, h3, prefixes[i*len(prefixes)/n].Addr().Next())
 	}
+}
+
+// lostByDestination splits the frames a step lost between the flows to
+// h3 and those to bgp1's prefixes (soakFamily: even flows go to h3): the
+// generator sends its flows round-robin, so flow i was sent sent/flows
+// frames, one more for the first sent%flows.
+func (r *routerSession) lostByDestination(sent uint64) (toH3, toBGP1 uint64) {
+	counts, err := r.sink.FlowCounts()
+	if err != nil {
+		return 0, 0
+	}
+	flows := uint64(len(counts))
+	for i, got := range counts {
+		want := sent / flows
+		if uint64(i) < sent%flows {
+			want++
+		}
+		if got >= want {
+			continue
+		}
+		if i%2 == 0 {
+			toH3 += want - got
+		} else {
+			toBGP1 += want - got
+		}
+	}
+	return toH3, toBGP1
 }
 
 func familyName(ipv6 bool) string {
@@ -623,7 +661,7 @@ func (r *SoakReport) WriteText(w io.Writer) {
 	if !r.InvariantsOK {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "soak %s: %.0f s, seed %d, %.0f pps h1 → h3, %d sent, %d received; lost outside faults %d, duplicated %d\n",
+	fmt.Fprintf(w, "soak %s: %.0f s, seed %d, %.0f pps from h1 to h3 and bgp1's prefixes, %d sent, %d received; lost outside faults %d, duplicated %d\n",
 		verdict, r.DurationS, r.Seed, r.RatePPS, r.Sent, r.Received, r.LostOutsideFaults, r.Duplicated)
 	fmt.Fprintf(w, "%-14s %-30s %8s %8s %10s %11s  %s\n", "FAULT", "TARGET", "AT S", "LOST", "OUTAGE MS", "REPAIRED MS", "GOAL")
 	for _, f := range r.Faults {

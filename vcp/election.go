@@ -159,6 +159,14 @@ func (e *Election) supervise() {
 			return
 		case <-proc.exited:
 		}
+		// It withdrew as it ended (its addresses removed): this VCP is no
+		// longer the master, whatever keepalived said last. Told so, an
+		// active VCP stands down as soon as the other announces itself
+		// (stepDown): before, it stayed active until its new keepalived
+		// said BACKUP, two seconds later, and meanwhile, no longer hearing
+		// the back-ends, pushed the LBs an empty table (the soak: 1,987
+		// frames lost when the active VCP's keepalived was killed).
+		e.Active <- false
 		select {
 		case <-e.stop:
 			return

@@ -2,6 +2,7 @@ package vcp
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,5 +105,29 @@ func TestWaitOldKeepalived(t *testing.T) {
 	waitOldKeepalived(dir, 2*time.Second)
 	if took := time.Since(start); took > 100*time.Millisecond {
 		t.Errorf("a pid file naming a process that is not keepalived: waited %v", took)
+	}
+}
+
+// keepalived ending is this VCP's mastership ending (it withdrew as it
+// died): the election says so at once, before restarting it a second
+// later, so that an active VCP stands down as soon as the other announces
+// itself instead of acting as active beside it (the soak's empty tables).
+func TestKeepalivedDeathIsNotMaster(t *testing.T) {
+	dir := t.TempDir()
+	first, err := startChild(filepath.Join(dir, "keepalived.log"), "sleep", "0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Election{Active: make(chan bool, 4), dir: dir, log: slog.New(slog.DiscardHandler), stop: make(chan struct{}),
+		argv: []string{"sleep", "30"}, proc: first}
+	go e.supervise()
+	defer e.Stop()
+	select {
+	case active := <-e.Active:
+		if active {
+			t.Fatal("keepalived ended: the election said master")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("keepalived ended: the election said nothing")
 	}
 }

@@ -15,7 +15,8 @@ import (
 var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
 	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--report DIR] [-o json]
-      brings up the default lab, sends sequenced UDP h1 -> h3 (1,000 flows),
+      brings up the default lab, sends sequenced UDP from h1 (1,000 flows,
+      half to h3, half over bgp1's prefixes; IPv4 and IPv6 in turn),
       and injects a fault drawn by the seed every other 4 s step: kill -9 of
       an LB agent, a back-end agent, BIRD, keepalived or the active VCP, a
       back-end host's links down for a second; counts every frame lost, in a
