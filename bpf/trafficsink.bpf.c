@@ -13,6 +13,16 @@
  * time. Everything else (ARP, ...) is passed
  * to the stack.
  *
+ * An instance loaded with host_mac set counts only the test frames
+ * addressed to that MAC, a host's interface's (the whole router's lab puts
+ * the sink on h3 and on bgp1, one segment): a frame for another MAC is not
+ * this host's, whatever its flow (a switch floods a frame whose
+ * destination it has not learned, or has forgotten when that port went
+ * down), and passes to the stack uncounted, which drops it as a NIC would.
+ * An instance per host interface, sharing the maps: an ifindex names an
+ * interface only within its namespace. Without host_mac every test frame
+ * counts (the benchmark labs, where frames reach the sink by any MAC).
+ *
  * Verdicts: XDP_DROP for test frames, XDP_PASS otherwise.
  * Maps: sink_flows (per flow), sink_counters and sink_hist (per CPU).
  * Configuration: flows, the number of flows of the run.
@@ -50,6 +60,11 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sink_stats);
 } sink_counters SEC(".maps");
+
+/* The host's MAC, as 6 bytes; host_only 0: count every test frame (see
+ * above). */
+const volatile __u8 host_mac[ETH_ALEN] = {};
+const volatile __u32 host_only = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -178,6 +193,19 @@ int trafficsink(struct xdp_md *ctx)
 	if (!pl) {
 		st->passed++;
 		return XDP_PASS;
+	}
+	if (host_only) {
+		const struct ethhdr *eth = data; /* parse_test_frame checked it */
+		if (eth + 1 > (struct ethhdr *)end)
+			return XDP_PASS;
+		int other = 0;
+#pragma unroll
+		for (int i = 0; i < ETH_ALEN; i++)
+			other |= eth->h_dest[i] ^ host_mac[i];
+		if (other) {
+			st->passed++;
+			return XDP_PASS;
+		}
 	}
 	__u32 flow = pl->flow;
 	struct sink_flow *f = flow < flows ? bpf_map_lookup_elem(&sink_flows, &flow) : NULL;

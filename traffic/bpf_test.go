@@ -456,3 +456,43 @@ func TestHistogram(t *testing.T) {
 		t.Errorf("empty histogram p50 = %v", q)
 	}
 }
+
+// On a host's interface (AttachHost) a test frame addressed to another
+// MAC is not counted: a switch flooding it is not delivering it. The
+// sink's own instance counts every test frame, into the same counters.
+func TestSinkHostCountsOnlyItsFrames(t *testing.T) {
+	s := testSink(t, 4)
+	var mac [6]byte
+	copy(mac[:], macSink)
+	host, err := s.hostProgram(mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close() })
+	run := func(p *ebpf.Program, frame []byte) uint32 {
+		ret, err := p.Run(&ebpf.RunOptions{Data: frame})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ret
+	}
+	other := referenceFrame(0, 2, 64)
+	other[5] ^= 1
+	for _, c := range []struct {
+		name  string
+		prog  *ebpf.Program
+		frame []byte
+		want  uint32
+	}{
+		{"the host's instance, a frame to its MAC", host, referenceFrame(0, 0, 64), xdpDrop},
+		{"the host's instance, a frame to another MAC", host, other, xdpPass},
+		{"the sink's own instance, a frame to another MAC", s.objs.Trafficsink, other, xdpDrop},
+	} {
+		if got := run(c.prog, c.frame); got != c.want {
+			t.Errorf("%s: verdict %d, want %d", c.name, got, c.want)
+		}
+	}
+	if r, err := s.Read(); err != nil || r.RxPackets != 2 || r.Passed != 1 {
+		t.Errorf("counted %+v, %v; want 2 test frames, 1 passed", r, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/msr-router/msr/internal/xdp"
 )
@@ -15,6 +16,8 @@ type Sink struct {
 	objs  trafficsinkObjects
 	links []link.Link
 	flows int
+	// hostProgs are the instances AttachHost loaded.
+	hostProgs []*ebpf.Program
 }
 
 // NewSink loads the sink and attaches it, in native XDP mode, to ifname.
@@ -45,6 +48,64 @@ func (s *Sink) Attach(ifname string) error {
 	}
 	s.links = append(s.links, l)
 	return nil
+}
+
+// Detach detaches the sink from every interface, keeping its counters.
+func (s *Sink) Detach() error {
+	var first error
+	for _, l := range s.links {
+		if err := l.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.links = nil
+	return first
+}
+
+// AttachHost attaches the sink to a host's interface, in the calling
+// thread's namespace: there it counts only the test frames addressed to
+// the interface's MAC (a switch flooding a frame to it is not delivering
+// it). Another instance of the program, with that MAC, into the same
+// counters.
+func (s *Sink) AttachHost(ifname string) error {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return fmt.Errorf("sink interface: %w", err)
+	}
+	var mac [6]byte
+	copy(mac[:], ifi.HardwareAddr)
+	prog, err := s.hostProgram(mac)
+	if err != nil {
+		return err
+	}
+	l, err := xdp.Attach(prog, ifi.Index)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ifname, err)
+	}
+	s.links = append(s.links, l)
+	return nil
+}
+
+// hostProgram loads an instance of the sink counting only the test frames
+// addressed to mac, into the sink's maps; Close closes it.
+func (s *Sink) hostProgram(mac [6]byte) (*ebpf.Program, error) {
+	spec, err := loadTrafficsink()
+	if err != nil {
+		return nil, fmt.Errorf("load sink: %w", err)
+	}
+	for name, v := range map[string]any{"flows": uint32(s.flows), "host_mac": mac, "host_only": uint32(1)} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("configure sink: %s: %w", name, err)
+		}
+	}
+	var prog trafficsinkPrograms
+	err = spec.LoadAndAssign(&prog, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"sink_flows": s.objs.SinkFlows, "sink_counters": s.objs.SinkCounters, "sink_hist": s.objs.SinkHist}})
+	if err != nil {
+		return nil, fmt.Errorf("load sink: %w", err)
+	}
+	s.hostProgs = append(s.hostProgs, prog.Trafficsink)
+	return prog.Trafficsink, nil
 }
 
 // loadSink loads the sink for a run of flows flows, without attaching it.
@@ -204,6 +265,9 @@ func (s *Sink) Restart() error {
 func (s *Sink) Close() error {
 	for _, l := range s.links {
 		l.Close()
+	}
+	for _, p := range s.hostProgs {
+		p.Close()
 	}
 	return s.objs.Close()
 }

@@ -46,6 +46,8 @@ const (
 	trafficsinkMapSinkHist     = "sink_hist"
 	trafficsinkProgTrafficsink = "trafficsink"
 	trafficsinkVarFlows        = "flows"
+	trafficsinkVarHostMac      = "host_mac"
+	trafficsinkVarHostOnly     = "host_only"
 )
 
 // loadTrafficsink returns the embedded CollectionSpec for trafficsink.
@@ -106,7 +108,9 @@ type trafficsinkMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficsinkVariableSpecs struct {
-	Flows *ebpf.VariableSpec `ebpf:"flows"`
+	Flows    *ebpf.VariableSpec `ebpf:"flows"`
+	HostMac  *ebpf.VariableSpec `ebpf:"host_mac"`
+	HostOnly *ebpf.VariableSpec `ebpf:"host_only"`
 }
 
 // trafficsinkObjects contains all objects after they have been loaded into the kernel.
@@ -146,7 +150,9 @@ func (m *trafficsinkMaps) Close() error {
 //
 // It can be passed to loadTrafficsinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficsinkVariables struct {
-	Flows *ebpf.Variable `ebpf:"flows"`
+	Flows    *ebpf.Variable `ebpf:"flows"`
+	HostMac  *ebpf.Variable `ebpf:"host_mac"`
+	HostOnly *ebpf.Variable `ebpf:"host_only"`
 }
 
 // trafficsinkPrograms contains all programs after they have been loaded into the kernel.
