@@ -54,7 +54,7 @@ func (r *SoakReport) WritePlot(w io.Writer) error {
 		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#999"/>`+"\n", plotLeft, p.top, plotInnerW, plotInnerH)
 		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", plotLeft-4, p.top+10, p.max)
 		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="end">0</text>`+"\n", plotLeft-4, p.top+plotInnerH)
-		fmt.Fprintf(w, `<text x="%.1f" y="%.1f">%s</text>`+"\n", plotLeft+4, p.top-4, p.label)
+		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", plotLeft+plotInnerW-4, p.top+12, p.label)
 	}
 	for s := 0.0; s <= end; s += 60 {
 		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%.0f s</text>`+"\n", x(s), lostTop+plotInnerH+14, s)
