@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The plot is well-formed SVG with a bar a step (and one more where a step
@@ -48,5 +49,35 @@ func TestSoakPlot(t *testing.T) {
 	// The background, two panels, four steps' bars, one loss bar.
 	if rects != 1+2+4+1 || lines != 2 || kinds != 2 {
 		t.Errorf("%d rects, %d lines, %d kinds named; want 8, 2, 2:\n%s", rects, lines, kinds, svg)
+	}
+}
+
+// A fault step's goal: none lost, but a back-end host down may lose its
+// share and bgp1's link its flows (none of h3's); overlapping faults add
+// their allowances.
+func TestStepGoal(t *testing.T) {
+	links := &soakFault{kind: "backend-links", target: "r1"}
+	ext := &soakFault{kind: "external-link", target: "bgp1's link"}
+	lb := &soakFault{kind: "lb-agent", target: "lb1"}
+	for _, c := range []struct {
+		name   string
+		faults []*soakFault
+		st     SoakStep
+		span   time.Duration
+		want   bool
+	}{
+		{"an agent, nothing lost", []*soakFault{lb}, SoakStep{Sent: 90_000}, 0, true},
+		{"an agent, a frame lost", []*soakFault{lb}, SoakStep{Sent: 90_000, Lost: 1, LostToBGP1: 1}, time.Millisecond, false},
+		{"a host down, its share", []*soakFault{links}, SoakStep{Sent: 90_000, Lost: 2500, LostToH3: 1250, LostToBGP1: 1250}, 300 * time.Millisecond, true},
+		{"a host down, too long", []*soakFault{links}, SoakStep{Sent: 90_000, Lost: 2500}, 500 * time.Millisecond, false},
+		{"a host down, more than its share", []*soakFault{links}, SoakStep{Sent: 90_000, Lost: 40_000}, 300 * time.Millisecond, false},
+		{"bgp1's link, its flows", []*soakFault{ext}, SoakStep{Sent: 90_000, Lost: 10_000, LostToBGP1: 10_000}, time.Second, true},
+		{"bgp1's link, h3's flows too", []*soakFault{ext}, SoakStep{Sent: 90_000, Lost: 10_001, LostToH3: 1, LostToBGP1: 10_000}, time.Second, false},
+		{"bgp1's link and an agent together", []*soakFault{ext, lb}, SoakStep{Sent: 90_000, Lost: 10_000, LostToBGP1: 10_000}, time.Second, true},
+		{"a host down and bgp1's link together", []*soakFault{links, ext}, SoakStep{Sent: 90_000, Lost: 12_000, LostToH3: 1000, LostToBGP1: 11_000}, time.Second, true},
+	} {
+		if _, got := stepGoal(c.faults, c.st, c.span); got != c.want {
+			t.Errorf("%s: met %v, want %v", c.name, got, c.want)
+		}
 	}
 }

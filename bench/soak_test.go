@@ -12,7 +12,8 @@ import (
 
 // TestSoak is `msr soak --duration 2m`: the default lab under accounted
 // traffic, bgp1 churning half its IPv4 prefixes at 1,000 route changes a
-// second, a fault drawn every other step from all of them, every
+// second, a fault drawn every other step from all of them (in half of
+// those steps a second one while the first heals), every
 // invariant held (nothing lost outside a fault, every back-end's FIB the
 // suite's RIB after each step, no process leaked, no agent's memory grown
 // 10%), every fault within its goal (none lost but for a back-end host's
@@ -24,7 +25,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer remove()
-	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, MSRBin: bin}, testLog{t})
+	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, MSRBin: bin}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +48,15 @@ func TestSoak(t *testing.T) {
 	if r.LostOutsideFaults != 0 || r.Duplicated != 0 {
 		t.Errorf("%d frames lost outside the faults, %d duplicated", r.LostOutsideFaults, r.Duplicated)
 	}
-	kinds := map[string]bool{}
+	kinds, overlapping := map[string]bool{}, 0
 	for _, f := range r.Faults {
 		kinds[f.Kind] = true
+		if f.Overlaps != "" {
+			overlapping++
+		}
+	}
+	if overlapping == 0 {
+		t.Error("no fault overlapped another")
 	}
 	if len(r.Faults) < 6 || len(kinds) < 4 || r.Sent == 0 || r.DurationS < 100 {
 		t.Errorf("%d faults of %d kinds, %d frames sent in %.0f s: %v", len(r.Faults), len(kinds), r.Sent, r.DurationS, kinds)

@@ -14,13 +14,14 @@ import (
 
 var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
-	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--report DIR] [-o json]
+	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--overlap=true] [--report DIR] [-o json]
       brings up the default lab, sends sequenced UDP from h1 (1,000 flows,
       half to h3, half over bgp1's prefixes; IPv4 and IPv6 in turn), and
       injects a fault drawn by the seed every other 4 s step: kill -9 of an
       LB agent, a back-end agent, BIRD, keepalived or the active VCP, a
       back-end host's links down for a second, bgp1's link down for a
-      second; meanwhile bgp1 withdraws and announces half its IPv4
+      second (in half the fault steps a second fault comes 100-600 ms
+      after the first, --overlap); meanwhile bgp1 withdraws and announces half its IPv4
       prefixes in turn (--churn route changes a second); counts every frame lost, in a fault's step or outside any,
       and checks after each step that the router converged again and every
       back-end's FIB equals the suite's RIB.
@@ -41,6 +42,7 @@ func runSoak(args []string) error {
 	fs.Uint64Var(&o.Seed, "seed", 1, "the seed the faults are drawn with")
 	faults := fs.String("faults", "all", "the faults drawn from, comma-separated, or all: "+strings.Join(bench.SoakFaults, ", "))
 	fs.Float64Var(&o.Rate, "rate", 20_000, "the traffic, frames per second (halved until a step loses nothing)")
+	fs.BoolVar(&o.Overlap, "overlap", true, "in half the fault steps, a second fault 100-600 ms after the first, while it heals")
 	fs.Float64Var(&o.ChurnRate, "churn", 1000, "route changes a second bgp1 sends while the traffic runs, withdrawing and announcing the IPv4 prefixes the traffic does not cross (0: none)")
 	report := fs.String("report", "", "write report.json and report.md into this directory")
 	if _, _, err := cli.Parse(fs, args); err != nil {
