@@ -580,6 +580,9 @@ func faultText(rep *SoakReport, f *soakFault) string {
 		return ""
 	}
 	last := rep.Faults[len(rep.Faults)-1]
+	if last.Overlaps != "" { // the pair's second: the first is the one before
+		last = rep.Faults[len(rep.Faults)-2]
+	}
 	return fmt.Sprintf(", fault %s on %s: outage %.1f ms, repaired in %.0f ms", f.kind, f.target, last.OutageMS, last.RepairedMS)
 }
 
