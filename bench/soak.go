@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -99,6 +100,9 @@ type SoakOptions struct {
 	// ChurnRate is the route changes a second bgp1's churn sends while
 	// the traffic runs (soak_churn.go); 0: no churn.
 	ChurnRate float64
+	// Ops has the operator drain, weight and reload during every step
+	// (soak_ops.go).
+	Ops bool
 	// MSRBin is the program every element of the lab runs.
 	MSRBin string
 	// LogsDir is where the lab's logs are copied when the soak fails or
@@ -164,15 +168,18 @@ type SoakReport struct {
 	LostOutsideFaults uint64                   `json:"lost_outside_faults"`
 	Duplicated        uint64                   `json:"duplicated"`
 	// Churn is bgp1's BGP churn while the traffic ran (nil: none).
-	Churn  *SoakChurn `json:"churn,omitempty"`
-	Steps  []SoakStep `json:"steps"`
-	NotYet []string   `json:"not_yet"`
+	Churn *SoakChurn `json:"churn,omitempty"`
+	// Operations are the operator's commands given while the traffic
+	// ran, by kind (drain, undrain, weight, reload).
+	Operations map[string]int `json:"operations,omitempty"`
+	Steps      []SoakStep     `json:"steps"`
+	NotYet     []string       `json:"not_yet"`
 }
 
 // soakNotYet is what the issue asks that this soak does not do yet.
-var soakNotYet = []string{"churn: IPv6 BGP updates, over a full table, OSPF costs, reloads, drains", "TCP traffic", "traffic h3 -> h1",
+var soakNotYet = []string{"churn: IPv6 BGP updates, over a full table", "TCP traffic", "traffic h3 -> h1",
 	"faults: back-end added and removed, an external link down past its BGP hold time (routes withdrawn and restored), floods and forged frames, memory pressure",
-	"BPF maps' bounds", "duplicates exactly (the sink counts late and duplicated frames together: duplicated is a lower bound)"}
+	"duplicates exactly (the sink counts late and duplicated frames together: duplicated is a lower bound)"}
 
 // Soak runs the soak and returns its report; an error is a soak that
 // could not run, not one that failed (that is InvariantsOK false).
@@ -222,8 +229,19 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	}
 	rep = &SoakReport{Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet}
 	inv := map[string][]string{} // invariant -> what broke it
-	for _, name := range []string{"fib_equals_rib", "no_loss_outside_faults", "no_duplicates", "no_process_leak", "agent_memory"} {
+	for _, name := range []string{"fib_equals_rib", "no_loss_outside_faults", "no_duplicates", "no_process_leak", "agent_memory", "bpf_map_bounds"} {
 		inv[name] = nil
+	}
+	maps := newSoakMaps()
+	var ops *soakOps
+	if o.Ops {
+		ops = newSoakOps()
+		inv["operator_state"] = nil
+		defer func() {
+			if err := ops.restore(); err != nil {
+				fmt.Fprintf(progress, "soak: the operator's state not restored: %v\n", err)
+			}
+		}()
 	}
 	procs, err := labProcesses()
 	if err != nil {
@@ -253,6 +271,11 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 				secondAfter = overlapMin + time.Duration(rng.Int64N(int64(overlapMax-overlapMin)))
 			}
 		}
+		var op *soakOp
+		var opAt time.Duration
+		if ops != nil {
+			op, opAt = ops.draw(rng), 300*time.Millisecond+time.Duration(rng.Int64N(int64(3*time.Second)))
+		}
 		ipv6 := step/2%2 == 1 // a fault step and the quiet one after it: one family
 		r.soakFamily(ipv6)
 		size := traffic.MinFrameSize
@@ -269,6 +292,15 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			go func() { churned <- churn.run(stopChurn) }()
 		} else {
 			churned <- nil
+		}
+		opDone := make(chan error, 1)
+		if op != nil {
+			go func() {
+				time.Sleep(opAt)
+				opDone <- op.do()
+			}()
+		} else {
+			opDone <- nil
 		}
 		t, err := r.send(sendSpec{size: size, rate: rate}, func(g *traffic.Generator) (uint64, error) {
 			done := make(chan struct{})
@@ -306,6 +338,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		close(stopChurn)
 		if cerr := <-churned; err == nil && cerr != nil {
 			err = cerr
+		}
+		if oerr := <-opDone; oerr != nil {
+			inv["operator_state"] = append(inv["operator_state"], fmt.Sprintf("at %.0f s, %s: %v", at.Seconds(), op.text, oerr))
 		}
 		if err != nil {
 			return nil, err
@@ -362,6 +397,14 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		} else {
 			ribSync = max(ribSync, took)
 		}
+		if ops != nil {
+			if err := untilOpsHeld(ops); err != nil {
+				inv["operator_state"] = append(inv["operator_state"], fmt.Sprintf("after %.0f s (%s): %v", at.Seconds(), op.text, err))
+			}
+		}
+		if err := maps.look(time.Since(start) >= 2*time.Minute); err != nil {
+			inv["bpf_map_bounds"] = append(inv["bpf_map_bounds"], fmt.Sprintf("at %.0f s: %v", at.Seconds(), err))
+		}
 		split := ""
 		if st.Lost > 0 {
 			split = fmt.Sprintf(" (to h3 %d, to bgp1's prefixes %d)", st.LostToH3, st.LostToBGP1)
@@ -370,17 +413,24 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		if second != nil {
 			text += fmt.Sprintf(", and %s on %s %v later", second.kind, second.target, secondAt.Sub(faultAt).Round(time.Millisecond))
 		}
+		if op != nil {
+			text += "; " + op.text
+		}
 		fmt.Fprintf(progress, "soak %5.0f s: %s, sent %d, lost %d%s%s\n", at.Seconds(), st.Family, st.Sent, st.Lost, split, text)
 	}
 	rep.DurationS = time.Since(start).Seconds()
 	if churn != nil {
 		rep.Churn = churn.report()
 	}
+	if ops != nil {
+		rep.Operations = ops.done
+	}
 	if after, err := labProcesses(); err != nil {
 		return nil, err
 	} else if d := diffCounts(procs, after); d != "" {
 		inv["no_process_leak"] = append(inv["no_process_leak"], d)
 	}
+	inv["bpf_map_bounds"] = append(inv["bpf_map_bounds"], maps.broken()...)
 	memCompared := 0
 	for proc, last := range memLast {
 		first := memFirst[proc]
@@ -403,6 +453,11 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	}
 	rep.Invariants["agent_memory"] = withDetail(rep.Invariants["agent_memory"],
 		fmt.Sprintf("every agent process watched for a minute or more (%d; each from its first look at a minute old) grew its resident memory less than 10%%", memCompared))
+	if ops != nil {
+		rep.Invariants["operator_state"] = withDetail(rep.Invariants["operator_state"],
+			"after every step the router held what the operator last asked: the drained back-end in no table, the weight set, the file's mode and OSPF cost")
+	}
+	rep.Invariants["bpf_map_bounds"] = withDetail(rep.Invariants["bpf_map_bounds"], maps.detail())
 	rep.Invariants["fib_equals_rib"] = withDetail(rep.Invariants["fib_equals_rib"],
 		fmt.Sprintf("after every step every back-end's routes were the active VCP's RIB's, within %v at most (limit %v)", ribSync.Round(time.Millisecond), ribSyncLimit))
 	for _, f := range rep.Faults {
@@ -817,6 +872,13 @@ func (r *SoakReport) WriteText(w io.Writer) {
 	if c := r.Churn; c != nil {
 		fmt.Fprintf(w, "churn: bgp1 withdrew and announced %d IPv4 prefixes in turn for %.0f s: %.0f route changes/s, %d UPDATE messages\n",
 			c.Prefixes, c.ChurnedS, c.ChangesPerS, c.UpdatesSent)
+	}
+	if len(r.Operations) > 0 {
+		var ops []string
+		for _, k := range slices.Sorted(maps.Keys(r.Operations)) {
+			ops = append(ops, fmt.Sprintf("%s %d", k, r.Operations[k]))
+		}
+		fmt.Fprintf(w, "operations: %s (msr ctl, on the active VCP; reload on both)\n", strings.Join(ops, ", "))
 	}
 	fmt.Fprintf(w, "%-14s %-30s %8s %8s %10s %11s  %s\n", "FAULT", "TARGET", "AT S", "LOST", "OUTAGE MS", "REPAIRED MS", "GOAL")
 	for _, f := range r.Faults {

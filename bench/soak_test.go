@@ -12,11 +12,12 @@ import (
 
 // TestSoak is `msr soak --duration 2m`: the default lab under accounted
 // traffic, bgp1 churning half its IPv4 prefixes at 1,000 route changes a
-// second, a fault drawn every other step from all of them (in half of
-// those steps a second one while the first heals), every
-// invariant held (nothing lost outside a fault, every back-end's FIB the
-// suite's RIB after each step, no process leaked, no agent's memory grown
-// 10%), every fault within its goal (none lost but for a back-end host's
+// second, the operator draining, weighting and reloading once a step, a
+// fault drawn every other step from all of them (in half of those steps a
+// second one while the first heals), every invariant held (nothing lost
+// outside a fault, every back-end's FIB the suite's RIB after each step,
+// the router holding what the operator asked, no process leaked, no
+// agent's memory grown 10%, no BPF map full or growing), every fault within its goal (none lost but for a back-end host's
 // own flows, for no longer than the LBs take to drop it, and bgp1's own
 // flows while its link is down), and the names tools rely on in its JSON.
 func TestSoak(t *testing.T) {
@@ -25,7 +26,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer remove()
-	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, MSRBin: bin}, testLog{t})
+	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, Ops: true, MSRBin: bin}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +40,14 @@ func TestSoak(t *testing.T) {
 	}
 	if c := r.Churn; c == nil || c.ChangesPerS < 900 || c.UpdatesSent == 0 || c.ChurnedS < 50 {
 		t.Errorf("churn: %+v, want 1,000 route changes a second (900 at least) in UPDATEs, for most of the run", c)
+	}
+	if ops := r.Operations; ops["drain"]+ops["weight"]+ops["reload"] < 10 || len(ops) < 3 {
+		t.Errorf("operations: %v, want one a step, of three kinds at least", ops)
+	}
+	for _, name := range []string{"operator_state", "bpf_map_bounds"} {
+		if _, ok := r.Invariants[name]; !ok {
+			t.Errorf("no invariant %s", name)
+		}
 	}
 	for _, f := range r.Faults {
 		if !f.Met {

@@ -29,10 +29,11 @@ const (
 	RunDir  = "/run/msr/default"
 )
 
-// Backends and LBs are the default lab's elements.
+// Backends, LBs and VCPs are the default lab's elements.
 var (
 	Backends = []string{"r1", "r2", "r3"}
 	LBs      = []string{"lb1", "lb2"}
+	VCPs     = []string{"vcp1", "vcp2"}
 )
 
 // Options are how the default lab comes up.
@@ -150,7 +151,7 @@ func Look() *Snapshot {
 			}
 		}
 	}
-	for _, v := range []string{"vcp1", "vcp2"} {
+	for _, v := range VCPs {
 		st, err := vcpapi.Local(v, "").Status()
 		if err != nil || st.Role != "active" {
 			continue

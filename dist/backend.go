@@ -47,14 +47,27 @@ type BackendPort struct {
 // BackendConfig is sent by the active VCP to one back-end (Target): the
 // router's external ports, its other own addresses of either family
 // (Addrs: the slow path answers them), and the RIB feed (the VCP's iBGP listener and the
-// router's AS; an invalid RIBNeighbor: no feed).
+// router's AS; an invalid RIBNeighbor: no feed), and what the operator
+// asked of this back-end: Drained (no new flows: `msr ctl drain`) and
+// Capacity (its weight: `msr ctl weight`; 0: its own). The back-end keeps
+// the operator's two and reports them in its hellos (HelloFlagDrained,
+// HelloFlagCapacitySet), so that they outlive the VCP that was told: a
+// standby takes them from the hellos.
 type BackendConfig struct {
 	Target      uint64        `json:"target"`
 	RIBNeighbor netip.Addr    `json:"rib_neighbor"`
 	RIBASN      uint32        `json:"rib_asn"`
 	Ports       []BackendPort `json:"ports"`
 	Addrs       []netip.Addr  `json:"addrs"`
+	Drained     bool          `json:"drained,omitempty"`
+	Capacity    uint32        `json:"capacity_mbps,omitempty"`
 }
+
+// BACKEND_CONFIG's flags (byte 19, reserved before 2026-11-24).
+const (
+	backendFlagDrained  = 1 << 0
+	backendFlagCapacity = 1 << 1 // the operator's capacity follows the addresses
+)
 
 func (*BackendConfig) Type() MsgType { return TypeBackendConfig }
 
@@ -83,7 +96,14 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint64(b, m.Target)
 	b = append(b, rib[:]...)
 	b = binary.BigEndian.AppendUint32(b, m.RIBASN)
-	b = append(b, uint8(len(m.Ports)), uint8(len(addrs4)), uint8(len(addrs6)), 0)
+	var flags uint8
+	if m.Drained {
+		flags |= backendFlagDrained
+	}
+	if m.Capacity != 0 {
+		flags |= backendFlagCapacity
+	}
+	b = append(b, uint8(len(m.Ports)), uint8(len(addrs4)), uint8(len(addrs6)), flags)
 	for _, p := range m.Ports {
 		addr, bits, err := encodePrefix(p.Prefix)
 		if err != nil {
@@ -116,6 +136,9 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 		v := a.As16()
 		b = append(b, v[:]...)
 	}
+	if m.Capacity != 0 {
+		b = binary.BigEndian.AppendUint32(b, m.Capacity)
+	}
 	return b, nil
 }
 
@@ -123,18 +146,27 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 	if len(b) < backendHdrLen {
 		return errShort
 	}
-	np, na, na6 := int(b[16]), int(b[17]), int(b[18])
-	portLen := backendPortLen
-	if na6 == 0 && len(b) == backendHdrLen+np*backendPortLenV0+na*4 {
-		portLen = backendPortLenV0
-	}
-	if np > MaxPorts || na+na6 > MaxBackendAddrs || len(b) != backendHdrLen+np*portLen+na*4+na6*16 {
-		return fmt.Errorf("%d ports and %d+%d addresses in %d bytes", np, na, na6, len(b))
-	}
-	if b[19] != 0 {
+	np, na, na6, flags := int(b[16]), int(b[17]), int(b[18]), b[19]
+	if flags&^(backendFlagDrained|backendFlagCapacity) != 0 {
 		return errReserved
 	}
-	*m = BackendConfig{Target: binary.BigEndian.Uint64(b[0:8]), RIBASN: binary.BigEndian.Uint32(b[12:16])}
+	trailer := 0
+	if flags&backendFlagCapacity != 0 {
+		trailer = 4
+	}
+	portLen := backendPortLen
+	if na6 == 0 && flags == 0 && len(b) == backendHdrLen+np*backendPortLenV0+na*4 {
+		portLen = backendPortLenV0
+	}
+	if np > MaxPorts || na+na6 > MaxBackendAddrs || len(b) != backendHdrLen+np*portLen+na*4+na6*16+trailer {
+		return fmt.Errorf("%d ports and %d+%d addresses in %d bytes", np, na, na6, len(b))
+	}
+	*m = BackendConfig{Target: binary.BigEndian.Uint64(b[0:8]), RIBASN: binary.BigEndian.Uint32(b[12:16]), Drained: flags&backendFlagDrained != 0}
+	if trailer > 0 {
+		if m.Capacity = binary.BigEndian.Uint32(b[len(b)-4:]); m.Capacity == 0 {
+			return fmt.Errorf("operator's capacity 0: %w", errReserved)
+		}
+	}
 	if rib := netip.AddrFrom4([4]byte(b[8:12])); !rib.IsUnspecified() {
 		m.RIBNeighbor = rib
 	} else if m.RIBASN != 0 {

@@ -82,6 +82,14 @@ func goldenCases() []struct {
 			{Deny: true, Proto: 58, Src: netip.MustParsePrefix("2001:db8::/32"), Dst: netip.MustParsePrefix("2001:db8:10::/64"), SportHi: 65535, DportHi: 65535},
 			{SportHi: 65535, DportHi: 65535},
 		}}}},
+		// The operator's drain and weight, which the back-end keeps and
+		// reports in its hellos.
+		{"backend-config-drained", Frame{Dst: macR1, Src: macVCP, Header: hdr(10), Msg: &BackendConfig{
+			Target: 0x2222, RIBNeighbor: netip.MustParseAddr("10.0.0.1"), RIBASN: 65000, Ports: []BackendPort{
+				{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500},
+			}, Drained: true, Capacity: 20000}}},
+		{"hello-router-drained", Frame{Dst: GroupMAC, Src: macR1, Header: hdr(11), Msg: &Hello{
+			Role: RoleRouter, Flags: HelloFlagDraining | HelloFlagDrained | HelloFlagCapacitySet, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 20000, Name: "r2"}}},
 	}
 }
 
@@ -400,5 +408,49 @@ func TestConfigsBeforeIPv6(t *testing.T) {
 	p[3] = 64
 	if err := b.decodeBody(bc); err == nil {
 		t.Errorf("old BACKEND_CONFIG with an IPv6 length in its reserved byte taken")
+	}
+}
+
+// TestBackendConfigOperatorFlags: BACKEND_CONFIG's flags byte takes the
+// operator's drain and weight, the weight's 4 bytes after the addresses
+// exactly when its flag says so, and refuses any other bit.
+func TestBackendConfigOperatorFlags(t *testing.T) {
+	m := &BackendConfig{Target: 7, Ports: []BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500}}}
+	for _, c := range []struct {
+		drained  bool
+		capacity uint32
+	}{{false, 0}, {true, 0}, {false, 7000}, {true, 1}} {
+		m.Drained, m.Capacity = c.drained, c.capacity
+		b, err := m.appendBody(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got BackendConfig
+		if err := got.decodeBody(b); err != nil || got.Drained != c.drained || got.Capacity != c.capacity {
+			t.Errorf("drained %v capacity %d: decoded %v %+v", c.drained, c.capacity, err, got)
+		}
+		if c.capacity != 0 {
+			if err := got.decodeBody(b[:len(b)-4]); err == nil {
+				t.Errorf("capacity flag without its 4 bytes taken")
+			}
+			b[len(b)-4], b[len(b)-3], b[len(b)-2], b[len(b)-1] = 0, 0, 0, 0
+			if err := got.decodeBody(b); err == nil {
+				t.Errorf("capacity flag with capacity 0 taken")
+			}
+		}
+	}
+	m.Drained, m.Capacity = false, 0
+	b, _ := m.appendBody(nil)
+	for bit := 2; bit < 8; bit++ {
+		b[19] = 1 << bit
+		var got BackendConfig
+		if err := got.decodeBody(b); err == nil {
+			t.Errorf("flag bit %d taken", bit)
+		}
+	}
+	h, _ := (&Hello{Role: RoleRouter, Name: "r1"}).appendBody(nil)
+	h[1] = 1 << 3
+	if err := new(Hello).decodeBody(h); err == nil {
+		t.Error("hello flag bit 3 taken")
 	}
 }

@@ -185,8 +185,20 @@ type Hello struct {
 	Ports []PortStatus `json:"ports"`
 }
 
-// HelloFlagDraining marks a back-end that asks to receive no new flows.
-const HelloFlagDraining = 1 << 0
+// A back-end's hello flags. HelloFlagDraining marks a back-end that asks
+// to receive no new flows: not ready yet, or drained by the operator,
+// which HelloFlagDrained says (with Draining); HelloFlagCapacitySet says
+// its Capacity is the operator's weight, not its own. The operator's two
+// come from the VCP's BACKEND_CONFIG and are kept by the back-end, so
+// that a VCP taking over finds them in the hellos (bits 1-2 since
+// 2026-11-24: a receiver from before refuses them, so VCPs and LBs are
+// upgraded first).
+const (
+	HelloFlagDraining    = 1 << 0
+	HelloFlagDrained     = 1 << 1
+	HelloFlagCapacitySet = 1 << 2
+	helloFlagsKnown      = HelloFlagDraining | HelloFlagDrained | HelloFlagCapacitySet
+)
 
 func (*Hello) Type() MsgType { return TypeHello }
 
@@ -273,7 +285,7 @@ func (m *Hello) decodeBody(b []byte) error {
 	if err := validRole(m.Role); err != nil {
 		return err
 	}
-	if m.Flags&^HelloFlagDraining != 0 {
+	if m.Flags&^helloFlagsKnown != 0 {
 		return errReserved
 	}
 	for i := range m.Ports {

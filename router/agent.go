@@ -479,7 +479,7 @@ func (a *Agent) maintain(ctx context.Context) {
 func (a *Agent) sendHello() {
 	ready := a.ready()
 	a.mu.Lock()
-	nACL, ports := len(a.set.ACL), slices.Clone(a.set.Ports)
+	nACL, ports, drained, capacity := len(a.set.ACL), slices.Clone(a.set.Ports), a.set.Drained, a.set.CapacityMbps
 	a.mu.Unlock()
 	st, err := a.dp.Stats(nACL)
 	if err != nil {
@@ -506,6 +506,13 @@ func (a *Agent) sendHello() {
 	}
 	if !ready {
 		h.Flags |= dist.HelloFlagDraining
+	}
+	if drained { // the operator's, kept here for any VCP to see
+		h.Flags |= dist.HelloFlagDraining | dist.HelloFlagDrained
+	}
+	if capacity > 0 {
+		h.Capacity = capacity
+		h.Flags |= dist.HelloFlagCapacitySet
 	}
 	h.Busy, _ = a.busy.Permyriad()
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
@@ -670,7 +677,7 @@ func (a *Agent) Status() *routerapi.Status {
 	ready := a.ready()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &routerapi.Status{Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes() + a.dp.FIB6.Changes(),
+	s := &routerapi.Status{Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Drained: a.set.Drained, CapacityMbps: a.set.CapacityMbps, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes() + a.dp.FIB6.Changes(),
 		Routes6: a.dp.FIB6.Len(), FIB6GroupsUsed: a.dp.FIB6.GroupsUsed(), FIB6Groups: a.dp.FIB6.Groups(),
 		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
 	if st != nil {

@@ -17,7 +17,8 @@ import (
 
 // settings are what a back-end serves for the router: the router's
 // external ports, its other own addresses, its ACL and the RIB feed to
-// dial. They come from the back-end's file (without a VCP) or from the
+// dial; and what the operator asked of it through the VCP (drained, a
+// weight), which it reports in its hellos so that any VCP learns them. They come from the back-end's file (without a VCP) or from the
 // active VCP (BACKEND_CONFIG and ACL_CONFIG, docs/dist.md), which a
 // back-end whose file holds only its identity waits for (seed 003: the
 // virtual control plane coordinates the elements).
@@ -26,6 +27,10 @@ type settings struct {
 	Addrs []netip.Addr `json:"addrs"`
 	ACL   []ACLRule    `json:"acl"`
 	RIB   *RIBConfig   `json:"rib"`
+	// Drained: no new flows (`msr ctl drain`); CapacityMbps: the
+	// operator's weight (`msr ctl weight`; 0: the file's capacity).
+	Drained      bool   `json:"drained,omitempty"`
+	CapacityMbps uint32 `json:"capacity_mbps,omitempty"`
 }
 
 // fileSettings are the settings of the back-end's own file.
@@ -65,7 +70,7 @@ func (a *Agent) saveSettings(s settings) error {
 // vcpSettings are a BACKEND_CONFIG and an ACL_CONFIG as the agent serves
 // them.
 func vcpSettings(m *dist.BackendConfig, acl []dist.ACLRule) settings {
-	s := settings{Addrs: m.Addrs}
+	s := settings{Addrs: m.Addrs, Drained: m.Drained, CapacityMbps: m.Capacity}
 	for _, p := range m.Ports {
 		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, Address6: p.Prefix6, MTU: max(p.MTU, 576)})
 	}
@@ -137,11 +142,19 @@ func (a *Agent) apply(ctx context.Context, s settings) error {
 	portsChanged := !slices.Equal(old.Ports, s.Ports) || !slices.Equal(old.Addrs, s.Addrs)
 	aclChanged := !slices.Equal(old.ACL, s.ACL)
 	ribChanged := !sameRIB(old.RIB, s.RIB)
-	if !portsChanged && !aclChanged && !ribChanged {
+	operatorChanged := old.Drained != s.Drained || old.CapacityMbps != s.CapacityMbps
+	if !portsChanged && !aclChanged && !ribChanged && !operatorChanged {
 		a.mu.Unlock()
 		return nil
 	}
 	a.set = s
+	if operatorChanged {
+		a.log.Info("the operator's state from the VCP", "drained", s.Drained, "capacity_mbps", s.CapacityMbps)
+		if !portsChanged && !aclChanged && !ribChanged {
+			a.mu.Unlock()
+			return a.saveSettings(s)
+		}
+	}
 	var err error
 	if portsChanged {
 		var restarted bool

@@ -113,13 +113,44 @@ func TestRouterSettingsFromVCP(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, w.Body)
 		}
 	}
+	// The operator drains it and sets its weight through the VCP: it
+	// keeps both and says so in its hellos, for any VCP to take.
+	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500}},
+		Drained: true, Capacity: 7000})
+	waitFor("drained", func(s *routerapi.Status) bool { return s.Drained && s.CapacityMbps == 7000 })
+	flags := uint8(dist.HelloFlagDraining | dist.HelloFlagDrained | dist.HelloFlagCapacitySet)
+	if hello := heardHello(t, conn, cfg.ID, flags); hello.Flags != flags || hello.Capacity != 7000 {
+		t.Errorf("drained back-end's hello: flags %#x capacity %d, want %#x 7000", hello.Flags, hello.Capacity, flags)
+	}
 	// A restarted agent with the same identity-only file serves the
-	// settings it kept.
+	// settings it kept, the operator's too.
 	stop()
 	a.Close()
 	a, stop = startRouter(t, cfg)
 	defer func() { stop(); a.Remove() }()
-	if st := a.Status(); len(st.Ports) != 1 || !strings.Contains(st.Ports[0], "10.10.2.1/24") || len(st.ACL) != 1 || !st.Ready {
-		t.Errorf("restarted: ports %v, ACL %v, ready %v", st.Ports, st.ACL, st.Ready)
+	if st := a.Status(); len(st.Ports) != 1 || !strings.Contains(st.Ports[0], "10.10.2.1/24") || len(st.ACL) != 1 || !st.Ready || !st.Drained || st.CapacityMbps != 7000 {
+		t.Errorf("restarted: ports %v, ACL %v, ready %v, drained %v, capacity %d", st.Ports, st.ACL, st.Ready, st.Drained, st.CapacityMbps)
 	}
+}
+
+// heardHello waits for a hello of the element id on conn with flags (the
+// ones queued before may not have them), and returns the last heard.
+func heardHello(t *testing.T, conn *dist.Conn, id uint64, flags uint8) *dist.Hello {
+	t.Helper()
+	var last *dist.Hello
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		f, err := conn.Recv(200 * time.Millisecond)
+		if err != nil {
+			continue
+		}
+		if h, ok := f.Msg.(*dist.Hello); ok && f.Header.Sender == id {
+			if last = h; h.Flags == flags {
+				break
+			}
+		}
+	}
+	if last == nil {
+		t.Fatal("no hello heard")
+	}
+	return last
 }

@@ -389,11 +389,28 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
 		a.log.Info("element came back", "name", h.Name)
 		a.event("%s %s came back", roleName(h.Role), h.Name)
 	}
+	if h.Role == dist.RoleRouter && (!a.active || e.hello == nil) {
+		a.adoptOperator(h)
+	}
 	e.mac, e.hello, e.last, e.alive = mac, h, now, true
 	for _, p := range h.Ports {
 		a.rates.observe(h.Name+"/"+fmt.Sprint(p.Index), now, p.RxPackets, p.RxBytes)
 	}
 	a.observeLoad(h.Name, h, now)
+}
+
+// adoptOperator takes what the operator asked of a back-end (drained, a
+// weight) from its hello: the back-end keeps what the active VCP sent it
+// (BACKEND_CONFIG), so a standby follows it all along and has it when it
+// takes over, and an active VCP takes it for a back-end it hears for the
+// first time (it started after the operator spoke). Call with a.mu held.
+func (a *Agent) adoptOperator(h *dist.Hello) {
+	a.drained[h.Name] = h.Flags&dist.HelloFlagDrained != 0
+	if h.Flags&dist.HelloFlagCapacitySet != 0 {
+		a.capacities[h.Name] = h.Capacity
+	} else {
+		delete(a.capacities, h.Name)
+	}
 }
 
 func (a *Agent) hold(h *dist.Hello) time.Duration {
@@ -605,10 +622,14 @@ func (a *Agent) announce() {
 }
 
 // Drain takes a back-end out of every table (no new flows to it), or puts
-// it back.
+// it back. The back-end is told, keeps it and says so in its hellos
+// (configureBackend, adoptOperator): the drain outlives this VCP.
 func (a *Agent) Drain(name string, drain bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.active {
+		return errStandby
+	}
 	for _, e := range a.elements {
 		if e.hello.Role == dist.RoleRouter && e.hello.Name == name {
 			a.drained[name] = drain

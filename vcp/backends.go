@@ -88,7 +88,7 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 		return
 	}
 	m, acl := a.backendSettings()
-	m.Target = r.id
+	m.Target, m.Drained, m.Capacity = r.id, a.drained[r.hello.Name], a.capacities[r.hello.Name]
 	id := fmt.Sprint(m, acl)
 	if id == p.id && backendPortsApplied(r.hello, m.Ports) && now.Sub(p.sent) < backendRefresh {
 		return

@@ -2,6 +2,7 @@ package vcp
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -218,12 +219,20 @@ func (a *Agent) elementClient(s string) (*api.Client, error) {
 	return nil, fmt.Errorf("no element %q", s)
 }
 
-// SetCapacity sets a back-end's capacity, so its weight, until the VCP
-// restarts or the config is reloaded (0: back to the config's or its
-// hellos').
+// errStandby refuses an operator's change on a standby VCP: the active one
+// holds the router's state (its back-ends keep the drains and weights it
+// sends them, which a standby takes from their hellos).
+var errStandby = errors.New("this VCP is a standby: ask the active one (msr ctl --api)")
+
+// SetCapacity sets a back-end's capacity, so its weight, until the config
+// is reloaded (0: back to the config's or its own). The back-end is told
+// and keeps it, as a drain: a VCP that takes over has it.
 func (a *Agent) SetCapacity(name string, mbps uint32) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.active {
+		return errStandby
+	}
 	for _, e := range a.elements {
 		if e.hello.Role == dist.RoleRouter && e.hello.Name == name {
 			if mbps == 0 {

@@ -1,6 +1,7 @@
 package vcp
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -61,22 +62,78 @@ func TestTableComputation(t *testing.T) {
 		t.Fatalf("mode %d, weights %v", mode, w)
 	}
 	// A drained back-end and a dead one leave; a capacity set from the
-	// console replaces the configured one.
-	a.Drain("r2", true)
+	// console replaces the configured one. (The console's changes are the
+	// active VCP's; this agent is a standby for tick, which pushes
+	// nothing then: it has no socket.)
+	asActive(a, func() { a.Drain("r2", true) })
 	a.elements[13].last = time.Now().Add(-time.Second)
-	a.tick(time.Now()) // notices r4's death; pushes nothing (no socket: not active)
-	a.SetCapacity("r3", 10000)
+	a.tick(time.Now()) // notices r4's death
+	asActive(a, func() { a.SetCapacity("r3", 10000) })
 	if _, w := weights(); len(w) != 2 || w["r1"][0] != 100 || w["r3"][0] != 100 {
 		t.Fatalf("after drain, death and a capacity: %v", w)
 	}
 	// Back again.
-	a.Drain("r2", false)
+	asActive(a, func() { a.Drain("r2", false) })
 	a.hear(13, "02:00:00:00:b0:04", &dist.Hello{Role: dist.RoleRouter, Name: "r4", Capacity: 2500, HelloIntervalMs: 100, HoldMultiplier: 3})
 	if _, w := weights(); len(w) != 4 {
 		t.Fatalf("after undrain and return: %v", w)
 	}
-	if err := a.Drain("r9", true); err == nil {
-		t.Error("drained a back-end that does not exist")
+	asActive(a, func() {
+		if err := a.Drain("r9", true); err == nil {
+			t.Error("drained a back-end that does not exist")
+		}
+	})
+}
+
+// asActive runs f with a as the active VCP.
+func asActive(a *Agent, f func()) {
+	a.active = true
+	defer func() { a.active = false }()
+	f()
+}
+
+// The operator's drain and weight outlive the VCP that was told: the
+// back-end keeps them and says so in its hellos, a standby follows the
+// hellos (and refuses the console's changes), and takes them over with
+// the router; an active VCP takes them only from a back-end it hears for
+// the first time, its own word standing otherwise.
+func TestOperatorStateFromHellos(t *testing.T) {
+	a := tableAgent(t, "")
+	router := func(name string, flags uint8, capacity uint32) *dist.Hello {
+		return &dist.Hello{Role: dist.RoleRouter, Name: name, Flags: flags, Capacity: capacity, HelloIntervalMs: 100, HoldMultiplier: 3}
+	}
+	drained := uint8(dist.HelloFlagDraining | dist.HelloFlagDrained)
+	a.hear(11, "02:00:00:00:b0:01", router("r1", drained|dist.HelloFlagCapacitySet, 7000))
+	a.hear(12, "02:00:00:00:b0:02", router("r2", 0, 10000))
+	if !a.drained["r1"] || a.capacities["r1"] != 7000 || a.drained["r2"] || a.capacities["r2"] != 0 {
+		t.Fatalf("a standby's view of the hellos: drained %v, capacities %v", a.drained, a.capacities)
+	}
+	if err := a.Drain("r2", true); !errors.Is(err, errStandby) {
+		t.Errorf("drain on a standby: %v", err)
+	}
+	if err := a.SetCapacity("r2", 100); !errors.Is(err, errStandby) {
+		t.Errorf("weight on a standby: %v", err)
+	}
+	// The operator undrains r1 on the active VCP: its hellos follow.
+	a.hear(11, "02:00:00:00:b0:01", router("r1", 0, 10000))
+	if a.drained["r1"] || a.capacities["r1"] != 0 {
+		t.Fatalf("r1 undrained and unweighted: drained %v, capacities %v", a.drained, a.capacities)
+	}
+	// Taken over: the standby's view is the router's; its own word stands
+	// against a hello that does not carry it yet.
+	a.hear(11, "02:00:00:00:b0:01", router("r1", drained, 10000))
+	a.active = true
+	if err := a.SetCapacity("r2", 2500); err != nil {
+		t.Fatal(err)
+	}
+	a.hear(12, "02:00:00:00:b0:02", router("r2", 0, 10000))
+	if !a.drained["r1"] || a.capacities["r2"] != 2500 {
+		t.Errorf("after the takeover: drained %v, capacities %v", a.drained, a.capacities)
+	}
+	// A back-end first heard while active brings its own.
+	a.hear(13, "02:00:00:00:b0:03", router("r3", drained, 10000))
+	if !a.drained["r3"] {
+		t.Errorf("r3, drained before this VCP knew it: %v", a.drained)
 	}
 }
 

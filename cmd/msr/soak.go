@@ -14,7 +14,7 @@ import (
 
 var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
-	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--overlap=true] [--report DIR] [-o json]
+	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--overlap=true] [--ops=true] [--report DIR] [-o json]
       brings up the default lab, sends sequenced UDP from h1 (1,000 flows,
       half to h3, half over bgp1's prefixes; IPv4 and IPv6 in turn), and
       injects a fault drawn by the seed every other 4 s step: kill -9 of an
@@ -22,9 +22,13 @@ var soakCommand = command{
       back-end host's links down for a second, bgp1's link down for a
       second (in half the fault steps a second fault comes 100-600 ms
       after the first, --overlap); meanwhile bgp1 withdraws and announces half its IPv4
-      prefixes in turn (--churn route changes a second); counts every frame lost, in a fault's step or outside any,
-      and checks after each step that the router converged again and every
-      back-end's FIB equals the suite's RIB.
+      prefixes in turn (--churn route changes a second), and the operator
+      drains or undrains a back-end, sets or clears a weight, or reloads
+      both VCPs' config with another balancing mode and OSPF cost, once a
+      step (--ops); counts every frame lost, in a fault's step or outside
+      any, and checks after each step that the router converged again,
+      every back-end's FIB equals the suite's RIB, and the router holds
+      what the operator last asked.
       Faults: ` + strings.Join(bench.SoakFaults, ", ") + `.
       Exits 1 when an invariant broke or a fault missed its goal; then, or
       when it cannot go on, the lab's logs are kept (in DIR/logs with
@@ -44,6 +48,7 @@ func runSoak(args []string) error {
 	fs.Float64Var(&o.Rate, "rate", 20_000, "the traffic, frames per second (halved until a step loses nothing)")
 	fs.BoolVar(&o.Overlap, "overlap", true, "in half the fault steps, a second fault 100-600 ms after the first, while it heals")
 	fs.Float64Var(&o.ChurnRate, "churn", 1000, "route changes a second bgp1 sends while the traffic runs, withdrawing and announcing the IPv4 prefixes the traffic does not cross (0: none)")
+	fs.BoolVar(&o.Ops, "ops", true, "the operator drains, weights and reloads once a step (msr ctl drain|undrain|weight|reload)")
 	report := fs.String("report", "", "write report.json and report.md into this directory")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err

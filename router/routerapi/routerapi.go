@@ -75,6 +75,11 @@ type Status struct {
 	ACL   []string `json:"acl"`
 	Ports []string `json:"ports"`
 	Ready bool     `json:"ready"`
+	// Drained and CapacityMbps are what the operator asked of this
+	// back-end through the VCP (`msr ctl drain`, `weight`; 0: none),
+	// which it keeps and reports in its hellos.
+	Drained      bool   `json:"drained,omitempty"`
+	CapacityMbps uint32 `json:"operator_capacity_mbps,omitempty"`
 }
 
 // RouteInfo is one route as the API lists it.
