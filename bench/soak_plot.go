@@ -32,11 +32,11 @@ func (r *SoakReport) WritePlot(w io.Writer) error {
 	}
 	end := r.DurationS
 	last := r.Steps[len(r.Steps)-1]
-	end = math.Max(end, last.AtS+soakStep.Seconds())
+	end = math.Max(end, last.AtS+last.seconds())
 	x := func(s float64) float64 { return plotLeft + s/end*plotInnerW }
 	maxRate, maxLost := 1.0, 1.0
 	for _, st := range r.Steps {
-		maxRate = math.Max(maxRate, float64(st.Received)/soakStep.Seconds())
+		maxRate = math.Max(maxRate, float64(st.Received)/st.seconds())
 		maxLost = math.Max(maxLost, float64(st.Lost))
 	}
 	rateTop := plotTop
@@ -60,9 +60,9 @@ func (r *SoakReport) WritePlot(w io.Writer) error {
 		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%.0f s</text>`+"\n", x(s), lostTop+plotInnerH+14, s)
 	}
 	// A bar a step.
-	barW := math.Max(plotInnerW*soakStep.Seconds()/end-1, plotStepSecondsMin)
 	for _, st := range r.Steps {
-		rate := float64(st.Received) / soakStep.Seconds()
+		barW := math.Max(plotInnerW*st.seconds()/end-1, plotStepSecondsMin)
+		rate := float64(st.Received) / st.seconds()
 		h := rate / maxRate * plotInnerH
 		color := "#4a7ebb"
 		if st.Family == "ipv6" {
@@ -85,4 +85,13 @@ func (r *SoakReport) WritePlot(w io.Writer) error {
 	fmt.Fprintf(w, `<text x="%.1f" y="%.1f">bars: IPv4 steps blue, IPv6 green; dashed: a fault, its kind beside it</text>`+"\n", plotLeft, plotH-8)
 	_, err := fmt.Fprintln(w, "</svg>")
 	return err
+}
+
+// seconds is how long the step's traffic ran (a report from before steps
+// had their own length: soakStep).
+func (st SoakStep) seconds() float64 {
+	if st.TrafficS > 0 {
+		return st.TrafficS
+	}
+	return soakStep.Seconds()
 }

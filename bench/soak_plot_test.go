@@ -59,6 +59,17 @@ func TestStepGoal(t *testing.T) {
 	links := &soakFault{kind: "backend-links", target: "r1"}
 	ext := &soakFault{kind: "external-link", target: "bgp1's link"}
 	lb := &soakFault{kind: "lb-agent", target: "lb1"}
+	down := func(withdrawn, restored time.Duration) *soakFault {
+		now := time.Now()
+		d := &linkDown{downAt: now, upAt: now.Add(extLinkDown)}
+		if withdrawn > 0 {
+			d.withdrawn = now.Add(withdrawn)
+		}
+		if restored > 0 {
+			d.restored = d.upAt.Add(restored)
+		}
+		return &soakFault{kind: "external-link-down", target: "bgp1's link", down: d}
+	}
 	for _, c := range []struct {
 		name   string
 		faults []*soakFault
@@ -75,6 +86,13 @@ func TestStepGoal(t *testing.T) {
 		{"bgp1's link, h3's flows too", []*soakFault{ext}, SoakStep{Sent: 90_000, Lost: 10_001, LostToH3: 1, LostToBGP1: 10_000}, time.Second, false},
 		{"bgp1's link and an agent together", []*soakFault{ext, lb}, SoakStep{Sent: 90_000, Lost: 10_000, LostToBGP1: 10_000}, time.Second, true},
 		{"a host down and bgp1's link together", []*soakFault{links, ext}, SoakStep{Sent: 90_000, Lost: 12_000, LostToH3: 1000, LostToBGP1: 11_000}, time.Second, true},
+		{"bgp1's link down, routes withdrawn and back in time", []*soakFault{down(14*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
+		{"bgp1's link down, routes never withdrawn", []*soakFault{down(0, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"bgp1's link down, routes withdrawn late", []*soakFault{down(17*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"bgp1's link down, routes not back", []*soakFault{down(14*time.Second, 0)}, SoakStep{Sent: 600_000, Lost: 290_000, LostToBGP1: 290_000}, 29 * time.Second, false},
+		{"bgp1's link down and the VCP killed: routes kept, back in time", []*soakFault{down(0, 7*time.Second), {kind: "vcp"}}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
+		{"bgp1's link down and the VCP killed: routes not back", []*soakFault{down(0, 0), {kind: "vcp"}}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"bgp1's link down, h3's flows too", []*soakFault{down(14*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_001, LostToH3: 1, LostToBGP1: 250_000}, 23 * time.Second, false},
 	} {
 		if _, got := stepGoal(c.faults, c.st, c.span); got != c.want {
 			t.Errorf("%s: met %v, want %v", c.name, got, c.want)

@@ -122,6 +122,10 @@ hostname bgp1
 router bgp 65020
  bgp router-id 203.0.113.20
  bgp graceful-restart
+ ! The time the router keeps bgp1's routes after its session is lost (RFC
+ ! 4724), FRR's 120 s by default: 5, so that bgp1's link down past its hold
+ ! time (9 s) withdraws them within 14 s (msr soak, external-link-down).
+ bgp graceful-restart restart-time 5
  no bgp ebgp-requires-policy
  no bgp network import-check
  no bgp default ipv4-unicast

@@ -20,7 +20,8 @@ var soakCommand = command{
       injects a fault drawn by the seed every other 4 s step: kill -9 of an
       LB agent, a back-end agent, BIRD, keepalived or the active VCP, a
       back-end host's links down for a second, bgp1's link down for a
-      second (in half the fault steps a second fault comes 100-600 ms
+      second, or for 16 s, past its BGP hold time, its routes withdrawn and
+      restored (in half the fault steps a second fault comes 100-600 ms
       after the first, --overlap); meanwhile bgp1 withdraws and announces half its IPv4
       prefixes in turn (--churn route changes a second), and the operator
       drains or undrains a back-end, sets or clears a weight, or reloads
