@@ -43,15 +43,17 @@ import (
 // The operator's drains, weights and reloads run beside it (soak_ops.go),
 // and the BPF maps are counted after every step (soak_maps.go).
 //
+// Real clients run beside it: UDP from h3 to h1, TCP and HTTP
+// (soak_clients.go).
+//
 // What it does not do yet (SoakReport.NotYet says so in every report):
-// the rest of the churn (IPv6 BGP updates, over a full table), TCP
-// traffic, traffic from h3 to h1, the faults outside this list (a
-// back-end added and removed, floods and forged frames, memory pressure).
+// the rest of the churn (IPv6 BGP updates, over a full table), the faults
+// outside this list (a back-end added and removed).
 
 // SoakFaults are the faults a soak draws from, each with the loss it is
 // allowed (the issue's goals): none, but for a back-end host's links,
 // whose flows are lost until the LBs drop it.
-var SoakFaults = []string{"lb-agent", "backend-agent", "suite", "keepalived", "vcp", "backend-links", "external-link", "external-link-down"}
+var SoakFaults = []string{"lb-agent", "backend-agent", "suite", "keepalived", "vcp", "backend-links", "external-link", "external-link-down", "hostile", "backend-memory"}
 
 // soakStep is a step's length; soakFaultAt is when in a fault step the
 // fault comes.
@@ -122,6 +124,10 @@ type SoakOptions struct {
 	// Ops has the operator drain, weight and reload during every step
 	// (soak_ops.go).
 	Ops bool
+	// Clients runs real clients beside the instrument every step
+	// (soak_clients.go): iperf3's UDP from h3 to h1, iperf3 TCP from h1
+	// to h3, HTTP downloads from h3 to h1 with their sha256.
+	Clients bool
 	// MSRBin is the program every element of the lab runs.
 	MSRBin string
 	// LogsDir is where the lab's logs are copied when the soak fails or
@@ -153,6 +159,19 @@ type SoakFault struct {
 	// from the link coming up until every back-end had it again.
 	WithdrawnMS float64 `json:"withdrawn_ms,omitempty"`
 	RestoredMS  float64 `json:"restored_ms,omitempty"`
+	// DISTSent, JunkSent and DISTDropped are a hostile fault's: the DIST
+	// frames (forged or replayed) and the random ones it sent, and the
+	// DIST frames the router's edge dropped and counted meanwhile;
+	// Changed what of the forger's asking the router took ("": nothing).
+	DISTSent    uint64 `json:"dist_sent,omitempty"`
+	JunkSent    uint64 `json:"junk_sent,omitempty"`
+	DISTDropped uint64 `json:"dist_dropped,omitempty"`
+	Changed     string `json:"changed,omitempty"`
+	// MemoryLimit and OOMKilled are a backend-memory fault's: the
+	// cgroup's limit on the agent, and whether the kernel killed it for
+	// it (it was started again).
+	MemoryLimit int64 `json:"memory_limit,omitempty"`
+	OOMKilled   bool  `json:"oom_killed,omitempty"`
 }
 
 // SoakInvariant is one invariant's verdict over the whole soak.
@@ -176,7 +195,11 @@ type SoakStep struct {
 	// sink's count of each flow against what the generator sent it).
 	LostToH3   uint64 `json:"lost_to_h3"`
 	LostToBGP1 uint64 `json:"lost_to_bgp1"`
-	Fault      string `json:"fault,omitempty"`
+	// ReverseSent and ReverseLost are the clients' UDP from h3 to h1
+	// (iperf3's datagrams), with Clients.
+	ReverseSent uint64 `json:"reverse_sent,omitempty"`
+	ReverseLost uint64 `json:"reverse_lost,omitempty"`
+	Fault       string `json:"fault,omitempty"`
 }
 
 // SoakReport is what `msr soak -o json` prints. duration_s,
@@ -199,13 +222,15 @@ type SoakReport struct {
 	// Operations are the operator's commands given while the traffic
 	// ran, by kind (drain, undrain, weight, reload).
 	Operations map[string]int `json:"operations,omitempty"`
-	Steps      []SoakStep     `json:"steps"`
-	NotYet     []string       `json:"not_yet"`
+	// Clients is the real clients' account (nil: none ran).
+	Clients *SoakClients `json:"clients,omitempty"`
+	Steps   []SoakStep   `json:"steps"`
+	NotYet  []string     `json:"not_yet"`
 }
 
 // soakNotYet is what the issue asks that this soak does not do yet.
-var soakNotYet = []string{"churn: IPv6 BGP updates, over a full table", "TCP traffic", "traffic h3 -> h1",
-	"faults: back-end added and removed, floods and forged frames, memory pressure",
+var soakNotYet = []string{"churn: IPv6 BGP updates, over a full table",
+	"faults: back-end added and removed",
 	"duplicates exactly (the sink counts late and duplicated frames together: duplicated is a lower bound)"}
 
 // Soak runs the soak and returns its report; an error is a soak that
@@ -249,10 +274,12 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		return nil, err
 	}
 	var churn *bgpChurn
+	looked := r.plan // what a look at the router must see: with the churn, not its prefixes
 	if o.ChurnRate > 0 {
 		if churn, err = newBGPChurn(r.plan, r.dsts, o.ChurnRate); err != nil {
 			return nil, err
 		}
+		looked = churn.kept(r.plan)
 	}
 	rep = &SoakReport{Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet}
 	inv := map[string][]string{} // invariant -> what broke it
@@ -260,6 +287,14 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		inv[name] = nil
 	}
 	maps := newSoakMaps()
+	var clients *soakClients
+	if o.Clients {
+		if clients, err = startSoakClients(); err != nil {
+			return nil, err
+		}
+		defer clients.close()
+		inv["tcp_intact"] = nil
+	}
 	var ops *soakOps
 	if o.Ops {
 		ops = newSoakOps()
@@ -324,13 +359,17 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		at := time.Since(start)
 		var faultErr, secondErr error
 		var faultAt, secondAt, repaired time.Time
-		looked := r.plan // what a look at the router must see: with the churn, not its prefixes
 		stopChurn, churned := make(chan struct{}), make(chan error, 1)
 		if churn != nil {
-			looked = churn.kept(r.plan)
 			go func() { churned <- churn.run(stopChurn) }()
 		} else {
 			churned <- nil
+		}
+		clientsDone := make(chan clientStep, 1)
+		if clients != nil {
+			go func() { clientsDone <- clients.run(stepLen, at) }()
+		} else {
+			clientsDone <- clientStep{}
 		}
 		opDone := make(chan error, 1)
 		if op != nil {
@@ -378,6 +417,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		if cerr := <-churned; err == nil && cerr != nil {
 			err = cerr
 		}
+		cs := <-clientsDone
 		if oerr := <-opDone; oerr != nil {
 			inv["operator_state"] = append(inv["operator_state"], fmt.Sprintf("at %.0f s, %s: %v", at.Seconds(), op.text, oerr))
 		}
@@ -390,7 +430,11 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		if secondErr != nil {
 			return nil, fmt.Errorf("soak: fault %s on %s: %w", second.kind, second.target, secondErr)
 		}
-		st := SoakStep{AtS: at.Seconds(), TrafficS: stepLen.Seconds(), Family: familyName(ipv6), Sent: t.sent, Received: t.rep.RxPackets, Lost: t.lost()}
+		st := SoakStep{AtS: at.Seconds(), TrafficS: stepLen.Seconds(), Family: familyName(ipv6), Sent: t.sent, Received: t.rep.RxPackets, Lost: t.lost(),
+			ReverseSent: cs.udpSent, ReverseLost: cs.udpLost}
+		if err := cs.err(); err != nil {
+			inv["tcp_intact"] = append(inv["tcp_intact"], err.Error())
+		}
 		if st.Lost > 0 {
 			st.LostToH3, st.LostToBGP1 = r.lostByDestination(t.sent)
 		}
@@ -416,6 +460,10 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 				rep.LostOutsideFaults += st.Lost
 				inv["no_loss_outside_faults"] = append(inv["no_loss_outside_faults"], fmt.Sprintf("%d lost at %.0f s", st.Lost, at.Seconds()))
 			}
+			if st.ReverseLost > 0 {
+				rep.LostOutsideFaults += st.ReverseLost
+				inv["no_loss_outside_faults"] = append(inv["no_loss_outside_faults"], fmt.Sprintf("%d of h3's UDP datagrams to h1 lost at %.0f s", st.ReverseLost, at.Seconds()))
+			}
 		} else {
 			st.Fault = fault.kind
 			faults := []*soakFault{fault}
@@ -427,11 +475,17 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			f := SoakFault{Kind: fault.kind, Target: fault.target, Family: st.Family, AtS: faultAt.Sub(start).Seconds(), LostPackets: st.Lost, OutageMS: ms(t.rep.LossSpan),
 				RepairedMS: ms(repaired.Sub(faultAt)), Goal: goal, Met: met}
 			f.WithdrawnMS, f.RestoredMS = fault.down.figures()
+			fault.flood.report(&f)
+			fault.pressure.report(&f)
 			if second != nil {
 				f.Overlaps = second.kind
 				g := f
 				g.Kind, g.Target, g.AtS, g.Overlaps, g.RepairedMS = second.kind, second.target, secondAt.Sub(start).Seconds(), fault.kind, ms(repaired.Sub(secondAt))
 				g.WithdrawnMS, g.RestoredMS = second.down.figures()
+				g.DISTSent, g.JunkSent, g.DISTDropped, g.Changed = 0, 0, 0, ""
+				g.MemoryLimit, g.OOMKilled = 0, false
+				second.flood.report(&g)
+				second.pressure.report(&g)
 				rep.Faults = append(rep.Faults, f, g)
 			} else {
 				rep.Faults = append(rep.Faults, f)
@@ -455,6 +509,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		if st.Lost > 0 {
 			split = fmt.Sprintf(" (to h3 %d, to bgp1's prefixes %d)", st.LostToH3, st.LostToBGP1)
 		}
+		if st.ReverseLost > 0 {
+			split += fmt.Sprintf(", h3 -> h1 UDP lost %d of %d", st.ReverseLost, st.ReverseSent)
+		}
 		text := faultText(rep, fault)
 		if second != nil {
 			text += fmt.Sprintf(", and %s on %s %v later", second.kind, second.target, secondAt.Sub(faultAt).Round(time.Millisecond))
@@ -470,6 +527,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	}
 	if ops != nil {
 		rep.Operations = ops.done
+	}
+	if clients != nil {
+		rep.Clients = clients.report()
 	}
 	if after, err := labProcesses(); err != nil {
 		return nil, err
@@ -496,6 +556,11 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			rep.InvariantsOK = false
 		}
 		rep.Invariants[name] = v
+	}
+	if c := rep.Clients; c != nil {
+		rep.Invariants["tcp_intact"] = withDetail(rep.Invariants["tcp_intact"], fmt.Sprintf(
+			"every client completed: %d HTTP downloads of 256 KiB from h3 to h1, each with its sha256; %d iperf3 TCP tests from h1 to h3 (%.0f MB, %d retransmits); h3's UDP to h1: %d datagrams, %d lost (in fault steps), %d out of order",
+			c.Downloads, len(rep.Steps), float64(c.TCPBytes)/1e6, c.TCPRetransmits, c.ReverseSent, c.ReverseLost, c.ReverseOutOfOrder))
 	}
 	rep.Invariants["agent_memory"] = withDetail(rep.Invariants["agent_memory"],
 		fmt.Sprintf("every agent process watched for a minute or more (%d; each from its first look at a minute old) grew its resident memory less than 10%%", memCompared))
@@ -649,15 +714,23 @@ func (r *routerSession) soakFamily(ipv6 bool) {
 	if ipv6 {
 		prefixes = r.plan.Prefixes6
 	}
-	r.dsts = nil
 	n := max(r.o.Flows/2, 1)
-	for i := range n {
-		r.dsts = append(r.dsts, h3, prefixes[i*len(prefixes)/n].Addr().Next())
+	r.dsts = make([]netip.Addr, 2*n)
+	for i := range r.dsts {
+		if flowToH3(i) {
+			r.dsts[i] = h3
+		} else {
+			r.dsts[i] = prefixes[i/2*len(prefixes)/n].Addr().Next()
+		}
 	}
 }
 
+// flowToH3 says whether the soak's flow i goes to h3 (else to one of
+// bgp1's prefixes): every other one.
+func flowToH3(i int) bool { return i%2 == 0 }
+
 // lostByDestination splits the frames a step lost between the flows to
-// h3 and those to bgp1's prefixes (soakFamily: even flows go to h3): the
+// h3 and those to bgp1's prefixes (flowToH3): the
 // generator sends its flows round-robin, so flow i was sent sent/flows
 // frames, one more for the first sent%flows.
 func (r *routerSession) lostByDestination(sent uint64) (toH3, toBGP1 uint64) {
@@ -674,7 +747,7 @@ func (r *routerSession) lostByDestination(sent uint64) (toH3, toBGP1 uint64) {
 		if got >= want {
 			continue
 		}
-		if i%2 == 0 {
+		if flowToH3(i) {
 			toH3 += want - got
 		} else {
 			toBGP1 += want - got
@@ -750,14 +823,23 @@ func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, boo
 			routesMet = routesMet && w > 0 && r > 0 && w <= ms(withdrawGoal) && r <= ms(restoreGoal)
 		}
 	}
+	for _, f := range faults {
+		if f.kind == "hostile" {
+			parts = append(parts, "every DIST frame dropped at the edge and counted, nothing changed")
+			routesMet = routesMet && f.flood.met()
+		}
+	}
 	if parts == nil {
-		return "0 lost", st.Lost == 0
+		return "0 lost", st.Lost == 0 && st.ReverseLost == 0
 	}
 	goal := strings.Join(parts, "; ")
 	if len(faults) > 1 {
 		goal += " (together)"
 	}
-	return goal, float64(st.Lost) <= allowed && span <= spanGoal && (h3 || st.LostToH3 == 0) && routesMet
+	if allowed == 0 {
+		goal = "0 lost; " + goal
+	}
+	return goal, float64(st.Lost) <= allowed && span <= spanGoal && (h3 || st.LostToH3 == 0 && st.ReverseLost == 0) && routesMet
 }
 
 // watchRepair is when the router has converged again after a fault (every
@@ -791,6 +873,20 @@ func faultText(rep *SoakReport, f *soakFault) string {
 		last = rep.Faults[len(rep.Faults)-2]
 	}
 	text := fmt.Sprintf(", fault %s on %s: outage %.1f ms, repaired in %.0f ms", f.kind, f.target, last.OutageMS, last.RepairedMS)
+	if f.flood != nil {
+		changed := ""
+		if last.Changed != "" {
+			changed = "; " + last.Changed
+		}
+		text += fmt.Sprintf(" (%d DIST frames and %d random ones from h2: %d DIST dropped at lb1/e1%s)", last.DISTSent, last.JunkSent, last.DISTDropped, changed)
+	}
+	if f.pressure != nil {
+		text += fmt.Sprintf(" (limit %.1f MB", float64(last.MemoryLimit)/1e6)
+		if last.OOMKilled {
+			text += ", killed for it and started again"
+		}
+		text += ")"
+	}
 	if f.isLinkDown() {
 		text += fmt.Sprintf(" (bgp1's routes withdrawn %.0f ms after the link went down, back %.0f ms after it came up)", last.WithdrawnMS, last.RestoredMS)
 	}
@@ -803,6 +899,8 @@ type soakFault struct {
 	kind, target string
 	do           func(*session) error
 	down         *linkDown
+	flood        *flood
+	pressure     *pressure
 }
 
 func (f *soakFault) isLinkDown() bool { return f != nil && f.down != nil }
@@ -832,6 +930,12 @@ func drawFault(rng *rand.Rand, kinds []string) *soakFault {
 		return &soakFault{kind: kind, target: "bgp1's link, past its hold time", do: d.run, down: d}
 	case "vcp":
 		return &soakFault{kind: kind, target: "the active VCP", do: crashActiveVCP}
+	case "backend-memory":
+		p := &pressure{backend: demo.Backends[rng.IntN(len(demo.Backends))]}
+		return &soakFault{kind: kind, target: p.backend + "'s agent", do: p.run, pressure: p}
+	case "hostile":
+		f := &flood{}
+		return &soakFault{kind: kind, target: "lb1/e1, from h2", do: f.run, flood: f}
 	case "suite":
 		return &soakFault{kind: kind, target: "BIRD on the active VCP", do: func(*session) error { return killActive("bird", "bird.conf") }}
 	case "keepalived":
@@ -1040,6 +1144,10 @@ func (r *SoakReport) WriteText(w io.Writer) {
 	if c := r.Churn; c != nil {
 		fmt.Fprintf(w, "churn: bgp1 withdrew and announced %d IPv4 prefixes in turn for %.0f s: %.0f route changes/s, %d UPDATE messages\n",
 			c.Prefixes, c.ChurnedS, c.ChangesPerS, c.UpdatesSent)
+	}
+	if c := r.Clients; c != nil {
+		fmt.Fprintf(w, "clients: %d HTTP downloads h3 -> h1 with their sha256 (%d failed), iperf3 TCP h1 -> h3 %.0f MB (%d retransmits, %d tests failed), iperf3 UDP h3 -> h1 %d datagrams, %d lost\n",
+			c.Downloads, len(c.Failed), float64(c.TCPBytes)/1e6, c.TCPRetransmits, len(c.TCPFailed), c.ReverseSent, c.ReverseLost)
 	}
 	if len(r.Operations) > 0 {
 		var ops []string

@@ -149,38 +149,37 @@ func (c *bgpChurn) set(withdrawn bool) error {
 	return nil
 }
 
-// run churns until stop closes, a turn every period, and leaves every
-// prefix announced.
+// run churns until stop closes, a turn every period (the first at once),
+// and leaves every prefix announced.
 func (c *bgpChurn) run(stop <-chan struct{}) error {
 	start := time.Now()
 	t := time.NewTicker(c.period)
 	defer t.Stop()
 	withdrawn := false
 	var err error
-	for first := true; err == nil; first = false {
-		if !first { // the first turn at once
-			select {
-			case <-stop:
-				if withdrawn {
-					err = c.set(false)
-				}
-				c.mu.Lock()
-				c.running += time.Since(start)
-				c.mu.Unlock()
-				return err
-			case <-t.C:
-			}
-		}
+	for {
 		withdrawn = !withdrawn
-		if err = c.set(withdrawn); err == nil {
-			c.mu.Lock()
-			c.turns++
-			c.mu.Unlock()
+		if err = c.set(withdrawn); err != nil {
+			break
 		}
+		c.mu.Lock()
+		c.turns++
+		c.mu.Unlock()
+		select {
+		case <-stop:
+		case <-t.C:
+			continue
+		}
+		break
 	}
 	if withdrawn {
-		c.set(false)
+		if aerr := c.set(false); err == nil {
+			err = aerr
+		}
 	}
+	c.mu.Lock()
+	c.running += time.Since(start)
+	c.mu.Unlock()
 	return err
 }
 

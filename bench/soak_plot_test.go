@@ -92,6 +92,10 @@ func TestStepGoal(t *testing.T) {
 		{"bgp1's link down, routes not back", []*soakFault{down(14*time.Second, 0)}, SoakStep{Sent: 600_000, Lost: 290_000, LostToBGP1: 290_000}, 29 * time.Second, false},
 		{"bgp1's link down and the VCP killed: routes kept, back in time", []*soakFault{down(0, 7*time.Second), {kind: "vcp"}}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
 		{"bgp1's link down and the VCP killed: routes not back", []*soakFault{down(0, 0), {kind: "vcp"}}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"a flood, every DIST frame counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, junk: 20000, counted: 4100}}}, SoakStep{Sent: 80_000}, 0, true},
+		{"a flood, a DIST frame not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 3999}}}, SoakStep{Sent: 80_000}, 0, false},
+		{"a flood that changed something", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, changed: "lb1 installed the forged table"}}}, SoakStep{Sent: 80_000}, 0, false},
+		{"a flood, a frame lost", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000}}}, SoakStep{Sent: 80_000, Lost: 1, LostToH3: 1}, time.Millisecond, false},
 		{"bgp1's link down, h3's flows too", []*soakFault{down(14*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_001, LostToH3: 1, LostToBGP1: 250_000}, 23 * time.Second, false},
 	} {
 		if _, got := stepGoal(c.faults, c.st, c.span); got != c.want {

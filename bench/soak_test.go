@@ -26,7 +26,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer remove()
-	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, Ops: true, MSRBin: bin}, testLog{t})
+	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, Ops: true, Clients: true, MSRBin: bin}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,10 @@ func TestSoak(t *testing.T) {
 	if ops := r.Operations; ops["drain"]+ops["weight"]+ops["reload"] < 10 || len(ops) < 3 {
 		t.Errorf("operations: %v, want one a step, of three kinds at least", ops)
 	}
-	for _, name := range []string{"operator_state", "bpf_map_bounds"} {
+	if c := r.Clients; c == nil || c.Downloads < 50 || c.TCPBytes == 0 || c.ReverseSent == 0 {
+		t.Errorf("clients: %+v, want HTTP downloads, TCP and UDP from h3 every step", c)
+	}
+	for _, name := range []string{"operator_state", "bpf_map_bounds", "tcp_intact"} {
 		if _, ok := r.Invariants[name]; !ok {
 			t.Errorf("no invariant %s", name)
 		}

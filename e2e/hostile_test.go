@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/binary"
-	"errors"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -11,12 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/inet"
-	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lb/lbapi"
 	"github.com/msr-router/msr/router/routerapi"
@@ -234,30 +230,7 @@ func TestDefaultLabHostileInput(t *testing.T) {
 // fromH1 runs f in h1 with its port to the router and a send that waits
 // while the qdisc is full, losing nothing.
 func fromH1(f func(ifi *net.Interface, send func([]byte) error) error) error {
-	return netns.Do(lab.Namespace(demo.LabName, "h1"), func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifi.Index}); err != nil {
-			return err
-		}
-		return f(ifi, func(b []byte) error {
-			for {
-				err := unix.Send(fd, b, 0)
-				if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN) {
-					time.Sleep(50 * time.Microsecond)
-					continue
-				}
-				return err
-			}
-		})
-	})
+	return lab.Raw(demo.LabName, "h1", "eth0", f)
 }
 
 // hostileIPv6 is an IPv6 frame to dst: random hop limit, source (now and

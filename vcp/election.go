@@ -250,7 +250,17 @@ func (e *Election) read(log *slog.Logger) {
 			continue
 		}
 		log.Info("VRRP", "state", f[2])
-		e.Active <- f[2] == "MASTER"
+		switch f[2] {
+		case "MASTER":
+			e.Active <- true
+		case "MASTER_RX_LOWER_PRI":
+			// An event, not a state: this master heard a lower
+			// priority's advert (the other VCP's, ending a split brain)
+			// and stays master, answering it. Taken for "not master",
+			// it left both VCPs standby for good (msr soak, finding 9).
+		default: // BACKUP, FAULT, STOP
+			e.Active <- false
+		}
 	}
 }
 

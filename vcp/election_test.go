@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,5 +130,32 @@ func TestKeepalivedDeathIsNotMaster(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("keepalived ended: the election said nothing")
+	}
+}
+
+// TestMasterRxLowerPriority: keepalived's MASTER_RX_LOWER_PRI (a master
+// hearing a lower priority's advert, as a split brain ends) leaves this
+// VCP master: it is an event, not a state. Taken for "not master", it
+// made both VCPs standby for good.
+func TestMasterRxLowerPriority(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Election{fifo: r, Active: make(chan bool, 10)}
+	done := make(chan struct{})
+	go func() { e.read(quiet()); close(done) }()
+	for _, l := range []string{`INSTANCE "msr" MASTER 150`, `INSTANCE "msr" MASTER_RX_LOWER_PRI 150`, `INSTANCE "msr" BACKUP 150`, `INSTANCE "msr" FAULT 150`} {
+		fmt.Fprintln(w, l)
+	}
+	w.Close()
+	<-done
+	close(e.Active)
+	var got []bool
+	for v := range e.Active {
+		got = append(got, v)
+	}
+	if !slices.Equal(got, []bool{true, false, false}) {
+		t.Errorf("verdicts %v, want master, then not for BACKUP and FAULT only", got)
 	}
 }

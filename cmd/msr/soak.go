@@ -14,19 +14,21 @@ import (
 
 var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
-	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--overlap=true] [--ops=true] [--report DIR] [-o json]
+	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--overlap=true] [--ops=true] [--clients=true] [--report DIR] [-o json]
       brings up the default lab, sends sequenced UDP from h1 (1,000 flows,
       half to h3, half over bgp1's prefixes; IPv4 and IPv6 in turn), and
       injects a fault drawn by the seed every other 4 s step: kill -9 of an
       LB agent, a back-end agent, BIRD, keepalived or the active VCP, a
       back-end host's links down for a second, bgp1's link down for a
       second, or for 16 s, past its BGP hold time, its routes withdrawn and
-      restored (in half the fault steps a second fault comes 100-600 ms
+      restored, or a flood of forged DIST and random frames from h2 (in half the fault steps a second fault comes 100-600 ms
       after the first, --overlap); meanwhile bgp1 withdraws and announces half its IPv4
       prefixes in turn (--churn route changes a second), and the operator
       drains or undrains a back-end, sets or clears a weight, or reloads
       both VCPs' config with another balancing mode and OSPF cost, once a
-      step (--ops); counts every frame lost, in a fault's step or outside
+      step (--ops); real clients run every step (--clients): iperf3's UDP
+      from h3 to h1, iperf3 TCP from h1 to h3, HTTP downloads from h3 to h1
+      with their sha256; counts every frame lost, in a fault's step or outside
       any, and checks after each step that the router converged again,
       every back-end's FIB equals the suite's RIB, and the router holds
       what the operator last asked.
@@ -50,6 +52,7 @@ func runSoak(args []string) error {
 	fs.BoolVar(&o.Overlap, "overlap", true, "in half the fault steps, a second fault 100-600 ms after the first, while it heals")
 	fs.Float64Var(&o.ChurnRate, "churn", 1000, "route changes a second bgp1 sends while the traffic runs, withdrawing and announcing the IPv4 prefixes the traffic does not cross (0: none)")
 	fs.BoolVar(&o.Ops, "ops", true, "the operator drains, weights and reloads once a step (msr ctl drain|undrain|weight|reload)")
+	fs.BoolVar(&o.Clients, "clients", true, "real clients every step: iperf3 UDP h3 -> h1, iperf3 TCP h1 -> h3, HTTP downloads h3 -> h1 checked by sha256")
 	report := fs.String("report", "", "write report.json and report.md into this directory")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err
