@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -158,8 +159,8 @@ func Look() *Snapshot {
 		}
 		s.VCP = v
 		for _, e := range st.Elements {
-			if e.Alive {
-				s.Alive++
+			if e.Alive && (slices.Contains(LBs, e.Name) || slices.Contains(Backends, e.Name)) {
+				s.Alive++ // the lab's own (a back-end added at run time is not)
 			}
 		}
 		for _, t := range st.Tables {

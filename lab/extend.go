@@ -11,6 +11,11 @@ import (
 // switches it links to, with their new ports; they are not built again.
 // Down removes what Extend made with the rest of the lab.
 func Extend(s *Spec) (*State, error) {
+	unlock, err := lockState(s.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	st, err := ReadState(s.Name)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -260,5 +261,30 @@ func TestRestart(t *testing.T) {
 	}
 	if _, _, err := Restart(name, "h2", "sleeper", syscall.SIGKILL); err == nil || !strings.Contains(err.Error(), "no process sleeper on h2") {
 		t.Errorf("restarting a process the lab does not have: %v", err)
+	}
+	// Restarts at once, each a read-modify-write of the state: one
+	// process runs after them, the one the state names (each saving its
+	// own copy, the others ran on unseen).
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := Restart(name, "h1", "sleeper", syscall.SIGKILL); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	st, err = ReadState(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := nsPIDs(Namespace(name, "h1"))
+	for deadline := time.Now().Add(3 * time.Second); (len(pids) != 1 || pids[0] != st.Processes[0].PID) && time.Now().Before(deadline); pids = nsPIDs(Namespace(name, "h1")) {
+		time.Sleep(50 * time.Millisecond) // the last one's shell starting, its $(ip ...)
+	}
+	if len(pids) != 1 || pids[0] != st.Processes[0].PID {
+		t.Errorf("after 8 restarts at once: processes %v in h1, the state names %d", pids, st.Processes[0].PID)
 	}
 }

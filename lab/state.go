@@ -63,6 +63,23 @@ func (st *State) save() error {
 	return os.Rename(tmp, path)
 }
 
+// lockState holds a lab's state for one read-modify-write (Restart,
+// Extend), so that two of them at once do not each save their own copy:
+// a process restarted while a host was added was lost from the state,
+// and the next restart started a second agent beside the first (msr soak,
+// finding 10). It returns the unlock.
+func lockState(name string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(RunDir, name, "state.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock lab state: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock lab state: %w", err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
+}
+
 // ReadState returns the state of a lab that is up.
 func ReadState(name string) (*State, error) {
 	b, err := os.ReadFile(filepath.Join(RunDir, name, "state.json"))
@@ -242,6 +259,11 @@ func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true}
 // restartTimeout is an error, and is left running. It returns when the
 // new process exists, and the time the old one took to go.
 func Restart(labName, host, name string, sig syscall.Signal) (*ProcState, time.Duration, error) {
+	unlock, err := lockState(labName)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer unlock()
 	st, err := ReadState(labName)
 	if err != nil {
 		return nil, 0, err

@@ -155,3 +155,26 @@ func TestBecomeActiveAndStandby(t *testing.T) {
 		t.Error("a standby still active or sending")
 	}
 }
+
+// A back-end whose hello does not show the drain and weight it was sent
+// (killed before it kept them) is sent them again.
+func TestOperatorApplied(t *testing.T) {
+	m := &dist.BackendConfig{Drained: true, Capacity: 7000}
+	for _, c := range []struct {
+		flags    uint8
+		capacity uint32
+		want     bool
+	}{
+		{dist.HelloFlagDraining | dist.HelloFlagDrained | dist.HelloFlagCapacitySet, 7000, true},
+		{dist.HelloFlagDraining, 10000, false},
+		{dist.HelloFlagDraining | dist.HelloFlagDrained, 10000, false},
+		{dist.HelloFlagDraining | dist.HelloFlagDrained | dist.HelloFlagCapacitySet, 5000, false},
+	} {
+		if got := operatorApplied(&dist.Hello{Flags: c.flags, Capacity: c.capacity}, m); got != c.want {
+			t.Errorf("hello flags %#x capacity %d: applied %v, want %v", c.flags, c.capacity, got, c.want)
+		}
+	}
+	if !operatorApplied(&dist.Hello{Capacity: 10000}, &dist.BackendConfig{}) {
+		t.Error("nothing asked, nothing shown: not applied")
+	}
+}

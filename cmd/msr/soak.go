@@ -21,7 +21,9 @@ var soakCommand = command{
       LB agent, a back-end agent, BIRD, keepalived or the active VCP, a
       back-end host's links down for a second, bgp1's link down for a
       second, or for 16 s, past its BGP hold time, its routes withdrawn and
-      restored, or a flood of forged DIST and random frames from h2 (in half the fault steps a second fault comes 100-600 ms
+      restored, a flood of forged DIST and random frames from h2, a
+      memory cgroup's limit on a back-end's agent, or r4 joining the
+      router or leaving it (in half the fault steps a second fault comes 100-600 ms
       after the first, --overlap); meanwhile bgp1 withdraws and announces half its IPv4
       prefixes in turn (--churn route changes a second), and the operator
       drains or undrains a back-end, sets or clears a weight, or reloads

@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/vcp/vcpapi"
+)
+
+// The soak's back-end added and removed (issue 17 §1): r4, a back-end
+// the default lab does not have, joins the running router as an operator
+// racks a new machine (demo.AddBackend: the VCP discovers it, configures
+// it and feeds it the RIB, and it joins the tables once its FIB holds
+// the table), and at the fault's next turn leaves as an operator takes
+// one out (drained, out of every table, its agent stopped, its link
+// down); then joins again (its link up, its agent started, undrained).
+// The goal, either way: nothing lost.
+
+// joinName is the back-end that joins and leaves; joinMAC its MAC
+// (demo.AddBackend's).
+const (
+	joinName = "r4"
+	joinMAC  = "02:00:00:00:b0:04"
+	// joinWait bounds how long r4 takes to enter every LB's table (its
+	// FIB filled: 0.45-0.63 s measured) or to leave them.
+	joinWait = 15 * time.Second
+)
+
+// backendJoin is r4's state across the soak.
+type backendJoin struct {
+	msrBin string
+	added  bool // r4's host is in the lab
+	in     bool // r4 is in the router: running, undrained
+	last   string
+}
+
+// run joins r4 or takes it out, in turn.
+func (j *backendJoin) run(*session) error {
+	if j.in {
+		j.last = "left"
+		return j.leave()
+	}
+	j.last = "joined"
+	return j.join()
+}
+
+func (j *backendJoin) join() error {
+	if !j.added {
+		if err := demo.AddBackend(j.msrBin, joinName, 10000); err != nil {
+			return err
+		}
+		j.added = true
+	} else {
+		if _, err := demo.Exec(joinName, "ip", "link", "set", "eth0", "up"); err != nil {
+			return err
+		}
+		if _, _, err := lab.Restart(demo.LabName, joinName, "router", syscall.SIGTERM); err != nil {
+			return err
+		}
+		// It kept its drain (its settings): the operator undrains it once
+		// the VCP hears it again.
+		if err := onActive(func(c *vcpapi.Client) error { return c.Drain(joinName, false) }); err != nil {
+			return err
+		}
+	}
+	j.in = true
+	return waitTables(true)
+}
+
+func (j *backendJoin) leave() error {
+	if err := onActive(func(c *vcpapi.Client) error { return c.Drain(joinName, true) }); err != nil {
+		return err
+	}
+	if err := waitTables(false); err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // the frames on their way through it
+	st, err := lab.ReadState(demo.LabName)
+	if err != nil {
+		return err
+	}
+	for _, p := range st.Processes {
+		if p.Host == joinName && p.Name == "router" && p.Running() {
+			syscall.Kill(p.PID, syscall.SIGTERM)
+			for start := time.Now(); p.Running(); time.Sleep(10 * time.Millisecond) {
+				if time.Since(start) > 5*time.Second {
+					return fmt.Errorf("%s's agent still running 5 s after SIGTERM", joinName)
+				}
+			}
+		}
+	}
+	j.in = false
+	_, err = demo.Exec(joinName, "ip", "link", "set", "eth0", "down")
+	return err
+}
+
+// waitTables waits until r4 is in every LB's table, or in none.
+func waitTables(in bool) error {
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		n := 0
+		for _, lb := range demo.LBs {
+			if st, err := demo.LBStatus(lb); err == nil && st.Table.Shares[joinMAC] > 0 {
+				n++
+			}
+		}
+		if in && n == len(demo.LBs) || !in && n == 0 {
+			return nil
+		}
+		if time.Since(start) > joinWait {
+			return fmt.Errorf("%s in %d of %d LBs' tables %v after it was to be %s", joinName, n, len(demo.LBs), joinWait, map[bool]string{true: "in", false: "out"}[in])
+		}
+	}
+}
+
+// backends are the back-ends whose FIBs the soak compares: the lab's,
+// and r4 while it is in.
+func (j *backendJoin) backends() []string {
+	if j != nil && j.in {
+		return append(slices.Clone(demo.Backends), joinName)
+	}
+	return demo.Backends
+}
