@@ -316,14 +316,29 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	// Hellos on their own clock: a table being built and installed (a
+	// Maglev table of 65,537 slots on a busy machine) must not hold them
+	// back, or the VCPs take this LB for dead, its ports down with it
+	// (msr soak, finding 11).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		hello := time.NewTicker(a.cfg.HelloInterval)
+		defer hello.Stop()
+		for {
+			a.sendHello()
+			select {
+			case <-ctx.Done():
+				return
+			case <-hello.C:
+			}
+		}
+	}()
 	// Expiry is checked four times per hello interval, so a back-end
 	// leaves the table at most a quarter interval after its hold time.
 	tick := time.NewTicker(a.cfg.HelloInterval / 4)
 	defer tick.Stop()
-	for n := 0; ; n++ {
-		if n%4 == 0 {
-			a.sendHello()
-		}
+	for {
 		if err := a.applyTable(); err != nil {
 			a.log.Error("install balancing table", "err", err)
 		}
@@ -488,6 +503,10 @@ func (a *Agent) wanted(now time.Time) (Mode, []Backend) {
 	return mode, bs
 }
 
+// installHook, when set (a test), runs before each table install: a
+// slow install on a busy machine.
+var installHook func()
+
 // applyTable installs the wanted table if it differs from the installed
 // one.
 func (a *Agent) applyTable() error {
@@ -506,6 +525,9 @@ func (a *Agent) applyTable() error {
 	t, err := RebuildTable(prev, prevBs, mode, bs)
 	if err != nil {
 		return err
+	}
+	if installHook != nil {
+		installHook()
 	}
 	if err := a.dp.InstallTable(t); err != nil {
 		return err

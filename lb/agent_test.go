@@ -551,3 +551,48 @@ func TestLBAgentAnswersNeighborSolicitation(t *testing.T) {
 		}
 	}
 }
+
+// TestLBAgentHellosWhileInstalling: a table install that takes longer
+// than the hold time (a Maglev table on a busy machine) does not hold the
+// LB's hellos back: they keep their interval, and no VCP takes the LB for
+// dead (msr soak, finding 11: hellos sent from the install's loop came
+// 300-500 ms late, the VCPs took lb2's ports down, and BIRD dropped its
+// BGP sessions on them).
+func TestLBAgentHellosWhileInstalling(t *testing.T) {
+	installHook = func() { time.Sleep(time.Second) }
+	defer func() { installHook = nil }()
+	l := startAgentLab(t, "maglev")
+	secret, _ := hex.DecodeString(testKeyHex)
+	err := netns.Do(lab.Namespace("t-lbagent", "r1"), func() error {
+		c, err := dist.Listen("eth0", dist.Keyring{1: secret})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := l.startHellos("r2"); err != nil { // tables to install, each a second long
+			return err
+		}
+		var last time.Time
+		var worst time.Duration
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+			f, err := c.Recv(500 * time.Millisecond)
+			if err != nil {
+				continue
+			}
+			if h, ok := f.Msg.(*dist.Hello); !ok || h.Role != dist.RoleLB {
+				continue
+			}
+			if now := time.Now(); !last.IsZero() {
+				worst = max(worst, now.Sub(last))
+			}
+			last = time.Now()
+		}
+		if hold := 3 * l.cfg.HelloInterval; last.IsZero() || worst >= hold {
+			return fmt.Errorf("the LB's hellos while tables install: longest gap %v, want under the hold time %v", worst, hold)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -44,6 +44,16 @@ type PortEvent struct {
 // linkDown trap and a mirror taken down for nothing.
 const portsSettle = 3 * time.Second
 
+// lbGoneGrace is how long an LB may be silent before its ports are
+// called down: its data path forwards without its agent (pinned XDP
+// programs and maps), so an agent restarting or stalled for a moment is
+// not a line card pulled out, and taking the mirrors down for it made
+// BIRD drop its BGP sessions on those ports ("Link down"), bgp1's routes
+// with them (msr soak, finding 11: an LB's hellos 300 ms late). An LB
+// gone for good has its ports down 2 s after its last hello, well within
+// the peers' hold times.
+const lbGoneGrace = 2 * time.Second
+
 // followPorts updates the external ports' states from the live LBs'
 // hellos; call it with a.mu held. Until portsSettle (or one hold time, if
 // longer) after the VCP started it has not heard every LB yet: a port not
@@ -65,6 +75,9 @@ func (a *Agent) followPorts(now time.Time) {
 		if !ok {
 			if old == nil && !settled {
 				continue
+			}
+			if old != nil && a.lbSilentFor(ep.LB, now) < lbGoneGrace {
+				continue // its agent restarting or late: the port as it was
 			}
 			s = PortState{VLAN: ep.VLAN, Name: ep.LB} // its LB is gone: down, as a line card pulled out
 			if old != nil {
@@ -98,6 +111,18 @@ func (a *Agent) followPorts(now time.Time) {
 			}
 		}
 	}
+}
+
+// lbSilentFor is how long the LB named lb has not been heard (forever:
+// never). Call it with a.mu held.
+func (a *Agent) lbSilentFor(lb string, now time.Time) time.Duration {
+	silent := time.Duration(1<<63 - 1)
+	for _, e := range a.elements {
+		if e.hello.Role == dist.RoleLB && e.hello.Name == lb {
+			silent = min(silent, now.Sub(e.last))
+		}
+	}
+	return silent
 }
 
 // livePort is an external port as its LB's last hello tells it.

@@ -178,3 +178,30 @@ func TestOperatorApplied(t *testing.T) {
 		t.Error("nothing asked, nothing shown: not applied")
 	}
 }
+
+// An LB silent for less than lbGoneGrace (its agent restarting, its
+// hellos late) keeps its ports up; silent longer, they are down, as a
+// line card pulled out.
+func TestSilentLBKeepsItsPorts(t *testing.T) {
+	a := tableAgent(t, "")
+	a.started = time.Now().Add(-time.Minute)
+	e0, _ := net.ParseMAC("02:00:00:00:e0:00")
+	lbHello := &dist.Hello{Role: dist.RoleLB, Name: "lb1", HelloIntervalMs: 100, HoldMultiplier: 3, Ports: []dist.PortStatus{
+		{Index: 0, Role: dist.PortExternal, VLAN: 10, MAC: e0, Flags: dist.PortFlagUp | dist.PortFlagAdminUp, Name: "e0"}}}
+	a.hear(1, "02:00:00:00:0a:01", lbHello)
+	now := time.Now()
+	a.tick(now)
+	if p := a.ports[10]; p == nil || !p.Up {
+		t.Fatalf("lb1/e0 heard up: %+v", p)
+	}
+	a.elements[1].last = now.Add(-500 * time.Millisecond) // dead after its hold, 300 ms
+	a.tick(now)
+	if p := a.ports[10]; !p.Up {
+		t.Errorf("lb1 silent 500 ms: its port %+v, want still up", p)
+	}
+	a.elements[1].last = now.Add(-lbGoneGrace - time.Millisecond)
+	a.tick(now)
+	if p := a.ports[10]; p.Up {
+		t.Errorf("lb1 silent %v: its port %+v, want down", lbGoneGrace, p)
+	}
+}
