@@ -159,10 +159,14 @@ func (f *flood) send() error {
 	})
 }
 
-// portDrops is an LB port's count of drops for why.
+// portDrops is an LB port's count of drops for why, read from its agent
+// (again for up to opWait while it restarts: an overlapping fault's).
 func portDrops(port, why string) (uint64, error) {
 	lb, _, _ := strings.Cut(port, "/")
 	st, err := demo.LBStatus(lb)
+	for start := time.Now(); err != nil && time.Since(start) < opWait; st, err = demo.LBStatus(lb) {
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		return 0, err
 	}

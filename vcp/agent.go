@@ -626,17 +626,55 @@ func (a *Agent) announce() {
 // (configureBackend, adoptOperator): the drain outlives this VCP.
 func (a *Agent) Drain(name string, drain bool) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if !a.active {
+		a.mu.Unlock()
 		return errStandby
 	}
 	for _, e := range a.elements {
 		if e.hello.Role == dist.RoleRouter && e.hello.Name == name {
 			a.drained[name] = drain
-			return nil
+			a.mu.Unlock()
+			return a.untilBackendKeeps(e)
 		}
 	}
+	a.mu.Unlock()
 	return fmt.Errorf("no back-end %q", name)
+}
+
+// keptWait bounds how long the console waits for a back-end to show the
+// drain or weight it was sent.
+const keptWait = 2 * time.Second
+
+// untilBackendKeeps sends a live back-end its settings at once and waits
+// until its hello shows the operator's drain and weight: only then does
+// the console say done, for only then do they outlive this VCP (a VCP
+// killed between the console's answer and its next push lost an undrain:
+// the back-end still said drained, and the VCP that took over believed
+// it; msr soak, finding 12). A back-end not heard (dead), or a VCP that
+// configures none (no external ports), keeps them in this VCP alone.
+func (a *Agent) untilBackendKeeps(e *element) error {
+	a.mu.Lock()
+	if !e.alive || len(a.cfg.ExternalPorts) == 0 || a.conn == nil {
+		a.mu.Unlock()
+		return nil
+	}
+	if p := a.backendPushes[e.id]; p != nil {
+		p.sent = time.Time{} // now, not at the next hello interval
+	}
+	a.configureBackend(e, time.Now())
+	a.mu.Unlock()
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		a.mu.Lock()
+		m := &dist.BackendConfig{Drained: a.drained[e.hello.Name], Capacity: a.capacities[e.hello.Name]}
+		kept := operatorApplied(e.hello, m)
+		a.mu.Unlock()
+		if kept {
+			return nil
+		}
+		if time.Since(start) > keptWait {
+			return fmt.Errorf("back-end %s did not show the change within %v: it will be sent again, check with msr ctl elements", e.hello.Name, keptWait)
+		}
+	}
 }
 
 // currentSuite is the running suite, or nil (a reload may change it).

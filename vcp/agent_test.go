@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,10 +146,37 @@ func (l *vcpLabT) backend(name string, capacity uint32, key string) {
 		s, _ := dist.NewSender(uint64(name[1]), dist.Key{ID: 1, Secret: secret})
 		ctx, cancel := context.WithCancel(context.Background())
 		l.hellos[name] = cancel
+		// What the VCP asks of it (BACKEND_CONFIG): kept and shown in its
+		// hellos, as a back-end does.
+		var mu sync.Mutex
+		var drained bool
+		var opCapacity uint32
+		go func() {
+			for ctx.Err() == nil {
+				f, err := c.Recv(100 * time.Millisecond)
+				if err != nil {
+					continue
+				}
+				if m, ok := f.Msg.(*dist.BackendConfig); ok && m.Target == uint64(name[1]) {
+					mu.Lock()
+					drained, opCapacity = m.Drained, m.Capacity
+					mu.Unlock()
+				}
+			}
+		}()
 		go func() {
 			defer c.Close()
 			for ctx.Err() == nil {
-				f, _ := s.Seal(dist.GroupMAC, c.MAC(), &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: capacity, Name: name})
+				h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: capacity, Name: name}
+				mu.Lock()
+				if drained {
+					h.Flags |= dist.HelloFlagDraining | dist.HelloFlagDrained
+				}
+				if opCapacity != 0 {
+					h.Flags, h.Capacity = h.Flags|dist.HelloFlagCapacitySet, opCapacity
+				}
+				mu.Unlock()
+				f, _ := s.Seal(dist.GroupMAC, c.MAC(), h)
 				c.Send(f)
 				time.Sleep(100 * time.Millisecond)
 			}

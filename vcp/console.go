@@ -229,8 +229,8 @@ var errStandby = errors.New("this VCP is a standby: ask the active one (msr ctl 
 // and keeps it, as a drain: a VCP that takes over has it.
 func (a *Agent) SetCapacity(name string, mbps uint32) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if !a.active {
+		a.mu.Unlock()
 		return errStandby
 	}
 	for _, e := range a.elements {
@@ -240,8 +240,10 @@ func (a *Agent) SetCapacity(name string, mbps uint32) error {
 			} else {
 				a.capacities[name] = mbps
 			}
-			return nil
+			a.mu.Unlock()
+			return a.untilBackendKeeps(e)
 		}
 	}
+	a.mu.Unlock()
 	return fmt.Errorf("no back-end %q", name)
 }
