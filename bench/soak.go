@@ -404,7 +404,11 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 						}
 					}()
 				}
-				faultErr = fault.do(r.session)
+				// Its target may be between lives too (a VCP standing down,
+				// none active yet): it waits for one, as the second does.
+				for faultErr = fault.do(r.session); faultErr != nil && time.Since(faultAt) < overlapWait; faultErr = fault.do(r.session) {
+					time.Sleep(20 * time.Millisecond)
+				}
 				wg.Wait()
 				if faultErr == nil && secondErr == nil {
 					repaired = watchRepair(looked, faultAt.Add(stepLen-soakFaultAt))
