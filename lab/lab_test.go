@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/internal/netns"
 )
 
 // upTest builds a lab from text and removes it when the test ends, even if
@@ -286,5 +289,43 @@ func TestRestart(t *testing.T) {
 	}
 	if len(pids) != 1 || pids[0] != st.Processes[0].PID {
 		t.Errorf("after 8 restarts at once: processes %v in h1, the state names %d", pids, st.Processes[0].PID)
+	}
+}
+
+// TestStaleLabIsNotUp: what a restarted machine keeps of a lab (its run
+// directory, and the names under /run/netns as plain files, /run being a
+// disk) is not a lab that is up, and Up clears it instead of refusing.
+func TestStaleLabIsNotUp(t *testing.T) {
+	const name = "t-stale"
+	dir := filepath.Join(RunDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(`{"name":"t-stale"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	left := netns.Path(Namespace(name, "h1"))
+	if err := os.WriteFile(left, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Down(name); os.Remove(left) })
+	if !Stale(name) {
+		t.Fatal("a run directory with no live namespace is not stale")
+	}
+	if _, err := ReadState(name); !errors.Is(err, ErrNotUp) {
+		t.Errorf("ReadState of a stale lab: %v, want ErrNotUp", err)
+	}
+	if names, _ := Labs(); slices.Contains(names, name) {
+		t.Errorf("Labs lists the stale lab: %v", names)
+	}
+	upTest(t, twoHosts(name))
+	if Stale(name) {
+		t.Error("the lab brought up over the stale one is stale")
+	}
+	if _, err := ReadState(name); err != nil {
+		t.Errorf("ReadState of the lab up: %v", err)
+	}
+	if code, err := Exec(name, "h1", []string{"ping", "-c", "1", "-w", "5", "10.9.0.2"}, nil, nil, nil); err != nil || code != 0 {
+		t.Errorf("the lab up over the stale one does not ping: %d %v", code, err)
 	}
 }

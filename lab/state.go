@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/msr-router/msr/internal/netns"
 )
 
@@ -80,7 +82,8 @@ func lockState(name string) (func(), error) {
 	return func() { f.Close() }, nil // closing releases the lock
 }
 
-// ReadState returns the state of a lab that is up.
+// ReadState returns the state of a lab that is up. A lab whose state
+// outlived its namespaces (Stale) is not up.
 func ReadState(name string) (*State, error) {
 	b, err := os.ReadFile(filepath.Join(RunDir, name, "state.json"))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -93,7 +96,40 @@ func ReadState(name string) (*State, error) {
 	if err := json.Unmarshal(b, st); err != nil {
 		return nil, fmt.Errorf("read lab state %s: %w", name, err)
 	}
+	if Stale(name) {
+		return nil, fmt.Errorf("%w: %s left its state but none of its namespaces (msr lab down %s clears it)", ErrNotUp, name, name)
+	}
 	return st, nil
+}
+
+// Stale reports whether lab name has a run directory but no live
+// namespace. /run is a disk here, not a tmpfs: a machine that restarted,
+// or one started from a copy of another's disk, keeps a lab's run
+// directory and the names under /run/netns, but a name there is a
+// namespace only while a nsfs is mounted on it.
+func Stale(name string) bool {
+	if _, err := os.Stat(filepath.Join(RunDir, name)); err != nil {
+		return false
+	}
+	nss, err := namespacesOf(name)
+	if err != nil {
+		return false
+	}
+	for _, ns := range nss {
+		if liveNamespace(ns) {
+			return false
+		}
+	}
+	return true
+}
+
+// liveNamespace reports whether /run/netns/ns is a namespace's mount.
+func liveNamespace(ns string) bool {
+	var fsst unix.Statfs_t
+	if err := unix.Statfs(netns.Path(ns), &fsst); err != nil {
+		return false
+	}
+	return fsst.Type == unix.NSFS_MAGIC
 }
 
 // Labs lists the names of the labs that are up.
@@ -107,7 +143,7 @@ func Labs() ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if _, err := os.Stat(filepath.Join(RunDir, e.Name(), "state.json")); err == nil {
+		if _, err := os.Stat(filepath.Join(RunDir, e.Name(), "state.json")); err == nil && !Stale(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}

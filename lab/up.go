@@ -28,6 +28,11 @@ var ErrAlreadyUp = errors.New("lab is already up")
 // Up builds the lab described by s. On failure it removes whatever it had
 // made and returns the error of the step that failed.
 func Up(s *Spec) (*State, error) {
+	if Stale(s.Name) { // a restarted machine's leftovers: nothing runs there
+		if err := Down(s.Name); err != nil {
+			return nil, fmt.Errorf("clear %s's stale state: %w", s.Name, err)
+		}
+	}
 	if existing, _ := namespacesOf(s.Name); len(existing) > 0 {
 		return nil, fmt.Errorf("%w: %s (run: msr lab down %s)", ErrAlreadyUp, s.Name, s.Name)
 	}
