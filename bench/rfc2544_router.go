@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/labs"
 	"github.com/msr-router/msr/traffic"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // The whole router's parts restarted: RFC 2544 §26.6 for msr. The bench
@@ -192,13 +194,23 @@ func crash(host, name string) func(*session) error {
 	}
 }
 
-// activeVCP is the default lab's active VCP.
+// activeVCP is the default lab's active VCP; with none, the error says
+// what each VCP answered.
 func activeVCP() (string, error) {
 	active := demo.Look().VCP
-	if active == "" {
-		return "", errors.New("no VCP is active")
+	if active != "" {
+		return active, nil
 	}
-	return active, nil
+	var said []string
+	for _, v := range demo.VCPs {
+		st, err := vcpapi.Local(v, "").Status()
+		if err != nil {
+			said = append(said, fmt.Sprintf("%s: %v", v, err))
+			continue
+		}
+		said = append(said, v+": "+st.Role)
+	}
+	return "", fmt.Errorf("no VCP is active (%s)", strings.Join(said, "; "))
 }
 
 // steadyRate is the rate the router's resets run at: half of msr's NDR on

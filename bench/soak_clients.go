@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,7 @@ type soakClients struct {
 	tcpRetr    int
 	udpSent    uint64
 	udpLost    uint64
+	udpRcvbuf  uint64
 	udpReorder uint64
 }
 
@@ -64,10 +66,13 @@ type SoakClients struct {
 	TCPFailed      []string `json:"tcp_failed,omitempty"`
 	// UDP from h3 to h1: iperf3's datagrams sent, lost, out of order, and
 	// the tests that failed.
-	ReverseSent       uint64   `json:"reverse_udp_sent"`
-	ReverseLost       uint64   `json:"reverse_udp_lost"`
-	ReverseOutOfOrder uint64   `json:"reverse_udp_out_of_order"`
-	ReverseFailed     []string `json:"reverse_udp_failed,omitempty"`
+	ReverseSent       uint64 `json:"reverse_udp_sent"`
+	ReverseLost       uint64 `json:"reverse_udp_lost"`
+	ReverseOutOfOrder uint64 `json:"reverse_udp_out_of_order"`
+	// ReverseRcvbuf of ReverseLost were dropped by h1's kernel for a full
+	// socket buffer: delivered by the router, read too late.
+	ReverseRcvbuf uint64   `json:"reverse_udp_rcvbuf_dropped"`
+	ReverseFailed []string `json:"reverse_udp_failed,omitempty"`
 }
 
 // startSoakClients starts the servers: iperf3 on h1 and h3, python3's
@@ -118,7 +123,13 @@ func (c *soakClients) close() {
 // clientStep is what the clients saw in one step.
 type clientStep struct {
 	udpSent, udpLost uint64
-	failed           []string // a download or a TCP test that failed
+	// udpLostAt says in which seconds of the test (iperf3's intervals)
+	// the datagrams were lost, and udpRcvbuf how many h1's kernel dropped
+	// for a full socket buffer meanwhile (its UDP RcvbufErrors): the
+	// receiving program's delay, not the router's loss.
+	udpLostAt string
+	udpRcvbuf uint64
+	failed    []string // a download or a TCP test that failed
 }
 
 // run runs the clients for d (a step's traffic), and returns what they
@@ -130,10 +141,17 @@ func (c *soakClients) run(d time.Duration, at time.Duration) clientStep {
 	wg.Add(3)
 	go func() { // h3 -> h1, sequenced UDP
 		defer wg.Done()
+		rcvbuf := udpRcvbufErrors("h1")
 		out, err := demo.Exec("h3", "iperf3", "-c", demo.H1, "-p", clientUDPPort, "-u", "-b", "500K", "-l", "500", "-P", "4", "-t", secs, "-J")
 		var r struct {
-			Error string `json:"error"`
-			End   struct {
+			Error     string `json:"error"`
+			Intervals []struct {
+				Sum struct {
+					Start       float64 `json:"start"`
+					LostPackets uint64  `json:"lost_packets"`
+				} `json:"sum"`
+			} `json:"intervals"`
+			End struct {
 				Sum struct {
 					Packets     uint64 `json:"packets"`
 					LostPackets uint64 `json:"lost_packets"`
@@ -145,10 +163,19 @@ func (c *soakClients) run(d time.Duration, at time.Duration) clientStep {
 			c.fail(&st, "udp", fmt.Sprintf("at %.0f s, UDP h3 -> h1: %v %v %s", at.Seconds(), err, jerr, r.Error))
 			return
 		}
+		st.udpRcvbuf = udpRcvbufErrors("h1") - rcvbuf
+		var at []string
+		for _, iv := range r.Intervals {
+			if iv.Sum.LostPackets > 0 {
+				at = append(at, fmt.Sprintf("%d in second %.0f", iv.Sum.LostPackets, iv.Sum.Start))
+			}
+		}
+		st.udpLostAt = strings.Join(at, ", ")
 		c.mu.Lock()
 		st.udpSent, st.udpLost = r.End.Sum.Packets, r.End.Sum.LostPackets
 		c.udpSent += r.End.Sum.Packets
 		c.udpLost += r.End.Sum.LostPackets
+		c.udpRcvbuf += min(st.udpRcvbuf, r.End.Sum.LostPackets)
 		c.udpReorder += r.End.Sum.OutOfOrder
 		c.mu.Unlock()
 	}()
@@ -191,6 +218,33 @@ func (c *soakClients) run(d time.Duration, at time.Duration) clientStep {
 	return st
 }
 
+// udpRcvbufErrors is host's kernel's count of UDP datagrams dropped for a
+// full socket buffer (/proc/net/snmp's Udp RcvbufErrors, its namespace's).
+func udpRcvbufErrors(host string) uint64 {
+	out, err := demo.Exec(host, "cat", "/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "RcvbufErrors" && i < len(f) {
+				v, _ := strconv.ParseUint(f[i], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
 // fail records what failed of a client (http, tcp, udp).
 func (c *soakClients) fail(st *clientStep, client, what string) {
 	c.mu.Lock()
@@ -204,7 +258,7 @@ func (c *soakClients) report() *SoakClients {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return &SoakClients{Downloads: c.downloads, Failed: c.failed["http"], TCPBytes: c.tcpBytes, TCPRetransmits: c.tcpRetr, TCPFailed: c.failed["tcp"],
-		ReverseSent: c.udpSent, ReverseLost: c.udpLost, ReverseOutOfOrder: c.udpReorder, ReverseFailed: c.failed["udp"]}
+		ReverseSent: c.udpSent, ReverseLost: c.udpLost, ReverseOutOfOrder: c.udpReorder, ReverseRcvbuf: c.udpRcvbuf, ReverseFailed: c.failed["udp"]}
 }
 
 // err joins a step's failures.

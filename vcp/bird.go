@@ -3,6 +3,7 @@ package vcp
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -368,14 +369,49 @@ func writeStaticFile(path string, f StaticFile) error {
 
 // Query runs a birdc command and returns its output.
 func (s *BIRD) Query(command string) (string, error) {
-	out, err := exec.Command("birdc", append([]string{"-s", s.socket}, strings.Fields(command)...)...).CombinedOutput()
+	return s.queryWithin(command, suiteQueryTimeout)
+}
+
+// suiteQueryTimeout bounds a birdc (or vtysh) command: a suite busy
+// (taking over with a full table, or stopped) must not hold the VCP's API
+// or its loops. suiteStatusTimeout is BIRD's status's share: `msr ctl
+// status` and the soak's look for the active VCP answer within it, the
+// suite's part saying it did not answer.
+const (
+	suiteQueryTimeout  = 10 * time.Second
+	suiteStatusTimeout = 1500 * time.Millisecond
+)
+
+func (s *BIRD) queryWithin(command string, d time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "birdc", append([]string{"-s", s.socket}, strings.Fields(command)...)...).CombinedOutput()
+	if ctx.Err() != nil {
+		return string(out), fmt.Errorf("birdc %s: no answer within %v", command, d)
+	}
 	return string(out), err
 }
 
-// Status asks BIRD for its protocols and route count, as text.
+// Status asks BIRD for its protocols and route count, as text, both at
+// once and each within suiteStatusTimeout.
 func (s *BIRD) Status() vcpapi.SuiteStatus {
-	p, _ := s.Query("show protocols")
-	r, _ := s.Query("show route count")
+	var p, r string
+	var wg sync.WaitGroup
+	wg.Add(2)
+	for _, q := range []struct {
+		command string
+		out     *string
+	}{{"show protocols", &p}, {"show route count", &r}} {
+		go func() {
+			defer wg.Done()
+			out, err := s.queryWithin(q.command, suiteStatusTimeout)
+			if err != nil && out == "" {
+				out = err.Error()
+			}
+			*q.out = out
+		}()
+	}
+	wg.Wait()
 	return vcpapi.SuiteStatus{Protocols: p, Routes: r}
 }
 

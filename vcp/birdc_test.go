@@ -1,9 +1,13 @@
 package vcp
 
 import (
+	"net"
 	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
@@ -121,5 +125,44 @@ func TestRestartingPeers(t *testing.T) {
 	}
 	if got := restartingPeers(birdcOutput(t, "protocols-all")); len(got) != 0 {
 		t.Errorf("restarting peers %v in a BIRD whose peers did not restart", got)
+	}
+}
+
+// A BIRD that accepts birdc's connection and never answers (busy taking
+// over with a full table) holds the status no longer than its bound: the
+// API, and whoever looks for the active VCP through it, get an answer
+// saying the suite did not. Before the bound, birdc waited for good.
+func TestBIRDStatusBounded(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "bird.ctl")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	held := make(chan net.Conn, 8)
+	defer func() {
+		for len(held) > 0 {
+			(<-held).Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // accepted, never a greeting
+		}
+	}()
+	s := &BIRD{socket: sock}
+	start := time.Now()
+	st := s.Status()
+	if took := time.Since(start); took > suiteStatusTimeout+time.Second {
+		t.Errorf("status took %v, bound %v", took, suiteStatusTimeout)
+	}
+	for _, out := range []string{st.Protocols, st.Routes} {
+		if !strings.Contains(out, "no answer within") {
+			t.Errorf("status of a BIRD that does not answer: %q, want it to say so", out)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package vcp
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -428,7 +429,12 @@ func (f *FRR) vtysh(commands ...string) (string, error) {
 	for _, c := range commands {
 		args = append(args, "-c", c)
 	}
-	out, err := exec.Command("vtysh", args...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), suiteQueryTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "vtysh", args...).CombinedOutput()
+	if ctx.Err() != nil {
+		return string(out), fmt.Errorf("vtysh %s: no answer within %v", strings.Join(commands, "; "), suiteQueryTimeout)
+	}
 	return string(out), err
 }
 
