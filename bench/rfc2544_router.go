@@ -30,8 +30,14 @@ import (
 // --ipv6 the frames are IPv6 (RFC 5180's, to h3's IPv6 address): the lab
 // is dual stack.
 
-// routerLabPrefixes is what bgp1 announces in the reset test's router.
-const routerLabPrefixes = 1000
+// routerLabPrefixes is what bgp1 announces in the reset test's router;
+// soakPrefixes6 its IPv6 prefixes in the soak's, as many as the IPv4
+// ones, so that the soak's flows cross half of them and the churn turns
+// the other half.
+const (
+	routerLabPrefixes = 1000
+	soakPrefixes6     = 1000
+)
 
 // A routerSession is the default lab under the instrument.
 type routerSession struct {
@@ -45,6 +51,12 @@ type routerSession struct {
 // IPv4's. A default lab already up (someone's `msr demo up`) is refused,
 // not taken down.
 func openRouterSession(msrBin string, flows int, ipv6 bool) (*routerSession, error) {
+	return openRouterSessionWith(msrBin, flows, ipv6, demo.Options{Prefixes: routerLabPrefixes})
+}
+
+// openRouterSessionWith is openRouterSession with bgp1's table (and the
+// lab's other options) as o says.
+func openRouterSessionWith(msrBin string, flows int, ipv6 bool, o demo.Options) (*routerSession, error) {
 	if _, err := lab.ReadState(demo.LabName); err == nil {
 		return nil, errors.New("the default lab is up: the reset test brings up its own (msr demo down first)")
 	}
@@ -66,7 +78,7 @@ func openRouterSession(msrBin string, flows int, ipv6 bool) (*routerSession, err
 		sinkEnd: lab.Endpoint{Node: "h3", Iface: "eth0"}}
 	r := &routerSession{session: s}
 	r.family(ipv6)
-	if r.plan, err = demo.Up(msrBin, routerLabPrefixes); err != nil {
+	if r.plan, err = demo.UpWith(msrBin, o); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("the default lab: %w", err)
 	}

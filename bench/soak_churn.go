@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,25 +15,31 @@ import (
 )
 
 // The soak's BGP churn (issue 17 §1): while a step's traffic runs, bgp1
-// withdraws and announces again, in turn, the half of its IPv4 prefixes
-// the traffic does not cross, so that the router learns and forgets
-// routes all the time while the frames to every other destination must
-// still arrive. bgp1 is FRR's bgpd: an outbound route-map towards the
-// router (MSR-CHURN) denies a prefix list of the churned prefixes or
-// not, and `clear bgp … soft out` sends the difference at once. At the end
-// of a step the churn stops with every prefix announced, so that the
-// router converges and its FIBs are compared with its RIB in quiet.
+// withdraws and announces again, in turn, the half of its IPv4 and IPv6
+// prefixes the traffic does not cross, so that the router learns and
+// forgets routes of both families all the time while the frames to every
+// other destination must still arrive. bgp1 is FRR's bgpd, with a session
+// a family: an outbound route-map towards the router on each (MSR-CHURN,
+// MSR-CHURN6) denies a prefix list of the churned prefixes or not, and
+// `clear bgp … soft out` sends the difference at once. At the end of a
+// step the churn stops with every prefix announced, so that the router
+// converges and its FIBs are compared with its RIB in quiet.
 
-// bgp1Router is the router's address as bgp1 peers with it over IPv4.
-const bgp1Router = "203.0.113.1"
+// bgp1Router and bgp1Router6 are the router's addresses as bgp1 peers
+// with it, over IPv4 and over IPv6.
+const (
+	bgp1Router  = "203.0.113.1"
+	bgp1Router6 = "2001:db8:12::1"
+)
 
 // bgpChurn is bgp1's churn: its prefixes, and what it sent.
 type bgpChurn struct {
-	vty      string // bgp1's vty socket directory
-	prefixes []netip.Prefix
+	vty       string // bgp1's vty socket directory
+	prefixes  []netip.Prefix
+	prefixes6 []netip.Prefix
 	// Period is the time between two turns; each turn withdraws or
-	// announces every prefix: 2·len(prefixes)/Period route changes a
-	// second.
+	// announces every prefix of both families: (len(prefixes) +
+	// len(prefixes6))/period route changes a second.
 	period time.Duration
 
 	updates0 uint64 // bgp1's UPDATEs sent to the router before the churn
@@ -44,7 +51,8 @@ type bgpChurn struct {
 
 // SoakChurn is the churn's account in the soak's report.
 type SoakChurn struct {
-	Prefixes int `json:"prefixes"`
+	Prefixes  int `json:"prefixes"`
+	Prefixes6 int `json:"prefixes6"`
 	// ChangesPerS is route changes (announcements and withdrawals) bgp1
 	// sent a second while churning, on average; UpdatesSent the BGP
 	// UPDATE messages bgp1 sent the router meanwhile (FRR's count: an
@@ -54,32 +62,35 @@ type SoakChurn struct {
 	ChurnedS    float64 `json:"churned_s"`
 }
 
-// newBGPChurn sets bgp1 up to churn every IPv4 prefix of its table that
-// holds none of keep (the traffic's destinations), at rate route changes
-// a second.
+// newBGPChurn sets bgp1 up to churn every IPv4 and IPv6 prefix of its
+// table that holds none of keep (the traffic's destinations), at rate
+// route changes a second.
 func newBGPChurn(plan *demo.Plan, keep []netip.Addr, rate float64) (*bgpChurn, error) {
 	c := &bgpChurn{vty: filepath.Join(demo.RunDir, "bgp1")}
-	kept := map[netip.Prefix]bool{}
-	for _, p := range plan.Prefixes {
-		for _, a := range keep {
-			if p.Contains(a) {
-				kept[p] = true
+	churned := func(ps []netip.Prefix) []netip.Prefix {
+		var out []netip.Prefix
+		for _, p := range ps {
+			if !slices.ContainsFunc(keep, p.Contains) {
+				out = append(out, p)
 			}
 		}
+		return out
+	}
+	c.prefixes, c.prefixes6 = churned(plan.Prefixes), churned(plan.Prefixes6)
+	if len(c.prefixes) == 0 || len(c.prefixes6) == 0 {
+		return nil, fmt.Errorf("churn: every IPv4 (%d) or IPv6 (%d) prefix of bgp1's carries traffic", len(plan.Prefixes), len(plan.Prefixes6))
 	}
 	cmds := []string{"configure terminal"}
-	for _, p := range plan.Prefixes {
-		if !kept[p] {
-			c.prefixes = append(c.prefixes, p)
-			cmds = append(cmds, fmt.Sprintf("ip prefix-list MSR-CHURNED seq %d permit %s", 5*len(c.prefixes), p))
-		}
+	for i, p := range c.prefixes {
+		cmds = append(cmds, fmt.Sprintf("ip prefix-list MSR-CHURNED seq %d permit %s", 5*(i+1), p))
 	}
-	if len(c.prefixes) == 0 {
-		return nil, fmt.Errorf("churn: every prefix of bgp1's carries traffic")
+	for i, p := range c.prefixes6 {
+		cmds = append(cmds, fmt.Sprintf("ipv6 prefix-list MSR-CHURNED6 seq %d permit %s", 5*(i+1), p))
 	}
-	c.period = time.Duration(float64(len(c.prefixes)) / rate * float64(time.Second))
-	cmds = append(cmds, "route-map MSR-CHURN permit 10", "exit", "router bgp 65020", "address-family ipv4 unicast",
-		"neighbor "+bgp1Router+" route-map MSR-CHURN out")
+	c.period = time.Duration(float64(len(c.prefixes)+len(c.prefixes6)) / rate * float64(time.Second))
+	cmds = append(cmds, "route-map MSR-CHURN permit 10", "exit", "route-map MSR-CHURN6 permit 10", "exit",
+		"router bgp 65020", "address-family ipv4 unicast", "neighbor "+bgp1Router+" route-map MSR-CHURN out", "exit-address-family",
+		"address-family ipv6 unicast", "neighbor "+bgp1Router6+" route-map MSR-CHURN6 out")
 	if out, err := c.vtysh(cmds...); err != nil {
 		return nil, fmt.Errorf("churn: set bgp1 up: %v: %s", err, out)
 	}
@@ -87,21 +98,25 @@ func newBGPChurn(plan *demo.Plan, keep []netip.Addr, rate float64) (*bgpChurn, e
 	return c, nil
 }
 
-// updatesSent is FRR's count of the UPDATE messages bgp1 sent the router.
+// updatesSent is FRR's count of the UPDATE messages bgp1 sent the
+// router, on both sessions.
 func (c *bgpChurn) updatesSent() uint64 {
-	out, err := c.vtysh("show bgp neighbors " + bgp1Router + " json")
-	if err != nil {
-		return 0
+	var sum uint64
+	for _, peer := range []string{bgp1Router, bgp1Router6} {
+		out, err := c.vtysh("show bgp neighbors " + peer + " json")
+		if err != nil {
+			continue
+		}
+		var n map[string]struct {
+			MessageStats struct {
+				UpdatesSent uint64 `json:"updatesSent"`
+			} `json:"messageStats"`
+		}
+		if json.Unmarshal([]byte(out), &n) == nil {
+			sum += n[peer].MessageStats.UpdatesSent
+		}
 	}
-	var n map[string]struct {
-		MessageStats struct {
-			UpdatesSent uint64 `json:"updatesSent"`
-		} `json:"messageStats"`
-	}
-	if json.Unmarshal([]byte(out), &n) != nil {
-		return 0
-	}
-	return n[bgp1Router].MessageStats.UpdatesSent
+	return sum
 }
 
 // kept is plan without the churned prefixes: what the router has at least
@@ -109,14 +124,19 @@ func (c *bgpChurn) updatesSent() uint64 {
 // churn runs).
 func (c *bgpChurn) kept(plan *demo.Plan) *demo.Plan {
 	p := *plan
-	p.Prefixes = nil
+	p.Prefixes, p.Prefixes6 = nil, nil
 	churned := map[netip.Prefix]bool{}
-	for _, q := range c.prefixes {
+	for _, q := range append(slices.Clone(c.prefixes), c.prefixes6...) {
 		churned[q] = true
 	}
 	for _, q := range plan.Prefixes {
 		if !churned[q] {
 			p.Prefixes = append(p.Prefixes, q)
+		}
+	}
+	for _, q := range plan.Prefixes6 {
+		if !churned[q] {
+			p.Prefixes6 = append(p.Prefixes6, q)
 		}
 	}
 	return &p
@@ -135,14 +155,16 @@ func (c *bgpChurn) vtysh(commands ...string) (string, error) {
 	return string(out), err
 }
 
-// set withdraws the churned prefixes, or announces them again.
+// set withdraws the churned prefixes of both families, or announces them
+// again.
 func (c *bgpChurn) set(withdrawn bool) error {
-	change := "no route-map MSR-CHURN deny 5"
+	change := []string{"no route-map MSR-CHURN deny 5", "no route-map MSR-CHURN6 deny 5"}
 	if withdrawn {
-		change = "route-map MSR-CHURN deny 5\n match ip address prefix-list MSR-CHURNED"
+		change = []string{"route-map MSR-CHURN deny 5", "match ip address prefix-list MSR-CHURNED", "exit",
+			"route-map MSR-CHURN6 deny 5", "match ipv6 address prefix-list MSR-CHURNED6", "exit"}
 	}
-	cmds := append([]string{"configure terminal"}, strings.Split(change, "\n")...)
-	cmds = append(cmds, "end", "clear bgp ipv4 unicast "+bgp1Router+" soft out")
+	cmds := append([]string{"configure terminal"}, change...)
+	cmds = append(cmds, "end", "clear bgp ipv4 unicast "+bgp1Router+" soft out", "clear bgp ipv6 unicast "+bgp1Router6+" soft out")
 	if out, err := c.vtysh(cmds...); err != nil {
 		return fmt.Errorf("churn: %v: %s", err, out)
 	}
@@ -186,9 +208,9 @@ func (c *bgpChurn) run(stop <-chan struct{}) error {
 // report is the churn's account so far.
 func (c *bgpChurn) report() *SoakChurn {
 	c.mu.Lock()
-	r := &SoakChurn{Prefixes: len(c.prefixes), ChurnedS: c.running.Seconds()}
+	r := &SoakChurn{Prefixes: len(c.prefixes), Prefixes6: len(c.prefixes6), ChurnedS: c.running.Seconds()}
 	if c.running > 0 {
-		r.ChangesPerS = float64(c.turns*len(c.prefixes)) / c.running.Seconds()
+		r.ChangesPerS = float64(c.turns*(len(c.prefixes)+len(c.prefixes6))) / c.running.Seconds()
 	}
 	c.mu.Unlock()
 	if n := c.updatesSent(); n > c.updates0 {

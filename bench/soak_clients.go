@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,15 +143,11 @@ func (c *soakClients) run(d time.Duration, at time.Duration) clientStep {
 	go func() { // h3 -> h1, sequenced UDP
 		defer wg.Done()
 		rcvbuf := udpRcvbufErrors("h1")
-		out, err := demo.Exec("h3", "iperf3", "-c", demo.H1, "-p", clientUDPPort, "-u", "-b", "500K", "-l", "500", "-P", "4", "-t", secs, "-J")
+		out, err := demo.Exec("h3", "iperf3", "-c", demo.H1, "-p", clientUDPPort, "-u", "-b", "500K", "-l", "500", "-P", "4", "-t", secs, "-J", "--get-server-output")
 		var r struct {
-			Error     string `json:"error"`
-			Intervals []struct {
-				Sum struct {
-					Start       float64 `json:"start"`
-					LostPackets uint64  `json:"lost_packets"`
-				} `json:"sum"`
-			} `json:"intervals"`
+			Error string `json:"error"`
+			// The server's own account: only it knows a second's losses.
+			Server string `json:"server_output_text"`
 			End struct {
 				Sum struct {
 					Packets     uint64 `json:"packets"`
@@ -164,13 +161,7 @@ func (c *soakClients) run(d time.Duration, at time.Duration) clientStep {
 			return
 		}
 		st.udpRcvbuf = udpRcvbufErrors("h1") - rcvbuf
-		var at []string
-		for _, iv := range r.Intervals {
-			if iv.Sum.LostPackets > 0 {
-				at = append(at, fmt.Sprintf("%d in second %.0f", iv.Sum.LostPackets, iv.Sum.Start))
-			}
-		}
-		st.udpLostAt = strings.Join(at, ", ")
+		st.udpLostAt = lostSeconds(r.Server)
 		c.mu.Lock()
 		st.udpSent, st.udpLost = r.End.Sum.Packets, r.End.Sum.LostPackets
 		c.udpSent += r.End.Sum.Packets
@@ -216,6 +207,27 @@ func (c *soakClients) run(d time.Duration, at time.Duration) clientStep {
 	}()
 	wg.Wait()
 	return st
+}
+
+// iperf3SumLine is a second of an iperf3 UDP server's text: "[SUM]
+// 1.00-2.00 sec 244 KBytes 2.00 Mbits/sec 0.033 ms 3/500 (0.6%)".
+var iperf3SumLine = regexp.MustCompile(`^\[SUM\]\s+([0-9.]+)-[0-9.]+\s+sec.*\s([0-9]+)/[0-9]+\s+\(`)
+
+// lostSeconds reads an iperf3 UDP server's text for the seconds in which
+// it counted datagrams lost: "3 in second 1, ..." (the end's summary,
+// marked receiver, left out).
+func lostSeconds(server string) string {
+	var at []string
+	for _, l := range strings.Split(server, "\n") {
+		m := iperf3SumLine.FindStringSubmatch(l)
+		if m == nil || strings.Contains(l, "receiver") || strings.Contains(l, "sender") {
+			continue
+		}
+		if n, _ := strconv.Atoi(m[2]); n > 0 {
+			at = append(at, fmt.Sprintf("%d in second %s", n, strings.TrimSuffix(strings.TrimSuffix(m[1], "0"), ".0")))
+		}
+	}
+	return strings.Join(at, ", ")
 }
 
 // udpRcvbufErrors is host's kernel's count of UDP datagrams dropped for a

@@ -103,3 +103,19 @@ func TestStepGoal(t *testing.T) {
 		}
 	}
 }
+
+// The seconds an iperf3 UDP server counted losses in, from its text (the
+// end's summary left out).
+func TestLostSeconds(t *testing.T) {
+	server := `[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams
+[  5]   0.00-1.00   sec  61.0 KBytes   500 Kbits/sec  0.045 ms  0/125 (0%)  
+[SUM]   0.00-1.00   sec   244 KBytes  2.00 Mbits/sec  0.039 ms  0/500 (0%)  
+[SUM]   1.00-2.00   sec   230 KBytes  1.90 Mbits/sec  0.033 ms  28/500 (5.6%)  
+[SUM]   2.00-3.00   sec   244 KBytes  2.00 Mbits/sec  0.033 ms  0/500 (0%)  
+[SUM]   3.00-4.00   sec   240 KBytes  1.97 Mbits/sec  0.033 ms  7/500 (1.4%)  
+[SUM]   0.00-4.00   sec   958 KBytes  1.96 Mbits/sec  0.048 ms  35/2000 (1.8%)  receiver
+`
+	if got, want := lostSeconds(server), "28 in second 1, 7 in second 3"; got != want {
+		t.Errorf("lostSeconds: %q, want %q", got, want)
+	}
+}

@@ -11,7 +11,7 @@ import (
 )
 
 // TestSoak is `msr soak --duration 2m`: the default lab under accounted
-// traffic, bgp1 churning half its IPv4 prefixes at 1,000 route changes a
+// traffic, bgp1 churning half its IPv4 and IPv6 prefixes at 1,000 route changes a
 // second, the operator draining, weighting and reloading once a step, a
 // fault drawn every other step from all of them (in half of those steps a
 // second one while the first heals), every invariant held (nothing lost

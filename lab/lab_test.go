@@ -329,3 +329,42 @@ func TestStaleLabIsNotUp(t *testing.T) {
 		t.Errorf("the lab up over the stale one does not ping: %d %v", code, err)
 	}
 }
+
+// A process whose main thread exited while another runs on (as a killed
+// Go program's do for a moment, its sockets still open) is still running:
+// Restart waits for it rather than start a second beside it.
+func TestRunningZombieLeaderWithThreads(t *testing.T) {
+	// The main thread leaves by pthread_exit; the other sleeps on.
+	cmd := exec.Command("python3", "-c", `import ctypes, threading, time
+threading.Thread(target=time.sleep, args=(600,)).start()
+ctypes.CDLL(None).pthread_exit(None)`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	p := &ProcState{PID: cmd.Process.Pid, StartTime: procStartTime(cmd.Process.Pid)}
+	state := func() string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			return ""
+		}
+		return strings.Fields(string(b[i+1:]))[0]
+	}
+	for start := time.Now(); state() != "Z"; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the main thread did not exit: state %q", state())
+		}
+	}
+	if n := threads(p.PID); n < 2 {
+		t.Fatalf("%d threads, want the zombie leader and its other", n)
+	}
+	if !p.Running() {
+		t.Error("a zombie main thread with a live thread beside it is taken for gone")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if p.Running() {
+		t.Error("a killed and reaped process is running")
+	}
+}

@@ -273,18 +273,29 @@ func procStartTime(pid int) uint64 {
 	return v
 }
 
-// Running says whether the process is still the one the lab started.
+// Running says whether the process is still the one the lab started. A
+// zombie is gone once it is its last thread: a multi-threaded program's
+// main thread turns zombie as soon as it exits, while its other threads
+// may still be tearing its memory down and holding its files (a restart
+// that took that for gone started an agent whose API address was still
+// in use: the soak).
 func (p *ProcState) Running() bool {
 	if err := syscall.Kill(p.PID, 0); err != nil {
 		return false
 	}
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
 	if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
-		if f := strings.Fields(string(b[i+1:])); len(f) > 0 && f[0] == "Z" {
+		if f := strings.Fields(string(b[i+1:])); len(f) > 0 && f[0] == "Z" && threads(p.PID) <= 1 {
 			return false
 		}
 	}
 	return procStartTime(p.PID) == p.StartTime
+}
+
+// threads counts the threads of process pid still in /proc (0: gone).
+func threads(pid int) int {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return len(tasks)
 }
 
 func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }

@@ -25,7 +25,7 @@ var soakCommand = command{
       memory cgroup's limit on a back-end's agent, or r4 joining the
       router or leaving it (in half the fault steps a second fault comes 100-600 ms
       after the first, --overlap); meanwhile bgp1 withdraws and announces half its IPv4
-      prefixes in turn (--churn route changes a second), and the operator
+      and IPv6 prefixes in turn (--churn route changes a second), and the operator
       drains or undrains a back-end, sets or clears a weight, or reloads
       both VCPs' config with another balancing mode and OSPF cost, once a
       step (--ops); real clients run every step (--clients): iperf3's UDP

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -164,4 +165,27 @@ func TestServerClosesIdleConnections(t *testing.T) {
 		t.Fatalf("an idle keep-alive connection: read %v after %v, want the server's close (EOF) after %v", err, time.Since(start), serverIdleTimeout)
 	}
 	t.Logf("closed by the server %v after its last answer", time.Since(start).Round(time.Millisecond))
+}
+
+// An API address in use is tried again for a while: a predecessor
+// killed a moment ago may still hold it. One held for good is an error
+// that names it.
+func TestListenTCPWaitsForAddressInUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := held.Addr().String()
+	time.AfterFunc(300*time.Millisecond, func() { held.Close() })
+	ln, err := ListenTCP(addr)
+	if err != nil {
+		t.Fatalf("address freed 300 ms later: %v", err)
+	}
+	defer ln.Close()
+	old := listenRetry
+	listenRetry = 200 * time.Millisecond
+	defer func() { listenRetry = old }()
+	if _, err := ListenTCP(addr); !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "API address") {
+		t.Errorf("address held for good: %v, want EADDRINUSE naming the API address", err)
+	}
 }

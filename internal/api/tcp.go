@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 )
 
@@ -28,14 +30,27 @@ func Token(secret []byte) string {
 }
 
 // ListenTCP opens the management API's address, so that an agent that
-// cannot have it fails at start.
+// cannot have it fails at start. An address in use is tried again for
+// listenRetry: an agent restarted at once (kill -9 and a supervisor) may
+// start while its predecessor's last threads still tear its memory down
+// and hold its sockets (the soak: a back-end's new agent gave up, and the
+// back-end stayed without one).
 func ListenTCP(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("API address: %w", err)
+	start := time.Now()
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			return ln, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || time.Since(start) > listenRetry {
+			return nil, fmt.Errorf("API address: %w", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return ln, nil
 }
+
+// listenRetry is how long ListenTCP waits for an address in use.
+var listenRetry = 3 * time.Second
 
 // ServeTCP answers h's requests on ln until ctx ends, as access allows
 // (401 otherwise), over TLS with tc when it is not nil.
