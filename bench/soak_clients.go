@@ -148,7 +148,7 @@ func (c *soakClients) run(d time.Duration, at time.Duration) clientStep {
 			Error string `json:"error"`
 			// The server's own account: only it knows a second's losses.
 			Server string `json:"server_output_text"`
-			End struct {
+			End    struct {
 				Sum struct {
 					Packets     uint64 `json:"packets"`
 					LostPackets uint64 `json:"lost_packets"`

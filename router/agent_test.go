@@ -53,7 +53,16 @@ func startRouter(t *testing.T, cfg *AgentConfig) (*Agent, context.CancelFunc) {
 // TestRouterRestartKeepsForwarding: the agent stops and a new one starts
 // while 50 kpps cross the data path; the new agent adopts the pinned FIBs,
 // IPv4's and IPv6's (and its saved state), and not a frame is lost.
-func TestRouterRestartKeepsForwarding(t *testing.T) {
+func TestRouterRestartKeepsForwarding(t *testing.T) { testRouterRestart(t, false) }
+
+// TestRouterRestartStateBehind: as TestRouterRestartKeepsForwarding, but
+// the routes changed after the state was last saved (a kill under BGP
+// churn): the new agent repairs the FIBs in place to the saved routes,
+// and the traffic, to a route that did not change, loses nothing
+// (finding 14: the FIB was rebuilt from empty, and frames were lost).
+func TestRouterRestartStateBehind(t *testing.T) { testRouterRestart(t, true) }
+
+func testRouterRestart(t *testing.T, behind bool) {
 	labtest.Up(t, restartLab)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("3c", 32)), 0o600)
@@ -97,9 +106,39 @@ func TestRouterRestartKeepsForwarding(t *testing.T) {
 			return err
 		})
 	}()
+	var saved []byte
+	changed := []netip.Prefix{netip.MustParsePrefix("198.18.7.0/24"), netip.MustParsePrefix("198.19.4.16/28"), netip.MustParsePrefix("2001:db8:77::/48")}
+	if behind {
+		// The state as saved, then routes changed (one that needs a
+		// tbl8 group inside the route the traffic takes, one of each
+		// family) and not saved before the kill.
+		a.mu.Lock()
+		err := a.save()
+		a.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if saved, err = os.ReadFile(routerapi.StatePath("t-restart")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range changed {
+			gw := netip.MustParseAddr("10.10.1.2")
+			if p.Addr().Is6() {
+				gw = netip.MustParseAddr("2001:db8:a::2")
+			}
+			if err := a.AddRoute(p, []netip.Addr{gw}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	time.Sleep(300 * time.Millisecond)
 	stop()
 	a.Close()
+	if behind {
+		if err := os.WriteFile(routerapi.StatePath("t-restart"), saved, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a, stop = startRouter(t, cfg)
 	defer func() { stop(); a.Remove() }()
 	if err := <-done; err != nil {
@@ -120,5 +159,22 @@ func TestRouterRestartKeepsForwarding(t *testing.T) {
 	// either family's FIB.
 	if c := a.Status().FIBChanges; c != 0 {
 		t.Errorf("the restarted agent rebuilt its FIB (%d changes) instead of adopting it", c)
+	}
+	// Behind, the routes changed since the save are gone from the data
+	// path: it holds the saved routes alone.
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range changed {
+		routes := a.fib(p.Addr()).Routes()
+		if _, ok := routes[p]; ok {
+			t.Errorf("%s, added after the save, is in the restarted agent's FIB", p)
+		}
+		want := lpm6(routes, p.Addr().Next())
+		if p.Addr().Is4() {
+			want = refLPM(routes).lookup(p.Addr().Next())
+		}
+		if got := a.fib(p.Addr()).Lookup(p.Addr().Next()); got != want {
+			t.Errorf("%s (in %s, added after the save): the data path answers %d, the agent's routes %d", p.Addr().Next(), p, got, want)
+		}
 	}
 }

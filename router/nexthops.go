@@ -182,6 +182,24 @@ func (t *nextHops) restore(keys map[uint32]nhKey, groups map[uint32][]uint32, ro
 	t.groupFree.restore(t.groupRefs)
 }
 
+// rewrite writes every next hop and group restore took into the data
+// path again: after a repair (FIB.Repair) an id may have been given to
+// another next hop or set since the state was saved, and the repaired
+// routes must reach what the saved state says.
+func (t *nextHops) rewrite() error {
+	for id, k := range t.keys {
+		if err := t.w.SetNextHop(id, k.gw, k.port); err != nil {
+			return err
+		}
+	}
+	for g, ids := range t.groups {
+		if err := t.w.SetGroup(g, ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // idPool hands out the ids 1..size-1 (0 is "none" in the data path):
 // never-used ones first, then freed ones, oldest first.
 type idPool struct {

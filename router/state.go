@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -84,8 +85,8 @@ func (a *Agent) snapshot() *savedState {
 }
 
 // save writes the state (with a.mu held, or before Run). A restart within
-// saveQuiet of a change finds the state behind the FIB: Adopt then refuses
-// it and the FIB is rebuilt.
+// saveQuiet of a change finds the state behind the FIB: adopt then
+// repairs the FIB in place to hold it.
 func (a *Agent) save() error { return a.write(a.snapshot()) }
 
 // write puts a snapshot on disk; it needs no lock.
@@ -127,18 +128,42 @@ func (a *Agent) adopt() bool {
 		a.log.Warn("saved state: routes truncated or bad: rebuilding the FIB")
 		return false
 	}
-	if err := a.dp.FIB.Adopt(fib); err != nil {
-		a.log.Warn("rebuilding the FIB", "err", err)
-		return false
-	}
-	if err := a.dp.FIB6.Adopt(fib6); err != nil {
-		a.log.Warn("rebuilding the FIB", "err", err)
-		a.dp.FIB.Reset() // both families start again together
-		return false
+	// Saved within saveQuiet of a change (under churn, up to saveEvery
+	// before the kill), the state is behind the arrays: they are
+	// repaired to hold it, in place, forwarding on, rather than rebuilt
+	// from empty (finding 14); the RIB feed's resync brings them up to
+	// date.
+	repaired := 0
+	for _, t := range []struct {
+		fib interface {
+			Adopt(map[netip.Prefix]uint32) error
+			Repair(map[netip.Prefix]uint32) (int, error)
+			Reset()
+		}
+		routes map[netip.Prefix]uint32
+	}{{a.dp.FIB, fib}, {a.dp.FIB6, fib6}} {
+		err := t.fib.Adopt(t.routes)
+		if errors.Is(err, ErrAdopt) {
+			var n int
+			n, err = t.fib.Repair(t.routes)
+			repaired += n
+		}
+		if err != nil { // the caller resets both: they start again together
+			a.log.Warn("rebuilding the FIB", "err", err)
+			return false
+		}
 	}
 	all := maps.Clone(fib)
 	maps.Copy(all, fib6)
 	a.nh.restore(keys, s.Groups, all)
+	if repaired > 0 {
+		if err := a.nh.rewrite(); err != nil {
+			a.log.Warn("rebuilding the FIB", "err", err)
+			return false
+		}
+		a.log.Info("adopted the running data path; the saved state was behind it: entries repaired in place", "routes", len(fib), "routes6", len(fib6), "entries_repaired", repaired)
+		return true
+	}
 	a.log.Info("adopted the running data path", "routes", len(fib), "routes6", len(fib6))
 	return true
 }
