@@ -199,6 +199,11 @@ func TestSilentLBKeepsItsPorts(t *testing.T) {
 	if p := a.ports[10]; !p.Up {
 		t.Errorf("lb1 silent 500 ms: its port %+v, want still up", p)
 	}
+	a.elements[1].last = now.Add(-3100 * time.Millisecond) // an agent's restart under the soak's load
+	a.tick(now)
+	if p := a.ports[10]; !p.Up {
+		t.Errorf("lb1 silent 3.1 s: its port %+v, want still up", p)
+	}
 	a.elements[1].last = now.Add(-lbGoneGrace - time.Millisecond)
 	a.tick(now)
 	if p := a.ports[10]; p.Up {
