@@ -204,6 +204,9 @@ type SoakStep struct {
 	ReverseRcvbuf uint64 `json:"reverse_rcvbuf_dropped,omitempty"`
 	// ReverseLostAt says in which seconds of the step they were lost.
 	ReverseLostAt string `json:"reverse_lost_at,omitempty"`
+	// Drops are the drop counters that grew in a step that lost frames
+	// (soak_drops.go): which element dropped them, and why.
+	Drops map[string]uint64 `json:"drops,omitempty"`
 	Fault         string `json:"fault,omitempty"`
 }
 
@@ -363,6 +366,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			size = traffic.MinFrameSize6
 		}
 		at := time.Since(start)
+		drops := lookDrops(join.backends())
 		var faultErr, secondErr error
 		var faultAt, secondAt, repaired time.Time
 		stopChurn, churned := make(chan struct{}), make(chan error, 1)
@@ -444,6 +448,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			ReverseSent: cs.udpSent, ReverseLost: cs.udpLost - min(cs.udpLost, cs.udpRcvbuf), ReverseRcvbuf: min(cs.udpLost, cs.udpRcvbuf)}
 		if st.ReverseLost > 0 {
 			st.ReverseLostAt = cs.udpLostAt
+		}
+		if st.Lost > 0 || st.ReverseLost > 0 {
+			st.Drops = drops.grown(lookDrops(join.backends()))
 		}
 		if err := cs.err(); err != nil {
 			inv["tcp_intact"] = append(inv["tcp_intact"], err.Error())
@@ -530,6 +537,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		}
 		if st.ReverseRcvbuf > 0 {
 			split += fmt.Sprintf(", h3 -> h1 UDP %d dropped by h1's full socket buffer", st.ReverseRcvbuf)
+		}
+		if st.Drops != nil {
+			split += " [" + dropsText(st.Drops) + "]"
 		}
 		text := faultText(rep, fault)
 		if second != nil {

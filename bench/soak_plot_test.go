@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/xml"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,19 @@ func TestLostSeconds(t *testing.T) {
 `
 	if got, want := lostSeconds(server), "28 in second 1, 7 in second 3"; got != want {
 		t.Errorf("lostSeconds: %q, want %q", got, want)
+	}
+}
+
+// The ledger's growth: what grew, a counter that restarted (its agent
+// did) taken from zero, the largest first.
+func TestDropLedgerGrown(t *testing.T) {
+	before := dropLedger{"r1 no_route (slow path)": 10, "r2 agent held_dropped": 50, "lb1/e1 dist_external": 7}
+	after := dropLedger{"r1 no_route (slow path)": 1034, "r2 agent held_dropped": 16, "lb1/e1 dist_external": 7, "r3 bad_checksum": 2}
+	g := before.grown(after)
+	if want := (map[string]uint64{"r1 no_route (slow path)": 1024, "r2 agent held_dropped": 16, "r3 bad_checksum": 2}); !maps.Equal(g, want) {
+		t.Errorf("grown %v, want %v", g, want)
+	}
+	if got, want := dropsText(g), "r1 no_route (slow path) +1024, r2 agent held_dropped +16, r3 bad_checksum +2"; got != want {
+		t.Errorf("dropsText %q, want %q", got, want)
 	}
 }
