@@ -207,7 +207,7 @@ type SoakStep struct {
 	// Drops are the drop counters that grew in a step that lost frames
 	// (soak_drops.go): which element dropped them, and why.
 	Drops map[string]uint64 `json:"drops,omitempty"`
-	Fault         string `json:"fault,omitempty"`
+	Fault string            `json:"fault,omitempty"`
 }
 
 // SoakReport is what `msr soak -o json` prints. duration_s,
