@@ -1044,9 +1044,16 @@ func untilFIBEqualsRIB(limit time.Duration, backends []string) (ribSync, error) 
 	start := time.Now()
 	lastChange, prevLook := start, start
 	var prev map[netip.Prefix]bool
+	active := "" // found once, again after an error: a look is then one birdc and the back-ends'
 	for {
 		look := time.Now()
-		rib, err := fibEqualsRIB(backends)
+		if active == "" {
+			active, _ = activeVCP()
+		}
+		rib, err := fibEqualsRIB(active, backends)
+		if rib == nil {
+			active = ""
+		}
 		if rib != nil && prev != nil && !maps.Equal(rib, prev) {
 			lastChange = prevLook
 		}
@@ -1071,10 +1078,9 @@ func untilFIBEqualsRIB(limit time.Duration, backends []string) (ribSync, error) 
 // (BIRD's tables): the prefixes BIRD has a route for from any protocol but
 // the ports' own (direct), against each back-end's routes but its
 // connected ones. It says what differs.
-func fibEqualsRIB(backends []string) (map[netip.Prefix]bool, error) {
-	active, err := activeVCP()
-	if err != nil {
-		return nil, err
+func fibEqualsRIB(active string, backends []string) (map[netip.Prefix]bool, error) {
+	if active == "" {
+		return nil, errors.New("no VCP is active")
 	}
 	out, err := exec.Command("birdc", "-s", filepath.Join(demo.RunDir, active, "bird.ctl"), "show", "route").Output()
 	if err != nil {

@@ -55,6 +55,10 @@ type Agent struct {
 	// lb_cfg holds (the configured one, or the measured one).
 	paths      *pathMeter
 	flowletGap time.Duration
+	// panicking: every back-end fell silent at once and the table keeps
+	// them all (wanted); allSilent counts the times it began.
+	panicking bool
+	allSilent uint64
 }
 
 type agentPort struct {
@@ -472,35 +476,72 @@ func (a *Agent) hold() time.Duration {
 }
 
 // wanted computes the table the LB should have now: the VCP's entries, or
-// the configured back-ends, less those whose hellos stopped.
+// the configured back-ends, less those whose hellos stopped. When the
+// hellos of every one stopped at once, it keeps them all (but those
+// draining): the LB's own view is then the likelier fault (its process or
+// the interconnect stalled: the soak saw both LBs drop all four back-ends
+// for 1.2 s after a takeover, finding 16), and an empty table drops every
+// frame, where back-ends truly gone lose no more than it would. Envoy's
+// panic threshold is the same rule at 50%; one back-end gone of several is
+// still dropped at once.
 func (a *Agent) wanted(now time.Time) (Mode, []Backend) {
 	mode := a.mode
-	var bs []Backend
 	portByIndex := map[uint8]*agentPort{}
 	for _, p := range a.ports {
 		portByIndex[p.index] = p
 	}
+	var live, listed []Backend // the live ones; every one not draining
 	if a.vcpTable != nil {
 		mode = a.vcpTable.mode
 		for _, e := range a.vcpTable.entries {
 			p := portByIndex[e.Port]
-			if p != nil && p.role == RoleInternal && a.alive(e.MAC, now) {
-				bs = append(bs, Backend{MAC: e.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: e.Weight})
+			if p == nil || p.role != RoleInternal {
+				continue
+			}
+			b := Backend{MAC: e.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: e.Weight}
+			if a.alive(e.MAC, now) {
+				live = append(live, b)
+			}
+			if !a.draining(e.MAC) {
+				listed = append(listed, b)
 			}
 		}
-		return mode, bs
-	}
-	for _, bc := range a.cfg.Backends {
-		if !a.alive(bc.MAC, now) {
-			continue
-		}
-		for _, p := range a.ports {
-			if p.role == RoleInternal && (len(bc.Ports) == 0 || slices.Contains(bc.Ports, p.name)) {
-				bs = append(bs, Backend{MAC: bc.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: bc.Weight})
+	} else {
+		for _, bc := range a.cfg.Backends {
+			for _, p := range a.ports {
+				if p.role == RoleInternal && (len(bc.Ports) == 0 || slices.Contains(bc.Ports, p.name)) {
+					b := Backend{MAC: bc.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: bc.Weight}
+					if a.alive(bc.MAC, now) {
+						live = append(live, b)
+					}
+					if !a.draining(bc.MAC) && a.backends[bc.MAC.String()] != nil {
+						listed = append(listed, b)
+					}
+				}
 			}
 		}
 	}
-	return mode, bs
+	panicking := len(live) == 0 && len(listed) > 0
+	if panicking != a.panicking {
+		a.panicking = panicking
+		if panicking {
+			a.allSilent++
+			a.log.Warn("every back-end silent at once: keeping them all in the table", "backends", len(listed))
+		} else {
+			a.log.Info("back-ends heard again")
+		}
+	}
+	if panicking {
+		return mode, listed
+	}
+	return mode, live
+}
+
+// draining says whether the back-end's last hello said it is draining
+// (the operator's drain, or not ready).
+func (a *Agent) draining(mac net.HardwareAddr) bool {
+	b := a.backends[mac.String()]
+	return b != nil && b.draining
 }
 
 // installHook, when set (a test), runs before each table install: a
@@ -624,7 +665,7 @@ func (a *Agent) Status() *lbapi.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	s := &lbapi.Status{Name: a.cfg.Name, ID: a.cfg.ID, CapacityPPS: a.cfg.CapacityPPS, DIST: map[string]map[string]uint64{}}
+	s := &lbapi.Status{Name: a.cfg.Name, ID: a.cfg.ID, CapacityPPS: a.cfg.CapacityPPS, DIST: map[string]map[string]uint64{}, AllBackendsSilent: a.allSilent}
 	if a.vcpMAC != nil {
 		s.VCPMAC = a.vcpMAC.String()
 	}

@@ -65,6 +65,7 @@ type Agent struct {
 	nh        *nextHops
 	neigh     map[NeighborKey]*neighbor
 	pending   map[NeighborKey]*pendingARP
+	heldBytes int // of every pending neighbour's packets
 	icmp      tokenBucket
 	counters  map[string]uint64
 	capPPS    uint64 // the data path's capacity now (capacity_pps, or set at run time)
@@ -87,22 +88,30 @@ type neighbor struct {
 	updated time.Time
 }
 
-// pendingARP is a next hop being resolved and the packets waiting for it.
+// pendingARP is a next hop being resolved and the packets waiting for it
+// (bytes of them).
 type pendingARP struct {
 	packets [][]byte
+	bytes   int
 	sent    time.Time
 	tries   int
 }
 
 // Neighbour timing: an entry is refreshed by ARP after neighRefresh and
 // forgotten after neighExpire; a request is retried every arpRetry, at
-// most arpTries times, while at most holdMax packets wait.
+// most arpTries times. While it is asked for, up to holdBytes of packets
+// wait for a neighbour, as Linux's unres_qlen_bytes (212,992; before, 16
+// packets: a few milliseconds of a busy flow, less than an ARP exchange
+// takes on a loaded machine), and up to holdTotalBytes for all of them
+// together, so that a scan of a connected subnet's unused addresses
+// holds little.
 const (
-	neighRefresh = 4 * time.Minute
-	neighExpire  = 5 * time.Minute
-	arpRetry     = time.Second
-	arpTries     = 3
-	holdMax      = 16
+	neighRefresh   = 4 * time.Minute
+	neighExpire    = 5 * time.Minute
+	arpRetry       = time.Second
+	arpTries       = 3
+	holdBytes      = 212_992
+	holdTotalBytes = 4 << 20
 )
 
 // NewAgent sets the back-end up: call it inside its network namespace.

@@ -196,8 +196,10 @@ func (a *Agent) sendVia(k nhKey, dst netip.Addr, etherType uint16, pkt []byte) {
 		p = &pendingARP{}
 		a.pending[key] = p
 	}
-	if len(p.packets) < holdMax {
+	if p.bytes+len(pkt) <= holdBytes && a.heldBytes+len(pkt) <= holdTotalBytes {
 		p.packets = append(p.packets, pkt)
+		p.bytes += len(pkt)
+		a.heldBytes += len(pkt)
 	} else {
 		a.counters["held_dropped"]++
 	}
@@ -251,6 +253,7 @@ func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16)
 	a.neigh[key] = &neighbor{mac: mac, updated: time.Now()}
 	if p := a.pending[key]; p != nil {
 		delete(a.pending, key)
+		a.heldBytes -= p.bytes
 		for _, pkt := range p.packets {
 			a.transmit(mac, key.VLAN, etherType, pkt)
 		}
@@ -287,6 +290,7 @@ func (a *Agent) tickNeighbors(now time.Time) {
 		}
 		if p.tries >= arpTries {
 			a.counters["held_dropped"] += uint64(len(p.packets))
+			a.heldBytes -= p.bytes
 			delete(a.pending, k)
 			continue
 		}

@@ -37,6 +37,9 @@ type Status struct {
 	// Police is control-plane policing, per class of traffic to the
 	// router (lb/police.go): its rates and what it passed and dropped.
 	Police []PoliceClass `json:"police"`
+	// AllBackendsSilent counts the times every back-end's hellos stopped
+	// at once and the LB kept them all in its table rather than none.
+	AllBackendsSilent uint64 `json:"all_backends_silent"`
 }
 
 // PoliceClass is one class of control-plane policing: packets a second
