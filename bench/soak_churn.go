@@ -88,7 +88,15 @@ func newBGPChurn(plan *demo.Plan, keep []netip.Addr, rate float64) (*bgpChurn, e
 		cmds = append(cmds, fmt.Sprintf("ipv6 prefix-list MSR-CHURNED6 seq %d permit %s", 5*(i+1), p))
 	}
 	c.period = time.Duration(float64(len(c.prefixes)+len(c.prefixes6)) / rate * float64(time.Second))
-	cmds = append(cmds, "route-map MSR-CHURN permit 10", "exit", "route-map MSR-CHURN6 permit 10", "exit",
+	// The deny entries exist from the start, matching a list that holds
+	// nothing: a turn only changes what they match (set). A deny entry
+	// made in a turn is, for the moment before its match comes, one
+	// that denies every route; bgpd applying the route-map then withdrew
+	// the traffic's prefixes too (run 8: 857 frames to bgp1's prefixes
+	// lost in a quiet step, every back-end counting no_route).
+	cmds = append(cmds, "ip prefix-list MSR-NONE seq 5 deny any", "ipv6 prefix-list MSR-NONE6 seq 5 deny any",
+		"route-map MSR-CHURN deny 5", "match ip address prefix-list MSR-NONE", "exit", "route-map MSR-CHURN permit 10", "exit",
+		"route-map MSR-CHURN6 deny 5", "match ipv6 address prefix-list MSR-NONE6", "exit", "route-map MSR-CHURN6 permit 10", "exit",
 		"router bgp 65020", "address-family ipv4 unicast", "neighbor "+bgp1Router+" route-map MSR-CHURN out", "exit-address-family",
 		"address-family ipv6 unicast", "neighbor "+bgp1Router6+" route-map MSR-CHURN6 out")
 	if out, err := c.vtysh(cmds...); err != nil {
@@ -158,11 +166,14 @@ func (c *bgpChurn) vtysh(commands ...string) (string, error) {
 // set withdraws the churned prefixes of both families, or announces them
 // again.
 func (c *bgpChurn) set(withdrawn bool) error {
-	change := []string{"no route-map MSR-CHURN deny 5", "no route-map MSR-CHURN6 deny 5"}
+	list, list6 := "MSR-NONE", "MSR-NONE6"
 	if withdrawn {
-		change = []string{"route-map MSR-CHURN deny 5", "match ip address prefix-list MSR-CHURNED", "exit",
-			"route-map MSR-CHURN6 deny 5", "match ipv6 address prefix-list MSR-CHURNED6", "exit"}
+		list, list6 = "MSR-CHURNED", "MSR-CHURNED6"
 	}
+	// One match replaces the other in place: never a deny entry without
+	// one.
+	change := []string{"route-map MSR-CHURN deny 5", "match ip address prefix-list " + list, "exit",
+		"route-map MSR-CHURN6 deny 5", "match ipv6 address prefix-list " + list6, "exit"}
 	cmds := append([]string{"configure terminal"}, change...)
 	cmds = append(cmds, "end", "clear bgp ipv4 unicast "+bgp1Router+" soft out", "clear bgp ipv6 unicast "+bgp1Router6+" soft out")
 	if out, err := c.vtysh(cmds...); err != nil {
