@@ -64,32 +64,7 @@ func TestFIBRepair(t *testing.T) {
 		}
 	}
 	c, _ := NewFIB(a.tbl24, a.tbl8)
-	var stop atomic.Bool
-	var wrong atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			for _, x := range steady {
-				if c.Lookup(x) != newRef.lookup(x) {
-					wrong.Add(1)
-				}
-			}
-		}
-	}()
-	n, err := c.Repair(saved)
-	stop.Store(true)
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n == 0 {
-		t.Error("repair wrote nothing")
-	}
-	if wrong.Load() > 0 {
-		t.Errorf("%d lookups of unchanged routes saw something else during the repair", wrong.Load())
-	}
+	repairWatched(t, func() (int, error) { return c.Repair(saved) }, steady, c.Lookup, newRef.lookup)
 	for range 20000 {
 		if x := probe(r, live); c.Lookup(x) != newRef.lookup(x) {
 			t.Fatalf("after the repair: %s -> %d, want %d", x, c.Lookup(x), newRef.lookup(x))
@@ -170,32 +145,7 @@ func TestFIB6Repair(t *testing.T) {
 		}
 	}
 	g, _ := NewFIB6(16, tbl0, groups)
-	var stop atomic.Bool
-	var wrong atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			for _, x := range steady {
-				if g.Lookup(x) != lpm6(saved, x) {
-					wrong.Add(1)
-				}
-			}
-		}
-	}()
-	n, err := g.Repair(saved)
-	stop.Store(true)
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n == 0 {
-		t.Error("repair wrote nothing")
-	}
-	if wrong.Load() > 0 {
-		t.Errorf("%d lookups of unchanged routes saw something else during the repair", wrong.Load())
-	}
+	repairWatched(t, func() (int, error) { return g.Repair(saved) }, steady, g.Lookup, func(x netip.Addr) uint32 { return lpm6(saved, x) })
 	for _, p := range table {
 		if x := randomIn(r, p); g.Lookup(x) != lpm6(saved, x) {
 			t.Fatalf("after the repair: %s -> %d, want %d", x, g.Lookup(x), lpm6(saved, x))
@@ -216,5 +166,39 @@ func TestFIB6Repair(t *testing.T) {
 		if x := randomIn(r, p); g.Lookup(x) != lpm6(saved, x) {
 			t.Fatalf("changing after the repair: %s -> %d, want %d", x, g.Lookup(x), lpm6(saved, x))
 		}
+	}
+}
+
+// repairWatched runs repair while a reader looks the steady addresses
+// (whose route is the same before and after) up again and again, as the
+// data path does: none may ever answer other than want. The repair must
+// write something.
+func repairWatched(t *testing.T, repair func() (int, error), steady []netip.Addr, lookup, want func(netip.Addr) uint32) {
+	t.Helper()
+	var stop atomic.Bool
+	var wrong atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			for _, x := range steady {
+				if lookup(x) != want(x) {
+					wrong.Add(1)
+				}
+			}
+		}
+	}()
+	n, err := repair()
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Error("repair wrote nothing")
+	}
+	if wrong.Load() > 0 {
+		t.Errorf("%d lookups of unchanged routes saw something else during the repair", wrong.Load())
 	}
 }
