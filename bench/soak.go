@@ -846,10 +846,7 @@ func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, boo
 	var parts []string
 	h3 := false // may h3's flows lose frames
 	routesMet := true
-	controlPlane := false // a suite, keepalived or VCP restarted in the step
-	for _, f := range faults {
-		controlPlane = controlPlane || f.kind == "suite" || f.kind == "keepalived" || f.kind == "vcp"
-	}
+	controlPlane := restartsControlPlane(faults...) // a suite, keepalived or VCP restarted in the step
 	for _, f := range faults {
 		switch f.kind {
 		case "backend-links":
@@ -1073,11 +1070,10 @@ func untilFIBEqualsRIB(limit time.Duration, backends []string) (ribSync, error) 
 		rib, err := fibEqualsRIB(active, backends)
 		if rib == nil {
 			active = ""
-		}
-		if rib != nil && prev != nil && !maps.Equal(rib, prev) {
-			lastChange = prevLook
-		}
-		if rib != nil {
+		} else {
+			if prev != nil && !maps.Equal(rib, prev) {
+				lastChange = prevLook
+			}
 			prev, prevLook = rib, look
 		}
 		now := time.Now()
