@@ -62,7 +62,14 @@ func (j *backendJoin) join() error {
 			return err
 		}
 		// It kept its drain (its settings): the operator undrains it once
-		// the VCP hears it again.
+		// the active VCP hears it again. Told before, only that VCP would
+		// know it (the back-end, not heard, keeps the drain), and a
+		// takeover meanwhile would lose it (run 11).
+		for start := time.Now(); !heardByActive(joinName); time.Sleep(100 * time.Millisecond) {
+			if time.Since(start) > joinWait {
+				return fmt.Errorf("the active VCP does not hear %s %v after its agent started", joinName, joinWait)
+			}
+		}
 		if err := onActive(func(c *vcpapi.Client) error { return c.Drain(joinName, false) }); err != nil {
 			return err
 		}
@@ -96,6 +103,24 @@ func (j *backendJoin) leave() error {
 	j.in = false
 	_, err = demo.Exec(joinName, "ip", "link", "set", "eth0", "down")
 	return err
+}
+
+// heardByActive says whether the active VCP hears the element name.
+func heardByActive(name string) bool {
+	active, err := activeVCP()
+	if err != nil {
+		return false
+	}
+	st, err := vcpapi.Local(active, "").Status()
+	if err != nil {
+		return false
+	}
+	for _, e := range st.Elements {
+		if e.Name == name && e.Alive {
+			return true
+		}
+	}
+	return false
 }
 
 // waitTables waits until r4 is in every LB's table, or in none.

@@ -134,3 +134,24 @@ func TestDropLedgerGrown(t *testing.T) {
 		t.Errorf("dropsText %q, want %q", got, want)
 	}
 }
+
+// The kernel's drop counters: every interface's from `ip -s -s -j link`
+// (the noise of bytes and packets left out), the CPUs' backlog drops.
+func TestKernelDrops(t *testing.T) {
+	js := []byte(`[{"ifindex":1,"ifname":"lo","stats64":{"rx":{"bytes":100,"packets":2,"errors":0,"dropped":0,"over_errors":0,"multicast":0},"tx":{"bytes":100,"packets":2,"errors":0,"dropped":0,"carrier_errors":0,"collisions":0}}},
+	{"ifindex":2,"ifname":"e0","stats64":{"rx":{"bytes":9000,"packets":90,"errors":0,"dropped":23,"over_errors":0,"multicast":5,"missed_errors":1},"tx":{"bytes":10,"packets":1,"errors":0,"dropped":4,"carrier_changes":2}}}]`)
+	got, err := linkDrops(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (map[string]uint64{"e0 kernel rx_dropped": 23, "e0 kernel rx_missed_errors": 1, "e0 kernel tx_dropped": 4}); !maps.Equal(got, want) {
+		t.Errorf("linkDrops %v, want %v", got, want)
+	}
+	if _, err := linkDrops([]byte("Cannot find device")); err == nil {
+		t.Error("ip's error text taken for counters")
+	}
+	softnet := "0000a1b2 00000003 00000010 00000000\n00001000 0000000a 00000000 00000000\n"
+	if got := softnetDropped(softnet); got != 13 {
+		t.Errorf("softnet dropped %d, want 13", got)
+	}
+}

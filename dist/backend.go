@@ -61,12 +61,24 @@ type BackendConfig struct {
 	Addrs       []netip.Addr  `json:"addrs"`
 	Drained     bool          `json:"drained,omitempty"`
 	Capacity    uint32        `json:"capacity_mbps,omitempty"`
+	// OperatorVersion orders the operator's changes (Drained, Capacity):
+	// the VCP that took one stamps it with a version above every one it
+	// has seen (its milliseconds since 1970 where that is higher), and the
+	// back-end keeps the drain and weight of the highest version it was
+	// sent, whichever VCP sent it, and says which in its hellos. So two
+	// VCPs active at once (a split brain, each pushing its own view) cannot
+	// undo the operator's last word: the one behind takes the newer from
+	// the hellos. 0: no version (the back-end takes it as any other).
+	OperatorVersion uint64 `json:"operator_version,omitempty"`
 }
 
 // BACKEND_CONFIG's flags (byte 19, reserved before 2026-11-24).
 const (
 	backendFlagDrained  = 1 << 0
 	backendFlagCapacity = 1 << 1 // the operator's capacity follows the addresses
+	// backendFlagOperatorVersion: the operator's version (8 bytes) ends
+	// the message (since 2026-11-24).
+	backendFlagOperatorVersion = 1 << 2
 )
 
 func (*BackendConfig) Type() MsgType { return TypeBackendConfig }
@@ -102,6 +114,9 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 	}
 	if m.Capacity != 0 {
 		flags |= backendFlagCapacity
+	}
+	if m.OperatorVersion != 0 {
+		flags |= backendFlagOperatorVersion
 	}
 	b = append(b, uint8(len(m.Ports)), uint8(len(addrs4)), uint8(len(addrs6)), flags)
 	for _, p := range m.Ports {
@@ -139,6 +154,9 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 	if m.Capacity != 0 {
 		b = binary.BigEndian.AppendUint32(b, m.Capacity)
 	}
+	if m.OperatorVersion != 0 {
+		b = binary.BigEndian.AppendUint64(b, m.OperatorVersion)
+	}
 	return b, nil
 }
 
@@ -147,8 +165,18 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 		return errShort
 	}
 	np, na, na6, flags := int(b[16]), int(b[17]), int(b[18]), b[19]
-	if flags&^(backendFlagDrained|backendFlagCapacity) != 0 {
+	if flags&^(backendFlagDrained|backendFlagCapacity|backendFlagOperatorVersion) != 0 {
 		return errReserved
+	}
+	var version uint64
+	if flags&backendFlagOperatorVersion != 0 {
+		if len(b) < backendHdrLen+8 {
+			return errShort
+		}
+		if version = binary.BigEndian.Uint64(b[len(b)-8:]); version == 0 {
+			return fmt.Errorf("operator's version 0: %w", errReserved)
+		}
+		b = b[:len(b)-8]
 	}
 	trailer := 0
 	if flags&backendFlagCapacity != 0 {
@@ -161,7 +189,7 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 	if np > MaxPorts || na+na6 > MaxBackendAddrs || len(b) != backendHdrLen+np*portLen+na*4+na6*16+trailer {
 		return fmt.Errorf("%d ports and %d+%d addresses in %d bytes", np, na, na6, len(b))
 	}
-	*m = BackendConfig{Target: binary.BigEndian.Uint64(b[0:8]), RIBASN: binary.BigEndian.Uint32(b[12:16]), Drained: flags&backendFlagDrained != 0}
+	*m = BackendConfig{Target: binary.BigEndian.Uint64(b[0:8]), RIBASN: binary.BigEndian.Uint32(b[12:16]), Drained: flags&backendFlagDrained != 0, OperatorVersion: version}
 	if trailer > 0 {
 		if m.Capacity = binary.BigEndian.Uint32(b[len(b)-4:]); m.Capacity == 0 {
 			return fmt.Errorf("operator's capacity 0: %w", errReserved)

@@ -90,6 +90,15 @@ func goldenCases() []struct {
 			}, Drained: true, Capacity: 20000}}},
 		{"hello-router-drained", Frame{Dst: GroupMAC, Src: macR1, Header: hdr(11), Msg: &Hello{
 			Role: RoleRouter, Flags: HelloFlagDraining | HelloFlagDrained | HelloFlagCapacitySet, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 20000, Name: "r2"}}},
+		// The same with the operator's version, which orders the changes
+		// two VCPs active at once might send.
+		{"backend-config-operator-version", Frame{Dst: macR1, Src: macVCP, Header: hdr(12), Msg: &BackendConfig{
+			Target: 0x2222, Ports: []BackendPort{
+				{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500},
+			}, Drained: true, Capacity: 20000, OperatorVersion: 0x19ab_cdef_0123}}},
+		{"hello-router-operator-version", Frame{Dst: GroupMAC, Src: macR1, Header: hdr(13), Msg: &Hello{
+			Role: RoleRouter, Flags: HelloFlagDraining | HelloFlagDrained, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 10000, Name: "r2",
+			OperatorVersion: 0x19ab_cdef_0123, Ports: []PortStatus{{Index: 0, Role: PortInternal, MAC: macR1, Flags: PortFlagUp, Name: "eth0"}}}}},
 	}
 }
 

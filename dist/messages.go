@@ -183,6 +183,12 @@ type Hello struct {
 	Busy  uint16       `json:"busy_permyriad"`
 	Name  string       `json:"name"`
 	Ports []PortStatus `json:"ports"`
+	// OperatorVersion is a back-end's: the version of the operator's drain
+	// and weight it keeps (BackendConfig.OperatorVersion; 0: none yet). A
+	// VCP takes a newer one from the hello even while active, so that two
+	// VCPs active at once (a split brain) end with the operator's last
+	// word, not with whichever pushed last.
+	OperatorVersion uint64 `json:"operator_version,omitempty"`
 }
 
 // A back-end's hello flags. HelloFlagDraining marks a back-end that asks
@@ -198,6 +204,11 @@ const (
 	HelloFlagDrained     = 1 << 1
 	HelloFlagCapacitySet = 1 << 2
 	helloFlagsKnown      = HelloFlagDraining | HelloFlagDrained | HelloFlagCapacitySet
+	// helloFlagOperatorVersion is the wire's own: the operator's version
+	// (8 bytes) follows the ports. Set when OperatorVersion is not 0, and
+	// not kept in Flags (since 2026-11-24; a receiver from before refuses
+	// it, so VCPs are upgraded first).
+	helloFlagOperatorVersion = 1 << 3
 )
 
 func (*Hello) Type() MsgType { return TypeHello }
@@ -213,7 +224,11 @@ func (m *Hello) appendBody(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b = append(b, uint8(m.Role), m.Flags)
+	flags := m.Flags &^ helloFlagOperatorVersion
+	if m.OperatorVersion != 0 {
+		flags |= helloFlagOperatorVersion
+	}
+	b = append(b, uint8(m.Role), flags)
 	b = binary.BigEndian.AppendUint16(b, m.HelloIntervalMs)
 	b = append(b, m.HoldMultiplier, uint8(len(m.Ports)))
 	b = binary.BigEndian.AppendUint16(b, m.Busy)
@@ -224,6 +239,9 @@ func (m *Hello) appendBody(b []byte) ([]byte, error) {
 		if b, err = p.append(b); err != nil {
 			return nil, err
 		}
+	}
+	if m.OperatorVersion != 0 {
+		b = binary.BigEndian.AppendUint64(b, m.OperatorVersion)
 	}
 	return b, nil
 }
@@ -258,6 +276,16 @@ func (m *Hello) decodeBody(b []byte) error {
 	if len(b) < helloFixedLen {
 		return errShort
 	}
+	var version uint64
+	if b[1]&helloFlagOperatorVersion != 0 {
+		if len(b) < helloFixedLen+8 {
+			return errShort
+		}
+		if version = binary.BigEndian.Uint64(b[len(b)-8:]); version == 0 {
+			return fmt.Errorf("operator's version 0: %w", errReserved)
+		}
+		b = b[:len(b)-8]
+	}
 	n := int(b[5])
 	portLen := helloPortLen
 	if n > 0 && len(b) == helloFixedLen+n*helloPortLenV0 {
@@ -271,7 +299,7 @@ func (m *Hello) decodeBody(b []byte) error {
 		return err
 	}
 	*m = Hello{
-		Role: Role(b[0]), Flags: b[1],
+		Role: Role(b[0]), Flags: b[1] &^ helloFlagOperatorVersion, OperatorVersion: version,
 		HelloIntervalMs: binary.BigEndian.Uint16(b[2:4]),
 		HoldMultiplier:  b[4],
 		Busy:            binary.BigEndian.Uint16(b[6:8]),

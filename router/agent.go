@@ -488,7 +488,7 @@ func (a *Agent) maintain(ctx context.Context) {
 func (a *Agent) sendHello() {
 	ready := a.ready()
 	a.mu.Lock()
-	nACL, ports, drained, capacity := len(a.set.ACL), slices.Clone(a.set.Ports), a.set.Drained, a.set.CapacityMbps
+	nACL, ports, drained, capacity, version := len(a.set.ACL), slices.Clone(a.set.Ports), a.set.Drained, a.set.CapacityMbps, a.set.OperatorVersion
 	a.mu.Unlock()
 	st, err := a.dp.Stats(nACL)
 	if err != nil {
@@ -523,6 +523,7 @@ func (a *Agent) sendHello() {
 		h.Capacity = capacity
 		h.Flags |= dist.HelloFlagCapacitySet
 	}
+	h.OperatorVersion = version
 	h.Busy, _ = a.busy.Permyriad()
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
 	if err == nil {

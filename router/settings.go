@@ -31,6 +31,10 @@ type settings struct {
 	// operator's weight (`msr ctl weight`; 0: the file's capacity).
 	Drained      bool   `json:"drained,omitempty"`
 	CapacityMbps uint32 `json:"capacity_mbps,omitempty"`
+	// OperatorVersion is the version of those two
+	// (dist.BackendConfig.OperatorVersion): a VCP's older one does not
+	// replace them (newerOperator).
+	OperatorVersion uint64 `json:"operator_version,omitempty"`
 }
 
 // fileSettings are the settings of the back-end's own file.
@@ -70,7 +74,7 @@ func (a *Agent) saveSettings(s settings) error {
 // vcpSettings are a BACKEND_CONFIG and an ACL_CONFIG as the agent serves
 // them.
 func vcpSettings(m *dist.BackendConfig, acl []dist.ACLRule) settings {
-	s := settings{Addrs: m.Addrs, Drained: m.Drained, CapacityMbps: m.Capacity}
+	s := settings{Addrs: m.Addrs, Drained: m.Drained, CapacityMbps: m.Capacity, OperatorVersion: m.OperatorVersion}
 	for _, p := range m.Ports {
 		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, Address6: p.Prefix6, MTU: max(p.MTU, 576)})
 	}
@@ -90,6 +94,7 @@ func vcpSettings(m *dist.BackendConfig, acl []dist.ACLRule) settings {
 func (a *Agent) receive(ctx context.Context) {
 	var acl []dist.ACLRule
 	var cfg *dist.BackendConfig
+	var cfgFrom uint64 // the VCP that sent cfg
 	for ctx.Err() == nil {
 		f, err := a.conn.Recv(200 * time.Millisecond)
 		if errors.Is(err, dist.ErrTimeout) {
@@ -107,7 +112,7 @@ func (a *Agent) receive(ctx context.Context) {
 			if m.Target != a.cfg.ID {
 				continue
 			}
-			cfg = m
+			cfg, cfgFrom = m, f.Header.Sender
 		case *dist.ACLConfig:
 			if m.Target != a.cfg.ID {
 				continue
@@ -127,11 +132,32 @@ func (a *Agent) receive(ctx context.Context) {
 		if !a.aclFromVCP {
 			s.ACL = a.set.ACL
 		}
+		s, superseded := newerOperator(a.set, s)
 		a.mu.Unlock()
+		if superseded {
+			a.log.Info("the operator's state from a VCP behind ignored: this back-end keeps a newer one",
+				"vcp", fmt.Sprintf("%#x", cfgFrom), "version", cfg.OperatorVersion, "kept_version", s.OperatorVersion,
+				"drained", s.Drained, "capacity_mbps", s.CapacityMbps)
+		}
 		if err := a.apply(ctx, s); err != nil {
 			a.log.Error("settings from the VCP", "err", err)
 		}
 	}
+}
+
+// newerOperator keeps the operator's drain and weight in force (old) when
+// the VCP's settings (s) carry an older version of them: two VCPs active
+// at once each push their own view, and the one behind must not undo the
+// operator's last word (msr soak run 8: an undrain lost so). The rest of s
+// (ports, addresses, ACL, RIB feed) stands. superseded says s's were
+// older and differed.
+func newerOperator(old, s settings) (_ settings, superseded bool) {
+	if s.OperatorVersion >= old.OperatorVersion {
+		return s, false
+	}
+	superseded = s.Drained != old.Drained || s.CapacityMbps != old.CapacityMbps
+	s.Drained, s.CapacityMbps, s.OperatorVersion = old.Drained, old.CapacityMbps, old.OperatorVersion
+	return s, superseded
 }
 
 // apply makes s the settings in force, changing only what differs: the
@@ -142,14 +168,14 @@ func (a *Agent) apply(ctx context.Context, s settings) error {
 	portsChanged := !slices.Equal(old.Ports, s.Ports) || !slices.Equal(old.Addrs, s.Addrs)
 	aclChanged := !slices.Equal(old.ACL, s.ACL)
 	ribChanged := !sameRIB(old.RIB, s.RIB)
-	operatorChanged := old.Drained != s.Drained || old.CapacityMbps != s.CapacityMbps
+	operatorChanged := old.Drained != s.Drained || old.CapacityMbps != s.CapacityMbps || old.OperatorVersion != s.OperatorVersion
 	if !portsChanged && !aclChanged && !ribChanged && !operatorChanged {
 		a.mu.Unlock()
 		return nil
 	}
 	a.set = s
 	if operatorChanged {
-		a.log.Info("the operator's state from the VCP", "drained", s.Drained, "capacity_mbps", s.CapacityMbps)
+		a.log.Info("the operator's state from the VCP", "drained", s.Drained, "capacity_mbps", s.CapacityMbps, "version", s.OperatorVersion)
 		if !portsChanged && !aclChanged && !ribChanged {
 			a.mu.Unlock()
 			return a.saveSettings(s)

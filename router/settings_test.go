@@ -116,12 +116,23 @@ func TestRouterSettingsFromVCP(t *testing.T) {
 	// The operator drains it and sets its weight through the VCP: it
 	// keeps both and says so in its hellos, for any VCP to take.
 	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500}},
-		Drained: true, Capacity: 7000})
+		Drained: true, Capacity: 7000, OperatorVersion: 2000})
 	waitFor("drained", func(s *routerapi.Status) bool { return s.Drained && s.CapacityMbps == 7000 })
 	flags := uint8(dist.HelloFlagDraining | dist.HelloFlagDrained | dist.HelloFlagCapacitySet)
-	if hello := heardHello(t, conn, cfg.ID, flags); hello.Flags != flags || hello.Capacity != 7000 {
-		t.Errorf("drained back-end's hello: flags %#x capacity %d, want %#x 7000", hello.Flags, hello.Capacity, flags)
+	if hello := heardHello(t, conn, cfg.ID, flags); hello.Flags != flags || hello.Capacity != 7000 || hello.OperatorVersion != 2000 {
+		t.Errorf("drained back-end's hello: flags %#x capacity %d version %d, want %#x 7000 2000", hello.Flags, hello.Capacity, hello.OperatorVersion, flags)
 	}
+	// A second VCP active at once, behind the operator (version 1000),
+	// sends its undrained view with a new MTU: the MTU is taken, the
+	// operator's newer drain and weight stay.
+	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1400}},
+		OperatorVersion: 1000})
+	if st := waitFor("the MTU of a VCP behind", func(s *routerapi.Status) bool { return strings.Contains(s.Ports[0], "mtu 1400") }); !st.Drained || st.CapacityMbps != 7000 {
+		t.Errorf("a VCP behind undid the operator's drain: drained %v, capacity %d", st.Drained, st.CapacityMbps)
+	}
+	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500}},
+		Drained: true, Capacity: 7000, OperatorVersion: 2000})
+	waitFor("the MTU back", func(s *routerapi.Status) bool { return strings.Contains(s.Ports[0], "mtu 1500") })
 	// A restarted agent with the same identity-only file serves the
 	// settings it kept, the operator's too.
 	stop()
@@ -153,4 +164,29 @@ func heardHello(t *testing.T, conn *dist.Conn, id uint64, flags uint8) *dist.Hel
 		t.Fatal("no hello heard")
 	}
 	return last
+}
+
+// The operator's drain and weight of a newer version stand against a VCP
+// behind; the rest of its settings is taken.
+func TestNewerOperator(t *testing.T) {
+	kept := settings{Drained: true, CapacityMbps: 7000, OperatorVersion: 20}
+	for _, c := range []struct {
+		name           string
+		in             settings
+		want           settings
+		wantSuperseded bool
+	}{
+		{"older, other state", settings{Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, OperatorVersion: 10},
+			settings{Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Drained: true, CapacityMbps: 7000, OperatorVersion: 20}, true},
+		{"older, same state", settings{Drained: true, CapacityMbps: 7000, OperatorVersion: 10}, kept, false},
+		{"none (0)", settings{}, kept, true},
+		{"the same version", kept, kept, false},
+		{"newer", settings{OperatorVersion: 30}, settings{OperatorVersion: 30}, false},
+	} {
+		got, superseded := newerOperator(kept, c.in)
+		if !slices.Equal(got.Addrs, c.want.Addrs) || got.Drained != c.want.Drained || got.CapacityMbps != c.want.CapacityMbps ||
+			got.OperatorVersion != c.want.OperatorVersion || superseded != c.wantSuperseded {
+			t.Errorf("%s: %+v superseded %v, want %+v %v", c.name, got, superseded, c.want, c.wantSuperseded)
+		}
+	}
 }

@@ -43,6 +43,15 @@ type Agent struct {
 	drained  map[string]bool // back-end names
 	// capacities set from the console (SetCapacity), by back-end name
 	capacities map[string]uint32
+	// operatorVersions are the versions of each back-end's drain and
+	// weight as this VCP holds them (dist.BackendConfig.OperatorVersion),
+	// by name: an operator's change here takes one above every one seen
+	// (nextOperatorVersion), and a hello with a newer one, sent the
+	// change through another VCP, is taken even while active.
+	operatorVersions map[string]uint64
+	// links are the mirrors' link states followPorts wants, set outside
+	// a.mu (applyMirrorLinks).
+	links *mirrorLinks
 	// loads are the back-ends' load states, by name (load.go)
 	loads  map[string]*loadState
 	pushed map[uint64]*lbPush
@@ -95,7 +104,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
-		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{}, loads: map[string]*loadState{},
+		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{}, operatorVersions: map[string]uint64{}, links: newMirrorLinks(), loads: map[string]*loadState{},
 		pushed: map[uint64]*lbPush{}, backendPushes: map[uint64]*backendPush{}, limitHits: map[string]uint64{},
 		ribPassword: key.RIBPassword(), started: time.Now(), ports: map[uint16]*PortState{}}
 	if a.sender, err = dist.NewSender(cfg.ID, key); err != nil {
@@ -151,6 +160,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 func (a *Agent) Run(ctx context.Context) error {
 	go a.receive(ctx)
 	go a.mirrors.Run(ctx)
+	go a.applyMirrorLinks(ctx)
 	go a.watchPeers(ctx)
 	if a.cfg.SNMP != nil {
 		if err := a.startSNMP(ctx, a.cfg.SNMP, a.cfg.runDir()); err != nil {
@@ -164,6 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		elected = a.election.Active
 	}
 	var down stepDown
+	var up takeOver
 	for {
 		a.announce()
 		now := time.Now()
@@ -176,15 +187,74 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-up.confirmed:
+			up = takeOver{}
+			a.become(true)
 		case active := <-elected:
-			if active {
+			switch {
+			case active:
 				down = stepDown{}
-				a.become(true)
-			} else if down.asked(a, time.Now()) {
+				if up.elected(a, time.Now()) {
+					a.become(true)
+				}
+			case up.cancel():
+				a.log.Warn("VRRP made this VCP master for less than the confirmation: not taken over (both were master for a moment: a split brain ended)",
+					"master_for", time.Since(up.since).Round(time.Millisecond), "confirm", a.takeoverConfirm())
+				a.event("%s was VRRP master for %v only: not taken over", a.cfg.Name, time.Since(up.since).Round(time.Millisecond))
+			case down.asked(a, time.Now()):
 				a.become(false)
 			}
 		}
 	}
+}
+
+// takeOver confirms VRRP's word that this standby is now master before
+// the VCP takes the router: it must stay master for takeoverConfirm.
+// When the whole machine stands still for longer than VRRP's master-down
+// time (three adverts, 300 ms by default), the standby's keepalived
+// declares itself master, the active one answers with its higher
+// priority, and the standby is backup again some 40 ms later. Taking
+// over at once in that blip moved the LBs' control traffic to the VCP
+// that held no BGP session: its kernel reset bgp1's session, whose routes
+// went and came back (TestSoak in CI: 1,190 frames lost, no_route on
+// every back-end, in a step with no fault). A dead twin's standby waits
+// takeoverConfirm longer; the data path does not depend on the VCP, and
+// the peers' hold times are seconds.
+type takeOver struct {
+	since     time.Time
+	confirmed <-chan time.Time // nil: no takeover pending
+}
+
+// takeoverConfirm is how long VRRP must keep this VCP master before it
+// takes over: two of its adverts.
+func (a *Agent) takeoverConfirm() time.Duration {
+	if a.cfg.Standby == nil {
+		return 0
+	}
+	return 2 * a.cfg.Standby.AdvertInterval
+}
+
+// elected handles VRRP's "master": it says whether to take over now (an
+// active VCP told again), and otherwise starts the confirmation.
+func (t *takeOver) elected(a *Agent, now time.Time) bool {
+	a.mu.Lock()
+	active := a.active
+	a.mu.Unlock()
+	if active {
+		return true
+	}
+	if t.confirmed == nil {
+		t.since, t.confirmed = now, time.After(a.takeoverConfirm())
+	}
+	return false
+}
+
+// cancel ends a pending takeover (VRRP said backup before it was
+// confirmed), and says whether one was pending.
+func (t *takeOver) cancel() bool {
+	pending := t.confirmed != nil
+	t.confirmed = nil
+	return pending
 }
 
 // stepDown guards the VCP's mastership against a stranger on the
@@ -322,6 +392,11 @@ func (a *Agent) become(active bool) {
 	}
 	a.mu.Unlock()
 	a.mirrors.SetActive(active)
+	if a.election != nil {
+		if err := a.election.Holding(active); err != nil {
+			a.log.Error("VRRP: the active VCP's priority", "err", err)
+		}
+	}
 	if old != nil {
 		old.Stop()
 	}
@@ -389,7 +464,13 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
 		a.log.Info("element came back", "name", h.Name)
 		a.event("%s %s came back", roleName(h.Role), h.Name)
 	}
-	if h.Role == dist.RoleRouter && (!a.active || e.hello == nil) {
+	if h.Role == dist.RoleRouter && (!a.active || e.hello == nil || h.OperatorVersion > a.operatorVersions[h.Name]) {
+		if a.active && e.hello != nil {
+			// Another VCP, active at the same time, was told later.
+			a.log.Warn("a back-end keeps a newer operator's state than this active VCP: taken", "backend", h.Name,
+				"version", h.OperatorVersion, "ours", a.operatorVersions[h.Name])
+			a.event("%s: the operator's newer drain and weight, sent by another VCP, taken", h.Name)
+		}
 		a.adoptOperator(h)
 	}
 	e.mac, e.hello, e.last, e.alive = mac, h, now, true
@@ -403,8 +484,11 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
 // weight) from its hello: the back-end keeps what the active VCP sent it
 // (BACKEND_CONFIG), so a standby follows it all along and has it when it
 // takes over, and an active VCP takes it for a back-end it hears for the
-// first time (it started after the operator spoke). Call with a.mu held.
+// first time (it started after the operator spoke), or one whose version
+// of them is newer than this VCP's (another VCP was told later: a split
+// brain). Call with a.mu held.
 func (a *Agent) adoptOperator(h *dist.Hello) {
+	a.operatorVersions[h.Name] = h.OperatorVersion
 	a.drained[h.Name] = h.Flags&dist.HelloFlagDrained != 0
 	if h.Flags&dist.HelloFlagCapacitySet != 0 {
 		a.capacities[h.Name] = h.Capacity
@@ -633,12 +717,24 @@ func (a *Agent) Drain(name string, drain bool) error {
 	for _, e := range a.elements {
 		if e.hello.Role == dist.RoleRouter && e.hello.Name == name {
 			a.drained[name] = drain
+			a.nextOperatorVersion(name, time.Now())
 			a.mu.Unlock()
 			return a.untilBackendKeeps(e)
 		}
 	}
 	a.mu.Unlock()
 	return fmt.Errorf("no back-end %q", name)
+}
+
+// nextOperatorVersion stamps an operator's change to a back-end's drain
+// or weight: its milliseconds since 1970, or one above the version this
+// VCP holds where that is higher (a clock stepped back), so that the
+// change is newer than every one before it, whichever VCP took them.
+// Call with a.mu held.
+func (a *Agent) nextOperatorVersion(name string, now time.Time) uint64 {
+	v := max(uint64(now.UnixMilli()), a.operatorVersions[name]+1)
+	a.operatorVersions[name] = v
+	return v
 }
 
 // keptWait bounds how long the console waits for a back-end to show the
@@ -665,7 +761,7 @@ func (a *Agent) untilBackendKeeps(e *element) error {
 	a.mu.Unlock()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		a.mu.Lock()
-		m := &dist.BackendConfig{Drained: a.drained[e.hello.Name], Capacity: a.capacities[e.hello.Name]}
+		m := &dist.BackendConfig{Drained: a.drained[e.hello.Name], Capacity: a.capacities[e.hello.Name], OperatorVersion: a.operatorVersions[e.hello.Name]}
 		kept := operatorApplied(e.hello, m)
 		a.mu.Unlock()
 		if kept {

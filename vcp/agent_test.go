@@ -151,6 +151,7 @@ func (l *vcpLabT) backend(name string, capacity uint32, key string) {
 		var mu sync.Mutex
 		var drained bool
 		var opCapacity uint32
+		var opVersion uint64
 		go func() {
 			for ctx.Err() == nil {
 				f, err := c.Recv(100 * time.Millisecond)
@@ -159,7 +160,9 @@ func (l *vcpLabT) backend(name string, capacity uint32, key string) {
 				}
 				if m, ok := f.Msg.(*dist.BackendConfig); ok && m.Target == uint64(name[1]) {
 					mu.Lock()
-					drained, opCapacity = m.Drained, m.Capacity
+					if m.OperatorVersion >= opVersion { // the newest, as a back-end keeps it
+						drained, opCapacity, opVersion = m.Drained, m.Capacity, m.OperatorVersion
+					}
 					mu.Unlock()
 				}
 			}
@@ -175,6 +178,7 @@ func (l *vcpLabT) backend(name string, capacity uint32, key string) {
 				if opCapacity != 0 {
 					h.Flags, h.Capacity = h.Flags|dist.HelloFlagCapacitySet, opCapacity
 				}
+				h.OperatorVersion = opVersion
 				mu.Unlock()
 				f, _ := s.Seal(dist.GroupMAC, c.MAC(), h)
 				c.Send(f)

@@ -89,6 +89,7 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 	}
 	m, acl := a.backendSettings()
 	m.Target, m.Drained, m.Capacity = r.id, a.drained[r.hello.Name], a.capacities[r.hello.Name]
+	m.OperatorVersion = a.operatorVersions[r.hello.Name]
 	id := fmt.Sprint(m, acl)
 	if id == p.id && backendPortsApplied(r.hello, m.Ports) && operatorApplied(r.hello, m) && now.Sub(p.sent) < backendRefresh {
 		return
@@ -132,12 +133,13 @@ func backendPortsApplied(h *dist.Hello, want []dist.BackendPort) bool {
 }
 
 // operatorApplied says whether a back-end's hello shows the operator's
-// drain and weight it was sent: one killed before it kept them (its
-// settings file) comes back without, and is sent them again at once,
-// before a standby takes its hello's word for them.
+// drain and weight it was sent, and their version: one killed before it
+// kept them (its settings file) comes back without, and is sent them
+// again at once, before a standby takes its hello's word for them.
 func operatorApplied(h *dist.Hello, m *dist.BackendConfig) bool {
 	capacitySet := h.Flags&dist.HelloFlagCapacitySet != 0
-	return (h.Flags&dist.HelloFlagDrained != 0) == m.Drained && capacitySet == (m.Capacity != 0) && (!capacitySet || h.Capacity == m.Capacity)
+	return (h.Flags&dist.HelloFlagDrained != 0) == m.Drained && capacitySet == (m.Capacity != 0) && (!capacitySet || h.Capacity == m.Capacity) &&
+		h.OperatorVersion == m.OperatorVersion
 }
 
 // backendAPI is a back-end's management API when the config names none:

@@ -240,6 +240,7 @@ func (a *Agent) SetCapacity(name string, mbps uint32) error {
 			} else {
 				a.capacities[name] = mbps
 			}
+			a.nextOperatorVersion(name, time.Now())
 			a.mu.Unlock()
 			return a.untilBackendKeeps(e)
 		}

@@ -58,6 +58,13 @@ vrrp_track_file suite_failed {
 	file {{.TrackFile}}
 	weight 0
 }
+# 1 while msr vcp is the active VCP: its priority is then above any
+# other's, so that when both are master for a moment (the machine stood
+# still past the master-down time) the active one stays master.
+vrrp_track_file active {
+	file {{.ActiveFile}}
+	weight {{.ActiveWeight}}
+}
 vrrp_instance msr {
 	state BACKUP
 	nopreempt
@@ -70,6 +77,7 @@ vrrp_instance msr {
 	}
 	track_file {
 		suite_failed
+		active
 	}
 }
 `))
@@ -78,8 +86,8 @@ vrrp_instance msr {
 type Election struct {
 	fifo *os.File
 	// track is keepalived's tracked file: 0, or 1 to make the instance
-	// faulty (Fault).
-	track string
+	// faulty (Fault). active is 1 while this VCP is active (Holding).
+	track, active string
 	// Active receives true when this VCP becomes VRRP master, false when
 	// it stops being master.
 	Active chan bool
@@ -104,11 +112,13 @@ func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir str
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		return nil, fmt.Errorf("notify FIFO: %w", err)
 	}
-	track := filepath.Join(dir, "suite-failed")
-	if err := os.WriteFile(track, []byte("0\n"), 0o644); err != nil {
-		return nil, err
+	track, active := filepath.Join(dir, "suite-failed"), filepath.Join(dir, "active")
+	for _, f := range []string{track, active} {
+		if err := os.WriteFile(f, []byte("0\n"), 0o644); err != nil {
+			return nil, err
+		}
 	}
-	conf, err := electionConfig(name, iface, fifo, track, cfg, standby)
+	conf, err := electionConfig(name, iface, fifo, track, active, cfg, standby)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +132,7 @@ func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir str
 	if err != nil {
 		return nil, err
 	}
-	e := &Election{fifo: f, track: track, Active: make(chan bool, 4), dir: dir, log: log, stop: make(chan struct{}),
+	e := &Election{fifo: f, track: track, active: active, Active: make(chan bool, 4), dir: dir, log: log, stop: make(chan struct{}),
 		argv: []string{"keepalived", "--dont-fork", "--log-console", "--log-detail", "--vrrp", "--use-file", path,
 			"--pid", filepath.Join(dir, "keepalived.pid"), "--vrrp_pid", filepath.Join(dir, "vrrp.pid")}}
 	// keepalived dies with msr vcp: a dead VCP must stop advertising itself.
@@ -225,8 +235,14 @@ func keepalivedOf(pid int, dir string) bool {
 	return err == nil && bytes.Contains(b, []byte("keepalived")) && bytes.Contains(b, []byte(dir))
 }
 
+// activeWeight is what the active VCP adds to its VRRP priority
+// (Holding): up to 254, the highest priority keepalived advertises, which
+// no configured priority of the other VCP exceeds. Never 0, which would
+// make the track file a fault switch.
+func activeWeight(cfg *StandbyConfig) int { return max(1, 254-int(cfg.Priority)) }
+
 // electionConfig is keepalived's configuration.
-func electionConfig(name, iface, fifo, track string, cfg *StandbyConfig, standby bool) (string, error) {
+func electionConfig(name, iface, fifo, track, active string, cfg *StandbyConfig, standby bool) (string, error) {
 	// The standby also starts later, so that when both start together the
 	// other wins even though neither preempts.
 	prio, delay := cfg.Priority, ""
@@ -235,7 +251,8 @@ func electionConfig(name, iface, fifo, track string, cfg *StandbyConfig, standby
 		delay = fmt.Sprintf("%.2f", max(time.Second, 10*cfg.AdvertInterval).Seconds())
 	}
 	var conf strings.Builder
-	err := keepalivedConf.Execute(&conf, map[string]any{"Name": name, "FIFO": fifo, "TrackFile": track, "Interface": iface, "VRID": cfg.VRID,
+	err := keepalivedConf.Execute(&conf, map[string]any{"Name": name, "FIFO": fifo, "TrackFile": track, "ActiveFile": active, "ActiveWeight": activeWeight(cfg),
+		"Interface": iface, "VRID": cfg.VRID,
 		"Priority": prio, "StartupDelay": delay, "Advert": fmt.Sprintf("%.2f", cfg.AdvertInterval.Seconds()), "Address": cfg.Address})
 	return conf.String(), err
 }
@@ -267,6 +284,21 @@ func (e *Election) read(log *slog.Logger) {
 // Fault makes this VCP's VRRP instance faulty: keepalived gives up the
 // address at once, and the standby takes over.
 func (e *Election) Fault() error { return os.WriteFile(e.track, []byte("1\n"), 0o644) }
+
+// Holding tells keepalived whether this VCP is the active one: while it
+// is, its priority is raised above any other VCP's (activeWeight), so that
+// a split brain after the whole machine stood still ends with the active
+// VCP still master, rather than with the higher configured priority
+// (msr soak run 11: the standby of priority 150 took the router from the
+// active one of 100 after a stall, and an operator's undrain given to the
+// old one for a back-end not heard yet was lost with it).
+func (e *Election) Holding(active bool) error {
+	v := "0\n"
+	if active {
+		v = "1\n"
+	}
+	return os.WriteFile(e.active, []byte(v), 0o644)
+}
 
 // Rejoin ends Fault: the instance is a backup again (nopreempt: it takes
 // the address only when no other VCP holds it).

@@ -23,13 +23,17 @@ func TestElectionConfig(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, standby := range []bool{false, true} {
-		conf, err := electionConfig(c.Name, "eth0", filepath.Join(dir, "fifo"), filepath.Join(dir, "suite-failed"), c.Standby, standby)
+		conf, err := electionConfig(c.Name, "eth0", filepath.Join(dir, "fifo"), filepath.Join(dir, "suite-failed"), filepath.Join(dir, "active"), c.Standby, standby)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"state BACKUP", "nopreempt", "virtual_router_id 51", "advert_int 0.05", "10.0.0.1/24 dev eth0", "vrrp_version 3",
 			// The suite's failures hand over: a tracked file, weight 0.
-			"vrrp_track_file suite_failed {\n\tfile " + filepath.Join(dir, "suite-failed") + "\n\tweight 0\n}", "track_file {\n\t\tsuite_failed\n\t}"} {
+			"vrrp_track_file suite_failed {\n\tfile " + filepath.Join(dir, "suite-failed") + "\n\tweight 0\n}",
+			// The active VCP's priority raised above any other's: 150 + 104
+			// (or 100 + 104) against the other's 150 at most.
+			"vrrp_track_file active {\n\tfile " + filepath.Join(dir, "active") + "\n\tweight 104\n}",
+			"track_file {\n\t\tsuite_failed\n\t\tactive\n\t}"} {
 			if !strings.Contains(conf, want) {
 				t.Errorf("standby %v: no %q in\n%s", standby, want, conf)
 			}

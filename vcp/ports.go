@@ -1,6 +1,9 @@
 package vcp
 
 import (
+	"context"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/msr-router/msr/dist"
@@ -102,9 +105,7 @@ func (a *Agent) followPorts(now time.Time) {
 		a.log.Info("port state", "port", s.Name, "vlan", s.VLAN, "up", s.Up, "admin_up", s.AdminUp)
 		a.event("port %s %s", s.Name, map[bool]string{true: "up", false: "down"}[s.Up])
 		if a.mirrors != nil {
-			if _, err := a.mirrors.SetUp(s.VLAN, s.Up); err != nil {
-				a.log.Warn("mirror", "port", s.Name, "err", err)
-			}
+			a.links.want(s.VLAN, s.Up, s.Name)
 		}
 		ev := PortEvent{Port: s, At: now}
 		for _, w := range a.portWatchers {
@@ -170,4 +171,64 @@ func (a *Agent) PortStates() map[uint16]PortState {
 		m[v] = *s
 	}
 	return m
+}
+
+// mirrorLinks takes the mirrors' link states out of the VCP's lock: the
+// ports' states are followed under a.mu (tick), and a mirror's link is
+// set by netlink, which waits for the kernel's RTNL lock. In soak run 12
+// that wait lasted some 7 s (BIRD's I/O loop took 5.8 s in the same
+// moment, as an external port came back up): the VCP, holding a.mu,
+// handled no hello meanwhile, took every element for dead, and the
+// standby took over. followPorts now only says what it wants, and
+// applyMirrorLinks sets it, the last state of each mirror, outside the
+// lock.
+type mirrorLinks struct {
+	mu    sync.Mutex
+	links map[uint16]mirrorLink
+	wake  chan struct{}
+}
+
+type mirrorLink struct {
+	up   bool
+	port string // the router's name of the port, for the log
+}
+
+func newMirrorLinks() *mirrorLinks {
+	return &mirrorLinks{links: map[uint16]mirrorLink{}, wake: make(chan struct{}, 1)}
+}
+
+// want records a mirror's link state and wakes applyMirrorLinks.
+func (l *mirrorLinks) want(vlan uint16, up bool, port string) {
+	l.mu.Lock()
+	l.links[vlan] = mirrorLink{up, port}
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default: // already woken: it reads the latest states
+	}
+}
+
+// applyMirrorLinks sets the mirrors' links to what followPorts wants,
+// until ctx ends.
+func (a *Agent) applyMirrorLinks(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.links.wake:
+		}
+		a.links.mu.Lock()
+		links := maps.Clone(a.links.links)
+		a.links.mu.Unlock()
+		for vlan, l := range links {
+			start := time.Now()
+			changed, err := a.mirrors.SetUp(vlan, l.up)
+			if err != nil {
+				a.log.Warn("mirror", "port", l.port, "err", err)
+			}
+			if took := time.Since(start); changed && took > time.Second {
+				a.log.Warn("mirror's link took long to set (the kernel's RTNL lock)", "port", l.port, "up", l.up, "took", took.Round(time.Millisecond))
+			}
+		}
+	}
 }

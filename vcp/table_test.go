@@ -17,7 +17,7 @@ func tableAgent(t *testing.T, extra string) *Agent {
 		t.Fatal(err)
 	}
 	return &Agent{cfg: cfg, log: quiet(), elements: map[uint64]*element{}, drained: map[string]bool{},
-		capacities: map[string]uint32{}, loads: map[string]*loadState{}, pushed: map[uint64]*lbPush{}}
+		capacities: map[string]uint32{}, operatorVersions: map[string]uint64{}, links: newMirrorLinks(), loads: map[string]*loadState{}, pushed: map[uint64]*lbPush{}}
 }
 
 func (a *Agent) hear(id uint64, mac string, h *dist.Hello) {
@@ -137,6 +137,53 @@ func TestOperatorStateFromHellos(t *testing.T) {
 	}
 }
 
+// Two VCPs active at once (keepalived's split brain, msr soak run 8): the
+// operator undrains r1 through one, the other still holds it drained and
+// pushes that. The back-end keeps the newer version (router's
+// newerOperator), and the VCP behind takes it from the hellos, active or
+// not, rather than undo the operator's last word; one behind in its hello
+// is not taken. A change's version is above every one seen, even with a
+// clock behind.
+func TestOperatorVersionSplitBrain(t *testing.T) {
+	a := tableAgent(t, "")
+	router := func(flags uint8, version uint64) *dist.Hello {
+		return &dist.Hello{Role: dist.RoleRouter, Name: "r1", Flags: flags, Capacity: 10000, HelloIntervalMs: 100, HoldMultiplier: 3, OperatorVersion: version}
+	}
+	drained := uint8(dist.HelloFlagDraining | dist.HelloFlagDrained)
+	a.hear(11, "02:00:00:00:b0:01", router(drained, 0))
+	a.active = true
+	if err := a.Drain("r1", true); err != nil {
+		t.Fatal(err)
+	}
+	ours := a.operatorVersions["r1"]
+	if now := uint64(time.Now().UnixMilli()); ours == 0 || ours > now || now-ours > 10_000 {
+		t.Fatalf("the drain's version %d, want about now (%d)", ours, now)
+	}
+	m := &dist.BackendConfig{Drained: true, OperatorVersion: ours}
+	if operatorApplied(router(drained, 0), m) {
+		t.Error("a hello without the drain's version shows it applied")
+	}
+	// The other VCP undrained it later: r1 says so with its version.
+	a.hear(11, "02:00:00:00:b0:01", router(0, ours+5))
+	if a.drained["r1"] || a.operatorVersions["r1"] != ours+5 {
+		t.Fatalf("an active VCP behind the back-end: drained %v, version %d, want false, %d", a.drained["r1"], a.operatorVersions["r1"], ours+5)
+	}
+	// A hello behind this VCP's (an old one, late) changes nothing.
+	a.hear(11, "02:00:00:00:b0:01", router(drained, ours+1))
+	if a.drained["r1"] || a.operatorVersions["r1"] != ours+5 {
+		t.Errorf("a hello behind taken: drained %v, version %d", a.drained["r1"], a.operatorVersions["r1"])
+	}
+	// A version far ahead (a VCP whose clock is ahead): the next change
+	// goes above it.
+	a.hear(11, "02:00:00:00:b0:01", router(0, 1<<50))
+	if err := a.SetCapacity("r1", 5000); err != nil {
+		t.Fatal(err)
+	}
+	if v := a.operatorVersions["r1"]; v != 1<<50+1 {
+		t.Errorf("a weight after a version from a clock ahead: %d, want %d", v, uint64(1<<50+1))
+	}
+}
+
 // Failover state: taking over resets what was pushed, so that every LB
 // gets its ports and table again; giving up stops configuring.
 func TestBecomeActiveAndStandby(t *testing.T) {
@@ -177,6 +224,10 @@ func TestOperatorApplied(t *testing.T) {
 	if !operatorApplied(&dist.Hello{Capacity: 10000}, &dist.BackendConfig{}) {
 		t.Error("nothing asked, nothing shown: not applied")
 	}
+	h := &dist.Hello{Flags: dist.HelloFlagDraining | dist.HelloFlagDrained | dist.HelloFlagCapacitySet, Capacity: 7000, OperatorVersion: 41}
+	if operatorApplied(h, &dist.BackendConfig{Drained: true, Capacity: 7000, OperatorVersion: 42}) {
+		t.Error("the same drain and weight of another version: applied")
+	}
 }
 
 // An LB silent for less than lbGoneGrace (its agent restarting, its
@@ -208,5 +259,54 @@ func TestSilentLBKeepsItsPorts(t *testing.T) {
 	a.tick(now)
 	if p := a.ports[10]; p.Up {
 		t.Errorf("lb1 silent %v: its port %+v, want down", lbGoneGrace, p)
+	}
+}
+
+// VRRP's "master" is taken only once it has held for two adverts: a
+// blip (the machine stood still past VRRP's master-down time, both were
+// master for 40 ms) is not a takeover; an active VCP told again is.
+func TestTakeoverConfirmed(t *testing.T) {
+	a := tableAgent(t, "")
+	a.cfg.Standby = &StandbyConfig{AdvertInterval: 20 * time.Millisecond}
+	var up takeOver
+	if up.elected(a, time.Now()) {
+		t.Fatal("a standby took over at once")
+	}
+	if !up.cancel() || up.confirmed != nil {
+		t.Fatal("backup before the confirmation: the takeover still pending")
+	}
+	if up.cancel() {
+		t.Error("nothing pending, yet cancelled")
+	}
+	start := time.Now()
+	up.elected(a, start)
+	first := up.confirmed
+	up.elected(a, start.Add(10*time.Millisecond)) // told again: the same confirmation
+	if up.confirmed != first {
+		t.Error("a second master restarted the confirmation")
+	}
+	<-up.confirmed
+	if took := time.Since(start); took < 40*time.Millisecond {
+		t.Errorf("confirmed after %v, want two adverts (40 ms)", took)
+	}
+	a.active = true
+	var again takeOver
+	if !again.elected(a, time.Now()) || again.confirmed != nil {
+		t.Error("an active VCP told master again waits")
+	}
+}
+
+// The mirrors' link states are set outside the VCP's lock: followPorts
+// only records the last one of each mirror and wakes the setter once.
+func TestMirrorLinksWanted(t *testing.T) {
+	l := newMirrorLinks()
+	l.want(12, false, "lb2/e0")
+	l.want(12, true, "lb2/e0")
+	l.want(11, false, "lb1/e1")
+	if len(l.wake) != 1 {
+		t.Errorf("%d wake-ups pending, want 1", len(l.wake))
+	}
+	if got := l.links; got[12] != (mirrorLink{true, "lb2/e0"}) || got[11] != (mirrorLink{false, "lb1/e1"}) || len(got) != 2 {
+		t.Errorf("wanted %v, want lb2/e0 up and lb1/e1 down", got)
 	}
 }
