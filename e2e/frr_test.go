@@ -70,11 +70,15 @@ protocol ospf v2 {
 `)
 	// h1's bgpd takes IPv6 routes with a link-local next hop beside the
 	// global one (bgpd sends both to an eBGP peer on a shared subnet)
-	// only knowing its interfaces: it runs with zebra here, not -Z.
+	// only knowing its interfaces: it runs with zebra here, not -Z. It
+	// starts once zebra's socket is there: a bgpd that finds no zebra
+	// tries again only 10 s later, its session with the router up by then
+	// without the interface, and it answers the first IPv6 update with
+	// "no peer interface information" and a reset (CI, twice).
 	lab := strings.NewReplacer("t-rib", "t-frr",
 		"      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -Z, -S, -i, DIR/bgpd.pid,",
 		"      - {name: zebra, command: [/usr/lib/frr/zebra, -f, /dev/null, -z, DIR/h1z/zserv.api, -i, DIR/h1z/zebra.pid, --vty_socket, DIR/h1z, -P, \"0\", --log, stdout]}\n"+
-			"      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -S, -z, DIR/h1z/zserv.api, -i, DIR/bgpd.pid,",
+			"      - {name: bgpd, command: [/bin/sh, -c, 'for i in $(seq 100); do [ -S DIR/h1z/zserv.api ] && break; sleep 0.1; done; exec \"$0\" \"$@\"', /usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -S, -z, DIR/h1z/zserv.api, -i, DIR/bgpd.pid,",
 		"eth0: {addresses: [192.0.2.10/24]", `eth0: {addresses: [192.0.2.10/24, "2001:db8:10::10/64"]`,
 		"eth0: {addresses: [192.0.2.11/24]", `eth0: {addresses: [192.0.2.11/24, "2001:db8:10::11/64"]`,
 		"      - {to: 203.0.113.0/24, via: 192.0.2.1}\n", "      - {to: 203.0.113.0/24, via: 192.0.2.1}\n      - {to: \"2001:db8:a1::/48\", via: \"2001:db8:10::1\"}\n",
