@@ -75,6 +75,13 @@ type Agent struct {
 	dirty      bool
 	lastChange time.Time
 	lastSave   time.Time
+
+	// linkMu guards port, the interface's state as last followed, and
+	// readLinkState, how it is read (nil: iflink.Read; a test's fake
+	// makes the kernel slow).
+	linkMu        sync.Mutex
+	port          iflink.State
+	readLinkState func(string) (iflink.State, error)
 }
 
 // saveQuiet and saveEvery bound how long the saved state lags the FIB.
@@ -150,6 +157,7 @@ func (a *Agent) setup() error {
 		return fmt.Errorf("internal interface: %w", err)
 	}
 	a.mac = ifi.HardwareAddr
+	a.readLink()
 	if err := netns.EnsureBPFFS(); err != nil {
 		return err
 	}
@@ -434,6 +442,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.slow.Close()
 	}()
 	go a.maintain(ctx)
+	go a.saveLoop(ctx)
+	go a.followLink(ctx.Done())
 	go a.busy.Run(ctx)
 	for {
 		rec, err := a.slow.Read()
@@ -453,14 +463,30 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // maintain sends hellos, retries and expires ARP, every hello interval.
+// Nothing here waits on the kernel's RTNL lock or on a file: a hello late
+// by three intervals is a back-end dead to every LB and VCP (links.go).
 func (a *Agent) maintain(ctx context.Context) {
 	t := time.NewTicker(a.cfg.HelloInterval)
 	defer t.Stop()
 	for {
 		a.sendHello()
 		a.tickNeighbors(time.Now())
-		// Copy under the lock, encode and write outside it: a full table
-		// takes seconds to encode, and routes keep arriving meanwhile.
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// saveLoop saves the state once routes have changed, looking every hello
+// interval. Copy under the lock, encode and write outside it: a full table
+// takes seconds to encode, and routes keep arriving meanwhile. It is not
+// the hellos' loop, which those seconds would silence.
+func (a *Agent) saveLoop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HelloInterval)
+	defer t.Stop()
+	for {
 		var snap *savedState
 		a.mu.Lock()
 		if now := time.Now(); a.dirty && (now.Sub(a.lastChange) >= saveQuiet || now.Sub(a.lastSave) >= saveEvery) {
@@ -494,12 +520,10 @@ func (a *Agent) sendHello() {
 	if err != nil {
 		return
 	}
-	// The back-end's one interface, as its kernel says; the router's
-	// external ports it serves ride on it (VLANs), so they share its state.
-	l, err := iflink.Read(a.cfg.Interface)
-	if err != nil {
-		a.log.Warn("read port state", "interface", a.cfg.Interface, "err", err)
-	}
+	// The back-end's one interface, as last followed (links.go); the
+	// router's external ports it serves ride on it (VLANs), so they share
+	// its state.
+	l := a.portLink()
 	flags := element.PortFlags(l)
 	h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), HoldMultiplier: a.cfg.HoldMultiplier,
 		Capacity: a.cfg.CapacityMbps, Installed: uint32(a.routeCount()), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac, Name: a.cfg.Interface,

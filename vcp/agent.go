@@ -62,6 +62,11 @@ type Agent struct {
 	// limitHits counts, by BGP peer, the sessions the suite shut for
 	// max_prefixes (peerwatch.go).
 	limitHits map[string]uint64
+	// allSilent: no back-end that may carry traffic is heard, though some
+	// were (tick); the tables keep them all (table). allSilentCount counts
+	// the times it began.
+	allSilent      bool
+	allSilentCount uint64
 	// twinActive is when another VCP last announced itself active
 	// (authenticated DIST); faulted, that this VCP's suite failed and it
 	// gave the router up (suiteFailed). Both guard stepping down
@@ -513,6 +518,16 @@ func (a *Agent) tick(now time.Time) {
 		}
 	}
 	a.followPorts(now)
+	if silent := a.everyBackendSilent(); silent != a.allSilent {
+		a.allSilent = silent
+		if silent {
+			a.allSilentCount++
+			a.log.Warn("every back-end silent at once: the LBs' tables keep them all")
+			a.event("every back-end silent at once: the tables keep them all (this VCP deaf, more likely than every back-end dead)")
+		} else {
+			a.log.Info("back-ends heard again")
+		}
+	}
 	if !a.active {
 		return
 	}
@@ -615,16 +630,47 @@ func (a *Agent) portsApplied(lb *element, want []dist.PortSetting) bool {
 	return true
 }
 
+// everyBackendSilent says whether no back-end that may carry traffic (not
+// drained, nor draining by its last hello) is heard while some such were
+// heard before. The VCP's own deafness is then more likely than every
+// back-end dead at once: its hello reader held up (soak run 14, a VCP's
+// hellos of every back-end late by 307 ms while the LBs' came), or every
+// back-end's hellos held up together (the same run: for 2.8 s, by the
+// kernel's RTNL lock, router/links.go). The LBs do the same with their
+// own view (finding 16). Call with a.mu held.
+func (a *Agent) everyBackendSilent() bool {
+	known := false
+	for _, r := range a.elements {
+		if r.hello.Role != dist.RoleRouter || !a.mayCarry(r) {
+			continue
+		}
+		if r.alive {
+			return false
+		}
+		known = true
+	}
+	return known
+}
+
+// mayCarry says whether a back-end may be in the tables when heard: not
+// drained by the operator, nor draining by its last hello.
+func (a *Agent) mayCarry(r *element) bool {
+	return !a.drained[r.hello.Name] && r.hello.Flags&dist.HelloFlagDraining == 0
+}
+
 // table computes an LB's balancing table: every live, undrained back-end
 // through every internal port of the LB, weighted by capacity (configured,
 // else from its hellos) times its load factor (load.go), the largest 100.
+// When every back-end is silent at once (everyBackendSilent), every
+// undrained one: an empty table drops everything, and the data path of a
+// back-end whose hellos are late still forwards.
 func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 	mode := a.cfg.modeOf(lb.hello.Name)
 	var routers []*element
 	var caps []uint64
 	var maxCap uint64
 	for _, r := range a.sorted(dist.RoleRouter) {
-		if r.alive && !a.drained[r.hello.Name] && r.hello.Flags&dist.HelloFlagDraining == 0 {
+		if (r.alive || a.allSilent) && a.mayCarry(r) {
 			c := a.effectiveCapacity(r)
 			routers, caps = append(routers, r), append(caps, c)
 			maxCap = max(maxCap, c)

@@ -40,6 +40,7 @@ func (a *Agent) Status() *vcpapi.Status {
 	a.mu.Lock()
 	s.LastPush = a.lastPush
 	s.PrefixLimitHits = maps.Clone(a.limitHits)
+	s.AllBackendsSilent = a.allSilentCount
 	a.mu.Unlock()
 	return s
 }

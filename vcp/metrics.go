@@ -28,6 +28,7 @@ var (
 	vcpSuiteRoutes  = metrics.Desc("vcp_suite_routes", "Routes a session of the routing suite imported from its peer and exported to it.", "protocol", "direction")
 	vcpDIST         = metrics.Desc("vcp_dist_frames_total", "DIST control frames the VCP sent, accepted and refused, by counter.", "counter")
 	vcpLimitHits    = metrics.Desc("vcp_prefix_limit_hits_total", "Times the suite shut a BGP session for max_prefixes, by peer.", "peer")
+	vcpAllSilent    = metrics.Desc("vcp_all_backends_silent_total", "Times every back-end fell silent at once and the LBs' tables kept them all.")
 )
 
 // Metrics is the VCP's collector for /metrics: the router as one box
@@ -94,6 +95,7 @@ func (a *Agent) Metrics() *metrics.Collector {
 		for _, k := range slices.Sorted(maps.Keys(s.PrefixLimitHits)) {
 			emit(vcpLimitHits, metrics.Counter, float64(s.PrefixLimitHits[k]), k)
 		}
+		emit(vcpAllSilent, metrics.Counter, float64(s.AllBackendsSilent))
 	}, vcpActive, vcpElements, vcpPortPackets, vcpPortBytes, vcpPortUp, vcpPortChanges, vcpRouterPkts, vcpBackendRx, vcpBackendRoute, vcpBackendLoad, vcpWeight, vcpTableGen,
-		vcpSession, vcpSuiteRoutes, vcpDIST, vcpLimitHits)
+		vcpSession, vcpSuiteRoutes, vcpDIST, vcpLimitHits, vcpAllSilent)
 }

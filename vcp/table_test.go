@@ -310,3 +310,59 @@ func TestMirrorLinksWanted(t *testing.T) {
 		t.Errorf("wanted %v, want lb2/e0 up and lb1/e1 down", got)
 	}
 }
+
+// When every back-end that may carry traffic falls silent at once, the
+// tables keep them all rather than none: the VCP deaf (a stall of its
+// hello reader), or every back-end's hellos held up together, is likelier
+// than every back-end dead, and their data paths forward meanwhile (soak
+// run 14: a table of no back-end pushed to both LBs, 40,194 frames lost).
+// A drained back-end stays out; one heard again ends it.
+func TestEveryBackendSilentKeepsThem(t *testing.T) {
+	a := tableAgent(t, "")
+	mac, _ := net.ParseMAC("02:00:00:00:10:00")
+	a.hear(1, "02:00:00:00:0a:01", &dist.Hello{Role: dist.RoleLB, Name: "lb2", HelloIntervalMs: 100, HoldMultiplier: 3,
+		Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: mac}}})
+	for i, name := range []string{"r1", "r2", "r3"} {
+		a.hear(uint64(10+i), "02:00:00:00:b0:0"+string('1'+rune(i)), &dist.Hello{Role: dist.RoleRouter, Name: name, Capacity: 1000,
+			HelloIntervalMs: 100, HoldMultiplier: 3})
+	}
+	asActive(a, func() { a.Drain("r2", true) })
+	inTable := func() []string {
+		_, entries := a.table(a.elements[1])
+		var names []string
+		for _, e := range entries {
+			for _, r := range a.elements {
+				if r.mac.String() == e.MAC.String() {
+					names = append(names, r.hello.Name)
+				}
+			}
+		}
+		return names
+	}
+	silent := func(ids ...uint64) {
+		for _, id := range ids {
+			a.elements[id].last = time.Now().Add(-time.Second)
+		}
+		a.elements[1].last = time.Now() // the LB is heard all along
+		a.tick(time.Now())
+	}
+	silent(10) // r1 dies alone: it leaves
+	if got := inTable(); len(got) != 1 || got[0] != "r3" || a.allSilent {
+		t.Fatalf("r1 dead, r2 drained: table %v (all silent %v), want r3", got, a.allSilent)
+	}
+	silent(12) // r3 too: every undrained back-end silent
+	if got := inTable(); len(got) != 2 || got[0] != "r1" || got[1] != "r3" || !a.allSilent || a.allSilentCount != 1 {
+		t.Fatalf("every undrained back-end silent: table %v (all silent %v, %d times), want r1 and r3 kept", got, a.allSilent, a.allSilentCount)
+	}
+	a.hear(12, "02:00:00:00:b0:03", &dist.Hello{Role: dist.RoleRouter, Name: "r3", Capacity: 1000, HelloIntervalMs: 100, HoldMultiplier: 3})
+	a.tick(time.Now())
+	if got := inTable(); len(got) != 1 || got[0] != "r3" || a.allSilent {
+		t.Fatalf("r3 heard again: table %v (all silent %v), want r3 alone", got, a.allSilent)
+	}
+	// Every back-end drained or draining: nothing to keep.
+	asActive(a, func() { a.Drain("r3", true); a.Drain("r1", true) })
+	silent(12)
+	if got := inTable(); len(got) != 0 || a.allSilent {
+		t.Errorf("every back-end drained: table %v (all silent %v), want none", got, a.allSilent)
+	}
+}

@@ -54,6 +54,9 @@ type Status struct {
 	// PrefixLimitHits counts, by BGP peer address, the times the suite
 	// shut the session because the peer sent more than max_prefixes.
 	PrefixLimitHits map[string]uint64 `json:"prefix_limit_hits"`
+	// AllBackendsSilent counts the times every back-end fell silent at
+	// once to this VCP and the LBs' tables kept them all.
+	AllBackendsSilent uint64 `json:"all_backends_silent"`
 }
 
 // ElementStatus is one element.

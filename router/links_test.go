@@ -1,0 +1,88 @@
+package router
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/iflink"
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lab/labtest"
+	"github.com/msr-router/msr/router/routerapi"
+)
+
+// TestHelloWhileLinkReadsStall: a back-end's hellos keep their interval
+// while reading its interface from the kernel takes seconds (the RTNL lock
+// held elsewhere). Soak run 14: every back-end's hellos, which read the
+// link themselves, fell silent at once for up to 2.8 s, and a VCP pushed
+// the LBs a table of no back-end.
+func TestHelloWhileLinkReadsStall(t *testing.T) {
+	labtest.Up(t, restartLab)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	os.WriteFile(keyFile, []byte(strings.Repeat("5d", 32)), 0o600)
+	file := &FileConfig{Config: element.Config{Name: "t-hellostall", KeyFile: keyFile}, Interface: "eth0",
+		PinDir: filepath.Join(netns.BPFFS, "msr-test-hellostall")}
+	cfg, err := file.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(cfg.PinDir)
+		os.Remove(routerapi.StatePath("t-hellostall"))
+		os.Remove(routerapi.StatePath("t-hellostall") + ".settings")
+	})
+	key, _ := dist.ReadKeyFile(keyFile, cfg.KeyID)
+	var conn *dist.Conn
+	if err := netns.Do(lab.Namespace("t-rtrestart", "gen"), func() (err error) {
+		conn, err = dist.Listen("g0", dist.Keyring{key.ID: key.Secret})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	a, stop := startRouter(t, cfg)
+	defer func() { stop(); a.Remove() }()
+	// From now on every read of the link takes 2 s.
+	var firstRead atomic.Int64 // unix ns
+	a.linkMu.Lock()
+	a.readLinkState = func(name string) (iflink.State, error) {
+		firstRead.CompareAndSwap(0, time.Now().UnixNano())
+		time.Sleep(2 * time.Second)
+		return iflink.Read(name)
+	}
+	a.linkMu.Unlock()
+	var last time.Time
+	var heard int
+	var gap time.Duration
+	end := time.Now().Add(3 * time.Second)
+	for time.Now().Before(end) {
+		f, err := conn.Recv(200 * time.Millisecond)
+		if err != nil {
+			continue
+		}
+		if _, ok := f.Msg.(*dist.Hello); !ok || f.Header.Sender != cfg.ID {
+			continue
+		}
+		now := time.Now()
+		if !last.IsZero() {
+			gap = max(gap, now.Sub(last))
+		}
+		last, heard = now, heard+1
+	}
+	// The follower reads every second: a read stalled through the last
+	// second of the 3 at least.
+	if r := firstRead.Load(); r == 0 || time.Unix(0, r).After(end.Add(-time.Second)) {
+		t.Fatalf("no read of the link stalled through the last second heard (first read at %v, end %v)", time.Unix(0, r), end)
+	}
+	hold := cfg.HelloInterval * time.Duration(cfg.HoldMultiplier)
+	if heard < 15 || gap >= hold {
+		t.Errorf("while reading the link took 2 s: %d hellos in 3 s, the longest gap %v (a gap of the hold, %v, is a dead back-end)", heard, gap, hold)
+	}
+}
