@@ -194,10 +194,19 @@ func (c *soakClients) run(d time.Duration, at time.Duration) clientStep {
 	go func() { // HTTP from h3 to h1, one download after another
 		defer wg.Done()
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-			out, err := demo.Exec("h1", "sh", "-c", "curl -sf --max-time 10 "+c.url()+" | sha256sum")
-			got, _, _ := strings.Cut(strings.TrimSpace(out), " ")
-			if err != nil || got != c.sum {
-				c.fail(&st, "http", fmt.Sprintf("at %.0f s, HTTP h3 -> h1: sha256 %q, want %s (%v)", at.Seconds(), got, c.sum, err))
+			// The body to a file, then its sum: curl's own exit status and
+			// time are kept (a pipe into sha256sum hid a timeout as an
+			// empty body's sum, runs 9 and 15).
+			out, err := demo.Exec("h1", "sh", "-c", `f=$(mktemp) && curl -sf --max-time 10 -o "$f" -w '%{size_download} %{time_total}' `+c.url()+
+				`; echo " $? $(sha256sum < "$f")"; rm -f "$f"`)
+			var size int64
+			var took float64
+			var code int
+			var got string
+			fmt.Sscan(out, &size, &took, &code, &got)
+			if err != nil || code != 0 || got != c.sum {
+				c.fail(&st, "http", fmt.Sprintf("at %.0f s, HTTP h3 -> h1: curl exit %d after %.1f s, %d bytes, sha256 %q, want %s (%v)",
+					at.Seconds(), code, took, size, got, c.sum, err))
 				continue
 			}
 			c.mu.Lock()
