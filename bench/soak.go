@@ -937,9 +937,18 @@ func faultText(rep *SoakReport, f *soakFault) string {
 		text += ")"
 	}
 	if f.isLinkDown() {
-		text += fmt.Sprintf(" (bgp1's routes withdrawn %.0f ms after the link went down, back %.0f ms after it came up)", last.WithdrawnMS, last.RestoredMS)
+		text += " (bgp1's routes " + sinceText("withdrawn", last.WithdrawnMS, "the link went down") + ", " + sinceText("back", last.RestoredMS, "it came up") + ")"
 	}
 	return text
+}
+
+// sinceText is "what N ms after when", or "not seen what" for 0 (the
+// figures' "not seen": a look never saw it).
+func sinceText(what string, ms float64, when string) string {
+	if ms == 0 {
+		return "not seen " + what
+	}
+	return fmt.Sprintf("%s %.0f ms after %s", what, ms, when)
 }
 
 // A soakFault is a fault drawn: its kind, the element it hits, and how;
