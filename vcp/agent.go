@@ -68,11 +68,9 @@ type Agent struct {
 	allSilent      bool
 	allSilentCount uint64
 	// lastTick is when tick last ran; stoodStill counts the ticks that came
-	// a hold time late and judged no death, skippedDeaths whether the last
-	// tick was one (tick).
-	lastTick      time.Time
-	stoodStill    uint64
-	skippedDeaths bool
+	// a hold time late (tick).
+	lastTick   time.Time
+	stoodStill uint64
 	// twinActive is when another VCP last announced itself active
 	// (authenticated DIST); faulted, that this VCP's suite failed and it
 	// gave the router up (suiteFailed). Both guard stepping down
@@ -543,14 +541,11 @@ func (a *Agent) hold(h *dist.Hello) time.Duration {
 // judges no death: this VCP stood still meanwhile (the whole machine did,
 // runs 14-16: every element "died" and "came back" in the same
 // millisecond, several times a run), and the hellos queued in its socket
-// are read only now. The next tick judges with them, late or not: a loop
-// late tick after tick (CI saw five in a row) must still find the dead.
+// are read only now. The next tick judges with them.
 func (a *Agent) tick(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	late := !a.lastTick.IsZero() && now.Sub(a.lastTick) > a.cfg.HelloInterval*time.Duration(max(a.cfg.HoldMultiplier, 1))
-	stood := late && !a.skippedDeaths
-	a.skippedDeaths = stood
+	stood := !a.lastTick.IsZero() && now.Sub(a.lastTick) > a.cfg.HelloInterval*time.Duration(max(a.cfg.HoldMultiplier, 1))
 	if stood {
 		a.stoodStill++
 		a.log.Warn("this VCP stood still: no death judged until its hellos are read", "for", now.Sub(a.lastTick).Round(time.Millisecond))
