@@ -67,10 +67,6 @@ type Agent struct {
 	// the times it began.
 	allSilent      bool
 	allSilentCount uint64
-	// lastTick is when tick last ran; stoodStill counts the ticks that came
-	// a hold time late (tick).
-	lastTick   time.Time
-	stoodStill uint64
 	// twinActive is when another VCP last announced itself active
 	// (authenticated DIST); faulted, that this VCP's suite failed and it
 	// gave the router up (suiteFailed). Both guard stepping down
@@ -197,13 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-up.confirmed:
-			since := up.since
-			if !up.stillMaster(elected) {
-				a.log.Warn("VRRP said backup before the confirmation was acted on: not taken over (the machine stood still)",
-					"master_for", time.Since(since).Round(time.Millisecond))
-				a.event("%s: VRRP backup again before its takeover was acted on: not taken over", a.cfg.Name)
-				break
-			}
+			up = takeOver{}
 			a.become(true)
 		case active := <-elected:
 			switch {
@@ -262,25 +252,6 @@ func (t *takeOver) elected(a *Agent, now time.Time) bool {
 		t.since, t.confirmed = now, time.After(a.takeoverConfirm())
 	}
 	return false
-}
-
-// stillMaster is asked when the confirmation fires, and ends it: VRRP's
-// words that came meanwhile, read now, have the last say. After the
-// machine stood still, the confirmation's timer and VRRP's "backup" were
-// both ready, and select took the timer: vcp1 took over 1 ms before it
-// read the backup that had come first (soak run 16), the active VCP
-// stepped down, and took the router back 2.5 s later.
-func (t *takeOver) stillMaster(elected <-chan bool) bool {
-	*t = takeOver{}
-	master := true
-	for {
-		select {
-		case m := <-elected:
-			master = m
-		default:
-			return master
-		}
-	}
 }
 
 // cancel ends a pending takeover (VRRP said backup before it was
@@ -536,23 +507,11 @@ func (a *Agent) hold(h *dist.Hello) time.Duration {
 }
 
 // tick notices dead elements and pushes what each live LB should have.
-//
-// A tick that comes a hold time (three hello intervals) after the last
-// judges no death: this VCP stood still meanwhile (the whole machine did,
-// runs 14-16: every element "died" and "came back" in the same
-// millisecond, several times a run), and the hellos queued in its socket
-// are read only now. The next tick judges with them.
 func (a *Agent) tick(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	stood := !a.lastTick.IsZero() && now.Sub(a.lastTick) > a.cfg.HelloInterval*time.Duration(max(a.cfg.HoldMultiplier, 1))
-	if stood {
-		a.stoodStill++
-		a.log.Warn("this VCP stood still: no death judged until its hellos are read", "for", now.Sub(a.lastTick).Round(time.Millisecond))
-	}
-	a.lastTick = now
 	for _, e := range a.elements {
-		if !stood && e.alive && now.Sub(e.last) > a.hold(e.hello) {
+		if e.alive && now.Sub(e.last) > a.hold(e.hello) {
 			e.alive = false
 			a.log.Info("element died", "name", e.hello.Name)
 			a.event("%s %s died (no hello for %v)", roleName(e.hello.Role), e.hello.Name, a.hold(e.hello))

@@ -41,7 +41,6 @@ func (a *Agent) Status() *vcpapi.Status {
 	s.LastPush = a.lastPush
 	s.PrefixLimitHits = maps.Clone(a.limitHits)
 	s.AllBackendsSilent = a.allSilentCount
-	s.StoodStill = a.stoodStill
 	a.mu.Unlock()
 	return s
 }

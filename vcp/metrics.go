@@ -29,7 +29,6 @@ var (
 	vcpDIST         = metrics.Desc("vcp_dist_frames_total", "DIST control frames the VCP sent, accepted and refused, by counter.", "counter")
 	vcpLimitHits    = metrics.Desc("vcp_prefix_limit_hits_total", "Times the suite shut a BGP session for max_prefixes, by peer.", "peer")
 	vcpAllSilent    = metrics.Desc("vcp_all_backends_silent_total", "Times every back-end fell silent at once and the LBs' tables kept them all.")
-	vcpStoodStill   = metrics.Desc("vcp_stood_still_total", "Times the VCP's own loop ran a hold time late, and judged no element dead for it.")
 )
 
 // Metrics is the VCP's collector for /metrics: the router as one box
@@ -97,7 +96,6 @@ func (a *Agent) Metrics() *metrics.Collector {
 			emit(vcpLimitHits, metrics.Counter, float64(s.PrefixLimitHits[k]), k)
 		}
 		emit(vcpAllSilent, metrics.Counter, float64(s.AllBackendsSilent))
-		emit(vcpStoodStill, metrics.Counter, float64(s.StoodStill))
 	}, vcpActive, vcpElements, vcpPortPackets, vcpPortBytes, vcpPortUp, vcpPortChanges, vcpRouterPkts, vcpBackendRx, vcpBackendRoute, vcpBackendLoad, vcpWeight, vcpTableGen,
-		vcpSession, vcpSuiteRoutes, vcpDIST, vcpLimitHits, vcpAllSilent, vcpStoodStill)
+		vcpSession, vcpSuiteRoutes, vcpDIST, vcpLimitHits, vcpAllSilent)
 }

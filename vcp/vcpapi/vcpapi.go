@@ -57,9 +57,6 @@ type Status struct {
 	// AllBackendsSilent counts the times every back-end fell silent at
 	// once to this VCP and the LBs' tables kept them all.
 	AllBackendsSilent uint64 `json:"all_backends_silent"`
-	// StoodStill counts the times the VCP's own loop ran a hold time late
-	// (it stood still) and judged no element dead for it.
-	StoodStill uint64 `json:"stood_still"`
 }
 
 // ElementStatus is one element.
