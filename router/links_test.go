@@ -1,20 +1,12 @@
 package router
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/msr-router/msr/dist"
-	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/iflink"
-	"github.com/msr-router/msr/internal/netns"
-	"github.com/msr-router/msr/lab"
-	"github.com/msr-router/msr/lab/labtest"
-	"github.com/msr-router/msr/router/routerapi"
 )
 
 // TestHelloWhileLinkReadsStall: a back-end's hellos keep their interval
@@ -23,30 +15,7 @@ import (
 // link themselves, fell silent at once for up to 2.8 s, and a VCP pushed
 // the LBs a table of no back-end.
 func TestHelloWhileLinkReadsStall(t *testing.T) {
-	labtest.Up(t, restartLab)
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "key")
-	os.WriteFile(keyFile, []byte(strings.Repeat("5d", 32)), 0o600)
-	file := &FileConfig{Config: element.Config{Name: "t-hellostall", KeyFile: keyFile}, Interface: "eth0",
-		PinDir: filepath.Join(netns.BPFFS, "msr-test-hellostall")}
-	cfg, err := file.Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		os.RemoveAll(cfg.PinDir)
-		os.Remove(routerapi.StatePath("t-hellostall"))
-		os.Remove(routerapi.StatePath("t-hellostall") + ".settings")
-	})
-	key, _ := dist.ReadKeyFile(keyFile, cfg.KeyID)
-	var conn *dist.Conn
-	if err := netns.Do(lab.Namespace("t-rtrestart", "gen"), func() (err error) {
-		conn, err = dist.Listen("g0", dist.Keyring{key.ID: key.Secret})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	cfg, _, conn := identityBackend(t, "t-hellostall", "msr-test-hellostall")
 	a, stop := startRouter(t, cfg)
 	defer func() { stop(); a.Remove() }()
 	// From now on every read of the link takes 2 s.

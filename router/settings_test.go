@@ -26,35 +26,12 @@ import (
 // ACL, and it is ready; a changed address takes the routes through the
 // port with it; a restarted agent serves the VCP's settings it kept.
 func TestRouterSettingsFromVCP(t *testing.T) {
-	labtest.Up(t, restartLab)
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "key")
-	os.WriteFile(keyFile, []byte(strings.Repeat("5d", 32)), 0o600)
-	file := &FileConfig{Config: element.Config{Name: "t-settings", KeyFile: keyFile}, Interface: "eth0",
-		PinDir: filepath.Join(netns.BPFFS, "msr-test-rtsettings")}
-	cfg, err := file.Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		os.RemoveAll(cfg.PinDir)
-		os.Remove(routerapi.StatePath("t-settings"))
-		os.Remove(routerapi.StatePath("t-settings") + ".settings")
-	})
+	cfg, key, conn := identityBackend(t, "t-settings", "msr-test-rtsettings")
 	a, stop := startRouter(t, cfg)
 	if a.ready() || len(a.Status().Ports) != 0 {
 		t.Fatalf("an unconfigured back-end: ready %v, ports %v", a.ready(), a.Status().Ports)
 	}
-	key, _ := dist.ReadKeyFile(keyFile, cfg.KeyID)
 	vcp, _ := dist.NewSender(dist.ElementID("vcp", "t-vcp"), key)
-	var conn *dist.Conn
-	if err := netns.Do(lab.Namespace("t-rtrestart", "gen"), func() (err error) {
-		conn, err = dist.Listen("g0", dist.Keyring{key.ID: key.Secret})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	send := func(m dist.Message) {
 		t.Helper()
 		f, err := vcp.Seal(a.mac, []byte{2, 0, 0x0a, 0x0a, 1, 2}, m)
@@ -142,6 +119,38 @@ func TestRouterSettingsFromVCP(t *testing.T) {
 	if st := a.Status(); len(st.Ports) != 1 || !strings.Contains(st.Ports[0], "10.10.2.1/24") || len(st.ACL) != 1 || !st.Ready || !st.Drained || st.CapacityMbps != 7000 {
 		t.Errorf("restarted: ports %v, ACL %v, ready %v, drained %v, capacity %d", st.Ports, st.ACL, st.Ready, st.Drained, st.CapacityMbps)
 	}
+}
+
+// identityBackend brings the restart lab up and returns the config of a
+// back-end named name whose file holds only its identity, pinning under
+// pin (its pins and saved state removed when the test ends), its key, and
+// a DIST socket on gen's g0, the VCP's side of the link.
+func identityBackend(t *testing.T, name, pin string) (*AgentConfig, dist.Key, *dist.Conn) {
+	t.Helper()
+	labtest.Up(t, restartLab)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(keyFile, []byte(strings.Repeat("5d", 32)), 0o600)
+	file := &FileConfig{Config: element.Config{Name: name, KeyFile: keyFile}, Interface: "eth0",
+		PinDir: filepath.Join(netns.BPFFS, pin)}
+	cfg, err := file.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(cfg.PinDir)
+		os.Remove(routerapi.StatePath(name))
+		os.Remove(routerapi.StatePath(name) + ".settings")
+	})
+	key, _ := dist.ReadKeyFile(keyFile, cfg.KeyID)
+	var conn *dist.Conn
+	if err := netns.Do(lab.Namespace("t-rtrestart", "gen"), func() (err error) {
+		conn, err = dist.Listen("g0", dist.Keyring{key.ID: key.Secret})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return cfg, key, conn
 }
 
 // heardHello waits for a hello of the element id on conn with flags (the
