@@ -92,8 +92,10 @@ type FwdResult struct {
 	// twice on each).
 	Stages    map[string]Stage `json:"stages,omitempty"`
 	Reordered uint64           `json:"reordered"`
-	FlowsSeen int              `json:"flows_seen"`
-	Latency   LatencyUS        `json:"latency_us"`
+	// Duplicated counts frames the sink received twice (traffic.SinkReport).
+	Duplicated uint64    `json:"duplicated"`
+	FlowsSeen  int       `json:"flows_seen"`
+	Latency    LatencyUS `json:"latency_us"`
 }
 
 // LatencyUS is latency in microseconds, generator to sink.
@@ -278,7 +280,7 @@ func result(o FwdOptions, t *trialResult) *FwdResult {
 		OfferedPackets: sent, ReceivedPackets: rep.RxPackets,
 		OfferedPPS: float64(sent) / secs, ReceivedPPS: float64(rep.RxPackets) / secs,
 		ReceivedMbps: float64(rep.RxPackets) * float64(o.Size) * 8 / secs / 1e6,
-		Reordered:    rep.Reordered, FlowsSeen: rep.FlowsSeen,
+		Reordered:    rep.Reordered, Duplicated: rep.Duplicated, FlowsSeen: rep.FlowsSeen,
 		BehindSeconds: t.paceSkipped.Seconds(),
 		Latency: LatencyUS{
 			P50: us(rep.Latency.Quantile(0.50)),
@@ -289,8 +291,8 @@ func result(o FwdOptions, t *trialResult) *FwdResult {
 	if o.Rate > 0 {
 		r.ScheduledPPS = t.scheduledPPS()
 	}
-	if sent > 0 && sent > rep.RxPackets {
-		r.LossRatio = float64(sent-rep.RxPackets) / float64(sent)
+	if got := rep.RxPackets - rep.Duplicated; sent > 0 && sent > got { // each frame once
+		r.LossRatio = float64(sent-got) / float64(sent)
 	}
 	return r
 }
@@ -305,7 +307,7 @@ func (r *FwdResult) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  the generator fell behind: %.3f s of schedule given up, %.0f pps while on it\n", r.BehindSeconds, r.ScheduledPPS)
 	}
 	fmt.Fprintf(w, "  received %12.0f pps (%d frames, %.0f Mbit/s)\n", r.ReceivedPPS, r.ReceivedPackets, r.ReceivedMbps)
-	fmt.Fprintf(w, "  loss %.4f  reordered %d  flows seen %d\n", r.LossRatio, r.Reordered, r.FlowsSeen)
+	fmt.Fprintf(w, "  loss %.4f  reordered %d  duplicated %d  flows seen %d\n", r.LossRatio, r.Reordered, r.Duplicated, r.FlowsSeen)
 	fmt.Fprintf(w, "  latency p50 %.1f us  p99 %.1f us  max %.1f us\n", r.Latency.P50, r.Latency.P99, r.Latency.Max)
 	if r.DUTNsPerPacket > 0 {
 		fmt.Fprintf(w, "  DUT program %.1f ns/packet (kernel.bpf_stats)\n", r.DUTNsPerPacket)

@@ -169,18 +169,19 @@ func (t *trialResult) seconds() float64 {
 	return t.elapsed.Seconds()
 }
 func (t *trialResult) lossRatio() float64 {
-	if t.sent == 0 || t.rep.RxPackets >= t.sent {
+	if t.sent == 0 {
 		return 0
 	}
-	return float64(t.sent-t.rep.RxPackets) / float64(t.sent)
+	return float64(t.lost()) / float64(t.sent)
 }
 
 // lost is how many frames sent were not counted.
 func (t *trialResult) lost() uint64 {
-	if t.rep.RxPackets >= t.sent {
+	got := t.rep.RxPackets - t.rep.Duplicated // each frame once
+	if got >= t.sent {
 		return 0
 	}
-	return t.sent - t.rep.RxPackets
+	return t.sent - got
 }
 
 // burst sends n frames back to back with frames of size, flat out in one

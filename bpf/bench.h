@@ -94,13 +94,23 @@ struct gen_config {
 	__u32 tag_room;
 };
 
+/* A flow's window of recent sequence numbers: the sink remembers which of
+ * the SINK_WINDOW numbers below the one it expects next arrived, so a
+ * frame older than the newest tells a late frame (first arrival) from a
+ * duplicate (a second one). */
+#define SINK_WINDOW_WORDS 4 /* window_advance names each */
+#define SINK_WINDOW (SINK_WINDOW_WORDS * 64)
+
 /* Per-flow state of the sink. */
 struct sink_flow {
 	__u32 next_seq; /* sequence number expected next */
 	__u32 seen;     /* 0 until the first frame of the flow */
-	__u64 received;
+	__u64 received; /* distinct frames: duplicates not counted */
 	__u64 reordered; /* arrived after a later frame of the same flow */
 	__u64 last_tx_ns; /* the generator's timestamp of the latest frame */
+	/* Bit k (word k / 64, bit k % 64) set: sequence number
+	 * next_seq - 1 - k arrived. */
+	__u64 window[SINK_WINDOW_WORDS];
 };
 
 /* Per-CPU counters of the sink. */
@@ -125,6 +135,12 @@ struct sink_stats {
 	 * 0: none yet. */
 	__u64 ttl_min;
 	__u64 ttl_max;
+	/* Frames whose sequence number had arrived already in their flow's
+	 * window: duplicates, counted in rx_packets too, not in reordered. */
+	__u64 duplicated;
+	/* Late frames older than their flow's window: counted reordered,
+	 * though the sink cannot tell whether they were duplicates. */
+	__u64 beyond_window;
 };
 
 #endif

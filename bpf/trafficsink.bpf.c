@@ -5,7 +5,9 @@
  *
  * A test frame (IPv4/UDP or IPv6/UDP, perhaps 802.1Q-tagged, with a
  * bench_payload whose magic matches) is
- * counted, checked for order against its flow's expected sequence number,
+ * counted, checked for order against its flow's expected sequence number
+ * (and, when late, against its flow's window of recent numbers: a late
+ * frame, or a duplicate),
  * timed against the generator's timestamp (same host, same clock) into a
  * log-linear histogram, and dropped. A jump in a flow's sequence counts
  * the frames skipped and widens the loss window (when the first and the
@@ -160,22 +162,100 @@ static __always_inline void track_loss(struct sink_stats *st, struct sink_flow *
 		st->loss_span_ns = last - first;
 }
 
-/* track_order counts a frame against its flow; returns 1 if it is late.
- * Sequence numbers compare as RFC 1982 serial numbers, so wrapping is
- * not reordering. */
-static __always_inline int track_order(struct sink_stats *st, struct sink_flow *f, __u32 seq, __u64 tx_ns)
+/* window_advance moves a flow's window on by d >= 1 sequence numbers
+ * (the newest frame is d past the last newest) and marks the newest
+ * arrived: the register shifts towards older by d bits, and the d - 1
+ * numbers skipped enter it unmarked. The words are named, not indexed:
+ * the verifier takes no variable offset into a map value's array. */
+static __always_inline void window_advance(struct sink_flow *f, __u32 d)
 {
-	f->received++;
-	if (f->seen && (__s32)(seq - f->next_seq) < 0) {
-		f->reordered++;
-		return 1;
+	__u64 w0 = f->window[0], w1 = f->window[1], w2 = f->window[2], w3 = f->window[3];
+
+	if (d >= SINK_WINDOW) {
+		w0 = w1 = w2 = w3 = 0;
+	} else {
+		__u32 words = d >> 6, bits = d & 63;
+
+		if (words >= 2) {
+			w3 = w1;
+			w2 = w0;
+			w1 = w0 = 0;
+			words -= 2;
+		}
+		if (words >= 1) {
+			w3 = w2;
+			w2 = w1;
+			w1 = w0;
+			w0 = 0;
+		}
+		if (bits) {
+			w3 = w3 << bits | w2 >> (64 - bits);
+			w2 = w2 << bits | w1 >> (64 - bits);
+			w1 = w1 << bits | w0 >> (64 - bits);
+			w0 <<= bits;
+		}
 	}
-	if (f->seen && seq != f->next_seq)
-		track_loss(st, f, seq, tx_ns);
+	f->window[0] = w0 | 1;
+	f->window[1] = w1;
+	f->window[2] = w2;
+	f->window[3] = w3;
+}
+
+/* window_mark marks sequence number next_seq - 1 - k (k < SINK_WINDOW)
+ * arrived; returns 1 if it had arrived already. */
+static __always_inline int window_mark(struct sink_flow *f, __u32 k)
+{
+	__u64 bit = 1ULL << (k & 63);
+	__u64 *w;
+
+	switch (k >> 6) {
+	case 0: w = &f->window[0]; break;
+	case 1: w = &f->window[1]; break;
+	case 2: w = &f->window[2]; break;
+	default: w = &f->window[3]; break;
+	}
+	if (*w & bit)
+		return 1;
+	*w |= bit;
+	return 0;
+}
+
+/* track_order counts a frame against its flow: in order, late (first
+ * arrival after a later frame: reordered), or a duplicate of one that
+ * arrived already. Sequence numbers compare as RFC 1982 serial numbers,
+ * so wrapping is not reordering. */
+static __always_inline void track_order(struct sink_stats *st, struct sink_flow *f, __u32 seq, __u64 tx_ns)
+{
+	if (f->seen && (__s32)(seq - f->next_seq) < 0) {
+		__u32 k = f->next_seq - 1 - seq;
+
+		if (k >= SINK_WINDOW) {
+			f->received++;
+			st->beyond_window++;
+			st->reordered++;
+			f->reordered++;
+			return;
+		}
+		if (window_mark(f, k)) {
+			st->duplicated++;
+			return;
+		}
+		f->received++;
+		st->reordered++;
+		f->reordered++;
+		return;
+	}
+	if (!f->seen) {
+		window_advance(f, SINK_WINDOW);
+	} else {
+		if (seq != f->next_seq)
+			track_loss(st, f, seq, tx_ns);
+		window_advance(f, seq - f->next_seq + 1);
+	}
+	f->received++;
 	f->seen = 1;
 	f->next_seq = seq + 1;
 	f->last_tx_ns = tx_ns;
-	return 0;
 }
 
 SEC("xdp")
@@ -219,7 +299,7 @@ int trafficsink(struct xdp_md *ctx)
 		st->ttl_min = ttl;
 	if (ttl > st->ttl_max)
 		st->ttl_max = ttl;
-	st->reordered += track_order(st, f, pl->seq, pl->tx_ns);
+	track_order(st, f, pl->seq, pl->tx_ns);
 
 	__u64 now = bpf_ktime_get_ns();
 	__u32 b = hist_bucket(now > pl->tx_ns ? now - pl->tx_ns : 0);

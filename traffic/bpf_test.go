@@ -3,6 +3,7 @@ package traffic
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"reflect"
@@ -351,6 +352,8 @@ func TestTrafficsinkFixtures(t *testing.T) {
 		{"flow 0 seq 3 (2 missing)", stamped(0, 3), xdpDrop},
 		{"flow 0 seq 2 (late: reordered)", stamped(0, 2), xdpDrop},
 		{"flow 0 seq 4", stamped(0, 4), xdpDrop},
+		{"flow 0 seq 2 again (a duplicate of a late one)", stamped(0, 2), xdpDrop},
+		{"flow 0 seq 4 again (a duplicate of the newest)", stamped(0, 4), xdpDrop},
 		{"ARP", arp, xdpPass},
 		{"bad magic", badMagic, xdpPass},
 		{"IP options", options, xdpPass},
@@ -385,7 +388,7 @@ func TestTrafficsinkFixtures(t *testing.T) {
 	}
 	// Flow 0 missed seq 2, sent at base+2µs; flow 1 seqs 7 to 9, the
 	// longest run of frames missing (2µs).
-	want := SinkReport{RxPackets: 9, RxBytes: 7*60 + 64 + 78, Reordered: 1, BadFlow: 1, Passed: 6, FlowsSeen: 3, Skipped: 4,
+	want := SinkReport{RxPackets: 11, RxBytes: 9*60 + 64 + 78, Reordered: 1, Duplicated: 2, BadFlow: 1, Passed: 6, FlowsSeen: 3, Skipped: 4,
 		LossFirst: time.Duration(base + 2000), LossLast: time.Duration(base + 9000), LossSpan: 2 * time.Microsecond, TTLMin: 62, TTLMax: 64}
 	r.Latency = nil
 	if !reflect.DeepEqual(*r, want) {
@@ -397,8 +400,89 @@ func TestTrafficsinkFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	runSink(t, s, stamped(0, 0))
-	if r, err = s.Read(); err != nil || r.FlowsSeen != 1 || r.Reordered != 1 || r.RxPackets != 10 || r.LossFirst != 0 || r.LossSpan != 0 {
+	if r, err = s.Read(); err != nil || r.FlowsSeen != 1 || r.Reordered != 1 || r.Duplicated != 2 || r.RxPackets != 12 || r.LossFirst != 0 || r.LossSpan != 0 {
 		t.Errorf("after a restart: %+v, %v", r, err)
+	}
+}
+
+// TestSinkWindow holds the sink's window of recent sequence numbers to a
+// model that remembers every number: frames of one flow jump ahead by
+// every distance around the window's words (1, 63, 64, 65, 255, 256, ...),
+// and older numbers come again, some for the first time (late), some a
+// second time (duplicates), some further behind than the window (beyond
+// it: late, whether or not they came before). Sequence numbers start near
+// the top of 32 bits, so they wrap.
+func TestSinkWindow(t *testing.T) {
+	s := testSink(t, 1)
+	rng := rand.New(rand.NewPCG(1, 2))
+	jumps := []uint32{1, 1, 2, 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 300, 1000}
+	var (
+		seen                  = map[uint32]bool{}
+		newest                = uint32(1<<32 - 3000)
+		first                 = true
+		want                  SinkReport
+		wantReceived          uint64
+		inOrder, late, beyond int
+	)
+	send := func(seq uint32) {
+		runSink(t, s, referenceFrame(0, seq, 64))
+		want.RxPackets++
+		switch k := newest - seq; {
+		case first || int32(seq-newest) > 0:
+			first, newest = false, seq
+			seen[seq] = true
+			wantReceived++
+			inOrder++
+		case k >= 256:
+			want.Reordered++
+			want.BeyondWindow++
+			wantReceived++
+			beyond++
+		case seen[seq]:
+			want.Duplicated++
+		default:
+			seen[seq] = true
+			want.Reordered++
+			wantReceived++
+			late++
+		}
+	}
+	var sent []uint32
+	for i := 0; i < 4000; i++ {
+		seq := newest
+		switch rng.IntN(8) {
+		case 0:
+			seq = newest + jumps[rng.IntN(len(jumps))]
+		case 1, 2, 3:
+			seq = newest + 1 // in order
+		case 4, 5:
+			seq = newest - uint32(rng.IntN(320)) // again, late, or beyond the window
+		default:
+			if len(sent) > 0 { // one of the last 100 sent, again
+				seq = sent[len(sent)-1-rng.IntN(min(len(sent), 100))]
+			}
+		}
+		send(seq)
+		sent = append(sent, seq)
+	}
+	r, err := s.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RxPackets != want.RxPackets || r.Duplicated != want.Duplicated || r.Reordered != want.Reordered || r.BeyondWindow != want.BeyondWindow {
+		t.Errorf("sink: %d frames, %d duplicated, %d reordered, %d beyond the window; the model: %d, %d, %d, %d",
+			r.RxPackets, r.Duplicated, r.Reordered, r.BeyondWindow, want.RxPackets, want.Duplicated, want.Reordered, want.BeyondWindow)
+	}
+	var f trafficsinkSinkFlow
+	if err := s.objs.SinkFlows.Lookup(uint32(0), &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Received != wantReceived {
+		t.Errorf("flow's received %d, want %d (each number once)", f.Received, wantReceived)
+	}
+	// Every kind came up, or the test proves less than it says.
+	if inOrder < 100 || late < 100 || beyond < 10 || want.Duplicated < 100 {
+		t.Errorf("too few of a kind: %d in order, %d late, %d beyond, %d duplicated", inOrder, late, beyond, want.Duplicated)
 	}
 }
 

@@ -132,8 +132,15 @@ type SinkReport struct {
 	RxPackets uint64 `json:"rx_packets"`
 	RxBytes   uint64 `json:"rx_bytes"`
 	Reordered uint64 `json:"reordered"`
-	BadFlow   uint64 `json:"bad_flow"`
-	Passed    uint64 `json:"passed"`
+	// Duplicated counts the frames whose sequence number had arrived
+	// already, within their flow's window of the last 256 (counted in
+	// RxPackets too, not in Reordered); BeyondWindow the late frames
+	// older than that, counted Reordered, which may have been duplicates:
+	// Duplicated is exact while BeyondWindow is 0.
+	Duplicated   uint64 `json:"duplicated"`
+	BeyondWindow uint64 `json:"beyond_window"`
+	BadFlow      uint64 `json:"bad_flow"`
+	Passed       uint64 `json:"passed"`
 	// Skipped counts the frames missing where a flow's sequence jumped
 	// ahead; LossFirst and LossLast are when (the generator's clock,
 	// CLOCK_MONOTONIC) the first and the last of them were sent, since
@@ -166,6 +173,8 @@ func (s *Sink) Read() (*SinkReport, error) {
 		r.RxPackets += c.RxPackets
 		r.RxBytes += c.RxBytes
 		r.Reordered += c.Reordered
+		r.Duplicated += c.Duplicated
+		r.BeyondWindow += c.BeyondWindow
 		r.BadFlow += c.BadFlow
 		r.Passed += c.Passed
 		r.Skipped += c.Skipped
@@ -209,6 +218,8 @@ func (r *SinkReport) Since(prev *SinkReport) *SinkReport {
 	d.RxPackets -= prev.RxPackets
 	d.RxBytes -= prev.RxBytes
 	d.Reordered -= prev.Reordered
+	d.Duplicated -= prev.Duplicated
+	d.BeyondWindow -= prev.BeyondWindow
 	d.BadFlow -= prev.BadFlow
 	d.Passed -= prev.Passed
 	d.Skipped -= prev.Skipped

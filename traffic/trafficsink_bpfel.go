@@ -20,21 +20,24 @@ type trafficsinkSinkFlow struct {
 	Received  uint64
 	Reordered uint64
 	LastTxNs  uint64
+	Window    [4]uint64
 }
 
 type trafficsinkSinkStats struct {
-	_           structs.HostLayout
-	RxPackets   uint64
-	RxBytes     uint64
-	Reordered   uint64
-	BadFlow     uint64
-	Passed      uint64
-	Skipped     uint64
-	LossFirstNs uint64
-	LossLastNs  uint64
-	LossSpanNs  uint64
-	TtlMin      uint64
-	TtlMax      uint64
+	_            structs.HostLayout
+	RxPackets    uint64
+	RxBytes      uint64
+	Reordered    uint64
+	BadFlow      uint64
+	Passed       uint64
+	Skipped      uint64
+	LossFirstNs  uint64
+	LossLastNs   uint64
+	LossSpanNs   uint64
+	TtlMin       uint64
+	TtlMax       uint64
+	Duplicated   uint64
+	BeyondWindow uint64
 }
 
 // Names of all BPF objects in the ELF.
