@@ -242,7 +242,7 @@ func (s *BIRD) start(recovery bool) (*child, error) {
 	feeding := s.feeding
 	s.mu.Unlock()
 	if !feeding {
-		go s.holdFeed()
+		go s.holdFeed(proc)
 	}
 	return proc, nil
 }
@@ -260,9 +260,11 @@ func (s *BIRD) start(recovery bool) (*child, error) {
 // as not converged. Without this the soak saw a takeover feed the
 // back-ends 998 of 1,198 routes with End-of-RIB, and their routes to bgp1
 // flap.
-func (s *BIRD) holdFeed() {
+//
+// It holds proc's feed: once proc ends, its restart's gate takes over.
+func (s *BIRD) holdFeed(proc *child) {
 	established := map[string]time.Time{} // when each peer was first seen Established
-	feedGate(s.stop, s.log, func() (bool, int, error) {
+	feedGate(s.stop, proc.exited, s.log, func() (bool, int, error) {
 		out, err := s.Query("show protocols all")
 		if err != nil {
 			return false, 0, err // not up yet

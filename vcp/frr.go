@@ -333,15 +333,16 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error)
 				if daemons[i] == "bgpd" && cfg.Backends != nil {
 					// It starts with the back-ends' sessions shut, as at
 					// first: open them once it has converged.
-					go f.holdFeed()
+					go f.holdFeed(next)
 				}
 			}
 			return next, err
 		})
 	}
+	bgpd := f.procs[slices.Index(daemons, "bgpd")]
 	f.mu.Unlock()
 	if cfg.Backends != nil {
-		go f.holdFeed()
+		go f.holdFeed(bgpd)
 	}
 	return f, nil
 }
@@ -485,13 +486,13 @@ func (f *FRR) summary() (*frrSummary, error) {
 }
 
 // holdFeed enables the back-ends' sessions once the external ones have
-// converged (feedGate).
-func (f *FRR) holdFeed() {
+// converged (feedGate); bgpd is the process whose feed it holds.
+func (f *FRR) holdFeed(bgpd *child) {
 	external := map[string]bool{}
 	for _, b := range f.cfg.BGP {
 		external[b.Neighbor.String()] = true
 	}
-	feedGate(f.stop, f.log, func() (bool, int, error) {
+	feedGate(f.stop, bgpd.exited, f.log, func() (bool, int, error) {
 		s, err := f.summary()
 		if err != nil {
 			return false, 0, err

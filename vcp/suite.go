@@ -65,8 +65,11 @@ const (
 )
 
 // feedGate asks probe (are the external sessions up, how many routes)
-// every 200 ms, and calls enable once converged.
-func feedGate(stop <-chan struct{}, log *slog.Logger, probe func() (up bool, routes int, err error), enable func() error) {
+// every 200 ms, and calls enable once converged. It ends, its work not
+// done, when stop closes (the suite stops) or exited does (the process it
+// holds the feed of ended: the supervisor's new process has a gate of its
+// own, and this one would judge that process by its own clock).
+func feedGate(stop, exited <-chan struct{}, log *slog.Logger, probe func() (up bool, routes int, err error), enable func() error) {
 	// high: the most routes since the sessions were last all up (-1:
 	// none seen); since: when it was last passed; upSince: since when
 	// every session has been up (zero: not now).
@@ -77,6 +80,8 @@ func feedGate(stop <-chan struct{}, log *slog.Logger, probe func() (up bool, rou
 	for {
 		select {
 		case <-stop:
+			return
+		case <-exited:
 			return
 		case <-t.C:
 		}

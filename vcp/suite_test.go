@@ -22,7 +22,7 @@ func TestFeedGate(t *testing.T) {
 		opened := make(chan time.Duration, 1)
 		start := time.Now()
 		var probes atomic.Int64
-		go feedGate(stop, slog.New(slog.DiscardHandler), func() (bool, int, error) {
+		go feedGate(stop, nil, slog.New(slog.DiscardHandler), func() (bool, int, error) {
 			i := int(probes.Add(1))
 			return sessions(i), counts(i), nil
 		}, func() error {
@@ -79,5 +79,51 @@ func TestFeedGate(t *testing.T) {
 	}
 	if d, ok := gate(flapped, again, 6*time.Second); !ok || d < 4*time.Second {
 		t.Errorf("a session down and its table arriving again: gate opened %v after %v, want a second after it is all back (3.4 s)", ok, d)
+	}
+}
+
+// A gate whose process ended stops at once, its feed not opened, and asks
+// nothing more: the suite's restarted process has a gate of its own, and
+// the old one, probing the new process by its own clock, could open the
+// feed before the new process has converged.
+func TestFeedGateEndsWithItsProcess(t *testing.T) {
+	stop, exited := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	var probes atomic.Int64
+	ended, opened := make(chan struct{}), make(chan struct{}, 1)
+	go func() {
+		defer close(ended)
+		feedGate(stop, exited, slog.New(slog.DiscardHandler), func() (bool, int, error) {
+			probes.Add(1)
+			select {
+			case <-exited: // the new process: converged
+				return true, 100, nil
+			default:
+				return false, 0, nil
+			}
+		}, func() error {
+			opened <- struct{}{}
+			return nil
+		})
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if probes.Load() == 0 {
+		t.Fatal("the gate never probed")
+	}
+	close(exited)
+	select {
+	case <-ended:
+	case <-time.After(time.Second):
+		t.Fatal("the gate went on after its process ended")
+	}
+	n := probes.Load()
+	time.Sleep(1500 * time.Millisecond) // the probe says converged: a gate still going would open by now
+	if probes.Load() != n {
+		t.Errorf("probed %d times after it ended", probes.Load()-n)
+	}
+	select {
+	case <-opened:
+		t.Error("the gate opened the feed")
+	default:
 	}
 }
