@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,8 +47,11 @@ import (
 // Real clients run beside it: UDP from h3 to h1, TCP and HTTP
 // (soak_clients.go).
 //
-// What it does not do yet (SoakReport.NotYet says so in every report):
-// churn over a full table.
+// bgp1 holds a full table with --prefixes 600000 (msr soak's default;
+// TestSoak's two minutes keep the lab's 1,000 prefixes); the churn swings
+// 500 prefixes of each family within it, and the back-ends' FIBs are
+// compared with the RIB by digest (ribWatch). With fewer prefixes
+// SoakReport.NotYet says the churn was not over a full table.
 
 // SoakFaults are the faults a soak draws from, each with the loss it is
 // allowed (the issue's goals): none, but for a back-end host's links,
@@ -120,6 +124,10 @@ type SoakOptions struct {
 	// ChurnRate is the route changes a second bgp1's churn sends while
 	// the traffic runs (soak_churn.go); 0: no churn.
 	ChurnRate float64
+	// Prefixes and Prefixes6 are the IPv4 and IPv6 prefixes bgp1
+	// announces (0: routerLabPrefixes, soakPrefixes6): 600,000 and
+	// 250,000 are full tables of today.
+	Prefixes, Prefixes6 int
 	// Ops has the operator drain, weight and reload during every step
 	// (soak_ops.go).
 	Ops bool
@@ -247,8 +255,18 @@ type SoakReport struct {
 	NotYet  []string     `json:"not_yet"`
 }
 
-// soakNotYet is what the issue asks that this soak does not do yet.
-var soakNotYet = []string{"churn over a full table (bgp1 holds 1,000 IPv4 and 1,000 IPv6 prefixes, half of each churned)"}
+// fullTable is the IPv4 table of today (docs/benchmarks.md, Memory): a
+// soak whose bgp1 holds fewer churns over less than the issue asks.
+const fullTable = 600_000
+
+// soakNotYet is what the issue asks that this soak does not do: with fewer
+// than fullTable prefixes, churn over a full table.
+func soakNotYet(o SoakOptions) []string {
+	if o.Prefixes >= fullTable {
+		return []string{}
+	}
+	return []string{fmt.Sprintf("churn over a full table (this run: bgp1 holds %d IPv4 and %d IPv6 prefixes; --prefixes %d)", o.Prefixes, o.Prefixes6, fullTable)}
+}
 
 // Soak runs the soak and returns its report; an error is a soak that
 // could not run, not one that failed (that is InvariantsOK false).
@@ -272,7 +290,13 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	fmt.Fprintf(progress, "soak: bringing up the default lab\n")
-	r, err := openRouterSessionWith(o.MSRBin, o.Flows, false, demo.Options{Prefixes: routerLabPrefixes, Prefixes6: soakPrefixes6})
+	if o.Prefixes == 0 {
+		o.Prefixes = routerLabPrefixes
+	}
+	if o.Prefixes6 == 0 {
+		o.Prefixes6 = soakPrefixes6
+	}
+	r, err := openRouterSessionWith(o.MSRBin, o.Flows, false, demo.Options{Prefixes: o.Prefixes, Prefixes6: o.Prefixes6})
 	if err != nil {
 		return nil, err
 	}
@@ -298,12 +322,13 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		}
 		looked = churn.kept(r.plan)
 	}
-	rep = &SoakReport{Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet}
+	rep = &SoakReport{Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet(o)}
 	inv := map[string][]string{} // invariant -> what broke it
 	for _, name := range []string{"fib_equals_rib", "no_loss_outside_faults", "no_duplicates", "no_process_leak", "agent_memory", "bpf_map_bounds"} {
 		inv[name] = nil
 	}
 	maps := newSoakMaps()
+	ribs := &ribWatch{}
 	join := &backendJoin{msrBin: o.MSRBin}
 	var clients *soakClients
 	if o.Clients {
@@ -366,6 +391,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		for _, f := range []*soakFault{fault, second} {
 			if f.isLinkDown() {
 				stepLen, f.down.prefixes = extLinkDownStep, bgp1Watched(r.plan)
+				f.down.bgp1Routes = len(r.plan.Prefixes) + len(r.plan.Prefixes6)
 			}
 		}
 		ipv6 := step/2%2 == 1 // a fault step and the quiet one after it: one family
@@ -526,7 +552,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			}
 		}
 		rep.Steps = append(rep.Steps, st)
-		if sync, err := untilFIBEqualsRIB(ribSyncLimit, join.backends()); err != nil {
+		if sync, err := ribs.until(ribSyncLimit, join.backends()); err != nil {
 			inv["fib_equals_rib"] = append(inv["fib_equals_rib"], fmt.Sprintf("at %.0f s, still %v after: %v", at.Seconds(), ribSyncLimit, err))
 		} else {
 			// After a takeover or a suite's restart the new suite holds
@@ -665,7 +691,11 @@ func flapBGP1Link(s *session) error {
 // back-ends from then until they are back after the link (or for a
 // minute more).
 type linkDown struct {
-	prefixes            []netip.Prefix // bgp1's, one of each family the traffic crosses
+	prefixes []netip.Prefix // bgp1's, one of each family the traffic crosses
+	// bgp1Routes is how many prefixes bgp1 announces: the routes each
+	// back-end loses with its link, but for those the churn holds
+	// withdrawn (churnedMax a family at most).
+	bgp1Routes          int
 	downAt, upAt        time.Time
 	withdrawn, restored time.Time
 	done                chan struct{} // closed when the watch ends
@@ -684,21 +714,38 @@ func (d *linkDown) run(s *session) error {
 	return err
 }
 
-// watch looks at every back-end's routes to d.prefixes every 100 ms:
-// withdrawn when none has any, restored when, after the link came up, all
-// have all (withdrawn before or not: a takeover's graceful restart keeps
-// them, stepGoal).
+// watch looks at every back-end's routes to d.prefixes every 100 ms, and
+// at its count of routes: withdrawn when none has any and each has lost
+// bgp1's table (its count at least bgp1Routes, less what the churn may
+// have held withdrawn, below its count before the fault), restored when,
+// after the link came up, all have all and each has its count back
+// (withdrawn before or not: a takeover's graceful restart keeps them,
+// stepGoal). With a full table the few prefixes alone would say
+// withdrawn while most of bgp1's routes are still being removed.
 func (d *linkDown) watch(up <-chan time.Time) {
 	defer close(d.done)
 	var upAt time.Time
 	defer func() { d.upAt = upAt }()
+	before := map[string]int{}
+	for _, b := range demo.Backends {
+		if st, err := routerapi.Local(b, "").Status(); err == nil {
+			before[b] = st.Routes + st.Routes6
+		}
+	}
+	slack := 2 * churnedMax // both families' churned prefixes, announced or not
 	for deadline := d.downAt.Add(extLinkDown + time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		select {
 		case upAt = <-up:
 		default:
 		}
 		present, absent := 0, 0
+		allGone, allBack := true, true // by the counts
 		for _, b := range demo.Backends {
+			if st, err := routerapi.Local(b, "").Status(); err == nil && before[b] > 0 {
+				n := st.Routes + st.Routes6
+				allGone = allGone && n <= before[b]-d.bgp1Routes+slack
+				allBack = allBack && n >= before[b]-slack
+			}
 			for _, p := range d.prefixes {
 				routes, err := routerapi.Local(b, "").Route(p.String())
 				switch {
@@ -712,9 +759,9 @@ func (d *linkDown) watch(up <-chan time.Time) {
 		}
 		total := len(demo.Backends) * len(d.prefixes)
 		switch {
-		case d.withdrawn.IsZero() && absent == total:
+		case d.withdrawn.IsZero() && absent == total && allGone:
 			d.withdrawn = time.Now()
-		case !upAt.IsZero() && present == total:
+		case !upAt.IsZero() && present == total && allBack:
 			d.restored = time.Now()
 			return
 		}
@@ -1087,92 +1134,290 @@ const (
 // that saw it changed: a bound, not a sample, at a look every 100-400 ms).
 type ribSync struct{ Took, Lag time.Duration }
 
-// untilFIBEqualsRIB compares the back-ends' FIBs with the RIB until they
-// are equal, and says how long that took from now and from the RIB's last
-// change; the last difference after limit.
-func untilFIBEqualsRIB(limit time.Duration, backends []string) (ribSync, error) {
+// A ribWatch compares the back-ends' FIBs with the RIB after each step
+// (until). Reading a full table's RIB takes a second (`birdc show route`,
+// 56 MB for 600,000 routes), too long between looks to bound a 1 s lag,
+// so it looks in two ways:
+//   - a quick look every 100 ms or so: the RIB's count of networks
+//     (`birdc show route count`, 0.1 s) and each back-end's digest (25
+//     ms), which say when the RIB changed and when each back-end's count
+//     stands where it stood against the RIB's when they were last equal
+//     (offset);
+//   - a full look when the counts say so, or 2 s after the last: the RIB
+//     read whole and set against the digests, the FIBs equal to it or not.
+//
+// A full look that finds them equal, with the RIB's count and the digests
+// the same again after it as at the quick look before it, says they were
+// equal at that quick look.
+type ribWatch struct {
+	offset map[string]int // by back-end: the RIB's networks less its routes, when last equal
+}
+
+// ribFullEvery is the longest between two full looks: a back-end whose
+// count stands elsewhere against the RIB's (a connected subnet more or
+// less) is compared all the same.
+const ribFullEvery = 2 * time.Second
+
+// until compares the back-ends' FIBs with the RIB until they are equal,
+// and says how long that took from now and from the RIB's last change;
+// the last difference after limit, with the prefixes that differ.
+func (w *ribWatch) until(limit time.Duration, backends []string) (ribSync, error) {
 	start := time.Now()
-	lastChange, prevLook := start, start
-	var prev map[netip.Prefix]bool
-	active := "" // found once, again after an error: a look is then one birdc and the back-ends'
+	lastChange := start
+	var (
+		prevNetworks           = -1
+		prevLook, prevFullLook time.Time
+		prevRIB                *ribLook
+		lastFull               time.Time
+		lastErr                error
+	)
+	active := "" // found once, again after an error
 	for {
 		look := time.Now()
 		if active == "" {
 			active, _ = activeVCP()
 		}
-		rib, err := fibEqualsRIB(active, backends)
-		if rib == nil {
-			active = ""
-		} else {
-			if prev != nil && !maps.Equal(rib, prev) {
-				lastChange = prevLook
+		late := look.Sub(start) > limit
+		networks, digests, err := quickLook(active, backends)
+		if err != nil {
+			active, lastErr = "", err
+			if late {
+				return ribSync{Took: time.Since(start)}, lastErr
 			}
-			prev, prevLook = rib, look
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
-		now := time.Now()
-		if err == nil {
-			if prev == nil || lastChange == start { // equal at the first look, or the RIB never changed while looked at
-				return ribSync{Took: now.Sub(start), Lag: now.Sub(start)}, nil
+		if prevNetworks >= 0 && networks != prevNetworks {
+			lastChange = prevLook
+		}
+		prevNetworks, prevLook = networks, look
+		if late || w.candidate(networks, digests) || look.Sub(lastFull) >= ribFullEvery {
+			rib, ferr := fibEqualsRIB(active, backends, late)
+			lastFull = time.Now()
+			if rib != nil {
+				if prevRIB != nil && !rib.same(prevRIB) && prevFullLook.After(lastChange) {
+					lastChange = prevFullLook // a change the count did not show
+				}
+				prevRIB, prevFullLook = rib, look
 			}
-			return ribSync{Took: now.Sub(start), Lag: now.Sub(lastChange)}, nil
-		}
-		if now.Sub(start) > limit {
-			return ribSync{Took: now.Sub(start)}, err
+			if ferr == nil {
+				at := time.Now()
+				if n2, d2, err := quickLook(active, backends); err == nil && n2 == networks && maps.EqualFunc(digests, d2, sameDigest) {
+					at = look // nothing changed from the quick look to after the full one
+					w.calibrate(n2, d2)
+				}
+				took := time.Since(start)
+				if lastChange == start { // the RIB never changed while looked at
+					return ribSync{Took: took, Lag: at.Sub(start)}, nil
+				}
+				return ribSync{Took: took, Lag: at.Sub(lastChange)}, nil
+			}
+			lastErr = ferr
+			if rib == nil {
+				active = ""
+			}
+			if late {
+				return ribSync{Took: time.Since(start)}, lastErr
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
+// candidate says whether each back-end's count stands where it stood
+// against the RIB's when they were last equal (a back-end never yet
+// equal to it: yes).
+func (w *ribWatch) candidate(networks int, digests map[string]*routerapi.RoutesDigest) bool {
+	for b, d := range digests {
+		if off, ok := w.offset[b]; ok && networks-d.Routes-len(d.Connected) != off {
+			return false
+		}
+	}
+	return true
+}
+
+// calibrate notes where each back-end's count stands against the RIB's
+// once they are equal.
+func (w *ribWatch) calibrate(networks int, digests map[string]*routerapi.RoutesDigest) {
+	if w.offset == nil {
+		w.offset = map[string]int{}
+	}
+	for b, d := range digests {
+		w.offset[b] = networks - d.Routes - len(d.Connected)
+	}
+}
+
+func sameDigest(a, b *routerapi.RoutesDigest) bool {
+	return a.Routes == b.Routes && a.Sum == b.Sum && slices.Equal(a.Connected, b.Connected)
+}
+
+// quickLook reads the active VCP's count of networks (both families) and
+// each back-end's digest.
+func quickLook(active string, backends []string) (int, map[string]*routerapi.RoutesDigest, error) {
+	if active == "" {
+		return 0, nil, errors.New("no VCP is active")
+	}
+	out, err := exec.Command("birdc", "-s", filepath.Join(demo.RunDir, active, "bird.ctl"), "show", "route", "count").Output()
+	if err != nil {
+		return 0, nil, fmt.Errorf("birdc show route count on %s: %v", active, err)
+	}
+	networks, err := birdNetworks(string(out))
+	if err != nil {
+		return 0, nil, fmt.Errorf("birdc show route count on %s: %v", active, err)
+	}
+	digests := map[string]*routerapi.RoutesDigest{}
+	for _, b := range backends {
+		d, err := routerapi.Local(b, "").RoutesDigest()
+		if err != nil {
+			return 0, nil, fmt.Errorf("%s: %w", b, err)
+		}
+		slices.Sort(d.Connected)
+		digests[b] = d
+	}
+	return networks, digests, nil
+}
+
+// birdNetworks reads `birdc show route count`: the networks of every
+// table ("600005 of 600005 routes for 600004 networks in table master4").
+func birdNetworks(out string) (int, error) {
+	n, tables := 0, 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "networks"); i >= 1 && i+2 < len(f) && f[i+1] == "in" && f[i+2] == "table" {
+			v, err := strconv.Atoi(f[i-1])
+			if err != nil {
+				return 0, fmt.Errorf("%q: %v", line, err)
+			}
+			n += v
+			tables++
+		}
+	}
+	if tables == 0 {
+		return 0, fmt.Errorf("no table's count in %q", out)
+	}
+	return n, nil
+}
+
+// A ribLook is the RIB as a look read it: its prefixes, and their count
+// and sum of routerapi.PrefixHash, to set against a back-end's digest.
+type ribLook struct {
+	prefixes map[netip.Prefix]bool
+	sum      uint64
+}
+
+func newRIBLook(prefixes map[netip.Prefix]bool) *ribLook {
+	r := &ribLook{prefixes: prefixes}
+	for p := range prefixes {
+		r.sum += routerapi.PrefixHash(p)
+	}
+	return r
+}
+
+// same says whether two looks read the same prefixes.
+func (r *ribLook) same(o *ribLook) bool {
+	return len(r.prefixes) == len(o.prefixes) && r.sum == o.sum
+}
+
+// matches says whether a back-end's digest holds exactly the RIB's
+// prefixes: the RIB's but the back-end's connected ones (a RIB may list
+// a port's subnet from OSPF; the back-end's own route for it is the
+// connected one).
+func (r *ribLook) matches(d *routerapi.RoutesDigest) bool {
+	n, sum := len(r.prefixes), r.sum
+	for _, c := range d.Connected {
+		if p, err := netip.ParsePrefix(c); err == nil && r.prefixes[p] {
+			n--
+			sum -= routerapi.PrefixHash(p)
+		}
+	}
+	return d.Routes == n && d.Sum == routerapi.DigestSum(sum)
+}
+
 // fibEqualsRIB compares each of backends' FIB with the active VCP's RIB
 // (BIRD's tables): the prefixes BIRD has a route for from any protocol but
 // the ports' own (direct), against each back-end's routes but its
-// connected ones. It says what differs.
-func fibEqualsRIB(active string, backends []string) (map[netip.Prefix]bool, error) {
+// connected ones. A back-end answers with its routes' digest (a full
+// table's 600,000 routes would take seconds to list); with detail, one
+// that differs is read whole to say which prefixes differ.
+func fibEqualsRIB(active string, backends []string, detail bool) (*ribLook, error) {
 	if active == "" {
 		return nil, errors.New("no VCP is active")
 	}
-	out, err := exec.Command("birdc", "-s", filepath.Join(demo.RunDir, active, "bird.ctl"), "show", "route").Output()
+	prefixes, err := readBIRDPrefixes(filepath.Join(demo.RunDir, active, "bird.ctl"))
 	if err != nil {
 		return nil, fmt.Errorf("birdc show route on %s: %v", active, err)
 	}
-	rib := birdPrefixes(string(out))
+	rib := newRIBLook(prefixes)
 	var errs []error
 	for _, b := range backends {
-		routes, err := routerapi.Local(b, "").Routes()
+		d, err := routerapi.Local(b, "").RoutesDigest()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", b, err))
 			continue
 		}
-		fib, connected := map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
-		for _, r := range routes {
-			p, err := netip.ParsePrefix(r.Prefix)
-			if err != nil {
-				continue
-			}
-			if r.Protocol == "connected" {
-				connected[p] = true
-			} else {
-				fib[p] = true
-			}
+		if rib.matches(d) {
+			continue
 		}
-		var missing, extra []string
-		for p := range rib {
-			if !fib[p] && !connected[p] {
-				missing = append(missing, p.String())
-			}
+		if !detail {
+			errs = append(errs, fmt.Errorf("%s: %d routes (digest %s) where the RIB has %d", b, d.Routes, d.Sum, len(rib.prefixes)))
+			continue
 		}
-		for p := range fib {
-			if !rib[p] {
-				extra = append(extra, p.String())
-			}
-		}
-		if len(missing)+len(extra) > 0 {
-			sort.Strings(missing)
-			sort.Strings(extra)
-			errs = append(errs, fmt.Errorf("%s: %d of the RIB's %d prefixes missing %v, %d not in the RIB %v", b, len(missing), len(rib), head(missing), len(extra), head(extra)))
-		}
+		errs = append(errs, fibDiff(b, rib.prefixes))
 	}
 	return rib, errors.Join(errs...)
+}
+
+// fibDiff reads back-end b's routes whole and says which of the RIB's
+// prefixes it misses and which it has that the RIB has not.
+func fibDiff(b string, rib map[netip.Prefix]bool) error {
+	routes, err := routerapi.Local(b, "").Routes()
+	if err != nil {
+		return fmt.Errorf("%s: %w", b, err)
+	}
+	fib, connected := map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
+	for _, r := range routes {
+		p, err := netip.ParsePrefix(r.Prefix)
+		if err != nil {
+			continue
+		}
+		if r.Protocol == "connected" {
+			connected[p] = true
+		} else {
+			fib[p] = true
+		}
+	}
+	var missing, extra []string
+	for p := range rib {
+		if !fib[p] && !connected[p] {
+			missing = append(missing, p.String())
+		}
+	}
+	for p := range fib {
+		if !rib[p] {
+			extra = append(extra, p.String())
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	return fmt.Errorf("%s: %d of the RIB's %d prefixes missing %v, %d not in the RIB %v", b, len(missing), len(rib), head(missing), len(extra), head(extra))
+}
+
+// readBIRDPrefixes runs `birdc show route` on socket and reads its
+// prefixes (birdPrefixes) as they come.
+func readBIRDPrefixes(socket string) (map[netip.Prefix]bool, error) {
+	cmd := exec.Command("birdc", "-s", socket, "show", "route")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ps, rerr := birdPrefixes(out)
+	if err := cmd.Wait(); err != nil {
+		return nil, err
+	}
+	return ps, rerr
 }
 
 // head is the first few of a list, for a message.
@@ -1182,12 +1427,19 @@ func head(s []string) []string { return s[:min(len(s), 5)] }
 // a protocol other than direct. A prefix's line starts with it; the lines
 // of its other routes start with blanks; each route names its protocol in
 // brackets ("[peer0 12:00:01.123] * (100) [AS65020i]").
-func birdPrefixes(out string) map[netip.Prefix]bool {
+func birdPrefixes(out io.Reader) (map[netip.Prefix]bool, error) {
 	ps := map[netip.Prefix]bool{}
 	var cur netip.Prefix
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) > 0 && line[0] != ' ' && line[0] != '\t' {
-			if p, err := netip.ParsePrefix(f[0]); err == nil {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		if line[0] != ' ' && line[0] != '\t' {
+			first, _, _ := strings.Cut(line, " ")
+			if p, err := netip.ParsePrefix(first); err == nil {
 				cur = p
 			}
 		}
@@ -1200,7 +1452,7 @@ func birdPrefixes(out string) map[netip.Prefix]bool {
 			ps[cur] = true
 		}
 	}
-	return ps
+	return ps, sc.Err()
 }
 
 // labProcesses counts the processes in the default lab's hosts'
@@ -1312,7 +1564,9 @@ func (r *SoakReport) WriteText(w io.Writer) {
 		v := r.Invariants[n]
 		fmt.Fprintf(w, "invariant %-24s %-5v %s\n", n, v.OK, v.Detail)
 	}
-	fmt.Fprintf(w, "not yet: %s\n", strings.Join(r.NotYet, "; "))
+	if len(r.NotYet) > 0 {
+		fmt.Fprintf(w, "not yet: %s\n", strings.Join(r.NotYet, "; "))
+	}
 }
 
 // WriteReport writes report.json, report.md and its plot, soak.svg, into

@@ -62,19 +62,42 @@ type SoakChurn struct {
 	ChurnedS    float64 `json:"churned_s"`
 }
 
-// newBGPChurn sets bgp1 up to churn every IPv4 and IPv6 prefix of its
-// table that holds none of keep (the traffic's destinations), at rate
-// route changes a second.
+// churnedMax is how many prefixes of a family the churn swings at most:
+// the lab's small table's half (1,000 a family, the traffic crossing the
+// other half); of a full table, that many drawn evenly from it, so that
+// the churn runs over the whole table as an Internet peer's does, at the
+// same rate.
+const churnedMax = 500
+
+// newBGPChurn sets bgp1 up to churn the IPv4 and IPv6 prefixes of its
+// table that hold none of keep (the traffic's destinations), churnedMax
+// of each family at most, evenly drawn, at rate route changes a second.
 func newBGPChurn(plan *demo.Plan, keep []netip.Addr, rate float64) (*bgpChurn, error) {
 	c := &bgpChurn{vty: filepath.Join(demo.RunDir, "bgp1")}
+	// The prefixes the traffic crosses: every one of the table's that
+	// holds a destination.
+	kept := map[netip.Prefix]bool{}
+	for _, a := range keep {
+		for bits := a.BitLen(); bits >= 0; bits-- {
+			p, _ := a.Prefix(bits)
+			kept[p] = true
+		}
+	}
 	churned := func(ps []netip.Prefix) []netip.Prefix {
 		var out []netip.Prefix
 		for _, p := range ps {
-			if !slices.ContainsFunc(keep, p.Contains) {
+			if !kept[p.Masked()] {
 				out = append(out, p)
 			}
 		}
-		return out
+		if len(out) <= churnedMax {
+			return out
+		}
+		drawn := make([]netip.Prefix, churnedMax)
+		for i := range drawn {
+			drawn[i] = out[i*len(out)/churnedMax]
+		}
+		return drawn
 	}
 	c.prefixes, c.prefixes6 = churned(plan.Prefixes), churned(plan.Prefixes6)
 	if len(c.prefixes) == 0 || len(c.prefixes6) == 0 {

@@ -2,12 +2,14 @@ package bench
 
 import (
 	"encoding/json"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/msr-router/msr/internal/msrtest"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // TestSoak is `msr soak --duration 2m`: the default lab under accounted
@@ -124,13 +126,100 @@ Table master6:
 1.0.4.0/22           unicast [peer0 03:14:48.000] * (100) [AS65020i]
 	via 203.0.113.20 on x12
 `
+	ps, err := birdPrefixes(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
-	for p := range birdPrefixes(out) {
+	for p := range ps {
 		got = append(got, p.String())
 	}
 	slices.Sort(got)
 	want := []string{"1.0.4.0/22", "10.99.0.0/16", "198.51.100.0/24", "2001:db8:f0::/48"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// A back-end's digest matches the RIB when it holds exactly the RIB's
+// prefixes but its connected ones, which the RIB may list too (a port's
+// subnet from OSPF); a prefix missing, one too many, or one swapped for
+// another with the count kept, does not.
+func TestRIBLookMatchesDigest(t *testing.T) {
+	pfx := func(ss ...string) map[netip.Prefix]bool {
+		m := map[netip.Prefix]bool{}
+		for _, s := range ss {
+			m[netip.MustParsePrefix(s)] = true
+		}
+		return m
+	}
+	digest := func(routes map[netip.Prefix]bool, connected ...string) *routerapi.RoutesDigest {
+		var sum uint64
+		for p := range routes {
+			sum += routerapi.PrefixHash(p)
+		}
+		return &routerapi.RoutesDigest{Routes: len(routes), Sum: routerapi.DigestSum(sum), Connected: connected}
+	}
+	rib := newRIBLook(pfx("1.0.4.0/22", "10.99.0.0/16", "198.51.100.0/24", "2001:db8:f0::/48"))
+	cases := []struct {
+		name string
+		d    *routerapi.RoutesDigest
+		want bool
+	}{
+		{"the same, the OSPF subnet connected", digest(pfx("1.0.4.0/22", "10.99.0.0/16", "2001:db8:f0::/48"), "198.51.100.0/24", "192.0.2.0/24"), true},
+		{"one missing", digest(pfx("1.0.4.0/22", "2001:db8:f0::/48"), "198.51.100.0/24"), false},
+		{"one too many", digest(pfx("1.0.4.0/22", "10.99.0.0/16", "2001:db8:f0::/48", "1.0.8.0/22"), "198.51.100.0/24"), false},
+		{"one swapped, the count kept", digest(pfx("1.0.4.0/22", "10.99.0.0/16", "2001:db8:f1::/48"), "198.51.100.0/24"), false},
+		{"the OSPF subnet through a gateway, not connected", digest(pfx("1.0.4.0/22", "10.99.0.0/16", "198.51.100.0/24", "2001:db8:f0::/48")), true},
+	}
+	for _, c := range cases {
+		if got := rib.matches(c.d); got != c.want {
+			t.Errorf("%s: matches %v, want %v", c.name, got, c.want)
+		}
+	}
+	if routerapi.PrefixHash(netip.MustParsePrefix("10.1.2.3/16")) != routerapi.PrefixHash(netip.MustParsePrefix("10.1.0.0/16")) {
+		t.Error("a prefix's hash depends on its host bits")
+	}
+	if routerapi.PrefixHash(netip.MustParsePrefix("10.0.0.0/16")) == routerapi.PrefixHash(netip.MustParsePrefix("10.0.0.0/17")) {
+		t.Error("a prefix's hash ignores its length")
+	}
+}
+
+// birdNetworks adds up the networks of every table `birdc show route
+// count` lists, not its total line.
+func TestBirdNetworks(t *testing.T) {
+	out := `BIRD 2.0.12 ready.
+600005 of 600005 routes for 600004 networks in table master4
+1006 of 1006 routes for 1005 networks in table master6
+Total: 601011 of 601011 routes for 601009 networks in 2 tables
+`
+	if n, err := birdNetworks(out); err != nil || n != 601009 {
+		t.Errorf("got %d, %v; want 601009", n, err)
+	}
+	if _, err := birdNetworks("BIRD 2.0.12 ready.\nsyntax error\n"); err == nil {
+		t.Error("no count read, and no error")
+	}
+}
+
+// A quick look is a candidate for a full one when every back-end's count
+// stands against the RIB's as it did when they were last equal, or when
+// the back-end was never yet equal to it.
+func TestRIBWatchCandidate(t *testing.T) {
+	d := func(routes int, connected ...string) *routerapi.RoutesDigest {
+		return &routerapi.RoutesDigest{Routes: routes, Connected: connected}
+	}
+	w := &ribWatch{}
+	if !w.candidate(1010, map[string]*routerapi.RoutesDigest{"r1": d(900, "192.0.2.0/24")}) {
+		t.Error("a back-end never compared is not a candidate")
+	}
+	w.calibrate(1010, map[string]*routerapi.RoutesDigest{"r1": d(1000, "192.0.2.0/24"), "r2": d(1000, "192.0.2.0/24")})
+	if !w.candidate(510, map[string]*routerapi.RoutesDigest{"r1": d(500, "192.0.2.0/24"), "r2": d(500, "192.0.2.0/24")}) {
+		t.Error("both where they stood against the RIB: not a candidate")
+	}
+	if w.candidate(510, map[string]*routerapi.RoutesDigest{"r1": d(500, "192.0.2.0/24"), "r2": d(1000, "192.0.2.0/24")}) {
+		t.Error("r2 still holds 500 routes the RIB has lost: a candidate")
+	}
+	if !w.candidate(510, map[string]*routerapi.RoutesDigest{"r1": d(500, "192.0.2.0/24"), "r3": d(7)}) {
+		t.Error("r3, never compared, keeps the look from being a candidate")
 	}
 }

@@ -283,12 +283,17 @@ func TestLBAgentMaglev(t *testing.T) {
 	}
 	t.Logf("r2 left the table %v after its hellos stopped", time.Since(stopped))
 
-	l.send(500*time.Millisecond, 50_000)
-	second := owners(c1, l.counts())
+	sent := l.send(500*time.Millisecond, 50_000)
+	c2 := l.counts()
+	second := owners(c1, c2)
 	moved := 0
 	for f := 0; f < labFlows; f++ {
 		if len(second[f]) != 1 {
-			t.Fatalf("flow %d went to %v after r2 left", f, second[f])
+			got := map[string]uint64{}
+			for r := range c2 {
+				got[r] = sum(c2[r]) - sum(c1[r])
+			}
+			t.Fatalf("flow %d went to %v after r2 left (%d frames sent, the back-ends got %v; the LB: %+v)", f, second[f], sent, got, l.agent.Status().Ports)
 		}
 		if first[f][0] == "r2" {
 			continue

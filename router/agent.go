@@ -623,6 +623,42 @@ func (a *Agent) Routes() []routerapi.RouteInfo {
 	return a.withOrigins(out)
 }
 
+// RoutesDigest is the FIB's routes in a figure (routerapi.RoutesDigest):
+// a route whose next hops have no gateway is connected, as Routes says.
+func (a *Agent) RoutesDigest() routerapi.RoutesDigest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := routerapi.RoutesDigest{Connected: []string{}}
+	var sum uint64
+	viaGateway := map[uint32]bool{} // by next-hop group
+	add := func(p netip.Prefix, g uint32) {
+		gw, ok := viaGateway[g]
+		if !ok {
+			for _, id := range a.nh.group(g) {
+				if k, _ := a.nh.next(id); k.gw.IsValid() {
+					gw = true
+					break
+				}
+			}
+			viaGateway[g] = gw
+		}
+		if !gw {
+			d.Connected = append(d.Connected, p.String())
+			return
+		}
+		d.Routes++
+		sum += routerapi.PrefixHash(p)
+	}
+	for p, g := range a.dp.FIB.Routes() {
+		add(p, g)
+	}
+	for p, g := range a.dp.FIB6.Routes() {
+		add(p, g)
+	}
+	d.Sum = routerapi.DigestSum(sum)
+	return d
+}
+
 // Route returns the route for exactly p, if there is one.
 func (a *Agent) Route(p netip.Prefix) []routerapi.RouteInfo {
 	return a.withOrigins(a.longestMatch(p.Addr(), p.Bits(), p.Bits()))

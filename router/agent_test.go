@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,6 +155,22 @@ func testRouterRestart(t *testing.T, behind bool) {
 	}
 	if len(a.Routes()) != 4 {
 		t.Errorf("routes after restart (both families' connected and static): %+v", a.Routes())
+	}
+	// The digest says what the list says: two static routes through a
+	// gateway, two connected subnets.
+	d, n, sum, connected := a.RoutesDigest(), 0, uint64(0), []string{}
+	for _, r := range a.Routes() {
+		if r.Protocol == "connected" {
+			connected = append(connected, r.Prefix)
+			continue
+		}
+		n++
+		sum += routerapi.PrefixHash(netip.MustParsePrefix(r.Prefix))
+	}
+	slices.Sort(connected)
+	slices.Sort(d.Connected)
+	if n != 2 || d.Routes != n || d.Sum != routerapi.DigestSum(sum) || !slices.Equal(d.Connected, connected) {
+		t.Errorf("digest %+v, the routes' %d %s %v", d, n, routerapi.DigestSum(sum), connected)
 	}
 	// Adopted from the saved state, not rebuilt: not one FIB write, in
 	// either family's FIB.

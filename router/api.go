@@ -31,6 +31,7 @@ func (a *Agent) Handler() http.Handler {
 		}
 		api.Reply(w, a.Routes(), nil)
 	})
+	mux.HandleFunc("GET "+routerapi.PathRoutesDigest, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.RoutesDigest(), nil) })
 	mux.HandleFunc("GET "+routerapi.PathLookup, func(w http.ResponseWriter, r *http.Request) {
 		addr, err := api.AddrParam(r, "addr")
 		if err != nil {

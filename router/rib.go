@@ -531,7 +531,13 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		eor = 0
 	}
 	if eor >= 0 {
-		f.log.Info("RIB feed: End-of-RIB", "family", []string{"ipv4", "ipv6"}[eor], "prefixes", len(f.paths))
+		n := 0 // the family's prefixes
+		for p := range f.paths {
+			if p.Addr().Is6() == (eor == 1) {
+				n++
+			}
+		}
+		f.log.Info("RIB feed: End-of-RIB", "family", []string{"ipv4", "ipv6"}[eor], "prefixes", n)
 		if eor == 0 {
 			f.synced = true
 		}

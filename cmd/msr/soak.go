@@ -14,7 +14,7 @@ import (
 
 var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
-	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--overlap=true] [--ops=true] [--clients=true] [--report DIR] [-o json]
+	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--prefixes 600000] [--prefixes6 1000] [--overlap=true] [--ops=true] [--clients=true] [--report DIR] [-o json]
       brings up the default lab, sends sequenced UDP from h1 (1,000 flows,
       half to h3, half over bgp1's prefixes; IPv4 and IPv6 in turn), and
       injects a fault drawn by the seed every other 4 s step: kill -9 of an
@@ -24,8 +24,9 @@ var soakCommand = command{
       restored, a flood of forged DIST and random frames from h2, a
       memory cgroup's limit on a back-end's agent, or r4 joining the
       router or leaving it (in half the fault steps a second fault comes 100-600 ms
-      after the first, --overlap); meanwhile bgp1 withdraws and announces half its IPv4
-      and IPv6 prefixes in turn (--churn route changes a second), and the operator
+      after the first, --overlap); meanwhile bgp1, holding a full IPv4 table
+      (--prefixes), withdraws and announces 500 of its IPv4 and 500 of its
+      IPv6 prefixes in turn (--churn route changes a second), and the operator
       drains or undrains a back-end, sets or clears a weight, or reloads
       both VCPs' config with another balancing mode and OSPF cost, once a
       step (--ops); real clients run every step (--clients): iperf3's UDP
@@ -53,6 +54,8 @@ func runSoak(args []string) error {
 	fs.Float64Var(&o.Rate, "rate", 20_000, "the traffic, frames per second (halved until a step loses nothing)")
 	fs.BoolVar(&o.Overlap, "overlap", true, "in half the fault steps, a second fault 100-600 ms after the first, while it heals")
 	fs.Float64Var(&o.ChurnRate, "churn", 1000, "route changes a second bgp1 sends while the traffic runs, withdrawing and announcing the IPv4 prefixes the traffic does not cross (0: none)")
+	fs.IntVar(&o.Prefixes, "prefixes", 600_000, "the IPv4 prefixes bgp1 announces (the RouteViews table, grown beyond its 512,621: 600,000 is a full table of today); the churn swings 500 of them")
+	fs.IntVar(&o.Prefixes6, "prefixes6", 1000, "the IPv6 prefixes bgp1 announces (the 2015 table, grown beyond its 27,693: 250,000 is a full table of today); the churn swings 500 of them")
 	fs.BoolVar(&o.Ops, "ops", true, "the operator drains, weights and reloads once a step (msr ctl drain|undrain|weight|reload)")
 	fs.BoolVar(&o.Clients, "clients", true, "real clients every step: iperf3 UDP h3 -> h1, iperf3 TCP h1 -> h3, HTTP downloads h3 -> h1 checked by sha256")
 	report := fs.String("report", "", "write report.json and report.md into this directory")

@@ -28,7 +28,42 @@ const (
 	// PathCapacity: PUT {"capacity_pps": N}: the data path's capacity now
 	// (0: no cap). Answers the status's capacity fields.
 	PathCapacity = "/capacity"
+	// PathRoutesDigest: GET RoutesDigest: the FIB's routes in a figure.
+	PathRoutesDigest = "/routes/digest"
 )
+
+// RoutesDigest is a FIB's routes in a figure, for a reader that holds a
+// RIB and must know whether the FIB holds exactly its prefixes without
+// reading each of a full table's: how many routes through a gateway and
+// the sum of their PrefixHash (order does not count), and the connected
+// prefixes (a port's own subnet: no gateway), which a RIB may or may not
+// list.
+type RoutesDigest struct {
+	Routes    int      `json:"routes"`
+	Sum       string   `json:"sum"` // 16 hex digits: the sum mod 2^64
+	Connected []string `json:"connected"`
+}
+
+// PrefixHash is a prefix's 64-bit hash for RoutesDigest: its address's
+// bytes (4 for IPv4, 16 for IPv6) and length through FNV-1a, then
+// splitmix64's finalizer, so that sums of distinct sets collide only by
+// chance (2^-64).
+func PrefixHash(p netip.Prefix) uint64 {
+	p = p.Masked()
+	h := uint64(14695981039346656037)
+	for _, b := range p.Addr().AsSlice() {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	h = (h ^ uint64(p.Bits())) * 1099511628211
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	return h ^ h>>31
+}
+
+// DigestSum formats a sum of PrefixHash as RoutesDigest.Sum does.
+func DigestSum(sum uint64) string { return fmt.Sprintf("%016x", sum) }
 
 // DefaultPort is the TCP port of a back-end's API on the management
 // network when its file names no api_listen: it listens on its
@@ -175,6 +210,12 @@ func (c *Client) Status() (*Status, error) {
 func (c *Client) Routes() ([]RouteInfo, error) {
 	var rs []RouteInfo
 	return rs, c.c.Do("GET", PathRoutes, nil, &rs)
+}
+
+// RoutesDigest is the FIB's routes in a figure (RoutesDigest).
+func (c *Client) RoutesDigest() (*RoutesDigest, error) {
+	d := &RoutesDigest{}
+	return d, c.c.Do("GET", PathRoutesDigest, nil, d)
 }
 
 // Route is the route for exactly p: one, or none.
