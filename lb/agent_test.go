@@ -69,12 +69,15 @@ links:
 var testKeyHex = strings.Repeat("42", 32)
 
 type agentLabT struct {
-	t      *testing.T
-	agent  *Agent
-	sinks  map[string]*traffic.Sink
-	hellos map[string]context.CancelFunc
-	cfg    *AgentConfig
-	stop   func() // stops the first agent's Run
+	t     *testing.T
+	agent *Agent
+	sinks map[string]*traffic.Sink
+	// counted: what each sink counted of each flow before its last
+	// Restart (send).
+	counted map[string][]uint64
+	hellos  map[string]context.CancelFunc
+	cfg     *AgentConfig
+	stop    func() // stops the first agent's Run
 }
 
 const labFlows = 1000
@@ -185,8 +188,30 @@ func (l *agentLabT) waitTable(backends int) {
 	l.t.Fatalf("table never held %d back-ends: %+v", backends, l.agent.Status().Table)
 }
 
-// send generates frames from the external host to the LB at a rate.
+// send generates frames from the external host to the LB at a rate. A
+// new generator starts its flows' sequence numbers at 0 again, so the
+// sinks first forget the flows, or they would take the new frames for
+// duplicates of the last send's (counts adds up what they counted
+// before).
 func (l *agentLabT) send(d time.Duration, pps float64) uint64 {
+	if l.counted == nil {
+		l.counted = map[string][]uint64{}
+	}
+	for r, s := range l.sinks {
+		c, err := s.FlowCounts()
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		if l.counted[r] == nil {
+			l.counted[r] = make([]uint64, len(c))
+		}
+		for f := range c {
+			l.counted[r][f] += c[f]
+		}
+		if err := s.Restart(); err != nil {
+			l.t.Fatal(err)
+		}
+	}
 	var sent uint64
 	err := netns.Do(lab.Namespace("t-lbagent", "ext"), func() error {
 		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: "g0", DstMAC: net.HardwareAddr{2, 0, 0, 0, 0xe0, 0}, Size: 64, Flows: labFlows, Rate: pps})
@@ -211,6 +236,11 @@ func (l *agentLabT) counts() map[string][]uint64 {
 		c, err := s.FlowCounts()
 		if err != nil {
 			l.t.Fatal(err)
+		}
+		for f := range c {
+			if f < len(l.counted[r]) {
+				c[f] += l.counted[r][f]
+			}
 		}
 		out[r] = c
 	}
