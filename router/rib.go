@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -97,6 +98,45 @@ type ribFeed struct {
 	refusedFor map[string]bool
 	// synced: the suite's first End-of-RIB came; the FIB holds the table.
 	synced bool
+	// arriving is called when a session is established (a table is to
+	// arrive: tableArriving), release at the End-of-RIB after which
+	// nothing is stale, with releaseMin paths held or more, once in
+	// releaseEvery at most (lastRelease: tableHeld); nil: nothing.
+	arriving, release func()
+	releaseMin        int
+	releaseEvery      time.Duration
+	lastRelease       time.Time
+}
+
+// A table's arrival, a first load or a graceful restart's refresh after a
+// takeover, makes garbage: the UPDATEs parsed, the stale paths beside the
+// new ones. Go collects it, but keeps the heap it grew to (up to twice the
+// live heap, GOGC=100) until its scavenger returns it: a back-end's
+// resident memory after four takeovers with a full table stood at 580-654
+// MB for a live heap of 220-270 MB (docs/reliability.md). So while a
+// table arrives the runtime collects as usual (GOGC=100: the load is not
+// slowed by collections), and at the End-of-RIB that ends the arrival of a
+// big one it collects and returns the memory at once (one collection,
+// 0.3-0.5 s of one CPU with a full table, in its own goroutine), then
+// holds the table with heldGCPercent: the heap grows a quarter of the
+// live heap between collections, not as much again.
+// While it holds the table, the feed has the runtime return its memory
+// every heldRelease too (keepReleased): the heap then stays within a
+// minute's garbage (hellos, the API, a state save under churn) of the
+// live heap, and the resident memory with it, for a collection a minute.
+const (
+	releaseMin    = 50_000
+	releaseEvery  = 30 * time.Second
+	heldGCPercent = 25
+	heldRelease   = time.Minute
+)
+
+// tableArriving and tableHeld are ribFeed's arriving and release.
+func tableArriving() { debug.SetGCPercent(100) }
+
+func tableHeld() {
+	debug.SetGCPercent(heldGCPercent)
+	debug.FreeOSMemory()
 }
 
 // family is a prefix's address family as the feed keys what is per
@@ -111,9 +151,11 @@ func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slo
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	f := &ribFeed{cfg: cfg, routerID: routerID, log: log.With("rib", cfg.Neighbor), add: add, del: del,
-		cancel: cancel, done: make(chan struct{}), paths: map[netip.Prefix][]ribPath{}, refusedFor: map[string]bool{}}
+		cancel: cancel, done: make(chan struct{}), paths: map[netip.Prefix][]ribPath{}, refusedFor: map[string]bool{},
+		arriving: tableArriving, release: tableHeld, releaseMin: releaseMin, releaseEvery: releaseEvery}
 	f.st.Neighbor, f.st.State = cfg.Neighbor.String(), "connecting"
 	go f.run(ctx)
+	go f.keepReleased(ctx)
 	return f, nil
 }
 
@@ -160,6 +202,30 @@ func (f *ribFeed) run(ctx context.Context) {
 		case <-time.After(ribConnectRetry):
 		}
 		f.sweepIfExpired()
+	}
+}
+
+// keepReleased calls release every heldRelease while the feed holds a
+// big table that has arrived (nothing stale, releaseMin paths or more),
+// and release was not called in the last heldRelease.
+func (f *ribFeed) keepReleased(ctx context.Context) {
+	t := time.NewTicker(heldRelease)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.mu.Lock()
+		held := f.release != nil && f.synced && f.nStale == 0 && f.nPaths >= f.releaseMin && time.Since(f.lastRelease) >= heldRelease
+		if held {
+			f.lastRelease = time.Now()
+		}
+		f.mu.Unlock()
+		if held {
+			f.release()
+		}
 	}
 }
 
@@ -374,6 +440,9 @@ func (f *ribFeed) setEstablished() {
 	f.st.State, f.st.Established, f.st.LastError = "established", time.Now().UTC().Format(time.RFC3339), ""
 	f.st.Sessions++
 	f.mu.Unlock()
+	if f.arriving != nil {
+		f.arriving()
+	}
 	f.log.Info("RIB feed established")
 }
 
@@ -542,6 +611,10 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			f.synced = true
 		}
 		f.sweepStale(eor == 1)
+		if f.release != nil && f.nStale == 0 && f.nPaths >= f.releaseMin && time.Since(f.lastRelease) >= f.releaseEvery {
+			f.lastRelease = time.Now()
+			go f.release()
+		}
 		return
 	}
 	for _, w := range withdrawn {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
@@ -376,5 +377,50 @@ func TestRIBFeedRefused(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "RIB route refused"); n != 2 {
 		t.Errorf("%d log lines for two causes, want 2:\n%s", n, log.String())
+	}
+}
+
+// At the End-of-RIB that ends a table's arrival (nothing stale left, the
+// table big enough) the feed gives the arrival's memory back, once in
+// releaseEvery at most: not at an End-of-RIB of a graceful restart's
+// refresh that leaves the other family's paths stale, nor for a small
+// table.
+func TestRIBFeedReleasesMemory(t *testing.T) {
+	f, _ := newTestFeed()
+	released := make(chan struct{}, 10)
+	f.release, f.releaseMin, f.releaseEvery = func() { released <- struct{}{} }, 3, 0
+	count := func() int {
+		time.Sleep(50 * time.Millisecond) // release runs in its own goroutine
+		return len(released)
+	}
+	f.st.GR = true
+	f.update(announce("192.0.2.10", 1, 100, []uint32{1, 1}, "10.1.0.0/16", "10.2.0.0/16"))
+	f.update(&bgp.BGPUpdate{}) // End-of-RIB, 2 paths
+	if n := count(); n != 0 {
+		t.Fatalf("a table under releaseMin: %d releases", n)
+	}
+	f.update(announce("192.0.2.10", 1, 100, []uint32{1}, "10.3.0.0/16"))
+	f.update(&bgp.BGPUpdate{}) // 3 paths
+	if n := count(); n != 1 {
+		t.Fatalf("a table's arrival ended: %d releases, want 1", n)
+	}
+	// A takeover: the paths stale, sent again; IPv6's End-of-RIB comes
+	// first and leaves the IPv4 paths stale.
+	f.sessionLost()
+	f.update(announce("192.0.2.10", 1, 100, []uint32{5, 5, 5}, "10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"))
+	f.update(endOfRIB6())
+	if n := count(); n != 1 {
+		t.Fatalf("IPv6's End-of-RIB with IPv4's paths stale: %d releases, want still 1", n)
+	}
+	f.update(&bgp.BGPUpdate{})
+	if n := count(); n != 2 {
+		t.Fatalf("the refresh ended: %d releases, want 2", n)
+	}
+	f.releaseEvery = time.Hour
+	f.sessionLost()
+	f.update(announce("192.0.2.10", 1, 100, []uint32{6, 6, 6}, "10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"))
+	f.update(&bgp.BGPUpdate{})
+	if n := count(); n != 2 {
+		t.Fatalf("a second refresh within releaseEvery: %d releases, want still 2", n)
 	}
 }

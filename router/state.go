@@ -35,7 +35,13 @@ type savedState struct {
 func packRoutes(routes map[netip.Prefix]uint32, n int) []byte {
 	b := make([]byte, 0, len(routes)*(n+5))
 	for p, g := range routes {
-		b = append(b, p.Addr().AsSlice()...)
+		if n == 4 { // the address's bytes without a slice made for each
+			a := p.Addr().As4()
+			b = append(b, a[:]...)
+		} else {
+			a := p.Addr().As16()
+			b = append(b, a[:]...)
+		}
 		b = append(b, uint8(p.Bits()))
 		b = binary.BigEndian.AppendUint32(b, g)
 	}
