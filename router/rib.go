@@ -205,6 +205,13 @@ func (f *ribFeed) run(ctx context.Context) {
 	}
 }
 
+// holdsBigTable says (f.mu held) whether the feed, with a release, holds
+// a table that has arrived whole (nothing stale) and is big enough to
+// release: releaseMin paths or more.
+func (f *ribFeed) holdsBigTable() bool {
+	return f.release != nil && f.nStale == 0 && f.nPaths >= f.releaseMin
+}
+
 // keepReleased calls release every heldRelease while the feed holds a
 // big table that has arrived (nothing stale, releaseMin paths or more),
 // and release was not called in the last heldRelease.
@@ -218,7 +225,7 @@ func (f *ribFeed) keepReleased(ctx context.Context) {
 		case <-t.C:
 		}
 		f.mu.Lock()
-		held := f.release != nil && f.synced && f.nStale == 0 && f.nPaths >= f.releaseMin && time.Since(f.lastRelease) >= heldRelease
+		held := f.synced && f.holdsBigTable() && time.Since(f.lastRelease) >= heldRelease
 		if held {
 			f.lastRelease = time.Now()
 		}
@@ -611,7 +618,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			f.synced = true
 		}
 		f.sweepStale(eor == 1)
-		if f.release != nil && f.nStale == 0 && f.nPaths >= f.releaseMin && time.Since(f.lastRelease) >= f.releaseEvery {
+		if f.holdsBigTable() && time.Since(f.lastRelease) >= f.releaseEvery {
 			f.lastRelease = time.Now()
 			go f.release()
 		}
