@@ -341,5 +341,9 @@ func Restart(labName, host, name string, sig syscall.Signal) (*ProcState, time.D
 	return ps, gone, st.save()
 }
 
-// restartTimeout bounds how long Restart waits for a process to end.
-const restartTimeout = 5 * time.Second
+// restartTimeout bounds how long Restart waits for a process to end. A
+// killed process's threads may stand in the kernel for seconds on their
+// way out: closing a TAP device, as a VCP's mirrors are, waits for the
+// kernel's RTNL lock (CI's TestSoak, twice: a VCP killed with SIGKILL was
+// still there 5 s later, the machine standing still).
+const restartTimeout = 15 * time.Second
