@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,7 @@ func TestDefaultLabHostileInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropsBefore := backendDrops(t)
+	discardsBefore := hostsOutDiscards6(t, "h2", "h3")
 	ping, ping6 := make(chan string, 1), make(chan string, 1)
 	go func() {
 		out, _ := demo.Exec("h2", "ping", "-c", "600", "-i", "0.01", demo.H3)
@@ -153,8 +156,16 @@ func TestDefaultLabHostileInput(t *testing.T) {
 	}
 	out, out6 := <-ping, <-ping6
 	t.Logf("h1 sent %d hostile frames; h2 -> h3 meanwhile: %s; over IPv6: %s", sent, lastLine(out, "packets transmitted"), lastLine(out6, "packets transmitted"))
-	if !strings.Contains(out, " 0% packet loss") || !strings.Contains(out6, " 0% packet loss") {
-		t.Errorf("h2's pings to h3 during the attack:\n%s\n%s", lastLine(out, "packets transmitted"), lastLine(out6, "packets transmitted"))
+	// Over IPv6 a reply the pinging hosts' own kernel discarded
+	// (Ip6OutDiscards: the shared per-CPU ICMPv6 sockets, above) is not
+	// the router's loss; CI once lost one of 600 so. Any other is.
+	discards := hostsOutDiscards6(t, "h2", "h3") - discardsBefore
+	lost6 := pingLost(out6)
+	if !strings.Contains(out, " 0% packet loss") || lost6 < 0 || lost6 > discards {
+		t.Errorf("h2's pings to h3 during the attack (h2's and h3's kernels discarded %d IPv6 packets of their own):\n%s\n%s",
+			discards, lastLine(out, "packets transmitted"), lastLine(out6, "packets transmitted"))
+	} else if lost6 > 0 {
+		t.Logf("%d of h2's pings to h3 over IPv6 lost, %d IPv6 packets discarded by h2's and h3's own kernels", lost6, discards)
 	}
 	// The LB dropped what it can judge (a chain past the packet, a
 	// length past the frame: bad_ip); the back-ends dropped and counted
@@ -225,6 +236,39 @@ func TestDefaultLabHostileInput(t *testing.T) {
 	if out, err := demo.Exec("h2", "ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:11::1"); err != nil || !strings.Contains(out, "3 received") {
 		t.Errorf("the router does not answer ping -6 after the flood: %v\n%s", err, out)
 	}
+}
+
+// hostsOutDiscards6 adds up the hosts' Ip6OutDiscards: IPv6 packets
+// their own kernels discarded on their way out.
+func hostsOutDiscards6(t *testing.T, hosts ...string) int {
+	t.Helper()
+	n := 0
+	for _, h := range hosts {
+		out, err := demo.Exec(h, "cat", "/proc/net/snmp6")
+		if err != nil {
+			t.Fatalf("%s's /proc/net/snmp6: %v", h, err)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "Ip6OutDiscards" {
+				v, err := strconv.Atoi(f[1])
+				if err != nil {
+					t.Fatalf("%s's Ip6OutDiscards: %q", h, line)
+				}
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// pingLost is how many of ping's requests went unanswered by its summary
+// ("600 packets transmitted, 599 received"); -1: no summary.
+func pingLost(out string) int {
+	var sent, received int
+	if _, err := fmt.Sscanf(lastLine(out, "packets transmitted"), "%d packets transmitted, %d received", &sent, &received); err != nil {
+		return -1
+	}
+	return sent - received
 }
 
 // fromH1 runs f in h1 with its port to the router and a send that waits

@@ -381,19 +381,22 @@ func TestRIBFeedRefused(t *testing.T) {
 }
 
 // At the End-of-RIB that ends a table's arrival (nothing stale left, the
-// table big enough) the feed gives the arrival's memory back, once in
-// releaseEvery at most: not at an End-of-RIB of a graceful restart's
+// table big enough) the feed gives the arrival's memory back, once for
+// each session's arrival however soon after the last (run 19's takeovers
+// 50 s apart skipped it): not at an End-of-RIB of a graceful restart's
 // refresh that leaves the other family's paths stale, nor for a small
-// table.
+// table, nor at a second End-of-RIB of the same session. A refresh with
+// new path ids leaves each prefix's paths in an array of their own size.
 func TestRIBFeedReleasesMemory(t *testing.T) {
 	f, _ := newTestFeed()
 	released := make(chan struct{}, 10)
-	f.release, f.releaseMin, f.releaseEvery = func() { released <- struct{}{} }, 3, 0
+	f.release, f.releaseMin = func() { released <- struct{}{} }, 3
 	count := func() int {
 		time.Sleep(50 * time.Millisecond) // release runs in its own goroutine
 		return len(released)
 	}
 	f.st.GR = true
+	f.setEstablished()
 	f.update(announce("192.0.2.10", 1, 100, []uint32{1, 1}, "10.1.0.0/16", "10.2.0.0/16"))
 	f.update(&bgp.BGPUpdate{}) // End-of-RIB, 2 paths
 	if n := count(); n != 0 {
@@ -404,23 +407,29 @@ func TestRIBFeedReleasesMemory(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Fatalf("a table's arrival ended: %d releases, want 1", n)
 	}
-	// A takeover: the paths stale, sent again; IPv6's End-of-RIB comes
-	// first and leaves the IPv4 paths stale.
-	f.sessionLost()
-	f.update(announce("192.0.2.10", 1, 100, []uint32{5, 5, 5}, "10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"))
-	f.update(endOfRIB6())
+	f.update(&bgp.BGPUpdate{})
 	if n := count(); n != 1 {
-		t.Fatalf("IPv6's End-of-RIB with IPv4's paths stale: %d releases, want still 1", n)
+		t.Fatalf("a second End-of-RIB in the same session: %d releases, want still 1", n)
 	}
-	f.update(&bgp.BGPUpdate{})
-	if n := count(); n != 2 {
-		t.Fatalf("the refresh ended: %d releases, want 2", n)
-	}
-	f.releaseEvery = time.Hour
-	f.sessionLost()
-	f.update(announce("192.0.2.10", 1, 100, []uint32{6, 6, 6}, "10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"))
-	f.update(&bgp.BGPUpdate{})
-	if n := count(); n != 2 {
-		t.Fatalf("a second refresh within releaseEvery: %d releases, want still 2", n)
+	// A takeover: the paths stale, sent again under new ids; IPv6's
+	// End-of-RIB comes first and leaves the IPv4 paths stale.
+	for i, want := range []int{2, 3} {
+		f.sessionLost()
+		f.setEstablished()
+		id := uint32(5 + i)
+		f.update(announce("192.0.2.10", 1, 100, []uint32{id, id, id}, "10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"))
+		f.update(endOfRIB6())
+		if n := count(); n != want-1 {
+			t.Fatalf("refresh %d: IPv6's End-of-RIB with IPv4's paths stale: %d releases, want still %d", i+1, n, want-1)
+		}
+		f.update(&bgp.BGPUpdate{})
+		if n := count(); n != want {
+			t.Fatalf("refresh %d ended: %d releases, want %d", i+1, n, want)
+		}
+		for p, ps := range f.paths {
+			if len(ps) != 1 || cap(ps) != 1 || ps[0].id != id {
+				t.Errorf("refresh %d: %v's paths %+v in an array of %d", i+1, p, ps, cap(ps))
+			}
+		}
 	}
 }
