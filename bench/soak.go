@@ -91,22 +91,36 @@ const (
 	extLinkGoal = extLinkHold + 300*time.Millisecond
 )
 
-// extLinkDown is how long the external-link-down fault keeps bgp1's link
-// down: past its BGP hold time (9 s) and the graceful-restart time bgp1
-// advertises (5 s: the router keeps a lost peer's routes that long), so
-// that the router's BIRD ends the session and withdraws bgp1's routes from
-// every back-end. Its step carries extLinkDownStep of traffic. The goals:
-// bgp1's routes gone from every back-end within withdrawGoal of the link
-// going down (the two timers and 2 s for the RIB feed), back within
-// restoreGoal of it coming up (the session's TCP connection retried with
-// SYN backoff, BGP's OPEN, bgp1's UPDATEs, the feed: 6-7 s measured), and
-// none of h3's flows lost meanwhile.
+// The external-link-down fault keeps bgp1's link down past its BGP hold
+// time (9 s) and the graceful-restart time bgp1 advertises (5 s: the
+// router keeps a lost peer's routes that long), so that the router's BIRD
+// ends the session and withdraws bgp1's routes from every back-end. The
+// goals: bgp1's routes gone from every back-end within linkDownTimers of
+// the link going down (the two timers and 2 s for the RIB feed), back
+// within linkUpTimers of it coming up (BIRD's next SYN, at most its
+// connect retry time of 5 s; BGP's OPEN; bgp1's UPDATEs; the feed), each
+// plus the time the back-ends take to lose or learn bgp1's table
+// (tableMove), and none of h3's flows lost meanwhile. The link stays down
+// for the withdrawal's goal; its step carries linkDownAfter of traffic
+// more.
 const (
-	extLinkDown     = 16 * time.Second
-	extLinkDownStep = 30 * time.Second
-	withdrawGoal    = 16 * time.Second
-	restoreGoal     = 20 * time.Second
+	linkDownTimers = 16 * time.Second
+	linkUpTimers   = 20 * time.Second
+	linkDownAfter  = 14 * time.Second
 )
+
+// tableMoveRate is how many routes a second the back-ends lose or learn
+// under the soak's load. Measured with a full table (600,000 routes, the
+// default lab idle, bgp1's link down 25 s): they left the three back-ends
+// 6.6-7.6 s after BIRD flushed them and came back 6.1-8.9 s after the
+// link did, about 80,000 a second, the agents' CPU bound (40-75% of a core
+// each, two cores for the whole lab); the soak's traffic, churn and a
+// back-end joining take some of those cores.
+const tableMoveRate = 50_000
+
+// tableMove is how long n routes take to leave or reach the back-ends:
+// 0.04 s for TestSoak's 2,000, 12 s for a full table.
+func tableMove(n int) time.Duration { return time.Duration(n) * time.Second / tableMoveRate }
 
 // SoakOptions are a soak's.
 type SoakOptions struct {
@@ -358,7 +372,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		at time.Time
 	}
 	memFirst, memLast := map[string]rssSample{}, map[string]rssSample{} // by agent process
-	var ribTook, ribLag, ribLagCP time.Duration                         // the longest a step's FIBs took to equal the RIB, from the step's end and from its last change (in a step with a control plane's restart, ribLagCP)
+	var ribTook, ribLag, ribLagCP time.Duration                         // the longest a step's FIBs took to equal the RIB, from the step's end and from its last change (in a step with a feed started again, ribLagCP)
 	for step := 0; time.Since(start)+soakStep < o.Duration || step == 0; step++ {
 		for proc, kB := range agentRSS() {
 			now := rssSample{kB, time.Now()}
@@ -390,8 +404,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		stepLen := soakStep
 		for _, f := range []*soakFault{fault, second} {
 			if f.isLinkDown() {
-				stepLen, f.down.prefixes = extLinkDownStep, bgp1Watched(r.plan)
+				f.down.prefixes = bgp1Watched(r.plan)
 				f.down.bgp1Routes = len(r.plan.Prefixes) + len(r.plan.Prefixes6)
+				stepLen = f.down.downFor() + linkDownAfter
 			}
 		}
 		ipv6 := step/2%2 == 1 // a fault step and the quiet one after it: one family
@@ -557,10 +572,13 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		} else {
 			// After a takeover or a suite's restart the new suite holds
 			// its feed to the back-ends until its peers are back (finding
-			// 5), and the back-ends' feeds connect again: that step's lag
-			// is reported, bound by ribSyncLimit only.
+			// 5), and the back-ends' feeds connect again; a back-end's
+			// agent started again (killed, or a joining back-end's) gets
+			// the table whole on a new feed, 4-7 s with a full table (run
+			// 19: 3.7 s after the RIB's last change). Such a step's lag is
+			// reported, bound by ribSyncLimit only.
 			switch {
-			case restartsControlPlane(fault, second):
+			case restartsFeed(fault, second):
 				ribLagCP = max(ribLagCP, sync.Lag)
 			case sync.Lag > ribQuietLimit:
 				inv["fib_equals_rib"] = append(inv["fib_equals_rib"], fmt.Sprintf("at %.0f s, the FIBs equalled the RIB %v after its last change (goal %v)", at.Seconds(), sync.Lag.Round(time.Millisecond), ribQuietLimit))
@@ -663,7 +681,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		fmt.Sprintf("the sink received no frame of the instrument twice (%d duplicated, %d late; the count is %s)", rep.Duplicated, reordered, exact))
 	rep.Invariants["bpf_map_bounds"] = withDetail(rep.Invariants["bpf_map_bounds"], maps.detail())
 	rep.Invariants["fib_equals_rib"] = withDetail(rep.Invariants["fib_equals_rib"],
-		fmt.Sprintf("after every step every back-end's routes were the active VCP's RIB's within %v at most of the RIB's last change (goal %v; after a takeover or a suite's restart, whose feed waits for its peers, %v), and %v at most of the step's end (limit %v, the suite's own convergence included)",
+		fmt.Sprintf("after every step every back-end's routes were the active VCP's RIB's within %v at most of the RIB's last change (goal %v; after a takeover or a suite's restart, whose feed waits for its peers, or a back-end agent's, whose feed sends it the table whole, %v), and %v at most of the step's end (limit %v, the suite's own convergence included)",
 			ribLag.Round(time.Millisecond), ribQuietLimit, ribLagCP.Round(time.Millisecond), ribTook.Round(time.Millisecond), ribSyncLimit))
 	for _, f := range rep.Faults {
 		if !f.Met {
@@ -687,7 +705,7 @@ func flapBGP1Link(s *session) error {
 }
 
 // linkDown is an external-link-down fault: bgp1's link down at the switch
-// (as flapBGP1Link) for extLinkDown, and a watch of bgp1's routes on the
+// (as flapBGP1Link) for downFor, and a watch of bgp1's routes on the
 // back-ends from then until they are back after the link (or for a
 // minute more).
 type linkDown struct {
@@ -708,7 +726,7 @@ func (d *linkDown) run(s *session) error {
 	d.downAt = time.Now()
 	up := make(chan time.Time, 1)
 	go d.watch(up)
-	time.Sleep(extLinkDown)
+	time.Sleep(d.downFor())
 	err := ipBatch(s.spec, "ext3", "link set q2 up\n")
 	up <- time.Now()
 	return err
@@ -733,7 +751,7 @@ func (d *linkDown) watch(up <-chan time.Time) {
 		}
 	}
 	slack := 2 * churnedMax // both families' churned prefixes, announced or not
-	for deadline := d.downAt.Add(extLinkDown + time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := d.downAt.Add(d.downFor() + time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		select {
 		case upAt = <-up:
 		default:
@@ -766,6 +784,18 @@ func (d *linkDown) watch(up <-chan time.Time) {
 			return
 		}
 	}
+}
+
+// goals are the withdrawal's and the restoration's, for bgp1's table.
+func (d *linkDown) goals() (withdraw, restore time.Duration) {
+	return linkDownTimers + tableMove(d.bgp1Routes), linkUpTimers + tableMove(d.bgp1Routes)
+}
+
+// downFor is how long the link stays down: the withdrawal's goal, so that
+// the watch can see it before the link comes back.
+func (d *linkDown) downFor() time.Duration {
+	w, _ := d.goals()
+	return w
 }
 
 // figures are the withdrawal's time from the link going down and the
@@ -930,7 +960,8 @@ func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, boo
 			parts = append(parts, fmt.Sprintf("bgp1's flows only, outage ≤ %v", extLinkGoal))
 		case "external-link-down":
 			allowed += float64(st.Sent) / 2
-			spanGoal = max(spanGoal, extLinkDown+restoreGoal)
+			withdrawGoal, restoreGoal := f.down.goals()
+			spanGoal = max(spanGoal, f.down.downFor()+restoreGoal)
 			w, r := f.down.figures()
 			if controlPlane {
 				// The new suite's feed waits for its peers (up to 30 s),
@@ -1115,6 +1146,18 @@ func restartsControlPlane(faults ...*soakFault) bool {
 		}
 	}
 	return false
+}
+
+// restartsFeed says whether one of faults starts a RIB feed again: a
+// control plane's restart, or a back-end's agent killed (by the soak or
+// by its memory limit) or joining.
+func restartsFeed(faults ...*soakFault) bool {
+	for _, f := range faults {
+		if f != nil && (f.kind == "backend-agent" || f.kind == "backend-join" || f.pressure != nil && f.pressure.killed) {
+			return true
+		}
+	}
+	return restartsControlPlane(faults...)
 }
 
 // ribSyncLimit is how long after a step, the router converged, the RIB

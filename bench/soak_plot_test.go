@@ -60,9 +60,12 @@ func TestStepGoal(t *testing.T) {
 	links := &soakFault{kind: "backend-links", target: "r1"}
 	ext := &soakFault{kind: "external-link", target: "bgp1's link"}
 	lb := &soakFault{kind: "lb-agent", target: "lb1"}
-	down := func(withdrawn, restored time.Duration) *soakFault {
+	// bgp1 with a table of routes (2,000: TestSoak's; 600,000: a full
+	// one, 12 s more to leave or reach the back-ends).
+	downWith := func(routes int, withdrawn, restored time.Duration) *soakFault {
 		now := time.Now()
-		d := &linkDown{downAt: now, upAt: now.Add(extLinkDown)}
+		d := &linkDown{downAt: now, bgp1Routes: routes}
+		d.upAt = now.Add(d.downFor())
 		if withdrawn > 0 {
 			d.withdrawn = now.Add(withdrawn)
 		}
@@ -71,6 +74,7 @@ func TestStepGoal(t *testing.T) {
 		}
 		return &soakFault{kind: "external-link-down", target: "bgp1's link", down: d}
 	}
+	down := func(withdrawn, restored time.Duration) *soakFault { return downWith(2000, withdrawn, restored) }
 	for _, c := range []struct {
 		name   string
 		faults []*soakFault
@@ -90,6 +94,9 @@ func TestStepGoal(t *testing.T) {
 		{"bgp1's link down, routes withdrawn and back in time", []*soakFault{down(14*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
 		{"bgp1's link down, routes never withdrawn", []*soakFault{down(0, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
 		{"bgp1's link down, routes withdrawn late", []*soakFault{down(17*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"bgp1's full table withdrawn and back in time", []*soakFault{downWith(600_000, 27*time.Second, 31*time.Second)}, SoakStep{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, true},
+		{"bgp1's full table withdrawn late", []*soakFault{downWith(600_000, 29*time.Second, 31*time.Second)}, SoakStep{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, false},
+		{"bgp1's full table back late", []*soakFault{downWith(600_000, 27*time.Second, 33*time.Second)}, SoakStep{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, false},
 		{"bgp1's link down, routes not back", []*soakFault{down(14*time.Second, 0)}, SoakStep{Sent: 600_000, Lost: 290_000, LostToBGP1: 290_000}, 29 * time.Second, false},
 		{"bgp1's link down and the VCP killed: routes kept, back in time", []*soakFault{down(0, 7*time.Second), {kind: "vcp"}}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
 		{"bgp1's link down and the VCP killed: routes not back", []*soakFault{down(0, 0), {kind: "vcp"}}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},

@@ -69,6 +69,7 @@ protocol bgp peer{{$i}} {
 	neighbor {{$b.Neighbor}} as {{$b.ASN}};
 {{if $b.HoldTime}}	hold time {{$b.HoldTime}};
 {{end}}	connect delay time 1;   # not BIRD's 5 s: after a takeover every second counts
+	connect retry time 5;   # not BIRD's 120 s: a SYN sent while the peer's link was down backs off to 16 s and more; a new one every 5 s
 	graceful restart on;
 {{if $b.Password}}	password "{{$b.Password}}";   # TCP-MD5
 {{end}}{{if $b.BFD}}	bfd on;   # down when BFD says the peer is gone

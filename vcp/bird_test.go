@@ -40,7 +40,7 @@ func TestBirdConfParses(t *testing.T) {
 	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
 		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
 	}
-	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal;\n\tpassword \"0123abcd\";", "graceful restart on;\n\tpassword \"pw&-0\";", "hold time 6", "protocol bfd {\n\tinterface \"x*\" { interval 300 ms; multiplier 3; };\n}", "graceful restart on;\n\tbfd on;", "protocol rip {", "ipv4 { import all; export where source ~ [RTS_RIP, RTS_DEVICE, RTS_STATIC]; };\n\tinterface \"x11\" { version 2; };   # lb2/e3", "ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_BGP]; };", "add paths tx", "graceful restart on", "disabled;",
+	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal;\n\tpassword \"0123abcd\";", "graceful restart on;\n\tpassword \"pw&-0\";", "hold time 6", "connect retry time 5;", "protocol bfd {\n\tinterface \"x*\" { interval 300 ms; multiplier 3; };\n}", "graceful restart on;\n\tbfd on;", "protocol rip {", "ipv4 { import all; export where source ~ [RTS_RIP, RTS_DEVICE, RTS_STATIC]; };\n\tinterface \"x11\" { version 2; };   # lb2/e3", "ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_BGP]; };", "add paths tx", "graceful restart on", "disabled;",
 		`description "lb1/e0"`, "# lb2/e3\n\t\tinterface \"x11\"",
 		// Exports: connected and static by default; none; transit and OSPF.
 		"import all;\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop self;\n\t};",
