@@ -178,6 +178,11 @@ func TestRIBFeedGracefulRestart(t *testing.T) {
 	if fib.changes != before {
 		t.Fatalf("the resync changed the FIB before End-of-RIB: %v", fib.routes)
 	}
+	// Each path sent again took the place of its stale twin (the same
+	// next hop): only 10.3's is left stale, and no prefix holds more.
+	if st := f.Status(); st.Stale != 1 || st.Paths != 4 || cap(f.paths[netip.MustParsePrefix("10.2.0.0/16")]) != 1 {
+		t.Fatalf("after the resync: %d paths, %d stale, 10.2's in an array of %d; want 4, 1 and 1", st.Paths, st.Stale, cap(f.paths[netip.MustParsePrefix("10.2.0.0/16")]))
+	}
 	f.update(&bgp.BGPUpdate{}) // End-of-RIB
 	want := map[netip.Prefix][]netip.Addr{
 		netip.MustParsePrefix("10.1.0.0/16"): hops("192.0.2.10", "192.0.2.11"),
@@ -411,17 +416,20 @@ func TestRIBFeedReleasesMemory(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Fatalf("a second End-of-RIB in the same session: %d releases, want still 1", n)
 	}
-	// A takeover: the paths stale, sent again under new ids; IPv6's
-	// End-of-RIB comes first and leaves the IPv4 paths stale.
+	// A takeover: the paths stale, sent again under new ids (via the same
+	// next hop, taking the stale paths' places; then via another, beside
+	// them until the sweep); IPv6's End-of-RIB comes before 10.3's path
+	// and leaves it stale.
 	for i, want := range []int{2, 3} {
 		f.sessionLost()
 		f.setEstablished()
-		id := uint32(5 + i)
-		f.update(announce("192.0.2.10", 1, 100, []uint32{id, id, id}, "10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"))
+		id, nh := uint32(5+i), []string{"192.0.2.10", "192.0.2.11"}[i]
+		f.update(announce(nh, 1, 100, []uint32{id, id}, "10.1.0.0/16", "10.2.0.0/16"))
 		f.update(endOfRIB6())
 		if n := count(); n != want-1 {
 			t.Fatalf("refresh %d: IPv6's End-of-RIB with IPv4's paths stale: %d releases, want still %d", i+1, n, want-1)
 		}
+		f.update(announce(nh, 1, 100, []uint32{id}, "10.3.0.0/16"))
 		f.update(&bgp.BGPUpdate{})
 		if n := count(); n != want {
 			t.Fatalf("refresh %d ended: %d releases, want %d", i+1, n, want)

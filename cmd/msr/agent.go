@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -61,8 +62,9 @@ func checkConfig(file string, load func(string) error) error {
 }
 
 // runAgent runs a until SIGINT or SIGTERM, its API with the log level
-// (logging.PathLevel) beside a's paths. With MSR_CPUPROFILE=DIR it writes
-// a CPU profile of its whole run to DIR/WHAT-NAME.pprof.
+// (logging.PathLevel) beside a's paths, and Go's profiles on its local
+// socket. With MSR_CPUPROFILE=DIR it writes a CPU profile of its whole run
+// to DIR/WHAT-NAME.pprof.
 func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger, level *slog.LevelVar) error {
 	defer a.Close()
 	if dir := os.Getenv("MSR_CPUPROFILE"); dir != "" {
@@ -103,8 +105,18 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger, level 
 	mux.Handle(logging.PathLevel, logging.LevelHandler(level, log))
 	mux.Handle("/", a.Handler())
 	var h http.Handler = mux
+	// The local socket serves Go's profiles too, /debug/pprof/ (heap,
+	// goroutine, profile?seconds=N): where an agent's memory and time go,
+	// looked at where it runs. The management API does not.
+	// Root's only (api.OwnerOnly): a heap profile holds what the agent
+	// holds.
+	local := http.NewServeMux()
+	local.Handle("/debug/pprof/", api.OwnerOnly(http.HandlerFunc(httppprof.Index)))
+	local.Handle("/debug/pprof/profile", api.OwnerOnly(http.HandlerFunc(httppprof.Profile)))
+	local.Handle("/debug/pprof/symbol", api.OwnerOnly(http.HandlerFunc(httppprof.Symbol)))
+	local.Handle("/", h)
 	go func() {
-		if err := api.Serve(ctx, ep.socket, h); err != nil {
+		if err := api.Serve(ctx, ep.socket, local); err != nil {
 			log.Error("API", "err", err)
 		}
 	}()

@@ -104,6 +104,23 @@ func localPeer(h http.Handler) http.Handler {
 	})
 }
 
+// OwnerOnly serves h on the local socket to root and the agent's own user
+// only, reads too: what no other user may see (Go's profiles: a heap
+// profile holds what the agent holds, its keys among it).
+func OwnerOnly(h http.Handler) http.Handler {
+	self := uint32(os.Geteuid())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if uid, ok := r.Context().Value(peerUIDKey{}).(uint32); ok && (uid == 0 || uid == self) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		Refused.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, "{\"error\":%q}\n", "this is the agent's own: on the local socket it needs root (sudo)")
+	})
+}
+
 // serverIdleTimeout is how long the API keeps a client's idle
 // keep-alive connection: a client that never closes its connections (a
 // new transport per request did, the soak found: 150 goroutines more on

@@ -63,17 +63,20 @@ func TestLocalSocketPeers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the client as nobody: %v\n%s", err, out)
 	}
-	for _, want := range []string{"read: ok", "drain: this request changes the router: on the local socket it needs root"} {
+	for _, want := range []string{"read: ok", "drain: this request changes the router: on the local socket it needs root", "own: this is the agent's own: on the local socket it needs root"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the client as nobody said\n%s\nwant %q", out, want)
 		}
 	}
-	if changed != 0 || Refused.Load()-before != 1 {
-		t.Errorf("nobody's drain: %d changes, %d refusals counted, want 0 and 1", changed, Refused.Load()-before)
+	if changed != 0 || Refused.Load()-before != 2 {
+		t.Errorf("nobody's drain and read of the agent's own: %d changes, %d refusals counted, want 0 and 2", changed, Refused.Load()-before)
 	}
 	var res map[string]int
 	if err := NewClient(path, "test").Do("POST", "/drain", nil, &res); err != nil || changed != 1 {
 		t.Errorf("root's drain: %v, %d changes", err, changed)
+	}
+	if err := NewClient(path, "test").Do("GET", "/own", nil, &res); err != nil || res["n"] != 2 {
+		t.Errorf("root's read of the agent's own: %v, %v", err, res)
 	}
 }
 
@@ -96,6 +99,12 @@ func TestLocalSocketClient(t *testing.T) {
 		t.Logf("drain: %v", err)
 	} else {
 		t.Log("drain: went through")
+	}
+	var own map[string]int
+	if err := c.Do("GET", "/own", nil, &own); err != nil {
+		t.Logf("own: %v", err)
+	} else {
+		t.Log("own: read")
 	}
 }
 

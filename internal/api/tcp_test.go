@@ -16,6 +16,7 @@ func testMux(changed *int) *http.ServeMux {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { Reply(w, map[string]int{"n": 1}, nil) })
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("msr_up 1\n")) })
 	mux.HandleFunc("POST /drain", func(w http.ResponseWriter, r *http.Request) { *changed++; Reply(w, map[string]int{}, nil) })
+	mux.Handle("GET /own", OwnerOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { Reply(w, map[string]int{"n": 2}, nil) })))
 	return mux
 }
 
