@@ -49,9 +49,10 @@ import (
 //
 // bgp1 holds a full table with --prefixes 600000 (msr soak's default;
 // TestSoak's two minutes keep the lab's 1,000 prefixes); the churn swings
-// 500 prefixes of each family within it, and the back-ends' FIBs are
-// compared with the RIB by digest (ribWatch). With fewer prefixes
-// SoakReport.NotYet says the churn was not over a full table.
+// 1,000 of its IPv4 prefixes and 500 IPv6 ones (churnedOf), and the
+// back-ends' FIBs are compared with the RIB by digest (ribWatch). With
+// fewer prefixes, or a churn under 1,000 changes a second,
+// SoakReport.NotYet says so.
 
 // SoakFaults are the faults a soak draws from, each with the loss it is
 // allowed (the issue's goals): none, but for a back-end host's links,
@@ -273,8 +274,13 @@ type SoakReport struct {
 // soak whose bgp1 holds fewer churns over less than the issue asks.
 const fullTable = 600_000
 
+// issueChurnRate is the churn issue 17 asks for, in route changes a
+// second: a run whose churn fell short says so in its not_yet.
+const issueChurnRate = 1000
+
 // soakNotYet is what the issue asks that this soak does not do: with fewer
-// than fullTable prefixes, churn over a full table.
+// than fullTable prefixes, churn over a full table. (A churn that fell
+// short of issueChurnRate is added at the end.)
 func soakNotYet(o SoakOptions) []string {
 	if o.Prefixes >= fullTable {
 		return []string{}
@@ -406,6 +412,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			if f.isLinkDown() {
 				f.down.prefixes = bgp1Watched(r.plan)
 				f.down.bgp1Routes = len(r.plan.Prefixes) + len(r.plan.Prefixes6)
+				f.down.churned = churn.churned()
 				stepLen = f.down.downFor() + linkDownAfter
 			}
 		}
@@ -620,6 +627,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	rep.DurationS = time.Since(start).Seconds()
 	if churn != nil {
 		rep.Churn = churn.report()
+		if c := rep.Churn; c.ChangesPerS < issueChurnRate {
+			rep.NotYet = append(rep.NotYet, fmt.Sprintf("churn at %d route changes a second or more (this run: %.0f while churning)", issueChurnRate, c.ChangesPerS))
+		}
 	}
 	if ops != nil {
 		rep.Operations = ops.done
@@ -712,8 +722,8 @@ type linkDown struct {
 	prefixes []netip.Prefix // bgp1's, one of each family the traffic crosses
 	// bgp1Routes is how many prefixes bgp1 announces: the routes each
 	// back-end loses with its link, but for those the churn holds
-	// withdrawn (churnedMax a family at most).
-	bgp1Routes          int
+	// withdrawn (churned: both families' churned prefixes).
+	bgp1Routes, churned int
 	downAt, upAt        time.Time
 	withdrawn, restored time.Time
 	done                chan struct{} // closed when the watch ends
@@ -750,7 +760,7 @@ func (d *linkDown) watch(up <-chan time.Time) {
 			before[b] = st.Routes + st.Routes6
 		}
 	}
-	slack := 2 * churnedMax // both families' churned prefixes, announced or not
+	slack := d.churned // the churned prefixes, announced or not
 	for deadline := d.downAt.Add(d.downFor() + time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		select {
 		case upAt = <-up:

@@ -64,14 +64,32 @@ type SoakChurn struct {
 
 // churnedMax is how many prefixes of a family the churn swings at most:
 // the lab's small table's half (1,000 a family, the traffic crossing the
-// other half); of a full table, that many drawn evenly from it, so that
-// the churn runs over the whole table as an Internet peer's does, at the
-// same rate.
-const churnedMax = 500
+// other half); of a big table (bigChurnTable prefixes or more in the
+// family), churnedMaxBig, drawn evenly from it, so that the churn runs
+// over the whole table as an Internet peer's does. A turn swings every
+// churned prefix, and bgp1's bgpd is slow to take one while it sends a
+// full table again after a takeover: at 500 a family and a turn a second
+// the full-table runs 19-21 churned 826-889 changes a second, under the
+// issue's 1,000; with 1,000 a family a turn comes every 1.5 s and may
+// take that long.
+const (
+	churnedMax    = 500
+	churnedMaxBig = 1000
+	bigChurnTable = 100_000
+)
+
+// churnedOf is how many of a family's n prefixes the churn swings at
+// most.
+func churnedOf(n int) int {
+	if n >= bigChurnTable {
+		return churnedMaxBig
+	}
+	return churnedMax
+}
 
 // newBGPChurn sets bgp1 up to churn the IPv4 and IPv6 prefixes of its
-// table that hold none of keep (the traffic's destinations), churnedMax
-// of each family at most, evenly drawn, at rate route changes a second.
+// table that hold none of keep (the traffic's destinations), churnedOf
+// each family's at most, evenly drawn, at rate route changes a second.
 func newBGPChurn(plan *demo.Plan, keep []netip.Addr, rate float64) (*bgpChurn, error) {
 	c := &bgpChurn{vty: filepath.Join(demo.RunDir, "bgp1")}
 	// The prefixes the traffic crosses: every one of the table's that
@@ -90,12 +108,13 @@ func newBGPChurn(plan *demo.Plan, keep []netip.Addr, rate float64) (*bgpChurn, e
 				out = append(out, p)
 			}
 		}
-		if len(out) <= churnedMax {
+		most := churnedOf(len(ps))
+		if len(out) <= most {
 			return out
 		}
-		drawn := make([]netip.Prefix, churnedMax)
+		drawn := make([]netip.Prefix, most)
 		for i := range drawn {
-			drawn[i] = out[i*len(out)/churnedMax]
+			drawn[i] = out[i*len(out)/most]
 		}
 		return drawn
 	}
@@ -228,15 +247,28 @@ func (c *bgpChurn) run(stop <-chan struct{}) error {
 		}
 		break
 	}
-	if withdrawn {
+	if withdrawn { // a turn too: every churned prefix announced again
 		if aerr := c.set(false); err == nil {
 			err = aerr
+		} else if aerr == nil {
+			c.mu.Lock()
+			c.turns++
+			c.mu.Unlock()
 		}
 	}
 	c.mu.Lock()
 	c.running += time.Since(start)
 	c.mu.Unlock()
 	return err
+}
+
+// churned is how many prefixes the churn swings, both families'; none
+// without a churn.
+func (c *bgpChurn) churned() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.prefixes) + len(c.prefixes6)
 }
 
 // report is the churn's account so far.
