@@ -49,10 +49,9 @@ import (
 //
 // bgp1 holds a full table with --prefixes 600000 (msr soak's default;
 // TestSoak's two minutes keep the lab's 1,000 prefixes); the churn swings
-// 1,000 of its IPv4 prefixes and 500 IPv6 ones (churnedOf), and the
-// back-ends' FIBs are compared with the RIB by digest (ribWatch). With
-// fewer prefixes, or a churn under 1,000 changes a second,
-// SoakReport.NotYet says so.
+// 500 prefixes of each family within it, and the back-ends' FIBs are
+// compared with the RIB by digest (ribWatch). With fewer prefixes, or a
+// churn under 1,000 changes a second, SoakReport.NotYet says so.
 
 // SoakFaults are the faults a soak draws from, each with the loss it is
 // allowed (the goals): none, but for a back-end host's links,
