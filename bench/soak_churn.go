@@ -234,12 +234,14 @@ func (c *bgpChurn) run(stop <-chan struct{}) error {
 		break
 	}
 	if withdrawn { // a turn too: every churned prefix announced again
-		if aerr := c.set(false); err == nil {
-			err = aerr
-		} else if aerr == nil {
+		aerr := c.set(false)
+		if aerr == nil {
 			c.mu.Lock()
 			c.turns++
 			c.mu.Unlock()
+		}
+		if err == nil {
+			err = aerr
 		}
 	}
 	c.mu.Lock()

@@ -285,9 +285,10 @@ func (f *ribFeed) sweepStale(v6 bool) {
 		fresh := slices.DeleteFunc(ps, func(r ribPath) bool { return r.stale })
 		if gone := len(ps) - len(fresh); gone > 0 || len(fresh) == 0 {
 			f.nPaths, f.nStale = f.nPaths-gone, f.nStale-gone
-			// A refresh whose path ids are new (a new suite's) appended
-			// them beside the stale: the prefix's array, twice as long as
-			// its paths now, would be held for the table's life.
+			// A refresh whose paths came under new ids via other next
+			// hops (a new suite's) appended them beside the stale: the
+			// prefix's array, longer than its paths now, would be held
+			// for the table's life.
 			f.set(p, slices.Clone(fresh))
 		}
 	}

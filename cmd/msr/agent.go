@@ -107,13 +107,14 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger, level 
 	var h http.Handler = mux
 	// The local socket serves Go's profiles too, /debug/pprof/ (heap,
 	// goroutine, profile?seconds=N): where an agent's memory and time go,
-	// looked at where it runs. The management API does not.
-	// Root's only (api.OwnerOnly): a heap profile holds what the agent
-	// holds.
+	// looked at where it runs; to root only (api.OwnerOnly: a heap profile
+	// holds what the agent holds). The management API does not.
+	prof := http.NewServeMux()
+	prof.HandleFunc("/debug/pprof/", httppprof.Index)
+	prof.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+	prof.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
 	local := http.NewServeMux()
-	local.Handle("/debug/pprof/", api.OwnerOnly(http.HandlerFunc(httppprof.Index)))
-	local.Handle("/debug/pprof/profile", api.OwnerOnly(http.HandlerFunc(httppprof.Profile)))
-	local.Handle("/debug/pprof/symbol", api.OwnerOnly(http.HandlerFunc(httppprof.Symbol)))
+	local.Handle("/debug/pprof/", api.OwnerOnly(prof))
 	local.Handle("/", h)
 	go func() {
 		if err := api.Serve(ctx, ep.socket, local); err != nil {

@@ -90,34 +90,32 @@ func withPeerUID(ctx context.Context, c net.Conn) context.Context {
 // localPeer lets reads (GET, HEAD) through from anyone and changes only
 // from root or the agent's own user.
 func localPeer(h http.Handler) http.Handler {
-	self := uint32(os.Geteuid())
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		uid, ok := r.Context().Value(peerUIDKey{}).(uint32)
-		if r.Method == http.MethodGet || r.Method == http.MethodHead || ok && (uid == 0 || uid == self) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		Refused.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, "{\"error\":%q}\n", "this request changes the router: on the local socket it needs root (sudo)")
-	})
+	return peerGate(h, func(r *http.Request) bool { return r.Method == http.MethodGet || r.Method == http.MethodHead },
+		"this request changes the router: on the local socket it needs root (sudo)")
 }
 
 // OwnerOnly serves h on the local socket to root and the agent's own user
 // only, reads too: what no other user may see (Go's profiles: a heap
 // profile holds what the agent holds, its keys among it).
 func OwnerOnly(h http.Handler) http.Handler {
+	return peerGate(h, func(*http.Request) bool { return false }, "this is the agent's own: on the local socket it needs root (sudo)")
+}
+
+// peerGate serves h a request anyone may make (open) or one whose peer
+// is root or the agent's own user; any other gets 403 saying why,
+// counted with the management API's refusals.
+func peerGate(h http.Handler, open func(*http.Request) bool, why string) http.Handler {
 	self := uint32(os.Geteuid())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if uid, ok := r.Context().Value(peerUIDKey{}).(uint32); ok && (uid == 0 || uid == self) {
+		uid, ok := r.Context().Value(peerUIDKey{}).(uint32)
+		if open(r) || ok && (uid == 0 || uid == self) {
 			h.ServeHTTP(w, r)
 			return
 		}
 		Refused.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, "{\"error\":%q}\n", "this is the agent's own: on the local socket it needs root (sudo)")
+		fmt.Fprintf(w, "{\"error\":%q}\n", why)
 	})
 }
 
