@@ -48,6 +48,11 @@ type Agent struct {
 	tableGen  uint32
 	table     *Table
 	tableOf   []Backend // what table was built from
+	// found is the back-ends of the table a previous run left in the
+	// pinned maps, foundMode its mode: until the VCP's table arrives, an
+	// agent with no configured back-ends keeps it (wanted).
+	found     []Backend
+	foundMode Mode
 	// listening: until one hold time after the agent started listening,
 	// it has not heard every live back-end yet and keeps the table it found.
 	listening time.Time
@@ -144,6 +149,7 @@ func (a *Agent) setup(key dist.Key) error {
 	if err := a.reconcileMaps(); err != nil {
 		return err
 	}
+	a.adoptTable()
 	for _, p := range a.ports {
 		l, adopted, err := xdp.AdoptOrAttach(filepath.Join(a.cfg.PinDir, "link_"+p.name), a.dp.Program(), p.ifindex)
 		if err != nil {
@@ -162,6 +168,33 @@ func (a *Agent) setup(key dist.Key) error {
 		}
 	}
 	return nil
+}
+
+// adoptTable takes the table a previous run left in the pinned maps as
+// the installed one. A restarted agent whose back-ends come from the VCP
+// would otherwise install an empty table one hold time after it started,
+// when the VCP's table had not reached it yet (the VCP itself in a
+// takeover), and drop every frame as no_backend until it did: msr soak,
+// finding 24. A table naming a port this agent does not have (another
+// lab's pins) is not adopted.
+func (a *Agent) adoptTable() {
+	t, err := a.dp.ActiveTable()
+	if err != nil {
+		a.log.Warn("read the pinned balancing table", "err", err)
+		return
+	}
+	if len(t.Slots) == 0 {
+		return
+	}
+	bs := BackendsOf(t)
+	for _, b := range bs {
+		if int(b.PortIndex) >= len(a.ports) || a.ports[b.PortIndex].ifindex != b.Ifindex {
+			return
+		}
+	}
+	a.found, a.foundMode = bs, t.Mode
+	a.table, a.tableOf, a.installed = t, bs, fmt.Sprint(t.Mode, bs)
+	a.log.Info("adopted balancing table", "mode", t.Mode, "backends", len(bs), "slots", len(t.Slots))
 }
 
 // reconcileMaps writes every port, address and the LB-wide config, and
@@ -476,7 +509,8 @@ func (a *Agent) hold() time.Duration {
 }
 
 // wanted computes the table the LB should have now: the VCP's entries, or
-// the configured back-ends, less those whose hellos stopped. When the
+// the configured back-ends, or (neither yet) the table found in the maps
+// at start, less those whose hellos stopped. When the
 // hellos of every one stopped at once, it keeps them all (but those
 // draining): the LB's own view is then the likelier fault (its process or
 // the interconnect stalled: the soak saw both LBs drop all four back-ends
@@ -503,6 +537,16 @@ func (a *Agent) wanted(now time.Time) (Mode, []Backend) {
 				live = append(live, b)
 			}
 			if !a.draining(e.MAC) {
+				listed = append(listed, b)
+			}
+		}
+	} else if len(a.cfg.Backends) == 0 && a.found != nil {
+		mode = a.foundMode
+		for _, b := range a.found {
+			if a.alive(b.MAC, now) {
+				live = append(live, b)
+			}
+			if !a.draining(b.MAC) {
 				listed = append(listed, b)
 			}
 		}

@@ -453,6 +453,46 @@ func TestLBAgentRestartKeepsForwarding(t *testing.T) {
 	}
 }
 
+// TestLBAgentRestartKeepsFoundTable: an agent whose back-ends come from
+// the VCP, started again while no VCP table reaches it (the VCP in a
+// takeover: msr soak run 23 lost 2,287 frames so), keeps the table it
+// found in the pinned maps past its first hold time, losing no frame,
+// and still drops a back-end of it whose hellos stop.
+func TestLBAgentRestartKeepsFoundTable(t *testing.T) {
+	l := startAgentLab(t, "maglev")
+	before := l.agent.Status().Table.Shares
+	old := l.agent
+	l.stop()
+	old.Close()
+	cfg := *l.cfg
+	cfg.Backends = nil // the VCP's to give, and it says nothing
+	err := netns.Do(lab.Namespace("t-lbagent", "lb"), func() (err error) {
+		l.agent, err = NewAgent(&cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go l.agent.Run(ctx)
+	// 1.5 s: five hold times of the new agent's.
+	sent := l.send(1500*time.Millisecond, 50_000)
+	c := l.counts()
+	if total := sum(c["r1"]) + sum(c["r2"]) + sum(c["r3"]); total != sent {
+		st := l.agent.Status()
+		t.Errorf("restarted with no VCP table: sent %d, back-ends got %d; table %+v, drops %v", sent, total, st.Table, st.Ports[0].Stats.Drops)
+	}
+	if after := l.agent.Status().Table.Shares; fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the found table changed with every back-end alive: %v -> %v", before, after)
+	}
+	l.hellos["r3"]()
+	l.waitTable(2)
+	if sh := l.agent.Status().Table.Shares; sh["02:00:00:00:b0:03"] != 0 {
+		t.Errorf("r3's hellos stopped, still in the table: %v", sh)
+	}
+}
+
 // TestLBAgentHashKeepsFlows: in hash mode every flow stays on one back-end.
 func TestLBAgentHashKeepsFlows(t *testing.T) {
 	l := startAgentLab(t, "hash")

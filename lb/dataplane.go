@@ -296,6 +296,41 @@ func (d *Dataplane) InstallTable(t *Table) error {
 	return nil
 }
 
+// ActiveTable reads back the table the data path is using: the one a
+// previous run of the agent installed, when the maps were pinned.
+func (d *Dataplane) ActiveTable() (*Table, error) {
+	d.cfgMu.Lock()
+	var cfg lbxdpLbConfig
+	err := d.objs.LbCfg.Lookup(uint32(0), &cfg)
+	d.cfgMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	active := uint32(cfg.ActiveTable) & 1
+	var meta lbxdpLbTableMeta
+	if err := d.objs.LbTables.Lookup(active, &meta); err != nil {
+		return nil, err
+	}
+	if int(meta.Len) > TableSlots {
+		return nil, fmt.Errorf("active table of %d slots, at most %d", meta.Len, TableSlots)
+	}
+	m := d.objs.LbTable0
+	if active == 1 {
+		m = d.objs.LbTable1
+	}
+	t := &Table{Mode: Mode(meta.Mode), Slots: make([]Slot, meta.Len)}
+	var v lbxdpLbSlot
+	for i := range t.Slots {
+		if err := m.Lookup(uint32(i), &v); err != nil {
+			return nil, fmt.Errorf("slot %d: %w", i, err)
+		}
+		mac := make(net.HardwareAddr, 6)
+		copy(mac, v.Mac[:])
+		t.Slots[i] = Slot{MAC: mac, Ifindex: int(v.Ifindex), PortIndex: uint8(v.Index)}
+	}
+	return t, nil
+}
+
 func (d *Dataplane) flipTable(active uint8) error {
 	return d.updateConfig(func(cur *lbxdpLbConfig) { cur.ActiveTable = active })
 }

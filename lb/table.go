@@ -178,6 +178,31 @@ func spread(bs []Backend) ([]Slot, error) {
 	return slots, nil
 }
 
+// BackendsOf is the back-ends a table spreads over, in the order of
+// their first slot, each weighted by its share of the slots
+// (CapacityWeights of the slot counts): what a restarted agent knows of
+// the table a previous run left in the maps.
+func BackendsOf(t *Table) []Backend {
+	var bs []Backend
+	var counts []uint64
+	at := map[string]int{}
+	for _, s := range t.Slots {
+		k := slotKey(s)
+		i, ok := at[k]
+		if !ok {
+			i = len(bs)
+			at[k] = i
+			bs = append(bs, Backend{MAC: s.MAC, Ifindex: s.Ifindex, PortIndex: s.PortIndex})
+			counts = append(counts, 0)
+		}
+		counts[i]++
+	}
+	for i, w := range CapacityWeights(counts) {
+		bs[i].Weight = w
+	}
+	return bs
+}
+
 // CapacityWeights are WRR weights proportional to capacities: divided by
 // their greatest common divisor and scaled down to at most 1,000, 1 each
 // where any capacity is unknown (0). `msr bench scale` weights its capped
