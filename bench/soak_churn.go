@@ -18,12 +18,15 @@ import (
 // withdraws and announces again, in turn, the half of its IPv4 and IPv6
 // prefixes the traffic does not cross, so that the router learns and
 // forgets routes of both families all the time while the frames to every
-// other destination must still arrive. bgp1 is FRR's bgpd, with a session
-// a family: an outbound route-map towards the router on each (MSR-CHURN,
-// MSR-CHURN6) denies a prefix list of the churned prefixes or not, and
-// `clear bgp … soft out` sends the difference at once. At the end of a
-// step the churn stops with every prefix announced, so that the router
-// converges and its FIBs are compared with its RIB in quiet.
+// other destination must still arrive. bgp1 is FRR's bgpd, announcing
+// each prefix with a `network` statement: a turn removes the churned
+// prefixes' statements or puts them back, and bgpd withdraws or
+// announces those prefixes alone. (Before, an outbound route-map denied
+// them or not and `clear bgp … soft out` sent the difference: bgpd then
+// went over its whole table for each turn, a second and more of a full
+// table's, and the churn fell short of its rate: runs 19-23.) At the end
+// of a step the churn stops with every prefix announced, so that the
+// router converges and its FIBs are compared with its RIB in quiet.
 
 // bgp1Router and bgp1Router6 are the router's addresses as bgp1 peers
 // with it, over IPv4 and over IPv6.
@@ -108,28 +111,7 @@ func newBGPChurn(plan *demo.Plan, keep []netip.Addr, rate float64) (*bgpChurn, e
 	if len(c.prefixes) == 0 || len(c.prefixes6) == 0 {
 		return nil, fmt.Errorf("churn: every IPv4 (%d) or IPv6 (%d) prefix of bgp1's carries traffic", len(plan.Prefixes), len(plan.Prefixes6))
 	}
-	cmds := []string{"configure terminal"}
-	for i, p := range c.prefixes {
-		cmds = append(cmds, fmt.Sprintf("ip prefix-list MSR-CHURNED seq %d permit %s", 5*(i+1), p))
-	}
-	for i, p := range c.prefixes6 {
-		cmds = append(cmds, fmt.Sprintf("ipv6 prefix-list MSR-CHURNED6 seq %d permit %s", 5*(i+1), p))
-	}
 	c.period = time.Duration(float64(len(c.prefixes)+len(c.prefixes6)) / rate * float64(time.Second))
-	// The deny entries exist from the start, matching a list that holds
-	// nothing: a turn only changes what they match (set). A deny entry
-	// made in a turn is, for the moment before its match comes, one
-	// that denies every route; bgpd applying the route-map then withdrew
-	// the traffic's prefixes too (run 8: 857 frames to bgp1's prefixes
-	// lost in a quiet step, every back-end counting no_route).
-	cmds = append(cmds, "ip prefix-list MSR-NONE seq 5 deny any", "ipv6 prefix-list MSR-NONE6 seq 5 deny any",
-		"route-map MSR-CHURN deny 5", "match ip address prefix-list MSR-NONE", "exit", "route-map MSR-CHURN permit 10", "exit",
-		"route-map MSR-CHURN6 deny 5", "match ipv6 address prefix-list MSR-NONE6", "exit", "route-map MSR-CHURN6 permit 10", "exit",
-		"router bgp 65020", "address-family ipv4 unicast", "neighbor "+bgp1Router+" route-map MSR-CHURN out", "exit-address-family",
-		"address-family ipv6 unicast", "neighbor "+bgp1Router6+" route-map MSR-CHURN6 out")
-	if out, err := c.vtysh(cmds...); err != nil {
-		return nil, fmt.Errorf("churn: set bgp1 up: %v: %s", err, out)
-	}
 	c.updates0 = c.updatesSent()
 	return c, nil
 }
@@ -192,18 +174,21 @@ func (c *bgpChurn) vtysh(commands ...string) (string, error) {
 }
 
 // set withdraws the churned prefixes of both families, or announces them
-// again.
+// again: their `network` statements removed or put back.
 func (c *bgpChurn) set(withdrawn bool) error {
-	list, list6 := "MSR-NONE", "MSR-NONE6"
+	no := ""
 	if withdrawn {
-		list, list6 = "MSR-CHURNED", "MSR-CHURNED6"
+		no = "no "
 	}
-	// One match replaces the other in place: never a deny entry without
-	// one.
-	change := []string{"route-map MSR-CHURN deny 5", "match ip address prefix-list " + list, "exit",
-		"route-map MSR-CHURN6 deny 5", "match ipv6 address prefix-list " + list6, "exit"}
-	cmds := append([]string{"configure terminal"}, change...)
-	cmds = append(cmds, "end", "clear bgp ipv4 unicast "+bgp1Router+" soft out", "clear bgp ipv6 unicast "+bgp1Router6+" soft out")
+	cmds := []string{"configure terminal", "router bgp 65020", "address-family ipv4 unicast"}
+	for _, p := range c.prefixes {
+		cmds = append(cmds, no+"network "+p.String())
+	}
+	cmds = append(cmds, "exit-address-family", "address-family ipv6 unicast")
+	for _, p := range c.prefixes6 {
+		cmds = append(cmds, no+"network "+p.String())
+	}
+	cmds = append(cmds, "end")
 	if out, err := c.vtysh(cmds...); err != nil {
 		return fmt.Errorf("churn: %v: %s", err, out)
 	}
