@@ -251,12 +251,24 @@ func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16)
 		return
 	}
 	a.neigh[key] = &neighbor{mac: mac, updated: time.Now()}
-	if p := a.pending[key]; p != nil {
-		delete(a.pending, key)
-		a.heldBytes -= p.bytes
-		for _, pkt := range p.packets {
-			a.transmit(mac, key.VLAN, etherType, pkt)
-		}
+	a.releaseHeld(key, mac, etherType)
+}
+
+// releaseHeld sends what was held for a neighbour now resolved. Call with
+// a.mu held.
+func (a *Agent) releaseHeld(key NeighborKey, mac net.HardwareAddr, etherType uint16) {
+	p := a.pending[key]
+	if p == nil {
+		return
+	}
+	delete(a.pending, key)
+	a.heldBytes -= p.bytes
+	// Up to holdBytes at once: thousands of frames, more than the
+	// interface takes in one go, so each waits for room (transmitRetry)
+	// until one has waited in vain.
+	retry := true
+	for _, pkt := range p.packets {
+		retry = a.transmitRetry(mac, key.VLAN, etherType, pkt, retry)
 	}
 }
 
@@ -326,6 +338,32 @@ func (a *Agent) portOfVLAN(vlan uint16) (Port, bool) {
 
 // transmit sends payload tagged with vlan to dst, from the back-end.
 func (a *Agent) transmit(dst net.HardwareAddr, vlan, etherType uint16, payload []byte) {
+	a.transmitRetry(dst, vlan, etherType, payload, false)
+}
+
+// sendFrame is the send of a frame on the agent's packet socket (a test
+// replaces it).
+var sendFrame = func(fd int, f []byte) error { return unix.Send(fd, f, 0) }
+
+// An interface whose transmit queue is full refuses a frame at once:
+// ENOBUFS from the packet socket (a veth without a qdisc when its peer's
+// XDP ring of 256 frames is full, a qdisc at its limit). The held packets
+// a resolved neighbour releases come in a burst of up to holdBytes, so
+// their sends wait for room: up to sendRetries times sendBackoff a frame
+// (a sleep that Go's timers may stretch to a millisecond), time for the
+// queue's consumer to take hundreds of frames. The soak saw the burst
+// lost: r4, joining, resolved h3 and lost 1,207 of its held frames to
+// send_errors (run 25).
+const (
+	sendBackoff = 200 * time.Microsecond
+	sendRetries = 10
+)
+
+// transmitRetry is transmit, waiting for room in the interface's queue
+// when retry is set. It says whether the next frame of a burst should
+// wait too: not once one waited in vain (the queue is stuck, and the
+// burst is not to hold the agent for long).
+func (a *Agent) transmitRetry(dst net.HardwareAddr, vlan, etherType uint16, payload []byte, retry bool) bool {
 	f := make([]byte, 0, 18+len(payload))
 	f = append(f, dst...)
 	f = append(f, a.mac...)
@@ -334,7 +372,16 @@ func (a *Agent) transmit(dst net.HardwareAddr, vlan, etherType uint16, payload [
 	for len(f) < 64 {
 		f = append(f, 0)
 	}
-	if err := unix.Send(a.raw, f, 0); err != nil {
-		a.counters["send_errors"]++
+	for try := 0; ; try++ {
+		err := sendFrame(a.raw, f)
+		if err == nil {
+			return retry
+		}
+		if !retry || !errors.Is(err, unix.ENOBUFS) || try == sendRetries {
+			a.counters["send_errors"]++
+			return false
+		}
+		a.counters["send_waits"]++
+		time.Sleep(sendBackoff)
 	}
 }
