@@ -244,6 +244,11 @@ type SoakStep struct {
 // repaired_ms), lost_outside_faults and duplicated are names tools rely
 // on.
 type SoakReport struct {
+	// memory is the agents' resident memory, sampled; written to the
+	// report's memory.csv, seconds from start.
+	memory *memWatch
+	start  time.Time
+
 	DurationS         float64                  `json:"duration_s"`
 	Seed              uint64                   `json:"seed"`
 	RatePPS           float64                  `json:"rate_pps"`
@@ -641,8 +646,9 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	inv["bpf_map_bounds"] = append(inv["bpf_map_bounds"], maps.broken()...)
 	memStop()
 	<-mem.done
-	memGrown, memCompared := mem.grown()
+	memGrown, memCompared, memLevels := mem.grown()
 	inv["agent_memory"] = append(inv["agent_memory"], memGrown...)
+	rep.memory, rep.start = mem, start
 	rep.InvariantsOK = true
 	for name, broken := range inv {
 		v := SoakInvariant{OK: len(broken) == 0, Detail: "held"}
@@ -658,7 +664,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			c.Downloads, len(rep.Steps), float64(c.TCPBytes)/1e6, c.TCPRetransmits, c.ReverseSent, c.ReverseLost, c.ReverseRcvbuf, c.ReverseOutOfOrder))
 	}
 	rep.Invariants["agent_memory"] = withDetail(rep.Invariants["agent_memory"],
-		fmt.Sprintf("every agent process watched for a minute or more (%d, from a minute old, sampled every %v) peaked in its last watched minute less than 10%% above its peak in its first", memCompared, memEvery))
+		fmt.Sprintf("every agent process watched for a minute or more (%d, from a minute old, sampled every %v) came back in its last watched minute to less than 10%% above its floor in its first: %s", memCompared, memEvery, strings.Join(memLevels, "; ")))
 	if ops != nil {
 		rep.Invariants["operator_state"] = withDetail(rep.Invariants["operator_state"],
 			"after every step the router held what the operator last asked: the drained back-end in no table, the weight set, the file's mode and OSPF cost")
@@ -1590,6 +1596,11 @@ func (r *SoakReport) WriteReport(dir, command string) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
 		return err
+	}
+	if r.memory != nil {
+		if err := r.memory.writeCSV(filepath.Join(dir, "memory.csv"), r.start); err != nil {
+			return err
+		}
 	}
 	var svg strings.Builder
 	if err := r.WritePlot(&svg); err != nil {
