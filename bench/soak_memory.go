@@ -25,13 +25,15 @@ import (
 // after a takeover and the release that follows it), so one sample at
 // each end compares whatever phases they fell on: run 24 failed on r3
 // "331,596 → 384,688 kB", its first look just after a release. The watch
-// samples every few seconds and compares floors: the lowest resident
-// memory in the process's first watched minute against the lowest in its
-// last, the level it comes back to, which a leak raises. Peaks are no
-// measure of growth: a takeover's refresh of the full table in the last
-// minute and none in the first made run 25's r1 peak 30% higher (402 →
-// 524 MB), leak or not. Both are reported, and every sample is written to
-// the report's memory.csv.
+// samples every few seconds and judges floors: the lowest resident memory
+// of each minute, the level memory comes back to, which a leak raises.
+// Their trend, a least-squares line through the minutes' floors, gives
+// the growth from the first watched minute to the last; one floor against
+// another still moves by ±10% (run 26: r1's minutes 296-351 MB, no trend).
+// Peaks are no measure of growth: a takeover's refresh in the last minute
+// and none in the first made run 25's r1 peak 30% higher (402 → 524 MB),
+// leak or not. Floors and peaks are reported, and every sample is written
+// to the report's memory.csv.
 
 // memEvery is how often the watch samples.
 const memEvery = 3 * time.Second
@@ -81,10 +83,10 @@ func (w *memWatch) sample(rss map[string]int64, now time.Time) {
 }
 
 // grown is, for each process watched for a minute or more, a line when
-// its floor over its last minute passed its floor over its first by more
-// than memGrowth (a process watched under two minutes: the halves of its
-// watch); and how many processes were compared, and their floors and
-// peaks.
+// the trend of its floors grew by more than memGrowth from its first
+// watched minute to its last (watched under three minutes: the halves of
+// its watch, their floors); and how many processes were compared, and
+// their floors and peaks.
 func (w *memWatch) grown() (broken []string, compared int, levels []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -95,26 +97,45 @@ func (w *memWatch) grown() (broken []string, compared int, levels []string) {
 			continue // restarted late, or the soak was short
 		}
 		compared++
-		win := min(time.Minute, span/2)
-		early, late := memLevel{floor: math.MaxInt64}, memLevel{floor: math.MaxInt64}
-		for _, s := range ss {
-			if s.at.Sub(first) <= win {
-				early.add(s.kB)
-			}
-			if last.Sub(s.at) <= win {
-				late.add(s.kB)
-			}
+		win := time.Minute
+		if span < 3*time.Minute {
+			win = span / 2
 		}
-		text := fmt.Sprintf("%s floor %d → %d kB, peak %d → %d kB (first and last %v of %v watched, %d samples)",
-			proc, early.floor, late.floor, early.peak, late.peak, win.Round(time.Second), span.Round(time.Second), len(ss))
+		// The floor and peak of each window from the first sample on; the
+		// last window ends with the last sample.
+		n := int(span / win)
+		lv := make([]memLevel, n)
+		for i := range lv {
+			lv[i].floor = math.MaxInt64
+		}
+		for _, s := range ss {
+			lv[min(int(s.at.Sub(first)/win), n-1)].add(s.kB)
+		}
+		from, to := floorTrend(lv)
+		text := fmt.Sprintf("%s floor %d → %d kB (trend %d → %d), peak %d → %d kB (%d windows of %v, %v watched, %d samples)",
+			proc, lv[0].floor, lv[n-1].floor, int64(from), int64(to), lv[0].peak, lv[n-1].peak, n, win.Round(time.Second), span.Round(time.Second), len(ss))
 		levels = append(levels, text)
-		if float64(late.floor) > (1+memGrowth)*float64(early.floor) {
+		if to > (1+memGrowth)*from {
 			broken = append(broken, text)
 		}
 	}
 	sort.Strings(broken)
 	sort.Strings(levels)
 	return broken, compared, levels
+}
+
+// floorTrend is the least-squares line through the windows' floors, at
+// the first window and at the last (two windows: their floors).
+func floorTrend(lv []memLevel) (from, to float64) {
+	n := float64(len(lv))
+	var sx, sy, sxx, sxy float64
+	for i, l := range lv {
+		x, y := float64(i), float64(l.floor)
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	slope := (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	at0 := (sy - slope*sx) / n
+	return at0, at0 + slope*(n-1)
 }
 
 // memLevel is the lowest and highest of a window's samples.
