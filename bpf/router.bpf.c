@@ -88,20 +88,6 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt6_groups SEC(".maps");
 
-/* The jump index over rt6_groups (router.h); its size, a power of two, is
- * the agent's to set before loading, and rt6_index_mask with it (0: no
- * index, every lookup walks). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RT6_INDEX_BUCKETS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} rt6_index SEC(".maps");
-
-const volatile __u32 rt6_index_mask = 0;
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, RT_MAX_NEIGHBORS6);
@@ -576,32 +562,9 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 	return forward(p, port, nb, cfg);
 }
 
-/* fib6_index_find is the group the jump index holds for tag, or
- * RT_TBL8_FLAG when it holds none. Its hash is router/fib6_index.go's. */
-static __always_inline __u32 fib6_index_find(__u64 tag)
-{
-	__u32 h = ((__u32)(tag >> 32) ^ (__u32)tag) * RT6_INDEX_MUL;
-
-	h ^= h >> 15;
-#pragma unroll
-	for (__u32 i = 0; i < RT6_INDEX_PROBES; i++) {
-		__u32 slot = (h + i) & rt6_index_mask;
-		__u64 *w = bpf_map_lookup_elem(&rt6_index, &slot);
-		if (!w)
-			return RT_TBL8_FLAG;
-		__u64 word = *w;
-		if (!word)
-			return RT_TBL8_FLAG;
-		if (word >> RT6_INDEX_GROUP_BITS == tag)
-			return word & ((1u << RT6_INDEX_GROUP_BITS) - 1);
-	}
-	return RT_TBL8_FLAG;
-}
-
 /* fib6_lookup walks the IPv6 trie: rt6_tbl16, then one group per 8 bits
- * while the entry names a group; with the jump index (router.h), from the
- * group of the address's /40 or /32 when the index names one. Returns the
- * next-hop group, 0 for no route. */
+ * while the entry names a group. Returns the next-hop group, 0 for no
+ * route. */
 static __always_inline __u32 fib6_lookup(const struct in6_addr *daddr)
 {
 	__u32 zero = 0;
@@ -611,27 +574,9 @@ static __always_inline __u32 fib6_lookup(const struct in6_addr *daddr)
 	if (!t)
 		return 0;
 	__builtin_memcpy(a, daddr, 16);
-	__u32 v = 0, start = 0; /* the level the walk starts at */
-	if (rt6_index_mask) {
-		__u64 top = (__u64)a[0] << 32 | (__u64)a[1] << 24 | (__u64)a[2] << 16 | (__u64)a[3] << 8 | a[4];
-		/* Both probes depend on the address alone: the CPU has them
-		 * outstanding together. */
-		__u32 g40 = fib6_index_find(top << 2 | 2);
-		__u32 g32 = fib6_index_find((top & ~0xffull) << 2 | 1);
-		if (g40 != RT_TBL8_FLAG) {
-			v = RT_TBL8_FLAG | g40;
-			start = 3; /* the group reads a[5] */
-		} else if (g32 != RT_TBL8_FLAG) {
-			v = RT_TBL8_FLAG | g32;
-			start = 2; /* a[4] */
-		}
-	}
-	if (!start)
-		v = t->e[(__u32)a[0] << 8 | a[1]];
+	__u32 v = t->e[(__u32)a[0] << 8 | a[1]];
 #pragma unroll
 	for (int k = 0; k < RT6_LEVELS; k++) {
-		if (k < start)
-			continue;
 		if (!(v & RT_TBL8_FLAG))
 			return v;
 		__u32 g = v & ~RT_TBL8_FLAG;

@@ -17,22 +17,6 @@
  * prefix: a /48 is five reads, a /64 seven, whatever the table holds
  * (docs/router.md: the strides, measured). Entries are next-hop groups,
  * shared with IPv4, or RT_TBL8_FLAG | group.
- *
- * Those reads wait each for the one before, and with many flows over a
- * full table each misses the cache: what a lookup costs is their number
- * (docs/router.md, "What an IPv6 lookup's reads cost"). rt6_index, the
- * jump index, names the group that holds a /32's and a /40's next 8 bits
- * (the levels a /40 and a /48 end in), keyed by the address's own bits: a
- * lookup probes both at once, reads the deeper hit's entry, and walks on
- * from there only for a longer prefix: two reads in a row for a /48, not
- * five. A word is tag << RT6_INDEX_GROUP_BITS | group, the tag the first
- * 40 bits of the address (the last 8 zero for a /32) << 2, | 1 for a /32,
- * | 2 for a /40; 0 is an empty bucket. Open addressing, linear probing,
- * at most RT6_INDEX_PROBES buckets from the hash; a group not in the
- * index (its run full) is found by the walk, as every group is without
- * one. The agent keeps the index with the trie (router/fib6_index.go): a
- * group is indexed once it is filled and hooked, and leaves the index
- * before it is unhooked.
  */
 #ifndef MSR_ROUTER_H
 #define MSR_ROUTER_H
@@ -64,14 +48,6 @@ enum rt_limit {
 	 * in its config; a full table needs far more: docs/router.md). */
 	RT6_GROUPS = 16384,
 	RT6_LEVELS = 14, /* groups below rt6_tbl16: (128 - 16) / 8 */
-	/* The jump index: buckets when the agent does not size it (twice
-	 * the groups, a power of two), the run a lookup probes, the bits of
-	 * a word that name the group, the hash's multiplier (2^32 over the
-	 * golden ratio, negated: Knuth's multiplicative hashing). */
-	RT6_INDEX_BUCKETS = 2 * RT6_GROUPS,
-	RT6_INDEX_PROBES = 8,
-	RT6_INDEX_GROUP_BITS = 22,
-	RT6_INDEX_MUL = 0x61c88647,
 	RT_MAX_NEIGHBORS6 = 65536,
 	RT_MAX_LOCAL6 = 1024,
 };

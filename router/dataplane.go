@@ -65,11 +65,6 @@ func LoadDataplane(pinDir string, fib6Groups int) (*Dataplane, error) {
 		fib6Groups = DefaultFIB6Groups
 	}
 	spec.Maps[rtxdpMapRt6Groups].MaxEntries = uint32(fib6Groups)
-	buckets := Fib6IndexBuckets(fib6Groups)
-	spec.Maps[rtxdpMapRt6Index].MaxEntries = uint32(buckets)
-	if err := spec.Variables[rtxdpVarRt6IndexMask].Set(uint32(buckets - 1)); err != nil {
-		return nil, fmt.Errorf("load router program: %w", err)
-	}
 	d := &Dataplane{}
 	if pinDir != "" {
 		_, err := os.Stat(filepath.Join(pinDir, "rt_tbl24"))
@@ -106,15 +101,6 @@ func LoadDataplane(pinDir string, fib6Groups int) (*Dataplane, error) {
 		d.Close()
 		return nil, err
 	}
-	ix, err := d.mmap64(d.objs.Rt6Index, buckets)
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	if err := d.FIB6.SetIndex(ix); err != nil {
-		d.Close()
-		return nil, err
-	}
 	return d, nil
 }
 
@@ -126,15 +112,6 @@ func (d *Dataplane) mmap(m *ebpf.Map, n int) ([]uint32, error) {
 	}
 	d.mmaps = append(d.mmaps, b)
 	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n), nil
-}
-
-// mmap64 maps an mmapable array of n u64 entries into this process.
-func (d *Dataplane) mmap64(m *ebpf.Map, n int) ([]uint64, error) {
-	w, err := d.mmap(m, 2*n)
-	if err != nil {
-		return nil, err
-	}
-	return unsafe.Slice((*uint64)(unsafe.Pointer(&w[0])), n), nil
 }
 
 // Program is the XDP program.

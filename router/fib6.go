@@ -27,7 +27,6 @@ type FIB6 struct {
 	free           []uint32
 	routes         map[netip.Prefix]uint32
 	changes        uint64
-	ix             *fib6Index // the jump index (fib6_index.go), if the data path has one
 }
 
 const fib6GroupFlag = uint32(1) << 31
@@ -172,7 +171,6 @@ func (f *FIB6) descend(a [16]byte, k int, make bool) (int, error) {
 				f.depthG[j] = *d
 			}
 			atomic.StoreUint32(v, fib6GroupFlag|ng)
-			f.indexGroup(a, lvl+1, ng)
 		}
 		g = int(*v &^ fib6GroupFlag)
 	}
@@ -227,7 +225,6 @@ func (f *FIB6) collapse(a [16]byte, k int) {
 				return
 			}
 		}
-		f.unindexGroup(a, k)
 		pg, _ := f.descend(a, k-1, false)
 		v, _ := entry6{f, pg, f.slot(a, k-1)}.ptr()
 		atomic.StoreUint32(v, f.groups[g*256])
@@ -235,12 +232,11 @@ func (f *FIB6) collapse(a [16]byte, k int) {
 	}
 }
 
-// Lookup reads the arrays as the data path does: from the jump index's
-// deepest group on the path, or from tbl0.
+// Lookup reads the arrays as the data path does.
 func (f *FIB6) Lookup(addr netip.Addr) uint32 {
 	a := addr.As16()
-	v, k := f.lookupStart(a)
-	for ; v&fib6GroupFlag != 0; k++ {
+	v := atomic.LoadUint32(&f.tbl0[f.slot(a, 0)])
+	for k := 1; v&fib6GroupFlag != 0; k++ {
 		v = atomic.LoadUint32(&f.groups[(v&^fib6GroupFlag)*256+f.slot(a, k)])
 	}
 	return v
@@ -253,9 +249,6 @@ func (f *FIB6) SetAll(routes map[netip.Prefix]uint32) error { return setShortest
 // Reset empties the table: tbl0 zeroed first, so no lookup reaches a
 // group while the groups are given back.
 func (f *FIB6) Reset() {
-	if f.ix != nil {
-		f.ix.clear()
-	}
 	for i := range f.tbl0 {
 		atomic.StoreUint32(&f.tbl0[i], 0)
 	}
@@ -291,7 +284,6 @@ func (f *FIB6) Adopt(routes map[netip.Prefix]uint32) error {
 		}
 	}
 	f.free, f.routes = adopted(used, routes)
-	f.rebuildIndex()
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/netip"
-	"slices"
 	"testing"
 
 	"github.com/msr-router/msr/internal/routetable"
@@ -69,9 +68,6 @@ func TestFIB6(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.SetIndex(make([]uint64, Fib6IndexBuckets(16384))); err != nil {
-			t.Fatal(err)
-		}
 		if err := f.SetAll(routes); err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +90,6 @@ func TestFIB6(t *testing.T) {
 					t.Fatalf("first %d, %s: %s -> %d, want %d", first, when, a, got, want)
 				}
 			}
-			checkIndex(t, f, when)
 		}
 		check("loaded")
 		used := f.GroupsUsed()
@@ -134,106 +129,6 @@ func TestFIB6(t *testing.T) {
 		for l := 0; l <= 128; l += 1 + r.IntN(6) {
 			p, _ := deep.Prefix(l)
 			routes[p] = uint32(2000 + l)
-		}
-	}
-}
-
-// checkIndex holds the jump index to the trie: every word names the group
-// its prefix's path reaches, and every group at an indexed level is in the
-// index unless its run was full.
-func checkIndex(t *testing.T, f *FIB6, when string) {
-	t.Helper()
-	indexed := 0
-	for slot, w := range f.ix.words {
-		if w == 0 {
-			continue
-		}
-		indexed++
-		tag, g := w>>fib6IndexGroupBits, uint32(w&fib6IndexGroupMask)
-		var a [16]byte
-		top := tag >> 2
-		for i := 0; i < 5; i++ {
-			a[i] = byte(top >> (32 - 8*i))
-		}
-		plen := map[uint64]int{1: 32, 2: 40}[tag&3]
-		want, err := f.descend(a, f.level(plen+1), false)
-		if err != nil || uint32(want) != g {
-			t.Fatalf("%s: index bucket %d names group %d for %x/%d, the trie's is %d (%v)", when, slot, g, top, plen, want, err)
-		}
-		if (uint32(slot)-f.ix.home(tag))&f.ix.mask >= uint32(fib6IndexProbes) {
-			t.Fatalf("%s: index bucket %d holds %x/%d beyond its run", when, slot, top, plen)
-		}
-	}
-	// Count the groups at indexed levels.
-	groups := 0
-	var count func(v uint32, k int)
-	count = func(v uint32, k int) {
-		if v&fib6GroupFlag == 0 || f.base(k) > 40 {
-			return
-		}
-		g := v &^ fib6GroupFlag
-		if f.base(k) == 32 || f.base(k) == 40 {
-			groups++
-		}
-		for j := uint32(0); j < 256; j++ {
-			count(f.groups[g*256+j], k+1)
-		}
-	}
-	for _, v := range f.tbl0 {
-		count(v, 1)
-	}
-	if f.ix.full == 0 && indexed != groups {
-		t.Fatalf("%s: %d groups at /32 and /40, %d indexed, none refused", when, groups, indexed)
-	}
-	if indexed > groups {
-		t.Fatalf("%s: %d indexed, only %d groups at /32 and /40", when, indexed, groups)
-	}
-}
-
-// TestFIB6IndexCrowded: an index far too small for the table (64 buckets
-// for thousands of groups) refuses most groups and shifts words back as
-// groups go; lookups stay right, found by the walk.
-func TestFIB6IndexCrowded(t *testing.T) {
-	table, err := routetable.Named6("pyasn6")
-	if err != nil {
-		t.Fatal(err)
-	}
-	routes := map[netip.Prefix]uint32{}
-	for i, p := range table {
-		routes[p] = uint32(1 + i%500)
-	}
-	f, _ := NewFIB6(16, make([]uint32, 1<<16), make([]uint32, 16384*256))
-	if err := f.SetIndex(make([]uint64, 64)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.SetAll(routes); err != nil {
-		t.Fatal(err)
-	}
-	if f.IndexFull() == 0 {
-		t.Fatal("64 buckets held every group")
-	}
-	r := rand.New(rand.NewPCG(7, 7))
-	ps := slices.Collect(maps.Keys(routes))
-	for round := 0; round < 4; round++ {
-		for _, p := range ps {
-			if _, ok := routes[p]; ok && r.IntN(3) == 0 {
-				delete(routes, p)
-				if err := f.Delete(p); err != nil {
-					t.Fatal(err)
-				}
-			} else if !ok && r.IntN(2) == 0 {
-				routes[p] = uint32(1 + r.IntN(500))
-				if err := f.Set(p, routes[p]); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		checkIndex(t, f, "crowded")
-		for i := 0; i < 20_000; i++ {
-			a := randomIn(r, ps[r.IntN(len(ps))])
-			if got, want := f.Lookup(a), lpm6(routes, a); got != want {
-				t.Fatalf("round %d: %s -> %d, want %d", round, a, got, want)
-			}
 		}
 	}
 }

@@ -86,13 +86,6 @@ func (f *FIB) Repair(routes map[netip.Prefix]uint32) (int, error) {
 // subtree wanted where there is none built in fresh groups before its
 // entry points at it.
 func (f *FIB6) Repair(routes map[netip.Prefix]uint32) (int, error) {
-	// Groups are replaced and given anew here: the index, which could
-	// name one where it no longer is, is emptied first (lookups walk
-	// meanwhile) and built from the repaired trie.
-	if f.ix != nil {
-		f.ix.clear()
-	}
-	defer f.rebuildIndex()
 	scratch, err := NewFIB6(f.first, make([]uint32, len(f.tbl0)), make([]uint32, len(f.groups)))
 	if err != nil {
 		return 0, err

@@ -121,28 +121,24 @@ const (
 type rtxdpRtLimit uint32
 
 const (
-	rtxdpRtLimitRT_TBL24ENTRIES     rtxdpRtLimit = 16777216
-	rtxdpRtLimitRT_TBL24CHUNK_BITS  rtxdpRtLimit = 19
-	rtxdpRtLimitRT_TBL24CHUNKS      rtxdpRtLimit = 32
-	rtxdpRtLimitRT_TBL8GROUPS       rtxdpRtLimit = 8192
-	rtxdpRtLimitRT_TBL8FLAG_BIT     rtxdpRtLimit = 31
-	rtxdpRtLimitRT_MAX_NHGROUPS     rtxdpRtLimit = 65536
-	rtxdpRtLimitRT_MAX_NEXTHOPS     rtxdpRtLimit = 65536
-	rtxdpRtLimitRT_ECMP_MAX         rtxdpRtLimit = 8
-	rtxdpRtLimitRT_MAX_PORTS        rtxdpRtLimit = 64
-	rtxdpRtLimitRT_MAX_ACL          rtxdpRtLimit = 64
-	rtxdpRtLimitRT_MAX_NEIGHBORS    rtxdpRtLimit = 65536
-	rtxdpRtLimitRT_MAX_LOCAL        rtxdpRtLimit = 1024
-	rtxdpRtLimitRT_SLOW_SNAPLEN     rtxdpRtLimit = 1518
-	rtxdpRtLimitRT6TBL16ENTRIES     rtxdpRtLimit = 65536
-	rtxdpRtLimitRT6GROUPS           rtxdpRtLimit = 16384
-	rtxdpRtLimitRT6LEVELS           rtxdpRtLimit = 14
-	rtxdpRtLimitRT6INDEX_BUCKETS    rtxdpRtLimit = 32768
-	rtxdpRtLimitRT6INDEX_PROBES     rtxdpRtLimit = 8
-	rtxdpRtLimitRT6INDEX_GROUP_BITS rtxdpRtLimit = 22
-	rtxdpRtLimitRT6INDEX_MUL        rtxdpRtLimit = 1640531527
-	rtxdpRtLimitRT_MAX_NEIGHBORS6   rtxdpRtLimit = 65536
-	rtxdpRtLimitRT_MAX_LOCAL6       rtxdpRtLimit = 1024
+	rtxdpRtLimitRT_TBL24ENTRIES    rtxdpRtLimit = 16777216
+	rtxdpRtLimitRT_TBL24CHUNK_BITS rtxdpRtLimit = 19
+	rtxdpRtLimitRT_TBL24CHUNKS     rtxdpRtLimit = 32
+	rtxdpRtLimitRT_TBL8GROUPS      rtxdpRtLimit = 8192
+	rtxdpRtLimitRT_TBL8FLAG_BIT    rtxdpRtLimit = 31
+	rtxdpRtLimitRT_MAX_NHGROUPS    rtxdpRtLimit = 65536
+	rtxdpRtLimitRT_MAX_NEXTHOPS    rtxdpRtLimit = 65536
+	rtxdpRtLimitRT_ECMP_MAX        rtxdpRtLimit = 8
+	rtxdpRtLimitRT_MAX_PORTS       rtxdpRtLimit = 64
+	rtxdpRtLimitRT_MAX_ACL         rtxdpRtLimit = 64
+	rtxdpRtLimitRT_MAX_NEIGHBORS   rtxdpRtLimit = 65536
+	rtxdpRtLimitRT_MAX_LOCAL       rtxdpRtLimit = 1024
+	rtxdpRtLimitRT_SLOW_SNAPLEN    rtxdpRtLimit = 1518
+	rtxdpRtLimitRT6TBL16ENTRIES    rtxdpRtLimit = 65536
+	rtxdpRtLimitRT6GROUPS          rtxdpRtLimit = 16384
+	rtxdpRtLimitRT6LEVELS          rtxdpRtLimit = 14
+	rtxdpRtLimitRT_MAX_NEIGHBORS6  rtxdpRtLimit = 65536
+	rtxdpRtLimitRT_MAX_LOCAL6      rtxdpRtLimit = 1024
 )
 
 type rtxdpRtLocalKind uint32
@@ -256,7 +252,6 @@ type rtxdpXdpMd struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	rtxdpMapRt6Groups          = "rt6_groups"
-	rtxdpMapRt6Index           = "rt6_index"
 	rtxdpMapRt6Tbl16           = "rt6_tbl16"
 	rtxdpMapRtAcl              = "rt_acl"
 	rtxdpMapRtCap              = "rt_cap"
@@ -273,7 +268,6 @@ const (
 	rtxdpMapRtTbl24            = "rt_tbl24"
 	rtxdpMapRtTbl8             = "rt_tbl8"
 	rtxdpProgRouter            = "router"
-	rtxdpVarRt6IndexMask       = "rt6_index_mask"
 	rtxdpVarUnusedDistWire     = "unused_dist_wire"
 	rtxdpVarUnusedFlowSeed     = "unused_flow_seed"
 	rtxdpVarUnusedIp6Limit     = "unused_ip6_limit"
@@ -340,7 +334,6 @@ type rtxdpProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpMapSpecs struct {
 	Rt6Groups    *ebpf.MapSpec `ebpf:"rt6_groups"`
-	Rt6Index     *ebpf.MapSpec `ebpf:"rt6_index"`
 	Rt6Tbl16     *ebpf.MapSpec `ebpf:"rt6_tbl16"`
 	RtAcl        *ebpf.MapSpec `ebpf:"rt_acl"`
 	RtCap        *ebpf.MapSpec `ebpf:"rt_cap"`
@@ -362,7 +355,6 @@ type rtxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpVariableSpecs struct {
-	Rt6IndexMask       *ebpf.VariableSpec `ebpf:"rt6_index_mask"`
 	UnusedDistWire     *ebpf.VariableSpec `ebpf:"unused_dist_wire"`
 	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
 	UnusedIp6Limit     *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
@@ -400,7 +392,6 @@ func (o *rtxdpObjects) Close() error {
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpMaps struct {
 	Rt6Groups    *ebpf.Map `ebpf:"rt6_groups"`
-	Rt6Index     *ebpf.Map `ebpf:"rt6_index"`
 	Rt6Tbl16     *ebpf.Map `ebpf:"rt6_tbl16"`
 	RtAcl        *ebpf.Map `ebpf:"rt_acl"`
 	RtCap        *ebpf.Map `ebpf:"rt_cap"`
@@ -421,7 +412,6 @@ type rtxdpMaps struct {
 func (m *rtxdpMaps) Close() error {
 	return _RtxdpClose(
 		m.Rt6Groups,
-		m.Rt6Index,
 		m.Rt6Tbl16,
 		m.RtAcl,
 		m.RtCap,
@@ -444,7 +434,6 @@ func (m *rtxdpMaps) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpVariables struct {
-	Rt6IndexMask       *ebpf.Variable `ebpf:"rt6_index_mask"`
 	UnusedDistWire     *ebpf.Variable `ebpf:"unused_dist_wire"`
 	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
 	UnusedIp6Limit     *ebpf.Variable `ebpf:"unused_ip6_limit"`
