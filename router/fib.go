@@ -30,7 +30,8 @@ type FIB struct {
 	depth24, depth8 []uint8
 	free            []uint32 // unused tbl8 groups
 	routes          map[netip.Prefix]uint32
-	changes         uint64 // routes added, changed or deleted
+	cov             *coverIndex // what Delete falls back to (fib_cover.go)
+	changes         uint64      // routes added, changed or deleted
 }
 
 // Changes counts the writes that changed what a lookup can return: an
@@ -48,7 +49,7 @@ func NewFIB(tbl24, tbl8 []uint32) (*FIB, error) {
 		return nil, fmt.Errorf("FIB arrays of %d and %d entries, want %d and %d", len(tbl24), len(tbl8), Tbl24Entries, Tbl8Groups*256)
 	}
 	f := &FIB{tbl24: tbl24, tbl8: tbl8, depth24: make([]uint8, Tbl24Entries), depth8: make([]uint8, Tbl8Groups*256),
-		routes: map[netip.Prefix]uint32{}}
+		routes: map[netip.Prefix]uint32{}, cov: newCoverIndex()}
 	for g := Tbl8Groups - 1; g >= 0; g-- {
 		f.free = append(f.free, uint32(g))
 	}
@@ -72,7 +73,8 @@ func (f *FIB) Set(p netip.Prefix, nhg uint32) error {
 		return fmt.Errorf("route %s -> %d: IPv4 prefix and a next-hop group 1..%d", p, nhg, tbl8Flag-1)
 	}
 	p = p.Masked()
-	if old, ok := f.routes[p]; ok && old == nhg {
+	old, had := f.routes[p]
+	if had && old == nhg {
 		return nil
 	}
 	if p.Bits() > 24 {
@@ -82,6 +84,7 @@ func (f *FIB) Set(p netip.Prefix, nhg uint32) error {
 	}
 	f.changes++
 	f.routes[p] = nhg
+	f.cov.set(p, nhg, !had)
 	f.fill(p, nhg, uint8(p.Bits()), func(d uint8) bool { return d <= uint8(p.Bits()) })
 	return nil
 }
@@ -94,6 +97,7 @@ func (f *FIB) Delete(p netip.Prefix) error {
 		return fmt.Errorf("no route %s", p)
 	}
 	delete(f.routes, p)
+	f.cov.remove(p)
 	f.changes++
 	cover, coverLen := f.cover(p)
 	f.fill(p, cover, coverLen, func(d uint8) bool { return d == uint8(p.Bits()) })
@@ -101,17 +105,6 @@ func (f *FIB) Delete(p netip.Prefix) error {
 		f.collapse(index24(p))
 	}
 	return nil
-}
-
-// cover finds the longest route shorter than p that contains it.
-func (f *FIB) cover(p netip.Prefix) (uint32, uint8) {
-	for l := p.Bits() - 1; l >= 0; l-- {
-		q, _ := p.Addr().Prefix(l)
-		if nhg, ok := f.routes[q]; ok {
-			return nhg, uint8(l)
-		}
-	}
-	return 0, 0
 }
 
 // fill writes value (set by a prefix of length depth) into every entry
@@ -270,6 +263,7 @@ func (f *FIB) Adopt(routes map[netip.Prefix]uint32) error {
 		}
 	}
 	f.free, f.routes = adopted(used, routes)
+	f.cov.rebuild(f.routes)
 	return nil
 }
 
@@ -302,4 +296,5 @@ func (f *FIB) Reset() {
 		f.free = append(f.free, uint32(g))
 	}
 	f.routes = map[netip.Prefix]uint32{}
+	f.cov.rebuild(nil)
 }

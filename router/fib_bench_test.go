@@ -61,3 +61,33 @@ func BenchmarkRouteChange(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWithdrawTable withdraws every route of the RouteViews table
+// from a full FIB, as a peer's table leaves when its session is lost:
+// the time one withdrawal takes, which the soak's link-down steps wait on
+// (docs/reliability.md, finding 28).
+func BenchmarkWithdrawTable(b *testing.B) {
+	base, err := routetable.Load(routetable.PyASN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	routes := make(map[netip.Prefix]uint32, len(base))
+	for i, p := range base {
+		routes[p] = uint32(1 + i%64)
+	}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		f := newTestFIB(b)
+		if err := f.SetAll(routes); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		for _, p := range base {
+			if err := f.Delete(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(len(base)), "ns/withdrawal")
+	}
+}

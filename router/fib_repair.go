@@ -78,6 +78,7 @@ func (f *FIB) Repair(routes map[netip.Prefix]uint32) (int, error) {
 		copy(f.depth8[g*256:g*256+256], scratch.depth8[sg*256:sg*256+256])
 	}
 	f.free, f.routes = adopted(used, routes)
+	f.cov.rebuild(f.routes)
 	return written, nil
 }
 
