@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -99,6 +100,12 @@ func goldenCases() []struct {
 		{"hello-router-operator-version", Frame{Dst: GroupMAC, Src: macR1, Header: hdr(13), Msg: &Hello{
 			Role: RoleRouter, Flags: HelloFlagDraining | HelloFlagDrained, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 10000, Name: "r2",
 			OperatorVersion: 0x19ab_cdef_0123, Ports: []PortStatus{{Index: 0, Role: PortInternal, MAC: macR1, Flags: PortFlagUp, Name: "eth0"}}}}},
+		// The suite's routes via link-local next hops (OSPFv3, RIPng).
+		{"link-routes", Frame{Dst: macR1, Src: macVCP, Header: hdr(14), Msg: &LinkRoutes{Target: 0x2222, Generation: 7, Page: 0, Pages: 1, Routes: []LinkRoute{
+			{Prefix: netip.MustParsePrefix("2001:db8:f0::/48"), Via: netip.MustParseAddr("fe80::ff:fe00:2"), VLAN: 11, Origin: 3, Distance: 110},
+			{Prefix: netip.MustParsePrefix("2001:db8:f1::/48"), Via: netip.MustParseAddr("fe80::ff:fe00:2"), VLAN: 11, Origin: 8, Distance: 120},
+		}}}},
+		{"link-routes-none", Frame{Dst: macR1, Src: macVCP, Header: hdr(15), Msg: &LinkRoutes{Target: 0x2222, Generation: 8, Page: 0, Pages: 1, Routes: []LinkRoute{}}}},
 	}
 }
 
@@ -275,6 +282,13 @@ func TestMarshalRefusesBadMessages(t *testing.T) {
 		&BackendConfig{RIBNeighbor: netip.MustParseAddr("::1")},
 		&ACLConfig{Rules: make([]ACLRule, MaxACLRules+1)},
 		&ACLConfig{Rules: []ACLRule{{SportLo: 10, SportHi: 9}}},
+		&LinkRoutes{Pages: 0},
+		&LinkRoutes{Page: 1, Pages: 1},
+		&LinkRoutes{Pages: 1, Routes: make([]LinkRoute, LinkRoutesPerPage+1)},
+		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("2001:db8::/32"), Via: netip.MustParseAddr("2001:db8::1"), VLAN: 10}}},
+		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Via: netip.MustParseAddr("fe80::1"), VLAN: 10}}},
+		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("2001:db8::1/32"), Via: netip.MustParseAddr("fe80::1"), VLAN: 10}}},
+		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("2001:db8::/32"), Via: netip.MustParseAddr("fe80::1"), VLAN: 0}}},
 	}
 	for _, m := range bad {
 		if _, err := Marshal(&Frame{Dst: GroupMAC, Src: macLB, Msg: m}, testKey); err == nil {
@@ -461,5 +475,58 @@ func TestBackendConfigOperatorFlags(t *testing.T) {
 	h[1] = 1 << 3
 	if err := new(Hello).decodeBody(h); err == nil {
 		t.Error("hello flag bit 3 taken")
+	}
+}
+
+// TestLinkRouteSet splits a set bigger than a frame into pages, sends them
+// through Marshal and Unmarshal out of order and twice, and gets the set
+// back whole only with its last page; a page of another generation
+// starts over.
+func TestLinkRouteSet(t *testing.T) {
+	var routes []LinkRoute
+	for i := range 2*LinkRoutesPerPage + 5 {
+		routes = append(routes, LinkRoute{Prefix: netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i)}), 48),
+			Via: netip.MustParseAddr("fe80::1"), VLAN: 10, Origin: 3, Distance: 110})
+	}
+	pages, err := LinkRoutePages(0x2222, 3, routes)
+	if err != nil || len(pages) != 3 {
+		t.Fatalf("LinkRoutePages: %d pages, %v", len(pages), err)
+	}
+	wire := func(m *LinkRoutes) *LinkRoutes {
+		b, err := Marshal(&Frame{Dst: macR1, Src: macVCP, Msg: m}, testKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > MaxFrameLen {
+			t.Fatalf("a page of %d routes takes %d bytes", len(m.Routes), len(b))
+		}
+		f, err := Unmarshal(b, Keyring{testKey.ID: testKey.Secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Msg.(*LinkRoutes)
+	}
+	var set LinkRouteSet
+	for _, i := range []int{2, 0, 2} {
+		if got := set.Add(7, wire(pages[i])); got != nil {
+			t.Fatalf("a set of %d routes after page %d of 3", len(got), i)
+		}
+	}
+	// Another generation's page starts over: page 1 alone completes nothing.
+	other, _ := LinkRoutePages(0x2222, 4, routes)
+	if got := set.Add(7, wire(other[1])); got != nil {
+		t.Fatal("a set completed from two generations")
+	}
+	set.Add(7, wire(other[0]))
+	got := set.Add(7, wire(other[2]))
+	if !slices.Equal(got, routes) {
+		t.Fatalf("the set came back as %d routes, want %d", len(got), len(routes))
+	}
+	none, _ := LinkRoutePages(0x2222, 5, nil)
+	if got := set.Add(7, wire(none[0])); got == nil || len(got) != 0 {
+		t.Fatalf("an empty set: %v", got)
+	}
+	if _, err := LinkRoutePages(1, 1, make([]LinkRoute, MaxLinkRoutes+1)); err == nil {
+		t.Error("LinkRoutePages took more than MaxLinkRoutes")
 	}
 }

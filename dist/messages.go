@@ -21,6 +21,8 @@ const (
 	// The VCP's configuration of a back-end (backend.go).
 	TypeBackendConfig MsgType = 6
 	TypeACLConfig     MsgType = 7
+	// The suite's routes via link-local next hops (linkroutes.go).
+	TypeLinkRoutes MsgType = 8
 )
 
 func (t MsgType) String() string {
@@ -39,6 +41,8 @@ func (t MsgType) String() string {
 		return "BACKEND_CONFIG"
 	case TypeACLConfig:
 		return "ACL_CONFIG"
+	case TypeLinkRoutes:
+		return "LINK_ROUTES"
 	}
 	return fmt.Sprintf("TYPE_%d", uint8(t))
 }
@@ -66,6 +70,8 @@ func newMessage(t MsgType) (Message, error) {
 		return new(BackendConfig), nil
 	case TypeACLConfig:
 		return new(ACLConfig), nil
+	case TypeLinkRoutes:
+		return new(LinkRoutes), nil
 	}
 	return nil, fmt.Errorf("%w %d", ErrType, uint8(t))
 }

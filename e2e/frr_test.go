@@ -56,16 +56,33 @@ routing:
     - {to: "2001:db8:99::/48", via: "2001:db8:10::20"}
   ospf:
     - {vlan: 10}
+  ospfv3:
+    - {vlan: 10}
+  ripng:
+    - {vlan: 10}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
 snmp: {community: public}
 `)
-	// h2 is also an OSPF neighbour (BIRD), originating 10.99.0.0/16.
+	// h2 is also an OSPF neighbour (BIRD), originating 10.99.0.0/16, and
+	// an OSPFv3 and RIPng one, originating 2001:db8:f0::/48 and
+	// 2001:db8:f1::/48: their next hop is h2's link-local address, which
+	// reaches the back-end in LINK_ROUTES (bgpd would put its own in its
+	// place).
 	write("h2-bird.conf", `router id 192.0.2.11;
 protocol device {}
 protocol static { ipv4; route 10.99.0.0/16 blackhole; }
+protocol static static6 { ipv6; route 2001:db8:f0::/48 blackhole; route 2001:db8:f1::/48 blackhole; }
 protocol ospf v2 {
 	ipv4 { import all; export where source = RTS_STATIC; };
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
+}
+protocol ospf v3 ospf6 {
+	ipv6 { import none; export where net = 2001:db8:f0::/48; };
+	area 0 { interface "eth0" { hello 1; dead 4; }; };
+}
+protocol rip ng ripng {
+	ipv6 { import none; export where net = 2001:db8:f1::/48; };
+	interface "eth0" {};
 }
 `)
 	// h1's bgpd takes IPv6 routes with a link-local next hop beside the
@@ -104,14 +121,39 @@ protocol ospf v2 {
 			l, _ := os.ReadFile("/run/msr/labs/t-frr/logs/" + f + ".log")
 			b.WriteString("--- " + f + "\n" + string(l))
 		}
-		for _, f := range []string{"zebra", "bgpd", "staticd", "ospfd"} {
+		for _, show := range []string{"show ipv6 route", "show ipv6 ripng", "show ipv6 ripng status"} {
+			out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-c", show).CombinedOutput()
+			b.WriteString("--- FRR " + show + "\n" + string(out))
+		}
+		for _, f := range []string{"zebra", "bgpd", "staticd", "ospfd", "ospf6d", "ripngd"} {
 			l, _ := os.ReadFile(filepath.Join(dir, "vcp", "frr", f+".log"))
 			b.WriteString("--- FRR " + f + "\n" + string(l))
 		}
 		return b.String()
 	}
 	routes := func() map[string]string { return routeVia(t, dir) }
-	want := map[string]string{"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20",
+	// origins are where each of the back-end's routes came from, and its
+	// distance.
+	origins := func() map[string]string {
+		var rs []struct {
+			Prefix, Protocol string
+			Distance         int
+		}
+		json.Unmarshal([]byte(routeList(t, dir)), &rs)
+		from := map[string]string{}
+		for _, r := range rs {
+			from[r.Prefix] = fmt.Sprintf("%s %d", r.Protocol, r.Distance)
+		}
+		return from
+	}
+	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link")
+	h2LinkLocal, _, _ := strings.Cut(strings.Fields(out + " - - - -")[3], "/")
+	if !strings.HasPrefix(h2LinkLocal, "fe80::") {
+		t.Fatalf("h2's link-local address: %q", out)
+	}
+	want := map[string]string{
+		"2001:db8:f0::/48": h2LinkLocal, "2001:db8:f1::/48": h2LinkLocal, // by OSPFv3 and RIPng
+		"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20",
 		"10.99.0.0/16":     "192.0.2.11", // by OSPF
 		"2001:db8:a1::/48": "2001:db8:10::10", "2001:db8:a2::/48": "2001:db8:10::11", "2001:db8:99::/48": "2001:db8:10::20"}
 	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(300 * time.Millisecond) {
@@ -131,11 +173,37 @@ protocol ospf v2 {
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ping", "-c", "2", "-i", "0.2", "-W", "2", "203.0.113.1"); code != 0 {
 		t.Fatalf("ping to the learned prefix: %s %s", out, errOut)
 	}
+	// Forwarded to OSPFv3's and RIPng's prefixes, via h2's link-local
+	// address: h1 sends them to the router.
+	for _, dst := range []string{"2001:db8:f0::1", "2001:db8:f1::1"} {
+		site, _, _ := strings.Cut(dst, "::")
+		msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ip", "addr", "add", dst+"/128", "dev", "lo")
+		msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "ip", "-6", "route", "add", site+"::/48", "via", "2001:db8:10::1")
+		if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", dst); code != 0 {
+			t.Fatalf("ping -6 to %s, learned by OSPFv3 or RIPng: %s %s\nthe back-end's routes: %s\n%s", dst, out, errOut, routeList(t, dir), logs())
+		}
+	}
+	if got := origins()["2001:db8:f0::/48"]; got != "ospf 110" {
+		t.Errorf("the back-end's 2001:db8:f0::/48 came from %q, want \"ospf 110\"", got)
+	}
+	// h2's OSPFv3 stops: its prefix leaves the back-end (zebra's table,
+	// the next LINK_ROUTES), RIPng's stays.
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "birdc", "-s", filepath.Join(dir, "h2-bird.ctl"), "disable", "ospf6"); code != 0 {
+		t.Fatalf("birdc disable ospf6: %s %s", out, errOut)
+	}
+	for start := time.Now(); routes()["2001:db8:f0::/48"] != ""; time.Sleep(200 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("OSPFv3's route still on the back-end 20 s after h2 stopped OSPFv3: %v", routes())
+		}
+	}
+	if got := routes()["2001:db8:f1::/48"]; got != h2LinkLocal {
+		t.Errorf("RIPng's route after OSPFv3 stopped: %q", got)
+	}
 	msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "ip", "addr", "add", "2001:db8:a1::1/128", "dev", "lo")
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", "2001:db8:a1::1"); code != 0 {
 		t.Fatalf("ping -6 to the IPv6 prefix learned over h1's IPv4 session: %s %s\nthe back-end's routes: %s\n%s", out, errOut, routeList(t, dir), logs())
 	}
-	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "2001:db8:a2::9", "-o", "json")
+	out, _, _ = msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "2001:db8:a2::9", "-o", "json")
 	if !strings.Contains(out, `"prefix": "2001:db8:a2::/48"`) || !strings.Contains(out, `"2001:db8:10::11"`) {
 		t.Errorf("msr ctl route of an IPv6 address with FRR: %s", out)
 	}
@@ -148,17 +216,10 @@ protocol ospf v2 {
 	// Where each of the back-end's routes came from, with FRR's distance:
 	// eBGP 20, OSPF 110 (h2's 10.99.0.0/16), static 1; the port's own
 	// subnet connected.
-	var rs []struct {
-		Prefix, Protocol string
-		Distance         int
-	}
-	json.Unmarshal([]byte(routeList(t, dir)), &rs)
-	from := map[string]string{}
-	for _, r := range rs {
-		from[r.Prefix] = fmt.Sprintf("%s %d", r.Protocol, r.Distance)
-	}
+	from := origins()
 	for p, want := range map[string]string{"203.0.113.0/24": "bgp 20", "100.64.0.0/10": "bgp 20", "10.99.0.0/16": "ospf 110",
-		"198.51.100.0/24": "static 1", "192.0.2.0/24": "connected 0"} {
+		"2001:db8:f1::/48": "rip 120",
+		"198.51.100.0/24":  "static 1", "192.0.2.0/24": "connected 0"} {
 		if from[p] != want {
 			t.Errorf("the back-end's %s came from %q, want %q (all: %v)", p, from[p], want, from)
 		}

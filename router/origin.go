@@ -48,11 +48,11 @@ func originName(code uint8) string {
 
 // routeOrigin is what the communities said of one path.
 type routeOrigin struct {
-	code uint8
+	code     uint8
+	distance bool // rank is FRR's distance, not BIRD's preference
 	// rank orders the paths, lower first: 0xffff - preference (BIRD), or
 	// the distance (FRR); 0 when untagged.
-	rank     uint16
-	distance bool // rank is FRR's distance, not BIRD's preference
+	rank uint16
 }
 
 // preference is the suite's own figure: BIRD's preference or FRR's

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/router/routerapi"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"golang.org/x/sys/unix"
@@ -76,6 +77,11 @@ type ribPath struct {
 	from      routeOrigin // where the suite learned it (origin.go)
 	origin    uint8
 	stale     bool // from before the session came back (graceful restart)
+	// link: from the VCP's LINK_ROUTES (setLinkRoutes), not the session:
+	// a route via a link-local next hop the suite's BGP cannot carry
+	// (FRR's OSPFv3 and RIPng). The session's loss and End-of-RIB leave
+	// it; its id is its place among its prefix's link paths.
+	link bool
 }
 
 // ribFeed runs the session and keeps every prefix's paths.
@@ -248,20 +254,24 @@ func (f *ribFeed) sessionLost() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.st.GR {
+		f.nStale = 0
 		for _, ps := range f.paths {
 			for i := range ps {
-				ps[i].stale = true
+				if !ps[i].link {
+					ps[i].stale = true
+					f.nStale++
+				}
 			}
 		}
-		f.nStale = f.nPaths
 		f.staleUntil = time.Now().Add(ribRestartTime * time.Second)
 		return
 	}
-	for p := range f.paths {
-		delete(f.paths, p)
-		f.apply(p, nil)
+	for p, ps := range f.paths {
+		links := slices.DeleteFunc(slices.Clone(ps), func(r ribPath) bool { return !r.link })
+		f.nPaths -= len(ps) - len(links)
+		f.set(p, links)
 	}
-	f.nPaths, f.nStale = 0, 0
+	f.nStale = 0
 }
 
 func (f *ribFeed) sweepIfExpired() {
@@ -641,7 +651,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			continue
 		}
 		ps := f.paths[p]
-		if i := slices.IndexFunc(ps, func(r ribPath) bool { return r.id == w.ID }); i >= 0 {
+		if i := slices.IndexFunc(ps, func(r ribPath) bool { return !r.link && r.id == w.ID }); i >= 0 {
 			f.nPaths--
 			if ps[i].stale {
 				f.nStale--
@@ -661,7 +671,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			r.nh = a.nh.WithZone(strconv.Itoa(int(attr.linkVLAN))) // the port's VLAN names the link
 		}
 		ps := f.paths[p]
-		i := slices.IndexFunc(ps, func(x ribPath) bool { return x.id == a.nlri.ID })
+		i := slices.IndexFunc(ps, func(x ribPath) bool { return !x.link && x.id == a.nlri.ID })
 		if i < 0 {
 			// A new suite's refresh sends the routes again under ids of
 			// its own: a stale path via the same next hop is the route
@@ -775,4 +785,48 @@ func (f *ribFeed) bestOrigin(p netip.Prefix) (routeOrigin, bool) {
 		return best[0].from, true
 	}
 	return routeOrigin{}, false
+}
+
+// setLinkRoutes makes routes the feed's link paths (ribPath.link), in
+// place of the ones it had: the VCP's whole set (LINK_ROUTES). Each is
+// ranked with the session's paths of its prefix by the suite's distance,
+// as the suite ranked them, its next hop the neighbour's link-local
+// address on the port of its VLAN.
+func (f *ribFeed) setLinkRoutes(routes []dist.LinkRoute) {
+	want := map[netip.Prefix][]ribPath{}
+	for _, r := range routes {
+		if r.Check() != nil {
+			continue
+		}
+		ps := want[r.Prefix]
+		ps = append(ps, ribPath{nh: r.Via.WithZone(strconv.Itoa(int(r.VLAN))), id: uint32(len(ps)), localPref: 100, linkVLAN: r.VLAN,
+			from: routeOrigin{code: r.Origin, rank: uint16(r.Distance), distance: true}, link: true})
+		want[r.Prefix] = ps
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	changed := 0
+	for p, ps := range f.paths {
+		if _, kept := want[p]; kept || !slices.ContainsFunc(ps, func(r ribPath) bool { return r.link }) {
+			continue
+		}
+		rest := slices.DeleteFunc(slices.Clone(ps), func(r ribPath) bool { return r.link })
+		f.nPaths -= len(ps) - len(rest)
+		f.set(p, rest)
+		changed++
+	}
+	for p, links := range want {
+		ps := f.paths[p]
+		rest := slices.DeleteFunc(slices.Clone(ps), func(r ribPath) bool { return r.link })
+		had := slices.DeleteFunc(slices.Clone(ps), func(r ribPath) bool { return !r.link })
+		if slices.Equal(had, links) {
+			continue
+		}
+		f.nPaths += len(links) - len(had)
+		f.set(p, append(rest, links...))
+		changed++
+	}
+	if changed > 0 {
+		f.log.Info("RIB feed: link-local routes from the VCP", "routes", len(routes), "prefixes_changed", changed)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
@@ -440,4 +441,76 @@ func TestRIBFeedReleasesMemory(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRIBFeedLinkRoutes: the VCP's link-local routes (LINK_ROUTES, FRR's
+// OSPFv3 and RIPng) join the session's paths of their prefix, ranked by
+// distance; a session path with the same id leaves them; the session's
+// loss, with or without graceful restart, and an End-of-RIB keep them;
+// the next set replaces them, and an empty one takes them out.
+func TestRIBFeedLinkRoutes(t *testing.T) {
+	f, fib := newTestFeed()
+	f.st.GR = true
+	both, only := netip.MustParsePrefix("2001:db8:f0::/48"), netip.MustParsePrefix("2001:db8:f1::/48")
+	ll := func(p netip.Prefix, via string, vlan uint16, origin, distance uint8) dist.LinkRoute {
+		return dist.LinkRoute{Prefix: p, Via: netip.MustParseAddr(via), VLAN: vlan, Origin: origin, Distance: distance}
+	}
+	// An eBGP path (distance 20) to one of them: it wins over OSPF's 110.
+	f.update(tagged(announce6("2001:db8:10::10", []uint32{0}, both.String()), [3]uint32{65000, lcOrigin, 7}, [3]uint32{65000, lcDistance, 20}))
+	f.setLinkRoutes([]dist.LinkRoute{ll(both, "fe80::2", 11, 3, 110), ll(only, "fe80::2", 11, 3, 110), ll(only, "fe80::3", 11, 3, 110)})
+	if got := fib.routes[both]; !reflect.DeepEqual(got, hops("2001:db8:10::10")) {
+		t.Fatalf("eBGP (20) and OSPF (110) to %v: %v, want the eBGP path", both, got)
+	}
+	if got := fib.routes[only]; !reflect.DeepEqual(got, hops("fe80::2%11", "fe80::3%11")) {
+		t.Fatalf("two OSPF paths to %v: %v", only, got)
+	}
+	if o, _ := f.bestOrigin(only); originName(o.code) != "ospf" || o.preference() != 110 || !o.distance {
+		t.Errorf("origin of a link route: %+v", o)
+	}
+	// The eBGP path goes: OSPF's is next. A session path of id 0 (the
+	// link path's own id) comes and goes without touching it.
+	f.update(withdraw6(0, both.String()))
+	if got := fib.routes[both]; !reflect.DeepEqual(got, hops("fe80::2%11")) {
+		t.Fatalf("after the eBGP path's withdrawal: %v", got)
+	}
+	// The session lost (graceful restart) and back with nothing: its
+	// End-of-RIB sweeps its stale paths, not the link routes.
+	f.update(tagged(announce6("2001:db8:10::10", []uint32{0}, "2001:db8:a1::/48"), [3]uint32{65000, lcDistance, 20}))
+	f.sessionLost()
+	f.update(endOfRIB6())
+	if _, ok := fib.routes[netip.MustParsePrefix("2001:db8:a1::/48")]; ok {
+		t.Error("a stale session path outlived its End-of-RIB")
+	}
+	if len(fib.routes) != 2 || f.nPaths != 3 || f.nStale != 0 {
+		t.Fatalf("after a graceful restart: %v, %d paths, %d stale", fib.routes, f.nPaths, f.nStale)
+	}
+	f.st.GR = false
+	f.sessionLost()
+	if len(fib.routes) != 2 {
+		t.Fatalf("after a session's loss without graceful restart: %v", fib.routes)
+	}
+	// The next set: one path less, one prefix less.
+	f.setLinkRoutes([]dist.LinkRoute{ll(only, "fe80::3", 11, 8, 120)})
+	if _, ok := fib.routes[both]; ok || !reflect.DeepEqual(fib.routes[only], hops("fe80::3%11")) {
+		t.Fatalf("after the next set: %v", fib.routes)
+	}
+	changes := fib.changes
+	f.setLinkRoutes([]dist.LinkRoute{ll(only, "fe80::3", 11, 8, 120)})
+	if fib.changes != changes {
+		t.Error("the same set again changed the FIB")
+	}
+	f.setLinkRoutes([]dist.LinkRoute{})
+	if len(fib.routes) != 0 || len(f.paths) != 0 || f.nPaths != 0 {
+		t.Fatalf("after an empty set: %v, %d paths", fib.routes, f.nPaths)
+	}
+}
+
+// withdraw6 is an MP_UNREACH_NLRI of IPv6 prefixes with a path id.
+func withdraw6(id uint32, prefixes ...string) *bgp.BGPUpdate {
+	var w []bgp.PathNLRI
+	for _, p := range prefixes {
+		w = append(w, bgp.PathNLRI{NLRI: mustNLRI(p), ID: id})
+	}
+	mp, _ := bgp.NewPathAttributeMpUnreachNLRI(bgp.RF_IPv6_UC, w)
+	return &bgp.BGPUpdate{PathAttributes: []bgp.PathAttributeInterface{mp}}
 }

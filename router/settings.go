@@ -35,6 +35,10 @@ type settings struct {
 	// (dist.BackendConfig.OperatorVersion): a VCP's older one does not
 	// replace them (newerOperator).
 	OperatorVersion uint64 `json:"operator_version,omitempty"`
+	// LinkRoutes are the suite's routes via link-local next hops that its
+	// feed cannot carry (LINK_ROUTES, dist/linkroutes.go): the RIB feed
+	// ranks them with its own paths.
+	LinkRoutes []dist.LinkRoute `json:"link_routes,omitempty"`
 }
 
 // fileSettings are the settings of the back-end's own file.
@@ -95,6 +99,7 @@ func (a *Agent) receive(ctx context.Context) {
 	var acl []dist.ACLRule
 	var cfg *dist.BackendConfig
 	var cfgFrom uint64 // the VCP that sent cfg
+	var links dist.LinkRouteSet
 	for ctx.Err() == nil {
 		f, err := a.conn.Recv(200 * time.Millisecond)
 		if errors.Is(err, dist.ErrTimeout) {
@@ -121,6 +126,14 @@ func (a *Agent) receive(ctx context.Context) {
 			a.mu.Lock()
 			a.aclFromVCP = true
 			a.mu.Unlock()
+		case *dist.LinkRoutes:
+			if m.Target != a.cfg.ID {
+				continue
+			}
+			if routes := links.Add(f.Header.Sender, m); routes != nil {
+				a.setLinkRoutes(routes)
+			}
+			continue
 		default:
 			continue
 		}
@@ -132,6 +145,7 @@ func (a *Agent) receive(ctx context.Context) {
 		if !a.aclFromVCP {
 			s.ACL = a.set.ACL
 		}
+		s.LinkRoutes = a.set.LinkRoutes
 		s, superseded := newerOperator(a.set, s)
 		a.mu.Unlock()
 		if superseded {
@@ -142,6 +156,27 @@ func (a *Agent) receive(ctx context.Context) {
 		if err := a.apply(ctx, s); err != nil {
 			a.log.Error("settings from the VCP", "err", err)
 		}
+	}
+}
+
+// setLinkRoutes makes routes the link-local routes in force (the VCP's
+// whole set): the RIB feed's, if one runs, and the kept settings', so that
+// a restarted agent's feed has them from its start.
+func (a *Agent) setLinkRoutes(routes []dist.LinkRoute) {
+	a.mu.Lock()
+	if slices.Equal(a.set.LinkRoutes, routes) {
+		a.mu.Unlock()
+		return
+	}
+	a.set.LinkRoutes = routes
+	s, rib := a.set, a.rib
+	a.mu.Unlock()
+	a.log.Info("link-local routes from the VCP", "routes", len(routes))
+	if rib != nil {
+		rib.setLinkRoutes(routes)
+	}
+	if err := a.saveSettings(s); err != nil {
+		a.log.Error("keep settings", "err", err)
 	}
 }
 
@@ -336,7 +371,11 @@ func (a *Agent) startRIB(ctx context.Context, cfg *RIBConfig) error {
 	}
 	a.mu.Lock()
 	a.rib = rib
+	links := a.set.LinkRoutes
 	a.mu.Unlock()
+	if len(links) > 0 {
+		rib.setLinkRoutes(links)
+	}
 	return nil
 }
 

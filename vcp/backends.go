@@ -90,7 +90,8 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 	m, acl := a.backendSettings()
 	m.Target, m.Drained, m.Capacity = r.id, a.drained[r.hello.Name], a.capacities[r.hello.Name]
 	m.OperatorVersion = a.operatorVersions[r.hello.Name]
-	id := fmt.Sprint(m, acl)
+	links, generation, sendLinks := a.linkRoutes()
+	id := fmt.Sprint(m, acl, generation)
 	if id == p.id && backendPortsApplied(r.hello, m.Ports) && operatorApplied(r.hello, m) && now.Sub(p.sent) < backendRefresh {
 		return
 	}
@@ -105,10 +106,36 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 			return
 		}
 	}
+	if sendLinks {
+		pages, err := dist.LinkRoutePages(r.id, generation, links)
+		for _, page := range pages {
+			if err == nil {
+				err = a.send(r.mac, page)
+			}
+		}
+		if err != nil {
+			a.log.Error("LINK_ROUTES", "backend", r.hello.Name, "err", err)
+			return
+		}
+	}
 	if id != p.id {
 		a.log.Info("back-end configured", "backend", r.hello.Name, "ports", len(m.Ports), "rib", m.RIBNeighbor, "acl_rules", len(a.cfg.acl))
 	}
 	p.id, p.sent = id, now
+}
+
+// linkRoutes are the suite's routes via link-local next hops that its
+// RIB feed cannot carry, for LINK_ROUTES (FRR's OSPFv3 and RIPng:
+// linkroutes.go); ok is false when there are none to send. Call with
+// a.mu held.
+func (a *Agent) linkRoutes() (routes []dist.LinkRoute, generation uint32, ok bool) {
+	s, has := a.suite.(interface {
+		LinkRoutes() ([]dist.LinkRoute, uint32, bool)
+	})
+	if !has {
+		return nil, 0, false
+	}
+	return s.LinkRoutes()
 }
 
 // backendPortsApplied says whether a back-end's hello shows the ports it

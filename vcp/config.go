@@ -71,8 +71,9 @@ type RoutingConfig struct {
 	OSPF []OSPFPort `yaml:"ospf"`
 	// OSPFv3 (RFC 5340, IPv6) runs on the mirrors of the ports with these
 	// VLANs, area 0; each port needs an address6. Its routes' next hops
-	// are the neighbours' link-local addresses, which the RIB feed gives
-	// the back-ends with their port's VLAN (docs/vcp.md).
+	// are the neighbours' link-local addresses, which reach the back-ends
+	// with their port's VLAN: in the RIB feed with BIRD, in LINK_ROUTES
+	// with FRR (docs/vcp.md).
 	OSPFv3 []OSPFPort `yaml:"ospfv3"`
 	// OSPFExport is what else OSPF announces, as AS-external routes:
 	// connected (the external ports' networks), static, bgp. Absent:
@@ -758,28 +759,15 @@ func (c *FileConfig) complete() error {
 			if !c.hasVLAN6(p.VLAN) {
 				return p.Pos.Errorf("RIPng on VLAN %d: no external port with an address6 has it", p.VLAN)
 			}
-			if r.Suite == "frr" {
-				return p.Pos.Errorf("RIPng with suite frr: %s", frrLinkLocal)
-			}
 		}
 		for _, o := range r.OSPFv3 {
 			if !c.hasVLAN6(o.VLAN) {
 				return o.Pos.Errorf("OSPFv3 on VLAN %d: no external port with an address6 has it", o.VLAN)
 			}
-			if r.Suite == "frr" {
-				return o.Pos.Errorf("OSPFv3 with suite frr: %s", frrLinkLocal)
-			}
 		}
 	}
 	return nil
 }
-
-// frrLinkLocal is why OSPFv3 and RIPng are BIRD's only: their next hops
-// are link-local (RFC 5340 4.8.1, RFC 2080 2.1.1), and FRR's bgpd replaces
-// a link-local next hop with its own address on every route it sends
-// (subgroup_announce_check in bgpd/bgp_route.c), so the back-ends would
-// get routes via the VCP.
-const frrLinkLocal = "its link-local next hops do not reach the back-ends (FRR's bgpd sends its own address in their place): use suite bird"
 
 // hasVLAN6 says whether an external port with an IPv6 address has the
 // VLAN.

@@ -18,13 +18,15 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // FRR is the VCP's alternative routing suite (`routing: {suite: frr}`):
-// zebra, bgpd, staticd and, with OSPF, ospfd, in the VCP's namespace, bound
-// to the mirrors like BIRD. The same router config gives the same
+// zebra, bgpd, staticd and, with OSPF, RIP, OSPFv3 or RIPng, ospfd, ripd,
+// ospf6d or ripngd, in the VCP's namespace, bound to the mirrors like
+// BIRD. The same router config gives the same
 // behaviour: BGP with the external peers (importing, announcing nothing),
 // static routes, OSPF on the mirrors, and the RIB to the back-ends by iBGP
 // (route reflector of a listen range, every path: addpath-tx-all-paths,
@@ -38,6 +40,10 @@ type FRR struct {
 	log  *slog.Logger
 	stop chan struct{}
 	sup  *supervisor
+
+	// links follows OSPFv3's and RIPng's routes for the back-ends
+	// (linkroutes.go); nil without them or without back-ends.
+	links *linkRouteWatch
 
 	mu    sync.Mutex
 	procs []*child
@@ -63,6 +69,34 @@ router ospf
  ip ospf hello-interval 1
  ip ospf dead-interval 4
 !
+{{end}}{{end}}{{define "ospf6d"}}! Written by msr vcp: do not edit, edit the VCP's config.
+! The interfaces first: within router ospf6, "interface x10" is taken for
+! the start of its old "interface IFNAME area AREA" and refused.
+{{range .OSPFv3}}interface x{{.VLAN}}
+ description {{$.PortName .VLAN}}
+ ipv6 ospf6 area 0.0.0.0
+ ipv6 ospf6 cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}
+ ipv6 ospf6 hello-interval 1
+ ipv6 ospf6 dead-interval 4
+!
+{{end}}router ospf6
+ ospf6 router-id {{.RouterID}}
+{{if .OSPFExporting "connected"}} redistribute connected route-map MSR-OSPF-CONNECTED
+{{end}}{{if .OSPFExporting "static"}} redistribute static
+{{end}}{{if .OSPFExporting "bgp"}} redistribute bgp
+{{end}}!
+{{if .OSPFExporting "connected"}}! The external ports' networks only, never the interconnect's.
+{{portsMap "MSR-OSPF-CONNECTED" .Ports}}!
+{{end}}{{end}}{{define "ripngd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+router ripng
+{{range .RIPng}} network x{{.VLAN}}
+{{end}}{{if .RIPExporting "connected"}} redistribute connected route-map MSR-RIP-CONNECTED
+{{end}}{{if .RIPExporting "static"}} redistribute static
+{{end}}{{if .RIPExporting "bgp"}} redistribute bgp
+{{end}}{{if .RIPExporting "ospf"}} redistribute ospf6
+{{end}}!
+{{if .RIPExporting "connected"}}! The external ports' networks only, never the interconnect's.
+{{portsMap "MSR-RIP-CONNECTED" .Ports}}!
 {{end}}{{end}}{{define "ripd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 router rip
  version 2
@@ -117,6 +151,8 @@ agentx
  address-family ipv6 unicast
 {{if .RedistConnected}}  redistribute connected route-map MSR-CONNECTED
 {{end}}{{if or .Backends .RedistStatic}}  redistribute static route-map MSR-STATIC
+{{end}}{{if and .OSPFv3 .RedistOSPF}}  redistribute ospf6 route-map MSR-OSPF6
+{{end}}{{if and .RIPng .RedistRIP}}  redistribute ripng route-map MSR-RIPNG
 {{end}}{{if .Backends}}  neighbor BACKENDS activate
   neighbor BACKENDS route-reflector-client
   neighbor BACKENDS addpath-tx-all-paths
@@ -124,8 +160,9 @@ agentx
 {{end}}{{range .BGP}}{{.AF6}}{{end}} exit-address-family
 {{end}}!
 ! What is redistributed is tagged by kind (1 connected: the external
-! ports' networks only; 2 static; 3 OSPF; 4 RIP); each peer's export route-map
-! permits its kinds, BGP-learned routes by their non-empty AS path.
+! ports' networks only; 2 static; 3 OSPF; 4 RIP; 5 OSPFv3; 6 RIPng); each
+! peer's export route-map permits its kinds, BGP-learned routes by their
+! non-empty AS path.
 bgp as-path access-list MSR-LEARNED seq 5 permit .
 {{range $i, $p := .Ports}}route-map MSR-CONNECTED permit {{$p.Seq}}
  match interface x{{$p.VLAN}}
@@ -136,12 +173,23 @@ route-map MSR-OSPF permit 10
  set tag 3
 route-map MSR-RIP permit 10
  set tag 4
+route-map MSR-OSPF6 permit 10
+ set tag 5
+route-map MSR-RIPNG permit 10
+ set tag 6
 ! The back-ends have the ports' networks themselves. What they are sent
 ! says where it came from and its distance, as large communities
 ! (ASN:1:origin, ASN:3:distance; docs/vcp.md), in place of any the route
 ! had.
 route-map MSR-BACKENDS deny 5
  match tag 1
+! OSPFv3's and RIPng's routes, via link-local next hops bgpd would replace
+! with its own address, reach the back-ends in LINK_ROUTES instead
+! (linkroutes.go).
+route-map MSR-BACKENDS deny 6
+ match tag 5
+route-map MSR-BACKENDS deny 7
+ match tag 6
 route-map MSR-BACKENDS permit 10
  match tag 2
  set large-community {{.ASN}}:1:2 {{.ASN}}:3:1
@@ -255,6 +303,10 @@ type frrPort struct {
 // what they redistribute.
 var frrTags = map[string]int{"connected": 1, "static": 2, "ospf": 3, "rip": 4}
 
+// frrTags6 are the tags of what OSPFv3 and RIPng give BGP, which a peer
+// exporting ospf or rip is sent too.
+var frrTags6 = map[string]int{"ospf": 5, "rip": 6}
+
 // exportRouteMap is peer i's MSR-EXPORT-i: a permit for each kind it
 // exports, else a deny.
 func exportRouteMap(i int, b BGPPeer) string {
@@ -269,6 +321,9 @@ func exportRouteMap(i int, b BGPPeer) string {
 			s.WriteString(" match as-path MSR-LEARNED\n")
 		} else {
 			fmt.Fprintf(&s, " match tag %d\n", frrTags[kind])
+		}
+		if t, ok := frrTags6[kind]; ok {
+			fmt.Fprintf(&s, "route-map MSR-EXPORT-%d permit %d\n match tag %d\n", i, 10*(k+1)+5, t)
 		}
 	}
 	if s.Len() == 0 {
@@ -298,6 +353,12 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error)
 	}
 	if len(cfg.RIP) > 0 {
 		daemons = append(daemons, "ripd")
+	}
+	if len(cfg.OSPFv3) > 0 {
+		daemons = append(daemons, "ospf6d")
+	}
+	if len(cfg.RIPng) > 0 {
+		daemons = append(daemons, "ripngd")
 	}
 	for _, d := range daemons {
 		proc, err := f.startDaemon(d)
@@ -341,6 +402,16 @@ func StartFRR(cfg *RoutingConfig, log *slog.Logger, failed func()) (*FRR, error)
 	}
 	bgpd := f.procs[slices.Index(daemons, "bgpd")]
 	f.mu.Unlock()
+	if cfg.Backends != nil && len(cfg.OSPFv3)+len(cfg.RIPng) > 0 {
+		var vlans []uint16
+		for _, p := range cfg.OSPFv3 {
+			vlans = append(vlans, p.VLAN)
+		}
+		for _, p := range cfg.RIPng {
+			vlans = append(vlans, p.VLAN)
+		}
+		f.links = startLinkRouteWatch(f.stop, vlans, log)
+	}
 	if cfg.Backends != nil {
 		go f.holdFeed(bgpd)
 	}
@@ -397,7 +468,7 @@ func (f *FRR) writeConfig() error {
 			return err
 		}
 	}
-	for _, d := range []string{"zebra", "staticd", "ospfd", "ripd", "bfdd", "bgpd"} {
+	for _, d := range []string{"zebra", "staticd", "ospfd", "ripd", "ospf6d", "ripngd", "bfdd", "bgpd"} {
 		var b strings.Builder
 		if err := frrConf.ExecuteTemplate(&b, d, data); err != nil {
 			return err
@@ -511,6 +582,15 @@ func (f *FRR) holdFeed(bgpd *child) {
 		}
 		return nil
 	})
+}
+
+// LinkRoutes are OSPFv3's and RIPng's routes for the back-ends
+// (linkroutes.go); ok is false without them, or while they are held back.
+func (f *FRR) LinkRoutes() (routes []dist.LinkRoute, generation uint32, ok bool) {
+	if f.links == nil {
+		return nil, 0, false
+	}
+	return f.links.Routes()
 }
 
 // Status is FRR's BGP summary, OSPF neighbours and route summary, as text.

@@ -31,6 +31,7 @@ func TestFRRConfParses(t *testing.T) {
 			{To: netip.MustParsePrefix("2001:db8:99::/48"), Via: netip.MustParseAddr("2001:db8:10::254")}},
 		OSPF: []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}}, OSPFExport: []string{"connected", "bgp"},
 		RIP: []RIPPort{{VLAN: 11}}, RIPExport: []string{"connected", "static"},
+		OSPFv3: []OSPFPort{{VLAN: 10, Cost: 7}}, RIPng: []RIPPort{{VLAN: 10}},
 		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
 		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0"},
@@ -49,6 +50,11 @@ func TestFRRConfParses(t *testing.T) {
 			"neighbor 192.0.2.10 route-map MSR-EXPORT-0 out\n  neighbor 192.0.2.10 next-hop-self", "route-map MSR-EXPORT-0 permit 10\n match tag 1\nroute-map MSR-EXPORT-0 permit 20\n match tag 2\n",
 			"route-map MSR-EXPORT-1 deny 10", "route-map MSR-EXPORT-2 permit 10\n match as-path MSR-LEARNED\nroute-map MSR-EXPORT-2 permit 20\n match tag 3",
 			"route-map MSR-BACKENDS deny 5\n match tag 1",
+			// OSPFv3's and RIPng's routes go to BGP peers that export
+			// ospf or rip, never to the back-ends (LINK_ROUTES has them).
+			"  redistribute ospf6 route-map MSR-OSPF6\n", "route-map MSR-OSPF6 permit 10\n set tag 5\n", "route-map MSR-RIPNG permit 10\n set tag 6\n",
+			"route-map MSR-EXPORT-2 permit 20\n match tag 3\nroute-map MSR-EXPORT-2 permit 25\n match tag 5\n",
+			"route-map MSR-BACKENDS deny 6\n match tag 5\nroute-map MSR-BACKENDS deny 7\n match tag 6\n",
 			// Origins and distances to the back-ends: static, OSPF, an
 			// iBGP peer, eBGP.
 			"bgp route-reflector allow-outbound-policy", "route-map MSR-BACKENDS permit 10\n match tag 2\n set large-community 65000:1:2 65000:3:1\n",
@@ -64,7 +70,7 @@ func TestFRRConfParses(t *testing.T) {
 			// ipv6 both, each family with its own prefix lists (the IPv4
 			// session's has none of IPv6: nothing of it taken); the
 			// back-ends get both.
-			"  no neighbor 2001:db8:10::10 activate\n", " address-family ipv6 unicast\n  redistribute connected route-map MSR-CONNECTED\n  redistribute static route-map MSR-STATIC\n  neighbor BACKENDS activate\n",
+			"  no neighbor 2001:db8:10::10 activate\n", " address-family ipv6 unicast\n  redistribute connected route-map MSR-CONNECTED\n  redistribute static route-map MSR-STATIC\n  redistribute ospf6 route-map MSR-OSPF6\n  neighbor BACKENDS activate\n",
 			"  neighbor 2001:db8:10::10 activate\n  neighbor 2001:db8:10::10 route-map MSR-EXPORT-6 out\n  neighbor 2001:db8:10::10 next-hop-self\n  neighbor 2001:db8:10::10 prefix-list MSR-IMPORT6-6 in\n  neighbor 2001:db8:10::10 maximum-prefix 10\n",
 			"ipv6 prefix-list MSR-IMPORT6-6 seq 5 permit 2001:db8::/32 le 128\n",
 			"  neighbor 192.0.2.17 prefix-list MSR-IMPORT-7 in\n", "  neighbor 192.0.2.17 activate\n  neighbor 192.0.2.17 route-map MSR-EXPORT-7 out\n  neighbor 192.0.2.17 next-hop-self\n  neighbor 192.0.2.17 prefix-list MSR-NOTHING6 in\n",
@@ -72,6 +78,8 @@ func TestFRRConfParses(t *testing.T) {
 		"ripd":    {"router rip\n version 2\n network x11\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!", "route-map MSR-RIP-CONNECTED permit 10\n match interface x10\n"},
 		"bfdd":    {"bfd\n profile msr\n  receive-interval 300\n  transmit-interval 300\n  detect-multiplier 3\n"},
 		"staticd": {"ip route 203.0.113.0/24 192.0.2.254", "ipv6 route 2001:db8:99::/48 2001:db8:10::254"},
+		"ospf6d":  {"interface x10\n description lb1/e0\n ipv6 ospf6 area 0.0.0.0\n ipv6 ospf6 cost 7\n ipv6 ospf6 hello-interval 1\n ipv6 ospf6 dead-interval 4\n", "router ospf6\n ospf6 router-id 192.0.2.1\n redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n"},
+		"ripngd":  {"router ripng\n network x10\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!"},
 		"ospfd":   {" redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n!", "route-map MSR-OSPF-CONNECTED permit 20\n match interface x11\n", "interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
 	} {
 		path := filepath.Join(f.dir, d+".conf")
