@@ -53,9 +53,10 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 		}
 	}
 	ctlJSON(&rv, "routes")
-	// 4 paths sent (100.64.0.0/10 from both peers, ADD-PATH), 4 routes in
-	// the FIB (the port's subnet, 3 learned, one of them ECMP).
-	if rv.Networks < 4 || len(rv.Backends) != 1 || rv.Backends[0].Session != "Established" || rv.Backends[0].Exported != 4 || rv.Backends[0].Installed != 4 {
+	// 4 paths sent (100.64.0.0/10 from both peers, ADD-PATH), 5 routes in
+	// the FIB (the port's subnets, IPv4 and IPv6, 3 learned, one of them
+	// ECMP).
+	if rv.Networks < 4 || len(rv.Backends) != 1 || rv.Backends[0].Session != "Established" || rv.Backends[0].Exported != 4 || rv.Backends[0].Installed != 5 {
 		t.Errorf("routes: %+v", rv)
 	}
 	// One address: the suite's route, and the back-end's FIB entry.

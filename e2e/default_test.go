@@ -86,6 +86,11 @@ func TestDefaultLab(t *testing.T) {
 			t.Errorf("r1's route to %s: %+v, %v; want one via ospf1's link-local address, from %s", route, rs, err, from)
 		}
 	}
+	// Router advertisements are off by default: h1's solicitations go
+	// unanswered.
+	if ra, ok := solicitRouter(t, "default", "h1"); ok {
+		t.Errorf("a router advertisement with router_advertisements off:\n%s", ra)
+	}
 	// The console, from a host on the management network.
 	cout, _, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("api.crt"), "--token-file", demo.APIFile("read.token"), "elements", "-o", "json")
 	var elements []struct {

@@ -348,3 +348,48 @@ func checkSessionKeys(t *testing.T, lab, dir string, peer0 func() string) {
 		t.Errorf("h1 opened a session with a wrong password:\n%s", out)
 	}
 }
+
+// solicitRouter sends router solicitations from host's eth0 in lab
+// (rdisc6: up to three, a second apart) and returns the first router
+// advertisement that answers, as rdisc6 prints it; ok is false when none
+// came.
+func solicitRouter(t *testing.T, lab, host string) (ra string, ok bool) {
+	t.Helper()
+	out, _, code := msr(t, "lab", "exec", "--lab", lab, host, "--", "rdisc6", "-1", "-r", "3", "-w", "1000", "eth0")
+	return out, code == 0 && strings.Contains(out, "from fe80::")
+}
+
+// checkRouterAdvertised checks that a router solicitation from host gets
+// the router's advertisement: from the port's link-local address (the
+// EUI-64 of 02:00:00:00:e0:00), with the port's prefix for SLAAC, and its
+// link-layer address, where it gives one (FRR does, BIRD does not), the
+// port's MAC; and that the host's kernel took the router as its default
+// router.
+func checkRouterAdvertised(t *testing.T, lab, host string) {
+	t.Helper()
+	var ra string
+	var ok bool
+	for start := time.Now(); !ok; {
+		if ra, ok = solicitRouter(t, lab, host); !ok && time.Since(start) > 20*time.Second {
+			t.Fatalf("no router advertisement answered %s's solicitations: %s", host, ra)
+		}
+	}
+	wants := []string{"from fe80::ff:fe00:e000", "2001:db8:10::/64"}
+	if strings.Contains(ra, "link-layer address") {
+		wants = append(wants, "link-layer address: 02:00:00:00:E0:00")
+	}
+	for _, want := range wants {
+		if !strings.Contains(strings.ToUpper(ra), strings.ToUpper(want)) {
+			t.Errorf("the router advertisement %s got lacks %q:\n%s", host, want, ra)
+		}
+	}
+	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		out, _, _ := msr(t, "lab", "exec", "--lab", lab, host, "--", "ip", "-6", "route", "show", "default")
+		if strings.Contains(out, "via fe80::ff:fe00:e000") && strings.Contains(out, "proto ra") {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%s's default route after the router's advertisement: %q", host, out)
+		}
+	}
+}

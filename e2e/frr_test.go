@@ -42,7 +42,7 @@ func TestFRRSuite(t *testing.T) {
 key_file: `+dir+`/key
 interface: eth0
 external_ports:
-  - {lb: t-frr-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10}
+  - {lb: t-frr-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10, router_advertisements: true}
 routing:
   suite: frr
   asn: 65000
@@ -168,6 +168,9 @@ protocol rip ng ripng {
 			t.Fatalf("the back-end's routes %v, want %v\n%s", got, want, logs())
 		}
 	}
+	// Router advertisements on the port (zebra's): h2 solicits, and takes
+	// the router as its default router.
+	checkRouterAdvertised(t, "t-frr", "h2")
 	// Forwarded to a learned prefix.
 	msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "ip", "addr", "add", "203.0.113.1/32", "dev", "lo")
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ping", "-c", "2", "-i", "0.2", "-W", "2", "203.0.113.1"); code != 0 {

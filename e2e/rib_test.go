@@ -72,7 +72,8 @@ links:
 // on its mirror of the port, learns the prefixes and reflects them by iBGP
 // to the back-end, whose agent puts them in its FIB, with the VCP's own
 // static route; a prefix both peers announce arrives with both next hops
-// (ECMP). A withdrawal follows the same way.
+// (ECMP). A withdrawal follows the same way. The port is dual stack and
+// asks for router advertisements, which a host's solicitation gets.
 func TestRIBFromPeerToBackend(t *testing.T) {
 	dir, write := testDir(t, "6b")
 	write("bgpd.conf", withPassword(peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"), "h1-md5-secret"))
@@ -80,6 +81,7 @@ func TestRIBFromPeerToBackend(t *testing.T) {
 	write("h1.pw", "h1-md5-secret\n")
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	writeDataPathConfigs(dir, "t-rib", false, true)
+	dualStack(t, dir)
 	write("vcp.yaml", `name: t-rib-vcp
 key_file: `+dir+`/key
 interface: eth0
@@ -89,7 +91,7 @@ lbs:
 backends:
   t-rib-r1: {api: 10.0.0.11:8180}
 external_ports:
-  - {lb: t-rib-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+  - {lb: t-rib-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10, router_advertisements: true}
 routing:
   asn: 65000
   run_dir: `+dir+`/vcp
@@ -122,6 +124,9 @@ routing:
 	if r := routes(); !strings.Contains(r, `"192.0.2.10"`) || !strings.Contains(r, `"192.0.2.20"`) {
 		t.Errorf("routes not via the peer and the static gateway: %s", r)
 	}
+	// The port asks for router advertisements (BIRD's radv): h2 solicits,
+	// and takes the router as its default router.
+	checkRouterAdvertised(t, "t-rib", "h2")
 	// ECMP survives the trip: both peers announce 100.64.0.0/10.
 	ecmp := func() string { return routeVia(t, dir)["100.64.0.0/10"] }
 	for deadline := time.Now().Add(20 * time.Second); ecmp() != "192.0.2.10,192.0.2.11"; time.Sleep(200 * time.Millisecond) {
@@ -130,7 +135,8 @@ routing:
 		}
 	}
 	// The VCP knows what the back-end installed: its hellos carry its FIB's
-	// route count (the port's subnet and the three learned).
+	// route count (the port's subnets, IPv4 and IPv6, and the three
+	// learned).
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		out, _, _ := msr(t, "vcp", "status", "--name", "t-rib-vcp", "-o", "json")
 		var st struct {
@@ -146,11 +152,11 @@ routing:
 				installed = e.Installed
 			}
 		}
-		if installed == 4 {
+		if installed == 5 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the VCP sees %d routes installed on the back-end, want 4:\n%s", installed, out)
+			t.Fatalf("the VCP sees %d routes installed on the back-end, want 5:\n%s", installed, out)
 		}
 	}
 

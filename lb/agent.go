@@ -525,42 +525,34 @@ func (a *Agent) wanted(now time.Time) (Mode, []Backend) {
 		portByIndex[p.index] = p
 	}
 	var live, listed []Backend // the live ones; every one not draining
-	if a.vcpTable != nil {
+	// sort puts one of the table's back-ends with the live ones and, not
+	// draining and heard at least once, the listed ones.
+	sort := func(b Backend, heard bool) {
+		if a.alive(b.MAC, now) {
+			live = append(live, b)
+		}
+		if heard && !a.draining(b.MAC) {
+			listed = append(listed, b)
+		}
+	}
+	switch {
+	case a.vcpTable != nil:
 		mode = a.vcpTable.mode
 		for _, e := range a.vcpTable.entries {
-			p := portByIndex[e.Port]
-			if p == nil || p.role != RoleInternal {
-				continue
-			}
-			b := Backend{MAC: e.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: e.Weight}
-			if a.alive(e.MAC, now) {
-				live = append(live, b)
-			}
-			if !a.draining(e.MAC) {
-				listed = append(listed, b)
+			if p := portByIndex[e.Port]; p != nil && p.role == RoleInternal {
+				sort(Backend{MAC: e.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: e.Weight}, true)
 			}
 		}
-	} else if len(a.cfg.Backends) == 0 && a.found != nil {
+	case len(a.cfg.Backends) == 0 && a.found != nil:
 		mode = a.foundMode
 		for _, b := range a.found {
-			if a.alive(b.MAC, now) {
-				live = append(live, b)
-			}
-			if !a.draining(b.MAC) {
-				listed = append(listed, b)
-			}
+			sort(b, true)
 		}
-	} else {
+	default: // the file's, listed once heard
 		for _, bc := range a.cfg.Backends {
 			for _, p := range a.ports {
 				if p.role == RoleInternal && (len(bc.Ports) == 0 || slices.Contains(bc.Ports, p.name)) {
-					b := Backend{MAC: bc.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: bc.Weight}
-					if a.alive(bc.MAC, now) {
-						live = append(live, b)
-					}
-					if !a.draining(bc.MAC) && a.backends[bc.MAC.String()] != nil {
-						listed = append(listed, b)
-					}
+					sort(Backend{MAC: bc.MAC, Ifindex: p.ifindex, PortIndex: p.index, Weight: bc.Weight}, a.backends[bc.MAC.String()] != nil)
 				}
 			}
 		}

@@ -52,17 +52,25 @@ func TestHoldQueueBytes(t *testing.T) {
 // TestHeldReleaseWaitsForRoom: the packets held for a neighbour go out
 // when it answers, in a burst the interface cannot take at once (ENOBUFS
 // from a veth whose peer's XDP ring is full: the soak's r4 lost 1,207 so).
-// Each waits for room; once one has waited in vain the rest of the burst
-// is not held up; a lone frame (an ARP request) does not wait.
+// Each waits for room, the agent's lock free meanwhile; once one has
+// waited in vain the rest of the burst is not held up; a lone frame (an
+// ARP request) does not wait.
 func TestHeldReleaseWaitsForRoom(t *testing.T) {
 	sent, room := 0, 0
 	full := false // the queue taking nothing at all
+	var a *Agent
+	lockedWaits := 0 // waits with the agent's lock held
 	defer func(f func(int, []byte) error) { sendFrame = f }(sendFrame)
 	sendFrame = func(_ int, f []byte) error {
 		if f[16] != 0x08 || f[17] != 0x00 {
 			return nil // the ARP requests
 		}
 		if full || room == 0 {
+			if !a.mu.TryLock() {
+				lockedWaits++
+			} else {
+				a.mu.Unlock()
+			}
 			room = 64 // the consumer frees 64 places while the sender waits
 			if full {
 				room = 0
@@ -73,7 +81,7 @@ func TestHeldReleaseWaitsForRoom(t *testing.T) {
 		sent++
 		return nil
 	}
-	a := &Agent{raw: -1, log: slog.New(slog.NewTextHandler(io.Discard, nil)), mac: net.HardwareAddr{2, 0, 0, 0, 0xb0, 4},
+	a = &Agent{raw: -1, log: slog.New(slog.NewTextHandler(io.Discard, nil)), mac: net.HardwareAddr{2, 0, 0, 0, 0xb0, 4},
 		neigh: map[NeighborKey]*neighbor{}, pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{},
 		ports: []Port{{Index: 0, VLAN: 10, Addr: netip.MustParsePrefix("192.0.2.1/24")}}}
 	h3 := netip.MustParseAddr("192.0.2.10")
@@ -82,7 +90,13 @@ func TestHeldReleaseWaitsForRoom(t *testing.T) {
 		a.sendVia(nhKey{port: 0}, h3, 0x0800, pkt)
 	}
 	held := len(a.pending[NeighborKey{h3, 10}].packets)
-	a.releaseHeld(NeighborKey{h3, 10}, net.HardwareAddr{2, 0, 0, 0, 0, 3}, 0x0800)
+	a.mu.Lock()
+	send := a.releaseHeld(NeighborKey{h3, 10}, net.HardwareAddr{2, 0, 0, 0, 0, 3}, 0x0800)
+	a.mu.Unlock()
+	send()
+	if lockedWaits > 0 {
+		t.Errorf("%d waits for room with the agent's lock held", lockedWaits)
+	}
 	if sent != held || a.counters["send_errors"] != 0 {
 		t.Fatalf("%d held, %d sent, %d send errors: want every one sent", held, sent, a.counters["send_errors"])
 	}
@@ -96,7 +110,7 @@ func TestHeldReleaseWaitsForRoom(t *testing.T) {
 		a.sendVia(nhKey{port: 0}, h3, 0x0800, pkt)
 	}
 	start := time.Now()
-	a.releaseHeld(NeighborKey{h3, 10}, net.HardwareAddr{2, 0, 0, 0, 0, 3}, 0x0800)
+	a.releaseHeld(NeighborKey{h3, 10}, net.HardwareAddr{2, 0, 0, 0, 0, 3}, 0x0800)()
 	// The first frame's waits, each up to about a millisecond with Go's
 	// timers; waiting for every frame would take 100 times that.
 	if took := time.Since(start); took > time.Duration(sendRetries)*5*time.Millisecond {

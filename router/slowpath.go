@@ -230,7 +230,6 @@ func (a *Agent) learnARP(f []byte) {
 	mac := net.HardwareAddr(bytes.Clone(arp[8:14]))
 	ip := netip.AddrFrom4([4]byte(arp[14:18]))
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	var port *Port
 	for i := range a.ports {
 		if a.ports[i].VLAN == vlan && a.ports[i].Addr.Masked().Contains(ip) {
@@ -238,37 +237,52 @@ func (a *Agent) learnARP(f []byte) {
 		}
 	}
 	if port == nil || ip == port.Addr.Addr() || mac[0]&1 != 0 {
+		a.mu.Unlock()
 		return
 	}
-	a.learned(NeighborKey{ip, vlan}, mac, 0x0800)
+	send := a.learned(NeighborKey{ip, vlan}, mac, 0x0800)
+	a.mu.Unlock()
+	send()
 }
 
-// learned records a neighbour's MAC in the data path and sends what was
-// held for it (packets of etherType). Call with a.mu held.
-func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16) {
+// learned records a neighbour's MAC in the data path and takes what was
+// held for it (packets of etherType): the send it returns sends them.
+// Call with a.mu held, and the send once it is released.
+func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16) (send func()) {
 	if err := a.dp.SetNeighbor(key.IP, key.VLAN, mac); err != nil {
 		a.log.Error("set neighbour", "ip", key.IP, "err", err)
-		return
+		return func() {}
 	}
 	a.neigh[key] = &neighbor{mac: mac, updated: time.Now()}
-	a.releaseHeld(key, mac, etherType)
+	return a.releaseHeld(key, mac, etherType)
 }
 
-// releaseHeld sends what was held for a neighbour now resolved. Call with
-// a.mu held.
-func (a *Agent) releaseHeld(key NeighborKey, mac net.HardwareAddr, etherType uint16) {
+// releaseHeld takes what was held for a neighbour now resolved; the send
+// it returns sends it. Call with a.mu held, and the send once it is
+// released: up to holdBytes at once, thousands of frames, more than the
+// interface takes in one go, so each waits for room (sendRetry) until
+// one has waited in vain, and the agent's other work (the slow path, the
+// RIB feed's routes, hellos) must not wait with them.
+func (a *Agent) releaseHeld(key NeighborKey, mac net.HardwareAddr, etherType uint16) (send func()) {
 	p := a.pending[key]
 	if p == nil {
-		return
+		return func() {}
 	}
 	delete(a.pending, key)
 	a.heldBytes -= p.bytes
-	// Up to holdBytes at once: thousands of frames, more than the
-	// interface takes in one go, so each waits for room (transmitRetry)
-	// until one has waited in vain.
-	retry := true
-	for _, pkt := range p.packets {
-		retry = a.transmitRetry(mac, key.VLAN, etherType, pkt, retry)
+	return func() {
+		waits, failed, retry := 0, 0, true
+		for _, pkt := range p.packets {
+			w, sent, next := a.sendRetry(a.frame(mac, key.VLAN, etherType, pkt), retry)
+			waits, retry = waits+w, next
+			if !sent {
+				failed++
+			}
+		}
+		a.mu.Lock()
+		a.counters["send_waits"] += uint64(waits)
+		a.counters["send_errors"] += uint64(failed)
+		a.mu.Unlock()
 	}
 }
 
@@ -337,8 +351,11 @@ func (a *Agent) portOfVLAN(vlan uint16) (Port, bool) {
 }
 
 // transmit sends payload tagged with vlan to dst, from the back-end.
+// Call with a.mu held (its counters).
 func (a *Agent) transmit(dst net.HardwareAddr, vlan, etherType uint16, payload []byte) {
-	a.transmitRetry(dst, vlan, etherType, payload, false)
+	if _, sent, _ := a.sendRetry(a.frame(dst, vlan, etherType, payload), false); !sent {
+		a.counters["send_errors"]++
+	}
 }
 
 // sendFrame is the send of a frame on the agent's packet socket (a test
@@ -359,11 +376,9 @@ const (
 	sendRetries = 10
 )
 
-// transmitRetry is transmit, waiting for room in the interface's queue
-// when retry is set. It says whether the next frame of a burst should
-// wait too: not once one waited in vain (the queue is stuck, and the
-// burst is not to hold the agent for long).
-func (a *Agent) transmitRetry(dst net.HardwareAddr, vlan, etherType uint16, payload []byte, retry bool) bool {
+// frame is payload in a frame of etherType to dst, tagged with vlan,
+// from this back-end, padded to Ethernet's minimum.
+func (a *Agent) frame(dst net.HardwareAddr, vlan, etherType uint16, payload []byte) []byte {
 	f := make([]byte, 0, 18+len(payload))
 	f = append(f, dst...)
 	f = append(f, a.mac...)
@@ -372,16 +387,24 @@ func (a *Agent) transmitRetry(dst net.HardwareAddr, vlan, etherType uint16, payl
 	for len(f) < 64 {
 		f = append(f, 0)
 	}
+	return f
+}
+
+// sendRetry sends a frame on the agent's packet socket, waiting for room
+// in the interface's queue when retry is set: how many times it waited,
+// whether it went, and whether the next frame of a burst should wait too
+// (not once one waited in vain: the queue is stuck, and the burst is not
+// to hold the agent for long).
+func (a *Agent) sendRetry(f []byte, retry bool) (waits int, sent, next bool) {
 	for try := 0; ; try++ {
 		err := sendFrame(a.raw, f)
 		if err == nil {
-			return retry
+			return waits, true, retry
 		}
 		if !retry || !errors.Is(err, unix.ENOBUFS) || try == sendRetries {
-			a.counters["send_errors"]++
-			return false
+			return waits, false, false
 		}
-		a.counters["send_waits"]++
+		waits++
 		time.Sleep(sendBackoff)
 	}
 }

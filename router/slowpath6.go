@@ -163,7 +163,6 @@ func (a *Agent) learnNDP(f []byte) {
 		return
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	var port *Port
 	for i := range a.ports {
 		// On the port's subnet, or link-local on its link (OSPFv3's next
@@ -173,7 +172,10 @@ func (a *Agent) learnNDP(f []byte) {
 		}
 	}
 	if port == nil || ip == port.Addr6.Addr() {
+		a.mu.Unlock()
 		return
 	}
-	a.learned(NeighborKey{ip, vlan}, mac, 0x86dd)
+	send := a.learned(NeighborKey{ip, vlan}, mac, 0x86dd)
+	a.mu.Unlock()
+	send()
 }

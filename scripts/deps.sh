@@ -18,6 +18,7 @@ packages=(
 	prometheus                # msr demo up --monitoring: scrapes every agent (tests)
 	chromium                  # the web view's test: a real browser, headless
 	python3                   # a client that sends IPv6 with Hop-by-Hop options (tests)
+	ndisc6                    # rdisc6: a router solicitation and the advertisement it gets (tests)
 )
 
 missing=()

@@ -130,6 +130,13 @@ protocol rip ng ripng {
 	ipv6 { import all; export {{.BIRDRIPExport}}; };
 {{range .RIPng}}	interface "x{{.VLAN}}" {};   # {{$.PortName .VLAN}}
 {{end}}}
+{{end}}{{with .RAPorts}}
+# Router advertisements (RFC 4861 §6) on the ports that ask for them
+# (router_advertisements): solicited and every 10-30 s, each port's
+# prefixes (its address6's: SLAAC on a /64), this router a default router.
+protocol radv {
+{{range .}}	interface "x{{.VLAN}}" { min ra interval 10; max ra interval 30; };   # {{.Name}}
+{{end}}}
 {{end}}{{with .Backends}}
 # The RIB to every back-end: iBGP, this suite their route reflector. What
 # BGP, OSPF and static routes give goes; the ports' own subnets do not (each

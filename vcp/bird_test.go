@@ -75,7 +75,7 @@ func TestBirdConfIPv6(t *testing.T) {
 		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")},
 			{To: netip.MustParsePrefix("2001:db8:99::/48"), Via: netip.MustParseAddr("2001:db8:10::254")}},
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24")},
-		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0"},
+		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0", RA: true},
 			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
 	// A pyasn file of both families, routed via each: each file's
 	// prefixes of its gateway's family, in that family's protocol.
@@ -120,6 +120,8 @@ func TestBirdConfIPv6(t *testing.T) {
 		// OSPFv3 on the port's mirror; its link-local next hops go to the
 		// back-ends with the port's VLAN.
 		"protocol ospf v3 ospf6 {\n\tipv6 { import all; export none; };\n\tarea 0 {\n\t\t# lb1/e0\n\t\tinterface \"x10\" { cost 5; hello 1; dead 4; };",
+		// Router advertisements on the port that asks for them only.
+		"protocol radv {\n\tinterface \"x10\" { min ra interval 10; max ra interval 30; };   # lb1/e0\n}",
 		"\tif net.type = NET_IP6 then {\n\t\tif gw ~ fe80::/10 then {\n\t\t\tbgp_next_hop = gw;\n\t\t\tif ifname = \"x10\" then bgp_large_community.add((65000, 4, 10));\n\t\t\tif ifname = \"x11\" then bgp_large_community.add((65000, 4, 11));\n\t\t}\n\t}",
 	} {
 		if !strings.Contains(b.String(), want) {

@@ -114,6 +114,9 @@ type SuitePort struct {
 	Address  netip.Prefix
 	Address6 netip.Prefix // none: IPv4 only
 	Name     string       // lb1/e0
+	// RA: the suite advertises the router on the port
+	// (ExternalPortConfig.RouterAdvertisements).
+	RA bool
 }
 
 // PortName is the router's name of the port with the VLAN, for the
@@ -182,6 +185,17 @@ func (c *RoutingConfig) staticOf(v6 bool) []StaticRoute {
 		}
 	}
 	return out
+}
+
+// RAPorts are the ports the suite sends router advertisements on.
+func (c *RoutingConfig) RAPorts() []SuitePort {
+	var ps []SuitePort
+	for _, p := range c.Ports {
+		if p.RA {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 // HasIPv6 says whether any external port has an IPv6 address: the suite
@@ -553,6 +567,13 @@ type ExternalPortConfig struct {
 	Address6 netip.Prefix `yaml:"address6"`
 	VLAN     uint16       `yaml:"vlan" msr:"required"`
 	MTU      uint16       `yaml:"mtu"`
+	// RouterAdvertisements has the suite advertise the router on the port
+	// (RFC 4861 §6): answering router solicitations, and every 10-30 s,
+	// with the port's IPv6 prefix (for SLAAC where it is a /64) and the
+	// router as a default router. Off by default: the port's neighbours
+	// are routers and servers configured by hand. Needs an address6 and a
+	// routing section (the suite sends them).
+	RouterAdvertisements bool `yaml:"router_advertisements"`
 	// Description is the operator's words for the port (SNMP's ifAlias).
 	Description string           `yaml:"description"`
 	Pos         config.Pos       `yaml:"-"`
@@ -630,6 +651,9 @@ func (c *FileConfig) complete() error {
 		}
 		if p.Address6.IsValid() && p.MTU != 0 && p.MTU < 1280 {
 			return p.Pos.Errorf("external port %s: MTU %d below IPv6's 1280 (RFC 8200 §5)", mac, p.MTU)
+		}
+		if p.RouterAdvertisements && (!p.Address6.IsValid() || c.Routing == nil) {
+			return p.Pos.Errorf("external port %s: router_advertisements needs an address6 and a routing section (the suite sends them)", mac)
 		}
 		// A VLAN names one external port of the whole router (seed 000
 		// §4.5): two LBs cannot share one.

@@ -301,6 +301,26 @@ func TestIPv6Config(t *testing.T) {
 			t.Errorf("%s -> %s: %v, want %q at line %d", c.from, c.to, err, c.want, at)
 		}
 	}
+	// Router advertisements: on a port with an address6, to the suite;
+	// refused at the port's line without one, or without a routing
+	// section.
+	ra := strings.Replace(dual, `address6: "2001:db8:10::1/64", vlan: 10`, `address6: "2001:db8:10::1/64", vlan: 10, router_advertisements: true`, 1)
+	if c, err := load(t, ra); err != nil || !c.ExternalPorts[0].RouterAdvertisements || c.ExternalPorts[1].RouterAdvertisements {
+		t.Errorf("router_advertisements on VLAN 10: %v", err)
+	}
+	for name, text := range map[string]string{
+		"without an address6": strings.Replace(ra, "vlan: 11, mtu: 1500", "vlan: 11, mtu: 1500, router_advertisements: true", 1),
+		"without routing":     ra[:strings.Index(ra, "routing:")],
+	} {
+		port := "lb1, mac"
+		if name == "without an address6" {
+			port = "lb2, mac"
+		}
+		want := fmt.Sprintf("vcp.yaml:%d:", strings.Count(text[:strings.Index(text, port)], "\n")+1)
+		if _, err := load(t, text); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "router_advertisements needs an address6 and a routing section") {
+			t.Errorf("router_advertisements %s: %v, want it refused at %s", name, err, want)
+		}
+	}
 	// OSPFv3 and RIPng need a port with an IPv6 address on their VLAN.
 	for _, proto := range []string{"OSPFv3", "RIPng"} {
 		v6 := strings.Replace(dual, "  static:\n", "  "+strings.ToLower(proto)+":\n    - {vlan: 10}\n  static:\n", 1)

@@ -93,7 +93,7 @@ func (a *Agent) describePorts(cfg *FileConfig) {
 		if !ok {
 			name = fmt.Sprintf("%s VLAN %d", p.LB, p.VLAN) // before the LB's first hello
 		}
-		ports = append(ports, SuitePort{VLAN: p.VLAN, Address: p.Address, Address6: p.Address6, Name: name})
+		ports = append(ports, SuitePort{VLAN: p.VLAN, Address: p.Address, Address6: p.Address6, Name: name, RA: p.RouterAdvertisements})
 	}
 	cfg.Routing.Ports = ports
 	if cfg.SNMP != nil {

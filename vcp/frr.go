@@ -51,7 +51,16 @@ type FRR struct {
 
 var frrConf = template.Must(template.New("frr").Funcs(template.FuncMap{"portsMap": portsMap}).Parse(`{{define "zebra"}}! Written by msr vcp: do not edit, edit the VCP's config.
 hostname vcp
-{{end}}{{define "staticd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+{{range .RAPorts}}! Router advertisements (RFC 4861 §6): solicited and every 30 s, the
+! port's prefix (SLAAC on a /64), this router a default router.
+interface x{{.VLAN}}
+ description {{.Name}}
+ no ipv6 nd suppress-ra
+ ipv6 nd ra-interval 30
+ ipv6 nd ra-lifetime 90
+ ipv6 nd prefix {{.Address6.Masked}}
+!
+{{end}}{{end}}{{define "staticd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 {{range .Static}}{{if .Via.Is6}}ipv6{{else}}ip{{end}} route {{.To}} {{.Via}}
 {{end}}{{end}}{{define "ospfd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 router ospf

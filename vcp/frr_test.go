@@ -34,7 +34,7 @@ func TestFRRConfParses(t *testing.T) {
 		OSPFv3: []OSPFPort{{VLAN: 10, Cost: 7}}, RIPng: []RIPPort{{VLAN: 10}},
 		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
-		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0"},
+		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0", RA: true},
 			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
 	f := &FRR{cfg: cfg, dir: filepath.Join(dir, "frr"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := f.writeConfig(); err != nil {
@@ -78,6 +78,7 @@ func TestFRRConfParses(t *testing.T) {
 		"ripd":    {"router rip\n version 2\n network x11\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!", "route-map MSR-RIP-CONNECTED permit 10\n match interface x10\n"},
 		"bfdd":    {"bfd\n profile msr\n  receive-interval 300\n  transmit-interval 300\n  detect-multiplier 3\n"},
 		"staticd": {"ip route 203.0.113.0/24 192.0.2.254", "ipv6 route 2001:db8:99::/48 2001:db8:10::254"},
+		"zebra":   {"interface x10\n description lb1/e0\n no ipv6 nd suppress-ra\n ipv6 nd ra-interval 30\n ipv6 nd ra-lifetime 90\n ipv6 nd prefix 2001:db8:10::/64\n"},
 		"ospf6d":  {"interface x10\n description lb1/e0\n ipv6 ospf6 area 0.0.0.0\n ipv6 ospf6 cost 7\n ipv6 ospf6 hello-interval 1\n ipv6 ospf6 dead-interval 4\n", "router ospf6\n ospf6 router-id 192.0.2.1\n redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n"},
 		"ripngd":  {"router ripng\n network x10\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!"},
 		"ospfd":   {" redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n!", "route-map MSR-OSPF-CONNECTED permit 20\n match interface x11\n", "interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
