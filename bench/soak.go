@@ -486,6 +486,8 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		}
 		cs := <-clientsDone
 		if oerr := <-opDone; oerr != nil {
+			// Refused, not lost: the state expected is what was before.
+			op.undo()
 			inv["operator_state"] = append(inv["operator_state"], fmt.Sprintf("at %.0f s, %s: %v", at.Seconds(), op.text, oerr))
 		}
 		if err != nil {

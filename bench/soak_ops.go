@@ -56,37 +56,58 @@ func newSoakOps() *soakOps {
 	return &soakOps{mode: "flowlet", done: map[string]int{}}
 }
 
-// A soakOp is an operation drawn: what it does, and its text.
+// A soakOp is an operation drawn: what it does, and its text; undo puts
+// back the state expected before it, when it failed (the operator was
+// told so: the router kept what it had, and must keep it).
 type soakOp struct {
 	text string
 	do   func() error
+	undo func()
 }
 
-// draw draws the next operation, and changes the state it expects.
+// draw draws the next operation, and changes the state it expects. A
+// drain or a weight refused changed nothing; a reload that failed on one
+// VCP has its file written all the same, which that VCP reads when it
+// starts: it is not undone.
 func (o *soakOps) draw(rng *rand.Rand) *soakOp {
+	before := *o
+	op := o.drawOp(rng)
+	op.undo = func() {
+		if strings.HasPrefix(op.text, "reload") {
+			return
+		}
+		done := o.done
+		*o = before
+		o.done = done
+	}
+	return op
+}
+
+// drawOp is draw's operation, without its undo.
+func (o *soakOps) drawOp(rng *rand.Rand) *soakOp {
 	switch kind := soakOpKinds[rng.IntN(len(soakOpKinds))]; kind {
 	case "drain":
 		if b := o.drained; b != "" {
 			o.drained = ""
-			return o.count("undrain", &soakOp{"undrain " + b, func() error { return onActive(func(c *vcpapi.Client) error { return c.Drain(b, false) }) }})
+			return o.count("undrain", &soakOp{"undrain " + b, func() error { return onActive(func(c *vcpapi.Client) error { return c.Drain(b, false) }) }, nil})
 		}
 		b := demo.Backends[rng.IntN(len(demo.Backends))]
 		o.drained = b
-		return o.count("drain", &soakOp{"drain " + b, func() error { return onActive(func(c *vcpapi.Client) error { return c.Drain(b, true) }) }})
+		return o.count("drain", &soakOp{"drain " + b, func() error { return onActive(func(c *vcpapi.Client) error { return c.Drain(b, true) }) }, nil})
 	case "weight":
 		if b := o.weighted; b != "" {
 			o.weighted, o.weight = "", 0
-			return o.count("weight", &soakOp{"weight " + b + " 0", func() error { return onActive(func(c *vcpapi.Client) error { return c.Weight(b, 0) }) }})
+			return o.count("weight", &soakOp{"weight " + b + " 0", func() error { return onActive(func(c *vcpapi.Client) error { return c.Weight(b, 0) }) }, nil})
 		}
 		b, mbps := demo.Backends[rng.IntN(len(demo.Backends))], uint32(2000+1000*rng.IntN(19))
 		o.weighted, o.weight = b, mbps
-		return o.count("weight", &soakOp{fmt.Sprintf("weight %s %d", b, mbps), func() error { return onActive(func(c *vcpapi.Client) error { return c.Weight(b, mbps) }) }})
+		return o.count("weight", &soakOp{fmt.Sprintf("weight %s %d", b, mbps), func() error { return onActive(func(c *vcpapi.Client) error { return c.Weight(b, mbps) }) }, nil})
 	default: // reload
 		modes := slices.DeleteFunc(slices.Clone(soakModes), func(m string) bool { return m == o.mode })
 		o.mode, o.cost = modes[rng.IntN(len(modes))], uint32(5+5*rng.IntN(20))
 		o.weighted, o.weight = "", 0 // a reload puts back the file's capacities (a drain stays)
 		mode, cost := o.mode, o.cost
-		return o.count("reload", &soakOp{fmt.Sprintf("reload: mode %s, OSPF cost %d", mode, cost), func() error { return reloadVCPs(mode, cost) }})
+		return o.count("reload", &soakOp{fmt.Sprintf("reload: mode %s, OSPF cost %d", mode, cost), func() error { return reloadVCPs(mode, cost) }, nil})
 	}
 }
 

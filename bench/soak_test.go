@@ -2,6 +2,8 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -221,5 +223,36 @@ func TestRIBWatchCandidate(t *testing.T) {
 	}
 	if !w.candidate(510, map[string]*routerapi.RoutesDigest{"r1": d(500, "192.0.2.0/24"), "r3": d(7)}) {
 		t.Error("r3, never compared, keeps the look from being a candidate")
+	}
+}
+
+// TestSoakOpUndo: an operator's drain or weight the router refused (no
+// VCP answered within opWait: run 28's undrain of r1 during a stall) is
+// undone in what the soak expects, which then is what the router still
+// holds; a reload, its files written, is not.
+func TestSoakOpUndo(t *testing.T) {
+	o := newSoakOps()
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]bool{}
+	for range 200 {
+		before := *o
+		op := o.draw(rng)
+		kind, _, _ := strings.Cut(op.text, " ")
+		seen[kind] = true
+		op.undo()
+		state := func(s soakOps) string { return fmt.Sprint(s.drained, s.weighted, s.weight, s.mode, s.cost) }
+		if kind == "reload:" {
+			if o.mode == before.mode {
+				t.Fatalf("%s undone", op.text)
+			}
+		} else if state(*o) != state(before) {
+			t.Fatalf("%s refused: expected %s, was %s", op.text, state(*o), state(before))
+		}
+		o.draw(rng) // and one that went through
+	}
+	for _, k := range []string{"drain", "undrain", "weight", "reload:"} {
+		if !seen[k] {
+			t.Errorf("no %s drawn in 200", k)
+		}
 	}
 }
