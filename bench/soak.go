@@ -66,6 +66,12 @@ const (
 	soakFaultAt = time.Second
 )
 
+// soakCallLimit bounds the generator's calls (traffic.Generator's
+// SetCallLimit): the instrument's core is the lab's too, and a call that
+// spins for a whole 28 s step kept that core's kernel threads waiting for
+// seconds (cpu.csv, procs.csv).
+const soakCallLimit = 500 * time.Millisecond
+
 // backendDownGoal is the longest a back-end host's flows may be lost: the
 // LBs drop it after three missed hellos (100 ms apart), and 100 ms more
 // for a frame to see it.
@@ -247,7 +253,10 @@ type SoakReport struct {
 	// memory is the agents' resident memory, sampled; written to the
 	// report's memory.csv, seconds from start.
 	memory *memWatch
-	start  time.Time
+	// cpu is where the CPUs went and which lab processes waited for one;
+	// written to cpu.csv and procs.csv (soak_cpu.go).
+	cpu   *cpuWatch
+	start time.Time
 
 	DurationS         float64                  `json:"duration_s"`
 	Seed              uint64                   `json:"seed"`
@@ -381,6 +390,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	memCtx, memStop := context.WithCancel(context.Background())
 	defer memStop()
 	mem := watchMemory(memCtx)
+	cpu := watchCPU(memCtx, start)
 	var ribTook, ribLag, ribLagCP time.Duration // the longest a step's FIBs took to equal the RIB, from the step's end and from its last change (in a step with a feed started again, ribLagCP)
 	for step := 0; time.Since(start)+soakStep < o.Duration || step == 0; step++ {
 		var fault, second *soakFault
@@ -476,6 +486,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 					repaired = watchRepair(looked, faultAt.Add(stepLen-soakFaultAt))
 				}
 			}()
+			g.SetCallLimit(soakCallLimit)
 			n, err := g.Blast(stepLen)
 			<-done
 			return n, err
@@ -648,9 +659,10 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	inv["bpf_map_bounds"] = append(inv["bpf_map_bounds"], maps.broken()...)
 	memStop()
 	<-mem.done
+	<-cpu.done
 	memGrown, memCompared, memLevels := mem.grown()
 	inv["agent_memory"] = append(inv["agent_memory"], memGrown...)
-	rep.memory, rep.start = mem, start
+	rep.memory, rep.cpu, rep.start = mem, cpu, start
 	rep.InvariantsOK = true
 	for name, broken := range inv {
 		v := SoakInvariant{OK: len(broken) == 0, Detail: "held"}
@@ -1601,6 +1613,11 @@ func (r *SoakReport) WriteReport(dir, command string) error {
 	}
 	if r.memory != nil {
 		if err := r.memory.writeCSV(filepath.Join(dir, "memory.csv"), r.start); err != nil {
+			return err
+		}
+	}
+	if r.cpu != nil {
+		if err := r.cpu.writeCSVs(dir); err != nil {
 			return err
 		}
 	}

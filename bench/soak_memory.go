@@ -11,11 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-
-	"github.com/msr-router/msr/demo"
-	"github.com/msr-router/msr/lab"
 )
 
 // The soak's agent_memory invariant: no agent's resident memory grows by
@@ -167,16 +163,9 @@ func (w *memWatch) writeCSV(path string, start time.Time) error {
 // that sampling every few seconds costs the loaded machine little.
 func agentRSS() map[string]int64 {
 	rss := map[string]int64{}
-	st, err := lab.ReadState(demo.LabName)
-	if err != nil {
+	hosts := labHosts()
+	if len(hosts) == 0 {
 		return rss
-	}
-	hosts := map[string]string{} // "net:[inode]" -> host
-	for _, n := range st.Nodes {
-		var s syscall.Stat_t
-		if syscall.Stat("/var/run/netns/"+n.Namespace, &s) == nil {
-			hosts[fmt.Sprintf("net:[%d]", s.Ino)] = n.Name
-		}
 	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

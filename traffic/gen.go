@@ -161,7 +161,22 @@ type Generator struct {
 	ifindex int
 	data    []byte
 	rate    float64
+	// callLimit bounds a paced Blast's calls (SetCallLimit; 0: none).
+	callLimit time.Duration
 }
+
+// SetCallLimit has a paced Blast make its frames in calls of at most d
+// each (0: one call for the whole time, the most accurate). A paced call
+// spins on its core for its whole length with that core's softirqs off
+// and its migration disabled, and the core's own kernel threads
+// (ksoftirqd, its kworkers) wait: the soak's cpu.csv and procs.csv showed
+// them runnable for 5-12 s without the CPU, while whatever waits on them
+// (an RCU grace period, a flush of per-CPU work, the netlink calls that
+// need one) waited with them. Between calls the thread returns to user
+// space and the core's waiting threads run. Each call costs tens of
+// milliseconds of setup, time without frames, which the program's
+// schedule catches up on or skips (pace_skipped_ns).
+func (g *Generator) SetCallLimit(d time.Duration) { g.callLimit = d }
 
 // NewGenerator loads the generator program, fills its flow table and
 // attaches xdp_pass to the interface. Call it inside the interface's
@@ -446,7 +461,11 @@ func (g *Generator) Blast(d time.Duration) (uint64, error) {
 		case g.rate > 0:
 			// Paced by the program, in as few calls as possible: each
 			// call's setup is time without frames.
-			batch = uint64(g.rate*(d-elapsed).Seconds()) + 1
+			left := d - elapsed
+			if g.callLimit > 0 {
+				left = min(left, g.callLimit)
+			}
+			batch = uint64(g.rate*left.Seconds()) + 1
 		case sent > 0:
 			batch = max(uint64(float64(sent)/elapsed.Seconds()*min(callTarget, d-elapsed).Seconds()), minBatch)
 		}
