@@ -155,18 +155,22 @@ func watchCPU(ctx context.Context, start time.Time) *cpuWatch {
 	return w
 }
 
+// pids are the processes running now, as /proc names them.
+func pids() []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		if pid := e.Name(); pid[0] >= '0' && pid[0] <= '9' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // lookProcs reads every process's stat once.
 func lookProcs() map[string]procLook {
 	out := map[string]procLook{}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
-	for _, e := range entries {
-		pid := e.Name()
-		if pid[0] < '0' || pid[0] > '9' {
-			continue
-		}
+	for _, pid := range pids() {
 		b, err := os.ReadFile("/proc/" + pid + "/stat")
 		if err != nil {
 			continue

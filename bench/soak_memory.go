@@ -167,20 +167,11 @@ func agentRSS() map[string]int64 {
 	if len(hosts) == 0 {
 		return rss
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return rss
-	}
-	for _, e := range entries {
-		pid := e.Name()
-		if pid[0] < '0' || pid[0] > '9' {
-			continue
-		}
+	for _, pid := range pids() {
 		if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) != "msr" {
 			continue
 		}
-		ns, _ := os.Readlink("/proc/" + pid + "/ns/net")
-		h, ok := hosts[ns]
+		h, ok := hosts[netnsOf(pid)]
 		if !ok || processAge(pid) < time.Minute {
 			continue
 		}
