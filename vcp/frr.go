@@ -65,13 +65,7 @@ interface x{{.VLAN}}
 {{end}}{{end}}{{define "ospfd"}}! Written by msr vcp: do not edit, edit the VCP's config.
 router ospf
  ospf router-id {{.RouterID}}
-{{if .OSPFExporting "connected"}} redistribute connected route-map MSR-OSPF-CONNECTED
-{{end}}{{if .OSPFExporting "static"}} redistribute static
-{{end}}{{if .OSPFExporting "bgp"}} redistribute bgp
-{{end}}!
-{{if .OSPFExporting "connected"}}! The external ports' networks only, never the interconnect's.
-{{portsMap "MSR-OSPF-CONNECTED" .Ports}}!
-{{end}}{{range .OSPF}}interface x{{.VLAN}}
+{{template "ospfExports" .}}{{range .OSPF}}interface x{{.VLAN}}
  description {{$.PortName .VLAN}}
  ip ospf area 0
  ip ospf cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}
@@ -90,31 +84,25 @@ router ospf
 !
 {{end}}router ospf6
  ospf6 router-id {{.RouterID}}
-{{if .OSPFExporting "connected"}} redistribute connected route-map MSR-OSPF-CONNECTED
+{{template "ospfExports" .}}{{end}}{{define "ripngd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+router ripng
+{{range .RIPng}} network x{{.VLAN}}
+{{end}}{{template "ripExports" .}}{{if .RIPExporting "ospf"}} redistribute ospf6
+{{end}}{{template "ripPorts" .}}{{end}}{{define "ripd"}}! Written by msr vcp: do not edit, edit the VCP's config.
+router rip
+ version 2
+{{range .RIP}} network x{{.VLAN}}
+{{end}}{{template "ripExports" .}}{{if .RIPExporting "ospf"}} redistribute ospf
+{{end}}{{template "ripPorts" .}}{{end}}{{define "ospfExports"}}{{/* ospf_export's kinds, as AS-external routes, in ospfd and ospf6d alike */}}{{if .OSPFExporting "connected"}} redistribute connected route-map MSR-OSPF-CONNECTED
 {{end}}{{if .OSPFExporting "static"}} redistribute static
 {{end}}{{if .OSPFExporting "bgp"}} redistribute bgp
 {{end}}!
 {{if .OSPFExporting "connected"}}! The external ports' networks only, never the interconnect's.
 {{portsMap "MSR-OSPF-CONNECTED" .Ports}}!
-{{end}}{{end}}{{define "ripngd"}}! Written by msr vcp: do not edit, edit the VCP's config.
-router ripng
-{{range .RIPng}} network x{{.VLAN}}
-{{end}}{{if .RIPExporting "connected"}} redistribute connected route-map MSR-RIP-CONNECTED
+{{end}}{{end}}{{define "ripExports"}}{{/* rip_export's kinds but OSPF's, which each RIP names its own way */}}{{if .RIPExporting "connected"}} redistribute connected route-map MSR-RIP-CONNECTED
 {{end}}{{if .RIPExporting "static"}} redistribute static
 {{end}}{{if .RIPExporting "bgp"}} redistribute bgp
-{{end}}{{if .RIPExporting "ospf"}} redistribute ospf6
-{{end}}!
-{{if .RIPExporting "connected"}}! The external ports' networks only, never the interconnect's.
-{{portsMap "MSR-RIP-CONNECTED" .Ports}}!
-{{end}}{{end}}{{define "ripd"}}! Written by msr vcp: do not edit, edit the VCP's config.
-router rip
- version 2
-{{range .RIP}} network x{{.VLAN}}
-{{end}}{{if .RIPExporting "connected"}} redistribute connected route-map MSR-RIP-CONNECTED
-{{end}}{{if .RIPExporting "static"}} redistribute static
-{{end}}{{if .RIPExporting "bgp"}} redistribute bgp
-{{end}}{{if .RIPExporting "ospf"}} redistribute ospf
-{{end}}!
+{{end}}{{end}}{{define "ripPorts"}}!
 {{if .RIPExporting "connected"}}! The external ports' networks only, never the interconnect's.
 {{portsMap "MSR-RIP-CONNECTED" .Ports}}!
 {{end}}{{end}}{{define "bfdd"}}! Written by msr vcp: do not edit, edit the VCP's config.
