@@ -787,33 +787,44 @@ func (a *Agent) nextOperatorVersion(name string, now time.Time) uint64 {
 // drain or weight it was sent.
 const keptWait = 2 * time.Second
 
-// untilBackendKeeps sends a live back-end its settings at once and waits
+// untilBackendKeeps sends the back-end its settings at once and waits
 // until its hello shows the operator's drain and weight: only then does
 // the console say done, for only then do they outlive this VCP (a VCP
 // killed between the console's answer and its next push lost an undrain:
 // the back-end still said drained, and the VCP that took over believed
-// it; msr soak, finding 12). A back-end not heard (dead), or a VCP that
-// configures none (no external ports), keeps them in this VCP alone.
+// it; msr soak, finding 12). A back-end not heard waits as long for it to
+// be heard again: this VCP, itself stalled, may have just found every
+// element silent, a moment before their queued hellos came (msr soak run
+// 31 lost an undrain so, answered at once in that moment: finding 31). A
+// back-end not heard within keptWait (dead), or a VCP that configures
+// none (no external ports), keeps them in this VCP alone.
 func (a *Agent) untilBackendKeeps(e *element) error {
 	a.mu.Lock()
-	if !e.alive || len(a.cfg.ExternalPorts) == 0 || a.conn == nil {
-		a.mu.Unlock()
+	configures := len(a.cfg.ExternalPorts) > 0 && a.conn != nil
+	a.mu.Unlock()
+	if !configures {
 		return nil
 	}
-	if p := a.backendPushes[e.id]; p != nil {
-		p.sent = time.Time{} // now, not at the next hello interval
-	}
-	a.configureBackend(e, time.Now())
-	a.mu.Unlock()
+	pushed := false
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		a.mu.Lock()
-		m := &dist.BackendConfig{Drained: a.drained[e.hello.Name], Capacity: a.capacities[e.hello.Name], OperatorVersion: a.operatorVersions[e.hello.Name]}
-		kept := operatorApplied(e.hello, m)
-		a.mu.Unlock()
-		if kept {
-			return nil
+		if e.alive && !pushed {
+			if p := a.backendPushes[e.id]; p != nil {
+				p.sent = time.Time{} // now, not at the next hello interval
+			}
+			a.configureBackend(e, time.Now())
+			pushed = true
 		}
-		if time.Since(start) > keptWait {
+		m := &dist.BackendConfig{Drained: a.drained[e.hello.Name], Capacity: a.capacities[e.hello.Name], OperatorVersion: a.operatorVersions[e.hello.Name]}
+		kept := e.alive && operatorApplied(e.hello, m)
+		a.mu.Unlock()
+		switch {
+		case kept:
+			return nil
+		case time.Since(start) <= keptWait:
+		case !pushed:
+			return nil // dead: it is sent when the back-end is heard again
+		default:
 			return fmt.Errorf("back-end %s did not show the change within %v: it will be sent again, check with msr ctl elements", e.hello.Name, keptWait)
 		}
 	}

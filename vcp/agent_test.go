@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/msr-router/msr/lab/labtest"
 	"github.com/msr-router/msr/lb"
 	"github.com/msr-router/msr/lb/lbapi"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // An LB whose ports are all "auto", three back-ends (r3 at half capacity)
@@ -189,6 +191,65 @@ func (l *vcpLabT) backend(name string, capacity uint32, key string) {
 	})
 	if err != nil {
 		l.t.Fatal(err)
+	}
+}
+
+// An operator's drain given while the VCP hears a back-end no longer (its
+// hellos stopped, or this VCP itself stalled and found every element
+// silent a moment before their queued hellos came) is answered done only
+// once the back-end, heard again, shows it: so it outlives this VCP (msr
+// soak run 31, finding 31: an undrain answered at once in such a moment,
+// the VCP killed before its next push, and the one that took over kept
+// the back-end drained). One not heard within keptWait keeps it in this
+// VCP alone, and the console is answered then.
+func TestDrainWaitsForSilentBackend(t *testing.T) {
+	l := startVCPLab(t)
+	l.waitShares("start", map[string]int{macR1: 2, macR2: 2, macR3: 1})
+	alive := func(name string) (alive, showsDrained bool) {
+		l.vcp.mu.Lock()
+		defer l.vcp.mu.Unlock()
+		for _, e := range l.vcp.elements {
+			if e.hello.Name == name {
+				return e.alive, e.hello.Flags&dist.HelloFlagDrained != 0
+			}
+		}
+		return false, false
+	}
+	silence := func(name string) {
+		l.hellos[name]()
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if a, _ := alive(name); !a {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still alive 2 s after its hellos stopped", name)
+			}
+		}
+	}
+
+	silence("r2")
+	drained := make(chan error, 1)
+	start := time.Now()
+	go func() { drained <- l.vcp.Drain("r2", true) }()
+	time.Sleep(400 * time.Millisecond)
+	l.backend("r2", 1000, keyHex) // heard again, knowing nothing of the drain
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if a, shows := alive("r2"); !a || !shows {
+		t.Errorf("drain answered after %v, r2 alive %v, its hello shows the drain %v: want both", time.Since(start), a, shows)
+	}
+
+	silence("r3")
+	start = time.Now()
+	if err := l.vcp.Drain("r3", true); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < keptWait || took > keptWait+time.Second {
+		t.Errorf("a drain of a dead back-end answered after %v, want after keptWait (%v)", took, keptWait)
+	}
+	if st := l.vcp.Status(); !slices.ContainsFunc(st.Elements, func(e vcpapi.ElementStatus) bool { return e.Name == "r3" && e.Drained }) {
+		t.Errorf("r3, dead, not drained in this VCP: %+v", st.Elements)
 	}
 }
 
