@@ -21,17 +21,27 @@ import (
 // under test the other, run after run.
 const genCPU = 0
 
-// pinGenerator binds the calling (locked) thread to genCPU.
-func pinGenerator() error {
+// pinGenerator binds the calling (locked) thread to genCPU, and returns
+// what puts the thread's CPUs back: call it before the thread is unlocked
+// (netns.Do unlocks it when its function returns). A thread left pinned
+// goes back to the Go runtime's pool, and every process a goroutine later
+// starts from it inherits the one core: the soak's restarted agents,
+// their BIRD and keepalived, its iperf3 clients all ran on the
+// generator's core beside the data path's softirqs while the other core
+// sat idle (finding 32).
+func pinGenerator() (restore func(), err error) {
 	if runtime.NumCPU() < 2 {
-		return nil
+		return func() {}, nil
 	}
-	var set unix.CPUSet
+	var was, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		return nil, fmt.Errorf("read the generator thread's CPUs: %w", err)
+	}
 	set.Set(genCPU)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("pin generator to CPU %d: %w", genCPU, err)
+		return nil, fmt.Errorf("pin generator to CPU %d: %w", genCPU, err)
 	}
-	return nil
+	return func() { unix.SchedSetaffinity(0, &was) }, nil
 }
 
 // placeNAPI turns threaded NAPI back on for every interface of the lab

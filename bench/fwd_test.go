@@ -75,6 +75,7 @@ func TestProg(t *testing.T) {
 	if r.NsPerPacket <= 0 || r.MinimalNs <= 0 || r.NsPerPacket > 100_000 {
 		t.Errorf("%+v", r)
 	}
+	noThreadPinned(t)
 }
 
 // TestFwdFIB runs the router and Linux with 10,000 real prefixes and the

@@ -56,9 +56,11 @@ func Prog(repeat uint32, rounds int) (*ProgResult, error) {
 		if err != nil {
 			return err
 		}
-		if err := pinGenerator(); err != nil {
+		unpin, err := pinGenerator()
+		if err != nil {
 			return err
 		}
+		defer unpin()
 		min, err := newMinfwd(out)
 		if err != nil {
 			return err

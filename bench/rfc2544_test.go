@@ -9,7 +9,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +72,35 @@ func TestGeneratorRateAccuracy(t *testing.T) {
 		if got := median(offered); rate <= 1_000_000 && math.Abs(got/rate-1) > 0.01 {
 			t.Errorf("asked %.0f pps, offered %.0f (median of %v)", rate, got, offered)
 		}
+	}
+	noThreadPinned(t)
+}
+
+// noThreadPinned fails if a thread of this process is left on fewer CPUs
+// than the machine's: the generator's thread, pinned to its core for a
+// trial, went back to the Go runtime's pool pinned, and every process
+// started from it later ran on that one core (finding 32).
+func noThreadPinned(t *testing.T) {
+	t.Helper()
+	all := fmt.Sprintf("0-%d", runtime.NumCPU()-1)
+	if runtime.NumCPU() == 1 {
+		all = "0"
+	}
+	tasks, _ := filepath.Glob("/proc/self/task/*/status")
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread gone
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != all {
+				t.Errorf("%s: CPUs %s, not the machine's %s", f, strings.TrimSpace(v), all)
+			}
+		}
+	}
+	out, err := exec.Command("grep", "Cpus_allowed_list", "/proc/self/status").Output()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "\t"+all) {
+		t.Errorf("a process started after: %q (%v), want CPUs %s", out, err, all)
 	}
 }
 

@@ -238,9 +238,11 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 		if napi, err = placeNAPI(s.spec); err != nil {
 			return err
 		}
-		if err := pinGenerator(); err != nil {
+		unpin, err := pinGenerator()
+		if err != nil {
 			return err
 		}
+		defer unpin()
 		if err := g.ResetWindow(); err != nil {
 			return err
 		}
