@@ -115,6 +115,8 @@ type ribFeed struct {
 	releaseMin        int
 	arrived           bool
 	lastRelease       time.Time
+	// releaseEvery is keepReleased's period (heldRelease).
+	releaseEvery time.Duration
 }
 
 // A table's arrival, a first load or a graceful restart's refresh after a
@@ -164,7 +166,7 @@ func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slo
 	ctx, cancel := context.WithCancel(ctx)
 	f := &ribFeed{cfg: cfg, routerID: routerID, log: log.With("rib", cfg.Neighbor), add: add, del: del,
 		cancel: cancel, done: make(chan struct{}), paths: map[netip.Prefix][]ribPath{}, refusedFor: map[string]bool{},
-		arriving: tableArriving, release: tableHeld, releaseMin: releaseMin}
+		arriving: tableArriving, release: tableHeld, releaseMin: releaseMin, releaseEvery: heldRelease}
 	f.st.Neighbor, f.st.State = cfg.Neighbor.String(), "connecting"
 	go f.run(ctx)
 	go f.keepReleased(ctx)
@@ -224,11 +226,16 @@ func (f *ribFeed) holdsBigTable() bool {
 	return f.release != nil && f.nStale == 0 && f.nPaths >= f.releaseMin
 }
 
-// keepReleased calls release every heldRelease while the feed holds a
-// big table that has arrived (nothing stale, releaseMin paths or more),
-// and release was not called in the last heldRelease.
+// keepReleased calls release every releaseEvery (heldRelease) while the
+// feed holds a big table that has arrived (nothing stale, releaseMin
+// paths or more), counted from the last release, whichever made it. It
+// looks six times a period: looking once a period, an End-of-RIB's
+// release between two looks made the next skipped, so the memory went
+// back up to twice the period apart, and a minute's floor of the soak's
+// watch was a collection's level, not a release's (runs 34 and 36: a
+// restarted agent's second half-watch with no release in it).
 func (f *ribFeed) keepReleased(ctx context.Context) {
-	t := time.NewTicker(heldRelease)
+	t := time.NewTicker(f.releaseEvery / 6)
 	defer t.Stop()
 	for {
 		select {
@@ -237,7 +244,7 @@ func (f *ribFeed) keepReleased(ctx context.Context) {
 		case <-t.C:
 		}
 		f.mu.Lock()
-		held := f.synced && f.holdsBigTable() && time.Since(f.lastRelease) >= heldRelease
+		held := f.synced && f.holdsBigTable() && time.Since(f.lastRelease) >= f.releaseEvery
 		if held {
 			f.lastRelease = time.Now()
 		}

@@ -2,12 +2,15 @@ package router
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -439,6 +442,51 @@ func TestRIBFeedReleasesMemory(t *testing.T) {
 			if len(ps) != 1 || cap(ps) != 1 || ps[0].id != id {
 				t.Errorf("refresh %d: %v's paths %+v in an array of %d", i+1, p, ps, cap(ps))
 			}
+		}
+	}
+}
+
+// Holding a big table, the feed gives memory back every releaseEvery,
+// counted from the last release whatever made it: an End-of-RIB's release
+// between two looks does not push the next one to twice the period (it
+// did when the feed looked once a period: a restarted agent's memory went
+// back 60-120 s apart, and the soak's minute floors caught a collection's
+// level; runs 34 and 36).
+func TestRIBFeedKeepsReleased(t *testing.T) {
+	f, _ := newTestFeed()
+	const every = 600 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time
+	f.release, f.releaseMin, f.releaseEvery = func() { mu.Lock(); at = append(at, time.Now()); mu.Unlock() }, 1, every
+	f.update(announce("192.0.2.10", 1, 100, []uint32{1}, "10.1.0.0/16"))
+	f.update(&bgp.BGPUpdate{}) // synced, nothing stale
+	f.mu.Lock()
+	f.arrived, f.lastRelease = false, time.Now()
+	f.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.keepReleased(ctx)
+	time.Sleep(every + every/2) // between two looks of a once-a-period ticker
+	f.mu.Lock()
+	eor := time.Now()
+	f.lastRelease = eor // an End-of-RIB's release
+	f.mu.Unlock()
+	time.Sleep(3 * every)
+	mu.Lock()
+	defer mu.Unlock()
+	i := slices.IndexFunc(at, func(t time.Time) bool { return t.After(eor) })
+	if i < 0 {
+		t.Fatalf("no release in %v after an End-of-RIB's (releases %v)", 3*every, at)
+	}
+	// Looked at every sixth of a period: the next within a sixth after
+	// the period, a loaded machine's delay allowed; a look once a period
+	// made it every*3/2 here.
+	if gap := at[i].Sub(eor); gap < every || gap > every+every/3 {
+		t.Errorf("the release after an End-of-RIB's came %v after it, want within %v-%v", gap, every, every+every/3)
+	}
+	for j := i + 1; j < len(at); j++ {
+		if gap := at[j].Sub(at[j-1]); gap > every+every/3 {
+			t.Errorf("releases %v apart, want at most %v", gap, every+every/3)
 		}
 	}
 }
