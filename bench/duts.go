@@ -57,7 +57,7 @@ func installLinuxRoutes(spec *lab.Spec, routes []netip.Prefix) error {
 	}
 	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, "dut"), "-batch", "-")
 	cmd.Stdin = strings.NewReader(b.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := onGenCPU(cmd); err != nil {
 		return fmt.Errorf("install %d routes in Linux: %v: %s", len(routes), err, out)
 	}
 	return nil

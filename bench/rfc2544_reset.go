@@ -87,7 +87,7 @@ func resetLinuxHost(s *session) error {
 func ipBatch(spec *lab.Spec, host, batch string) error {
 	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, host), "-batch", "-")
 	cmd.Stdin = strings.NewReader(batch)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := onGenCPU(cmd); err != nil {
 		return fmt.Errorf("%s: ip -batch: %v: %s", host, err, out)
 	}
 	return nil
