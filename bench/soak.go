@@ -1642,13 +1642,10 @@ func processAge(pid string) time.Duration {
 	if err1 != nil || err2 != nil {
 		return 0
 	}
-	// Field 22, starttime in clock ticks since boot, counted after the
-	// command's closing parenthesis (the command may hold blanks).
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	if len(f) < 20 {
+	p, ok := parseProcStat(string(stat))
+	if !ok {
 		return 0
 	}
-	ticks, _ := strconv.ParseFloat(f[19], 64)
 	upS, _ := strconv.ParseFloat(strings.Fields(string(up))[0], 64)
-	return time.Duration((upS - ticks/100) * float64(time.Second)) // USER_HZ is 100 on Linux
+	return time.Duration((upS - float64(p.start)/100) * float64(time.Second)) // USER_HZ is 100 on Linux
 }

@@ -67,6 +67,7 @@ type procLook struct {
 	name    string
 	state   byte
 	ticks   uint64 // utime + stime
+	start   uint64 // starttime: ticks since boot
 	lastCPU int
 }
 
@@ -83,9 +84,13 @@ func parseProcStat(text string) (procLook, bool) {
 	}
 	utime, _ := strconv.ParseUint(f[11], 10, 64)
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	start, _ := strconv.ParseUint(f[19], 10, 64)
 	cpu, _ := strconv.Atoi(f[36])
-	return procLook{name: text[open+1 : end], state: f[0][0], ticks: utime + stime, lastCPU: cpu}, true
+	return procLook{name: text[open+1 : end], state: f[0][0], ticks: utime + stime, start: start, lastCPU: cpu}, true
 }
+
+// procStates counts a process's states over a second's looks.
+type procStates struct{ running, uninterruptible, looks int }
 
 // watchCPU looks every second until ctx ends; start is the soak's.
 func watchCPU(ctx context.Context, start time.Time) *cpuWatch {
@@ -95,22 +100,22 @@ func watchCPU(ctx context.Context, start time.Time) *cpuWatch {
 		prevCPU := map[string]cpuTimes{}
 		prevTicks := map[string]uint64{}
 		for ctx.Err() == nil {
-			states := map[string]*[3]int{} // pid: running, uninterruptible, looks
+			states := map[string]*procStates{}
 			last := map[string]procLook{}
 			for range cpuLooks {
 				for pid, p := range lookProcs() {
 					c := states[pid]
 					if c == nil {
-						c = &[3]int{}
+						c = &procStates{}
 						states[pid] = c
 					}
 					switch p.state {
 					case 'R':
-						c[0]++
+						c.running++
 					case 'D':
-						c[1]++
+						c.uninterruptible++
 					}
-					c[2]++
+					c.looks++
 					last[pid] = p
 				}
 				select {
@@ -142,8 +147,8 @@ func watchCPU(ctx context.Context, start time.Time) *cpuWatch {
 				if host == "" && !kernel {
 					continue
 				}
-				if d >= 20 || 2*(c[0]+c[1]) > c[2] {
-					procs = append(procs, fmt.Sprintf("%.0f,%s,%s,%s,%d,%d,%d,%d,%d", at, cmp.Or(host, "-"), pid, p.name, c[0], c[1], c[2], d, p.lastCPU))
+				if d >= 20 || 2*(c.running+c.uninterruptible) > c.looks {
+					procs = append(procs, fmt.Sprintf("%.0f,%s,%s,%s,%d,%d,%d,%d,%d", at, cmp.Or(host, "-"), pid, p.name, c.running, c.uninterruptible, c.looks, d, p.lastCPU))
 				}
 			}
 			w.mu.Lock()
