@@ -53,6 +53,10 @@ func pinGenerator() (restore func(), err error) {
 // the DUT's forwarding: started anywhere, the Linux DUT's IPv6 reset
 // outlasted its trial in half the runs of TestRFC2544IPv6. (Until finding
 // 32 the generator's thread, left pinned, started them there by chance.)
+// There they can still wait for the generator's paced call to end, when
+// the link's bounce needs that core's kernel threads (CI's machine: a
+// Linux reset of 312 ms with 300 ms trials); a reset trial sends on until
+// the part is back (blastPast).
 func onGenCPU(cmd *exec.Cmd) ([]byte, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
