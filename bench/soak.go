@@ -678,7 +678,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			c.Downloads, len(rep.Steps), float64(c.TCPBytes)/1e6, c.TCPRetransmits, c.ReverseSent, c.ReverseLost, c.ReverseRcvbuf, c.ReverseOutOfOrder))
 	}
 	rep.Invariants["agent_memory"] = withDetail(rep.Invariants["agent_memory"],
-		fmt.Sprintf("every agent process watched for a minute or more (%d, from a minute old, sampled every %v) came back in its last watched minute to less than 10%% above its floor in its first: %s", memCompared, memEvery, strings.Join(memLevels, "; ")))
+		fmt.Sprintf("every agent process watched for a minute or more (%d compared, from a minute old) grew less than 10%% from its first watched minute to its last: a back-end agent's resident memory just after each of its releases (asked every %v), an LB agent's floors (sampled every %v): %s", memCompared, releaseEvery, memEvery, strings.Join(memLevels, "; ")))
 	if ops != nil {
 		rep.Invariants["operator_state"] = withDetail(rep.Invariants["operator_state"],
 			"after every step the router held what the operator last asked: the drained back-end in no table, the weight set, the file's mode and OSPF cost")
@@ -1613,6 +1613,9 @@ func (r *SoakReport) WriteReport(dir, command string) error {
 	}
 	if r.memory != nil {
 		if err := r.memory.writeCSV(filepath.Join(dir, "memory.csv"), r.start); err != nil {
+			return err
+		}
+		if err := r.memory.writeReleasesCSV(filepath.Join(dir, "releases.csv"), r.start); err != nil {
 			return err
 		}
 	}

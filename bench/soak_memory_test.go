@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // TestMemWatchGrown: floors compared, not samples nor peaks. A resident
@@ -65,5 +68,68 @@ func TestMemWatchShortWatch(t *testing.T) {
 	}
 	if broken, compared, _ := w.grown(); compared != 1 || len(broken) != 1 {
 		t.Errorf("90 s watched, 13%% more in its second half: broken %q, compared %d", broken, compared)
+	}
+}
+
+// TestMemWatchReleases: a back-end agent is judged on its resident memory
+// just after its releases. Floors that rise 13% between the halves of a
+// restarted agent's watch (runs 34, 36, 38) with its releases level hold;
+// releases that climb 15% break it; a back-end watched 90 s with one
+// release is not compared; an LB agent, and a back-end whose table is too
+// small to release (TestSoak's), are still judged on their floors. A
+// release from before the watch followed the process, and one reported
+// twice, are not counted.
+func TestMemWatchReleases(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	w := newMemWatch([]string{"r1", "r2", "r3", "r4"})
+	for i := 0; i <= 140; i++ { // 7 minutes, every 3 s
+		at := t0.Add(time.Duration(i) * memEvery)
+		rss := map[string]int64{"r2 pid 2": 330_000 + int64(i%13)*4_000, "lb1 pid 4": 29_000 + int64(i%5)*100}
+		if i <= 50 { // 2.5 minutes
+			rss["r1 pid 1"] = 300_000 + int64(i%7)*10_000
+			if i > 25 {
+				rss["r1 pid 1"] += 40_000
+			}
+		}
+		if i <= 30 {
+			rss["r3 pid 3"] = 300_000
+		}
+		if i <= 40 {
+			rss["r4 pid 5"] = 60_000
+		}
+		w.sample(rss, at)
+	}
+	release := func(host string, pid int, n uint64, after time.Duration, kB int64) {
+		w.released(host, routerapi.MemoryRelease{PID: pid, At: t0.Add(after).UTC().Format("2006-01-02T15:04:05.000Z07:00"), Releases: n,
+			ResidentKB: kB, HeapLiveKB: kB - 110_000})
+	}
+	release("r1", 1, 1, -10*time.Second, 250_000) // before the watch
+	for n := uint64(2); n <= 4; n++ {
+		release("r1", 1, n, time.Duration(n-1)*time.Minute-30*time.Second, 300_000+int64(n%2)*6_000)
+		release("r1", 1, n, time.Duration(n-1)*time.Minute-30*time.Second, 300_000+int64(n%2)*6_000) // asked again
+	}
+	for n := uint64(1); n <= 7; n++ {
+		release("r2", 2, n, time.Duration(n)*time.Minute-20*time.Second, 300_000+int64(n-1)*7_500) // 300 → 345 MB
+	}
+	release("r3", 3, 1, 40*time.Second, 300_000)
+	if got := len(w.releases["r1 pid 1"]); got != 3 {
+		t.Fatalf("r1's releases %d, want 3 (one before its watch, three asked twice)", got)
+	}
+	broken, compared, levels := w.grown()
+	t.Logf("%q", levels)
+	if compared != 4 {
+		t.Errorf("compared %d, want 4 (r1, r2, lb1, r4; r3 one release in 90 s)", compared)
+	}
+	if len(broken) != 1 || !strings.HasPrefix(broken[0], "r2 pid 2 resident just after its releases 300000 → 345000 kB") {
+		t.Errorf("broken %q, want r2 alone, on its releases", broken)
+	}
+	if !slices.ContainsFunc(levels, func(l string) bool { return strings.HasPrefix(l, "r3 pid 3 not compared: 1 release") }) {
+		t.Errorf("r3 not said not compared: %q", levels)
+	}
+	if !slices.ContainsFunc(levels, func(l string) bool { return strings.HasPrefix(l, "lb1 pid 4 floor 29000 → 29000 kB") }) {
+		t.Errorf("lb1 not judged on its floors: %q", levels)
+	}
+	if !slices.ContainsFunc(levels, func(l string) bool { return strings.HasPrefix(l, "r4 pid 5 floor 60000 → 60000 kB") }) {
+		t.Errorf("r4, no release, not judged on its floors: %q", levels)
 	}
 }

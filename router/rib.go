@@ -115,6 +115,7 @@ type ribFeed struct {
 	releaseMin        int
 	arrived           bool
 	lastRelease       time.Time
+	releases          uint64 // made so far (st.Release's count)
 	// releaseEvery is keepReleased's period (heldRelease).
 	releaseEvery time.Duration
 }
@@ -250,9 +251,21 @@ func (f *ribFeed) keepReleased(ctx context.Context) {
 		}
 		f.mu.Unlock()
 		if held {
-			f.release()
+			f.releaseNow()
 		}
 	}
+}
+
+// releaseNow calls release, and records the memory the agent holds just
+// after it (Status's Release).
+func (f *ribFeed) releaseNow() {
+	f.release()
+	m := measureRelease()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.releases++
+	m.Releases = f.releases
+	f.st.Release = &m
 }
 
 // sessionLost keeps the routes as stale if the suite does graceful
@@ -648,7 +661,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		f.sweepStale(eor == 1)
 		if f.holdsBigTable() && f.arrived {
 			f.arrived, f.lastRelease = false, time.Now()
-			go f.release()
+			go f.releaseNow()
 		}
 		return
 	}

@@ -7,7 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"reflect"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -488,6 +491,36 @@ func TestRIBFeedKeepsReleased(t *testing.T) {
 		if gap := at[j].Sub(at[j-1]); gap > every+every/3 {
 			t.Errorf("releases %v apart, want at most %v", gap, every+every/3)
 		}
+	}
+	// Each release's memory is in the status, counted.
+	r := f.Status().Release
+	if r == nil || r.Releases != uint64(len(at)) || r.PID != os.Getpid() || r.ResidentKB <= 0 || r.HeapLiveKB >= r.ResidentKB { // the fake release collects nothing: TestMeasureRelease
+		t.Errorf("status's release %+v after %d releases", r, len(at))
+	}
+}
+
+// TestMeasureRelease: just after a release (the agent's own, tableHeld),
+// the live heap and the resident memory hold what is kept, and neither
+// what was let go.
+func TestMeasureRelease(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const size = 64 << 20
+	kept := make([]byte, size)
+	for i := range kept {
+		kept[i] = byte(i)
+	}
+	tableHeld()
+	with := measureRelease()
+	runtime.KeepAlive(kept)
+	kept = nil
+	tableHeld()
+	without := measureRelease()
+	t.Logf("with 64 MiB kept %+v, without %+v", with, without)
+	if with.HeapLiveKB < size/1024 || with.ResidentKB < with.HeapLiveKB {
+		t.Errorf("64 MiB kept: %+v", with)
+	}
+	if with.HeapLiveKB-without.HeapLiveKB < size/1024*9/10 || with.ResidentKB-without.ResidentKB < size/1024*9/10 {
+		t.Errorf("64 MiB let go: from %+v to %+v", with, without)
 	}
 }
 

@@ -176,6 +176,29 @@ type RIBStatus struct {
 	// pool: raise fib6_groups; a gateway on no port), since the agent
 	// started.
 	Refused uint64 `json:"refused"`
+	// Release is the agent's memory just after the feed's last release
+	// of memory (absent before the first).
+	Release *MemoryRelease `json:"release,omitempty"`
+}
+
+// MemoryRelease is a back-end agent's memory just after the RIB feed
+// returned the free heap to the system (a collection, then the free
+// pages given back: at the End-of-RIB that ends a big table's arrival,
+// and every minute while the agent holds it). At that moment the
+// resident memory is the agent's level without the garbage of the
+// moment, which moves its resident memory by a fifth between
+// collections: the level a leak raises (the soak's agent_memory judges
+// it).
+type MemoryRelease struct {
+	// PID is the agent's process: a restarted agent counts from 1 again.
+	PID      int    `json:"pid"`
+	At       string `json:"at"` // RFC 3339, milliseconds
+	Releases uint64 `json:"releases"`
+	// ResidentKB is the process's resident memory (VmRSS: its heap, the
+	// BPF maps' pages it has mapped, its binary); HeapLiveKB, the heap
+	// its objects held at that collection's end.
+	ResidentKB int64 `json:"resident_kb"`
+	HeapLiveKB int64 `json:"heap_live_kb"`
 }
 
 // RouteRequest adds a route.
