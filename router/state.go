@@ -1,10 +1,13 @@
 package router
 
 import (
+	"bufio"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/netip"
 	"os"
@@ -97,18 +100,59 @@ func (a *Agent) save() error { return a.write(a.snapshot()) }
 
 // write puts a snapshot on disk; it needs no lock.
 func (a *Agent) write(s *savedState) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
 	path := a.statePath()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+	f, err := os.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("save router state: %w", err)
+	}
+	err = s.encode(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("save router state: %w", err)
 	}
 	return os.Rename(path+".tmp", path)
+}
+
+// encode writes s as json.Marshal does, byte for byte, the packed routes
+// streamed through base64 rather than built in memory: json.Marshal
+// built a full table's 7 MB of base64 in a buffer that doubled as it
+// grew, and kept the buffer in its pool for the next call. Under churn an
+// agent saves every saveEvery, and one or two of those buffers (14 MB
+// each) were alive at any moment: the live heap just after a release of
+// memory stood at 171, 185 or 199 MB by how many (the soak's run 39).
+func (s *savedState) encode(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bytesField := func(name string, b []byte) {
+		fmt.Fprintf(bw, "%q:", name)
+		if b == nil {
+			bw.WriteString("null")
+			return
+		}
+		bw.WriteByte('"')
+		enc := base64.NewEncoder(base64.StdEncoding, bw)
+		enc.Write(b)
+		enc.Close()
+		bw.WriteByte('"')
+	}
+	bw.WriteByte('{')
+	bytesField("routes", s.Routes)
+	bw.WriteByte(',')
+	bytesField("routes6", s.Routes6)
+	rest, err := json.Marshal(struct {
+		NextHops []savedNextHop      `json:"nexthops"`
+		Groups   map[uint32][]uint32 `json:"groups"`
+	}{s.NextHops, s.Groups})
+	if err != nil {
+		return err
+	}
+	bw.WriteByte(',')
+	bw.Write(rest[1:]) // its fields, and the closing brace
+	return bw.Flush()
 }
 
 // adopt restores the saved state over a reused data path: ids, routes, and
