@@ -70,9 +70,10 @@ const releaseEvery = 10 * time.Second
 // A releaseSample is a back-end agent's memory just after one of its
 // releases.
 type releaseSample struct {
-	kB, heapKB int64
-	n          uint64 // the agent's count of its releases
-	at         time.Time
+	kB, heapKB     int64
+	unusedKB, goKB int64
+	n              uint64 // the agent's count of its releases
+	at             time.Time
 }
 
 // memWatch follows the resident memory of every msr process of the
@@ -151,7 +152,7 @@ func (w *memWatch) released(host string, r routerapi.MemoryRelease) {
 	if len(ss) == 0 || at.Before(ss[0].at) || len(rs) > 0 && rs[len(rs)-1].n == r.Releases {
 		return
 	}
-	w.releases[proc] = append(rs, releaseSample{kB: r.ResidentKB, heapKB: r.HeapLiveKB, n: r.Releases, at: at})
+	w.releases[proc] = append(rs, releaseSample{kB: r.ResidentKB, heapKB: r.HeapLiveKB, unusedKB: r.HeapUnusedKB, goKB: r.GoKB, n: r.Releases, at: at})
 }
 
 func (w *memWatch) sample(rss map[string]int64, now time.Time) {
@@ -288,16 +289,17 @@ func (w *memWatch) writeCSV(path string, start time.Time) error {
 }
 
 // writeReleasesCSV writes the back-ends' memory after each release
-// watched: seconds since start, process, the agent's count, resident and
-// live heap kB.
+// watched: seconds since start, process, the agent's count, and kB
+// resident, of live heap, of the heap's unused room, and held by the Go
+// runtime (routerapi.MemoryRelease).
 func (w *memWatch) writeReleasesCSV(path string, start time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var b strings.Builder
-	b.WriteString("at_s,process,release,resident_kb,heap_live_kb\n")
+	b.WriteString("at_s,process,release,resident_kb,heap_live_kb,heap_unused_kb,go_kb\n")
 	for _, proc := range slices.Sorted(maps.Keys(w.releases)) {
 		for _, r := range w.releases[proc] {
-			fmt.Fprintf(&b, "%.1f,%s,%d,%d,%d\n", r.at.Sub(start).Seconds(), proc, r.n, r.kB, r.heapKB)
+			fmt.Fprintf(&b, "%.1f,%s,%d,%d,%d,%d,%d\n", r.at.Sub(start).Seconds(), proc, r.n, r.kB, r.heapKB, r.unusedKB, r.goKB)
 		}
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)

@@ -12,8 +12,9 @@ import (
 
 // measureRelease is the process's memory just after a release of its
 // free heap (rib.go's tableHeld): its resident memory, from the kernel
-// (/proc/self/statm), and its live heap, from the runtime (the heap its
-// objects held at the last collection's end, which the release ran).
+// (/proc/self/statm), and from the runtime its live heap (what its
+// objects held at the last collection's end, which the release ran), its
+// heap's fragmentation and all it holds.
 func measureRelease() routerapi.MemoryRelease {
 	m := routerapi.MemoryRelease{PID: os.Getpid(), At: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
@@ -22,10 +23,15 @@ func measureRelease() routerapi.MemoryRelease {
 			m.ResidentKB = pages * int64(os.Getpagesize()) / 1024
 		}
 	}
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
-	if live[0].Value.Kind() == metrics.KindUint64 {
-		m.HeapLiveKB = int64(live[0].Value.Uint64() / 1024)
+	ms := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(ms)
+	kB := func(i int) int64 {
+		if ms[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return int64(ms[i].Value.Uint64() / 1024)
 	}
+	m.HeapLiveKB, m.HeapUnusedKB, m.GoKB = kB(0), kB(1), kB(2)-kB(3)
 	return m
 }

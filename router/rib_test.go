@@ -519,8 +519,12 @@ func TestMeasureRelease(t *testing.T) {
 	if with.HeapLiveKB < size/1024 || with.ResidentKB < with.HeapLiveKB {
 		t.Errorf("64 MiB kept: %+v", with)
 	}
-	if with.HeapLiveKB-without.HeapLiveKB < size/1024*9/10 || with.ResidentKB-without.ResidentKB < size/1024*9/10 {
+	if with.HeapLiveKB-without.HeapLiveKB < size/1024*9/10 || with.ResidentKB-without.ResidentKB < size/1024*9/10 ||
+		with.GoKB-without.GoKB < size/1024*9/10 {
 		t.Errorf("64 MiB let go: from %+v to %+v", with, without)
+	}
+	if without.GoKB < without.HeapLiveKB+without.HeapUnusedKB || without.GoKB > without.ResidentKB {
+		t.Errorf("the runtime's memory %d kB: not its heap's (%d live, %d unused) and within the resident %d kB", without.GoKB, without.HeapLiveKB, without.HeapUnusedKB, without.ResidentKB)
 	}
 }
 

@@ -199,6 +199,13 @@ type MemoryRelease struct {
 	// its objects held at that collection's end.
 	ResidentKB int64 `json:"resident_kb"`
 	HeapLiveKB int64 `json:"heap_live_kb"`
+	// HeapUnusedKB is the room in the heap's spans that holds no object
+	// (a span with one live object stays whole: fragmentation); GoKB all
+	// the Go runtime holds from the system and has not given back (heap,
+	// stacks, its own metadata): the resident memory less GoKB is the rest
+	// (the BPF maps' pages, the binary).
+	HeapUnusedKB int64 `json:"heap_unused_kb"`
+	GoKB         int64 `json:"go_kb"`
 }
 
 // RouteRequest adds a route.
