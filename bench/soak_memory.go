@@ -225,17 +225,24 @@ func (w *memWatch) grown() (broken []string, compared int, levels []string) {
 }
 
 // floorTrend is the least-squares line through the windows' floors, at
-// the first window and at the last (two windows: their floors).
+// the first window and at the last (two windows: their floors). A window
+// without a sample has no floor and is left out (run 42 took its
+// MaxInt64 for one, and failed on a trend of 9e17 kB).
 func floorTrend(lv []memLevel) (from, to float64) {
-	n := float64(len(lv))
-	var sx, sy, sxx, sxy float64
+	var n, sx, sy, sxx, sxy float64
 	for i, l := range lv {
+		if l.floor == math.MaxInt64 {
+			continue
+		}
 		x, y := float64(i), float64(l.floor)
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+		n, sx, sy, sxx, sxy = n+1, sx+x, sy+y, sxx+x*x, sxy+x*y
 	}
-	slope := (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	slope := 0.0
+	if d := n*sxx - sx*sx; d > 0 {
+		slope = (n*sxy - sx*sy) / d
+	}
 	at0 := (sy - slope*sx) / n
-	return at0, at0 + slope*(n-1)
+	return at0, at0 + slope*float64(len(lv)-1)
 }
 
 // releaseTrend is the least-squares line through the resident memory
@@ -316,7 +323,14 @@ func agentRSS() map[string]int64 {
 	if len(hosts) == 0 {
 		return rss
 	}
+	self := strconv.Itoa(os.Getpid())
 	for _, pid := range pids() {
+		// Not the soak itself, an msr too: its main thread, sending from
+		// h1 inside netns.Do, shows h1's namespace as the process's now
+		// and then (run 42: "h1 pid 10197", the soak's 120-215 MB).
+		if pid == self {
+			continue
+		}
 		if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) != "msr" {
 			continue
 		}

@@ -54,6 +54,24 @@ func TestMemWatchGrown(t *testing.T) {
 	}
 }
 
+// TestMemWatchGaps: a process not sampled for a window (run 42's: the
+// soak's own, seen in h1's namespace now and then) is judged on the
+// windows it was sampled in; a window without a sample has no floor.
+func TestMemWatchGaps(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	w := &memWatch{samples: map[string][]rssSample{}}
+	for i := 0; i <= 100; i++ { // 5 minutes, the second and third without a sample
+		if i >= 20 && i < 60 {
+			continue
+		}
+		w.sample(map[string]int64{"r1 pid 1": 300_000 + int64(i%4)*10_000, "r2 pid 2": 300_000 + int64(i)*1_000}, t0.Add(time.Duration(i)*memEvery))
+	}
+	broken, compared, levels := w.grown()
+	if compared != 2 || len(broken) != 1 || !strings.HasPrefix(broken[0], "r2 pid 2 floor 300000 → 380000 kB (trend 300000 → 380000)") {
+		t.Errorf("compared %d, broken %q, want r2 alone, its trend from its floors; levels %q", compared, broken, levels)
+	}
+}
+
 // TestMemWatchShortWatch: a process watched between one and two minutes is
 // judged on the halves of its watch.
 func TestMemWatchShortWatch(t *testing.T) {
