@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -331,8 +332,11 @@ func TestResetOutlastsTrial(t *testing.T) {
 		t.Errorf("reset %+v", row)
 	}
 	// A trial's length of frames after the part came back: the series
-	// ends forwarding.
-	if n := len(row.SeriesPPS); n < 16 || row.SeriesPPS[n-2] < 40_000 {
+	// forwards again after its outage (at the rate, give or take the
+	// sink's 100 ms steps and the DUT's catching up: CI's once read 15,740,
+	// 38,350 and 61,871 frames a second after the zeros).
+	zero := slices.Index(row.SeriesPPS, 0)
+	if n := len(row.SeriesPPS); n < 16 || zero < 0 || !slices.ContainsFunc(row.SeriesPPS[zero:], func(pps float64) bool { return pps >= 40_000 }) {
 		t.Errorf("series %v: no forwarding after the reset", row.SeriesPPS)
 	}
 }
