@@ -229,37 +229,39 @@ func (w *memWatch) grown() (broken []string, compared int, levels []string) {
 // without a sample has no floor and is left out (run 42 took its
 // MaxInt64 for one, and failed on a trend of 9e17 kB).
 func floorTrend(lv []memLevel) (from, to float64) {
-	var n, sx, sy, sxx, sxy float64
+	var xs, ys []float64
 	for i, l := range lv {
-		if l.floor == math.MaxInt64 {
-			continue
+		if l.floor != math.MaxInt64 {
+			xs, ys = append(xs, float64(i)), append(ys, float64(l.floor))
 		}
-		x, y := float64(i), float64(l.floor)
-		n, sx, sy, sxx, sxy = n+1, sx+x, sy+y, sxx+x*x, sxy+x*y
 	}
-	slope := 0.0
-	if d := n*sxx - sx*sx; d > 0 {
-		slope = (n*sxy - sx*sy) / d
-	}
-	at0 := (sy - slope*sx) / n
+	at0, slope := leastSquares(xs, ys)
 	return at0, at0 + slope*float64(len(lv)-1)
 }
 
 // releaseTrend is the least-squares line through the resident memory
 // after each release, by its time, at the first release and at the last.
 func releaseTrend(rs []releaseSample) (from, to float64) {
-	n := float64(len(rs))
-	var sx, sy, sxx, sxy float64
-	for _, r := range rs {
-		x, y := r.at.Sub(rs[0].at).Seconds(), float64(r.kB)
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	xs, ys := make([]float64, len(rs)), make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i], ys[i] = r.at.Sub(rs[0].at).Seconds(), float64(r.kB)
 	}
-	slope := 0.0
+	at0, slope := leastSquares(xs, ys)
+	return at0, at0 + slope*xs[len(xs)-1]
+}
+
+// leastSquares is the line through the points (xs, ys): its value at x 0
+// and its slope (0 where the xs do not differ).
+func leastSquares(xs, ys []float64) (at0, slope float64) {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i, x := range xs {
+		sx, sy, sxx, sxy = sx+x, sy+ys[i], sxx+x*x, sxy+x*ys[i]
+	}
 	if d := n*sxx - sx*sx; d > 0 {
 		slope = (n*sxy - sx*sy) / d
 	}
-	at0 := (sy - slope*sx) / n
-	return at0, at0 + slope*rs[len(rs)-1].at.Sub(rs[0].at).Seconds()
+	return (sy - slope*sx) / n, slope
 }
 
 // lowest is the least of the samples from from to to.
