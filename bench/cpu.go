@@ -45,6 +45,23 @@ func pinGenerator() (restore func(), err error) {
 	return func() { unix.SchedSetaffinity(0, &was) }, nil
 }
 
+// pinSampler binds the calling thread, locked for good (it must end with
+// its goroutine, never go back to the runtime's pool), to the generator's
+// core at the lowest real-time priority: the sampler wakes every few
+// milliseconds for a map read, ahead of the generator's busy pacing and
+// away from the DUT's core, whose SCHED_FIFO NAPI threads starve anything
+// else there under overload. Best effort: a sampler left where it is
+// still counts, only later.
+func pinSampler() {
+	if runtime.NumCPU() < 2 {
+		return
+	}
+	var set unix.CPUSet
+	set.Set(genCPU)
+	unix.SchedSetaffinity(0, &set)
+	unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0)
+}
+
 // onGenCPU runs an instrument's own command (ip: a reset's links, the
 // DUT's routes) on the generator's core: a child process takes the CPUs of
 // the thread that starts it. Off the DUT's core, whose NAPI threads run
