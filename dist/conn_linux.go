@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,11 @@ type Conn struct {
 
 	mu       sync.Mutex
 	counters map[string]uint64
+
+	// waiting: Recv is blocked on an empty queue. caughtUp: when Recv
+	// last found the queue empty (Unix ns). See CaughtUp.
+	waiting  atomic.Bool
+	caughtUp atomic.Int64
 }
 
 // ErrTimeout is returned by Recv when no acceptable frame arrived in time.
@@ -116,7 +122,14 @@ func (c *Conn) Recv(timeout time.Duration) (*Frame, error) {
 		if err := unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return nil, fmt.Errorf("recv DIST on %s: %w", c.ifname, err)
 		}
+		// The caller has handled every frame Recv returned before: with
+		// nothing queued, it has handled every frame that arrived.
+		if !c.queued() {
+			c.caughtUp.Store(time.Now().UnixNano())
+			c.waiting.Store(true)
+		}
 		n, oobn, _, from, err := unix.Recvmsg(c.fd, buf, oob, 0)
+		c.waiting.Store(false)
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -135,6 +148,32 @@ func (c *Conn) Recv(timeout time.Duration) (*Frame, error) {
 		c.count("accepted")
 		return f, nil
 	}
+}
+
+// CaughtUp is a time before which every frame the kernel received on this
+// socket has been returned by Recv (and, Recv being called again, handled
+// by its caller): now while Recv waits on an empty queue, else when Recv
+// last found it empty. A receiver judges a sender silent against this
+// time, not its own clock: a process that stood still for 300 ms on a
+// busy machine finds its peers' hellos queued, and the ticker that
+// judges them may run before the loop that reads them (the soak: some
+// fifty "died" then "came back" within a second each run, six elements
+// at once after one stall). Zero before Recv is first called.
+func (c *Conn) CaughtUp() time.Time {
+	if c.waiting.Load() {
+		return time.Now()
+	}
+	if ns := c.caughtUp.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// queued says whether a frame waits in the socket's queue (SIOCINQ: the
+// next frame's length).
+func (c *Conn) queued() bool {
+	n, err := unix.IoctlGetInt(c.fd, unix.SIOCINQ)
+	return err == nil && n > 0
 }
 
 // received is the kernel's receive time of a frame (SCM_TIMESTAMPNS), or

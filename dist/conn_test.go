@@ -147,3 +147,58 @@ func TestConnSendRetriesWhenFull(t *testing.T) {
 		t.Errorf("sender's counters %v: want %d sent, some after a retry", c, n)
 	}
 }
+
+// TestConnCaughtUp: CaughtUp says up to when every frame that arrived has
+// been read. Frames queued while nobody reads keep it before their
+// arrival, until the reader has taken the last of them and comes back for
+// more; a reader waiting on an empty queue is caught up now.
+func TestConnCaughtUp(t *testing.T) {
+	labtest.Up(t, connLab)
+	keys := Keyring{testKey.ID: testKey.Secret}
+	a := listenIn(t, "a", keys)
+	b := listenIn(t, "b", keys)
+	sender, err := NewSender(0xa, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.CaughtUp().IsZero() {
+		t.Errorf("CaughtUp before any Recv: %v, want zero", b.CaughtUp())
+	}
+	if _, err := b.Recv(50 * time.Millisecond); err != ErrTimeout {
+		t.Fatalf("Recv on a quiet link: %v", err)
+	}
+	// Nobody reads b while three hellos arrive.
+	before := time.Now()
+	for i := 0; i < 3; i++ {
+		frame, _ := sender.Seal(GroupMAC, a.MAC(), &Hello{Role: RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Name: "r1"})
+		if err := a.Send(frame); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c := b.CaughtUp(); !c.Before(before) {
+		t.Errorf("three hellos queued: CaughtUp %v, want before the first was sent (%v)", c, before)
+	}
+	for i := 0; i < 3; i++ {
+		f, err := b.Recv(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f.Received.After(before) || f.Received.After(time.Now()) {
+			t.Errorf("hello %d: received at %v, sent after %v", i, f.Received, before)
+		}
+		if c := b.CaughtUp(); !c.Before(before) {
+			t.Errorf("hello %d of 3 read: CaughtUp %v, want still before the first was sent: the caller has not handled it", i+1, c)
+		}
+	}
+	// The reader comes back and waits on the empty queue: caught up now.
+	done := make(chan error)
+	go func() { _, err := b.Recv(400 * time.Millisecond); done <- err }()
+	time.Sleep(200 * time.Millisecond)
+	if c := b.CaughtUp(); time.Since(c) > 10*time.Millisecond {
+		t.Errorf("reader waiting on an empty queue: CaughtUp %v ago, want now", time.Since(c))
+	}
+	if err := <-done; err != ErrTimeout {
+		t.Errorf("extra frame: %v", err)
+	}
+}

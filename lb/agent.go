@@ -92,7 +92,7 @@ type backendState struct {
 	name     string
 	capacity uint32
 	draining bool
-	last     time.Time
+	last     time.Time // its last hello's arrival, by the kernel's clock
 }
 
 type vcpTable struct {
@@ -417,7 +417,7 @@ func (a *Agent) handle(port string, f *dist.Frame) {
 				a.backends[f.Src.String()] = b
 				a.log.Info("back-end up", "mac", f.Src, "name", m.Name)
 			}
-			b.name, b.capacity, b.last = m.Name, m.Capacity, time.Now()
+			b.name, b.capacity, b.last = m.Name, m.Capacity, f.Received
 			b.draining = m.Flags&dist.HelloFlagDraining != 0
 		}
 	case *dist.Probe:
@@ -497,10 +497,27 @@ func (a *Agent) assemble(m *dist.TableUpdate) {
 	}
 }
 
-// alive says whether a back-end's hellos are current.
+// alive says whether a back-end's hellos are current: judged against the
+// time up to which the LB has read every port's hellos (heardUpTo).
 func (a *Agent) alive(mac net.HardwareAddr, now time.Time) bool {
 	b := a.backends[mac.String()]
-	return b != nil && !b.draining && now.Sub(b.last) <= a.hold()
+	return b != nil && !b.draining && a.heardUpTo(now).Sub(b.last) <= a.hold()
+}
+
+// heardUpTo is the time up to which the LB has read every DIST frame its
+// ports' sockets received: now, or earlier if a receive loop is behind
+// (dist.Conn.CaughtUp). A back-end whose hellos wait in a socket's queue
+// is not silent: judged against the LB's own clock, a stall of the LB's
+// process dropped back-ends that had sent all along, and the flows they
+// carried moved twice.
+func (a *Agent) heardUpTo(now time.Time) time.Time {
+	heard := now
+	for _, c := range a.conns {
+		if caught := c.CaughtUp(); !caught.IsZero() && caught.Before(heard) { // zero: not read yet
+			heard = caught
+		}
+	}
+	return heard
 }
 
 // hold is how long a back-end stays alive after its last hello.

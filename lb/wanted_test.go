@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net"
@@ -9,6 +10,9 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lab/labtest"
 )
 
 // The table the LB wants: the VCP's entries less the back-ends whose
@@ -53,4 +57,83 @@ func TestWantedKeepsAllWhenAllSilent(t *testing.T) {
 	if _, bs := a.wanted(now); len(bs) != 1 || a.panicking {
 		t.Errorf("one heard again: %v (panicking %v), want it alone", macs(bs), a.panicking)
 	}
+}
+
+// A back-end whose hellos wait in the LB's socket while the LB's process
+// stands still is alive; one the LB hears nothing from while it waits on
+// an empty queue dies after its hold. Judged against the LB's own clock,
+// the 600 ms stall here dropped it (the soak: back-ends dropped and
+// taken back within a second, some fifty times a run, moving flows twice).
+func TestAliveWhileHellosQueued(t *testing.T) {
+	labtest.Up(t, agentLab)
+	secret, _ := hex.DecodeString(testKeyHex)
+	keys := dist.Keyring{1: secret}
+	listen := func(host, ifname string) *dist.Conn {
+		var c *dist.Conn
+		if err := netns.Do(lab.Namespace("t-lbagent", host), func() (err error) {
+			c, err = dist.Listen(ifname, keys)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	i0, r1 := listen("lb", "i0"), listen("r1", "eth0")
+	a := &Agent{cfg: &AgentConfig{Config: element.Config{HelloInterval: 100 * time.Millisecond, HoldMultiplier: 3}},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), conns: map[string]*dist.Conn{"i0": i0}, backends: map[string]*backendState{}}
+	sender, _ := dist.NewSender(0xb1, dist.Key{ID: 1, Secret: secret})
+	hello := func() {
+		f, _ := sender.Seal(dist.GroupMAC, r1.MAC(), &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Name: "r1"})
+		if err := r1.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// read handles what i0 holds, as the LB's receive loop does, and
+	// returns on a wait of 50 ms.
+	read := func() {
+		for {
+			f, err := i0.Recv(50 * time.Millisecond)
+			if err == dist.ErrTimeout {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.handle("i0", f)
+		}
+	}
+	hello()
+	read()
+	if !a.alive(r1.MAC(), time.Now()) {
+		t.Fatal("r1 not alive after its hello")
+	}
+	// The LB's receive loop stands still for 600 ms (two hold times)
+	// while r1 says hello every 100 ms.
+	for i := 0; i < 6; i++ {
+		time.Sleep(100 * time.Millisecond)
+		hello()
+	}
+	time.Sleep(20 * time.Millisecond)
+	if !a.alive(r1.MAC(), time.Now()) {
+		t.Errorf("r1 dead after a 600 ms stall of the LB with its hellos queued: last heard %v ago, the LB caught up %v ago",
+			time.Since(a.backends[r1.MAC().String()].last), time.Since(i0.CaughtUp()))
+	}
+	read()
+	if !a.alive(r1.MAC(), time.Now()) {
+		t.Error("r1 dead after the LB read its queued hellos")
+	}
+	// r1 falls silent while the LB waits on an empty queue: dead after
+	// its hold (300 ms), not later.
+	done := make(chan struct{})
+	go func() { i0.Recv(600 * time.Millisecond); close(done) }()
+	time.Sleep(150 * time.Millisecond)
+	if !a.alive(r1.MAC(), time.Now()) {
+		t.Error("r1 dead 150 ms into its silence")
+	}
+	time.Sleep(250 * time.Millisecond)
+	if a.alive(r1.MAC(), time.Now()) {
+		t.Errorf("r1 alive %v into its silence, hold 300 ms", time.Since(a.backends[r1.MAC().String()].last))
+	}
+	<-done
 }

@@ -90,7 +90,7 @@ type element struct {
 	mac   net.HardwareAddr // the source of its hellos
 	hello *dist.Hello
 	first time.Time
-	last  time.Time
+	last  time.Time // its last hello's arrival, by the kernel's clock
 	alive bool
 }
 
@@ -429,7 +429,7 @@ func (a *Agent) receive(ctx context.Context) {
 			a.mu.Unlock()
 		}
 		if h, ok := f.Msg.(*dist.Hello); ok && h.Role != dist.RoleVCP {
-			a.heard(f.Header.Sender, f.Src, h)
+			a.heard(f.Header.Sender, f.Src, h, f.Received)
 			if h.Role == dist.RoleLB {
 				a.nameMirrors(h)
 			}
@@ -454,7 +454,8 @@ func (a *Agent) nameMirrors(h *dist.Hello) {
 }
 
 // heard records a hello: a new element, or one that came back.
-func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
+// heard takes an element's hello, which the kernel received at arrived.
+func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello, arrived time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
@@ -466,8 +467,11 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
 		a.log.Info("element appeared", "id", fmt.Sprintf("%#x", id), "role", roleName(h.Role), "name", h.Name)
 		a.event("%s %s appeared", roleName(h.Role), h.Name)
 	case !e.alive:
-		a.log.Info("element came back", "name", h.Name)
-		a.event("%s %s came back", roleName(h.Role), h.Name)
+		// The silence between two hellos' arrivals: past the hold, the
+		// element (or the interconnect) was late, not this VCP.
+		silent := arrived.Sub(e.last).Round(time.Millisecond)
+		a.log.Info("element came back", "name", h.Name, "silent", silent)
+		a.event("%s %s came back (silent %v)", roleName(h.Role), h.Name, silent)
 	}
 	if h.Role == dist.RoleRouter && (!a.active || e.hello == nil || h.OperatorVersion > a.operatorVersions[h.Name]) {
 		if a.active && e.hello != nil {
@@ -478,7 +482,7 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello) {
 		}
 		a.adoptOperator(h)
 	}
-	e.mac, e.hello, e.last, e.alive = mac, h, now, true
+	e.mac, e.hello, e.last, e.alive = mac, h, arrived, true
 	for _, p := range h.Ports {
 		a.rates.observe(h.Name+"/"+fmt.Sprint(p.Index), now, p.RxPackets, p.RxBytes)
 	}
@@ -506,12 +510,28 @@ func (a *Agent) hold(h *dist.Hello) time.Duration {
 	return time.Duration(h.HelloIntervalMs) * time.Millisecond * time.Duration(max(h.HoldMultiplier, 1))
 }
 
+// heardUpTo is the time up to which this VCP has read every hello the
+// kernel received: now, or, if its receive loop is behind (the process
+// stood still, and this ticker ran first), when that loop last caught up
+// (dist.Conn.CaughtUp). An element is judged silent against it, so that
+// hellos queued in the socket are not taken for hellos never sent.
+func (a *Agent) heardUpTo(now time.Time) time.Time {
+	if a.conn == nil {
+		return now
+	}
+	if caught := a.conn.CaughtUp(); !caught.IsZero() && caught.Before(now) { // zero: not read yet
+		return caught
+	}
+	return now
+}
+
 // tick notices dead elements and pushes what each live LB should have.
 func (a *Agent) tick(now time.Time) {
+	heard := a.heardUpTo(now)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range a.elements {
-		if e.alive && now.Sub(e.last) > a.hold(e.hello) {
+		if e.alive && heard.Sub(e.last) > a.hold(e.hello) {
 			e.alive = false
 			a.log.Info("element died", "name", e.hello.Name)
 			a.event("%s %s died (no hello for %v)", roleName(e.hello.Role), e.hello.Name, a.hold(e.hello))

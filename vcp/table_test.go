@@ -22,7 +22,7 @@ func tableAgent(t *testing.T, extra string) *Agent {
 
 func (a *Agent) hear(id uint64, mac string, h *dist.Hello) {
 	m, _ := net.ParseMAC(mac)
-	a.heard(id, m, h)
+	a.heard(id, m, h, time.Now())
 }
 
 // The table of an LB: every live, undrained back-end through every
