@@ -158,9 +158,11 @@ type SoakOptions struct {
 	Clients bool
 	// MSRBin is the program every element of the lab runs.
 	MSRBin string
-	// LogsDir is where the lab's logs are copied when the soak fails or
-	// cannot go on, before the lab goes down ("": a new directory in
-	// os.TempDir()).
+	// LogsDir is where the lab's logs are copied before the lab goes down:
+	// always when set (a report's), and when the soak fails or cannot go
+	// on into a new directory in os.TempDir() when not. A passing run's
+	// logs say what its faults cost where the figures do not (the VCPs'
+	// "died" and "came back", finding 34).
 	LogsDir string
 }
 
@@ -336,7 +338,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	}
 	defer r.Close()
 	defer func() {
-		if err != nil || !rep.InvariantsOK {
+		if err != nil || !rep.InvariantsOK || o.LogsDir != "" {
 			keepLogs(o.LogsDir, progress)
 		}
 	}()

@@ -36,9 +36,10 @@ var soakCommand = command{
       every back-end's FIB equals the suite's RIB, and the router holds
       what the operator last asked.
       Faults: ` + strings.Join(bench.SoakFaults, ", ") + `.
-      Exits 1 when an invariant broke or a fault missed its goal; then, or
-      when it cannot go on, the lab's logs are kept (in DIR/logs with
-      --report, else in a new directory under $TMPDIR).
+      Exits 1 when an invariant broke or a fault missed its goal. The
+      lab's logs are kept in DIR/logs with --report (pass or fail), and
+      without it in a new directory under $TMPDIR when the run fails or
+      cannot go on.
 `,
 	run:  runSoak,
 	root: true,
