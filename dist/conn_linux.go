@@ -160,7 +160,11 @@ func (c *Conn) Recv(timeout time.Duration) (*Frame, error) {
 // fifty "died" then "came back" within a second each run, six elements
 // at once after one stall). Zero before Recv is first called.
 func (c *Conn) CaughtUp() time.Time {
-	if c.waiting.Load() {
+	// Waiting, and nothing queued: caught up. A frame queued while Recv
+	// waits has woken its thread, which may not run for a while on a
+	// busy machine (the soak: both VCPs took the same back-ends for dead
+	// in the same millisecond, their hellos in the queue).
+	if c.waiting.Load() && !c.queued() {
 		return time.Now()
 	}
 	if ns := c.caughtUp.Load(); ns != 0 {

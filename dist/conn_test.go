@@ -191,6 +191,22 @@ func TestConnCaughtUp(t *testing.T) {
 			t.Errorf("hello %d of 3 read: CaughtUp %v, want still before the first was sent: the caller has not handled it", i+1, c)
 		}
 	}
+	// A reader woken by a frame but not running yet (a busy machine):
+	// waiting, with the frame queued. Not caught up.
+	b.waiting.Store(true)
+	before = time.Now()
+	frame, _ := sender.Seal(GroupMAC, a.MAC(), &Hello{Role: RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Name: "r1"})
+	if err := a.Send(frame); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if c := b.CaughtUp(); !c.Before(before) {
+		t.Errorf("a hello queued while the reader waits, not yet woken: CaughtUp %v, want before it was sent (%v)", c, before)
+	}
+	b.waiting.Store(false)
+	if _, err := b.Recv(time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// The reader comes back and waits on the empty queue: caught up now.
 	done := make(chan error)
 	go func() { _, err := b.Recv(400 * time.Millisecond); done <- err }()

@@ -53,6 +53,10 @@ type Agent struct {
 	log         *slog.Logger
 
 	mu sync.Mutex
+	// hellos is how the hellos kept their interval, lastHello when the
+	// last one left (timeHello).
+	hellos    routerapi.HelloTiming
+	lastHello time.Time
 	// set are the settings in force (settings.go): the file's, or the
 	// VCP's; aclFromVCP: the VCP sent an ACL (else the file's stays).
 	set        settings
@@ -468,15 +472,46 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) maintain(ctx context.Context) {
 	t := time.NewTicker(a.cfg.HelloInterval)
 	defer t.Stop()
+	due := time.Now()
 	for {
+		woke := time.Now()
 		a.sendHello()
+		a.timeHello(due, woke, time.Now())
 		a.tickNeighbors(time.Now())
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case due = <-t.C:
 		}
 	}
+}
+
+// timeHello records when a hello left: due is when its tick was, woke
+// when the loop ran, sent when the hello was out. A hello two intervals
+// or more after the one before is counted late, and one a hold time late
+// is logged with its parts: the soak's VCPs took back-ends for dead some
+// fifty times a run with their hellos 320-700 ms apart on arrival.
+func (a *Agent) timeHello(due, woke, sent time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := &a.hellos
+	h.Sent++
+	if !a.lastHello.IsZero() {
+		gap := sent.Sub(a.lastHello)
+		if gap >= 2*a.cfg.HelloInterval {
+			h.Late++
+		}
+		if ms := float64(gap.Microseconds()) / 1000; ms > h.LongestGapMs {
+			h.LongestGapMs = ms
+			h.WokeLateMs = float64(woke.Sub(due).Microseconds()) / 1000
+			h.SendMs = float64(sent.Sub(woke).Microseconds()) / 1000
+		}
+		if hold := a.cfg.Hold(); gap >= hold {
+			a.log.Warn("hello late: the LBs and VCPs may have taken this back-end for dead", "gap", gap.Round(time.Millisecond),
+				"hold", hold, "woke_late", woke.Sub(due).Round(time.Millisecond), "send", sent.Sub(woke).Round(time.Millisecond))
+		}
+	}
+	a.lastHello = sent
 }
 
 // saveLoop saves the state once routes have changed, looking every hello
@@ -749,7 +784,7 @@ func (a *Agent) Status() *routerapi.Status {
 	defer a.mu.Unlock()
 	s := &routerapi.Status{Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Drained: a.set.Drained, CapacityMbps: a.set.CapacityMbps, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes() + a.dp.FIB6.Changes(),
 		Routes6: a.dp.FIB6.Len(), FIB6GroupsUsed: a.dp.FIB6.GroupsUsed(), FIB6Groups: a.dp.FIB6.Groups(),
-		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
+		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS, Hellos: a.hellos}
 	if st != nil {
 		s.CapDrop = st.Drops["cap"]
 		if busy, ok := a.busy.Permyriad(); ok {

@@ -1,11 +1,14 @@
 package router
 
 import (
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/iflink"
 )
 
@@ -53,5 +56,31 @@ func TestHelloWhileLinkReadsStall(t *testing.T) {
 	hold := cfg.HelloInterval * time.Duration(cfg.HoldMultiplier)
 	if heard < 15 || gap >= hold {
 		t.Errorf("while reading the link took 2 s: %d hellos in 3 s, the longest gap %v (a gap of the hold, %v, is a dead back-end)", heard, gap, hold)
+	}
+	// The agent's own record of its hellos agrees.
+	if h := a.Status().Hellos; h.Sent < uint64(heard) || h.LongestGapMs <= 0 || h.LongestGapMs >= float64(hold.Milliseconds()) {
+		t.Errorf("the agent's hello timing %+v: want at least the %d heard, the longest gap under the hold", h, heard)
+	}
+}
+
+// timeHello counts a hello two intervals after the one before as late,
+// keeps the longest gap with its parts, and logs one a hold late.
+func TestTimeHello(t *testing.T) {
+	var log strings.Builder
+	a := &Agent{cfg: &AgentConfig{Config: element.Config{HelloInterval: 100 * time.Millisecond, HoldMultiplier: 3}},
+		log: slog.New(slog.NewTextHandler(&log, nil))}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	a.timeHello(at(0), at(0), at(1))
+	a.timeHello(at(100), at(100), at(101)) // on time
+	a.timeHello(at(200), at(290), at(301)) // 200 ms: late, not logged
+	a.timeHello(at(400), at(620), at(701)) // 400 ms: woke 220 ms late, 81 ms to send
+	a.timeHello(at(800), at(800), at(801)) // on time again
+	h := a.hellos
+	if h.Sent != 5 || h.Late != 2 || h.LongestGapMs != 400 || h.WokeLateMs != 220 || h.SendMs != 81 {
+		t.Errorf("hello timing %+v", h)
+	}
+	if n := strings.Count(log.String(), "hello late"); n != 1 || !strings.Contains(log.String(), "woke_late=220ms") {
+		t.Errorf("want one late hello logged, with its parts:\n%s", log.String())
 	}
 }

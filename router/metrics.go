@@ -27,6 +27,8 @@ var (
 	rtNeighbors = metrics.Desc("router_neighbors", "Neighbours the back-end knows on the router's ports.")
 	rtBusy      = metrics.Desc("router_busy_cores", "The data path's CPU time per second, in cores (router/busy.go; 0 until measured).")
 	rtCapDrop   = metrics.Desc("router_cap_dropped_packets_total", "Frames the back-end's capacity cap dropped (capacity_pps).")
+	rtHellos    = metrics.Desc("router_hellos_total", "Hellos the back-end sent, and of them those sent two intervals or more after the one before.", "kind")
+	rtHelloGap  = metrics.Desc("router_hello_longest_gap_seconds", "The longest time between two of the back-end's hellos since it started (the LBs and VCPs drop it after a hold, 3 intervals).")
 )
 
 // Metrics is the back-end's collector for /metrics: its status, read at
@@ -69,5 +71,9 @@ func (a *Agent) Metrics() *metrics.Collector {
 		emit(rtNeighbors, metrics.Gauge, float64(len(s.Neighbors)))
 		emit(rtBusy, metrics.Gauge, s.Busy)
 		emit(rtCapDrop, metrics.Counter, float64(s.CapDrop))
-	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowEvent, rtRoutes, rtRoutes6, rtGroups6, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop)
+		emit(rtHellos, metrics.Counter, float64(s.Hellos.Sent), "sent")
+		emit(rtHellos, metrics.Counter, float64(s.Hellos.Late), "late")
+		emit(rtHelloGap, metrics.Gauge, s.Hellos.LongestGapMs/1000)
+	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowEvent, rtRoutes, rtRoutes6, rtGroups6, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop,
+		rtHellos, rtHelloGap)
 }

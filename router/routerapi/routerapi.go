@@ -115,6 +115,24 @@ type Status struct {
 	// which it keeps and reports in its hellos.
 	Drained      bool   `json:"drained,omitempty"`
 	CapacityMbps uint32 `json:"operator_capacity_mbps,omitempty"`
+	// Hellos is how the back-end's hellos kept their interval.
+	Hellos HelloTiming `json:"hellos"`
+}
+
+// HelloTiming is how the back-end's hellos kept their interval: the LBs
+// and VCPs take it for dead after a hold (3 intervals) without one.
+type HelloTiming struct {
+	Sent uint64 `json:"sent"`
+	// Late counts hellos sent two intervals or more after the one before;
+	// LongestGapMs is the longest such gap since start.
+	Late         uint64  `json:"late"`
+	LongestGapMs float64 `json:"longest_gap_ms"`
+	// WokeLateMs and SendMs split the longest gap: how late the hello
+	// loop woke after its tick was due (the process or its goroutine
+	// waited for a CPU), and how long the hello took to build and send
+	// (locks, the data path's counters, the socket).
+	WokeLateMs float64 `json:"woke_late_ms"`
+	SendMs     float64 `json:"send_ms"`
 }
 
 // RouteInfo is one route as the API lists it.
