@@ -52,11 +52,17 @@ type Agent struct {
 	ribPassword string
 	log         *slog.Logger
 
+	// helloMu, not mu, guards what the hello loop keeps: hellos, how the
+	// hellos kept their interval, and lastHello, when the last one left
+	// (timeHello); lastHelloState, what the last hello said when a.mu was
+	// free (helloState).
+	helloMu        sync.Mutex
+	hellos         routerapi.HelloTiming
+	lastHello      time.Time
+	lastHelloState helloState
+	helloStateRead bool
+
 	mu sync.Mutex
-	// hellos is how the hellos kept their interval, lastHello when the
-	// last one left (timeHello).
-	hellos    routerapi.HelloTiming
-	lastHello time.Time
 	// set are the settings in force (settings.go): the file's, or the
 	// VCP's; aclFromVCP: the VCP sent an ACL (else the file's stays).
 	set        settings
@@ -446,6 +452,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.slow.Close()
 	}()
 	go a.maintain(ctx)
+	go a.maintainNeighbors(ctx)
 	go a.saveLoop(ctx)
 	go a.followLink(ctx.Done())
 	go a.busy.Run(ctx)
@@ -466,9 +473,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// maintain sends hellos, retries and expires ARP, every hello interval.
-// Nothing here waits on the kernel's RTNL lock or on a file: a hello late
-// by three intervals is a back-end dead to every LB and VCP (links.go).
+// maintain sends hellos every hello interval. Nothing here waits on the
+// kernel's RTNL lock, on a file, or on a.mu while route work holds it: a
+// hello late by three intervals is a back-end dead to every LB and VCP
+// (links.go, helloState).
 func (a *Agent) maintain(ctx context.Context) {
 	t := time.NewTicker(a.cfg.HelloInterval)
 	defer t.Stop()
@@ -477,11 +485,25 @@ func (a *Agent) maintain(ctx context.Context) {
 		woke := time.Now()
 		a.sendHello()
 		a.timeHello(due, woke, time.Now())
-		a.tickNeighbors(time.Now())
 		select {
 		case <-ctx.Done():
 			return
 		case due = <-t.C:
+		}
+	}
+}
+
+// maintainNeighbors retries and expires ARP every hello interval, under
+// a.mu: in a loop of its own, not the hellos'.
+func (a *Agent) maintainNeighbors(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HelloInterval)
+	defer t.Stop()
+	for {
+		a.tickNeighbors(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
@@ -492,8 +514,8 @@ func (a *Agent) maintain(ctx context.Context) {
 // is logged with its parts: the soak's VCPs took back-ends for dead some
 // fifty times a run with their hellos 320-700 ms apart on arrival.
 func (a *Agent) timeHello(due, woke, sent time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.helloMu.Lock()
+	defer a.helloMu.Unlock()
 	h := &a.hellos
 	h.Sent++
 	if !a.lastHello.IsZero() {
@@ -547,10 +569,8 @@ func (a *Agent) saveLoop(ctx context.Context) {
 // its API), the router's external ports it serves (so the VCP sees whether
 // they are the router's), its load, and whether it is ready for flows.
 func (a *Agent) sendHello() {
-	ready := a.ready()
-	a.mu.Lock()
-	nACL, ports, drained, capacity, version := len(a.set.ACL), slices.Clone(a.set.Ports), a.set.Drained, a.set.CapacityMbps, a.set.OperatorVersion
-	a.mu.Unlock()
+	hs := a.helloState()
+	ready, nACL, ports, drained, capacity, version := hs.ready, hs.nACL, hs.ports, hs.drained, hs.capacity, hs.version
 	st, err := a.dp.Stats(nACL)
 	if err != nil {
 		return
@@ -561,7 +581,7 @@ func (a *Agent) sendHello() {
 	l := a.portLink()
 	flags := element.PortFlags(l)
 	h := &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: uint16(a.cfg.HelloInterval / time.Millisecond), HoldMultiplier: a.cfg.HoldMultiplier,
-		Capacity: a.cfg.CapacityMbps, Installed: uint32(a.routeCount()), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac, Name: a.cfg.Interface,
+		Capacity: a.cfg.CapacityMbps, Installed: uint32(hs.installed), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac, Name: a.cfg.Interface,
 			Prefix: a.hostPrefix, Flags: flags, SpeedMbps: l.SpeedMbps, MTU: uint16(l.MTU), RxPackets: st.RxPackets, RxBytes: st.RxBytes,
 			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes, RxDropped: st.Drops["cap"]}}}
 	for i, p := range ports[:min(len(ports), dist.MaxPorts-1)] {
@@ -593,10 +613,42 @@ func (a *Agent) sendHello() {
 	}
 }
 
-func (a *Agent) routeCount() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.dp.FIB.Len() + a.dp.FIB6.Len()
+// helloState is what a hello says of the agent's settings and FIB.
+type helloState struct {
+	ready           bool
+	nACL, installed int
+	ports           []PortSpec
+	drained         bool
+	capacity        uint32
+	version         uint64
+}
+
+// helloState reads what the hello says under a.mu, if a.mu is free, and
+// otherwise takes what the last hello said: a hello must not wait behind
+// route work or a state save's copy of a full table, which hold a.mu for
+// hundreds of milliseconds on a busy machine (the soak: hellos 310-790 ms
+// apart, their sending up to 500 ms of it). What it says is then one
+// interval old at most but for the lock's holding.
+func (a *Agent) helloState() helloState {
+	locked := a.mu.TryLock()
+	if !locked {
+		a.helloMu.Lock()
+		last, ok := a.lastHelloState, a.helloStateRead
+		a.helloMu.Unlock()
+		if ok {
+			return last
+		}
+		a.mu.Lock() // the first hello: nothing said yet
+	}
+	hs := helloState{nACL: len(a.set.ACL), ports: slices.Clone(a.set.Ports), drained: a.set.Drained, capacity: a.set.CapacityMbps,
+		version: a.set.OperatorVersion, installed: a.dp.FIB.Len() + a.dp.FIB6.Len()}
+	rib, nPorts, adopted := a.rib, len(a.ports), a.adopted
+	a.mu.Unlock()
+	hs.ready = isReady(nPorts, rib, adopted)
+	a.helloMu.Lock()
+	a.lastHelloState, a.helloStateRead = hs, true
+	a.helloMu.Unlock()
+	return hs
 }
 
 func (a *Agent) count(what string, n uint64) {
@@ -784,7 +836,10 @@ func (a *Agent) Status() *routerapi.Status {
 	defer a.mu.Unlock()
 	s := &routerapi.Status{Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Drained: a.set.Drained, CapacityMbps: a.set.CapacityMbps, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes() + a.dp.FIB6.Changes(),
 		Routes6: a.dp.FIB6.Len(), FIB6GroupsUsed: a.dp.FIB6.GroupsUsed(), FIB6Groups: a.dp.FIB6.Groups(),
-		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS, Hellos: a.hellos}
+		Neighbors: map[string]string{}, Stats: st, SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
+	a.helloMu.Lock()
+	s.Hellos = a.hellos
+	a.helloMu.Unlock()
 	if st != nil {
 		s.CapDrop = st.Drops["cap"]
 		if busy, ok := a.busy.Permyriad(); ok {

@@ -63,6 +63,44 @@ func TestHelloWhileLinkReadsStall(t *testing.T) {
 	}
 }
 
+// A back-end's hellos keep their interval while the agent's lock is held
+// for a second (route work, a state save copying a full table): the soak's
+// back-ends sent hellos 310-790 ms apart, up to 500 ms of it spent
+// building the hello, behind the lock. The hello says what it said last.
+func TestHelloWhileAgentLocked(t *testing.T) {
+	cfg, _, conn := identityBackend(t, "t-hellolock", "msr-test-hellolock")
+	a, stop := startRouter(t, cfg)
+	defer func() { stop(); a.Remove() }()
+	time.Sleep(300 * time.Millisecond) // a hello or more said
+	locked := make(chan struct{})
+	go func() {
+		a.mu.Lock()
+		close(locked)
+		time.Sleep(1200 * time.Millisecond)
+		a.mu.Unlock()
+	}()
+	<-locked
+	var last time.Time
+	var heard int
+	var gap time.Duration
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		f, err := conn.Recv(200 * time.Millisecond)
+		if err != nil {
+			continue
+		}
+		if _, ok := f.Msg.(*dist.Hello); !ok || f.Header.Sender != cfg.ID {
+			continue
+		}
+		if !last.IsZero() {
+			gap = max(gap, f.Received.Sub(last))
+		}
+		last, heard = f.Received, heard+1
+	}
+	if hold := cfg.Hold(); heard < 8 || gap >= hold {
+		t.Errorf("while the agent's lock was held 1.2 s: %d hellos in 1.5 s, the longest gap %v (a gap of the hold, %v, is a dead back-end)", heard, gap, hold)
+	}
+}
+
 // timeHello counts a hello two intervals after the one before as late,
 // keeps the longest gap with its parts, and logs one a hold late.
 func TestTimeHello(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -105,7 +106,10 @@ type ribFeed struct {
 	// refusedFor: the causes of refused routes logged already.
 	refusedFor map[string]bool
 	// synced: the suite's first End-of-RIB came; the FIB holds the table.
-	synced bool
+	// Read without f.mu: the hellos ask it (ready), and f.mu is held
+	// through a whole UPDATE's routes (a full table's withdrawal: 300-500
+	// ms a message on the soak's busy machine, and the hello waited).
+	synced atomic.Bool
 	// arriving is called when a session is established (a table is to
 	// arrive: tableArriving), release at the first End-of-RIB after it
 	// that leaves nothing stale with releaseMin paths held or more
@@ -182,11 +186,7 @@ func (f *ribFeed) Stop() {
 
 // Synced says whether the suite's End-of-RIB came once: the FIB holds
 // its table.
-func (f *ribFeed) Synced() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.synced
-}
+func (f *ribFeed) Synced() bool { return f.synced.Load() }
 
 // Status reports the session and the paths held.
 func (f *ribFeed) Status() routerapi.RIBStatus {
@@ -245,7 +245,7 @@ func (f *ribFeed) keepReleased(ctx context.Context) {
 		case <-t.C:
 		}
 		f.mu.Lock()
-		held := f.synced && f.holdsBigTable() && time.Since(f.lastRelease) >= f.releaseEvery
+		held := f.synced.Load() && f.holdsBigTable() && time.Since(f.lastRelease) >= f.releaseEvery
 		if held {
 			f.lastRelease = time.Now()
 		}
@@ -656,7 +656,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		}
 		f.log.Info("RIB feed: End-of-RIB", "family", []string{"ipv4", "ipv6"}[eor], "prefixes", n)
 		if eor == 0 {
-			f.synced = true
+			f.synced.Store(true)
 		}
 		f.sweepStale(eor == 1)
 		if f.holdsBigTable() && f.arrived {

@@ -351,7 +351,7 @@ func TestRIBFeedIPv6(t *testing.T) {
 	f.sessionLost()
 	f.update(announce("203.0.113.20", 1, 100, []uint32{1}, "100.64.0.0/10"))
 	f.update(&bgp.BGPUpdate{})
-	if len(fib.routes) != 3 || !f.synced {
+	if len(fib.routes) != 3 || !f.synced.Load() {
 		t.Fatalf("IPv4's End-of-RIB swept IPv6: %v", fib.routes)
 	}
 	f.update(announce6("2001:db8:12::20", []uint32{1}, "2a00:1450::/32"))

@@ -391,5 +391,10 @@ func (a *Agent) ready() bool {
 	a.mu.Lock()
 	rib, ports, adopted := a.rib, len(a.ports), a.adopted
 	a.mu.Unlock()
+	return isReady(ports, rib, adopted)
+}
+
+// isReady is ready's rule, for what was read under a.mu.
+func isReady(ports int, rib *ribFeed, adopted bool) bool {
 	return ports > 0 && (rib == nil || adopted || rib.Synced())
 }
