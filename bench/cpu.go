@@ -45,21 +45,36 @@ func pinGenerator() (restore func(), err error) {
 	return func() { unix.SchedSetaffinity(0, &was) }, nil
 }
 
-// pinSampler binds the calling thread, locked for good (it must end with
-// its goroutine, never go back to the runtime's pool), to the generator's
-// core at the lowest real-time priority: the sampler wakes every few
-// milliseconds for a map read, ahead of the generator's busy pacing and
-// away from the DUT's core, whose SCHED_FIFO NAPI threads starve anything
-// else there under overload. Best effort: a sampler left where it is
-// still counts, only later.
-func pinSampler() {
+// pinSampler binds the calling (locked) thread to the generator's core at
+// the lowest real-time priority, and returns what puts its CPUs and its
+// scheduling back: call it before the thread is unlocked. The sampler
+// wakes every few milliseconds for a map read, ahead of the generator's
+// busy pacing and away from the DUT's core, whose SCHED_FIFO NAPI
+// threads starve anything else there under overload. A thread left
+// pinned goes back to the runtime's pool (finding 32); one that ends
+// locked is not always ended either (the main thread is parked instead:
+// CI's TestGeneratorRateAccuracy found a thread on CPU 0 alone). Best
+// effort: a sampler left where it is still counts, only later.
+func pinSampler() (restore func()) {
 	if runtime.NumCPU() < 2 {
-		return
+		return func() {}
+	}
+	var was unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		return func() {}
+	}
+	attr, err := unix.SchedGetAttr(0, 0)
+	if err != nil {
+		return func() {}
 	}
 	var set unix.CPUSet
 	set.Set(genCPU)
 	unix.SchedSetaffinity(0, &set)
 	unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0)
+	return func() {
+		unix.SchedSetAttr(0, attr, 0)
+		unix.SchedSetaffinity(0, &was)
+	}
 }
 
 // onGenCPU runs an instrument's own command (ip: a reset's links, the

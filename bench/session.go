@@ -290,52 +290,57 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 // until the returned function is called; that returns the rates counted,
 // one per interval.
 //
-// The thread is the sampler's alone (locked, and ended with it), on the
-// generator's core at a real-time priority (pinSampler): the other core
-// is the DUT's, whose SCHED_FIFO NAPI threads take all of it under
-// overload, and a Go ticker fires only when a thread of the runtime gets
-// a core. CI's 1 s overload at 150% of NDR counted 6 steps of 100 ms
-// with a ticker, one of them 4.6 Mpps (a late tick's read, divided by the
-// tick's time, not the read's). Each rate is now the count between two
-// reads over the time between them; a step the sampler overslept gets
-// the average of the steps it spans, so the series stays on its grid.
+// The thread is the sampler's alone, on the generator's core at a
+// real-time priority (pinSampler), and put back as it was before stop
+// returns: the other core is the DUT's, whose SCHED_FIFO NAPI threads
+// take all of it under overload, and a Go ticker fires only when a thread
+// of the runtime gets a core. CI's 1 s overload at 150% of NDR counted 6
+// steps of 100 ms with a ticker, one of them 4.6 Mpps (a late tick's
+// read, divided by the tick's time, not the read's). Each rate is now the
+// count between two reads over the time between them; a step the sampler
+// overslept gets the average of the steps it spans, so the series stays
+// on its grid.
 func (s *session) sample(every time.Duration) (stop func() []float64) {
 	var stopped atomic.Bool
 	out := make(chan []float64, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the sampler
-		pinSampler()
-		var rates []float64
-		prev, _ := s.sink.Received()
-		last := time.Now()
-		next := last.Add(every)
-		for !stopped.Load() {
-			// Short naps, so that stop does not wait out a whole step.
-			if d := time.Until(next); d > 0 {
-				nap := unix.NsecToTimespec(min(d, 10*time.Millisecond).Nanoseconds())
-				unix.Nanosleep(&nap, nil)
-				continue
-			}
-			n, err := s.sink.Received()
-			now := time.Now()
-			if err != nil {
-				next = next.Add(every)
-				continue
-			}
-			span := now.Sub(last)
-			rate := float64(n-prev) / span.Seconds()
-			for i := 0; i < max(1, int(math.Round(float64(span)/float64(every)))); i++ {
-				rates = append(rates, rate)
-			}
-			prev, last = n, now
-			for !next.After(now) {
-				next = next.Add(every)
-			}
-		}
-		out <- rates
-	}()
+	go func() { out <- s.sampleUntil(every, &stopped) }()
 	return func() []float64 {
 		stopped.Store(true)
 		return <-out
 	}
+}
+
+// sampleUntil is sample's loop, on its own locked and pinned thread.
+func (s *session) sampleUntil(every time.Duration, stopped *atomic.Bool) []float64 {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer pinSampler()()
+	var rates []float64
+	prev, _ := s.sink.Received()
+	last := time.Now()
+	next := last.Add(every)
+	for !stopped.Load() {
+		// Short naps, so that stop does not wait out a whole step.
+		if d := time.Until(next); d > 0 {
+			nap := unix.NsecToTimespec(min(d, 10*time.Millisecond).Nanoseconds())
+			unix.Nanosleep(&nap, nil)
+			continue
+		}
+		n, err := s.sink.Received()
+		now := time.Now()
+		if err != nil {
+			next = next.Add(every)
+			continue
+		}
+		span := now.Sub(last)
+		rate := float64(n-prev) / span.Seconds()
+		for i := 0; i < max(1, int(math.Round(float64(span)/float64(every)))); i++ {
+			rates = append(rates, rate)
+		}
+		prev, last = n, now
+		for !next.After(now) {
+			next = next.Add(every)
+		}
+	}
+	return rates
 }

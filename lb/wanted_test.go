@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/internal/element"
-	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
 )
@@ -68,41 +68,12 @@ func TestAliveWhileHellosQueued(t *testing.T) {
 	labtest.Up(t, agentLab)
 	secret, _ := hex.DecodeString(testKeyHex)
 	keys := dist.Keyring{1: secret}
-	listen := func(host, ifname string) *dist.Conn {
-		var c *dist.Conn
-		if err := netns.Do(lab.Namespace("t-lbagent", host), func() (err error) {
-			c, err = dist.Listen(ifname, keys)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	i0, r1 := listen("lb", "i0"), listen("r1", "eth0")
+	i0 := disttest.Listen(t, lab.Namespace("t-lbagent", "lb"), "i0", keys)
+	r1 := disttest.Listen(t, lab.Namespace("t-lbagent", "r1"), "eth0", keys)
 	a := &Agent{cfg: &AgentConfig{Config: element.Config{HelloInterval: 100 * time.Millisecond, HoldMultiplier: 3}},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), conns: map[string]*dist.Conn{"i0": i0}, backends: map[string]*backendState{}}
-	sender, _ := dist.NewSender(0xb1, dist.Key{ID: 1, Secret: secret})
-	hello := func() {
-		f, _ := sender.Seal(dist.GroupMAC, r1.MAC(), &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Name: "r1"})
-		if err := r1.Send(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// read handles what i0 holds, as the LB's receive loop does, and
-	// returns on a wait of 50 ms.
-	read := func() {
-		for {
-			f, err := i0.Recv(50 * time.Millisecond)
-			if err == dist.ErrTimeout {
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.handle("i0", f)
-		}
-	}
+	hello := disttest.RouterHellos(t, r1, 0xb1, dist.Key{ID: 1, Secret: secret}, "r1")
+	read := func() { disttest.Drain(t, i0, func(f *dist.Frame) { a.handle("i0", f) }) } // as the LB's receive loop
 	hello()
 	read()
 	if !a.alive(r1.MAC(), time.Now()) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/dist"
-	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
 )
@@ -22,42 +22,16 @@ import (
 func TestAliveWhileHellosQueued(t *testing.T) {
 	labtest.Up(t, vcpLab)
 	secret, _ := hex.DecodeString(keyHex)
-	listen := func(host string) *dist.Conn {
-		var c *dist.Conn
-		if err := netns.Do(lab.Namespace("t-vcp", host), func() (err error) {
-			c, err = dist.Listen("eth0", dist.Keyring{1: secret})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	keys := dist.Keyring{1: secret}
 	a := tableAgent(t, "") // a standby: tick judges, pushes nothing
-	a.conn = listen("vcp")
-	r1 := listen("r1")
-	sender, _ := dist.NewSender(0xb1, dist.Key{ID: 1, Secret: secret})
-	hello := func() {
-		f, _ := sender.Seal(dist.GroupMAC, r1.MAC(), &dist.Hello{Role: dist.RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Name: "r1"})
-		if err := r1.Send(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// read handles what the VCP's socket holds, as receive does, and
-	// returns on a wait of 50 ms.
-	read := func() {
-		for {
-			f, err := a.conn.Recv(50 * time.Millisecond)
-			if err == dist.ErrTimeout {
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+	a.conn = disttest.Listen(t, lab.Namespace("t-vcp", "vcp"), "eth0", keys)
+	hello := disttest.RouterHellos(t, disttest.Listen(t, lab.Namespace("t-vcp", "r1"), "eth0", keys), 0xb1, dist.Key{ID: 1, Secret: secret}, "r1")
+	read := func() { // as receive does
+		disttest.Drain(t, a.conn, func(f *dist.Frame) {
 			if h, ok := f.Msg.(*dist.Hello); ok {
 				a.heard(f.Header.Sender, f.Src, h, f.Received)
 			}
-		}
+		})
 	}
 	alive := func() bool {
 		a.tick(time.Now())
