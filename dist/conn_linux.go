@@ -173,6 +173,15 @@ func (c *Conn) CaughtUp() time.Time {
 	return time.Time{}
 }
 
+// HeardUpTo is the time a receiver judges its senders' silence against:
+// CaughtUp, or now if that is later or Recv was never called.
+func (c *Conn) HeardUpTo(now time.Time) time.Time {
+	if caught := c.CaughtUp(); !caught.IsZero() && caught.Before(now) {
+		return caught
+	}
+	return now
+}
+
 // queued says whether a frame waits in the socket's queue (SIOCINQ: the
 // next frame's length).
 func (c *Conn) queued() bool {

@@ -513,9 +513,7 @@ func (a *Agent) alive(mac net.HardwareAddr, now time.Time) bool {
 func (a *Agent) heardUpTo(now time.Time) time.Time {
 	heard := now
 	for _, c := range a.conns {
-		if caught := c.CaughtUp(); !caught.IsZero() && caught.Before(heard) { // zero: not read yet
-			heard = caught
-		}
+		heard = c.HeardUpTo(heard)
 	}
 	return heard
 }

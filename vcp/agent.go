@@ -519,10 +519,7 @@ func (a *Agent) heardUpTo(now time.Time) time.Time {
 	if a.conn == nil {
 		return now
 	}
-	if caught := a.conn.CaughtUp(); !caught.IsZero() && caught.Before(now) { // zero: not read yet
-		return caught
-	}
-	return now
+	return a.conn.HeardUpTo(now)
 }
 
 // tick notices dead elements and pushes what each live LB should have.
