@@ -245,6 +245,12 @@ type SoakStep struct {
 	// (soak_drops.go): which element dropped them, and why.
 	Drops map[string]uint64 `json:"drops,omitempty"`
 	Fault string            `json:"fault,omitempty"`
+	// FIBLagMS is how long after quiet the back-ends' FIBs equalled the
+	// RIB (ribSync's Lag); FIBRefreshMS, in a step whose feeds started
+	// again, how long after the RIB's last change (the tables' new
+	// arrival within it).
+	FIBLagMS     float64 `json:"fib_lag_ms"`
+	FIBRefreshMS float64 `json:"fib_refresh_ms,omitempty"`
 }
 
 // SoakReport is what `msr soak -o json` prints. duration_s,
@@ -393,7 +399,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	defer memStop()
 	mem := watchMemory(memCtx)
 	cpu := watchCPU(memCtx, start)
-	var ribTook, ribLag, ribLagCP time.Duration // the longest a step's FIBs took to equal the RIB, from the step's end and from its last change (in a step with a feed started again, ribLagCP)
+	var ribTook, ribLag, ribRefresh time.Duration // the longest a step's FIBs took to equal the RIB: from the step's end, from quiet, from the RIB's last change in a step whose feeds started again
 	for step := 0; time.Since(start)+soakStep < o.Duration || step == 0; step++ {
 		var fault, second *soakFault
 		var secondAfter time.Duration
@@ -584,27 +590,31 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 				rep.Faults = append(rep.Faults, f)
 			}
 		}
-		rep.Steps = append(rep.Steps, st)
-		if sync, err := ribs.until(ribSyncLimit, join.backends()); err != nil {
+		// After a takeover or a suite's restart the new suite holds its
+		// feed to the back-ends until its peers are back (finding 5),
+		// and the back-ends' feeds connect again; a back-end's agent
+		// started again (killed, or a joining back-end's) has a new
+		// feed. Each new session brings the table whole, and the step is
+		// quiet once every table has arrived (ribSync).
+		refresh := restartsFeed(fault, second)
+		fibText := fmt.Sprintf("; FIBs not the RIB %v after the step", ribSyncLimit)
+		if sync, err := ribs.until(ribSyncLimit, join.backends(), refresh); err != nil {
 			inv["fib_equals_rib"] = append(inv["fib_equals_rib"], fmt.Sprintf("at %.0f s, still %v after: %v", at.Seconds(), ribSyncLimit, err))
 		} else {
-			// After a takeover or a suite's restart the new suite holds
-			// its feed to the back-ends until its peers are back (finding
-			// 5), and the back-ends' feeds connect again; a back-end's
-			// agent started again (killed, or a joining back-end's) gets
-			// the table whole on a new feed, 4-7 s with a full table (run
-			// 19: 3.7 s after the RIB's last change). Such a step's lag is
-			// reported, bound by ribSyncLimit only.
-			switch {
-			case restartsFeed(fault, second):
-				ribLagCP = max(ribLagCP, sync.Lag)
-			case sync.Lag > ribQuietLimit:
-				inv["fib_equals_rib"] = append(inv["fib_equals_rib"], fmt.Sprintf("at %.0f s, the FIBs equalled the RIB %v after its last change (goal %v)", at.Seconds(), sync.Lag.Round(time.Millisecond), ribQuietLimit))
-			default:
-				ribLag = max(ribLag, sync.Lag)
+			st.FIBLagMS = ms(sync.Lag)
+			fibText = fmt.Sprintf("; FIBs = RIB %.0f ms after quiet", st.FIBLagMS)
+			if sync.Lag > ribQuietLimit {
+				inv["fib_equals_rib"] = append(inv["fib_equals_rib"], fmt.Sprintf("at %.0f s, the FIBs equalled the RIB %v after quiet (goal %v); the looks: %s", at.Seconds(), sync.Lag.Round(time.Millisecond), ribQuietLimit, sync.Looks))
+			}
+			ribLag = max(ribLag, sync.Lag)
+			if refresh {
+				st.FIBRefreshMS = ms(sync.AfterRIB)
+				fibText += fmt.Sprintf(" (%.0f ms after the RIB's last change: the tables sent again)", st.FIBRefreshMS)
+				ribRefresh = max(ribRefresh, sync.AfterRIB)
 			}
 			ribTook = max(ribTook, sync.Took)
 		}
+		rep.Steps = append(rep.Steps, st)
 		if ops != nil {
 			if err := untilOpsHeld(ops); err != nil {
 				inv["operator_state"] = append(inv["operator_state"], fmt.Sprintf("after %.0f s (%s): %v", at.Seconds(), op.text, err))
@@ -633,6 +643,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		if op != nil {
 			text += "; " + op.text
 		}
+		text += fibText
 		fmt.Fprintf(progress, "soak %5.0f s: %s, sent %d, lost %d%s%s\n", at.Seconds(), st.Family, st.Sent, st.Lost, split, text)
 	}
 	rep.DurationS = time.Since(start).Seconds()
@@ -697,8 +708,8 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		fmt.Sprintf("the sink received no frame of the instrument twice (%d duplicated, %d late; the count is %s)", rep.Duplicated, reordered, exact))
 	rep.Invariants["bpf_map_bounds"] = withDetail(rep.Invariants["bpf_map_bounds"], maps.detail())
 	rep.Invariants["fib_equals_rib"] = withDetail(rep.Invariants["fib_equals_rib"],
-		fmt.Sprintf("after every step every back-end's routes were the active VCP's RIB's within %v at most of the RIB's last change (goal %v; after a takeover or a suite's restart, whose feed waits for its peers, or a back-end agent's, whose feed sends it the table whole, %v), and %v at most of the step's end (limit %v, the suite's own convergence included)",
-			ribLag.Round(time.Millisecond), ribQuietLimit, ribLagCP.Round(time.Millisecond), ribTook.Round(time.Millisecond), ribSyncLimit))
+		fmt.Sprintf("after every step every back-end's routes were the active VCP's RIB's within %v at most of quiet (goal %v): of the RIB's last change, or in a step whose feeds started again (a takeover, a suite's restart, whose feed waits for its peers, or a back-end agent's) of the last back-end's table arriving whole on its new session, %v at most after the RIB's last change; and %v at most after the step's end (limit %v, the suite's own convergence included)",
+			ribLag.Round(time.Millisecond), ribQuietLimit, ribRefresh.Round(time.Millisecond), ribTook.Round(time.Millisecond), ribSyncLimit))
 	for _, f := range rep.Faults {
 		if !f.Met {
 			rep.InvariantsOK = false
@@ -1189,9 +1200,23 @@ const (
 )
 
 // A ribSync is how a step's FIBs came to equal the RIB: Took from the
-// step's end, Lag from the RIB's last change (the look before the one
-// that saw it changed: a bound, not a sample, at a look every 100-400 ms).
-type ribSync struct{ Took, Lag time.Duration }
+// step's end, Lag from quiet, AfterRIB from the RIB's last change (the
+// look before the one that saw it changed: a bound, not a sample, at a
+// look every 100-400 ms).
+//
+// Quiet is the RIB's last change; in a step whose feeds start again (a
+// takeover, a suite's or a back-end agent's restart) it is the later of
+// that and the last back-end's table arriving whole on its new session
+// (routerapi.RoutesDigest.TableArrived): until then routes are still on
+// their way to the back-ends. BGP sends a new session the table whole,
+// 600,000 routes to each of four back-ends on this 2-core machine, 4-7 s
+// after the RIB's last change; AfterRIB is that.
+//
+// Looks is what the last looks saw, for a report of a lag over the goal.
+type ribSync struct {
+	Took, Lag, AfterRIB time.Duration
+	Looks               string
+}
 
 // A ribWatch compares the back-ends' FIBs with the RIB after each step
 // (until). Reading a full table's RIB takes a second (`birdc show route`,
@@ -1217,10 +1242,12 @@ type ribWatch struct {
 // less) is compared all the same.
 const ribFullEvery = 2 * time.Second
 
-// until compares the back-ends' FIBs with the RIB until they are equal,
-// and says how long that took from now and from the RIB's last change;
-// the last difference after limit, with the prefixes that differ.
-func (w *ribWatch) until(limit time.Duration, backends []string) (ribSync, error) {
+// until compares the back-ends' FIBs with the RIB until they are equal
+// (with refresh, a step whose feeds start again: and every back-end's
+// table has arrived on its session), and says how long that took from
+// now, from quiet and from the RIB's last change; the last difference
+// after limit, with the prefixes that differ.
+func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (ribSync, error) {
 	start := time.Now()
 	lastChange := start
 	var (
@@ -1231,6 +1258,13 @@ func (w *ribWatch) until(limit time.Duration, backends []string) (ribSync, error
 		lastErr                error
 	)
 	active := "" // found once, again after an error
+	var looks []string // the last ribLooksKept looks, as said
+	saw := func(at time.Time, format string, args ...any) {
+		looks = append(looks, at.Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
+		if len(looks) > ribLooksKept {
+			looks = looks[1:]
+		}
+	}
 	for {
 		look := time.Now()
 		if active == "" {
@@ -1239,6 +1273,7 @@ func (w *ribWatch) until(limit time.Duration, backends []string) (ribSync, error
 		late := look.Sub(start) > limit
 		networks, digests, err := quickLook(active, backends)
 		if err != nil {
+			saw(look, "quick look: %v", err)
 			active, lastErr = "", err
 			if late {
 				return ribSync{Took: time.Since(start)}, lastErr
@@ -1250,26 +1285,53 @@ func (w *ribWatch) until(limit time.Duration, backends []string) (ribSync, error
 			lastChange = prevLook
 		}
 		prevNetworks, prevLook = networks, look
-		if late || w.candidate(networks, digests) || look.Sub(lastFull) >= ribFullEvery {
+		if _, err := tablesArrived(digests); refresh && err != nil && !late {
+			// Not quiet yet, and a full look (the RIB read whole, a
+			// second of the suite's time with a full table) would only
+			// slow the tables' arrival.
+			saw(look, "quick look: %d networks; %v", networks, err)
+			lastErr = err
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		candidate := w.candidate(networks, digests)
+		saw(look, "quick look: %d networks, %s", networks, digestsText(digests))
+		if late || candidate || look.Sub(lastFull) >= ribFullEvery {
 			rib, ferr := fibEqualsRIB(active, backends, late)
 			lastFull = time.Now()
+			if ferr != nil {
+				saw(lastFull, "full look: %v", ferr)
+			}
 			if rib != nil {
 				if prevRIB != nil && !rib.same(prevRIB) && prevFullLook.After(lastChange) {
 					lastChange = prevFullLook // a change the count did not show
 				}
 				prevRIB, prevFullLook = rib, look
 			}
+			var arrived time.Time // the last back-end's table arrived
 			if ferr == nil {
-				at := time.Now()
-				if n2, d2, err := quickLook(active, backends); err == nil && n2 == networks && maps.EqualFunc(digests, d2, sameDigest) {
-					at = look // nothing changed from the quick look to after the full one
-					w.calibrate(n2, d2)
+				at, after := time.Now(), digests
+				if n2, d2, err := quickLook(active, backends); err == nil {
+					if n2 == networks && maps.EqualFunc(digests, d2, sameDigest) {
+						at = look // nothing changed from the quick look to after the full one
+						w.calibrate(n2, d2)
+					}
+					after = d2
+					how := "as at the quick look before it"
+					if at != look {
+						how = "the counts or digests moved meanwhile, so from now"
+					}
+					saw(time.Now(), "full look: equal, %s; then %d networks, %s", how, n2, digestsText(d2))
 				}
-				took := time.Since(start)
-				if lastChange == start { // the RIB never changed while looked at
-					return ribSync{Took: took, Lag: at.Sub(start)}, nil
+				if refresh {
+					arrived, ferr = tablesArrived(after)
 				}
-				return ribSync{Took: took, Lag: at.Sub(lastChange)}, nil
+				if ferr == nil {
+					// lastChange is start if the RIB never changed while
+					// looked at: the step's end.
+					saw(lastChange, "the RIB's last change (the step's end if none)")
+					return ribSync{Took: time.Since(start), Lag: sinceQuiet(at, lastChange, arrived), AfterRIB: at.Sub(lastChange), Looks: strings.Join(looks, "; ")}, nil
+				}
 			}
 			lastErr = ferr
 			if rib == nil {
@@ -1304,6 +1366,54 @@ func (w *ribWatch) calibrate(networks int, digests map[string]*routerapi.RoutesD
 	for b, d := range digests {
 		w.offset[b] = networks - d.Routes - len(d.Connected)
 	}
+}
+
+// sinceQuiet is how long after quiet, the later of the RIB's last change
+// and the back-ends' tables' arrival (zero: none to wait for), the FIBs
+// were seen equal to the RIB at at; 0 if they already were.
+func sinceQuiet(at, lastChange, arrived time.Time) time.Duration {
+	quiet := lastChange
+	if arrived.After(quiet) {
+		quiet = arrived
+	}
+	return max(0, at.Sub(quiet))
+}
+
+// ribLooksKept is how many of its last looks until keeps to say.
+const ribLooksKept = 12
+
+// digestsText says each back-end's count and table's arrival, for a look
+// said.
+func digestsText(digests map[string]*routerapi.RoutesDigest) string {
+	var out []string
+	for _, b := range slices.Sorted(maps.Keys(digests)) {
+		d := digests[b]
+		t := b + " " + strconv.Itoa(d.Routes)
+		if a, err := time.Parse(time.RFC3339Nano, d.TableArrived); err == nil {
+			t += " (table " + a.Local().Format("15:04:05.000") + ")"
+		}
+		out = append(out, t)
+	}
+	return strings.Join(out, ", ")
+}
+
+// tablesArrived is when the last of the back-ends' tables arrived whole
+// on its feed's session; an error while one is still arriving.
+func tablesArrived(digests map[string]*routerapi.RoutesDigest) (time.Time, error) {
+	var last time.Time
+	for b, d := range digests {
+		if d.TableArrived == "" {
+			return time.Time{}, fmt.Errorf("%s's table still arriving on its RIB feed", b)
+		}
+		t, err := time.Parse(time.RFC3339Nano, d.TableArrived)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%s's table_arrived: %v", b, err)
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last, nil
 }
 
 func sameDigest(a, b *routerapi.RoutesDigest) bool {

@@ -226,6 +226,40 @@ func TestRIBWatchCandidate(t *testing.T) {
 	}
 }
 
+// TestRIBQuiet: a step whose feeds started again is quiet once every
+// back-end's table has arrived, and the FIBs' lag counts from the later of
+// that and the RIB's last change.
+func TestRIBQuiet(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	d := func(arrived string) *routerapi.RoutesDigest { return &routerapi.RoutesDigest{TableArrived: arrived} }
+	if _, err := tablesArrived(map[string]*routerapi.RoutesDigest{"r1": d(t0.Format(time.RFC3339Nano)), "r2": d("")}); err == nil || !strings.Contains(err.Error(), "r2") {
+		t.Errorf("r2's table still arriving: %v, want an error naming r2", err)
+	}
+	if _, err := tablesArrived(map[string]*routerapi.RoutesDigest{"r1": d("yesterday")}); err == nil {
+		t.Error("a time that is none read as one")
+	}
+	last, err := tablesArrived(map[string]*routerapi.RoutesDigest{
+		"r1": d(t0.Add(3 * time.Second).Format(time.RFC3339Nano)), "r2": d(t0.Add(4200 * time.Millisecond).Format(time.RFC3339Nano)), "r3": d(t0.Format(time.RFC3339Nano))})
+	if err != nil || !last.Equal(t0.Add(4200*time.Millisecond)) {
+		t.Fatalf("tables arrived %v, %v; want r2's, %v", last, err, t0.Add(4200*time.Millisecond))
+	}
+	for _, c := range []struct {
+		at, lastChange, arrived time.Duration
+		want                    time.Duration
+	}{
+		{at: 5 * time.Second, lastChange: time.Second, arrived: 4200 * time.Millisecond, want: 800 * time.Millisecond}, // the tables came after the RIB settled
+		{at: 5 * time.Second, lastChange: 4500 * time.Millisecond, arrived: time.Second, want: 500 * time.Millisecond}, // the RIB changed after
+		{at: 3 * time.Second, lastChange: time.Second, arrived: 4 * time.Second, want: 0},                              // equal before the last table's End-of-RIB
+	} {
+		if got := sinceQuiet(t0.Add(c.at), t0.Add(c.lastChange), t0.Add(c.arrived)); got != c.want {
+			t.Errorf("seen equal at %v, the RIB's last change %v, the tables %v: %v after quiet, want %v", c.at, c.lastChange, c.arrived, got, c.want)
+		}
+	}
+	if got := sinceQuiet(t0.Add(2*time.Second), t0, time.Time{}); got != 2*time.Second {
+		t.Errorf("no tables to wait for: %v after the RIB's last change, want 2s", got)
+	}
+}
+
 // TestSoakOpUndo: an operator's drain or weight the router refused (no
 // VCP answered within opWait: run 28's undrain of r1 during a stall) is
 // undone in what the soak expects, which then is what the router still

@@ -743,6 +743,9 @@ func (a *Agent) RoutesDigest() routerapi.RoutesDigest {
 		add(p, g)
 	}
 	d.Sum = routerapi.DigestSum(sum)
+	if a.rib != nil {
+		d.TableArrived = a.rib.TableArrived()
+	}
 	return d
 }
 

@@ -97,8 +97,9 @@ type ribFeed struct {
 
 	mu     sync.Mutex
 	paths  map[netip.Prefix][]ribPath
-	nPaths int // paths in paths, and how many of them are stale
+	nPaths int // paths in paths, and how many of them are stale (stale6: IPv6's)
 	nStale int
+	stale6 int
 	// staleUntil: after a session loss, when the stale paths go if no
 	// End-of-RIB has swept them (zero: none stale).
 	staleUntil time.Time
@@ -122,6 +123,14 @@ type ribFeed struct {
 	releases          uint64 // made so far (st.Release's count)
 	// releaseEvery is keepReleased's period (heldRelease).
 	releaseEvery time.Duration
+	// families: the address families the session carries (bit 0 IPv4,
+	// bit 1 IPv6: those the suite's OPEN agreed to); eors: those whose
+	// End-of-RIB has come on it. tableArrived is when the last of them
+	// came (Unix nanoseconds, read without f.mu: RoutesDigest), the
+	// suite's table then whole in the FIB; 0 while none has, or the
+	// session is down.
+	families, eors uint8
+	tableArrived   atomic.Int64
 }
 
 // A table's arrival, a first load or a graceful restart's refresh after a
@@ -194,7 +203,19 @@ func (f *ribFeed) Status() routerapi.RIBStatus {
 	defer f.mu.Unlock()
 	s := f.st
 	s.Prefixes, s.Paths, s.Stale = len(f.paths), f.nPaths, f.nStale
+	s.TableArrived = f.TableArrived()
 	return s
+}
+
+// TableArrived is when the session's table arrived whole, its End-of-RIB
+// come for every family it carries (RFC 3339, nanoseconds); "" while it
+// has not, or there is no session.
+func (f *ribFeed) TableArrived() string {
+	ns := f.tableArrived.Load()
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
 }
 
 func (f *ribFeed) run(ctx context.Context) {
@@ -207,6 +228,7 @@ func (f *ribFeed) run(ctx context.Context) {
 		f.mu.Lock()
 		was := f.st.State
 		f.st.State, f.st.LastError = "connecting", err.Error()
+		f.tableArrived.Store(0)
 		f.mu.Unlock()
 		if was == "established" {
 			f.log.Warn("RIB feed lost", "err", err)
@@ -274,12 +296,15 @@ func (f *ribFeed) sessionLost() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.st.GR {
-		f.nStale = 0
-		for _, ps := range f.paths {
+		f.nStale, f.stale6 = 0, 0
+		for p, ps := range f.paths {
 			for i := range ps {
 				if !ps[i].link {
 					ps[i].stale = true
 					f.nStale++
+					if family(p) {
+						f.stale6++
+					}
 				}
 			}
 		}
@@ -291,7 +316,7 @@ func (f *ribFeed) sessionLost() {
 		f.nPaths -= len(ps) - len(links)
 		f.set(p, links)
 	}
-	f.nStale = 0
+	f.nStale, f.stale6 = 0, 0
 }
 
 func (f *ribFeed) sweepIfExpired() {
@@ -307,7 +332,18 @@ func (f *ribFeed) sweepIfExpired() {
 // sweepStale removes every path of one family (v6: IPv6) not sent again
 // since the session came back (that family's End-of-RIB, or the restart
 // time over). Call with f.mu held.
+//
+// With none of the family's paths stale it has nothing to do, and does
+// not go over the table: after a takeover's refresh that sent every route
+// again, the IPv4 End-of-RIB's sweep of 600,000 prefixes held f.mu, and
+// the FIB's last word on the table, 0.1-1 s on the soak's busy machine.
 func (f *ribFeed) sweepStale(v6 bool) {
+	if v6 && f.stale6 == 0 || !v6 && f.nStale-f.stale6 == 0 {
+		if f.nStale == 0 {
+			f.staleUntil = time.Time{}
+		}
+		return
+	}
 	for p, ps := range f.paths {
 		if family(p) != v6 {
 			continue
@@ -315,6 +351,9 @@ func (f *ribFeed) sweepStale(v6 bool) {
 		fresh := slices.DeleteFunc(ps, func(r ribPath) bool { return r.stale })
 		if gone := len(ps) - len(fresh); gone > 0 || len(fresh) == 0 {
 			f.nPaths, f.nStale = f.nPaths-gone, f.nStale-gone
+			if v6 {
+				f.stale6 -= gone
+			}
 			// A refresh whose paths came under new ids via other next
 			// hops (a new suite's) appended them beside the stale: the
 			// prefix's array, longer than its paths now, would be held
@@ -486,6 +525,8 @@ func (f *ribFeed) setEstablished() {
 	f.mu.Lock()
 	f.st.State, f.st.Established, f.st.LastError = "established", time.Now().UTC().Format(time.RFC3339), ""
 	f.st.Sessions++
+	f.eors = 0
+	f.tableArrived.Store(0)
 	f.arrived = true
 	f.mu.Unlock()
 	if f.arriving != nil {
@@ -520,6 +561,7 @@ func (f *ribFeed) open() *bgp.BGPMessage {
 func (f *ribFeed) opened(o *bgp.BGPOpen) (time.Duration, *bgp.MarshallingOption, error) {
 	asn := uint32(o.MyAS)
 	addPath, gr := false, false
+	var families uint8 // agreed by multiprotocol capabilities; none: IPv4 alone (RFC 4760)
 	addPaths := map[bgp.Family]bgp.BGPAddPathMode{}
 	var grTime uint16
 	for _, p := range o.OptParams {
@@ -531,6 +573,13 @@ func (f *ribFeed) opened(o *bgp.BGPOpen) (time.Duration, *bgp.MarshallingOption,
 			switch v := cap.(type) {
 			case *bgp.CapFourOctetASNumber:
 				asn = v.CapValue
+			case *bgp.CapMultiProtocol:
+				switch v.CapValue {
+				case bgp.RF_IPv4_UC:
+					families |= 1
+				case bgp.RF_IPv6_UC:
+					families |= 2
+				}
 			case *bgp.CapAddPath:
 				for _, t := range v.Tuples {
 					if (t.Family == bgp.RF_IPv4_UC || t.Family == bgp.RF_IPv6_UC) && t.Mode&bgp.BGP_ADD_PATH_SEND != 0 {
@@ -557,8 +606,12 @@ func (f *ribFeed) opened(o *bgp.BGPOpen) (time.Duration, *bgp.MarshallingOption,
 	if len(addPaths) > 0 {
 		opt = &bgp.MarshallingOption{AddPath: addPaths}
 	}
+	if families == 0 {
+		families = 1
+	}
 	f.mu.Lock()
 	f.st.AddPath, f.st.GR = addPath, gr
+	f.families = families
 	f.mu.Unlock()
 	f.log.Info("RIB feed open", "hold", hold, "add_path", addPath, "graceful_restart", gr, "restart_time", grTime)
 	return hold, opt, nil
@@ -590,6 +643,7 @@ func readBGP(r io.Reader, opt *bgp.MarshallingOption) (*bgp.BGPMessage, error) {
 // in MP_REACH_NLRI, each with its own next hop); an empty one is IPv4's
 // End-of-RIB, one holding only an empty MP_UNREACH_NLRI its family's.
 func (f *ribFeed) update(u *bgp.BGPUpdate) {
+	came := time.Now() // before the lock: the wait for it is the FIB's lag too
 	type announce struct {
 		nlri bgp.PathNLRI
 		nh   netip.Addr
@@ -659,6 +713,9 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			f.synced.Store(true)
 		}
 		f.sweepStale(eor == 1)
+		if f.eors |= 1 << eor; f.eors&f.families == f.families && f.tableArrived.Load() == 0 {
+			f.tableArrived.Store(came.UnixNano())
+		}
 		if f.holdsBigTable() && f.arrived {
 			f.arrived, f.lastRelease = false, time.Now()
 			go f.releaseNow()
@@ -674,7 +731,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		if i := slices.IndexFunc(ps, func(r ribPath) bool { return !r.link && r.id == w.ID }); i >= 0 {
 			f.nPaths--
 			if ps[i].stale {
-				f.nStale--
+				f.unstale(p)
 			}
 			f.set(p, slices.Delete(ps, i, i+1))
 		}
@@ -704,7 +761,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		}
 		if i >= 0 {
 			if ps[i].stale {
-				f.nStale--
+				f.unstale(p)
 			}
 			ps[i] = r
 		} else {
@@ -712,6 +769,15 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			ps = append(ps, r)
 		}
 		f.set(p, ps)
+	}
+}
+
+// unstale counts one of p's stale paths gone or sent again. Call with f.mu
+// held.
+func (f *ribFeed) unstale(p netip.Prefix) {
+	f.nStale--
+	if family(p) {
+		f.stale6--
 	}
 }
 

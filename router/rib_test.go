@@ -206,6 +206,55 @@ func TestRIBFeedGracefulRestart(t *testing.T) {
 	}
 }
 
+// TestRIBFeedTableArrived: the session's table has arrived once the
+// End-of-RIB of every family the suite's OPEN agreed to has come (RFC
+// 4760: IPv4 alone without multiprotocol capabilities), and says when
+// the last of them came; a new session's table is to arrive again.
+func TestRIBFeedTableArrived(t *testing.T) {
+	f, _ := newTestFeed()
+	open := func(caps ...bgp.ParameterCapabilityInterface) {
+		t.Helper()
+		caps = append(caps, bgp.NewCapFourOctetASNumber(65000))
+		m, err := bgp.NewBGPOpenMessage(bgp.AS_TRANS, 90, netip.MustParseAddr("10.0.0.1"),
+			[]bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.opened(m.Body.(*bgp.BGPOpen)); err != nil {
+			t.Fatal(err)
+		}
+		f.setEstablished()
+	}
+	open(bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC), bgp.NewCapMultiProtocol(bgp.RF_IPv6_UC))
+	f.update(announce("192.0.2.10", 1, 100, []uint32{1}, "10.1.0.0/16"))
+	f.update(&bgp.BGPUpdate{}) // IPv4's End-of-RIB
+	if got := f.TableArrived(); got != "" {
+		t.Fatalf("table arrived %s with IPv6's End-of-RIB still to come", got)
+	}
+	before := time.Now()
+	f.update(endOfRIB6())
+	got, err := time.Parse(time.RFC3339Nano, f.TableArrived())
+	if err != nil || got.Before(before) || got.After(time.Now()) {
+		t.Fatalf("table arrived %q (%v), want between %v and now", f.TableArrived(), err, before)
+	}
+	if s := f.Status().TableArrived; s != f.TableArrived() {
+		t.Fatalf("status says %q, the feed %q", s, f.TableArrived())
+	}
+	f.update(&bgp.BGPUpdate{}) // an End-of-RIB again changes nothing
+	if again, _ := time.Parse(time.RFC3339Nano, f.TableArrived()); !again.Equal(got) {
+		t.Fatalf("a second End-of-RIB moved the table's arrival from %v to %v", got, again)
+	}
+	// A session of IPv4 alone: its End-of-RIB is the table's.
+	open()
+	if got := f.TableArrived(); got != "" {
+		t.Fatalf("a new session's table arrived %s before any End-of-RIB", got)
+	}
+	f.update(&bgp.BGPUpdate{})
+	if f.TableArrived() == "" {
+		t.Fatal("an IPv4-only session's End-of-RIB did not bring its table")
+	}
+}
+
 // The suite's OPEN: its AS must be ours (iBGP), the hold time is the
 // smaller, ADD-PATH and graceful restart are used only if it offers them.
 func TestRIBFeedOpen(t *testing.T) {
@@ -349,15 +398,38 @@ func TestRIBFeedIPv6(t *testing.T) {
 	// The session goes; the suite sends IPv4 again and its End-of-RIB
 	// first: the IPv6 routes stay until IPv6's own.
 	f.sessionLost()
+	checkStaleCounts(t, f)
 	f.update(announce("203.0.113.20", 1, 100, []uint32{1}, "100.64.0.0/10"))
+	checkStaleCounts(t, f)
 	f.update(&bgp.BGPUpdate{})
 	if len(fib.routes) != 3 || !f.synced.Load() {
 		t.Fatalf("IPv4's End-of-RIB swept IPv6: %v", fib.routes)
 	}
 	f.update(announce6("2001:db8:12::20", []uint32{1}, "2a00:1450::/32"))
+	checkStaleCounts(t, f)
 	f.update(endOfRIB6())
 	if _, ok := fib.routes[netip.MustParsePrefix("2a01:4f8::/32")]; ok || len(fib.routes) != 2 || f.nStale != 0 || f.nPaths != 2 {
 		t.Fatalf("after IPv6's End-of-RIB: %v, %d paths, %d stale", fib.routes, f.nPaths, f.nStale)
+	}
+}
+
+// checkStaleCounts holds the feed's counts of stale paths (all, and
+// IPv6's, by which an End-of-RIB skips a family with none) to its paths.
+func checkStaleCounts(t *testing.T, f *ribFeed) {
+	t.Helper()
+	all, v6 := 0, 0
+	for p, ps := range f.paths {
+		for _, r := range ps {
+			if r.stale {
+				all++
+				if family(p) {
+					v6++
+				}
+			}
+		}
+	}
+	if f.nStale != all || f.stale6 != v6 {
+		t.Fatalf("counted %d stale paths (%d IPv6), hold %d (%d)", f.nStale, f.stale6, all, v6)
 	}
 }
 

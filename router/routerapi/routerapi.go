@@ -42,6 +42,9 @@ type RoutesDigest struct {
 	Routes    int      `json:"routes"`
 	Sum       string   `json:"sum"` // 16 hex digits: the sum mod 2^64
 	Connected []string `json:"connected"`
+	// TableArrived is RIBStatus.TableArrived: when the RIB feed's session
+	// brought the suite's table whole (absent: not yet, or no feed).
+	TableArrived string `json:"table_arrived,omitempty"`
 }
 
 // PrefixHash is a prefix's 64-bit hash for RoutesDigest: its address's
@@ -194,6 +197,11 @@ type RIBStatus struct {
 	// pool: raise fib6_groups; a gateway on no port), since the agent
 	// started.
 	Refused uint64 `json:"refused"`
+	// TableArrived is when this session's table arrived whole: the
+	// suite's End-of-RIB for every family the session carries (RFC 3339,
+	// nanoseconds; absent until then). A session lost and established
+	// again (the suite's restart, a takeover) brings the table again.
+	TableArrived string `json:"table_arrived,omitempty"`
 	// Release is the agent's memory just after the feed's last release
 	// of memory (absent before the first).
 	Release *MemoryRelease `json:"release,omitempty"`
