@@ -1232,7 +1232,9 @@ type ribSync struct {
 //
 // A full look that finds them equal, with the RIB's count and the digests
 // the same again after it as at the quick look before it, says they were
-// equal at that quick look.
+// equal at that quick look, or from the FIBs' last change if that came
+// before it (each back-end says when its FIB last changed: the digest's
+// fib_changed). If they moved while it read, it looks again.
 type ribWatch struct {
 	offset map[string]int // by back-end: the RIB's networks less its routes, when last equal
 }
@@ -1308,29 +1310,42 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 				}
 				prevRIB, prevFullLook = rib, look
 			}
-			var arrived time.Time // the last back-end's table arrived
 			if ferr == nil {
-				at, after := time.Now(), digests
-				if n2, d2, err := quickLook(active, backends); err == nil {
-					if n2 == networks && maps.EqualFunc(digests, d2, sameDigest) {
-						at = look // nothing changed from the quick look to after the full one
-						w.calibrate(n2, d2)
+				// Equal as read. The quick look after says whether the
+				// RIB's count or a back-end's digest moved meanwhile:
+				// then the look can say neither when they were equal nor
+				// that they still are, and looks again.
+				n2, d2, err := quickLook(active, backends)
+				switch {
+				case err != nil:
+					ferr = err
+				case n2 != networks || !maps.EqualFunc(digests, d2, sameDigest):
+					if n2 != networks {
+						lastChange = look // the RIB changed while read
 					}
-					after = d2
-					how := "as at the quick look before it"
-					if at != look {
-						how = "the counts or digests moved meanwhile, so from now"
+					saw(time.Now(), "full look: equal as read, then %d networks, %s: looking again", n2, digestsText(d2))
+					ferr = errors.New("the RIB or a FIB changed while read")
+				default:
+					w.calibrate(n2, d2)
+					// Equal at the quick look before, or at the FIBs'
+					// last change if earlier: they have not changed since
+					// (the RIB, which they equal, may have changed after
+					// without them needing to: then the lag is none).
+					at, how := look, "as at the quick look before it"
+					if changed, ok := fibsChanged(d2); ok && changed.Before(at) {
+						at, how = changed, "since the FIBs' last change"
 					}
-					saw(time.Now(), "full look: equal, %s; then %d networks, %s", how, n2, digestsText(d2))
-				}
-				if refresh {
-					arrived, ferr = tablesArrived(after)
-				}
-				if ferr == nil {
-					// lastChange is start if the RIB never changed while
-					// looked at: the step's end.
-					saw(lastChange, "the RIB's last change (the step's end if none)")
-					return ribSync{Took: time.Since(start), Lag: sinceQuiet(at, lastChange, arrived), AfterRIB: at.Sub(lastChange), Looks: strings.Join(looks, "; ")}, nil
+					var arrived time.Time // the last back-end's table arrived
+					if refresh {
+						arrived, ferr = tablesArrived(d2)
+					}
+					if ferr == nil {
+						saw(at, "full look: equal, %s; then %d networks, %s", how, n2, digestsText(d2))
+						// lastChange is start if the RIB never changed
+						// while looked at: the step's end.
+						saw(lastChange, "the RIB's last change (the step's end if none)")
+						return ribSync{Took: time.Since(start), Lag: sinceQuiet(at, lastChange, arrived), AfterRIB: at.Sub(lastChange), Looks: strings.Join(looks, "; ")}, nil
+					}
 				}
 			}
 			lastErr = ferr
@@ -1395,6 +1410,23 @@ func digestsText(digests map[string]*routerapi.RoutesDigest) string {
 		out = append(out, t)
 	}
 	return strings.Join(out, ", ")
+}
+
+// fibsChanged is when the last of the back-ends' FIBs last changed, if
+// every back-end says (one whose FIB never changed, adopted from its
+// saved state, does not).
+func fibsChanged(digests map[string]*routerapi.RoutesDigest) (time.Time, bool) {
+	var last time.Time
+	for _, d := range digests {
+		t, err := time.Parse(time.RFC3339Nano, d.FIBChanged)
+		if err != nil {
+			return time.Time{}, false
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last, len(digests) > 0
 }
 
 // tablesArrived is when the last of the back-ends' tables arrived whole

@@ -743,6 +743,12 @@ func (a *Agent) RoutesDigest() routerapi.RoutesDigest {
 		add(p, g)
 	}
 	d.Sum = routerapi.DigestSum(sum)
+	if t := a.dp.FIB.ChangedAt(); !t.IsZero() || !a.dp.FIB6.ChangedAt().IsZero() {
+		if t6 := a.dp.FIB6.ChangedAt(); t6.After(t) {
+			t = t6
+		}
+		d.FIBChanged = t.UTC().Format(time.RFC3339Nano)
+	}
 	if a.rib != nil {
 		d.TableArrived = a.rib.TableArrived()
 	}

@@ -174,8 +174,8 @@ func testRouterRestart(t *testing.T, behind bool) {
 	}
 	// Adopted from the saved state, not rebuilt: not one FIB write, in
 	// either family's FIB.
-	if c := a.Status().FIBChanges; c != 0 {
-		t.Errorf("the restarted agent rebuilt its FIB (%d changes) instead of adopting it", c)
+	if c := a.Status().FIBChanges; c != 0 || d.FIBChanged != "" {
+		t.Errorf("the restarted agent rebuilt its FIB (%d changes, the last at %q) instead of adopting it", c, d.FIBChanged)
 	}
 	// Behind, the routes changed since the save are gone from the data
 	// path: it holds the saved routes alone.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sort"
 	"sync/atomic"
+	"time"
 )
 
 // DIR-24-8 constants, generated from router.h's enum rt_limit.
@@ -32,12 +33,25 @@ type FIB struct {
 	routes          map[netip.Prefix]uint32
 	cov             *coverIndex // what Delete falls back to (fib_cover.go)
 	changes         uint64      // routes added, changed or deleted
+	changedAt       int64       // when the last of them was (Unix nanoseconds; 0: none yet)
 }
 
 // Changes counts the writes that changed what a lookup can return: an
 // unchanged route set again is not one (so a resync of the same routes
 // leaves it alone).
 func (f *FIB) Changes() uint64 { return f.changes }
+
+// ChangedAt is when the last change Changes counts was made (zero: none
+// yet).
+func (f *FIB) ChangedAt() time.Time { return unixNano(f.changedAt) }
+
+// unixNano is a time kept as Unix nanoseconds, 0 the zero time.
+func unixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
 
 // ErrTbl8Full is returned when more /24s hold longer prefixes than there
 // are tbl8 groups.
@@ -83,6 +97,7 @@ func (f *FIB) Set(p netip.Prefix, nhg uint32) error {
 		}
 	}
 	f.changes++
+	f.changedAt = time.Now().UnixNano()
 	f.routes[p] = nhg
 	f.cov.set(p, nhg, !had)
 	f.fill(p, nhg, uint8(p.Bits()), func(d uint8) bool { return d <= uint8(p.Bits()) })
@@ -99,6 +114,7 @@ func (f *FIB) Delete(p netip.Prefix) error {
 	delete(f.routes, p)
 	f.cov.remove(p)
 	f.changes++
+	f.changedAt = time.Now().UnixNano()
 	cover, coverLen := f.cover(p)
 	f.fill(p, cover, coverLen, func(d uint8) bool { return d == uint8(p.Bits()) })
 	if p.Bits() > 24 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
+	"time"
 )
 
 // FIB6 is the back-end's IPv6 longest-prefix-match table: a multibit trie
@@ -27,6 +28,7 @@ type FIB6 struct {
 	free           []uint32
 	routes         map[netip.Prefix]uint32
 	changes        uint64
+	changedAt      int64 // FIB.changedAt's
 }
 
 const fib6GroupFlag = uint32(1) << 31
@@ -57,6 +59,9 @@ func (f *FIB6) Groups() int { return len(f.groups) / 256 }
 
 // Changes counts the writes that changed what a lookup can return.
 func (f *FIB6) Changes() uint64 { return f.changes }
+
+// ChangedAt is as FIB.ChangedAt.
+func (f *FIB6) ChangedAt() time.Time { return unixNano(f.changedAt) }
 
 // Routes returns every prefix and its next-hop group.
 func (f *FIB6) Routes() map[netip.Prefix]uint32 { return f.routes }
@@ -121,6 +126,7 @@ func (f *FIB6) Set(p netip.Prefix, nhg uint32) error {
 		return err
 	}
 	f.changes++
+	f.changedAt = time.Now().UnixNano()
 	f.routes[p] = nhg
 	f.fillRange(g, a, bits, nhg, uint8(bits), func(d uint8) bool { return d <= uint8(bits) })
 	return nil
@@ -135,6 +141,7 @@ func (f *FIB6) Delete(p netip.Prefix) error {
 	}
 	delete(f.routes, p)
 	f.changes++
+	f.changedAt = time.Now().UnixNano()
 	a, bits := p.Addr().As16(), p.Bits()
 	cover, coverLen := 0, 0
 	for l := bits - 1; l >= 0; l-- {

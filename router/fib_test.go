@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/msr-router/msr/internal/routetable"
 )
@@ -258,5 +259,50 @@ func TestFIBAdopt(t *testing.T) {
 	wrong := map[netip.Prefix]uint32{netip.MustParsePrefix("10.0.0.0/8"): 1}
 	if err := c.Adopt(wrong); !errors.Is(err, ErrAdopt) {
 		t.Errorf("adopting the wrong routes: %v", err)
+	}
+}
+
+// TestFIBChangedAt: each family's FIB says when it last changed what a
+// lookup returns (the routes' digest's fib_changed): a route set to what
+// it is already is no change.
+func TestFIBChangedAt(t *testing.T) {
+	f := newTestFIB(t)
+	f6, err := NewFIB6(16, make([]uint32, 1<<16), make([]uint32, 64*256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		set       func(netip.Prefix, uint32) error
+		del       func(netip.Prefix) error
+		changedAt func() time.Time
+		p         netip.Prefix
+	}{
+		{"IPv4", f.Set, f.Delete, f.ChangedAt, netip.MustParsePrefix("10.1.2.0/25")},
+		{"IPv6", f6.Set, f6.Delete, f6.ChangedAt, netip.MustParsePrefix("2001:db8:1::/48")},
+	} {
+		if !c.changedAt().IsZero() {
+			t.Errorf("%s: a new FIB changed at %v", c.name, c.changedAt())
+		}
+		before := time.Now()
+		if err := c.set(c.p, 3); err != nil {
+			t.Fatal(err)
+		}
+		added := c.changedAt()
+		if added.Before(before) || added.After(time.Now()) {
+			t.Errorf("%s: added between %v and now, changed at %v", c.name, before, added)
+		}
+		time.Sleep(time.Millisecond)
+		if err := c.set(c.p, 3); err != nil || !c.changedAt().Equal(added) {
+			t.Errorf("%s: the same route set again moved the change to %v (%v)", c.name, c.changedAt(), err)
+		}
+		if err := c.set(c.p, 4); err != nil || !c.changedAt().After(added) {
+			t.Errorf("%s: other next hops, changed at %v, not after %v (%v)", c.name, c.changedAt(), added, err)
+		}
+		moved := c.changedAt()
+		time.Sleep(time.Millisecond)
+		if err := c.del(c.p); err != nil || !c.changedAt().After(moved) {
+			t.Errorf("%s: deleted, changed at %v, not after %v (%v)", c.name, c.changedAt(), moved, err)
+		}
 	}
 }

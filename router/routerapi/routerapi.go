@@ -45,6 +45,10 @@ type RoutesDigest struct {
 	// TableArrived is RIBStatus.TableArrived: when the RIB feed's session
 	// brought the suite's table whole (absent: not yet, or no feed).
 	TableArrived string `json:"table_arrived,omitempty"`
+	// FIBChanged is when the FIB (either family's) last changed: a route
+	// added, deleted or given other next hops (absent: never). The digest
+	// has stood as it is since then at least.
+	FIBChanged string `json:"fib_changed,omitempty"`
 }
 
 // PrefixHash is a prefix's 64-bit hash for RoutesDigest: its address's
