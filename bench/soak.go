@@ -1259,7 +1259,7 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 		lastFull               time.Time
 		lastErr                error
 	)
-	active := "" // found once, again after an error
+	active := ""       // found once, again after an error
 	var looks []string // the last ribLooksKept looks, as said
 	saw := func(at time.Time, format string, args ...any) {
 		looks = append(looks, at.Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
