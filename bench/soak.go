@@ -1202,7 +1202,8 @@ const (
 // A ribSync is how a step's FIBs came to equal the RIB: Took from the
 // step's end, Lag from quiet, AfterRIB from the RIB's last change (the
 // look before the one that saw it changed: a bound, not a sample, at a
-// look every 100-400 ms).
+// look every 100-400 ms; the step's end if none did), each 0 if the FIBs
+// were equal before.
 //
 // Quiet is the RIB's last change; in a step whose feeds start again (a
 // takeover, a suite's or a back-end agent's restart) it is the later of
@@ -1344,7 +1345,7 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 						// lastChange is start if the RIB never changed
 						// while looked at: the step's end.
 						saw(lastChange, "the RIB's last change (the step's end if none)")
-						return ribSync{Took: time.Since(start), Lag: sinceQuiet(at, lastChange, arrived), AfterRIB: at.Sub(lastChange), Looks: strings.Join(looks, "; ")}, nil
+						return ribSync{Took: time.Since(start), Lag: sinceQuiet(at, lastChange, arrived), AfterRIB: max(0, at.Sub(lastChange)), Looks: strings.Join(looks, "; ")}, nil
 					}
 				}
 			}
