@@ -1288,18 +1288,19 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 			lastChange = prevLook
 		}
 		prevNetworks, prevLook = networks, look
-		if _, err := tablesArrived(digests); refresh && err != nil && !late {
-			// Not quiet yet, and a full look (the RIB read whole, a
-			// second of the suite's time with a full table) would only
-			// slow the tables' arrival.
-			saw(look, "quick look: %d networks; %v", networks, err)
-			lastErr = err
-			time.Sleep(100 * time.Millisecond)
-			continue
+		if refresh && !late {
+			if _, err := tablesArrived(digests); err != nil {
+				// Not quiet yet, and a full look (the RIB read whole, a
+				// second of the suite's time with a full table) would
+				// only slow the tables' arrival.
+				saw(look, "quick look: %d networks; %v", networks, err)
+				lastErr = err
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
 		}
-		candidate := w.candidate(networks, digests)
 		saw(look, "quick look: %d networks, %s", networks, digestsText(digests))
-		if late || candidate || look.Sub(lastFull) >= ribFullEvery {
+		if late || w.candidate(networks, digests) || look.Sub(lastFull) >= ribFullEvery {
 			rib, ferr := fibEqualsRIB(active, backends, late)
 			lastFull = time.Now()
 			if ferr != nil {
@@ -1413,38 +1414,42 @@ func digestsText(digests map[string]*routerapi.RoutesDigest) string {
 	return strings.Join(out, ", ")
 }
 
-// fibsChanged is when the last of the back-ends' FIBs last changed, if
-// every back-end says (one whose FIB never changed, adopted from its
-// saved state, does not).
-func fibsChanged(digests map[string]*routerapi.RoutesDigest) (time.Time, bool) {
-	var last time.Time
-	for _, d := range digests {
-		t, err := time.Parse(time.RFC3339Nano, d.FIBChanged)
+// latestStamp is the latest of the back-ends' times that stamp reads from
+// their digests (routerapi.Stamp); lacking, a back-end whose digest has
+// none; an error, one that is not a time.
+func latestStamp(digests map[string]*routerapi.RoutesDigest, stamp func(*routerapi.RoutesDigest) string) (last time.Time, lacking string, err error) {
+	for b, d := range digests {
+		if stamp(d) == "" {
+			return time.Time{}, b, nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, stamp(d))
 		if err != nil {
-			return time.Time{}, false
+			return time.Time{}, "", fmt.Errorf("%s: %v", b, err)
 		}
 		if t.After(last) {
 			last = t
 		}
 	}
-	return last, len(digests) > 0
+	return last, "", nil
+}
+
+// fibsChanged is when the last of the back-ends' FIBs last changed, if
+// every back-end says (one whose FIB never changed, adopted from its
+// saved state, does not).
+func fibsChanged(digests map[string]*routerapi.RoutesDigest) (time.Time, bool) {
+	last, lacking, err := latestStamp(digests, func(d *routerapi.RoutesDigest) string { return d.FIBChanged })
+	return last, lacking == "" && err == nil && len(digests) > 0
 }
 
 // tablesArrived is when the last of the back-ends' tables arrived whole
 // on its feed's session; an error while one is still arriving.
 func tablesArrived(digests map[string]*routerapi.RoutesDigest) (time.Time, error) {
-	var last time.Time
-	for b, d := range digests {
-		if d.TableArrived == "" {
-			return time.Time{}, fmt.Errorf("%s's table still arriving on its RIB feed", b)
-		}
-		t, err := time.Parse(time.RFC3339Nano, d.TableArrived)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("%s's table_arrived: %v", b, err)
-		}
-		if t.After(last) {
-			last = t
-		}
+	last, lacking, err := latestStamp(digests, func(d *routerapi.RoutesDigest) string { return d.TableArrived })
+	switch {
+	case lacking != "":
+		return time.Time{}, fmt.Errorf("%s's table still arriving on its RIB feed", lacking)
+	case err != nil:
+		return time.Time{}, fmt.Errorf("table_arrived: %v", err)
 	}
 	return last, nil
 }

@@ -743,12 +743,11 @@ func (a *Agent) RoutesDigest() routerapi.RoutesDigest {
 		add(p, g)
 	}
 	d.Sum = routerapi.DigestSum(sum)
-	if t := a.dp.FIB.ChangedAt(); !t.IsZero() || !a.dp.FIB6.ChangedAt().IsZero() {
-		if t6 := a.dp.FIB6.ChangedAt(); t6.After(t) {
-			t = t6
-		}
-		d.FIBChanged = t.UTC().Format(time.RFC3339Nano)
+	changed := a.dp.FIB.ChangedAt()
+	if t6 := a.dp.FIB6.ChangedAt(); t6.After(changed) {
+		changed = t6
 	}
+	d.FIBChanged = routerapi.Stamp(changed)
 	if a.rib != nil {
 		d.TableArrived = a.rib.TableArrived()
 	}

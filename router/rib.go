@@ -210,13 +210,7 @@ func (f *ribFeed) Status() routerapi.RIBStatus {
 // TableArrived is when the session's table arrived whole, its End-of-RIB
 // come for every family it carries (RFC 3339, nanoseconds); "" while it
 // has not, or there is no session.
-func (f *ribFeed) TableArrived() string {
-	ns := f.tableArrived.Load()
-	if ns == 0 {
-		return ""
-	}
-	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
-}
+func (f *ribFeed) TableArrived() string { return routerapi.Stamp(unixNano(f.tableArrived.Load())) }
 
 func (f *ribFeed) run(ctx context.Context) {
 	defer close(f.done)

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"time"
 
 	"github.com/msr-router/msr/internal/api"
 )
@@ -67,6 +68,16 @@ func PrefixHash(p netip.Prefix) uint64 {
 	h ^= h >> 27
 	h *= 0x94d049bb133111eb
 	return h ^ h>>31
+}
+
+// Stamp is a time as RoutesDigest and RIBStatus carry one (table_arrived,
+// fib_changed): RFC 3339 with nanoseconds, in UTC; "" for the zero time,
+// none.
+func Stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // DigestSum formats a sum of PrefixHash as RoutesDigest.Sum does.
