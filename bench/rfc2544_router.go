@@ -14,7 +14,6 @@ import (
 	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
-	"github.com/msr-router/msr/labs"
 	"github.com/msr-router/msr/traffic"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
@@ -57,12 +56,12 @@ func openRouterSession(msrBin string, flows int, ipv6 bool) (*routerSession, err
 // openRouterSessionWith is openRouterSession with bgp1's table (and the
 // lab's other options) as o says.
 func openRouterSessionWith(msrBin string, flows int, ipv6 bool, o demo.Options) (*routerSession, error) {
-	if _, err := lab.ReadState(demo.LabName); err == nil {
-		return nil, errors.New("the default lab is up: the reset test brings up its own (msr demo down first)")
-	}
-	spec, err := labs.Load(demo.LabName)
+	spec, err := demo.LabSpec(msrBin, o) // a bad lab file before all else
 	if err != nil {
 		return nil, err
+	}
+	if _, err := lab.ReadState(demo.LabName); err == nil {
+		return nil, errors.New("the default lab is up: the reset test brings up its own (msr demo down first)")
 	}
 	dstMAC, ok := spec.MAC(lab.Endpoint{Node: "lb1", Iface: "e0"})
 	if !ok {

@@ -156,6 +156,10 @@ type SoakOptions struct {
 	// (soak_clients.go): iperf3's UDP from h3 to h1, iperf3 TCP from h1
 	// to h3, HTTP downloads from h3 to h1 with their sha256.
 	Clients bool
+	// LabFile is a lab file built in place of the default lab (msr soak
+	// --lab): a variant of labs/default.yaml with its hosts, addresses,
+	// processes and links, and settings of its own (demo.Options.LabFile).
+	LabFile string
 	// MSRBin is the program every element of the lab runs.
 	MSRBin string
 	// LogsDir is where the lab's logs are copied before the lab goes down:
@@ -266,6 +270,8 @@ type SoakReport struct {
 	cpu   *cpuWatch
 	start time.Time
 
+	// Lab is the lab file the soak ran in: labs/default.yaml, or --lab's.
+	Lab               string                   `json:"lab"`
 	DurationS         float64                  `json:"duration_s"`
 	Seed              uint64                   `json:"seed"`
 	RatePPS           float64                  `json:"rate_pps"`
@@ -331,14 +337,18 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		o.Flows = 1000
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
-	fmt.Fprintf(progress, "soak: bringing up the default lab\n")
+	labFile := demo.DefaultLabFile
+	if o.LabFile != "" {
+		labFile = o.LabFile
+	}
+	fmt.Fprintf(progress, "soak: bringing up the default lab (%s)\n", labFile)
 	if o.Prefixes == 0 {
 		o.Prefixes = routerLabPrefixes
 	}
 	if o.Prefixes6 == 0 {
 		o.Prefixes6 = soakPrefixes6
 	}
-	r, err := openRouterSessionWith(o.MSRBin, o.Flows, false, demo.Options{Prefixes: o.Prefixes, Prefixes6: o.Prefixes6})
+	r, err := openRouterSessionWith(o.MSRBin, o.Flows, false, demo.Options{Prefixes: o.Prefixes, Prefixes6: o.Prefixes6, LabFile: o.LabFile})
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +374,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		}
 		looked = churn.kept(r.plan)
 	}
-	rep = &SoakReport{Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet(o)}
+	rep = &SoakReport{Lab: labFile, Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet(o)}
 	inv := map[string][]string{} // invariant -> what broke it
 	for _, name := range []string{"fib_equals_rib", "no_loss_outside_faults", "no_duplicates", "no_process_leak", "agent_memory", "bpf_map_bounds"} {
 		inv[name] = nil
@@ -1711,6 +1721,9 @@ func (r *SoakReport) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "soak %s: %.0f s, seed %d, %.0f pps from h1 to h3 and bgp1's prefixes, %d sent, %d received; lost outside faults %d, duplicated %d\n",
 		verdict, r.DurationS, r.Seed, r.RatePPS, r.Sent, r.Received, r.LostOutsideFaults, r.Duplicated)
+	if r.Lab != demo.DefaultLabFile {
+		fmt.Fprintf(w, "lab: %s in the default lab's place\n", r.Lab)
+	}
 	if c := r.Churn; c != nil {
 		fmt.Fprintf(w, "churn: bgp1 withdrew and announced %d IPv4 and %d IPv6 prefixes in turn for %.0f s: %.0f route changes/s, %d UPDATE messages\n",
 			c.Prefixes, c.Prefixes6, c.ChurnedS, c.ChangesPerS, c.UpdatesSent)

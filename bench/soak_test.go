@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,15 +26,30 @@ import (
 // agent's memory grown 10%, no BPF map full or growing), every fault within its goal (none lost but for a back-end host's
 // own flows, for no longer than the LBs take to drop it, and bgp1's own
 // flows while its link is down), and the names tools rely on in its JSON.
+// It runs as `msr soak --lab FILE`: FILE is labs/default.yaml with a host
+// of its own, witness, whose process marks that the file was built.
 func TestSoak(t *testing.T) {
 	bin, remove, err := msrtest.Build("../cmd/msr")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer remove()
-	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, Ops: true, Clients: true, MSRBin: bin}, testLog{t})
+	def, err := os.ReadFile("../labs/default.yaml")
 	if err != nil {
 		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	labFile, mark := filepath.Join(dir, "soak-lab.yaml"), filepath.Join(dir, "witness")
+	witness := fmt.Sprintf("  witness:\n    processes:\n      - {name: mark, command: [sh, -c, \"echo up > %s; exec sleep infinity\"]}\nswitches:\n", mark)
+	if err := os.WriteFile(labFile, []byte(strings.Replace(string(def), "switches:\n", witness, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, Ops: true, Clients: true, MSRBin: bin, LabFile: labFile}, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(mark); err != nil || string(b) != "up\n" || r.Lab != labFile {
+		t.Errorf("the soak's lab: %s, the witness's mark %q (%v); want %s built, its witness up", r.Lab, b, err, labFile)
 	}
 	var text strings.Builder
 	r.WriteText(&text)
@@ -84,7 +101,7 @@ func TestSoak(t *testing.T) {
 	b, _ := json.Marshal(r)
 	var doc map[string]any
 	json.Unmarshal(b, &doc)
-	for _, k := range []string{"duration_s", "invariants_ok", "invariants", "faults", "lost_outside_faults", "duplicated"} {
+	for _, k := range []string{"lab", "duration_s", "invariants_ok", "invariants", "faults", "lost_outside_faults", "duplicated"} {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("soak JSON lacks %q", k)
 		}

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/lab"
-	"github.com/msr-router/msr/labs"
 	"github.com/msr-router/msr/lb/lbapi"
 	"github.com/msr-router/msr/router/routerapi"
 	"github.com/msr-router/msr/vcp/vcpapi"
@@ -44,6 +43,11 @@ type Options struct {
 	Prefixes, Prefixes6 int
 	// Monitoring runs Prometheus on mon, scraping every agent.
 	Monitoring bool
+	// LabFile is a lab file built in place of labs/default.yaml: a variant
+	// of it, with the default lab's hosts, addresses, processes and links
+	// (checkVariant) and settings, hosts or processes of its own. Its
+	// MSR_BIN and MSR_RUN are filled as the default lab's.
+	LabFile string
 }
 
 // Up writes the configs and builds the default lab (msr is this binary).
@@ -51,20 +55,15 @@ func Up(msr string, prefixes int) (*Plan, error) { return UpWith(msr, Options{Pr
 
 // UpWith is Up with options.
 func UpWith(msr string, o Options) (*Plan, error) {
+	spec, err := LabSpec(msr, o)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := WriteConfigs(RunDir, o.Prefixes, o.Prefixes6)
 	if err != nil {
 		return nil, err
 	}
 	if err := writeMonitoring(RunDir, o.Monitoring); err != nil {
-		return nil, err
-	}
-	raw, err := labs.Raw(LabName)
-	if err != nil {
-		return nil, err
-	}
-	text := strings.NewReplacer("MSR_BIN", msr, "MSR_RUN", RunDir).Replace(string(raw))
-	spec, err := lab.Load("labs/default.yaml", []byte(text))
-	if err != nil {
 		return nil, err
 	}
 	if _, err := lab.Up(spec); err != nil {

@@ -42,6 +42,7 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"msr", "lab", ""}, []string{"up", "extend", "down", "status", "list", "exec", "-o", "--lab"}},
 		{[]string{"msr", "ctl", "ro"}, []string{"routes", "route"}},
 		{[]string{"msr", "demo", "up", "--mo"}, []string{"--monitoring"}},
+		{[]string{"msr", "soak", "--la"}, []string{"--lab"}},
 		{[]string{"msr", "help", "ro"}, []string{"router"}},
 	} {
 		got := complete(c.words...)

@@ -23,9 +23,11 @@ var demoCommand = command{
       3 external hosts, a BGP and an OSPF neighbour), wait until it has
       converged, push traffic (ping, traceroute, iperf3 h1 -> h3) with a live
       view, print a summary and tear it down (Ctrl-C too; --keep leaves it up)
-  msr demo up [--prefixes 3000] [--prefixes6 200] [--monitoring]
+  msr demo up [--prefixes 3000] [--prefixes6 200] [--monitoring] [--lab FILE]
                                    bring it up and wait; it prints the web view's URL and the console's command;
-                                   --monitoring runs Prometheus on mon (10.0.0.40:9090), scraping every agent
+                                   --monitoring runs Prometheus on mon (10.0.0.40:9090), scraping every agent;
+                                   --lab builds FILE in labs/default.yaml's place (a variant of it: every host,
+                                   address, MAC, process and link of the default lab kept), as msr soak --lab
   msr demo add-backend NAME [--capacity MBPS]   add a back-end (r4 ... r9) to the running lab: a
                                    new machine whose file holds only its identity; the VCP configures it
   msr demo down                    remove it
@@ -42,6 +44,7 @@ func runDemo(args []string) error {
 	prefixes6 := fs.Int("prefixes6", demo.Prefixes6, "how many IPv6 prefixes bgp1 announces (the 2015 snapshot, grown beyond its 27,693)")
 	keep := fs.Bool("keep", false, "leave the lab up at the end")
 	monitoring := fs.Bool("monitoring", false, "run Prometheus on the lab's host mon, scraping every agent")
+	labFile := fs.String("lab", "", "a lab file built in place of labs/default.yaml (its variant: every host, address, MAC, process and link of the default lab kept)")
 	capacity := fs.Int("capacity", 10000, "add-backend: the new back-end's capacity, Mbit/s")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
@@ -67,13 +70,17 @@ func runDemo(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	w := os.Stderr
-	fmt.Fprintln(w, "bringing up the default lab ...")
-	start := time.Now()
-	demo.Down() // a previous run's
 	if *prefixes < 1 || *prefixes6 < 3 {
 		return cli.Usagef("--prefixes at least 1, --prefixes6 at least 3")
 	}
-	plan, err := demo.UpWith(self, demo.Options{Prefixes: *prefixes, Prefixes6: *prefixes6, Monitoring: *monitoring})
+	o := demo.Options{Prefixes: *prefixes, Prefixes6: *prefixes6, Monitoring: *monitoring, LabFile: *labFile}
+	if _, err := demo.LabSpec(self, o); err != nil {
+		return err // before a previous run's lab is taken down
+	}
+	fmt.Fprintln(w, "bringing up the default lab ...")
+	start := time.Now()
+	demo.Down() // a previous run's
+	plan, err := demo.UpWith(self, o)
 	if err != nil {
 		return err
 	}

@@ -125,6 +125,16 @@ hosts:
 func TestErrorsAreForPeople(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("hosts:\n  h1:\n    interfacez: {}\n"), 0o644)
+	// Lab files in the default lab's place (soak --lab, demo up --lab),
+	// refused before anything is built or taken down.
+	def, err := os.ReadFile("../../labs/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	badLine := filepath.Join(t.TempDir(), "soak-lab.yaml")
+	os.WriteFile(badLine, []byte(strings.Replace(string(def), "  h2:\n    interfaces:\n", "  h2:\n    interfaces: [\n", 1)), 0o644)
+	noAgent := filepath.Join(t.TempDir(), "demo-lab.yaml")
+	os.WriteFile(noAgent, []byte(strings.Replace(string(def), "{name: vcp, command: [MSR_BIN, vcp, --config, MSR_RUN/vcp2.yaml, --standby]}", "{name: standby, command: [sleep, infinity]}", 1)), 0o644)
 	cases := []struct {
 		args []string
 		code int
@@ -137,6 +147,8 @@ func TestErrorsAreForPeople(t *testing.T) {
 		{[]string{"bench", "fwd", "--dut", "cisco"}, 1, "unknown DUT \"cisco\""},
 		{[]string{"bench", "fwd", "--size", "20"}, 1, "frame size 20"},
 		{[]string{"lab", "status", "-o", "yaml"}, 2, "output format \"yaml\""},
+		{[]string{"soak", "--lab", badLine}, 1, badLine + ":28:1: YAML syntax"},
+		{[]string{"demo", "up", "--lab", noAgent}, 1, noAgent + ":93:5: host vcp2 has no process vcp"},
 	}
 	for _, c := range cases {
 		out, errOut, code := msr(t, c.args...)

@@ -14,8 +14,11 @@ import (
 
 var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
-	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--prefixes 600000] [--prefixes6 1000] [--overlap=true] [--ops=true] [--clients=true] [--report DIR] [-o json]
-      brings up the default lab, sends sequenced UDP from h1 (1,000 flows,
+	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--prefixes 600000] [--prefixes6 1000] [--overlap=true] [--ops=true] [--clients=true] [--lab FILE] [--report DIR] [-o json]
+      brings up the default lab (or --lab FILE in its place: a copy of
+      labs/default.yaml changed, keeping its hosts, their addresses, MACs
+      and processes, its switch ports and links; a line it cannot take is
+      refused with its position, a missing element by name), sends sequenced UDP from h1 (1,000 flows,
       half to h3, half over bgp1's prefixes; IPv4 and IPv6 in turn), and
       injects a fault drawn by the seed every other 4 s step: kill -9 of an
       LB agent, a back-end agent, BIRD, keepalived or the active VCP, a
@@ -59,6 +62,7 @@ func runSoak(args []string) error {
 	fs.IntVar(&o.Prefixes6, "prefixes6", 1000, "the IPv6 prefixes bgp1 announces (the 2015 table, grown beyond its 27,693: 250,000 is a full table of today); the churn swings 500 of them")
 	fs.BoolVar(&o.Ops, "ops", true, "the operator drains, weights and reloads once a step (msr ctl drain|undrain|weight|reload)")
 	fs.BoolVar(&o.Clients, "clients", true, "real clients every step: iperf3 UDP h3 -> h1, iperf3 TCP h1 -> h3, HTTP downloads h3 -> h1 checked by sha256")
+	fs.StringVar(&o.LabFile, "lab", "", "a lab file built in place of labs/default.yaml (its variant: every host, address, MAC, process and link of the default lab kept)")
 	report := fs.String("report", "", "write report.json and report.md into this directory")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err
