@@ -248,7 +248,11 @@ type SoakStep struct {
 	// Drops are the drop counters that grew in a step that lost frames
 	// (soak_drops.go): which element dropped them, and why.
 	Drops map[string]uint64 `json:"drops,omitempty"`
-	Fault string            `json:"fault,omitempty"`
+	// Softirq is how the kernel's softirqs fared in the step, per CPU
+	// (softirqLook): net_rx_action's time squeezes, ksoftirqd's run and
+	// wait in ms.
+	Softirq map[string]uint64 `json:"softirq,omitempty"`
+	Fault   string            `json:"fault,omitempty"`
 	// FIBLagMS is how long after quiet the back-ends' FIBs equalled the
 	// RIB (ribSync's Lag); FIBRefreshMS, in a step whose feeds started
 	// again, how long after the RIB's last change (the tables' new
@@ -348,6 +352,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	if o.Prefixes6 == 0 {
 		o.Prefixes6 = soakPrefixes6
 	}
+	suiteLogs := suiteLogSizes(demo.RunDir)
 	r, err := openRouterSessionWith(o.MSRBin, o.Flows, false, demo.Options{Prefixes: o.Prefixes, Prefixes6: o.Prefixes6, LabFile: o.LabFile})
 	if err != nil {
 		return nil, err
@@ -355,7 +360,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	defer r.Close()
 	defer func() {
 		if err != nil || !rep.InvariantsOK || o.LogsDir != "" {
-			keepLogs(o.LogsDir, progress)
+			keepLogs(o.LogsDir, suiteLogs, progress)
 		}
 	}()
 	if err := r.sinkOnHosts(); err != nil {
@@ -447,7 +452,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			size = traffic.MinFrameSize6
 		}
 		at := time.Since(start)
-		drops := lookDrops(join.backends())
+		drops, softirqs := lookDrops(join.backends()), softirqLook()
 		var faultErr, secondErr error
 		var faultAt, secondAt, repaired time.Time
 		stopChurn, churned := make(chan struct{}), make(chan error, 1)
@@ -533,6 +538,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		if st.ReverseLost > 0 {
 			st.ReverseLostAt = cs.udpLostAt
 		}
+		st.Softirq = dropLedger(softirqs).grown(softirqLook())
 		if st.Lost > 0 || st.ReverseLost > 0 {
 			st.Drops = drops.grown(lookDrops(join.backends()))
 		}
@@ -644,7 +650,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			split += fmt.Sprintf(", h3 -> h1 UDP %d dropped by h1's full socket buffer", st.ReverseRcvbuf)
 		}
 		if st.Drops != nil {
-			split += " [" + dropsText(st.Drops) + "]"
+			split += " [" + dropsText(st.Drops) + "] [softirq: " + dropsText(st.Softirq) + "]"
 		}
 		text := faultText(rep, fault)
 		if second != nil {
@@ -956,7 +962,7 @@ func familyName(ipv6 bool) string {
 // keepLogs copies the lab's logs into dir (a new one in os.TempDir() if
 // "") and says where, so that a failed soak's lab can go down with its
 // evidence kept.
-func keepLogs(dir string, progress io.Writer) {
+func keepLogs(dir string, suite map[string]int64, progress io.Writer) {
 	from := filepath.Join(lab.RunDir, demo.LabName, "logs")
 	var err error
 	if dir == "" {
@@ -967,11 +973,59 @@ func keepLogs(dir string, progress io.Writer) {
 	if err == nil {
 		err = os.CopyFS(dir, os.DirFS(from))
 	}
+	if err == nil {
+		err = keepSuiteLogs(dir, demo.RunDir, suite)
+	}
 	if err != nil {
 		fmt.Fprintf(progress, "soak: keeping the lab's logs: %v\n", err)
 		return
 	}
 	fmt.Fprintf(progress, "soak: the lab's logs are kept in %s\n", dir)
+}
+
+// vcpSuiteLogs are the VCPs' own logs of their routing suite and
+// keepalived (in demo.RunDir), which outlive a lab: each run appends to
+// them. Soak run 55's feeds ended for their hold time were in BIRD's log
+// alone (finding 36).
+var vcpSuiteLogs = []string{"vcp1/bird.log", "vcp1/keepalived.log", "vcp2/bird.log", "vcp2/keepalived.log"}
+
+// suiteLogSizes is how long each of vcpSuiteLogs (in run) is before the
+// soak: what it writes comes after.
+func suiteLogSizes(run string) map[string]int64 {
+	m := map[string]int64{}
+	for _, f := range vcpSuiteLogs {
+		if fi, err := os.Stat(filepath.Join(run, f)); err == nil {
+			m[f] = fi.Size()
+		}
+	}
+	return m
+}
+
+// keepSuiteLogs copies into dir what vcpSuiteLogs (in run) gained since
+// the sizes in was (a log shorter than it was is copied whole), as
+// vcp1.bird.log and so on.
+func keepSuiteLogs(dir, run string, was map[string]int64) error {
+	for _, f := range vcpSuiteLogs {
+		in, err := os.Open(filepath.Join(run, f))
+		if err != nil {
+			continue // a suite that never started
+		}
+		if fi, err := in.Stat(); err == nil && fi.Size() >= was[f] {
+			in.Seek(was[f], io.SeekStart)
+		}
+		out, err := os.Create(filepath.Join(dir, strings.ReplaceAll(f, "/", ".")))
+		if err == nil {
+			_, err = io.Copy(out, in)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+		}
+		in.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stepGoal is a fault step's goal and whether the step met it: none lost,
@@ -1327,6 +1381,7 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 				// RIB's count or a back-end's digest moved meanwhile:
 				// then the look can say neither when they were equal nor
 				// that they still are, and looks again.
+				look2 := time.Now()
 				n2, d2, err := quickLook(active, backends)
 				switch {
 				case err != nil:
@@ -1335,6 +1390,13 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 					if n2 != networks {
 						lastChange = look // the RIB changed while read
 					}
+					// The next quick look's count is compared with this
+					// one's: a change after it is a change after look2.
+					// (Compared with the count before the full look, run
+					// 55 counted a change after look2 from look, a
+					// second earlier: 1.155 s of lag for the FIBs that
+					// equalled the RIB 92 ms after look2.)
+					prevNetworks, prevLook = n2, look2
 					saw(time.Now(), "full look: equal as read, then %d networks, %s: looking again", n2, digestsText(d2))
 					ferr = errors.New("the RIB or a FIB changed while read")
 				default:

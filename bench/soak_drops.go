@@ -174,3 +174,66 @@ func dropsText(g map[string]uint64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// softirqLook is how the kernel's softirqs fared, per CPU: how often
+// net_rx_action ran out of budget or time with NAPI work left
+// (softnet_stat's time_squeeze: the rest goes to ksoftirqd), and how long
+// each CPU's ksoftirqd ran and waited for the CPU (schedstat, ms). Every
+// step keeps its growth (SoakStep.Softirq), so that a step that lost
+// frames at a veth's full ring (runs 30, 33, 54: its NAPI not polled for
+// 13 ms at 20,000 frames a second) can be set beside the steps that lost
+// none.
+func softirqLook() map[string]uint64 {
+	m := map[string]uint64{}
+	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
+		for cpu, n := range softnetSqueezed(string(b)) {
+			m[fmt.Sprintf("cpu%d time_squeeze", cpu)] = n
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		name := strings.TrimSpace(string(comm))
+		if err != nil || !strings.HasPrefix(name, "ksoftirqd/") {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if ran, waited, ok := schedstatMs(string(b)); ok {
+			m[name+" ran_ms"], m[name+" waited_ms"] = ran, waited
+		}
+	}
+	return m
+}
+
+// softnetSqueezed reads /proc/net/softnet_stat's third column (hex), each
+// CPU's time_squeeze, by the CPU's line.
+func softnetSqueezed(s string) []uint64 {
+	var n []uint64
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		v, _ := strconv.ParseUint(f[2], 16, 64)
+		n = append(n, v)
+	}
+	return n
+}
+
+// schedstatMs reads /proc/PID/schedstat: the time the task ran and the
+// time it waited on a run queue, ns, as ms.
+func schedstatMs(s string) (ran, waited uint64, ok bool) {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	r, err1 := strconv.ParseUint(f[0], 10, 64)
+	w, err2 := strconv.ParseUint(f[1], 10, 64)
+	return r / 1e6, w / 1e6, err1 == nil && err2 == nil
+}

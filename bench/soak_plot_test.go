@@ -3,6 +3,9 @@ package bench
 import (
 	"encoding/xml"
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +163,41 @@ func TestKernelDrops(t *testing.T) {
 	softnet := "0000a1b2 00000003 00000010 00000000\n00001000 0000000a 00000000 00000000\n"
 	if got := softnetDropped(softnet); got != 13 {
 		t.Errorf("softnet dropped %d, want 13", got)
+	}
+	if got := softnetSqueezed(softnet); !slices.Equal(got, []uint64{16, 0}) {
+		t.Errorf("softnet time_squeeze %v, want [16 0]", got)
+	}
+	if ran, waited, ok := schedstatMs("629685135289 1791836545826 1376194\n"); !ok || ran != 629685 || waited != 1791836 {
+		t.Errorf("schedstat: ran %d ms, waited %d ms, %v; want 629685 and 1791836", ran, waited, ok)
+	}
+	if _, _, ok := schedstatMs(""); ok {
+		t.Error("an empty schedstat read")
+	}
+}
+
+// The soak keeps what the VCPs' suite logs gained while it ran: the part
+// after their sizes before it, the whole of one that started again
+// shorter, nothing of one that does not exist.
+func TestKeepSuiteLogs(t *testing.T) {
+	run, dir := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(run, "vcp1"), 0o755)
+	os.MkdirAll(filepath.Join(run, "vcp2"), 0o755)
+	os.WriteFile(filepath.Join(run, "vcp1/bird.log"), []byte("yesterday's run\n"), 0o644)
+	os.WriteFile(filepath.Join(run, "vcp2/keepalived.log"), []byte("an old and long log\n"), 0o644)
+	was := suiteLogSizes(run)
+	f, _ := os.OpenFile(filepath.Join(run, "vcp1/bird.log"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("dynbgp3: Error: Hold timer expired\n")
+	f.Close()
+	os.WriteFile(filepath.Join(run, "vcp2/keepalived.log"), []byte("new\n"), 0o644)
+	if err := keepSuiteLogs(dir, run, was); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{"vcp1.bird.log": "dynbgp3: Error: Hold timer expired\n", "vcp2.keepalived.log": "new\n"} {
+		if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v; want %q", file, b, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vcp2.bird.log")); err == nil {
+		t.Error("a log that never was, kept")
 	}
 }

@@ -175,6 +175,7 @@ protocol bgp backends {
 {{if .Password}}	password "{{.Password}}";   # TCP-MD5, from the deployment key
 {{end}}	rr client;
 	graceful restart on;
+	error wait time 1, 10;   # not BIRD's 60-300 s: a feed ended by an error (its hold time expired while this suite took a full table) is back at once, its routes kept meanwhile
 	ipv4 {
 		import none;
 		export filter to_backends;
