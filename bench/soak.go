@@ -1365,7 +1365,18 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 		}
 		saw(look, "quick look: %d networks, %s", networks, digestsText(digests))
 		if late || w.candidate(networks, digests) || look.Sub(lastFull) >= ribFullEvery {
+			// While the full look reads the RIB whole (a second with a
+			// full table), the count is still read every 100 ms: a
+			// change meanwhile is timed to its read, not to the full
+			// look's start (run 57: the new suite's networks came up
+			// during the look, and the lag ran from before it, 1,032 ms).
+			counts := watchCount(func() (int, error) { return ribCount(active) }, networks, look)
 			rib, ferr := fibEqualsRIB(active, backends, late)
+			counts.end()
+			if counts.changedAfter.After(lastChange) {
+				lastChange = counts.changedAfter
+			}
+			prevNetworks, prevLook = counts.last, counts.lastAt
 			lastFull = time.Now()
 			if ferr != nil {
 				saw(lastFull, "full look: %v", ferr)
@@ -1387,8 +1398,10 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 				case err != nil:
 					ferr = err
 				case n2 != networks || !maps.EqualFunc(digests, d2, sameDigest):
-					if n2 != networks {
-						lastChange = look // the RIB changed while read
+					if n2 != prevNetworks && prevLook.After(lastChange) {
+						// The RIB changed after the count's last read
+						// (one the count's watch saw is in lastChange).
+						lastChange = prevLook
 					}
 					// The next quick look's count is compared with this
 					// one's: a change after it is a change after look2.
@@ -1533,16 +1546,9 @@ func sameDigest(a, b *routerapi.RoutesDigest) bool {
 // quickLook reads the active VCP's count of networks (both families) and
 // each back-end's digest.
 func quickLook(active string, backends []string) (int, map[string]*routerapi.RoutesDigest, error) {
-	if active == "" {
-		return 0, nil, errors.New("no VCP is active")
-	}
-	out, err := exec.Command("birdc", "-s", filepath.Join(demo.RunDir, active, "bird.ctl"), "show", "route", "count").Output()
+	networks, err := ribCount(active)
 	if err != nil {
-		return 0, nil, fmt.Errorf("birdc show route count on %s: %v", active, err)
-	}
-	networks, err := birdNetworks(string(out))
-	if err != nil {
-		return 0, nil, fmt.Errorf("birdc show route count on %s: %v", active, err)
+		return 0, nil, err
 	}
 	digests := map[string]*routerapi.RoutesDigest{}
 	for _, b := range backends {
@@ -1554,6 +1560,69 @@ func quickLook(active string, backends []string) (int, map[string]*routerapi.Rou
 		digests[b] = d
 	}
 	return networks, digests, nil
+}
+
+// ribCount is the networks in the active VCP's RIB (`birdc show route
+// count`).
+func ribCount(active string) (int, error) {
+	if active == "" {
+		return 0, errors.New("no VCP is active")
+	}
+	out, err := exec.Command("birdc", "-s", filepath.Join(demo.RunDir, active, "bird.ctl"), "show", "route", "count").Output()
+	if err != nil {
+		return 0, fmt.Errorf("birdc show route count on %s: %v", active, err)
+	}
+	networks, err := birdNetworks(string(out))
+	if err != nil {
+		return 0, fmt.Errorf("birdc show route count on %s: %v", active, err)
+	}
+	return networks, nil
+}
+
+// countWatch reads the RIB's count every 100 ms from its start until
+// end: last is the last count read, lastAt when that read began, and
+// changedAfter when the read before the last change began (zero: the
+// count never changed). A change came after the RIB that read saw, so
+// that is the earliest it can have been.
+type countWatch struct {
+	stop, done   chan struct{}
+	last         int
+	lastAt       time.Time
+	changedAfter time.Time
+}
+
+// watchCount starts a countWatch from a count read at at; read is the
+// count's reader (ribCount). A read that fails is skipped.
+func watchCount(read func() (int, error), count int, at time.Time) *countWatch {
+	w := &countWatch{stop: make(chan struct{}), done: make(chan struct{}), last: count, lastAt: at}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+			}
+			began := time.Now()
+			n, err := read()
+			if err != nil {
+				continue
+			}
+			if n != w.last {
+				w.changedAfter = w.lastAt
+			}
+			w.last, w.lastAt = n, began
+		}
+	}()
+	return w
+}
+
+// end stops the watch; its fields are then final.
+func (w *countWatch) end() {
+	close(w.stop)
+	<-w.done
 }
 
 // birdNetworks reads `birdc show route count`: the networks of every

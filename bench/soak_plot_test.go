@@ -201,3 +201,29 @@ func TestKeepSuiteLogs(t *testing.T) {
 		t.Error("a log that never was, kept")
 	}
 }
+
+// The count's watch times a change to the read before it: a count that
+// changes on its fourth read (about 400 ms in) is timed after the third;
+// one that never changes leaves changedAfter zero.
+func TestWatchCount(t *testing.T) {
+	start := time.Now()
+	reads := 0
+	w := watchCount(func() (int, error) {
+		reads++
+		if reads >= 4 {
+			return 601009, nil
+		}
+		return 601007, nil
+	}, 601007, start)
+	time.Sleep(650 * time.Millisecond)
+	w.end()
+	if w.last != 601009 || w.changedAfter.Sub(start) < 250*time.Millisecond || w.changedAfter.Sub(start) > 450*time.Millisecond || !w.lastAt.After(w.changedAfter) {
+		t.Errorf("count %d, changed after %v, last read at %v (from the start); want 601009, after the third read (~300 ms)", w.last, w.changedAfter.Sub(start), w.lastAt.Sub(start))
+	}
+	still := watchCount(func() (int, error) { return 5, nil }, 5, start)
+	time.Sleep(250 * time.Millisecond)
+	still.end()
+	if !still.changedAfter.IsZero() || still.last != 5 || !still.lastAt.After(start) {
+		t.Errorf("an unchanged count: %+v", still)
+	}
+}
