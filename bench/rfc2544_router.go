@@ -77,7 +77,7 @@ func openRouterSessionWith(msrBin string, flows int, ipv6 bool, o demo.Options) 
 		sinkEnd: lab.Endpoint{Node: "h3", Iface: "eth0"}}
 	r := &routerSession{session: s}
 	r.family(ipv6)
-	if r.plan, err = demo.UpWith(msrBin, o); err != nil {
+	if r.plan, err = demo.UpLab(spec, o); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("the default lab: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/lab"
@@ -190,17 +191,8 @@ func softirqLook() map[string]uint64 {
 			m[fmt.Sprintf("cpu%d time_squeeze", cpu)] = n
 		}
 	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
-		name := strings.TrimSpace(string(comm))
-		if err != nil || !strings.HasPrefix(name, "ksoftirqd/") {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/schedstat")
+	for name, schedstat := range ksoftirqds() {
+		b, err := os.ReadFile(schedstat)
 		if err != nil {
 			continue
 		}
@@ -210,6 +202,23 @@ func softirqLook() map[string]uint64 {
 	}
 	return m
 }
+
+// ksoftirqds finds each CPU's ksoftirqd once (kernel threads that last
+// as long as their CPU): "ksoftirqd/N" → its /proc/PID/schedstat.
+var ksoftirqds = sync.OnceValue(func() map[string]string {
+	m := map[string]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if name := strings.TrimSpace(string(comm)); err == nil && strings.HasPrefix(name, "ksoftirqd/") {
+			m[name] = "/proc/" + e.Name() + "/schedstat"
+		}
+	}
+	return m
+})
 
 // softnetSqueezed reads /proc/net/softnet_stat's third column (hex), each
 // CPU's time_squeeze, by the CPU's line.

@@ -173,6 +173,13 @@ func TestKernelDrops(t *testing.T) {
 	if _, _, ok := schedstatMs(""); ok {
 		t.Error("an empty schedstat read")
 	}
+	// This machine's own: every CPU's squeezes and its ksoftirqd.
+	look := softirqLook()
+	for _, k := range []string{"cpu0 time_squeeze", "ksoftirqd/0 ran_ms", "ksoftirqd/0 waited_ms"} {
+		if _, ok := look[k]; !ok {
+			t.Errorf("softirqLook %v lacks %q", look, k)
+		}
+	}
 }
 
 // The soak keeps what the VCPs' suite logs gained while it ran: the part

@@ -59,6 +59,13 @@ func UpWith(msr string, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return UpLab(spec, o)
+}
+
+// UpLab is UpWith of a lab LabSpec returned: a caller that checked the
+// lab file before all else builds the lab it checked, not the file read
+// again.
+func UpLab(spec *lab.Spec, o Options) (*Plan, error) {
 	plan, err := WriteConfigs(RunDir, o.Prefixes, o.Prefixes6)
 	if err != nil {
 		return nil, err

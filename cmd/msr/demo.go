@@ -74,13 +74,14 @@ func runDemo(args []string) error {
 		return cli.Usagef("--prefixes at least 1, --prefixes6 at least 3")
 	}
 	o := demo.Options{Prefixes: *prefixes, Prefixes6: *prefixes6, Monitoring: *monitoring, LabFile: *labFile}
-	if _, err := demo.LabSpec(self, o); err != nil {
+	spec, err := demo.LabSpec(self, o)
+	if err != nil {
 		return err // before a previous run's lab is taken down
 	}
 	fmt.Fprintln(w, "bringing up the default lab ...")
 	start := time.Now()
 	demo.Down() // a previous run's
-	plan, err := demo.UpWith(self, o)
+	plan, err := demo.UpLab(spec, o)
 	if err != nil {
 		return err
 	}

@@ -16,28 +16,28 @@ var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
 	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--prefixes 600000] [--prefixes6 1000] [--overlap=true] [--ops=true] [--clients=true] [--lab FILE] [--report DIR] [-o json]
       brings up the default lab (or --lab FILE in its place: a copy of
-      labs/default.yaml changed, keeping its hosts, their addresses, MACs
-      and processes, its switch ports and links; a line it cannot take is
-      refused with its position, a missing element by name), sends sequenced UDP from h1 (1,000 flows,
-      half to h3, half over bgp1's prefixes; IPv4 and IPv6 in turn), and
-      injects a fault drawn by the seed every other 4 s step: kill -9 of an
-      LB agent, a back-end agent, BIRD, keepalived or the active VCP, a
-      back-end host's links down for a second, bgp1's link down for a
+      labs/default.yaml changed, keeping its hosts, their addresses, MACs and
+      processes, its switch ports and links; a line it cannot take is refused
+      with its position, a missing element by name), sends sequenced UDP from
+      h1 (1,000 flows, half to h3, half over bgp1's prefixes; IPv4 and IPv6 in
+      turn), and injects a fault drawn by the seed every other 4 s step:
+      kill -9 of an LB agent, a back-end agent, BIRD, keepalived or the active
+      VCP, a back-end host's links down for a second, bgp1's link down for a
       second, or for 16 s, past its BGP hold time, its routes withdrawn and
-      restored, a flood of forged DIST and random frames from h2, a
-      memory cgroup's limit on a back-end's agent, or r4 joining the
-      router or leaving it (in half the fault steps a second fault comes 100-600 ms
+      restored, a flood of forged DIST and random frames from h2, a memory
+      cgroup's limit on a back-end's agent, or r4 joining the router or
+      leaving it (in half the fault steps a second fault comes 100-600 ms
       after the first, --overlap); meanwhile bgp1, holding a full IPv4 table
       (--prefixes), withdraws and announces 500 of its IPv4 and 500 of its
       IPv6 prefixes in turn (--churn route changes a second), and the operator
-      drains or undrains a back-end, sets or clears a weight, or reloads
-      both VCPs' config with another balancing mode and OSPF cost, once a
-      step (--ops); real clients run every step (--clients): iperf3's UDP
-      from h3 to h1, iperf3 TCP from h1 to h3, HTTP downloads from h3 to h1
-      with their sha256; counts every frame lost, in a fault's step or outside
-      any, and checks after each step that the router converged again,
-      every back-end's FIB equals the suite's RIB, and the router holds
-      what the operator last asked.
+      drains or undrains a back-end, sets or clears a weight, or reloads both
+      VCPs' config with another balancing mode and OSPF cost, once a step
+      (--ops); real clients run every step (--clients): iperf3's UDP from h3
+      to h1, iperf3 TCP from h1 to h3, HTTP downloads from h3 to h1 with their
+      sha256; counts every frame lost, in a fault's step or outside any, and
+      checks after each step that the router converged again, every back-end's
+      FIB equals the suite's RIB, and the router holds what the operator last
+      asked.
       Faults: ` + strings.Join(bench.SoakFaults, ", ") + `.
       Exits 1 when an invariant broke or a fault missed its goal. The
       lab's logs are kept in DIR/logs with --report (pass or fail), and
