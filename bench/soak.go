@@ -66,6 +66,41 @@ const (
 	soakFaultAt = time.Second
 )
 
+// SoakRate is the instrument's traffic when none is asked, frames a
+// second. Every frame crosses veth rings of vethRing frames (lb1's e0, the
+// switch's ports to the LBs, ...), each emptied by its NAPI on one CPU,
+// and a frame that finds its ring full is lost. This machine's hypervisor
+// takes a CPU for 8.4 ms every 10 s, and the softirqs it interrupts run
+// up to 11.5 ms (finding 38: /proc/stat's steal grows with them), while
+// h1's TCP client puts bursts of 45 frames into lb1's e0 beside the
+// instrument's. At 20,000 frames a second a ring held 12.8 ms less such a
+// burst, and runs 30, 33 and 54 lost 2 to 36 frames so. At 10,000 it
+// holds 25.6 ms (ringHold), twice the longest stall measured.
+const SoakRate = 10_000
+
+// vethRing is a veth's receive ring (the kernel's VETH_RING_SIZE), fixed.
+const vethRing = 256
+
+// ringHold is how long a ring of vethRing frames holds traffic at rate
+// frames a second when its NAPI is not polled.
+func ringHold(rate float64) time.Duration {
+	return time.Duration(vethRing / rate * float64(time.Second))
+}
+
+// longestStall is the longest a CPU's softirqs were measured stalled on
+// this machine while the soak ran (finding 38: a softirq of 11.5 ms).
+const longestStall = 11500 * time.Microsecond
+
+// ringWarning says when rate leaves a veth ring less than twice the
+// longest stall to hold (empty otherwise): such a run may lose frames to
+// the machine's hypervisor, not the router.
+func ringWarning(rate float64) string {
+	if hold := ringHold(rate); hold < 2*longestStall {
+		return fmt.Sprintf("at %.0f frames a second a veth ring of %d holds %s, less than twice the %s this machine's CPUs were measured stalled (finding 38): frames may be lost to that", rate, vethRing, hold.Round(100*time.Microsecond), longestStall)
+	}
+	return ""
+}
+
 // soakCallLimit bounds the generator's calls (traffic.Generator's
 // SetCallLimit): the instrument's core is the lab's too, and a call that
 // spins for a whole 28 s step kept that core's kernel threads waiting for
@@ -335,7 +370,10 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		}
 	}
 	if o.Rate == 0 {
-		o.Rate = 20_000
+		o.Rate = SoakRate
+	}
+	if w := ringWarning(o.Rate); w != "" {
+		fmt.Fprintf(progress, "soak: %s\n", w)
 	}
 	if o.Flows == 0 {
 		o.Flows = 1000

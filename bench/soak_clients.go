@@ -27,7 +27,7 @@ import (
 //   - HTTP downloads of a 256 KiB file from h3 to h1 (python3's
 //     http.server, curl), one after another: each must complete, with the
 //     file's sha256.
-// They are light beside the instrument's 20,000 frames a second, which
+// They are light beside the instrument's 10,000 frames a second (SoakRate), which
 // they must not disturb: the two cores carry everything.
 
 // Ports and sizes of the clients.

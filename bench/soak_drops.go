@@ -178,17 +178,24 @@ func dropsText(g map[string]uint64) string {
 
 // softirqLook is how the kernel's softirqs fared, per CPU: how often
 // net_rx_action ran out of budget or time with NAPI work left
-// (softnet_stat's time_squeeze: the rest goes to ksoftirqd), and how long
-// each CPU's ksoftirqd ran and waited for the CPU (schedstat, ms). Every
-// step keeps its growth (SoakStep.Softirq), so that a step that lost
-// frames at a veth's full ring (runs 30, 33, 54: its NAPI not polled for
-// 13 ms at 20,000 frames a second) can be set beside the steps that lost
-// none.
+// (softnet_stat's time_squeeze: the rest goes to ksoftirqd), how long
+// each CPU's ksoftirqd ran and waited for the CPU (schedstat, ms), and
+// how long the hypervisor kept each virtual CPU from running (/proc/stat's
+// steal, ms). Every step keeps its growth (SoakStep.Softirq), so that a
+// step that lost frames at a veth's full ring can be set beside the steps
+// that lost none. Runs 30, 33 and 54 lost frames so (a NAPI not polled
+// for 13 ms at 20,000 frames a second); finding 38 found the hypervisor
+// taking a CPU for 8.4 ms every 10 s (soakRate).
 func softirqLook() map[string]uint64 {
 	m := map[string]uint64{}
 	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
 		for cpu, n := range softnetSqueezed(string(b)) {
 			m[fmt.Sprintf("cpu%d time_squeeze", cpu)] = n
+		}
+	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		for cpu, ms := range stealMs(string(b)) {
+			m[cpu+" steal_ms"] = ms
 		}
 	}
 	for name, schedstat := range ksoftirqds() {
@@ -233,6 +240,24 @@ func softnetSqueezed(s string) []uint64 {
 		n = append(n, v)
 	}
 	return n
+}
+
+// stealMs reads /proc/stat's per-CPU lines ("cpuN user nice system idle
+// iowait irq softirq steal ..."): the time each CPU was ready to run but
+// the hypervisor ran something else, ms. The kernel counts it in
+// USER_HZ ticks, 100 a second on Linux: 10 ms each.
+func stealMs(s string) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		if ticks, err := strconv.ParseUint(f[8], 10, 64); err == nil {
+			m[f[0]] = ticks * 10
+		}
+	}
+	return m
 }
 
 // schedstatMs reads /proc/PID/schedstat: the time the task ran and the

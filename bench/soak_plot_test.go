@@ -173,9 +173,15 @@ func TestKernelDrops(t *testing.T) {
 	if _, _, ok := schedstatMs(""); ok {
 		t.Error("an empty schedstat read")
 	}
-	// This machine's own: every CPU's squeezes and its ksoftirqd.
+	stat := "cpu  1923236 841 2731558 10087958 12190 0 712792 6137 0 0\n" +
+		"cpu0 863012 430 1952916 4523365 3199 0 464091 2789 0 0\n" +
+		"cpu1 1060224 411 778641 5564592 8991 0 248701 3348 0 0\nintr 1 2 3\n"
+	if got, want := stealMs(stat), map[string]uint64{"cpu0": 27890, "cpu1": 33480}; !maps.Equal(got, want) {
+		t.Errorf("steal %v, want %v", got, want)
+	}
+	// This machine's own: every CPU's squeezes, steal and ksoftirqd.
 	look := softirqLook()
-	for _, k := range []string{"cpu0 time_squeeze", "ksoftirqd/0 ran_ms", "ksoftirqd/0 waited_ms"} {
+	for _, k := range []string{"cpu0 time_squeeze", "cpu0 steal_ms", "ksoftirqd/0 ran_ms", "ksoftirqd/0 waited_ms"} {
 		if _, ok := look[k]; !ok {
 			t.Errorf("softirqLook %v lacks %q", look, k)
 		}

@@ -307,3 +307,19 @@ func TestSoakOpUndo(t *testing.T) {
 		}
 	}
 }
+
+// Finding 38: the soak's rate leaves every veth ring twice the longest
+// stall measured here to hold; the rate before it (20,000 frames a
+// second, 12.8 ms) did not, and a run asked for it says so.
+func TestSoakRateHoldsAStall(t *testing.T) {
+	if hold := ringHold(SoakRate); hold != 25600*time.Microsecond {
+		t.Errorf("a ring holds %s at %d frames a second, want 25.6ms", hold, SoakRate)
+	}
+	if w := ringWarning(SoakRate); w != "" {
+		t.Errorf("the soak's own rate warned: %s", w)
+	}
+	w := ringWarning(20_000)
+	if !strings.Contains(w, "12.8ms") || !strings.Contains(w, "finding 38") {
+		t.Errorf("20,000 frames a second: warning %q, want the ring's 12.8ms and the finding", w)
+	}
+}

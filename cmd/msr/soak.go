@@ -14,7 +14,7 @@ import (
 
 var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
-	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 20000] [--churn 1000] [--prefixes 600000] [--prefixes6 1000] [--overlap=true] [--ops=true] [--clients=true] [--lab FILE] [--report DIR] [-o json]
+	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 10000] [--churn 1000] [--prefixes 600000] [--prefixes6 1000] [--overlap=true] [--ops=true] [--clients=true] [--lab FILE] [--report DIR] [-o json]
       brings up the default lab (or --lab FILE in its place: a copy of
       labs/default.yaml changed, keeping its hosts, their addresses, MACs and
       processes, its switch ports and links; a line it cannot take is refused
@@ -55,7 +55,7 @@ func runSoak(args []string) error {
 	fs.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long the soak runs")
 	fs.Uint64Var(&o.Seed, "seed", 1, "the seed the faults are drawn with")
 	faults := fs.String("faults", "all", "the faults drawn from, comma-separated, or all: "+strings.Join(bench.SoakFaults, ", "))
-	fs.Float64Var(&o.Rate, "rate", 20_000, "the traffic, frames per second (halved until a step loses nothing)")
+	fs.Float64Var(&o.Rate, "rate", bench.SoakRate, "the traffic, frames per second (halved until a step loses nothing)")
 	fs.BoolVar(&o.Overlap, "overlap", true, "in half the fault steps, a second fault 100-600 ms after the first, while it heals")
 	fs.Float64Var(&o.ChurnRate, "churn", 1000, "route changes a second bgp1 sends while the traffic runs, withdrawing and announcing the IPv4 prefixes the traffic does not cross (0: none)")
 	fs.IntVar(&o.Prefixes, "prefixes", 600_000, "the IPv4 prefixes bgp1 announces (the RouteViews table, grown beyond its 512,621: 600,000 is a full table of today); the churn swings 500 of them")
