@@ -86,6 +86,26 @@ func TestDefaultLab(t *testing.T) {
 			t.Errorf("r1's route to %s: %+v, %v; want one via ospf1's link-local address, from %s", route, rs, err, from)
 		}
 	}
+	// The feed sends only what BIRD can send: no port's own subnet as
+	// OSPF sees it, whose IPv6 path has no next hop to give (before the
+	// fix, every feed's start logged "Invalid NEXT_HOP attribute - zero
+	// address" and "Invalid route 2001:db8:11::/64 withdrawn").
+	for _, vcp := range []string{"vcp1", "vcp2"} {
+		log, err := os.ReadFile(filepath.Join(demo.RunDir, vcp, "bird.log"))
+		if err != nil {
+			continue // a standby that has not run BIRD
+		}
+		// This lab's BIRD: the log after its last start.
+		text := string(log)
+		if i := strings.LastIndex(text, "msr vcp: started bird"); i >= 0 {
+			text = text[i:]
+		}
+		for _, bad := range []string{"Invalid NEXT_HOP", "Invalid route"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("%s's BIRD logged %q:\n%s", vcp, bad, text)
+			}
+		}
+	}
 	// Router advertisements are off by default: h1's solicitations go
 	// unanswered.
 	if ra, ok := solicitRouter(t, "default", "h1"); ok {

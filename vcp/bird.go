@@ -147,6 +147,11 @@ protocol radv {
 # router/origin.go); a peer's own of the router's ASN go first.
 filter to_backends {
 	if !(source ~ [RTS_BGP, RTS_STATIC, RTS_OSPF, RTS_OSPF_IA, RTS_OSPF_EXT1, RTS_OSPF_EXT2, RTS_RIP]) then reject;
+	# A route with no gateway is a port's own subnet as OSPF or RIP sees
+	# it, beside the direct route refused above: add paths would send it
+	# too. Of IPv6 BIRD could not (its next hop kept, there is none:
+	# "Invalid NEXT_HOP attribute - zero address" at every feed's start).
+	if dest = RTD_UNICAST && gw = :: then reject;
 	bgp_large_community.delete([({{$.ASN}}, *, *)]);
 	if source = RTS_STATIC then bgp_large_community.add(({{$.ASN}}, 1, 2));
 	if source = RTS_OSPF then bgp_large_community.add(({{$.ASN}}, 1, 3));
