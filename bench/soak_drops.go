@@ -242,20 +242,14 @@ func softnetSqueezed(s string) []uint64 {
 	return n
 }
 
-// stealMs reads /proc/stat's per-CPU lines ("cpuN user nice system idle
-// iowait irq softirq steal ..."): the time each CPU was ready to run but
-// the hypervisor ran something else, ms. The kernel counts it in
-// USER_HZ ticks, 100 a second on Linux: 10 ms each.
+// stealMs reads /proc/stat's per-CPU lines (parseCPUStat): the time
+// each CPU was ready to run but the hypervisor ran something else, ms.
+// The kernel counts it in USER_HZ ticks, 100 a second on Linux: 10 ms
+// each.
 func stealMs(s string) map[string]uint64 {
 	m := map[string]uint64{}
-	for _, line := range strings.Split(s, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		if ticks, err := strconv.ParseUint(f[8], 10, 64); err == nil {
-			m[f[0]] = ticks * 10
-		}
+	for cpu, t := range parseCPUStat(s) {
+		m[cpu] = t[7] * 10
 	}
 	return m
 }
