@@ -70,7 +70,7 @@ const (
 // second. Every frame crosses veth rings of vethRing frames (lb1's e0, the
 // switch's ports to the LBs, ...), each emptied by its NAPI on one CPU,
 // and a frame that finds its ring full is lost. This machine's hypervisor
-// takes a CPU for 8.4 ms every 10 s, and the softirqs it interrupts run
+// takes a CPU for 8.4 ms now and then, and the softirqs it interrupts run
 // up to 11.5 ms (finding 38: /proc/stat's steal grows with them), while
 // h1's TCP client puts bursts of 45 frames into lb1's e0 beside the
 // instrument's. At 20,000 frames a second a ring held 12.8 ms less such a

@@ -185,7 +185,7 @@ func dropsText(g map[string]uint64) string {
 // step that lost frames at a veth's full ring can be set beside the steps
 // that lost none. Runs 30, 33 and 54 lost frames so (a NAPI not polled
 // for 13 ms at 20,000 frames a second); finding 38 found the hypervisor
-// taking a CPU for 8.4 ms every 10 s (soakRate).
+// taking a CPU for 8.4 ms now and then (SoakRate).
 func softirqLook() map[string]uint64 {
 	m := map[string]uint64{}
 	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
