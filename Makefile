@@ -8,7 +8,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unkn
 COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: deb all deps build generate check-generated lint test bench study compare lb-table scale sim controlplane soak demo fuzz clean
+.PHONY: deb all deps build generate check-generated lint test test-stress bench study compare lb-table scale sim controlplane soak demo fuzz clean
 
 all: build
 
@@ -35,6 +35,8 @@ lint: deps
 	$(GO) tool staticcheck ./...
 
 # test: unit, BPF fixture (prog.Run) and privileged lab tests; needs root.
+# testsum prints what plain go test would and ends with the outcome in
+# one line: N passed, M failed, K skipped.
 # Packages run one at a time (-p 1): the benchmark tests load both cores
 # and would starve the other packages' lab tests.
 # A run cut short (a machine restarted mid-test) leaves its labs up; the
@@ -44,7 +46,15 @@ lint: deps
 test: deps check-generated lint build
 	@for l in $$($(BIN) lab list | grep -E '^(t|bench)-'); do echo "removing leftover lab $$l"; $(BIN) lab down $$l; done
 	@rm -rf /sys/fs/bpf/msr-test-* /run/msr/router-t-* /run/msr/router-bench-*
-	$(GO) test -count=1 -p 1 -timeout 20m ./...
+	$(GO) build -o bin/testsum ./scripts/testsum
+	@bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 20m -json ./... | bin/testsum'
+
+# test-stress: make test with one core kept half busy by a CPU hog at the
+# lowest priority (stress-ng), as a machine with light background work
+# would be; a test that fails only so measures the machine, not msr.
+test-stress: deps
+	@nice -n 19 stress-ng --cpu 1 --cpu-load 50 --quiet & hog=$$!; \
+		$(MAKE) test; rc=$$?; kill $$hog; wait $$hog 2>/dev/null; exit $$rc
 
 # deb: the Debian package (a static msr, the units, docs, examples,
 # completion) into deb/; TestDebPackage (deploy/) installs it.

@@ -480,6 +480,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 				f.down.prefixes = bgp1Watched(r.plan)
 				f.down.bgp1Routes = len(r.plan.Prefixes) + len(r.plan.Prefixes6)
 				f.down.churned = churn.churned()
+				f.down.backends = join.backends
 				stepLen = f.down.downFor() + linkDownAfter
 			}
 		}
@@ -523,6 +524,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 				}
 				time.Sleep(soakFaultAt)
 				faultAt = time.Now()
+				fault.at = faultAt
 				var wg sync.WaitGroup
 				if second != nil { // while the first may still be healing
 					wg.Add(1)
@@ -530,6 +532,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 						defer wg.Done()
 						time.Sleep(secondAfter)
 						secondAt = time.Now()
+						second.at = secondAt
 						// Its target may be between lives (no VCP active
 						// yet, BIRD being restarted): it waits for one.
 						for secondErr = second.do(r.session); secondErr != nil && time.Since(secondAt) < overlapWait; secondErr = second.do(r.session) {
@@ -795,6 +798,12 @@ type linkDown struct {
 	// back-end loses with its link, but for those the churn holds
 	// withdrawn (churned: both families' churned prefixes).
 	bgp1Routes, churned int
+	// backends are the back-ends in the router now: the lab's, and r4
+	// while it is in (a back-end joining in the same step must learn
+	// bgp1's routes back too; one that joined before the fault, lose
+	// them). A back-end that joined after the watch began is not held to
+	// its count of routes before.
+	backends            func() []string
 	downAt, upAt        time.Time
 	withdrawn, restored time.Time
 	done                chan struct{} // closed when the watch ends
@@ -813,20 +822,20 @@ func (d *linkDown) run(s *session) error {
 	return err
 }
 
-// watch looks at every back-end's routes to d.prefixes every 100 ms, and
-// at its count of routes: withdrawn when none has any and each has lost
-// bgp1's table (its count at least bgp1Routes, less what the churn may
-// have held withdrawn, below its count before the fault), restored when,
-// after the link came up, all have all and each has its count back
-// (withdrawn before or not: a takeover's graceful restart keeps them,
-// stepGoal). With a full table the few prefixes alone would say
+// watch looks at every back-end's (d.backends) routes to d.prefixes
+// every 100 ms, and at its count of routes: withdrawn when none has any
+// and each has lost bgp1's table (its count at least bgp1Routes, less
+// what the churn may have held withdrawn, below its count before the
+// fault), restored when, after the link came up, all have all and each
+// has its count back (withdrawn before or not: a takeover's graceful
+// restart keeps them, stepGoal). With a full table the few prefixes alone would say
 // withdrawn while most of bgp1's routes are still being removed.
 func (d *linkDown) watch(up <-chan time.Time) {
 	defer close(d.done)
 	var upAt time.Time
 	defer func() { d.upAt = upAt }()
 	before := map[string]int{}
-	for _, b := range demo.Backends {
+	for _, b := range d.backends() {
 		if st, err := routerapi.Local(b, "").Status(); err == nil {
 			before[b] = st.Routes + st.Routes6
 		}
@@ -839,7 +848,8 @@ func (d *linkDown) watch(up <-chan time.Time) {
 		}
 		present, absent := 0, 0
 		allGone, allBack := true, true // by the counts
-		for _, b := range demo.Backends {
+		bs := d.backends()
+		for _, b := range bs {
 			if st, err := routerapi.Local(b, "").Status(); err == nil && before[b] > 0 {
 				n := st.Routes + st.Routes6
 				allGone = allGone && n <= before[b]-d.bgp1Routes+slack
@@ -856,7 +866,7 @@ func (d *linkDown) watch(up <-chan time.Time) {
 				}
 			}
 		}
-		total := len(demo.Backends) * len(d.prefixes)
+		total := len(bs) * len(d.prefixes)
 		switch {
 		case d.withdrawn.IsZero() && absent == total && allGone:
 			d.withdrawn = time.Now()
@@ -1069,10 +1079,11 @@ func keepSuiteLogs(dir, run string, was map[string]int64) error {
 // stepGoal is a fault step's goal and whether the step met it: none lost,
 // but a back-end host's links down may lose its share of the step (a
 // third) for backendDownGoal, and bgp1's link down bgp1's flows (half)
-// for extLinkGoal, none of h3's; overlapping faults add their allowances.
+// for extLinkGoal, none of h3's; overlapping faults add their allowances,
+// and the longest outage they may cause together is the union of their
+// own (outageUnion).
 func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, bool) {
 	var allowed float64
-	var spanGoal time.Duration
 	var parts []string
 	h3 := false // may h3's flows lose frames
 	routesMet := true
@@ -1081,16 +1092,14 @@ func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, boo
 		switch f.kind {
 		case "backend-links":
 			allowed += float64(st.Sent) / float64(len(demo.Backends))
-			spanGoal, h3 = max(spanGoal, backendDownGoal), true
+			h3 = true
 			parts = append(parts, fmt.Sprintf("%s's flows only, outage ≤ %v", f.target, backendDownGoal))
 		case "external-link":
 			allowed += float64(st.Sent) / 2
-			spanGoal = max(spanGoal, extLinkGoal)
 			parts = append(parts, fmt.Sprintf("bgp1's flows only, outage ≤ %v", extLinkGoal))
 		case "external-link-down":
 			allowed += float64(st.Sent) / 2
 			withdrawGoal, restoreGoal := f.down.goals()
-			spanGoal = max(spanGoal, f.down.downFor()+restoreGoal)
 			w, r := f.down.figures()
 			if controlPlane {
 				// The new suite's feed waits for its peers (up to 30 s),
@@ -1113,13 +1122,59 @@ func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, boo
 		return "0 lost", st.Lost == 0 && st.ReverseLost == 0
 	}
 	goal := strings.Join(parts, "; ")
+	spanGoal := outageUnion(faults)
 	if len(faults) > 1 {
-		goal += " (together)"
+		goal += fmt.Sprintf(" (together: outage ≤ %v, their windows' union)", spanGoal.Round(time.Millisecond))
 	}
 	if allowed == 0 {
 		goal = "0 lost; " + goal
 	}
 	return goal, float64(st.Lost) <= allowed && span <= spanGoal && (h3 || st.LostToH3 == 0 && st.ReverseLost == 0) && routesMet
+}
+
+// outageGoal is the longest run of frames a fault may lose alone: its
+// own goal's outage (0: none may be lost).
+func (f *soakFault) outageGoal() time.Duration {
+	switch f.kind {
+	case "backend-links":
+		return backendDownGoal
+	case "external-link":
+		return extLinkGoal
+	case "external-link-down":
+		_, restore := f.down.goals()
+		return f.down.downFor() + restore
+	}
+	return 0
+}
+
+// outageUnion is the longest run of frames faults together may lose (a
+// step's outage: the sink's longest jump of one flow): each fault's window
+// is its own outage goal from when it came, and a flow may lose frames
+// through windows that overlap one after the other, so the goal is the
+// longest stretch of their union. A fault allowed no loss has no window.
+func outageUnion(faults []*soakFault) time.Duration {
+	type window struct{ from, to time.Time }
+	var ws []window
+	for _, f := range faults {
+		if g := f.outageGoal(); g > 0 {
+			ws = append(ws, window{f.at, f.at.Add(g)})
+		}
+	}
+	if len(ws) == 0 {
+		return 0
+	}
+	slices.SortFunc(ws, func(a, b window) int { return a.from.Compare(b.from) })
+	longest, cur := time.Duration(0), ws[0]
+	for _, w := range ws[1:] {
+		if w.from.After(cur.to) {
+			longest, cur = max(longest, cur.to.Sub(cur.from)), w
+			continue
+		}
+		if w.to.After(cur.to) {
+			cur.to = w.to
+		}
+	}
+	return max(longest, cur.to.Sub(cur.from))
 }
 
 // watchRepair is when the router has converged again after a fault (every
@@ -1186,6 +1241,7 @@ func sinceText(what string, ms float64, when string) string {
 // an external-link-down's watch of bgp1's routes.
 type soakFault struct {
 	kind, target string
+	at           time.Time // when it was injected
 	do           func(*session) error
 	down         *linkDown
 	flood        *flood

@@ -115,6 +115,47 @@ func TestStepGoal(t *testing.T) {
 	}
 }
 
+// Overlapping faults are judged against the union of their outage goals'
+// windows, each from when its fault came: a flow may lose frames through
+// one and then the other. Faults apart are judged each by its own.
+func TestStepGoalUnion(t *testing.T) {
+	at := time.Now()
+	links := &soakFault{kind: "backend-links", target: "r1", at: at}
+	extAt := func(after time.Duration) *soakFault {
+		return &soakFault{kind: "external-link", target: "bgp1's link", at: at.Add(after)}
+	}
+	// r4 joining (allowed nothing) and, 600 ms later, bgp1's link down
+	// past its hold time with bgp1's full table (seed 1's pair).
+	join := &soakFault{kind: "backend-join", target: "r4 joining", at: at, join: &backendJoin{}}
+	d := &linkDown{downAt: at.Add(600 * time.Millisecond), bgp1Routes: 850_000}
+	d.upAt = d.downAt.Add(d.downFor())
+	d.withdrawn, d.restored = d.downAt.Add(22400*time.Millisecond), d.upAt.Add(14800*time.Millisecond)
+	linkDown := &soakFault{kind: "external-link-down", target: "bgp1's link, past its hold time", at: d.downAt, down: d}
+	downGoal := linkDown.outageGoal()
+	for _, c := range []struct {
+		name   string
+		faults []*soakFault
+		union  time.Duration
+		span   time.Duration
+		want   bool
+	}{
+		{"a host down, bgp1's link 300 ms later", []*soakFault{links, extAt(300 * time.Millisecond)}, 300*time.Millisecond + extLinkGoal, 1500 * time.Millisecond, true},
+		{"a host down, bgp1's link 300 ms later, past both", []*soakFault{links, extAt(300 * time.Millisecond)}, 300*time.Millisecond + extLinkGoal, 1700 * time.Millisecond, false},
+		{"bgp1's link first, a host down 1 s later", []*soakFault{extAt(0), {kind: "backend-links", target: "r2", at: at.Add(time.Second)}}, time.Second + backendDownGoal, 1350 * time.Millisecond, true},
+		{"a host down, bgp1's link 2 s later: apart", []*soakFault{links, extAt(2 * time.Second)}, extLinkGoal, 1500 * time.Millisecond, false},
+		{"r4 joining, bgp1's link down 600 ms later", []*soakFault{join, linkDown}, downGoal, downGoal - time.Second, true},
+		{"r4 joining, bgp1's link down 600 ms later, past its goal", []*soakFault{join, linkDown}, downGoal, downGoal + time.Second, false},
+	} {
+		if got := outageUnion(c.faults); got != c.union {
+			t.Errorf("%s: union %v, want %v", c.name, got, c.union)
+		}
+		st := SoakStep{Sent: 900_000, Lost: 10_000, LostToBGP1: 10_000}
+		if goal, got := stepGoal(c.faults, st, c.span); got != c.want {
+			t.Errorf("%s: outage %v met %v, want %v (%s)", c.name, c.span, got, c.want, goal)
+		}
+	}
+}
+
 // The seconds an iperf3 UDP server counted losses in, from its text (the
 // end's summary left out).
 func TestLostSeconds(t *testing.T) {

@@ -93,6 +93,14 @@ type backendState struct {
 	capacity uint32
 	draining bool
 	last     time.Time // its last hello's arrival, by the kernel's clock
+	// inTable says a table with it is installed; left and leftAfter say
+	// when the first table without it was installed, and how long after
+	// its last hello (by the hellos' own stamps: what a test of the
+	// expiry reads, rather than its own polling's clock).
+	inTable          bool
+	left             time.Time
+	leftAfterHello   time.Duration
+	leftDecidedAfter time.Duration // when the table without it was wanted
 }
 
 type vcpTable struct {
@@ -605,8 +613,9 @@ func (a *Agent) applyTable() error {
 	if time.Since(a.listening) < a.hold() {
 		return nil
 	}
+	decided := time.Now()
 	a.mu.Lock()
-	mode, bs := a.wanted(time.Now())
+	mode, bs := a.wanted(decided)
 	id := fmt.Sprint(mode, bs)
 	if id == a.installed {
 		a.mu.Unlock()
@@ -624,12 +633,32 @@ func (a *Agent) applyTable() error {
 	if err := a.dp.InstallTable(t); err != nil {
 		return err
 	}
+	installed := time.Now()
 	a.mu.Lock()
 	a.installed, a.table, a.tableOf = id, t, bs
 	a.tableGen++
+	a.markLeft(bs, decided, installed)
 	a.mu.Unlock()
 	a.log.Info("balancing table installed", "mode", mode, "backends", len(bs), "slots", len(t.Slots))
 	return nil
+}
+
+// markLeft notes, for each back-end heard, whether the table just
+// installed (at; wanted at decided) holds it, and when one it held is
+// left out.
+func (a *Agent) markLeft(bs []Backend, decided, at time.Time) {
+	in := map[string]bool{}
+	for _, b := range bs {
+		in[b.MAC.String()] = true
+	}
+	for mac, b := range a.backends {
+		switch {
+		case in[mac]:
+			b.inTable, b.left = true, time.Time{}
+		case b.inTable:
+			b.inTable, b.left, b.leftAfterHello, b.leftDecidedAfter = false, at, at.Sub(b.last), decided.Sub(b.last)
+		}
+	}
 }
 
 func (a *Agent) sendHello() {
@@ -745,8 +774,13 @@ func (a *Agent) Status() *lbapi.Status {
 		s.Ports = append(s.Ports, ps)
 	}
 	for _, b := range a.backends {
-		s.Backends = append(s.Backends, lbapi.BackendStatus{MAC: b.mac.String(), Name: b.name, Alive: a.alive(b.mac, now),
-			Draining: b.draining, Capacity: b.capacity, LastHelloMs: now.Sub(b.last).Milliseconds()})
+		bs := lbapi.BackendStatus{MAC: b.mac.String(), Name: b.name, Alive: a.alive(b.mac, now),
+			Draining: b.draining, Capacity: b.capacity, LastHelloMs: now.Sub(b.last).Milliseconds()}
+		if !b.left.IsZero() {
+			bs.LeftTableAgoMs, bs.LeftAfterHelloMs = now.Sub(b.left).Milliseconds(), float64(b.leftAfterHello.Microseconds())/1000
+			bs.LeftDecidedAfterHelloMs = float64(b.leftDecidedAfter.Microseconds()) / 1000
+		}
+		s.Backends = append(s.Backends, bs)
 	}
 	sort.Slice(s.Backends, func(i, j int) bool { return s.Backends[i].MAC < s.Backends[j].MAC })
 	s.Table = lbapi.TableStatus{Generation: a.tableGen, Shares: map[string]int{}}

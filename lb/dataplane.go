@@ -59,11 +59,18 @@ type Dataplane struct {
 	objs lbxdpObjects
 	// cfgMu serializes the read-modify-writes of lb_cfg (updateConfig).
 	cfgMu sync.Mutex
+	// installMu serializes InstallTable; flipped is when it last swapped
+	// the tables.
+	installMu sync.Mutex
+	flipped   time.Time
 }
 
 // tableReuseDelay is how long a balancing table that was just swapped out
 // is left alone before it is rewritten: an XDP program that read the old
-// active_table finishes with it within microseconds.
+// active_table finishes with it within microseconds. The next install
+// waits it out before it writes, so that an install returns as soon as
+// its table is the active one (the time a back-end left the table, which
+// the agent reports).
 const tableReuseDelay = 50 * time.Millisecond
 
 // LoadDataplane loads the program. With pinDir set, maps are pinned there
@@ -257,6 +264,13 @@ func (d *Dataplane) SetCap(i uint32, pps uint64) error {
 // it active with one write of lb_cfg.active_table: a packet sees either
 // the whole old table or the whole new one.
 func (d *Dataplane) InstallTable(t *Table) error {
+	d.installMu.Lock()
+	defer d.installMu.Unlock()
+	// The idle table is the one swapped out last: a packet in flight may
+	// still read it for a while after.
+	if wait := tableReuseDelay - time.Since(d.flipped); wait > 0 {
+		time.Sleep(wait)
+	}
 	d.cfgMu.Lock()
 	var cfg lbxdpLbConfig
 	err := d.objs.LbCfg.Lookup(uint32(0), &cfg)
@@ -290,9 +304,7 @@ func (d *Dataplane) InstallTable(t *Table) error {
 	if err := d.flipTable(uint8(idle)); err != nil {
 		return err
 	}
-	// The table just retired may still be read by a packet in flight;
-	// the next install writes it, so wait that out here.
-	time.Sleep(tableReuseDelay)
+	d.flipped = time.Now()
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"runtime/debug"
@@ -172,8 +173,9 @@ func tableHeld() {
 func family(p netip.Prefix) bool { return p.Addr().Is6() }
 
 // startRIB starts the session; routes go to the FIB through add and del.
+// held are routes the FIB holds from before the feed (holdStale).
 func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slog.Logger,
-	add func(netip.Prefix, []netip.Addr) error, del func(netip.Prefix) error) (*ribFeed, error) {
+	add func(netip.Prefix, []netip.Addr) error, del func(netip.Prefix) error, held map[netip.Prefix][]netip.Addr) (*ribFeed, error) {
 	if !routerID.Is4() {
 		return nil, fmt.Errorf("RIB feed: router id %v: an IPv4 address", routerID)
 	}
@@ -182,9 +184,42 @@ func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slo
 		cancel: cancel, done: make(chan struct{}), paths: map[netip.Prefix][]ribPath{}, refusedFor: map[string]bool{},
 		arriving: tableArriving, release: tableHeld, releaseMin: releaseMin, releaseEvery: heldRelease}
 	f.st.Neighbor, f.st.State = cfg.Neighbor.String(), "connecting"
+	f.holdStale(held)
 	go f.run(ctx)
 	go f.keepReleased(ctx)
 	return f, nil
+}
+
+// holdStale takes routes the FIB holds from before the feed (a previous
+// run's, adopted, or an ended feed's) as stale paths, as graceful restart
+// keeps a restarting speaker's forwarding state (RFC 4724 §4.1): the
+// suite sends again what it still has, and at its End-of-RIB the rest go,
+// or after ribRestartTime without one. Without it, a route withdrawn
+// while no feed ran stayed in the FIB for good (a back-end whose agent
+// restarted while bgp1's routes were being withdrawn kept them:
+// docs/reliability.md, finding 40). Ranked below any path the suite
+// sends (the worst origin, no LOCAL_PREF), one forwards only until
+// then.
+func (f *ribFeed) holdStale(held map[netip.Prefix][]netip.Addr) {
+	if len(held) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for p, gws := range held {
+		ps := make([]ribPath, 0, len(gws))
+		for _, gw := range gws {
+			ps = append(ps, ribPath{nh: gw, from: routeOrigin{rank: math.MaxUint16}, stale: true})
+		}
+		f.paths[p] = ps
+		f.nPaths += len(ps)
+		f.nStale += len(ps)
+		if family(p) {
+			f.stale6 += len(ps)
+		}
+	}
+	f.staleUntil = time.Now().Add(ribRestartTime * time.Second)
+	f.log.Info("RIB feed: routes held from before it, stale until its End-of-RIB", "prefixes", len(held), "paths", f.nStale)
 }
 
 // Stop ends the session (the routes stay in the FIB).

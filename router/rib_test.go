@@ -206,6 +206,48 @@ func TestRIBFeedGracefulRestart(t *testing.T) {
 	}
 }
 
+// A feed started beside routes the FIB already holds (a previous run's,
+// adopted) holds them as stale: what the suite sends again keeps its
+// route (or moves it at once to a new next hop), and its End-of-RIB takes
+// the rest: a route withdrawn while the agent was down (finding 40).
+func TestRIBFeedHoldsAdopted(t *testing.T) {
+	f, fib := newTestFeed()
+	held := map[netip.Prefix][]netip.Addr{
+		netip.MustParsePrefix("10.1.0.0/16"):     hops("192.0.2.10"),
+		netip.MustParsePrefix("10.2.0.0/16"):     hops("192.0.2.10"),
+		netip.MustParsePrefix("10.3.0.0/16"):     hops("192.0.2.10", "192.0.2.11"),
+		netip.MustParsePrefix("2001:db8:3::/48"): hops("2001:db8::10"),
+	}
+	for p, h := range held {
+		fib.routes[p] = h
+	}
+	f.holdStale(held)
+	if st := f.Status(); fib.changes != 0 || st.Stale != 5 || st.Paths != 5 {
+		t.Fatalf("holding: %d FIB changes, %+v; want none, 5 paths stale", fib.changes, st)
+	}
+	f.update(announce("192.0.2.10", 1, 100, []uint32{1}, "10.1.0.0/16"))
+	f.update(announce("192.0.2.12", 1, 100, []uint32{1}, "10.2.0.0/16"))
+	if fib.changes != 1 || !slices.Equal(fib.routes[netip.MustParsePrefix("10.2.0.0/16")], hops("192.0.2.12")) {
+		t.Fatalf("sent again: %d changes, 10.2 via %v; want one, via 192.0.2.12 at once", fib.changes, fib.routes[netip.MustParsePrefix("10.2.0.0/16")])
+	}
+	f.update(&bgp.BGPUpdate{}) // IPv4's End-of-RIB
+	want := map[netip.Prefix][]netip.Addr{
+		netip.MustParsePrefix("10.1.0.0/16"):     hops("192.0.2.10"),
+		netip.MustParsePrefix("10.2.0.0/16"):     hops("192.0.2.12"),
+		netip.MustParsePrefix("2001:db8:3::/48"): hops("2001:db8::10"),
+	}
+	if !reflect.DeepEqual(fib.routes, want) {
+		t.Fatalf("after IPv4's End-of-RIB: %v, want %v", fib.routes, want)
+	}
+	if st := f.Status(); st.Stale != 1 || st.Paths != 3 {
+		t.Fatalf("after IPv4's End-of-RIB: %+v, want 3 paths, IPv6's 1 stale", st)
+	}
+	f.sweepStale(true) // IPv6's End-of-RIB, or the restart time over
+	if _, ok := fib.routes[netip.MustParsePrefix("2001:db8:3::/48")]; ok || f.Status().Stale != 0 || !f.staleUntil.IsZero() {
+		t.Fatalf("after IPv6's sweep: %v, %+v", fib.routes, f.Status())
+	}
+}
+
 // TestRIBFeedTableArrived: the session's table has arrived once the
 // End-of-RIB of every family the suite's OPEN agreed to has come (RFC
 // 4760: IPv4 alone without multiprotocol capabilities), and says when

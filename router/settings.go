@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/internal/xdp"
 )
 
@@ -365,7 +366,10 @@ func (a *Agent) startRIB(ctx context.Context, cfg *RIBConfig) error {
 	if !id.IsValid() {
 		id = a.hostIP
 	}
-	rib, err := startRIB(ctx, cfg, id, a.log, a.addLearned, a.deleteLearned)
+	a.mu.Lock()
+	held := a.heldRoutes()
+	a.mu.Unlock()
+	rib, err := startRIB(ctx, cfg, id, a.log, a.addLearned, a.deleteLearned, held)
 	if err != nil {
 		return err
 	}
@@ -377,6 +381,44 @@ func (a *Agent) startRIB(ctx context.Context, cfg *RIBConfig) error {
 		rib.setLinkRoutes(links)
 	}
 	return nil
+}
+
+// heldRoutes are the routes the FIB holds that no feed of this run gave
+// and no configuration sets: a previous run's, adopted, or the feed's that
+// ended; with their gateways. A new feed holds them as stale (ribFeed's
+// holdStale). Call with a.mu held.
+func (a *Agent) heldRoutes() map[netip.Prefix][]netip.Addr {
+	static := map[netip.Prefix]bool{}
+	for _, r := range a.cfg.Routes {
+		static[r.To.Masked()] = true
+	}
+	for _, f := range a.cfg.RouteFiles {
+		ps, err := routetable.Load(f.File)
+		if err != nil {
+			a.log.Warn("route file unreadable: its routes are taken for the RIB feed's", "file", f.File, "err", err)
+		}
+		for _, p := range ps {
+			static[p.Masked()] = true
+		}
+	}
+	held := map[netip.Prefix][]netip.Addr{}
+	for _, fib := range []table{a.dp.FIB, a.dp.FIB6} {
+		for p, g := range fib.Routes() {
+			if static[p] || a.isConnected(p) {
+				continue
+			}
+			var gws []netip.Addr
+			for _, id := range a.nh.groups[g] {
+				if gw := a.nh.keys[id].gw; gw.IsValid() {
+					gws = append(gws, gw)
+				}
+			}
+			if len(gws) > 0 {
+				held[p] = gws
+			}
+		}
+	}
+	return held
 }
 
 // HostIP is this host's address on the interconnect (invalid: none).

@@ -19,6 +19,7 @@ packages=(
 	chromium                  # the web view's test: a real browser, headless
 	python3                   # a client that sends IPv6 with Hop-by-Hop options (tests)
 	ndisc6                    # rdisc6: a router solicitation and the advertisement it gets (tests)
+	stress-ng                 # make test-stress: a CPU hog beside the tests
 )
 
 missing=()

@@ -130,7 +130,11 @@ func runDemo(args []string) error {
 			sh = append(sh, fmt.Sprintf("%s %.0f%% (weight %.0f%%)", r, res.Shares[r]*100, res.Weights[r]*100))
 		}
 		fmt.Fprintf(w, "  back-end shares, %s mode: %s\n", res.Mode, strings.Join(sh, ", "))
-		fmt.Fprintf(w, "  routes on each back-end: IPv4 %v, IPv6 %v\n", res.Routes, res.Routes6)
+		var rt []string
+		for _, r := range sortedKeys(res.Routes) {
+			rt = append(rt, fmt.Sprintf("%s %d IPv4 and %d IPv6", r, res.Routes[r], res.Routes6[r]))
+		}
+		fmt.Fprintf(w, "  routes on each back-end: %s\n", strings.Join(rt, ", "))
 	})
 }
 

@@ -123,6 +123,17 @@ type BackendStatus struct {
 	Draining    bool   `json:"draining"`
 	Capacity    uint32 `json:"capacity"`
 	LastHelloMs int64  `json:"last_hello_ms"`
+	// LeftTableAgoMs and LeftAfterHelloMs are set while a back-end that
+	// was in the installed table is out of it: how long ago the first
+	// table without it was installed, and how long that was after its
+	// last hello arrived (both by the LB's clock, the hello's arrival
+	// stamped by the kernel).
+	LeftTableAgoMs   int64   `json:"left_table_ago_ms,omitempty"`
+	LeftAfterHelloMs float64 `json:"left_after_hello_ms,omitempty"`
+	// LeftDecidedAfterHelloMs is when, after its last hello, the LB
+	// found it silent and began the table without it (the rest of
+	// LeftAfterHelloMs is building and installing that table).
+	LeftDecidedAfterHelloMs float64 `json:"left_decided_after_hello_ms,omitempty"`
 }
 
 // TableStatus is the installed balancing table, summarized.
