@@ -44,10 +44,11 @@ lint: deps
 # next run removes them first rather than failing on "already up", with
 # the BPF pins and back-end state files those tests name.
 test: deps check-generated lint build
+	@rm -f bin/test-summary
 	@for l in $$($(BIN) lab list | grep -E '^(t|bench)-'); do echo "removing leftover lab $$l"; $(BIN) lab down $$l; done
 	@rm -rf /sys/fs/bpf/msr-test-* /run/msr/router-t-* /run/msr/router-bench-*
 	$(GO) build -o bin/testsum ./scripts/testsum
-	@bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 20m -json ./... | bin/testsum'
+	@bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 20m -json ./... | bin/testsum -summary bin/test-summary'
 
 # test-stress: make test with one core kept half busy by a CPU hog at the
 # lowest priority (stress-ng), as a machine with light background work

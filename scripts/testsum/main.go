@@ -5,14 +5,16 @@
 // line, "N passed, M failed, K skipped", with the failed and skipped tests
 // by name and the slowest: a reader of a CI log sees how it ended
 // without scrolling through it. It exits 1 when a test or a package
-// failed (a build too), and when it read no package at all.
+// failed (a build too), and when it read no package at all. With
+// -summary FILE it writes that line to FILE too (.ci/run prints it last).
 //
-//	go test -json ./... | go run ./scripts/testsum
+//	go test -json ./... | go run ./scripts/testsum [-summary FILE]
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -122,8 +124,14 @@ func (t *tally) addPackage(e event, w io.Writer) {
 	}
 }
 
-// summary is the run's outcome: the line, then the failed, the skipped
-// and the slowest tests.
+// line is the run's outcome in one line.
+func (t *tally) line() string {
+	return fmt.Sprintf("%d passed, %d failed, %d skipped in %d packages (%d failed)",
+		len(t.passed), t.failedTop, len(t.skipped), t.packages, t.failedPkgs)
+}
+
+// summary is the run's outcome: the failed, the skipped and the slowest
+// tests, then the line.
 func (t *tally) summary(w io.Writer) {
 	fmt.Fprintln(w, "\ntests:")
 	for _, f := range t.failed {
@@ -142,8 +150,7 @@ func (t *tally) summary(w io.Writer) {
 		slow = append(slow, fmt.Sprintf("%s %v", n, time.Duration(t.elapsed[n]*float64(time.Second)).Round(time.Second)))
 	}
 	fmt.Fprintf(w, "  slowest: %s\n", strings.Join(slow, ", "))
-	fmt.Fprintf(w, "%d passed, %d failed, %d skipped in %d packages (%d failed)\n",
-		len(t.passed), t.failedTop, len(t.skipped), t.packages, t.failedPkgs)
+	fmt.Fprintln(w, t.line())
 }
 
 func (t *tally) ok() bool { return t.packages > 0 && t.failedPkgs == 0 && t.failedTop == 0 }
@@ -175,6 +182,8 @@ func shortPkg(p string) string {
 }
 
 func main() {
+	summary := flag.String("summary", "", "also write the outcome's line to this file")
+	flag.Parse()
 	t := newTally()
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
@@ -192,6 +201,11 @@ func main() {
 		t.failedPkgs++
 	}
 	t.summary(os.Stdout)
+	if *summary != "" {
+		if err := os.WriteFile(*summary, []byte(t.line()+"\n"), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "testsum: %v\n", err)
+		}
+	}
 	if !t.ok() {
 		os.Exit(1)
 	}
