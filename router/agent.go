@@ -75,6 +75,8 @@ type Agent struct {
 	nh        *nextHops
 	neigh     map[NeighborKey]*neighbor
 	pending   map[NeighborKey]*pendingARP
+	// operator: the routes the operator added (AddOperatorRoute).
+	operator  map[netip.Prefix]bool
 	heldBytes int // of every pending neighbour's packets
 	icmp      tokenBucket
 	counters  map[string]uint64
@@ -135,7 +137,7 @@ const (
 func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
 		neigh:   map[NeighborKey]*neighbor{},
-		pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{},
+		pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{}, operator: map[netip.Prefix]bool{},
 		icmp: tokenBucket{rate: float64(cfg.ICMPRate), burst: float64(cfg.ICMPRate), tokens: float64(cfg.ICMPRate)}}
 	a.set = fileSettings(cfg)
 	if len(cfg.Ports) == 0 {
@@ -362,6 +364,27 @@ func (a *Agent) fib(addr netip.Addr) table {
 		return a.dp.FIB6
 	}
 	return a.dp.FIB
+}
+
+// AddOperatorRoute is AddRoute for the operator (the API's msr router
+// route add): the route is kept apart from the RIB feed's, whose new
+// feeds hold only their own as stale (heldRoutes).
+func (a *Agent) AddOperatorRoute(p netip.Prefix, via []netip.Addr) error {
+	if err := a.AddRoute(p, via); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.operator[p.Masked()] = true
+	a.mu.Unlock()
+	return nil
+}
+
+// DeleteOperatorRoute is DeleteRoute for the operator.
+func (a *Agent) DeleteOperatorRoute(p netip.Prefix) error {
+	a.mu.Lock()
+	delete(a.operator, p.Masked())
+	a.mu.Unlock()
+	return a.DeleteRoute(p)
 }
 
 // DeleteRoute removes a route.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -193,5 +194,53 @@ func testRouterRestart(t *testing.T, behind bool) {
 		if got := a.fib(p.Addr()).Lookup(p.Addr().Next()); got != want {
 			t.Errorf("%s (in %s, added after the save): the data path answers %d, the agent's routes %d", p.Addr().Next(), p, got, want)
 		}
+	}
+}
+
+// TestHeldRoutes: a restarted agent's new RIB feed holds as stale the
+// routes the FIB has from the last run's feed (finding 40), not the
+// configuration's static routes nor the operator's (msr router route
+// add), which the saved state remembers as the operator's.
+func TestHeldRoutes(t *testing.T) {
+	labtest.Up(t, restartLab)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("3c", 32)), 0o600)
+	file := &FileConfig{Config: element.Config{Name: "t-held", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
+		PinDir: filepath.Join(netns.BPFFS, "msr-test-held"),
+		Ports:  map[string]*PortConfig{"net": {VLAN: 10, Address: netip.MustParsePrefix("10.10.1.1/24"), Address6: netip.MustParsePrefix("2001:db8:a::1/64")}},
+		Routes: []RouteConfig{{To: netip.MustParsePrefix("198.19.0.0/16"), Via: []netip.Addr{netip.MustParseAddr("10.10.1.2")}}}}
+	cfg, err := file.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(cfg.PinDir); os.Remove(routerapi.StatePath("t-held")) })
+	gw, gw6 := netip.MustParseAddr("10.10.1.2"), netip.MustParseAddr("2001:db8:a::2")
+	operator, learned, learned6 := netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:77::/48")
+	a, stop := startRouter(t, cfg)
+	if err := a.AddOperatorRoute(operator, []netip.Addr{gw}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.addLearned(learned, []netip.Addr{gw}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.addLearned(learned6, []netip.Addr{gw6}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	err = a.save()
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	a.Close()
+	a, stop = startRouter(t, cfg)
+	defer func() { stop(); a.Remove() }()
+	a.mu.Lock()
+	held, op := a.heldRoutes(), a.operator[operator]
+	a.mu.Unlock()
+	want := map[netip.Prefix][]netip.Addr{learned: {gw}, learned6: {gw6}}
+	if !reflect.DeepEqual(held, want) || !op {
+		t.Errorf("held %v (the operator's %v kept as the operator's: %v), want %v", held, operator, op, want)
 	}
 }

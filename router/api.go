@@ -48,14 +48,14 @@ func (a *Agent) Handler() http.Handler {
 		}
 		p, via, err := parseRouteRequest(req)
 		if err == nil {
-			err = a.AddRoute(p, via)
+			err = a.AddOperatorRoute(p, via)
 		}
 		api.Reply(w, map[string]string{"added": p.String()}, err)
 	})
 	mux.HandleFunc("DELETE "+routerapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
 		p, err := netip.ParsePrefix(r.URL.Query().Get("prefix"))
 		if err == nil {
-			err = a.DeleteRoute(p)
+			err = a.DeleteOperatorRoute(p)
 		}
 		api.Reply(w, map[string]string{"deleted": p.String()}, err)
 	})

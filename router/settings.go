@@ -383,9 +383,9 @@ func (a *Agent) startRIB(ctx context.Context, cfg *RIBConfig) error {
 	return nil
 }
 
-// heldRoutes are the routes the FIB holds that no feed of this run gave
-// and no configuration sets: a previous run's, adopted, or the feed's that
-// ended; with their gateways. A new feed holds them as stale (ribFeed's
+// heldRoutes are the routes the FIB holds that neither the configuration
+// nor the operator (msr router route add) set: a previous run's feed's,
+// adopted, or the feed's that ended; with their gateways. A new feed holds them as stale (ribFeed's
 // holdStale). Call with a.mu held.
 func (a *Agent) heldRoutes() map[netip.Prefix][]netip.Addr {
 	static := map[netip.Prefix]bool{}
@@ -404,7 +404,7 @@ func (a *Agent) heldRoutes() map[netip.Prefix][]netip.Addr {
 	held := map[netip.Prefix][]netip.Addr{}
 	for _, fib := range []table{a.dp.FIB, a.dp.FIB6} {
 		for p, g := range fib.Routes() {
-			if static[p] || a.isConnected(p) {
+			if static[p] || a.operator[p] || a.isConnected(p) {
 				continue
 			}
 			var gws []netip.Addr

@@ -31,6 +31,10 @@ type savedState struct {
 	Routes6  []byte              `json:"routes6"`
 	NextHops []savedNextHop      `json:"nexthops"`
 	Groups   map[uint32][]uint32 `json:"groups"`
+	// Operator are the routes the operator added through the API (msr
+	// router route add): not the RIB feed's, so a new feed does not hold
+	// them as stale (heldRoutes).
+	Operator []netip.Prefix `json:"operator,omitempty"`
 }
 
 // packRoutes packs routes whose addresses are n bytes long (4 or 16), as
@@ -90,6 +94,9 @@ func (a *Agent) snapshot() *savedState {
 	for k, id := range a.nh.ids {
 		s.NextHops = append(s.NextHops, savedNextHop{ID: id, GW: k.gw, Port: k.port})
 	}
+	for p := range a.operator {
+		s.Operator = append(s.Operator, p)
+	}
 	return s
 }
 
@@ -146,7 +153,8 @@ func (s *savedState) encode(w io.Writer) error {
 	rest, err := json.Marshal(struct {
 		NextHops []savedNextHop      `json:"nexthops"`
 		Groups   map[uint32][]uint32 `json:"groups"`
-	}{s.NextHops, s.Groups})
+		Operator []netip.Prefix      `json:"operator,omitempty"`
+	}{s.NextHops, s.Groups, s.Operator})
 	if err != nil {
 		return err
 	}
@@ -206,6 +214,11 @@ func (a *Agent) adopt() bool {
 	all := maps.Clone(fib)
 	maps.Copy(all, fib6)
 	a.nh.restore(keys, s.Groups, all)
+	for _, p := range s.Operator {
+		if _, ok := all[p]; ok {
+			a.operator[p] = true
+		}
+	}
 	if repaired > 0 {
 		if err := a.nh.rewrite(); err != nil {
 			a.log.Warn("rebuilding the FIB", "err", err)

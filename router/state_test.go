@@ -24,7 +24,7 @@ func TestSavedStateEncode(t *testing.T) {
 	}
 	full := &savedState{Routes: packRoutes(routes, 4), Routes6: packRoutes(map[netip.Prefix]uint32{netip.MustParsePrefix("2001:db8::/32"): 2}, 16),
 		NextHops: []savedNextHop{{ID: 1, GW: netip.MustParseAddr("10.0.0.1"), Port: 3}, {ID: 2, GW: netip.MustParseAddr("fe80::1%7"), Port: 4}},
-		Groups:   map[uint32][]uint32{1: {1}, 2: {1, 2}, 3: {2}}}
+		Groups:   map[uint32][]uint32{1: {1}, 2: {1, 2}, 3: {2}}, Operator: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}
 	for name, s := range map[string]*savedState{"full table": full, "empty": {Groups: map[uint32][]uint32{}}, "no IPv6": {Routes: full.Routes[:9*3], Routes6: []byte{}}} {
 		want, err := json.Marshal(s)
 		if err != nil {
