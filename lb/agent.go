@@ -101,6 +101,7 @@ type backendState struct {
 	left             time.Time
 	leftAfterHello   time.Duration
 	leftDecidedAfter time.Duration // when the table without it was wanted
+	leftHeardLag     time.Duration // how far behind its DIST sockets the agent read then
 }
 
 type vcpTable struct {
@@ -616,6 +617,7 @@ func (a *Agent) applyTable() error {
 	decided := time.Now()
 	a.mu.Lock()
 	mode, bs := a.wanted(decided)
+	heard := a.heardUpTo(decided)
 	id := fmt.Sprint(mode, bs)
 	if id == a.installed {
 		a.mu.Unlock()
@@ -637,16 +639,16 @@ func (a *Agent) applyTable() error {
 	a.mu.Lock()
 	a.installed, a.table, a.tableOf = id, t, bs
 	a.tableGen++
-	a.markLeft(bs, decided, installed)
+	a.markLeft(bs, decided, heard, installed)
 	a.mu.Unlock()
 	a.log.Info("balancing table installed", "mode", mode, "backends", len(bs), "slots", len(t.Slots))
 	return nil
 }
 
 // markLeft notes, for each back-end heard, whether the table just
-// installed (at; wanted at decided) holds it, and when one it held is
-// left out.
-func (a *Agent) markLeft(bs []Backend, decided, at time.Time) {
+// installed (at; wanted at decided, when the agent had read its DIST
+// sockets up to heard) holds it, and when one it held is left out.
+func (a *Agent) markLeft(bs []Backend, decided, heard, at time.Time) {
 	in := map[string]bool{}
 	for _, b := range bs {
 		in[b.MAC.String()] = true
@@ -657,6 +659,7 @@ func (a *Agent) markLeft(bs []Backend, decided, at time.Time) {
 			b.inTable, b.left = true, time.Time{}
 		case b.inTable:
 			b.inTable, b.left, b.leftAfterHello, b.leftDecidedAfter = false, at, at.Sub(b.last), decided.Sub(b.last)
+			b.leftHeardLag = decided.Sub(heard)
 		}
 	}
 }
@@ -779,6 +782,7 @@ func (a *Agent) Status() *lbapi.Status {
 		if !b.left.IsZero() {
 			bs.LeftTableAgoMs, bs.LeftAfterHelloMs = now.Sub(b.left).Milliseconds(), float64(b.leftAfterHello.Microseconds())/1000
 			bs.LeftDecidedAfterHelloMs = float64(b.leftDecidedAfter.Microseconds()) / 1000
+			bs.LeftHeardLagMs = float64(b.leftHeardLag.Microseconds()) / 1000
 		}
 		s.Backends = append(s.Backends, bs)
 	}

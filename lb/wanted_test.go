@@ -120,24 +120,24 @@ func TestMarkLeft(t *testing.T) {
 		bs = append(bs, Backend{MAC: mac})
 		a.backends[mac.String()] = &backendState{mac: mac, last: now.Add(-50 * time.Millisecond)}
 	}
-	a.markLeft(bs, now, now)
+	a.markLeft(bs, now, now, now)
 	gone := a.backends[bs[1].MAC.String()]
 	gone.last = now.Add(50 * time.Millisecond)
 	at := now.Add(400 * time.Millisecond)
-	a.markLeft([]Backend{bs[0], bs[2]}, at.Add(-20*time.Millisecond), at)
-	if !gone.left.Equal(at) || gone.leftAfterHello != 350*time.Millisecond || gone.leftDecidedAfter != 330*time.Millisecond {
-		t.Errorf("left at %v, %v after its hello (decided %v after); want %v, 350ms (330ms)", gone.left, gone.leftAfterHello, gone.leftDecidedAfter, at)
+	a.markLeft([]Backend{bs[0], bs[2]}, at.Add(-20*time.Millisecond), at.Add(-30*time.Millisecond), at)
+	if !gone.left.Equal(at) || gone.leftAfterHello != 350*time.Millisecond || gone.leftDecidedAfter != 330*time.Millisecond || gone.leftHeardLag != 10*time.Millisecond {
+		t.Errorf("left at %v, %v after its hello (decided %v after, %v behind); want %v, 350ms (330ms, 10ms)", gone.left, gone.leftAfterHello, gone.leftDecidedAfter, gone.leftHeardLag, at)
 	}
 	for _, b := range []Backend{bs[0], bs[2]} {
 		if s := a.backends[b.MAC.String()]; !s.left.IsZero() || !s.inTable {
 			t.Errorf("%v, in the table, marked left", b.MAC)
 		}
 	}
-	a.markLeft([]Backend{bs[0], bs[2]}, at.Add(time.Second), at.Add(time.Second)) // still out: left when it first was
+	a.markLeft([]Backend{bs[0], bs[2]}, at.Add(time.Second), at.Add(time.Second), at.Add(time.Second)) // still out: left when it first was
 	if !gone.left.Equal(at) {
 		t.Errorf("left moved to %v on a second table without it", gone.left)
 	}
-	a.markLeft(bs, at.Add(2*time.Second), at.Add(2*time.Second))
+	a.markLeft(bs, at.Add(2*time.Second), at.Add(2*time.Second), at.Add(2*time.Second))
 	if !gone.left.IsZero() || !gone.inTable {
 		t.Error("taken back, still marked left")
 	}

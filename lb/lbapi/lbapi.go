@@ -134,6 +134,10 @@ type BackendStatus struct {
 	// found it silent and began the table without it (the rest of
 	// LeftAfterHelloMs is building and installing that table).
 	LeftDecidedAfterHelloMs float64 `json:"left_decided_after_hello_ms,omitempty"`
+	// LeftHeardLagMs is how far behind the agent had read its DIST
+	// sockets then: its own process's delay (its receive loop not run),
+	// by which the silence was found later than the hold (0: caught up).
+	LeftHeardLagMs float64 `json:"left_heard_lag_ms,omitempty"`
 }
 
 // TableStatus is the installed balancing table, summarized.
