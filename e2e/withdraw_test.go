@@ -17,8 +17,7 @@ import (
 // comes back with the FIB it adopts, which still routes them. Its new
 // feed's table has none of them: at the table's End-of-RIB they go, and
 // r1 routes as r2 and r3 do, within seconds of starting. When the link
-// comes back, so do the routes, on every back-end. (A soak's r1 kept
-// them for good: docs/reliability.md, finding 40.)
+// comes back, so do the routes, on every back-end.
 func TestBackendRestartMidWithdrawal(t *testing.T) {
 	plan := upDefaultLab(t, 100)
 	p := plan.Prefixes[0] // bgp1's

@@ -198,7 +198,7 @@ func testRouterRestart(t *testing.T, behind bool) {
 }
 
 // TestHeldRoutes: a restarted agent's new RIB feed holds as stale the
-// routes the FIB has from the last run's feed (finding 40), not the
+// routes the FIB has from the last run's feed, not the
 // configuration's static routes nor the operator's (msr router route
 // add), which the saved state remembers as the operator's.
 func TestHeldRoutes(t *testing.T) {

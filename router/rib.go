@@ -194,10 +194,8 @@ func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slo
 // run's, adopted, or an ended feed's) as stale paths, as graceful restart
 // keeps a restarting speaker's forwarding state (RFC 4724 §4.1): the
 // suite sends again what it still has, and at its End-of-RIB the rest go,
-// or after ribRestartTime without one. Without it, a route withdrawn
-// while no feed ran stayed in the FIB for good (a back-end whose agent
-// restarted while bgp1's routes were being withdrawn kept them:
-// docs/reliability.md, finding 40). Ranked below any path the suite
+// or after ribRestartTime without one, so that a route withdrawn while
+// no feed ran does not stay in the FIB. Ranked below any path the suite
 // sends (the worst origin, no LOCAL_PREF), one forwards only until
 // then.
 func (f *ribFeed) holdStale(held map[netip.Prefix][]netip.Addr) {

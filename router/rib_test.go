@@ -209,7 +209,7 @@ func TestRIBFeedGracefulRestart(t *testing.T) {
 // A feed started beside routes the FIB already holds (a previous run's,
 // adopted) holds them as stale: what the suite sends again keeps its
 // route (or moves it at once to a new next hop), and its End-of-RIB takes
-// the rest: a route withdrawn while the agent was down (finding 40).
+// the rest: a route withdrawn while the agent was down.
 func TestRIBFeedHoldsAdopted(t *testing.T) {
 	f, fib := newTestFeed()
 	held := map[netip.Prefix][]netip.Addr{
