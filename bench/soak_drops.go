@@ -44,7 +44,7 @@ func lookDrops(backends []string) dropLedger {
 		}
 		l[b+" no_route (slow path)"] = st.Stats.Slow["no_route"]
 		for k, v := range st.SlowPath {
-			if strings.Contains(k, "drop") || strings.HasPrefix(k, "no_route") || strings.HasSuffix(k, "errors") {
+			if strings.Contains(k, "drop") || strings.Contains(k, "lost") || strings.HasPrefix(k, "no_route") || strings.HasSuffix(k, "errors") {
 				l[b+" agent "+k] = v
 			}
 		}

@@ -424,7 +424,7 @@ func (a *Agent) handle(port string, f *dist.Frame) {
 			if b == nil {
 				b = &backendState{mac: f.Src}
 				a.backends[f.Src.String()] = b
-				a.log.Info("back-end up", "mac", f.Src, "name", m.Name)
+				a.log.Info("back-end up", "mac", f.Src.String(), "name", m.Name)
 			}
 			b.name, b.capacity, b.last = m.Name, m.Capacity, f.Received
 			b.draining = m.Flags&dist.HelloFlagDraining != 0

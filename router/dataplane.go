@@ -331,10 +331,18 @@ func (d *Dataplane) Stats(nACL int) (*routerapi.Stats, error) {
 	return s, nil
 }
 
-// SlowReader opens the slow-path event stream.
+// SlowReader opens the slow-path event stream, slowBufferBytes a CPU.
 func (d *Dataplane) SlowReader() (*perf.Reader, error) {
-	return perf.NewReader(d.objs.RtSlowpath, 1<<16)
+	return perf.NewReader(d.objs.RtSlowpath, slowBufferBytes)
 }
+
+// slowBufferBytes is each CPU's room for the slow path's frames: what the
+// agent holds for one neighbour it asks for (holdBytes) fits in one CPU's
+// buffer, so a burst to a neighbour not yet resolved is lost to the
+// agent's own limit, counted held_dropped, and not to the channel
+// (slow_lost). 64 KiB lost tens of a TCP burst's frames when a back-end
+// joined under load: docs/reliability.md, finding 41.
+const slowBufferBytes = 256 << 10
 
 // Close unmaps the FIB and releases the program and maps.
 func (d *Dataplane) Close() error {

@@ -120,3 +120,12 @@ func TestHeldReleaseWaitsForRoom(t *testing.T) {
 		t.Errorf("a stuck queue: %d send errors, want 100", a.counters["send_errors"])
 	}
 }
+
+// The slow path's channel holds what the agent would hold for one
+// neighbour, so a burst to a neighbour asked for is cut by the agent's
+// limit (held_dropped) and not lost on its way (slow_lost).
+func TestSlowBufferHoldsAHold(t *testing.T) {
+	if slowBufferBytes < holdBytes {
+		t.Errorf("a CPU's slow-path buffer of %d bytes is smaller than one neighbour's hold, %d", slowBufferBytes, holdBytes)
+	}
+}
