@@ -338,10 +338,9 @@ func (d *Dataplane) SlowReader() (*perf.Reader, error) {
 
 // slowBufferBytes is each CPU's room for the slow path's frames: what the
 // agent holds for one neighbour it asks for (holdBytes) fits in one CPU's
-// buffer, so a burst to a neighbour not yet resolved is lost to the
-// agent's own limit, counted held_dropped, and not to the channel
-// (slow_lost). 64 KiB lost tens of a TCP burst's frames when a back-end
-// joined under load: docs/reliability.md, finding 41.
+// buffer, so a burst to a neighbour not yet resolved meets the agent's
+// own limit, counted held_dropped, before the channel's (slow_lost)
+// (docs/reliability.md, finding 41).
 const slowBufferBytes = 256 << 10
 
 // Close unmaps the FIB and releases the program and maps.
