@@ -54,6 +54,7 @@
 
 #include "cap.h"
 #include "common.h"
+#include "infra.h"
 #include "ipv6.h"
 #include "lb.h"
 
@@ -68,6 +69,8 @@ const enum lb_limit *unused_lb_limit __attribute__((unused));
 const enum lb_addr_flag *unused_lb_addr_flag __attribute__((unused));
 const enum lb_police_class *unused_lb_police_class __attribute__((unused));
 const struct lb_police_bucket *unused_lb_police_bucket __attribute__((unused));
+const struct msr_infra *unused_msr_infra __attribute__((unused));
+const enum msr_infra_limit *unused_msr_infra_limit __attribute__((unused));
 
 #define ARPOP_REQUEST 1
 #define ARPOP_REPLY 2
@@ -154,6 +157,15 @@ struct {
 	__type(value, struct lb_config);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_cfg SEC(".maps");
+
+/* The router's inside (infra.h): nothing from outside reaches it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct msr_infra);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_infra SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -661,16 +673,15 @@ static __always_inline __u32 router_class(__u8 proto, __u8 icmp_proto, __u16 spo
 }
 
 /* police_class says what an IPv4 packet from outside is to the router
- * (enum lb_police_class), or LB_POLICE_NONE for transit. The classes up to
+ * (enum lb_police_class; f: its destination's lb_router_addrs flags), or
+ * LB_POLICE_NONE for transit. The classes up to
  * LB_POLICE_MGMT are Table 1's traffic for the VCP: routing (OSPF, RIP,
  * BGP, BFD) or management (SNMP, anything to the management address)
  * addressed to the router; the same protocols between two other hosts are
  * data. Non-first fragments carry no ports, so only the address rules
  * apply to them. */
-static __always_inline __u32 police_class(struct iphdr *ip, __u16 sport, __u16 dport, int has_ports)
+static __always_inline __u32 police_class(struct iphdr *ip, __u32 f, __u16 sport, __u16 dport, int has_ports)
 {
-	__u32 *flags = bpf_map_lookup_elem(&lb_router_addrs, &ip->daddr);
-	__u32 f = flags ? *flags : 0;
 	__u32 d = bpf_ntohl(ip->daddr);
 
 	if (f & LB_ADDR_MGMT)
@@ -739,7 +750,13 @@ static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void
 		dport = bpf_ntohs(l4[1]);
 		has_ports = 1;
 	}
-	__u32 cls = police_class(ip, sport, dport, has_ports);
+	__u32 zero = 0;
+	__u32 *flags = bpf_map_lookup_elem(&lb_router_addrs, &ip->daddr);
+	__u32 f = flags ? *flags : 0;
+	struct msr_infra *in = bpf_map_lookup_elem(&lb_infra, &zero);
+	if (in && (infra_has4(in, ip->saddr) || (!f && infra_has4(in, ip->daddr))))
+		return drop(p, LB_DROP_INFRA);
+	__u32 cls = police_class(ip, f, sport, dport, has_ports);
 	if (cls != LB_POLICE_NONE && !police(p, cls, ip->saddr))
 		return drop(p, LB_DROP_POLICED);
 	if (cls <= LB_POLICE_MGMT)
@@ -848,8 +865,13 @@ static __always_inline int classify_ipv6(struct pkt *p, struct ethhdr *eth, void
 				return classify_ndp(p, ip, l4, end, plen_end, cfg);
 		}
 	}
+	__u32 zero = 0;
 	__u32 *flags = bpf_map_lookup_elem(&lb_router_addrs6, &ip->daddr);
-	__u32 cls = police_class6(ip, flags ? *flags : 0, w.proto, sport, dport, has_ports);
+	__u32 f = flags ? *flags : 0;
+	struct msr_infra *in = bpf_map_lookup_elem(&lb_infra, &zero);
+	if (in && (infra_has6(in, ip->saddr.in6_u.u6_addr32) || (!f && infra_has6(in, ip->daddr.in6_u.u6_addr32))))
+		return drop(p, LB_DROP_INFRA);
+	__u32 cls = police_class6(ip, f, w.proto, sport, dport, has_ports);
 	if (cls != LB_POLICE_NONE && !police(p, cls, ip6_fold(&ip->saddr)))
 		return drop(p, LB_DROP_POLICED);
 	if (cls <= LB_POLICE_ICMP) /* ICMPv6 to the router: the VCP answers it */

@@ -86,7 +86,8 @@ enum lb_drop {
 	LB_DROP_POLICED = 19,        /* to the router, over its class's rate */
 	LB_DROP_BAD_NDP = 20,        /* NDP with hop limit not 255, a code, or short */
 	LB_DROP_NDP_NOT_OURS = 21,   /* Neighbor Solicitation for an address not this port's */
-	LB_DROP_MAX = 22,
+	LB_DROP_INFRA = 22,          /* from outside, to or from the router's inside (infra.h) */
+	LB_DROP_MAX = 23,
 };
 
 /* Control-plane policing: what a packet from outside addressed to the

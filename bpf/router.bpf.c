@@ -34,6 +34,7 @@
 
 #include "cap.h"
 #include "common.h"
+#include "infra.h"
 #include "ipv6.h"
 #include "router.h"
 
@@ -50,6 +51,8 @@ const enum rt_limit *unused_rt_limit __attribute__((unused));
 const enum rt_local_kind *unused_rt_local_kind __attribute__((unused));
 const enum rt_acl_action *unused_rt_acl_action __attribute__((unused));
 const struct rt_neigh6_key *unused_rt_neigh6_key __attribute__((unused));
+const struct msr_infra *unused_msr_infra __attribute__((unused));
+const enum msr_infra_limit *unused_msr_infra_limit __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -159,6 +162,16 @@ struct {
 	__type(value, struct rt_config);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt_cfg SEC(".maps");
+
+/* The router's inside (infra.h): the only sources this host's own
+ * addresses take. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct msr_infra);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_infra SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -389,15 +402,37 @@ static __always_inline __u32 ipv4_ports(struct iphdr *ip, void *end, __u32 ihl)
 }
 
 /* to_local is the verdict for a packet to a local address of kind (enum
- * rt_local_kind): this host's to the kernel, the router's to the slow
- * path. */
-static __always_inline int to_local(struct pkt *p, __u32 kind)
+ * rt_local_kind): this host's to the kernel if it comes from the
+ * router's inside (inside: whether its source is), else it came by an
+ * LB's balance path from outside and is dropped (infra_dropped); the
+ * router's to the slow path. */
+static __always_inline int to_local(struct pkt *p, __u32 kind, int inside)
 {
 	if (kind & RT_LOCAL_HOST) {
+		if (!inside)
+			return drop(p, RT_DROP_INFRA);
 		p->st->passed++;
 		return XDP_PASS;
 	}
 	return slow(p, RT_SLOW_LOCAL, 0);
+}
+
+/* inside4 and inside6 say whether a source is inside the router
+ * (rt_infra). */
+static __always_inline int inside4(__be32 saddr)
+{
+	__u32 zero = 0;
+	struct msr_infra *in = bpf_map_lookup_elem(&rt_infra, &zero);
+
+	return in && infra_has4(in, saddr);
+}
+
+static __always_inline int inside6(const struct in6_addr *saddr)
+{
+	__u32 zero = 0;
+	struct msr_infra *in = bpf_map_lookup_elem(&rt_infra, &zero);
+
+	return in && infra_has6(in, saddr->in6_u.u6_addr32);
 }
 
 /* nhgroup is next-hop group g of a FIB entry, or NULL if it is not a
@@ -529,7 +564,7 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local, &ip->daddr);
 	if (local)
-		return to_local(p, *local);
+		return to_local(p, *local, inside4(ip->saddr));
 	if (martian_dst(d))
 		return drop(p, RT_DROP_MARTIAN_DST);
 	if (ihl > 5)
@@ -651,7 +686,7 @@ static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, 
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local6, &ip->daddr);
 	if (local)
-		return to_local(p, *local);
+		return to_local(p, *local, inside6(&ip->saddr));
 	if (ip6_not_routed(&ip->daddr))
 		return drop(p, RT_DROP_MARTIAN_DST);
 	if (ip6_not_routed(&ip->saddr))

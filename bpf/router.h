@@ -83,7 +83,8 @@ enum rt_drop {
 	RT_DROP_NOT_IP = 10,
 	RT_DROP_BAD_NEXTHOP = 11, /* FIB points at a next hop that is not there */
 	RT_DROP_CAP = 12,         /* over the back-end's capacity (cap.h) */
-	RT_DROP_MAX = 13,
+	RT_DROP_INFRA = 13,       /* to this host from outside its inside: the balance path (infra.h) */
+	RT_DROP_MAX = 14,
 };
 
 struct rt_tbl24_chunk {

@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/config"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/iflink"
 	"github.com/msr-router/msr/internal/inet"
@@ -39,7 +40,8 @@ type Agent struct {
 	log    *slog.Logger
 
 	mu        sync.Mutex
-	ports     []*agentPort // by index
+	ports     []*agentPort   // by index
+	inside    []netip.Prefix // the router's infrastructure (lb_infra)
 	backends  map[string]*backendState
 	vcpMAC    net.HardwareAddr
 	vcpTable  *vcpTable // nil until the VCP sends one
@@ -155,6 +157,16 @@ func (a *Agent) setup(key dist.Key) error {
 			vlan: pc.VLAN, prefix: pc.Address, prefix6: pc.Address6, isDefault: pc.Default, speed: pc.CapacityMbps, capPPS: pc.CapacityPPS, auto: pc.Auto})
 	}
 	a.readLinks()
+	skip := func(ifname string) bool {
+		return slices.ContainsFunc(a.ports, func(p *agentPort) bool { return p.name == ifname })
+	}
+	host, err := element.HostInfra(skip)
+	if err != nil {
+		return fmt.Errorf("this host's prefixes: %w", err)
+	}
+	if a.inside, err = element.Inside(a.cfg.Infrastructure, host, config.Pos{}); err != nil {
+		return err
+	}
 	if err := a.reconcileMaps(); err != nil {
 		return err
 	}
@@ -262,6 +274,9 @@ func (a *Agent) reconcileMaps() error {
 	}
 	xdp.DeleteStale(a.dp.objs.LbRouterAddrs, func(k uint32, _ uint32) bool { return keepAddr[k] })
 	xdp.DeleteStale(a.dp.objs.LbRouterAddrs6, func(k lbxdpLbAddr6, _ uint32) bool { return keepAddr6[k] })
+	if err := a.dp.SetInfra(a.inside); err != nil {
+		return err
+	}
 	if err := a.writeCaps(); err != nil {
 		return err
 	}
@@ -752,6 +767,9 @@ func (a *Agent) Status() *lbapi.Status {
 	if a.vcpMAC != nil {
 		s.VCPMAC = a.vcpMAC.String()
 	}
+	for _, p := range a.inside {
+		s.Infrastructure = append(s.Infrastructure, p.String())
+	}
 	d := a.defaultPort()
 	for _, p := range a.ports {
 		st, _ := a.dp.Stats(p.index)
@@ -764,6 +782,7 @@ func (a *Agent) Status() *lbapi.Status {
 		}
 		if st != nil {
 			s.CapDrop += st.Drops["cap"] + st.Drops["port_cap"]
+			s.InfraDropped += st.Drops["infra"]
 		}
 		if p.prefix.IsValid() {
 			ps.Address = p.prefix.String()

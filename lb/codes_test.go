@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 
@@ -51,5 +52,8 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 		if got := int(spec.Maps[name].MaxEntries); got != size {
 			t.Errorf("map %s holds %d, Go's limit is %d", name, got, size)
 		}
+	}
+	if int(lbxdpMsrInfraLimitMSR_INFRA_PREFIXES) != xdp.InfraPrefixes || binary.Size(lbxdpMsrInfra{}) != xdp.InfraSize {
+		t.Errorf("infra.h holds %d prefixes a family in %d bytes, xdp.Infra %d in %d", lbxdpMsrInfraLimitMSR_INFRA_PREFIXES, binary.Size(lbxdpMsrInfra{}), xdp.InfraPrefixes, xdp.InfraSize)
 	}
 }

@@ -39,9 +39,13 @@ type FileConfig struct {
 	// a packet's is not zero, in place of its ports (RFC 6438): for
 	// senders that label their flows, it spreads tunnelled and fragmented
 	// traffic too.
-	FlowLabel bool            `yaml:"flow_label"`
-	Warnings  config.Warnings `yaml:"-"`
-	Pos       config.Pos      `yaml:"-"`
+	FlowLabel bool `yaml:"flow_label"`
+	// Infrastructure is the router's inside beyond this host's own
+	// prefixes (element.HostInfra): a frame from outside to or from it is
+	// dropped (infra_dropped).
+	Infrastructure []element.InfraPrefix `yaml:"infrastructure"`
+	Warnings       config.Warnings       `yaml:"-"`
+	Pos            config.Pos            `yaml:"-"`
 }
 
 // PortConfig is one port in the file.
@@ -86,6 +90,7 @@ type AgentConfig struct {
 	CapacityPPS     uint64 // 0: no cap
 	Police          [PoliceClasses]PoliceRate
 	FlowLabel       bool
+	Infrastructure  []element.InfraPrefix
 	// Warnings are the file's deprecated keys, for the agent to log.
 	Warnings config.Warnings
 }
@@ -172,7 +177,8 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		return nil, c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
 	}
 	a := &AgentConfig{Config: c.Config, PinDir: c.PinDir, Mode: mode, FlowletGap: time.Duration(c.FlowletGap), RouterAddresses: c.RouterAddresses,
-		ManagementAddr: c.ManagementAddr, CapacityPPS: c.CapacityPPS, FlowLabel: c.FlowLabel, Warnings: c.Warnings}
+		ManagementAddr: c.ManagementAddr, CapacityPPS: c.CapacityPPS, FlowLabel: c.FlowLabel, Infrastructure: c.Infrastructure,
+		Warnings: c.Warnings}
 	for _, r := range c.RouterAddresses {
 		if !r.IsValid() || r.IsUnspecified() || r.IsMulticast() || r.Is4In6() || r.Zone() != "" {
 			return nil, c.Pos.Errorf("router_addresses: %s is no unicast address of the router", r)
@@ -183,6 +189,18 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 	}
 	if a.Ports, err = c.parsePorts(); err != nil {
 		return nil, err
+	}
+	if _, err := element.Inside(c.Infrastructure, nil, c.Pos); err != nil {
+		return nil, err
+	}
+	for _, in := range c.Infrastructure {
+		for _, p := range a.Ports {
+			for _, ext := range []netip.Prefix{p.Address, p.Address6} {
+				if ext.IsValid() && netip.Prefix(in).Overlaps(ext) {
+					return nil, c.Ports[p.Name].Pos.Errorf("port %s's %s overlaps infrastructure %s: the router's inside is no external network", p.Name, ext, netip.Prefix(in))
+				}
+			}
+		}
 	}
 	if a.Police, err = parsePolice(c.Police, c.Pos); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,14 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"name: a\nkey_file: k\ncapacity_pps: -5\nports:\n  i0: {role: internal}\n", ":3:"},
 		{"name: a\nkey_file: k\nmode: flowlet\nflowlet_gap: 2h\nports:\n  i0: {role: internal}\n", ":4:14: flowlet_gap: \"2h\": auto, or a duration of 1µs to"},
 		{"name: a\nkey_file: k\nmode: flowlet\nflowlet_gap: soon\nports:\n  i0: {role: internal}\n", ":4:14: flowlet_gap: \"soon\": auto"},
+		// The router's inside.
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\ninfrastructure: [10.0.0.0/24, 10.0.1.1/24]\n", ":5:31: infrastructure[1]: 10.0.1.1/24 has host bits set (10.0.1.0/24?)"},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\ninfrastructure:\n  - 8.0.0.0/6\n", ":6:5: infrastructure[0]: 8.0.0.0/6 is shorter than /8"},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\ninfrastructure:\n  - ff02::/16\n", ":6:5: infrastructure[0]: ff02::/16 is not a unicast prefix"},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\ninfrastructure:\n  - nonsense\n", ":6:5: infrastructure[0]: netip.ParsePrefix(\"nonsense\")"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal}\ninfrastructure: [192.0.0.0/16]\n",
+			":4:7: port e0's 192.0.2.1/24 overlaps infrastructure 192.0.0.0/16"},
+		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\ninfrastructure: [" + manyPrefixes(17) + "]\n", "infrastructure: more than 16 prefixes of one family"},
 	}
 	dir := t.TempDir()
 	for i, c := range cases {
@@ -35,6 +44,15 @@ func TestLoadConfigErrors(t *testing.T) {
 			t.Errorf("case %d: %v, want %q", i, err, c.want)
 		}
 	}
+}
+
+// manyPrefixes is n IPv4 /24s, comma-separated.
+func manyPrefixes(n int) string {
+	var ps []string
+	for i := range n {
+		ps = append(ps, fmt.Sprintf("10.%d.0.0/24", i))
+	}
+	return strings.Join(ps, ", ")
 }
 
 func TestLoadConfigDefaults(t *testing.T) {

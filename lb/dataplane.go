@@ -184,6 +184,11 @@ func (d *Dataplane) SetRouterAddr(a netip.Addr, flags uint32) error {
 	return d.objs.LbRouterAddrs.Put(be32(a), flags)
 }
 
+// SetInfra writes the router's inside (lb_infra, bpf/infra.h).
+func (d *Dataplane) SetInfra(ps []netip.Prefix) error {
+	return d.objs.LbInfra.Put(uint32(0), xdp.Infra(ps))
+}
+
 // Config is the LB-wide part of the data path's configuration.
 type Config struct {
 	VCPMAC            net.HardwareAddr // nil: no VCP known

@@ -111,6 +111,10 @@ func newFixture(mode Mode) (*fixture, error) {
 		}
 		m.RouterAddrs[a] = fl
 	}
+	m.Infra = []netip.Prefix{infraNet, infraNet6}
+	if err := dp.SetInfra(m.Infra); err != nil {
+		return nil, err
+	}
 	m.Config = Config{VCPMAC: macVCP, DefaultIntIfindex: f.ports["i0"].Ifindex, ManagementAddr: ipMgmt}
 	if err := dp.SetConfig(m.Config); err != nil {
 		return nil, err
@@ -246,6 +250,15 @@ func fixtureCases() []fixtureCase {
 		{name: "BFD to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipExt0, 49152, 3784)), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "BFD between two other hosts is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 49152, 3784)), verdict: XDPRedirect, module: "balance"},
 		{name: "anything to the management address", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipMgmt, 5555, 22)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+		// The router's inside: neither reached nor claimed from outside,
+		// whatever the protocol; the management address in it is the
+		// router's own, and Table 1 takes it (above).
+		{name: "SYN to an element's API on the inside", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipInfra, 40001, 8180)), verdict: XDPDrop, drop: "infra"},
+		{name: "BGP to an inside address", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipInfra, 40001, 179)), verdict: XDPDrop, drop: "infra"},
+		{name: "a source on the inside, from outside", in: "e1", frame: eth(macExt1, macHost, etherTypeIPv4, udp(ipInfra, ipHostA, 4000, 5000)), verdict: XDPDrop, drop: "infra"},
+		{name: "a source on the inside, to the router", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipInfra, ipExt0, 40000, 179)), verdict: XDPDrop, drop: "infra"},
+		{name: "IPv6 to an inside address", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv6, udp6(ip6HostA, ip6Infra, 4000, 161)), verdict: XDPDrop, drop: "infra"},
+		{name: "IPv6 from an inside source", in: "e1", frame: eth(macExt1, macHost, etherTypeIPv6, tcp6(ip6Infra, ip6HostB, 4000, 80)), verdict: XDPDrop, drop: "infra"},
 		{name: "ICMP echo to the router is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, inet.IPv4(ipHostA, ipExt0, 1, make([]byte, 16))), verdict: XDPRedirect, module: "balance"},
 		{name: "data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, dataA), verdict: XDPRedirect, module: "balance", check: func(t *testing.T, out []byte) {
 			if !bytes.Equal(out[14:14+len(dataA)], dataA) || !bytes.Equal(out[6:12], macHost) {

@@ -28,6 +28,12 @@ var (
 	ipMgmt  = netip.MustParseAddr("10.255.0.1")
 	ipHostA = netip.MustParseAddr("192.0.2.10")
 	ipHostB = netip.MustParseAddr("198.51.100.20")
+	// The router's inside (lb_infra): the management network, its
+	// address the router's own.
+	infraNet  = netip.MustParsePrefix("10.255.0.0/24")
+	ipInfra   = netip.MustParseAddr("10.255.0.7")
+	infraNet6 = netip.MustParsePrefix("fd00:ff::/64")
+	ip6Infra  = netip.MustParseAddr("fd00:ff::7")
 
 	ip6Ext0  = netip.MustParseAddr("2001:db8:10::1")
 	ip6Ext1  = netip.MustParseAddr("2001:db8:11::1")
@@ -137,7 +143,7 @@ func randomIPv6(r *rand.Rand) []byte {
 	for i := range rnd {
 		rnd[i] = byte(r.IntN(256))
 	}
-	addrs := []netip.Addr{ip6Ext0, ip6Ext1, ip6HostA, ip6HostB, ll6Ext0, ll6Host, netip.IPv6Unspecified(),
+	addrs := []netip.Addr{ip6Ext0, ip6Ext1, ip6HostA, ip6HostB, ll6Ext0, ll6Host, ip6Infra, netip.IPv6Unspecified(),
 		netip.MustParseAddr("ff02::5"), netip.MustParseAddr("ff02::9"), netip.MustParseAddr("ff02::1:ff00:1"),
 		netip.MustParseAddr("ff0e::1"), netip.AddrFrom16(rnd)}
 	addr := func() netip.Addr { return addrs[pick(len(addrs))] }
@@ -196,7 +202,7 @@ func randomIPv6(r *rand.Rand) []byte {
 func randomFrame(r *rand.Rand) []byte {
 	macs := []net.HardwareAddr{macExt0, macExt1, macInt0, macHost, macVCP, bcastMAC, ospfMAC, macR[0], macR[1],
 		{0x33, 0x33, 0xff, 0, 0, 1}, {0x33, 0x33, 0, 0, 0, 5}}
-	addrs := []netip.Addr{ipExt0, ipExt1, ipMgmt, ipHostA, ipHostB, netip.MustParseAddr("224.0.0.5"),
+	addrs := []netip.Addr{ipExt0, ipExt1, ipMgmt, ipHostA, ipHostB, ipInfra, netip.MustParseAddr("224.0.0.5"),
 		netip.MustParseAddr("224.0.0.9"), netip.MustParseAddr("255.255.255.255"), netip.MustParseAddr("239.1.2.3"),
 		netip.AddrFrom4([4]byte{byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})}
 	ports := []uint16{179, 520, 161, 162, 3784, 4784, 80, 53, uint16(r.IntN(65536))}

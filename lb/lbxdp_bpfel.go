@@ -85,7 +85,8 @@ const (
 	lbxdpLbDropLB_DROP_POLICED           lbxdpLbDrop = 19
 	lbxdpLbDropLB_DROP_BAD_NDP           lbxdpLbDrop = 20
 	lbxdpLbDropLB_DROP_NDP_NOT_OURS      lbxdpLbDrop = 21
-	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 22
+	lbxdpLbDropLB_DROP_INFRA             lbxdpLbDrop = 22
+	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 23
 )
 
 type lbxdpLbEgress struct {
@@ -206,7 +207,7 @@ type lbxdpLbPortStats struct {
 	TxPackets uint64
 	TxBytes   uint64
 	Module    [10]uint64
-	Drop      [22]uint64
+	Drop      [23]uint64
 }
 
 type lbxdpLbSlot struct {
@@ -240,6 +241,28 @@ const (
 	lbxdpMsrEthertypeETH_P_DIST lbxdpMsrEthertype = 34997
 )
 
+type lbxdpMsrInfra struct {
+	_  structs.HostLayout
+	N4 uint32
+	N6 uint32
+	V4 [16]struct {
+		_    structs.HostLayout
+		Addr uint32
+		Mask uint32
+	}
+	V6 [16]struct {
+		_    structs.HostLayout
+		Addr [4]uint32
+		Mask [4]uint32
+	}
+}
+
+type lbxdpMsrInfraLimit uint32
+
+const (
+	lbxdpMsrInfraLimitMSR_INFRA_PREFIXES lbxdpMsrInfraLimit = 16
+)
+
 type lbxdpXdpMd struct {
 	_              structs.HostLayout
 	Data           uint32
@@ -257,6 +280,7 @@ const (
 	lbxdpMapLbCaps               = "lb_caps"
 	lbxdpMapLbCfg                = "lb_cfg"
 	lbxdpMapLbFlowlets           = "lb_flowlets"
+	lbxdpMapLbInfra              = "lb_infra"
 	lbxdpMapLbOwnMacs            = "lb_own_macs"
 	lbxdpMapLbPoliceBuckets      = "lb_police_buckets"
 	lbxdpMapLbPoliceRates        = "lb_police_rates"
@@ -283,6 +307,8 @@ const (
 	lbxdpVarUnusedLbPoliceClass  = "unused_lb_police_class"
 	lbxdpVarUnusedLbPortRole     = "unused_lb_port_role"
 	lbxdpVarUnusedMsrEthertype   = "unused_msr_ethertype"
+	lbxdpVarUnusedMsrInfra       = "unused_msr_infra"
+	lbxdpVarUnusedMsrInfraLimit  = "unused_msr_infra_limit"
 )
 
 // loadLbxdp returns the embedded CollectionSpec for lbxdp.
@@ -337,6 +363,7 @@ type lbxdpMapSpecs struct {
 	LbCaps          *ebpf.MapSpec `ebpf:"lb_caps"`
 	LbCfg           *ebpf.MapSpec `ebpf:"lb_cfg"`
 	LbFlowlets      *ebpf.MapSpec `ebpf:"lb_flowlets"`
+	LbInfra         *ebpf.MapSpec `ebpf:"lb_infra"`
 	LbOwnMacs       *ebpf.MapSpec `ebpf:"lb_own_macs"`
 	LbPoliceBuckets *ebpf.MapSpec `ebpf:"lb_police_buckets"`
 	LbPoliceRates   *ebpf.MapSpec `ebpf:"lb_police_rates"`
@@ -368,6 +395,8 @@ type lbxdpVariableSpecs struct {
 	UnusedLbPoliceClass  *ebpf.VariableSpec `ebpf:"unused_lb_police_class"`
 	UnusedLbPortRole     *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
 	UnusedMsrEthertype   *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
+	UnusedMsrInfra       *ebpf.VariableSpec `ebpf:"unused_msr_infra"`
+	UnusedMsrInfraLimit  *ebpf.VariableSpec `ebpf:"unused_msr_infra_limit"`
 }
 
 // lbxdpObjects contains all objects after they have been loaded into the kernel.
@@ -393,6 +422,7 @@ type lbxdpMaps struct {
 	LbCaps          *ebpf.Map `ebpf:"lb_caps"`
 	LbCfg           *ebpf.Map `ebpf:"lb_cfg"`
 	LbFlowlets      *ebpf.Map `ebpf:"lb_flowlets"`
+	LbInfra         *ebpf.Map `ebpf:"lb_infra"`
 	LbOwnMacs       *ebpf.Map `ebpf:"lb_own_macs"`
 	LbPoliceBuckets *ebpf.Map `ebpf:"lb_police_buckets"`
 	LbPoliceRates   *ebpf.Map `ebpf:"lb_police_rates"`
@@ -413,6 +443,7 @@ func (m *lbxdpMaps) Close() error {
 		m.LbCaps,
 		m.LbCfg,
 		m.LbFlowlets,
+		m.LbInfra,
 		m.LbOwnMacs,
 		m.LbPoliceBuckets,
 		m.LbPoliceRates,
@@ -445,6 +476,8 @@ type lbxdpVariables struct {
 	UnusedLbPoliceClass  *ebpf.Variable `ebpf:"unused_lb_police_class"`
 	UnusedLbPortRole     *ebpf.Variable `ebpf:"unused_lb_port_role"`
 	UnusedMsrEthertype   *ebpf.Variable `ebpf:"unused_msr_ethertype"`
+	UnusedMsrInfra       *ebpf.Variable `ebpf:"unused_msr_infra"`
+	UnusedMsrInfraLimit  *ebpf.Variable `ebpf:"unused_msr_infra_limit"`
 }
 
 // lbxdpPrograms contains all programs after they have been loaded into the kernel.

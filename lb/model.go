@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/msr-router/msr/dist"
@@ -33,16 +34,19 @@ var (
 	DropNames = [...]string{"runt", "not_ours", "port_unknown", "dist_external", "tagged_external", "bad_arp",
 		"arp_not_ours", "bad_ip", "mcast_external", "no_backend", "no_vcp", "no_rule", "own_frame",
 		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal", "cap", "port_cap", "policed",
-		"bad_ndp", "ndp_not_ours"}
+		"bad_ndp", "ndp_not_ours", "infra"}
 )
 
 // Model is the state the data path reads, held in plain Go.
 type Model struct {
 	Ports       map[int]Port // by ifindex
 	RouterAddrs map[netip.Addr]uint32
-	Config      Config
-	Table       Table
-	RR          uint32
+	// Infra is the router's inside (lb_infra): nothing from outside
+	// reaches it or comes from it.
+	Infra  []netip.Prefix
+	Config Config
+	Table  Table
+	RR     uint32
 	// Flowlets are flowlet mode's flows by flow hash (lb_flowlets);
 	// whoever changes Table clears them, as the kernel's flowlets of the
 	// other table start anew.
@@ -224,6 +228,9 @@ func (p *modelPkt) ipv4() Result {
 		hasPorts = true
 	}
 	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
+	if p.m.infra(netip.AddrFrom4([4]byte(ip[12:16])), daddr) {
+		return p.drop(lbxdpLbDropLB_DROP_INFRA)
+	}
 	c := p.policeClass(proto, daddr, sport, dport, hasPorts)
 	if c != PoliceNone && !p.police(c, [4]byte(ip[12:16])) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
@@ -269,6 +276,16 @@ func (p *modelPkt) balance(hash uint32) Result {
 	copy(p.b[0:6], s.MAC)
 	p.module(lbxdpLbModuleLB_MOD_BALANCE)
 	return p.send(via.Ifindex, via.PortIndex)
+}
+
+// infra says whether a frame from outside from saddr to daddr touches
+// the router's inside: its source there, or its destination unless that
+// is an address of the router's (Table 1 takes those).
+func (m *Model) infra(saddr, daddr netip.Addr) bool {
+	in := func(a netip.Addr) bool {
+		return slices.ContainsFunc(m.Infra, func(p netip.Prefix) bool { return p.Contains(a) })
+	}
+	return in(saddr) || m.RouterAddrs[daddr] == 0 && in(daddr)
 }
 
 // Slot is the slot of the table (not empty) that balance picks for a

@@ -60,7 +60,11 @@ func (p *modelPkt) ipv6() Result {
 			return p.ndp(ip, plenEnd)
 		}
 	}
-	c := p.policeClass6(w.Proto, netip.AddrFrom16([16]byte(ip[24:40])), sport, dport, hasPorts)
+	daddr := netip.AddrFrom16([16]byte(ip[24:40]))
+	if p.m.infra(netip.AddrFrom16([16]byte(ip[8:24])), daddr) {
+		return p.drop(lbxdpLbDropLB_DROP_INFRA)
+	}
+	c := p.policeClass6(w.Proto, daddr, sport, dport, hasPorts)
 	if c != PoliceNone && !p.police(c, fold6(ip[8:24])) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/acl"
+	"github.com/msr-router/msr/internal/config"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/iflink"
 	"github.com/msr-router/msr/internal/netns"
@@ -70,8 +71,9 @@ type Agent struct {
 	// adopted: the FIB was adopted from a previous run (so it is ready
 	// before the feed's End-of-RIB).
 	adopted   bool
-	hostAddrs []netip.Addr // this host's own addresses on the interconnect
-	ports     []Port       // by index
+	hostAddrs []netip.Addr   // this host's own addresses on the interconnect
+	inside    []netip.Prefix // the router's infrastructure (rt_infra)
+	ports     []Port         // by index
 	nh        *nextHops
 	neigh     map[NeighborKey]*neighbor
 	pending   map[NeighborKey]*pendingARP
@@ -213,6 +215,16 @@ func (a *Agent) program(ifi *net.Interface) error {
 				a.hostIP, a.hostPrefix = p.Addr(), p
 			}
 		}
+	}
+	host, err := element.HostInfra(func(string) bool { return false })
+	if err != nil {
+		return fmt.Errorf("this host's prefixes: %w", err)
+	}
+	if a.inside, err = element.Inside(a.cfg.Infrastructure, host, config.Pos{}); err != nil {
+		return err
+	}
+	if err := a.dp.SetInfra(a.inside); err != nil {
+		return err
 	}
 	if err := a.writePorts(MaxPorts); err != nil {
 		return err
@@ -872,13 +884,16 @@ func (a *Agent) Status() *routerapi.Status {
 	s.Hellos = a.hellos
 	a.helloMu.Unlock()
 	if st != nil {
-		s.CapDrop = st.Drops["cap"]
+		s.CapDrop, s.InfraDropped = st.Drops["cap"], st.Drops["infra"]
 		if busy, ok := a.busy.Permyriad(); ok {
 			s.Busy = float64(busy) / 10000
 		}
 	}
 	for _, r := range a.set.ACL {
 		s.ACL = append(s.ACL, acl.Text(r.wire()))
+	}
+	for _, p := range a.inside {
+		s.Infrastructure = append(s.Infrastructure, p.String())
 	}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 
@@ -53,5 +54,8 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 	var nhg rtxdpRtNhgroup
 	if len(nhg.Nh) != ECMPMax {
 		t.Errorf("a next-hop group holds %d next hops, Go's ECMP limit is %d", len(nhg.Nh), ECMPMax)
+	}
+	if int(rtxdpMsrInfraLimitMSR_INFRA_PREFIXES) != xdp.InfraPrefixes || binary.Size(rtxdpMsrInfra{}) != xdp.InfraSize {
+		t.Errorf("infra.h holds %d prefixes a family in %d bytes, xdp.Infra %d in %d", rtxdpMsrInfraLimitMSR_INFRA_PREFIXES, binary.Size(rtxdpMsrInfra{}), xdp.InfraPrefixes, xdp.InfraSize)
 	}
 }

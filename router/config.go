@@ -41,9 +41,13 @@ type FileConfig struct {
 	// static routes only).
 	RIB *RIBConfig `yaml:"rib"`
 	// ICMPRate bounds the ICMP errors sent per second (RFC 1812 §4.3.2.8).
-	ICMPRate int             `yaml:"icmp_rate"`
-	Warnings config.Warnings `yaml:"-"`
-	Pos      config.Pos      `yaml:"-"`
+	ICMPRate int `yaml:"icmp_rate"`
+	// Infrastructure is the router's inside beyond this host's own
+	// prefixes (element.HostInfra): this host's addresses take no other
+	// source (infra_dropped).
+	Infrastructure []element.InfraPrefix `yaml:"infrastructure"`
+	Warnings       config.Warnings       `yaml:"-"`
+	Pos            config.Pos            `yaml:"-"`
 }
 
 // AgentConfig is a back-end's configuration as its agent runs it: the
@@ -64,6 +68,7 @@ type AgentConfig struct {
 	RouterAddresses []netip.Addr
 	RIB             *RIBConfig
 	ICMPRate        int
+	Infrastructure  []element.InfraPrefix
 	// Warnings are the file's deprecated keys, for the agent to log.
 	Warnings config.Warnings
 }
@@ -121,7 +126,11 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		return nil, err
 	}
 	a := &AgentConfig{Config: c.Config, Interface: c.Interface, CapacityMbps: c.CapacityMbps, CapacityPPS: c.CapacityPPS, PinDir: c.PinDir,
-		FIB6Groups: c.FIB6Groups, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, Warnings: c.Warnings}
+		FIB6Groups: c.FIB6Groups, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate,
+		Infrastructure: c.Infrastructure, Warnings: c.Warnings}
+	if _, err := element.Inside(c.Infrastructure, nil, c.Pos); err != nil {
+		return nil, err
+	}
 	for _, name := range c.PortNames() {
 		p := c.Ports[name]
 		a.Ports = append(a.Ports, PortSpec{Name: name, VLAN: p.VLAN, Address: p.Address, Address6: p.Address6, MTU: p.MTU})

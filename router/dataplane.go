@@ -212,6 +212,11 @@ const (
 	LocalHost   = uint32(rtxdpRtLocalKindRT_LOCAL_HOST)
 )
 
+// SetInfra writes the router's inside (rt_infra, bpf/infra.h).
+func (d *Dataplane) SetInfra(ps []netip.Prefix) error {
+	return d.objs.RtInfra.Put(uint32(0), xdp.Infra(ps))
+}
+
 // SetLocal marks an address as the router's or this host's.
 func (d *Dataplane) SetLocal(a netip.Addr, kind uint32) error {
 	if a.Is6() {
@@ -300,7 +305,7 @@ func prefixMask6(p netip.Prefix) (addr, mask [4]uint32) {
 var (
 	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved", "ndp", "acl"}
 	DropNames = [...]string{"runt", "not_ours", "bad_version", "bad_ihl", "bad_length", "bad_checksum",
-		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop", "cap"}
+		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop", "cap", "infra"}
 )
 
 // Stats reads the counters.

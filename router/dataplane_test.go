@@ -128,6 +128,8 @@ func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *router
 		must(dp.SetLocal(netip.MustParseAddr(a), LocalHost))
 		m.Local[netip.MustParseAddr(a)] = LocalHost
 	}
+	m.Infra = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("fd00::/64")}
+	must(dp.SetInfra(m.Infra))
 	m.ACL = []ACLRule{
 		{Dst: netip.MustParsePrefix("203.0.113.0/24"), Proto: 17, DportLo: 53, DportHi: 53, SportHi: 65535, Deny: true},
 		{Src: netip.MustParsePrefix("198.18.0.0/15"), Proto: 6, SportHi: 65535, DportLo: 0, DportHi: 1023},
@@ -296,7 +298,8 @@ func routerCases() []routerCase {
 		{name: "DF and over the MTU", frame: big(0x4000), verdict: XDPDrop, slow: "frag_needed"},
 		{name: "over the MTU, may fragment", frame: big(0), verdict: XDPDrop, slow: "fragment"},
 		{name: "for the router", frame: data(netip.MustParseAddr("192.0.2.1"), 64), verdict: XDPDrop, slow: "local"},
-		{name: "for this host", frame: data(netip.MustParseAddr("10.0.0.11"), 64), verdict: XDPPass},
+		{name: "for this host, from inside", frame: ethFrame(macSelf, macLB, 0x0800, ipPacket(netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.11"), 6, 64, 0, udpPayload(179, 40000, 18))), verdict: XDPPass},
+		{name: "for this host, from outside (the balance path)", frame: data(netip.MustParseAddr("10.0.0.11"), 64), verdict: XDPDrop, drop: "infra"},
 		{name: "IP options", frame: options, verdict: XDPDrop, slow: "options"},
 		{name: "ARP broadcast by an LB, tagged", frame: ethFrame(bcastMAC, macLB, 0x8100, append([]byte{0, 10, 8, 6}, make([]byte, 28)...)), verdict: XDPDrop, slow: "arp"},
 		{name: "DIST", frame: ethFrame(bcastMAC, macLB, 0x88B5, make([]byte, 80)), verdict: XDPPass},
@@ -324,7 +327,8 @@ func routerCases() []routerCase {
 		{name: "IPv6 unresolved neighbour", frame: data6(netip.MustParseAddr("2001:db8:c::77"), 64), verdict: XDPDrop, slow: "unresolved"},
 		{name: "IPv6 over the MTU: Packet Too Big", frame: big6, verdict: XDPDrop, slow: "frag_needed"},
 		{name: "IPv6 for the router", frame: data6(netip.MustParseAddr("2001:db8:b::1"), 64), verdict: XDPDrop, slow: "local"},
-		{name: "IPv6 for this host", frame: data6(netip.MustParseAddr("fd00::11"), 64), verdict: XDPPass},
+		{name: "IPv6 for this host, from inside", frame: from6("fd00::1", "fd00::11"), verdict: XDPPass},
+		{name: "IPv6 for this host, from outside", frame: data6(netip.MustParseAddr("fd00::11"), 64), verdict: XDPDrop, drop: "infra"},
 		{name: "IPv6 Hop-by-Hop Options", frame: hbh, verdict: XDPDrop, slow: "options"},
 		{name: "NDP relayed by an LB, tagged", frame: ethFrame(macSelf, macLB, 0x8100, na), verdict: XDPDrop, slow: "ndp"},
 		{name: "tagged IPv6 that is not ICMPv6", frame: ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 10, 0x86, 0xdd}, data6(netip.MustParseAddr("2001:db8:a::10"), 64)[14:]...)), verdict: XDPDrop, drop: "tagged"},
@@ -479,7 +483,7 @@ func randomRouterFrame6(r *rand.Rand, ps []netip.Prefix) []byte {
 	}
 	src := netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 0, 0, byte(r.IntN(256)), byte(r.IntN(256)), 15: byte(r.IntN(256))})
 	if r.IntN(20) == 0 {
-		src = netip.MustParseAddr([]string{"::1", "::", "fe80::9", "ff02::2", "::ffff:10.0.0.1"}[r.IntN(5)])
+		src = netip.MustParseAddr([]string{"::1", "::", "fe80::9", "ff02::2", "::ffff:10.0.0.1", "fd00::1"}[r.IntN(6)])
 	}
 	nh := []uint8{17, 6, 58, 0, 44}[r.IntN(5)]
 	hl := []uint8{0, 1, 2, 64, 255}[r.IntN(5)]
@@ -524,8 +528,11 @@ func randomRouterFrame(r *rand.Rand, ps []netip.Prefix) []byte {
 		dst = netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
 	}
 	src := netip.AddrFrom4([4]byte{198, 18, byte(r.IntN(256)), byte(r.IntN(256))})
-	if r.IntN(20) == 0 {
+	switch r.IntN(20) {
+	case 0:
 		src = netip.AddrFrom4([4]byte{byte(r.IntN(256)), 1, 2, 3})
+	case 1:
+		src = netip.AddrFrom4([4]byte{10, 0, 0, byte(r.IntN(256))}) // inside
 	}
 	proto := []uint8{17, 6, 1, 47}[r.IntN(4)]
 	ttl := []uint8{0, 1, 2, 64, 255}[r.IntN(5)]

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/flow"
@@ -34,8 +35,11 @@ type Model struct {
 	Ports     map[uint16]Port
 	Neighbors map[NeighborKey]net.HardwareAddr
 	Local     map[netip.Addr]uint32
-	ACL       []ACLRule
-	Stats     ModelStats
+	// Infra is the router's inside (rt_infra): the sources this host's
+	// own addresses take.
+	Infra []netip.Prefix
+	ACL   []ACLRule
+	Stats ModelStats
 }
 
 // ModelNextHop is a next hop in the model.
@@ -154,7 +158,7 @@ func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rt
 	}
 	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
 	if k, ok := m.Local[daddr]; ok {
-		return m.toLocal(k, b, slow)
+		return m.toLocal(k, netip.AddrFrom4([4]byte(ip[12:16])), b, slow, drop)
 	}
 	if martian(d) {
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)
@@ -197,10 +201,14 @@ func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rt
 	return m.egress(b, port, mac)
 }
 
-// toLocal is to_local: this host's addresses to the kernel, the
-// router's to the slow path.
-func (m *Model) toLocal(kind uint32, b []byte, slow func(rtxdpRtSlow) ModelResult) ModelResult {
+// toLocal is to_local: this host's addresses to the kernel from a source
+// inside the router (else dropped: they came from outside by the balance
+// path), the router's to the slow path.
+func (m *Model) toLocal(kind uint32, src netip.Addr, b []byte, slow func(rtxdpRtSlow) ModelResult, drop func(rtxdpRtDrop) ModelResult) ModelResult {
 	if kind&LocalHost != 0 {
+		if !slices.ContainsFunc(m.Infra, func(p netip.Prefix) bool { return p.Contains(src) }) {
+			return drop(rtxdpRtDropRT_DROP_INFRA)
+		}
 		m.Stats.Passed++
 		return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
 	}
@@ -260,7 +268,7 @@ func (m *Model) route6(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(r
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_SRC)
 	}
 	if k, ok := m.Local[dst]; ok {
-		return m.toLocal(k, b, slow)
+		return m.toLocal(k, src, b, slow, drop)
 	}
 	if notRouted6(dst) {
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)

@@ -61,6 +61,28 @@ const (
 	rtxdpMsrEthertypeETH_P_DIST rtxdpMsrEthertype = 34997
 )
 
+type rtxdpMsrInfra struct {
+	_  structs.HostLayout
+	N4 uint32
+	N6 uint32
+	V4 [16]struct {
+		_    structs.HostLayout
+		Addr uint32
+		Mask uint32
+	}
+	V6 [16]struct {
+		_    structs.HostLayout
+		Addr [4]uint32
+		Mask [4]uint32
+	}
+}
+
+type rtxdpMsrInfraLimit uint32
+
+const (
+	rtxdpMsrInfraLimitMSR_INFRA_PREFIXES rtxdpMsrInfraLimit = 16
+)
+
 type rtxdpRt6Tbl16 struct {
 	_ structs.HostLayout
 	E [65536]uint32
@@ -115,7 +137,8 @@ const (
 	rtxdpRtDropRT_DROP_NOT_IP       rtxdpRtDrop = 10
 	rtxdpRtDropRT_DROP_BAD_NEXTHOP  rtxdpRtDrop = 11
 	rtxdpRtDropRT_DROP_CAP          rtxdpRtDrop = 12
-	rtxdpRtDropRT_DROP_MAX          rtxdpRtDrop = 13
+	rtxdpRtDropRT_DROP_INFRA        rtxdpRtDrop = 13
+	rtxdpRtDropRT_DROP_MAX          rtxdpRtDrop = 14
 )
 
 type rtxdpRtLimit uint32
@@ -222,7 +245,7 @@ type rtxdpRtStats struct {
 	Passed         uint64
 	Probes         uint64
 	Slow           [10]uint64
-	Drop           [13]uint64
+	Drop           [14]uint64
 	AclPermit      [64]uint64
 	AclDeny        [64]uint64
 }
@@ -251,37 +274,40 @@ type rtxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	rtxdpMapRt6Groups          = "rt6_groups"
-	rtxdpMapRt6Tbl16           = "rt6_tbl16"
-	rtxdpMapRtAcl              = "rt_acl"
-	rtxdpMapRtCap              = "rt_cap"
-	rtxdpMapRtCfg              = "rt_cfg"
-	rtxdpMapRtCounters         = "rt_counters"
-	rtxdpMapRtLocal            = "rt_local"
-	rtxdpMapRtLocal6           = "rt_local6"
-	rtxdpMapRtNeighbors        = "rt_neighbors"
-	rtxdpMapRtNeighbors6       = "rt_neighbors6"
-	rtxdpMapRtNexthops         = "rt_nexthops"
-	rtxdpMapRtNhgroups         = "rt_nhgroups"
-	rtxdpMapRtPorts            = "rt_ports"
-	rtxdpMapRtSlowpath         = "rt_slowpath"
-	rtxdpMapRtTbl24            = "rt_tbl24"
-	rtxdpMapRtTbl8             = "rt_tbl8"
-	rtxdpProgRouter            = "router"
-	rtxdpVarUnusedDistWire     = "unused_dist_wire"
-	rtxdpVarUnusedFlowSeed     = "unused_flow_seed"
-	rtxdpVarUnusedIp6Limit     = "unused_ip6_limit"
-	rtxdpVarUnusedIp6Nexthdr   = "unused_ip6_nexthdr"
-	rtxdpVarUnusedMsrEthertype = "unused_msr_ethertype"
-	rtxdpVarUnusedRtAclAction  = "unused_rt_acl_action"
-	rtxdpVarUnusedRtDrop       = "unused_rt_drop"
-	rtxdpVarUnusedRtLimit      = "unused_rt_limit"
-	rtxdpVarUnusedRtLocalKind  = "unused_rt_local_kind"
-	rtxdpVarUnusedRtNeigh6Key  = "unused_rt_neigh6_key"
-	rtxdpVarUnusedRtNhgroup    = "unused_rt_nhgroup"
-	rtxdpVarUnusedRtSlow       = "unused_rt_slow"
-	rtxdpVarUnusedRtSlowMeta   = "unused_rt_slow_meta"
-	rtxdpVarUnusedRtTbl24Chunk = "unused_rt_tbl24_chunk"
+	rtxdpMapRt6Groups           = "rt6_groups"
+	rtxdpMapRt6Tbl16            = "rt6_tbl16"
+	rtxdpMapRtAcl               = "rt_acl"
+	rtxdpMapRtCap               = "rt_cap"
+	rtxdpMapRtCfg               = "rt_cfg"
+	rtxdpMapRtCounters          = "rt_counters"
+	rtxdpMapRtInfra             = "rt_infra"
+	rtxdpMapRtLocal             = "rt_local"
+	rtxdpMapRtLocal6            = "rt_local6"
+	rtxdpMapRtNeighbors         = "rt_neighbors"
+	rtxdpMapRtNeighbors6        = "rt_neighbors6"
+	rtxdpMapRtNexthops          = "rt_nexthops"
+	rtxdpMapRtNhgroups          = "rt_nhgroups"
+	rtxdpMapRtPorts             = "rt_ports"
+	rtxdpMapRtSlowpath          = "rt_slowpath"
+	rtxdpMapRtTbl24             = "rt_tbl24"
+	rtxdpMapRtTbl8              = "rt_tbl8"
+	rtxdpProgRouter             = "router"
+	rtxdpVarUnusedDistWire      = "unused_dist_wire"
+	rtxdpVarUnusedFlowSeed      = "unused_flow_seed"
+	rtxdpVarUnusedIp6Limit      = "unused_ip6_limit"
+	rtxdpVarUnusedIp6Nexthdr    = "unused_ip6_nexthdr"
+	rtxdpVarUnusedMsrEthertype  = "unused_msr_ethertype"
+	rtxdpVarUnusedMsrInfra      = "unused_msr_infra"
+	rtxdpVarUnusedMsrInfraLimit = "unused_msr_infra_limit"
+	rtxdpVarUnusedRtAclAction   = "unused_rt_acl_action"
+	rtxdpVarUnusedRtDrop        = "unused_rt_drop"
+	rtxdpVarUnusedRtLimit       = "unused_rt_limit"
+	rtxdpVarUnusedRtLocalKind   = "unused_rt_local_kind"
+	rtxdpVarUnusedRtNeigh6Key   = "unused_rt_neigh6_key"
+	rtxdpVarUnusedRtNhgroup     = "unused_rt_nhgroup"
+	rtxdpVarUnusedRtSlow        = "unused_rt_slow"
+	rtxdpVarUnusedRtSlowMeta    = "unused_rt_slow_meta"
+	rtxdpVarUnusedRtTbl24Chunk  = "unused_rt_tbl24_chunk"
 )
 
 // loadRtxdp returns the embedded CollectionSpec for rtxdp.
@@ -339,6 +365,7 @@ type rtxdpMapSpecs struct {
 	RtCap        *ebpf.MapSpec `ebpf:"rt_cap"`
 	RtCfg        *ebpf.MapSpec `ebpf:"rt_cfg"`
 	RtCounters   *ebpf.MapSpec `ebpf:"rt_counters"`
+	RtInfra      *ebpf.MapSpec `ebpf:"rt_infra"`
 	RtLocal      *ebpf.MapSpec `ebpf:"rt_local"`
 	RtLocal6     *ebpf.MapSpec `ebpf:"rt_local6"`
 	RtNeighbors  *ebpf.MapSpec `ebpf:"rt_neighbors"`
@@ -355,20 +382,22 @@ type rtxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpVariableSpecs struct {
-	UnusedDistWire     *ebpf.VariableSpec `ebpf:"unused_dist_wire"`
-	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
-	UnusedIp6Limit     *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
-	UnusedIp6Nexthdr   *ebpf.VariableSpec `ebpf:"unused_ip6_nexthdr"`
-	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
-	UnusedRtAclAction  *ebpf.VariableSpec `ebpf:"unused_rt_acl_action"`
-	UnusedRtDrop       *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
-	UnusedRtLimit      *ebpf.VariableSpec `ebpf:"unused_rt_limit"`
-	UnusedRtLocalKind  *ebpf.VariableSpec `ebpf:"unused_rt_local_kind"`
-	UnusedRtNeigh6Key  *ebpf.VariableSpec `ebpf:"unused_rt_neigh6_key"`
-	UnusedRtNhgroup    *ebpf.VariableSpec `ebpf:"unused_rt_nhgroup"`
-	UnusedRtSlow       *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
-	UnusedRtSlowMeta   *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
-	UnusedRtTbl24Chunk *ebpf.VariableSpec `ebpf:"unused_rt_tbl24_chunk"`
+	UnusedDistWire      *ebpf.VariableSpec `ebpf:"unused_dist_wire"`
+	UnusedFlowSeed      *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit      *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr    *ebpf.VariableSpec `ebpf:"unused_ip6_nexthdr"`
+	UnusedMsrEthertype  *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
+	UnusedMsrInfra      *ebpf.VariableSpec `ebpf:"unused_msr_infra"`
+	UnusedMsrInfraLimit *ebpf.VariableSpec `ebpf:"unused_msr_infra_limit"`
+	UnusedRtAclAction   *ebpf.VariableSpec `ebpf:"unused_rt_acl_action"`
+	UnusedRtDrop        *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
+	UnusedRtLimit       *ebpf.VariableSpec `ebpf:"unused_rt_limit"`
+	UnusedRtLocalKind   *ebpf.VariableSpec `ebpf:"unused_rt_local_kind"`
+	UnusedRtNeigh6Key   *ebpf.VariableSpec `ebpf:"unused_rt_neigh6_key"`
+	UnusedRtNhgroup     *ebpf.VariableSpec `ebpf:"unused_rt_nhgroup"`
+	UnusedRtSlow        *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
+	UnusedRtSlowMeta    *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
+	UnusedRtTbl24Chunk  *ebpf.VariableSpec `ebpf:"unused_rt_tbl24_chunk"`
 }
 
 // rtxdpObjects contains all objects after they have been loaded into the kernel.
@@ -397,6 +426,7 @@ type rtxdpMaps struct {
 	RtCap        *ebpf.Map `ebpf:"rt_cap"`
 	RtCfg        *ebpf.Map `ebpf:"rt_cfg"`
 	RtCounters   *ebpf.Map `ebpf:"rt_counters"`
+	RtInfra      *ebpf.Map `ebpf:"rt_infra"`
 	RtLocal      *ebpf.Map `ebpf:"rt_local"`
 	RtLocal6     *ebpf.Map `ebpf:"rt_local6"`
 	RtNeighbors  *ebpf.Map `ebpf:"rt_neighbors"`
@@ -417,6 +447,7 @@ func (m *rtxdpMaps) Close() error {
 		m.RtCap,
 		m.RtCfg,
 		m.RtCounters,
+		m.RtInfra,
 		m.RtLocal,
 		m.RtLocal6,
 		m.RtNeighbors,
@@ -434,20 +465,22 @@ func (m *rtxdpMaps) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpVariables struct {
-	UnusedDistWire     *ebpf.Variable `ebpf:"unused_dist_wire"`
-	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
-	UnusedIp6Limit     *ebpf.Variable `ebpf:"unused_ip6_limit"`
-	UnusedIp6Nexthdr   *ebpf.Variable `ebpf:"unused_ip6_nexthdr"`
-	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`
-	UnusedRtAclAction  *ebpf.Variable `ebpf:"unused_rt_acl_action"`
-	UnusedRtDrop       *ebpf.Variable `ebpf:"unused_rt_drop"`
-	UnusedRtLimit      *ebpf.Variable `ebpf:"unused_rt_limit"`
-	UnusedRtLocalKind  *ebpf.Variable `ebpf:"unused_rt_local_kind"`
-	UnusedRtNeigh6Key  *ebpf.Variable `ebpf:"unused_rt_neigh6_key"`
-	UnusedRtNhgroup    *ebpf.Variable `ebpf:"unused_rt_nhgroup"`
-	UnusedRtSlow       *ebpf.Variable `ebpf:"unused_rt_slow"`
-	UnusedRtSlowMeta   *ebpf.Variable `ebpf:"unused_rt_slow_meta"`
-	UnusedRtTbl24Chunk *ebpf.Variable `ebpf:"unused_rt_tbl24_chunk"`
+	UnusedDistWire      *ebpf.Variable `ebpf:"unused_dist_wire"`
+	UnusedFlowSeed      *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit      *ebpf.Variable `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr    *ebpf.Variable `ebpf:"unused_ip6_nexthdr"`
+	UnusedMsrEthertype  *ebpf.Variable `ebpf:"unused_msr_ethertype"`
+	UnusedMsrInfra      *ebpf.Variable `ebpf:"unused_msr_infra"`
+	UnusedMsrInfraLimit *ebpf.Variable `ebpf:"unused_msr_infra_limit"`
+	UnusedRtAclAction   *ebpf.Variable `ebpf:"unused_rt_acl_action"`
+	UnusedRtDrop        *ebpf.Variable `ebpf:"unused_rt_drop"`
+	UnusedRtLimit       *ebpf.Variable `ebpf:"unused_rt_limit"`
+	UnusedRtLocalKind   *ebpf.Variable `ebpf:"unused_rt_local_kind"`
+	UnusedRtNeigh6Key   *ebpf.Variable `ebpf:"unused_rt_neigh6_key"`
+	UnusedRtNhgroup     *ebpf.Variable `ebpf:"unused_rt_nhgroup"`
+	UnusedRtSlow        *ebpf.Variable `ebpf:"unused_rt_slow"`
+	UnusedRtSlowMeta    *ebpf.Variable `ebpf:"unused_rt_slow_meta"`
+	UnusedRtTbl24Chunk  *ebpf.Variable `ebpf:"unused_rt_tbl24_chunk"`
 }
 
 // rtxdpPrograms contains all programs after they have been loaded into the kernel.

@@ -23,12 +23,18 @@ type Status struct {
 	// CapacityPPS is the LB's cap on the frames it balances a second
 	// (capacity_pps; 0: none), CapDrop the frames its caps and its
 	// ports' dropped (drops "cap" and "port_cap" summed over its ports).
-	CapacityPPS uint64                       `json:"capacity_pps,omitempty"`
-	CapDrop     uint64                       `json:"cap_drop"`
-	Ports       []PortStatus                 `json:"ports"`
-	Backends    []BackendStatus              `json:"backends"`
-	Table       TableStatus                  `json:"table"`
-	DIST        map[string]map[string]uint64 `json:"dist"`
+	CapacityPPS uint64 `json:"capacity_pps,omitempty"`
+	CapDrop     uint64 `json:"cap_drop"`
+	// Infrastructure is the router's inside as this LB holds it (its
+	// host's prefixes and the file's); InfraDropped the frames from
+	// outside to or from it that it dropped (drop "infra" summed
+	// over its ports).
+	Infrastructure []string                     `json:"infrastructure"`
+	InfraDropped   uint64                       `json:"infra_dropped"`
+	Ports          []PortStatus                 `json:"ports"`
+	Backends       []BackendStatus              `json:"backends"`
+	Table          TableStatus                  `json:"table"`
+	DIST           map[string]map[string]uint64 `json:"dist"`
 	// FlowletGapUs is flowlet mode's gap in lb_cfg now; FlowletGapAuto
 	// says it follows the paths' measured spread (flowlet_gap auto).
 	FlowletGapUs   int64         `json:"flowlet_gap_us"`

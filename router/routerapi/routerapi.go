@@ -117,6 +117,12 @@ type Status struct {
 	// dropped (the drop "cap").
 	CapacityPPS uint64 `json:"capacity_pps,omitempty"`
 	CapDrop     uint64 `json:"cap_drop"`
+	// Infrastructure is the router's inside as this back-end holds it
+	// (its host's prefixes and the file's): the only sources its host's
+	// own addresses take; InfraDropped counts the others (the drop
+	// "infra": from outside, by an LB's balance path).
+	Infrastructure []string `json:"infrastructure"`
+	InfraDropped   uint64   `json:"infra_dropped"`
 	// Busy is the data path's CPU time per second, in cores (the router
 	// program's run time, sampled 100 ms a second: router/busy.go);
 	// absent until measured.
