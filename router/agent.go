@@ -35,8 +35,13 @@ import (
 // Agent is `msr router`: it loads the data path, keeps its FIB, next hops,
 // neighbours and ACL, and runs the slow path.
 type Agent struct {
-	cfg    *AgentConfig
-	dp     *Dataplane
+	cfg *AgentConfig
+	dp  *Dataplane
+	// neighbors is where learned neighbours go: dp (a fake in unit
+	// tests).
+	neighbors interface {
+		SetNeighbor(ip netip.Addr, vlan uint16, mac net.HardwareAddr) error
+	}
 	link   link.Link
 	conn   *dist.Conn
 	sender *dist.Sender
@@ -77,6 +82,8 @@ type Agent struct {
 	nh        *nextHops
 	neigh     map[NeighborKey]*neighbor
 	pending   map[NeighborKey]*pendingARP
+	asked     map[NeighborKey]time.Time   // questions the router put (neighbors.go)
+	probes    map[NeighborKey]*neighProbe // MAC changes claimed, the old MAC asked
 	// operator: the routes the operator added (AddOperatorRoute).
 	operator  map[netip.Prefix]bool
 	heldBytes int // of every pending neighbour's packets
@@ -139,7 +146,7 @@ const (
 func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
 		neigh:   map[NeighborKey]*neighbor{},
-		pending: map[NeighborKey]*pendingARP{}, counters: map[string]uint64{}, operator: map[netip.Prefix]bool{},
+		pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, probes: map[NeighborKey]*neighProbe{}, counters: map[string]uint64{}, operator: map[netip.Prefix]bool{},
 		icmp: tokenBucket{rate: float64(cfg.ICMPRate), burst: float64(cfg.ICMPRate), tokens: float64(cfg.ICMPRate)}}
 	a.set = fileSettings(cfg)
 	if len(cfg.Ports) == 0 {
@@ -181,6 +188,7 @@ func (a *Agent) setup() error {
 	if a.dp, err = LoadDataplane(a.cfg.PinDir, a.cfg.FIB6Groups); err != nil {
 		return err
 	}
+	a.neighbors = a.dp
 	a.nh = newNextHops(a.dp)
 	a.busy = NewBusyMeter(a.dp.Program())
 	a.capPPS = a.cfg.CapacityPPS

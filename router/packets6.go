@@ -118,6 +118,19 @@ func neighborSolicitation(mac net.HardwareAddr, src, target netip.Addr) []byte {
 	return inet.ICMPv6(src, group, 255, msg)
 }
 
+// unicastSolicitation is a Neighbor Solicitation sent to target itself
+// (RFC 4861 §7.2.2's unicast probe, as neighbour unreachability
+// detection sends): the question a claimed MAC change puts to the old
+// MAC.
+func unicastSolicitation(mac net.HardwareAddr, src, target netip.Addr) []byte {
+	msg := make([]byte, 32)
+	msg[0] = icmp6NeighborSol
+	copy(msg[8:24], target.AsSlice())
+	msg[24], msg[25] = 1, 1
+	copy(msg[26:32], mac)
+	return inet.ICMPv6(src, target, 255, msg)
+}
+
 // ndpMessage checks an NDP message as RFC 4861 §7.1.2 and §6.1.2 ask (hop
 // limit 255, ICMPv6 right after the header, its checksum, code 0, a body
 // long enough) and returns it: the message from its type on.

@@ -213,11 +213,14 @@ func (a *Agent) sendVia(k nhKey, dst netip.Addr, etherType uint16, pkt []byte) {
 // puts its own MAC in it and sends it out (seed 000 §4.3).
 func (a *Agent) arpRequest(k NeighborKey, port Port) {
 	a.counters["arp_requests"]++
+	a.askedFor(k, time.Now())
 	a.transmit(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, k.VLAN, 0x0806, arpRequest(a.mac, port.Addr.Addr(), k.IP))
 }
 
-// learnARP takes a (tagged) ARP frame the LBs broadcast to the back-ends
-// and records the sender, if it belongs to the port of that VLAN.
+// learnARP takes a (tagged) ARP frame the LBs relay to the back-ends, or
+// another back-end's request seen on the interconnect: a request the
+// router made is remembered as asked, a reply is a claim (neighbors.go)
+// for its sender, if that is on the port of the frame's VLAN.
 func (a *Agent) learnARP(f []byte) {
 	if len(f) < 18+28 || binary.BigEndian.Uint16(f[12:]) != 0x8100 {
 		return
@@ -227,29 +230,32 @@ func (a *Agent) learnARP(f []byte) {
 	if binary.BigEndian.Uint16(arp[0:]) != 1 || binary.BigEndian.Uint16(arp[2:]) != 0x0800 || arp[4] != 6 || arp[5] != 4 {
 		return
 	}
+	op := binary.BigEndian.Uint16(arp[6:])
 	mac := net.HardwareAddr(bytes.Clone(arp[8:14]))
-	ip := netip.AddrFrom4([4]byte(arp[14:18]))
+	ip, target := netip.AddrFrom4([4]byte(arp[14:18])), netip.AddrFrom4([4]byte(arp[24:28]))
+	now := time.Now()
 	a.mu.Lock()
-	var port *Port
-	for i := range a.ports {
-		if a.ports[i].VLAN == vlan && a.ports[i].Addr.Masked().Contains(ip) {
-			port = &a.ports[i]
+	port, ok := a.portOfAddr(ip, vlan)
+	switch {
+	case !ok:
+	case op == 1 && ip == port.Addr.Addr():
+		if port.Addr.Masked().Contains(target) {
+			a.askedFor(NeighborKey{target, vlan}, now)
 		}
-	}
-	if port == nil || ip == port.Addr.Addr() || mac[0]&1 != 0 {
+	case op == 2 && ip != port.Addr.Addr() && mac[0]&1 == 0:
+		send := a.hear(claim{key: NeighborKey{ip, vlan}, mac: mac, override: true}, 0x0800, now)
 		a.mu.Unlock()
+		send()
 		return
 	}
-	send := a.learned(NeighborKey{ip, vlan}, mac, 0x0800)
 	a.mu.Unlock()
-	send()
 }
 
 // learned records a neighbour's MAC in the data path and takes what was
 // held for it (packets of etherType): the send it returns sends them.
 // Call with a.mu held, and the send once it is released.
 func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16) (send func()) {
-	if err := a.dp.SetNeighbor(key.IP, key.VLAN, mac); err != nil {
+	if err := a.neighbors.SetNeighbor(key.IP, key.VLAN, mac); err != nil {
 		a.log.Error("set neighbour", "ip", key.IP, "err", err)
 		return func() {}
 	}
@@ -295,7 +301,7 @@ func (a *Agent) FlushNeighbors() (int, error) {
 	n := len(a.neigh)
 	var errs []error
 	for k := range a.neigh {
-		if err := a.dp.SetNeighbor(k.IP, k.VLAN, nil); err != nil {
+		if err := a.neighbors.SetNeighbor(k.IP, k.VLAN, nil); err != nil {
 			errs = append(errs, fmt.Errorf("neighbour %s: %w", k.IP, err))
 			continue
 		}
@@ -309,7 +315,13 @@ func (a *Agent) FlushNeighbors() (int, error) {
 // and expires entries.
 func (a *Agent) tickNeighbors(now time.Time) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	sends := a.tickProbes(now)
+	defer func() {
+		a.mu.Unlock()
+		for _, send := range sends {
+			send()
+		}
+	}()
 	for k, p := range a.pending {
 		if now.Sub(p.sent) < arpRetry {
 			continue
@@ -331,7 +343,7 @@ func (a *Agent) tickNeighbors(now time.Time) {
 		switch {
 		case age > neighExpire:
 			delete(a.neigh, k)
-			a.dp.SetNeighbor(k.IP, k.VLAN, nil)
+			a.neighbors.SetNeighbor(k.IP, k.VLAN, nil)
 		case age > neighRefresh && a.pending[k] == nil:
 			if port, ok := a.portOfVLAN(k.VLAN); ok {
 				a.pending[k] = &pendingARP{tries: 1, sent: now}

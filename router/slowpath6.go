@@ -1,7 +1,9 @@
 package router
 
 import (
+	"bytes"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"time"
 
@@ -129,13 +131,19 @@ func (a *Agent) solicit(k NeighborKey, port Port) {
 		return
 	}
 	a.counters["ndp_solicitations"]++
+	a.askedFor(k, time.Now())
 	_, group := inet.SolicitedNode(k.IP)
 	a.transmit(group, k.VLAN, 0x86dd, neighborSolicitation(a.mac, port.Addr6.Addr(), k.IP))
 }
 
-// learnNDP takes a (tagged) NDP frame the LBs relay to the back-ends: an
-// advertisement's target, or a solicitation's source, with its link-layer
-// address, if it is on the port of that VLAN; the packets held for it go.
+// learnNDP takes a (tagged) NDP frame the LBs relay to the back-ends, or
+// another back-end's solicitation seen on the interconnect: a
+// solicitation the router sent is remembered as asked, an
+// advertisement is a claim (neighbors.go) for its target, with its
+// Override flag, if that is on the port of the frame's VLAN. An
+// advertisement without the target's link-layer address (allowed in
+// answer to a unicast solicitation) is taken from the frame's source,
+// which the LB keeps.
 func (a *Agent) learnNDP(f []byte) {
 	if len(f) < 18+40 || binary.BigEndian.Uint16(f[12:]) != 0x8100 || binary.BigEndian.Uint16(f[16:]) != 0x86dd {
 		return
@@ -147,35 +155,31 @@ func (a *Agent) learnNDP(f []byte) {
 		a.count("bad_ndp", 1)
 		return
 	}
-	var ip netip.Addr
-	var mac []byte
+	src, target := netip.AddrFrom16([16]byte(pkt[8:24])), netip.AddrFrom16([16]byte(msg[8:24]))
+	now := time.Now()
 	switch msg[0] {
-	case icmp6NeighborAdv:
-		ip = netip.AddrFrom16([16]byte(msg[8:24]))
-		mac, ok = ndpOption(msg[24:], 2)
 	case icmp6NeighborSol:
-		ip = netip.AddrFrom16([16]byte(pkt[8:24]))
-		mac, ok = ndpOption(msg[24:], 1)
-	default:
-		return
-	}
-	if !ok || ip.IsUnspecified() || ip.IsMulticast() || mac[0]&1 != 0 {
-		return
-	}
-	a.mu.Lock()
-	var port *Port
-	for i := range a.ports {
-		// On the port's subnet, or link-local on its link (OSPFv3's next
-		// hops: the VLAN says which link).
-		if a.ports[i].VLAN == vlan && a.ports[i].Addr6.IsValid() && (a.ports[i].Addr6.Masked().Contains(ip) || ip.IsLinkLocalUnicast()) {
-			port = &a.ports[i]
+		a.mu.Lock()
+		if port, ok := a.portOfAddr(target, vlan); ok && src == port.Addr6.Addr() {
+			a.askedFor(NeighborKey{target, vlan}, now)
 		}
-	}
-	if port == nil || ip == port.Addr6.Addr() {
 		a.mu.Unlock()
-		return
+	case icmp6NeighborAdv:
+		mac, ok := ndpOption(msg[24:], 2)
+		if !ok {
+			mac = net.HardwareAddr(bytes.Clone(f[6:12]))
+		}
+		if target.IsUnspecified() || target.IsMulticast() || mac[0]&1 != 0 {
+			return
+		}
+		a.mu.Lock()
+		port, ok := a.portOfAddr(target, vlan)
+		if !ok || target == port.Addr6.Addr() {
+			a.mu.Unlock()
+			return
+		}
+		send := a.hear(claim{key: NeighborKey{target, vlan}, mac: mac, override: msg[4]&0x20 != 0}, 0x86dd, now)
+		a.mu.Unlock()
+		send()
 	}
-	send := a.learned(NeighborKey{ip, vlan}, mac, 0x86dd)
-	a.mu.Unlock()
-	send()
 }

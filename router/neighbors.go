@@ -1,0 +1,171 @@
+package router
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// What a back-end believes of its neighbours on the external ports, and
+// from whom (docs/operations.md, "Hardening"; RFC 4861 §7.2.5; the
+// reasoning of Dynamic ARP Inspection). Every ARP reply and Neighbor
+// Advertisement from outside reaches every back-end (the LBs relay them
+// all), so a host on a port must not be able to name itself any
+// address it likes:
+//
+//   - an entry is made only from an answer to a question the router
+//     asked within askWindow: this back-end's request, or another's it
+//     saw on the interconnect (their requests are flooded to every
+//     back-end), so an unsolicited reply or gratuitous ARP makes none;
+//   - an answer that repeats an entry's MAC refreshes it;
+//   - one that names another MAC (a hijack, or a host that really
+//     changed its NIC) starts a probe: the old MAC is asked directly,
+//     probeTries times probeWait apart; if it answers, the change is
+//     refused (neigh_change_refused), if it stays silent, the new MAC
+//     takes the entry (neigh_changed). An advertisement without the
+//     Override flag changes nothing (RFC 4861 §7.2.5).
+const (
+	askWindow  = 5 * time.Second // longer than arpTries × arpRetry
+	probeWait  = time.Second
+	probeTries = 2
+	// maxAsked bounds the questions remembered: beyond, a question is
+	// not remembered and its answer makes no entry (neigh_asked_full).
+	maxAsked = 16384
+)
+
+// claim is what an ARP reply or Neighbor Advertisement says: that key's
+// address is at mac. override is false for an advertisement without the
+// Override flag.
+type claim struct {
+	key      NeighborKey
+	mac      net.HardwareAddr
+	override bool
+}
+
+// neighProbe is a MAC change waiting for the old MAC to answer.
+type neighProbe struct {
+	old, new net.HardwareAddr
+	sent     time.Time
+	tries    int
+}
+
+// asked records that the router asked for key at now. Call with a.mu
+// held.
+func (a *Agent) askedFor(key NeighborKey, now time.Time) {
+	if _, ok := a.asked[key]; !ok && len(a.asked) >= maxAsked {
+		a.counters["neigh_asked_full"]++
+		return
+	}
+	a.asked[key] = now
+}
+
+// wasAsked says whether the router asked for key within askWindow of now.
+func (a *Agent) wasAsked(key NeighborKey, now time.Time) bool {
+	t, ok := a.asked[key]
+	return ok && now.Sub(t) <= askWindow || a.pending[key] != nil
+}
+
+// hear applies a claim heard at now; the send it returns sends what was
+// held for the neighbour. Call with a.mu held, and the send once it is
+// released.
+func (a *Agent) hear(c claim, etherType uint16, now time.Time) (send func()) {
+	nothing := func() {}
+	n := a.neigh[c.key]
+	switch {
+	case n == nil:
+		if !a.wasAsked(c.key, now) {
+			a.counters["neigh_unsolicited"]++
+			return nothing
+		}
+		delete(a.asked, c.key)
+		return a.learned(c.key, c.mac, etherType)
+	case bytes.Equal(n.mac, c.mac):
+		if p := a.probes[c.key]; p != nil {
+			delete(a.probes, c.key)
+			a.counters["neigh_change_refused"]++
+			a.log.Warn("a neighbour's MAC change refused: the old MAC answered", "ip", c.key.IP, "vlan", c.key.VLAN, "mac", n.mac.String(), "claimed", p.new.String())
+		}
+		return a.learned(c.key, c.mac, etherType)
+	case !c.override:
+		a.counters["neigh_not_override"]++
+		return nothing
+	}
+	if p := a.probes[c.key]; p != nil {
+		p.new = c.mac // the latest claim takes the entry if the old MAC stays silent
+		return nothing
+	}
+	a.probes[c.key] = &neighProbe{old: n.mac, new: c.mac}
+	a.probe(c.key, now)
+	return nothing
+}
+
+// probe asks the old MAC of a claimed change directly, once more.
+func (a *Agent) probe(key NeighborKey, now time.Time) {
+	p := a.probes[key]
+	port, ok := a.portOfVLAN(key.VLAN)
+	if !ok {
+		delete(a.probes, key)
+		return
+	}
+	p.sent, p.tries = now, p.tries+1
+	a.counters["neigh_probes"]++
+	if key.IP.Is4() {
+		a.transmit(p.old, key.VLAN, 0x0806, arpRequest(a.mac, port.Addr.Addr(), key.IP))
+		return
+	}
+	if port.Addr6.IsValid() {
+		a.transmit(p.old, key.VLAN, 0x86dd, unicastSolicitation(a.mac, port.Addr6.Addr(), key.IP))
+	}
+}
+
+// tickProbes asks again, or gives the entry to the new MAC when the old
+// one stayed silent through every try. Call with a.mu held.
+func (a *Agent) tickProbes(now time.Time) (sends []func()) {
+	for k, p := range a.probes {
+		if now.Sub(p.sent) < probeWait {
+			continue
+		}
+		if p.tries < probeTries {
+			a.probe(k, now)
+			continue
+		}
+		delete(a.probes, k)
+		if n := a.neigh[k]; n == nil || !bytes.Equal(n.mac, p.old) {
+			continue // expired or flushed meanwhile
+		}
+		a.counters["neigh_changed"]++
+		a.log.Info("a neighbour's MAC changed: the old MAC stayed silent", "ip", k.IP, "vlan", k.VLAN, "old", p.old.String(), "new", p.new.String())
+		etherType := uint16(0x0800)
+		if k.IP.Is6() {
+			etherType = 0x86dd
+		}
+		sends = append(sends, a.learned(k, p.new, etherType))
+	}
+	for k, t := range a.asked {
+		if now.Sub(t) > askWindow {
+			delete(a.asked, k)
+		}
+	}
+	return sends
+}
+
+// portOfAddr is the port whose IPv4 subnet (or, for IPv6, whose subnet
+// or link) on vlan holds ip, and false for none.
+func (a *Agent) portOfAddr(ip netip.Addr, vlan uint16) (*Port, bool) {
+	for i := range a.ports {
+		p := &a.ports[i]
+		if p.VLAN != vlan {
+			continue
+		}
+		if ip.Is4() && p.Addr.Masked().Contains(ip) {
+			return p, true
+		}
+		// On the port's subnet, or link-local on its link (OSPFv3's next
+		// hops: the VLAN says which link).
+		if ip.Is6() && p.Addr6.IsValid() && (p.Addr6.Masked().Contains(ip) || ip.IsLinkLocalUnicast()) {
+			return p, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,189 @@
+package router
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/internal/inet"
+)
+
+// fakeNeighbors is the data path's neighbour table in the unit tests.
+type fakeNeighbors map[NeighborKey]net.HardwareAddr
+
+func (f fakeNeighbors) SetNeighbor(ip netip.Addr, vlan uint16, mac net.HardwareAddr) error {
+	if mac == nil {
+		delete(f, NeighborKey{ip, vlan})
+	} else {
+		f[NeighborKey{ip, vlan}] = mac
+	}
+	return nil
+}
+
+var (
+	macBGP1  = net.HardwareAddr{2, 0, 0, 0, 0x20, 0x20}
+	macH3    = net.HardwareAddr{2, 0, 0, 0, 0x10, 0x10}
+	macSelfB = net.HardwareAddr{2, 0, 0, 0, 0xb0, 1}
+	macOther = net.HardwareAddr{2, 0, 0, 0, 0xb0, 2} // another back-end
+	ipBGP1   = netip.MustParseAddr("203.0.113.20")
+	ip6BGP1  = netip.MustParseAddr("2001:db8:12::20")
+)
+
+// neighborAgent is an agent with one port (VLAN 12, IPv4 and IPv6) and
+// a fake data path; sent collects what it sends.
+func neighborAgent(t *testing.T) (a *Agent, dp fakeNeighbors, sent *[][]byte) {
+	dp = fakeNeighbors{}
+	var frames [][]byte
+	old := sendFrame
+	t.Cleanup(func() { sendFrame = old })
+	sendFrame = func(_ int, f []byte) error { frames = append(frames, bytes.Clone(f)); return nil }
+	a = &Agent{raw: -1, log: slog.New(slog.NewTextHandler(io.Discard, nil)), mac: macSelfB, neighbors: dp,
+		neigh: map[NeighborKey]*neighbor{}, pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{},
+		probes: map[NeighborKey]*neighProbe{}, counters: map[string]uint64{},
+		ports: []Port{{Index: 0, VLAN: 12, Addr: netip.MustParsePrefix("203.0.113.1/24"), Addr6: netip.MustParsePrefix("2001:db8:12::1/64")}}}
+	return a, dp, &frames
+}
+
+// arpFrame is an ARP message of op as an LB relays it to the back-ends
+// (tagged with its port's VLAN, 12) or a back-end sends it.
+func arpFrame(op uint16, srcMAC net.HardwareAddr, sha net.HardwareAddr, spa, tpa netip.Addr) []byte {
+	f := append(append(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, srcMAC...), 0x81, 0x00, 0, 12, 0x08, 0x06)
+	arp := arpRequest(sha, spa, tpa)
+	binary.BigEndian.PutUint16(arp[6:], op)
+	return append(f, arp...)
+}
+
+// naFrame is a Neighbor Advertisement for target, from mac, with flags
+// (0x40 Solicited, 0x20 Override) and the target link-layer address
+// option unless bare, as an LB relays it.
+func naFrame(mac net.HardwareAddr, target netip.Addr, flags byte, bare bool) []byte {
+	msg := make([]byte, 24, 32)
+	msg[0], msg[4] = icmp6NeighborAdv, flags
+	copy(msg[8:], target.AsSlice())
+	if !bare {
+		msg = append(msg, 2, 1)
+		msg = append(msg, mac...)
+	}
+	pkt := inet.ICMPv6(target, netip.MustParseAddr("2001:db8:12::1"), 255, msg)
+	f := append(append(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, mac...), 0x81, 0x00, 0, 12, 0x86, 0xdd)
+	return append(f, pkt...)
+}
+
+// An unsolicited ARP reply makes no entry; a reply to the back-end's own
+// request, or to another back-end's it saw, does; a reply after the
+// question's window makes none.
+func TestNeighborsOnlyAnswers(t *testing.T) {
+	a, dp, _ := neighborAgent(t)
+	key := NeighborKey{ipBGP1, 12}
+	a.learnARP(arpFrame(2, macH3, macH3, ipBGP1, netip.MustParseAddr("203.0.113.1")))
+	if _, ok := dp[key]; ok || a.counters["neigh_unsolicited"] != 1 {
+		t.Fatalf("an unsolicited reply made an entry (%v) or was not counted (%d)", dp[key], a.counters["neigh_unsolicited"])
+	}
+	// Another back-end asks; bgp1 answers.
+	a.learnARP(arpFrame(1, macOther, macOther, netip.MustParseAddr("203.0.113.1"), ipBGP1))
+	a.learnARP(arpFrame(2, macBGP1, macBGP1, ipBGP1, netip.MustParseAddr("203.0.113.1")))
+	if !bytes.Equal(dp[key], macBGP1) {
+		t.Fatalf("the answer to another back-end's request: entry %v, want %v", dp[key], macBGP1)
+	}
+	// This back-end's own question, answered too late.
+	h := NeighborKey{netip.MustParseAddr("203.0.113.30"), 12}
+	a.mu.Lock()
+	a.askedFor(h, time.Now().Add(-askWindow-time.Second))
+	a.mu.Unlock()
+	a.learnARP(arpFrame(2, macH3, macH3, h.IP, netip.MustParseAddr("203.0.113.1")))
+	if _, ok := dp[h]; ok {
+		t.Errorf("an answer %v after the question made an entry", askWindow)
+	}
+	// A question from outside the port's subnet is none of the router's.
+	h4 := NeighborKey{netip.MustParseAddr("203.0.113.40"), 12}
+	a.learnARP(arpFrame(1, macH3, macH3, netip.MustParseAddr("198.51.100.7"), h4.IP))
+	a.learnARP(arpFrame(1, macH3, macH3, netip.MustParseAddr("203.0.113.10"), h4.IP))
+	if _, ok := a.asked[h4]; ok {
+		t.Errorf("a request not from the router's address was taken as asked")
+	}
+}
+
+// A reply that names another MAC for a neighbour (h3 claiming bgp1)
+// changes nothing while the old MAC answers the probe; a real change,
+// the old MAC silent through every probe, takes the entry.
+func TestNeighborsChangeOnlyWhenTheOldIsSilent(t *testing.T) {
+	a, dp, sent := neighborAgent(t)
+	key := NeighborKey{ipBGP1, 12}
+	a.learnARP(arpFrame(1, macOther, macOther, netip.MustParseAddr("203.0.113.1"), ipBGP1))
+	a.learnARP(arpFrame(2, macBGP1, macBGP1, ipBGP1, netip.MustParseAddr("203.0.113.1")))
+	*sent = nil
+
+	// The hijack: three broadcast replies from h3.
+	for range 3 {
+		a.learnARP(arpFrame(2, macH3, macH3, ipBGP1, netip.MustParseAddr("203.0.113.1")))
+	}
+	if !bytes.Equal(dp[key], macBGP1) {
+		t.Fatalf("bgp1's entry is %v after h3's claims, want %v", dp[key], macBGP1)
+	}
+	if len(*sent) != 1 || !bytes.Equal((*sent)[0][0:6], macBGP1) || binary.BigEndian.Uint16((*sent)[0][16:]) != 0x0806 {
+		t.Fatalf("want one ARP request to the old MAC %v, sent %x", macBGP1, *sent)
+	}
+	// bgp1 answers the probe.
+	a.learnARP(arpFrame(2, macBGP1, macBGP1, ipBGP1, netip.MustParseAddr("203.0.113.1")))
+	a.tickNeighbors(time.Now().Add(3 * probeWait))
+	if !bytes.Equal(dp[key], macBGP1) || a.counters["neigh_change_refused"] != 1 || a.counters["neigh_changed"] != 0 {
+		t.Fatalf("entry %v, refused %d, changed %d; want bgp1's MAC kept, one refusal", dp[key], a.counters["neigh_change_refused"], a.counters["neigh_changed"])
+	}
+
+	// bgp1's NIC replaced: the old MAC never answers.
+	newMAC := net.HardwareAddr{2, 0, 0, 0, 0x20, 0x21}
+	a.learnARP(arpFrame(2, newMAC, newMAC, ipBGP1, netip.MustParseAddr("203.0.113.1")))
+	now := time.Now()
+	for i := 1; i <= probeTries; i++ {
+		if !bytes.Equal(dp[key], macBGP1) {
+			t.Fatalf("the entry changed before the old MAC had %d tries", probeTries)
+		}
+		a.tickNeighbors(now.Add(time.Duration(i) * (probeWait + time.Millisecond)))
+	}
+	if !bytes.Equal(dp[key], newMAC) || a.counters["neigh_changed"] != 1 || a.counters["neigh_probes"] != 1+probeTries {
+		t.Errorf("entry %v, changed %d, probes %d; want %v after %d probes", dp[key], a.counters["neigh_changed"], a.counters["neigh_probes"], newMAC, probeTries)
+	}
+}
+
+// IPv6: an advertisement makes an entry only when asked; one without the
+// Override flag changes no MAC (RFC 4861 §7.2.5); one with it probes the
+// old MAC by a unicast solicitation; a bare advertisement (no target
+// link-layer option) answers with its frame's source.
+func TestNeighborsAdvertisements(t *testing.T) {
+	a, dp, sent := neighborAgent(t)
+	key := NeighborKey{ip6BGP1, 12}
+	a.learnNDP(naFrame(macH3, ip6BGP1, 0x20, false))
+	if _, ok := dp[key]; ok {
+		t.Fatal("an unsolicited advertisement made an entry")
+	}
+	a.mu.Lock()
+	a.solicit(key, a.ports[0])
+	a.mu.Unlock()
+	a.learnNDP(naFrame(macBGP1, ip6BGP1, 0x60, false))
+	if !bytes.Equal(dp[key], macBGP1) {
+		t.Fatalf("the answer to a solicitation: entry %v", dp[key])
+	}
+	*sent = nil
+	a.learnNDP(naFrame(macH3, ip6BGP1, 0x40, false)) // S, not O
+	if !bytes.Equal(dp[key], macBGP1) || len(*sent) != 0 || a.counters["neigh_not_override"] != 1 {
+		t.Fatalf("an advertisement without Override: entry %v, %d sent, counted %d", dp[key], len(*sent), a.counters["neigh_not_override"])
+	}
+	a.learnNDP(naFrame(macH3, ip6BGP1, 0x20, false)) // O: probe
+	if len(*sent) != 1 {
+		t.Fatalf("want one unicast solicitation, sent %d", len(*sent))
+	}
+	ns := (*sent)[0]
+	if !bytes.Equal(ns[0:6], macBGP1) || netip.AddrFrom16([16]byte(ns[18+24:18+40])) != ip6BGP1 {
+		t.Errorf("the probe went to %v for %v, want bgp1's old MAC and address", net.HardwareAddr(ns[0:6]), netip.AddrFrom16([16]byte(ns[18+24:18+40])))
+	}
+	a.learnNDP(naFrame(macBGP1, ip6BGP1, 0x60, true)) // bgp1 answers, bare
+	a.tickNeighbors(time.Now().Add(3 * probeWait))
+	if !bytes.Equal(dp[key], macBGP1) || a.counters["neigh_change_refused"] != 1 {
+		t.Errorf("entry %v, refused %d: want bgp1 kept", dp[key], a.counters["neigh_change_refused"])
+	}
+}
