@@ -189,6 +189,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt_cap SEC(".maps");
 
+/* Each slow-path reason's rate and burst (cap.h's bucket; 0: none),
+ * checked before a frame is queued to the agent: a flood of one reason
+ * (TTL 1, no route, unresolved destinations) spends its own bucket, not
+ * the others' room in the channel (ARP and NDP learning, PMTUD's
+ * Fragmentation Needed). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RT_SLOW_MAX);
+	__type(key, __u32); /* enum rt_slow */
+	__type(value, struct msr_cap);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_slow_caps SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
 	__uint(key_size, sizeof(__u32));
@@ -207,12 +220,21 @@ static __always_inline int drop(struct pkt *p, enum rt_drop why)
 	return XDP_DROP;
 }
 
-/* slow hands the frame to the agent with its reason. */
+/* slow hands the frame to the agent with its reason, within the reason's
+ * rate (rt_slow_caps; over it: dropped, counted slow_drop). */
 static __always_inline int slow(struct pkt *p, enum rt_slow why, __u32 nexthop)
 {
 	__u64 len = p->ctx->data_end - p->ctx->data;
 	struct rt_slow_meta meta = {.reason = why, .ifindex = p->ctx->ingress_ifindex, .nexthop = nexthop, .len = len};
+	__u32 key = why;
 
+	/* Each index checked where it is used: the verifier loses a bound
+	 * kept across the helper calls. */
+	if (!cap_admit(bpf_map_lookup_elem(&rt_slow_caps, &key))) {
+		if (why < RT_SLOW_MAX)
+			p->st->slow_drop[why]++;
+		return XDP_DROP;
+	}
 	if (len > RT_SLOW_SNAPLEN)
 		len = RT_SLOW_SNAPLEN;
 	if (why < RT_SLOW_MAX)

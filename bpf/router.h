@@ -186,6 +186,7 @@ struct rt_stats {
 	__u64 passed; /* to this host's stack (DIST, its own addresses) */
 	__u64 probes; /* DIST PROBEs reflected to the LB that sent them */
 	__u64 slow[RT_SLOW_MAX];
+	__u64 slow_drop[RT_SLOW_MAX]; /* over the reason's rate (rt_slow_caps) */
 	__u64 drop[RT_DROP_MAX];
 	__u64 acl_permit[RT_MAX_ACL];
 	__u64 acl_deny[RT_MAX_ACL];

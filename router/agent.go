@@ -192,6 +192,9 @@ func (a *Agent) setup() error {
 	a.nh = newNextHops(a.dp)
 	a.busy = NewBusyMeter(a.dp.Program())
 	a.capPPS = a.cfg.CapacityPPS
+	if err := a.dp.writeSlowRates(a.cfg.SlowRates); err != nil {
+		return err
+	}
 	if err := a.dp.SetCap(a.capPPS); err != nil {
 		return err
 	}
@@ -902,6 +905,10 @@ func (a *Agent) Status() *routerapi.Status {
 	}
 	for _, p := range a.inside {
 		s.Infrastructure = append(s.Infrastructure, p.String())
+	}
+	s.SlowRates = map[string]routerapi.SlowRate{}
+	for i, r := range a.cfg.SlowRates {
+		s.SlowRates[SlowNames[i]] = routerapi.SlowRate{PPS: r.PPS, Burst: r.Burst}
 	}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()

@@ -46,8 +46,10 @@ type FileConfig struct {
 	// prefixes (element.HostInfra): this host's addresses take no other
 	// source (infra_dropped).
 	Infrastructure []element.InfraPrefix `yaml:"infrastructure"`
-	Warnings       config.Warnings       `yaml:"-"`
-	Pos            config.Pos            `yaml:"-"`
+	// SlowPath overrides the slow path's rates, by reason (slowrates.go).
+	SlowPath map[string]*SlowRate `yaml:"slow_path"`
+	Warnings config.Warnings      `yaml:"-"`
+	Pos      config.Pos           `yaml:"-"`
 }
 
 // AgentConfig is a back-end's configuration as its agent runs it: the
@@ -69,6 +71,7 @@ type AgentConfig struct {
 	RIB             *RIBConfig
 	ICMPRate        int
 	Infrastructure  []element.InfraPrefix
+	SlowRates       [len(SlowNames)]SlowRate
 	// Warnings are the file's deprecated keys, for the agent to log.
 	Warnings config.Warnings
 }
@@ -129,6 +132,10 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		FIB6Groups: c.FIB6Groups, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate,
 		Infrastructure: c.Infrastructure, Warnings: c.Warnings}
 	if _, err := element.Inside(c.Infrastructure, nil, c.Pos); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.SlowRates, err = parseSlowRates(c.SlowPath, c.Pos); err != nil {
 		return nil, err
 	}
 	for _, name := range c.PortNames() {

@@ -88,6 +88,10 @@ func TestLoadConfig(t *testing.T) {
 		{"capacity_mbps: 500", "capacity_mbps: 500\ncapacity_pps: 100000001", ":1:1: capacity_pps 100000001: at most 100000000"},
 		{"interface: eth0\n", "", ":1:1: missing required key \"interface\""},
 		{"address: 192.0.2.2/24", "address: 192.0.2.300/24", ":6:26: ports.x.address"},
+		{"capacity_mbps: 500", "capacity_mbps: 500\nslow_path:\n  ttl: {pps: 0, burst: 10}", ":6:8: slow_path ttl: a rate and a burst of at least 1"},
+		{"capacity_mbps: 500", "capacity_mbps: 500\nslow_path:\n  ttl: {pps: 100}", ":6:8: slow_path ttl: a rate and a burst of at least 1"},
+		{"capacity_mbps: 500", "capacity_mbps: 500\nslow_path:\n  tll: {pps: 100, burst: 10}", ":1:1: slow_path: no reason \"tll\""},
+		{"capacity_mbps: 500", "capacity_mbps: 500\ninfrastructure: [10.0.0.5/24]", ":5:18: infrastructure[0]: 10.0.0.5/24 has host bits set"},
 	}
 	for i, c := range cases {
 		if !strings.Contains(goodRouter, c.edit) {

@@ -314,7 +314,7 @@ func (d *Dataplane) Stats(nACL int) (*routerapi.Stats, error) {
 	if err := d.objs.RtCounters.Lookup(uint32(0), &per); err != nil {
 		return nil, err
 	}
-	s := &routerapi.Stats{Slow: map[string]uint64{}, Drops: map[string]uint64{}, ACLPermit: make([]uint64, nACL), ACLDeny: make([]uint64, nACL)}
+	s := &routerapi.Stats{Slow: map[string]uint64{}, SlowDropped: map[string]uint64{}, Drops: map[string]uint64{}, ACLPermit: make([]uint64, nACL), ACLDeny: make([]uint64, nACL)}
 	for _, c := range per {
 		s.RxPackets += c.RxPackets
 		s.RxBytes += c.RxBytes
@@ -324,6 +324,9 @@ func (d *Dataplane) Stats(nACL int) (*routerapi.Stats, error) {
 		s.Probes += c.Probes
 		for i, v := range c.Slow {
 			s.Slow[SlowNames[i]] += v
+		}
+		for i, v := range c.SlowDrop {
+			s.SlowDropped[SlowNames[i]] += v
 		}
 		for i, v := range c.Drop {
 			s.Drops[DropNames[i]] += v

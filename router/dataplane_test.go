@@ -454,6 +454,38 @@ func TestRouterCap(t *testing.T) {
 	}
 }
 
+// Each slow-path reason passes its rate and burst, no more: a burst of
+// TTL-1 frames beyond the TTL bucket is dropped in the data path,
+// counted slow_dropped, while another reason's frames (no route, its
+// bucket unlimited here) all still reach the agent.
+func TestSlowPathRates(t *testing.T) {
+	s := newRouterState(t, nil, rand.New(rand.NewPCG(1, 1)))
+	var rates [len(SlowNames)]SlowRate
+	rates[index(SlowNames[:], "ttl")] = SlowRate{PPS: 1000, Burst: 10}
+	if err := s.dp.writeSlowRates(rates); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for _, f := range [][]byte{data(netip.MustParseAddr("192.0.2.10"), 1), data(netip.MustParseAddr("100.0.0.1"), 64)} {
+		for range n {
+			if v, _, err := s.run(f); err != nil || v != XDPDrop {
+				t.Fatalf("verdict %d, %v", v, err)
+			}
+		}
+	}
+	st, err := s.dp.Stats(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 200 runs take a few milliseconds: a few more frames' worth of time.
+	if ttl := st.Slow["ttl"]; ttl < 11 || ttl > 16 || ttl+st.SlowDropped["ttl"] != n {
+		t.Errorf("TTL 1 at 1,000 pps, burst 10: %d to the agent, %d dropped of %d; want 11 to 16", ttl, st.SlowDropped["ttl"], n)
+	}
+	if st.Slow["no_route"] != n || st.SlowDropped["no_route"] != 0 {
+		t.Errorf("no route, no rate: %d to the agent, %d dropped of %d", st.Slow["no_route"], st.SlowDropped["no_route"], n)
+	}
+}
+
 // randomRouterFrame6 is randomRouterFrame's IPv6: destinations in and
 // around the table's prefixes, the ports' hosts and the router, special
 // addresses, hop limits, sizes, next headers (TCP, UDP, ICMPv6,

@@ -14,6 +14,7 @@ var (
 	rtBytes     = metrics.Desc("router_bytes_total", "Bytes the back-end's data path received, and of them those it forwarded.", "what")
 	rtDropped   = metrics.Desc("router_dropped_packets_total", "Frames the back-end's data path dropped, by reason.", "reason")
 	rtSlow      = metrics.Desc("router_slow_path_packets_total", "Frames the data path handed to the agent (the slow path), by reason.", "reason")
+	rtSlowDrop  = metrics.Desc("router_slow_path_dropped_packets_total", "Frames the data path dropped rather than hand to the agent, over their reason's rate (slow_path), by reason.", "reason")
 	rtSlowEvent = metrics.Desc("router_slow_path_events_total", "What the slow path did: ICMP errors sent and rate-limited, ARP, packets held and released.", "event")
 	rtRoutes    = metrics.Desc("router_fib_routes", "Routes in the back-end's FIB.")
 	rtRoutes6   = metrics.Desc("router_fib6_routes", "Routes in the back-end's IPv6 FIB.")
@@ -47,6 +48,9 @@ func (a *Agent) Metrics() *metrics.Collector {
 			for _, k := range slices.Sorted(maps.Keys(st.Slow)) {
 				emit(rtSlow, metrics.Counter, float64(st.Slow[k]), k)
 			}
+			for _, k := range slices.Sorted(maps.Keys(st.SlowDropped)) {
+				emit(rtSlowDrop, metrics.Counter, float64(st.SlowDropped[k]), k)
+			}
 			for i := range min(len(st.ACLPermit), len(st.ACLDeny)) {
 				emit(rtACL, metrics.Counter, float64(st.ACLPermit[i]), strconv.Itoa(i), "permit")
 				emit(rtACL, metrics.Counter, float64(st.ACLDeny[i]), strconv.Itoa(i), "deny")
@@ -74,6 +78,6 @@ func (a *Agent) Metrics() *metrics.Collector {
 		emit(rtHellos, metrics.Counter, float64(s.Hellos.Sent), "sent")
 		emit(rtHellos, metrics.Counter, float64(s.Hellos.Late), "late")
 		emit(rtHelloGap, metrics.Gauge, s.Hellos.LongestGapMs/1000)
-	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowEvent, rtRoutes, rtRoutes6, rtGroups6, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop,
+	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowDrop, rtSlowEvent, rtRoutes, rtRoutes6, rtGroups6, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop,
 		rtHellos, rtHelloGap)
 }

@@ -245,6 +245,7 @@ type rtxdpRtStats struct {
 	Passed         uint64
 	Probes         uint64
 	Slow           [10]uint64
+	SlowDrop       [10]uint64
 	Drop           [14]uint64
 	AclPermit      [64]uint64
 	AclDeny        [64]uint64
@@ -288,6 +289,7 @@ const (
 	rtxdpMapRtNexthops          = "rt_nexthops"
 	rtxdpMapRtNhgroups          = "rt_nhgroups"
 	rtxdpMapRtPorts             = "rt_ports"
+	rtxdpMapRtSlowCaps          = "rt_slow_caps"
 	rtxdpMapRtSlowpath          = "rt_slowpath"
 	rtxdpMapRtTbl24             = "rt_tbl24"
 	rtxdpMapRtTbl8              = "rt_tbl8"
@@ -373,6 +375,7 @@ type rtxdpMapSpecs struct {
 	RtNexthops   *ebpf.MapSpec `ebpf:"rt_nexthops"`
 	RtNhgroups   *ebpf.MapSpec `ebpf:"rt_nhgroups"`
 	RtPorts      *ebpf.MapSpec `ebpf:"rt_ports"`
+	RtSlowCaps   *ebpf.MapSpec `ebpf:"rt_slow_caps"`
 	RtSlowpath   *ebpf.MapSpec `ebpf:"rt_slowpath"`
 	RtTbl24      *ebpf.MapSpec `ebpf:"rt_tbl24"`
 	RtTbl8       *ebpf.MapSpec `ebpf:"rt_tbl8"`
@@ -434,6 +437,7 @@ type rtxdpMaps struct {
 	RtNexthops   *ebpf.Map `ebpf:"rt_nexthops"`
 	RtNhgroups   *ebpf.Map `ebpf:"rt_nhgroups"`
 	RtPorts      *ebpf.Map `ebpf:"rt_ports"`
+	RtSlowCaps   *ebpf.Map `ebpf:"rt_slow_caps"`
 	RtSlowpath   *ebpf.Map `ebpf:"rt_slowpath"`
 	RtTbl24      *ebpf.Map `ebpf:"rt_tbl24"`
 	RtTbl8       *ebpf.Map `ebpf:"rt_tbl8"`
@@ -455,6 +459,7 @@ func (m *rtxdpMaps) Close() error {
 		m.RtNexthops,
 		m.RtNhgroups,
 		m.RtPorts,
+		m.RtSlowCaps,
 		m.RtSlowpath,
 		m.RtTbl24,
 		m.RtTbl8,

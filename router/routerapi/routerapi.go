@@ -123,6 +123,9 @@ type Status struct {
 	// "infra": from outside, by an LB's balance path).
 	Infrastructure []string `json:"infrastructure"`
 	InfraDropped   uint64   `json:"infra_dropped"`
+	// SlowRates are the slow path's rates, by reason: what passes to the
+	// agent, on this back-end (Stats.SlowDropped counts the rest).
+	SlowRates map[string]SlowRate `json:"slow_rates"`
 	// Busy is the data path's CPU time per second, in cores (the router
 	// program's run time, sampled 100 ms a second: router/busy.go);
 	// absent until measured.
@@ -196,9 +199,16 @@ type Stats struct {
 	Passed         uint64            `json:"passed"`
 	Probes         uint64            `json:"probes"` // LBs' DIST PROBEs reflected
 	Slow           map[string]uint64 `json:"slow"`
+	SlowDropped    map[string]uint64 `json:"slow_dropped"` // over the reason's rate
 	Drops          map[string]uint64 `json:"drops"`
 	ACLPermit      []uint64          `json:"acl_permit"`
 	ACLDeny        []uint64          `json:"acl_deny"`
+}
+
+// SlowRate is a slow-path reason's rate, frames a second, and burst.
+type SlowRate struct {
+	PPS   uint64 `json:"pps"`
+	Burst uint64 `json:"burst"`
 }
 
 // RIBStatus is the feed's state, for the agent's status.
