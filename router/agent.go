@@ -87,7 +87,7 @@ type Agent struct {
 	// operator: the routes the operator added (AddOperatorRoute).
 	operator  map[netip.Prefix]bool
 	heldBytes int // of every pending neighbour's packets
-	icmp      tokenBucket
+	icmp      *icmpLimiter
 	counters  map[string]uint64
 	capPPS    uint64 // the data path's capacity now (capacity_pps, or set at run time)
 	// dirty: routes changed since the state was last saved. Saving waits
@@ -147,7 +147,7 @@ func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
 		neigh:   map[NeighborKey]*neighbor{},
 		pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, probes: map[NeighborKey]*neighProbe{}, counters: map[string]uint64{}, operator: map[netip.Prefix]bool{},
-		icmp: tokenBucket{rate: float64(cfg.ICMPRate), burst: float64(cfg.ICMPRate), tokens: float64(cfg.ICMPRate)}}
+		icmp: newICMPLimiter(cfg.ICMPRate, cfg.ICMPBurst, cfg.Hold())}
 	a.set = fileSettings(cfg)
 	if len(cfg.Ports) == 0 {
 		if s, ok := a.loadSettings(); ok {

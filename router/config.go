@@ -40,8 +40,11 @@ type FileConfig struct {
 	// RIB is the iBGP session with the VCP that feeds the FIB (none:
 	// static routes only).
 	RIB *RIBConfig `yaml:"rib"`
-	// ICMPRate bounds the ICMP errors sent per second (RFC 1812 §4.3.2.8).
-	ICMPRate int `yaml:"icmp_rate"`
+	// ICMPRate and ICMPBurst bound the ICMP errors the router sends a
+	// second, each kind apart, shared among its back-ends (icmprate.go;
+	// RFC 1812 §4.3.2.8).
+	ICMPRate  int `yaml:"icmp_rate"`
+	ICMPBurst int `yaml:"icmp_burst"`
 	// Infrastructure is the router's inside beyond this host's own
 	// prefixes (element.HostInfra): this host's addresses take no other
 	// source (infra_dropped).
@@ -70,6 +73,7 @@ type AgentConfig struct {
 	RouterAddresses []netip.Addr
 	RIB             *RIBConfig
 	ICMPRate        int
+	ICMPBurst       int
 	Infrastructure  []element.InfraPrefix
 	SlowRates       [len(SlowNames)]SlowRate
 	// Warnings are the file's deprecated keys, for the agent to log.
@@ -129,7 +133,7 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		return nil, err
 	}
 	a := &AgentConfig{Config: c.Config, Interface: c.Interface, CapacityMbps: c.CapacityMbps, CapacityPPS: c.CapacityPPS, PinDir: c.PinDir,
-		FIB6Groups: c.FIB6Groups, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate,
+		FIB6Groups: c.FIB6Groups, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, ICMPBurst: c.ICMPBurst,
 		Infrastructure: c.Infrastructure, Warnings: c.Warnings}
 	if _, err := element.Inside(c.Infrastructure, nil, c.Pos); err != nil {
 		return nil, err
@@ -163,7 +167,13 @@ func (c *FileConfig) complete() error {
 		return err
 	}
 	if c.ICMPRate == 0 {
-		c.ICMPRate = 100
+		c.ICMPRate = DefaultICMPRate
+	}
+	if c.ICMPBurst == 0 {
+		c.ICMPBurst = DefaultICMPBurst
+	}
+	if c.ICMPRate < 0 || c.ICMPBurst < 0 {
+		return c.Pos.Errorf("icmp_rate %d, icmp_burst %d: at least 1 (0: the default)", c.ICMPRate, c.ICMPBurst)
 	}
 	if c.PinDir == "" {
 		c.PinDir = "/sys/fs/bpf/msr/router-" + c.Name

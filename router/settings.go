@@ -114,6 +114,13 @@ func (a *Agent) receive(ctx context.Context) {
 			continue
 		}
 		switch m := f.Msg.(type) {
+		case *dist.Hello:
+			if m.Role == dist.RoleRouter && f.Header.Sender != a.cfg.ID {
+				a.mu.Lock()
+				a.icmp.heard(f.Src, f.Received)
+				a.mu.Unlock()
+			}
+			continue
 		case *dist.BackendConfig:
 			if m.Target != a.cfg.ID {
 				continue

@@ -127,8 +127,9 @@ func (a *Agent) icmpError(pkt []byte, typ, code uint8, mtu uint16) {
 	if !icmpErrorAllowed(pkt) {
 		return
 	}
-	if !a.icmp.take(time.Now()) {
+	if k := icmpKindOf(false, typ, code); !a.icmp.take(k, time.Now()) {
 		a.counters["icmp_rate_limited"]++
+		a.counters["icmp_rate_limited_"+icmpKindNames[k]]++
 		return
 	}
 	from, ok := a.addressTowards(netip.AddrFrom4([4]byte(pkt[12:16])))

@@ -110,8 +110,9 @@ func (a *Agent) icmp6ErrorFrom(pkt []byte, from netip.Addr, typ, code uint8, par
 	if !icmp6ErrorAllowed(pkt) {
 		return
 	}
-	if !a.icmp.take(time.Now()) {
+	if k := icmpKindOf(true, typ, code); !a.icmp.take(k, time.Now()) {
 		a.counters["icmp_rate_limited"]++
+		a.counters["icmp_rate_limited_"+icmpKindNames[k]]++
 		return
 	}
 	a.counters["icmp6_errors"]++
