@@ -20,6 +20,7 @@ packages=(
 	python3                   # a client that sends IPv6 with Hop-by-Hop options (tests)
 	ndisc6                    # rdisc6: a router solicitation and the advertisement it gets (tests)
 	stress-ng                 # make test-stress: a CPU hog beside the tests
+	python3-scapy hping3      # hostile neighbours: forged ARP and NDP, floods (tests)
 )
 
 missing=()

@@ -1,0 +1,264 @@
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/router/routerapi"
+)
+
+// TestHostileNeighbours: customers on the default lab's external
+// segments attack the router as a neighbour would, with real tools
+// (scapy, hping3), and each probe is blocked, counted, and costs the
+// others' traffic nothing (docs/operations.md, "Hardening"):
+//   - h3 forges ARP replies and an overriding Neighbor Advertisement
+//     claiming bgp1's addresses: every back-end keeps bgp1's MAC (it
+//     probes the old MAC, which answers), and h1's pings to bgp1 go on;
+//   - h1 advertises 5,000 addresses of its /64: no back-end makes an
+//     entry for any (none was asked for);
+//   - h1 sends SYNs to every element's address on the inside and its API
+//     ports, and packets claiming an inside source: lb1 drops every one
+//     before balancing (infra_dropped);
+//   - h1 floods TTL-1 UDP through the router as fast as hping3 sends,
+//     while the back-ends have forgotten their neighbours: h3's pings to
+//     h2 are answered (h2 resolved again through the flood), and the
+//     back-ends drop the flood's excess in the data path (slow_dropped).
+func TestHostileNeighbours(t *testing.T) {
+	upDefaultLab(t, 100)
+	macOf := func(host string) string {
+		out, err := demo.Exec(host, "cat", "/sys/class/net/eth0/address")
+		if err != nil {
+			t.Fatalf("%s's MAC: %v", host, err)
+		}
+		return strings.TrimSpace(out)
+	}
+	bgp1MAC := macOf("bgp1")
+	const bgp1, bgp1v6 = "203.0.113.20", "2001:db8:12::20"
+	// Every back-end learns bgp1 (one asks; the others see the question).
+	for _, dst := range []string{bgp1, bgp1v6} {
+		if out, err := demo.Exec("h1", "ping", "-c", "3", "-i", "0.2", "-W", "2", dst); err != nil {
+			t.Fatalf("ping %s before the attack: %v\n%s", dst, err, out)
+		}
+	}
+	want := map[string]string{bgp1 + " vlan 12": bgp1MAC, bgp1v6 + " vlan 12": bgp1MAC}
+	entries := func() map[string]map[string]string {
+		got := map[string]map[string]string{}
+		for _, b := range demo.Backends {
+			st, err := routerapi.Local(b, "").Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[b] = st.Neighbors
+		}
+		return got
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		missing := ""
+		for b, n := range entries() {
+			for k, mac := range want {
+				if n[k] != mac {
+					missing += fmt.Sprintf(" %s: %s is %q;", b, k, n[k])
+				}
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("before the attack, not every back-end knows bgp1:%s", missing)
+		}
+	}
+	before := slowPathCounters(t)
+
+	// The hijack: from h3, three broadcast ARP replies and an overriding
+	// advertisement, each claiming bgp1's address with h3's MAC.
+	h3MAC := macOf("h3")
+	scapy(t, "h3", fmt.Sprintf(`
+p = Ether(dst="ff:ff:ff:ff:ff:ff", src="%[1]s")/ARP(op=2, hwsrc="%[1]s", psrc="%[2]s", hwdst="ff:ff:ff:ff:ff:ff", pdst="203.0.113.1")
+sendp(p, iface="eth0", count=3, inter=0.1, verbose=False)
+na = Ether(dst="33:33:00:00:00:01", src="%[1]s")/IPv6(src="%[3]s", dst="ff02::1", hlim=255)/ICMPv6ND_NA(tgt="%[3]s", R=0, S=0, O=1)/ICMPv6NDOptDstLLAddr(lladdr="%[1]s")
+sendp(na, iface="eth0", count=3, inter=0.1, verbose=False)
+`, h3MAC, bgp1, bgp1v6))
+	pings := make(chan string, 2)
+	for _, dst := range []string{bgp1, bgp1v6} {
+		go func() {
+			out, _ := demo.Exec("h1", "ping", "-c", "30", "-i", "0.1", "-W", "1", dst)
+			pings <- dst + ": " + out
+		}()
+	}
+	for range 2 {
+		if out := <-pings; pingLost(out) != 0 {
+			t.Errorf("h1's pings to bgp1 during and after h3's claims lost some:\n%s", out)
+		}
+	}
+	for b, n := range entries() {
+		for k, mac := range want {
+			if n[k] != mac {
+				t.Errorf("%s: %s is at %q after h3's claims, want bgp1's %s", b, k, n[k], mac)
+			}
+		}
+	}
+	after := slowPathCounters(t)
+	refused := after["neigh_change_refused"] - before["neigh_change_refused"]
+	t.Logf("forged ARP replies and NA for bgp1 from h3: every back-end kept %s; probes %d, changes refused %d, changed %d",
+		bgp1MAC, after["neigh_probes"]-before["neigh_probes"], refused, after["neigh_changed"]-before["neigh_changed"])
+	if refused < uint64(len(demo.Backends)) || after["neigh_changed"] != before["neigh_changed"] {
+		t.Errorf("want every back-end to refuse the changes (at least %d refusals, none taken): %d refused, %d changed",
+			len(demo.Backends), refused, after["neigh_changed"]-before["neigh_changed"])
+	}
+
+	// An advertisement flood over h1's /64: nothing was asked, nothing is
+	// made.
+	neighbours := func() (n int) {
+		for _, e := range entries() {
+			n += len(e)
+		}
+		return n
+	}
+	n0, before := neighbours(), slowPathCounters(t)
+	scapy(t, "h1", `
+import random
+src = get_if_hwaddr("eth0")
+ps = [Ether(dst="33:33:00:00:00:01", src=src)/IPv6(src="2001:db8:10::%x" % i, dst="ff02::1", hlim=255)/
+      ICMPv6ND_NA(tgt="2001:db8:10::%x:%x" % (random.randrange(1, 65535), i), R=0, S=1, O=1)/ICMPv6NDOptDstLLAddr(lladdr=src)
+      for i in range(1, 5001)]
+sendp(ps, iface="eth0", verbose=False)
+`)
+	time.Sleep(500 * time.Millisecond)
+	after = slowPathCounters(t)
+	unsolicited := after["neigh_unsolicited"] - before["neigh_unsolicited"]
+	t.Logf("5,000 advertisements over h1's /64: neighbours %d → %d on the back-ends, %d claims refused as unsolicited", n0, neighbours(), unsolicited)
+	if n := neighbours(); n > n0 {
+		t.Errorf("the advertisement flood made %d neighbour entries", n-n0)
+	}
+	if unsolicited < 5000 {
+		t.Errorf("%d unsolicited claims counted, want 5,000 at least (each back-end sees them all)", unsolicited)
+	}
+
+	// The inside from outside: SYNs to every element's address and API
+	// port, and packets claiming an inside source.
+	lbBefore, err := demo.LBStatus("lb1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.31", "10.0.0.32", "10.0.0.40"}
+	sent := 0
+	for _, addr := range inside {
+		for _, port := range []string{"8179", "8180", "8181", "179", "22"} {
+			hping(t, "h1", "-S", "-p", port, "-c", "2", "-i", "u2000", addr)
+			sent += 2
+		}
+	}
+	hping(t, "h1", "-S", "-a", "10.0.0.2", "-p", "80", "-c", "5", "-i", "u2000", demo.H3)
+	sent += 5
+	lbAfter, err := demo.LBStatus("lb1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := lbAfter.InfraDropped - lbBefore.InfraDropped
+	t.Logf("%d SYNs from h1 to the inside's %d addresses and API ports, and with an inside source: lb1 infra_dropped %d (its inside: %s)",
+		sent, len(inside), dropped, strings.Join(lbAfter.Infrastructure, ", "))
+	if dropped != uint64(sent) {
+		t.Errorf("lb1 dropped %d as infra, want every one of the %d", dropped, sent)
+	}
+
+	// A TTL-1 flood while the back-ends have forgotten every neighbour:
+	// h2 must be resolved through it.
+	before = slowPathCounters(t)
+	dropsBefore := backendSlowDrops(t)
+	flood := make(chan string, 1)
+	go func() {
+		out, _ := demo.Exec("h1", "timeout", "-s", "INT", "8", "hping3", "--flood", "-2", "-t", "1", "-p", "9", demo.H3)
+		flood <- out
+	}()
+	time.Sleep(time.Second)
+	for _, b := range demo.Backends {
+		if _, err := routerapi.Local(b, "").FlushNeighbors(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _ := demo.Exec("h3", "ping", "-c", "20", "-i", "0.2", "-W", "1", demo.H2)
+	floodOut := <-flood
+	after = slowPathCounters(t)
+	drops := backendSlowDrops(t)
+	floodSent := hpingSent(floodOut)
+	t.Logf("TTL-1 flood from h1: %d packets in 7 s (%.0f pps); the back-ends dropped %d in the data path (slow_dropped ttl), sent %d Time Exceeded and held back %d; h3's pings to h2 lost %d of 20",
+		floodSent, float64(floodSent)/7, drops["ttl"]-dropsBefore["ttl"], after["icmp_errors"]-before["icmp_errors"],
+		after["icmp_rate_limited_time_exceeded"]-before["icmp_rate_limited_time_exceeded"], pingLost(out))
+	if lost := pingLost(out); lost < 0 || lost > 1 {
+		t.Errorf("h3's pings to h2 through the TTL-1 flood lost %d of 20:\n%s", lost, out)
+	}
+	if floodSent < 10000 {
+		t.Errorf("precondition: hping3 --flood sent %d packets in 7 s; the flood is no flood:\n%s", floodSent, floodOut)
+	}
+	if drops["ttl"] == dropsBefore["ttl"] {
+		t.Errorf("no TTL-1 frame dropped in the data path over its rate")
+	}
+}
+
+// scapy runs a Python script with Scapy's names in a lab host.
+func scapy(t *testing.T, host, script string) {
+	t.Helper()
+	if out, err := demo.Exec(host, "/usr/bin/python3", "-c", "from scapy.all import *\n"+script); err != nil {
+		t.Fatalf("scapy in %s: %v\n%s", host, err, out)
+	}
+}
+
+// hping runs hping3 in a lab host; it exits 1 when nothing answers,
+// which is what the probes expect.
+func hping(t *testing.T, host string, args ...string) {
+	t.Helper()
+	if out, err := demo.Exec(host, append([]string{"hping3", "-q"}, args...)...); err != nil && !strings.Contains(out, "packets transmitted") {
+		t.Fatalf("hping3 %s in %s: %v\n%s", strings.Join(args, " "), host, err, out)
+	}
+}
+
+var hpingStats = regexp.MustCompile(`(\d+) packets transmitted`)
+
+// hpingSent is how many packets hping3 said it sent.
+func hpingSent(out string) int {
+	m := hpingStats.FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// slowPathCounters sums the back-ends' slow-path counters.
+func slowPathCounters(t *testing.T) map[string]uint64 {
+	t.Helper()
+	sum := map[string]uint64{}
+	for _, b := range demo.Backends {
+		st, err := routerapi.Local(b, "").Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range st.SlowPath {
+			sum[k] += v
+		}
+	}
+	return sum
+}
+
+// backendSlowDrops sums what the back-ends' data paths dropped over the
+// slow path's rates, by reason.
+func backendSlowDrops(t *testing.T) map[string]uint64 {
+	t.Helper()
+	sum := map[string]uint64{}
+	for _, b := range demo.Backends {
+		st, err := routerapi.Local(b, "").Status()
+		if err != nil || st.Stats == nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		for k, v := range st.Stats.SlowDropped {
+			sum[k] += v
+		}
+	}
+	return sum
+}
