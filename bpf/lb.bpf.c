@@ -699,10 +699,20 @@ static __always_inline __u32 police_class(struct iphdr *ip, __u32 f, __u16 sport
 	return router_class(ip->protocol, IPPROTO_ICMP, sport, dport, has_ports);
 }
 
-/* police says whether a packet of class cls from saddr may pass: its
- * source's bucket first (so a flood spends only its own), then the
- * class's. Counted per class. */
-static __always_inline int police(struct pkt *p, __u32 cls, __be32 saddr)
+/* police_hash is a source's bucket key: its whole address (four words;
+ * IPv4's in the first, the rest zero), its ingress port and the class,
+ * keyed with the data path's secret seed. */
+static __always_inline __u32 police_hash(const __u32 *src, __u32 port, __u32 cls, __u32 seed)
+{
+	__u32 h = flow_hash(src[0], src[1], src[2], cls, seed);
+
+	return flow_hash(h, src[3], port, cls, seed ^ FLOW_SEED_POLICE);
+}
+
+/* police says whether a packet of class cls from src (police_hash's
+ * words) may pass: its source's bucket first (so a flood spends only its
+ * own), then the class's. Counted per class. */
+static __always_inline int police(struct pkt *p, struct lb_config *cfg, __u32 cls, const __u32 *src)
 {
 	struct lb_police_rate *r = bpf_map_lookup_elem(&lb_police_rates, &cls);
 	struct lb_police_counts *st = bpf_map_lookup_elem(&lb_police_stats, &cls);
@@ -710,7 +720,7 @@ static __always_inline int police(struct pkt *p, __u32 cls, __be32 saddr)
 		return 1;
 	__u32 base = cls * (LB_POLICE_SOURCES + 1);
 	if (r->src_interval_ns) {
-		__u32 i = base + 1 + (flow_hash(saddr, 0, p->port->index, cls, FLOW_SEED_POLICE) & (LB_POLICE_SOURCES - 1));
+		__u32 i = base + 1 + (police_hash(src, p->port->index, cls, cfg->police_seed) & (LB_POLICE_SOURCES - 1));
 		struct lb_police_bucket *b = bpf_map_lookup_elem(&lb_police_buckets, &i);
 		if (b && !gcra_admit(&b->lock, &b->tat, r->src_interval_ns, r->src_tolerance_ns)) {
 			st->dropped_source++;
@@ -757,7 +767,8 @@ static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void
 	if (in && (infra_has4(in, ip->saddr) || (!f && infra_has4(in, ip->daddr))))
 		return drop(p, LB_DROP_INFRA);
 	__u32 cls = police_class(ip, f, sport, dport, has_ports);
-	if (cls != LB_POLICE_NONE && !police(p, cls, ip->saddr))
+	__u32 src[4] = {ip->saddr};
+	if (cls != LB_POLICE_NONE && !police(p, cfg, cls, src))
 		return drop(p, LB_DROP_POLICED);
 	if (cls <= LB_POLICE_MGMT)
 		return vcp(p, cfg);
@@ -820,7 +831,7 @@ static __always_inline int classify_ndp(struct pkt *p, struct ipv6hdr *ip, __u8 
 			return drop(p, LB_DROP_NDP_NOT_OURS);
 		return ext_ndp(p, &m->target);
 	}
-	if (!police(p, LB_POLICE_IGP, ip6_fold(&ip->saddr)))
+	if (!police(p, cfg, LB_POLICE_IGP, ip->saddr.in6_u.u6_addr32))
 		return drop(p, LB_DROP_POLICED);
 	return vcp(p, cfg);
 }
@@ -872,7 +883,7 @@ static __always_inline int classify_ipv6(struct pkt *p, struct ethhdr *eth, void
 	if (in && (infra_has6(in, ip->saddr.in6_u.u6_addr32) || (!f && infra_has6(in, ip->daddr.in6_u.u6_addr32))))
 		return drop(p, LB_DROP_INFRA);
 	__u32 cls = police_class6(ip, f, w.proto, sport, dport, has_ports);
-	if (cls != LB_POLICE_NONE && !police(p, cls, ip6_fold(&ip->saddr)))
+	if (cls != LB_POLICE_NONE && !police(p, cfg, cls, ip->saddr.in6_u.u6_addr32))
 		return drop(p, LB_DROP_POLICED);
 	if (cls <= LB_POLICE_ICMP) /* ICMPv6 to the router: the VCP answers it */
 		return vcp(p, cfg);

@@ -154,7 +154,11 @@ struct lb_config {
 	__be32 mgmt_ip;
 	__u32 flowlet_gap_us; /* LB_MODE_FLOWLET: the gap that ends a flowlet */
 	__u8 flow_label; /* IPv6: hash a non-zero flow label, not the ports (RFC 6438) */
-	__u8 pad[7];
+	__u8 pad[3];
+	/* The policing buckets' hash key, random for each data path (the
+	 * agent draws it when it finds 0): a source cannot be chosen to
+	 * share a peer's bucket. */
+	__u32 police_seed;
 };
 
 /* A flow's current flowlet (lb_flowlets, by flow hash). */

@@ -199,6 +199,10 @@ type Config struct {
 	// FlowLabel hashes an IPv6 packet's flow label, where it is not
 	// zero, in place of its ports (RFC 6438).
 	FlowLabel bool
+	// PoliceSeed keys the policing buckets' hash; 0 (the agent's): keep
+	// the data path's own, drawn at random when it has none (the model
+	// takes it from Dataplane.PoliceSeed).
+	PoliceSeed uint32
 }
 
 // MaxFlowletGap is the longest flowlet gap lb_config holds (a u32 of
@@ -230,7 +234,21 @@ func (d *Dataplane) SetConfig(c Config) error {
 		if c.ManagementAddr.Is4() {
 			cur.MgmtIp = be32(c.ManagementAddr)
 		}
+		if c.PoliceSeed != 0 {
+			cur.PoliceSeed = c.PoliceSeed
+		}
+		for cur.PoliceSeed == 0 {
+			cur.PoliceSeed = rand.Uint32() // ChaCha8, seeded by the OS
+		}
 	})
+}
+
+// PoliceSeed is the policing buckets' hash key in lb_cfg (0 before the
+// first SetConfig).
+func (d *Dataplane) PoliceSeed() (uint32, error) {
+	var cur lbxdpLbConfig
+	err := d.objs.LbCfg.Lookup(uint32(0), &cur)
+	return cur.PoliceSeed, err
 }
 
 // updateConfig changes lb_cfg with change, under cfgMu: the table's flip,

@@ -119,6 +119,10 @@ func newFixture(mode Mode) (*fixture, error) {
 	if err := dp.SetConfig(m.Config); err != nil {
 		return nil, err
 	}
+	// The policing hash's key: the data path drew its own.
+	if m.Config.PoliceSeed, err = dp.PoliceSeed(); err != nil || m.Config.PoliceSeed == 0 {
+		return nil, fmt.Errorf("the data path's policing seed %d: %v", m.Config.PoliceSeed, err)
+	}
 	var bs []Backend
 	for i, mac := range macR {
 		for _, pn := range []string{"i0", "i1"} {

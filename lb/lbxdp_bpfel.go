@@ -57,7 +57,8 @@ type lbxdpLbConfig struct {
 	MgmtIp            uint32
 	FlowletGapUs      uint32
 	FlowLabel         uint8
-	Pad               [7]uint8
+	Pad               [3]uint8
+	PoliceSeed        uint32
 }
 
 type lbxdpLbDrop uint32

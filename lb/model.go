@@ -232,7 +232,7 @@ func (p *modelPkt) ipv4() Result {
 		return p.drop(lbxdpLbDropLB_DROP_INFRA)
 	}
 	c := p.policeClass(proto, daddr, sport, dport, hasPorts)
-	if c != PoliceNone && !p.police(c, [4]byte(ip[12:16])) {
+	if c != PoliceNone && !p.police(c, ip[12:16]) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
 	if c <= PoliceMgmt {

@@ -65,7 +65,7 @@ func (p *modelPkt) ipv6() Result {
 		return p.drop(lbxdpLbDropLB_DROP_INFRA)
 	}
 	c := p.policeClass6(w.Proto, daddr, sport, dport, hasPorts)
-	if c != PoliceNone && !p.police(c, fold6(ip[8:24])) {
+	if c != PoliceNone && !p.police(c, ip[8:24]) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
 	if c <= PoliceICMP {
@@ -135,7 +135,7 @@ func (p *modelPkt) ndp(ip []byte, plenEnd int) Result {
 		}
 		return p.extNDP(ip, target)
 	}
-	if !p.police(PoliceIGP, fold6(ip[8:24])) {
+	if !p.police(PoliceIGP, ip[8:24]) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
 	return p.toVCP()

@@ -37,8 +37,9 @@ const (
 	PoliceNone    = PoliceClass(lbxdpLbPoliceClassLB_POLICE_NONE)
 	// policeSources is the number of source buckets per class.
 	policeSources = uint32(lbxdpLbLimitLB_POLICE_SOURCES)
-	// policeSeed is the source buckets' hash seed (bpf/common.h).
-	policeSeed = uint32(lbxdpFlowSeedFLOW_SEED_POLICE)
+	// policeSalt is mixed into the source buckets' hash beside the data
+	// path's own seed (bpf/common.h).
+	policeSalt = uint32(lbxdpFlowSeedFLOW_SEED_POLICE)
 )
 
 // PoliceClassNames name the classes in the config, the status and the docs.
@@ -208,8 +209,20 @@ type ModelPolice struct {
 	tat    map[uint32]time.Time
 }
 
-// admit is lb.bpf.c's police, on the model's clock.
-func (p *modelPkt) police(c PoliceClass, saddr [4]byte) bool {
+// policeHash is lb.bpf.c's police_hash: src is the source address as it
+// lies in the packet (4 or 16 bytes).
+func policeHash(src []byte, port uint8, c PoliceClass, seed uint32) uint32 {
+	var w [4]uint32
+	for i := 0; i < len(src)/4; i++ {
+		w[i] = binary.LittleEndian.Uint32(src[4*i:])
+	}
+	h := flow.Hash(w[0], w[1], w[2], uint32(c), seed)
+	return flow.Hash(h, w[3], uint32(port), uint32(c), seed^policeSalt)
+}
+
+// admit is lb.bpf.c's police, on the model's clock; src is the source
+// address as it lies in the packet.
+func (p *modelPkt) police(c PoliceClass, src []byte) bool {
 	mp := &p.m.Police
 	if mp.tat == nil {
 		mp.tat = map[uint32]time.Time{}
@@ -230,7 +243,7 @@ func (p *modelPkt) police(c PoliceClass, saddr [4]byte) bool {
 		return true
 	}
 	if r.PerSourcePPS != 0 {
-		h := flow.Hash(binary.LittleEndian.Uint32(saddr[:]), 0, uint32(p.port.Index), uint32(c), policeSeed)
+		h := policeHash(src, p.port.Index, c, p.m.Config.PoliceSeed)
 		if !gcra(base+1+h&(policeSources-1), r.PerSourcePPS) {
 			mp.Counts[c].DroppedSource++
 			return false

@@ -36,6 +36,18 @@ func TestLBPolicing(t *testing.T) {
 			return eth(macExt0, macHost, etherTypeIPv4, inet.IPv4(src, dst, 1, []byte{8, 0, 0xf7, 0xff, 0, 0, 0, 0}))
 		}
 		hostC := netip.MustParseAddr("192.0.2.11")
+		// A key under which A and C, and A on e0 and e1, have buckets of
+		// their own (one in 1,024 keys would share one).
+		bucket := func(src netip.Addr, port uint8) uint32 {
+			return policeHash(src.AsSlice(), port, PoliceICMP, f.model.Config.PoliceSeed) & (policeSources - 1)
+		}
+		for bucket(ipHostA, f.ports["e0"].Index) == bucket(hostC, f.ports["e0"].Index) ||
+			bucket(ipHostA, f.ports["e0"].Index) == bucket(ipHostA, f.ports["e1"].Index) {
+			f.model.Config.PoliceSeed++
+		}
+		if err := f.dp.SetConfig(f.model.Config); err != nil {
+			t.Fatal(err)
+		}
 		steps := []struct {
 			what    string
 			in      int
