@@ -770,7 +770,11 @@ static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void
 	__u32 src[4] = {ip->saddr};
 	if (cls != LB_POLICE_NONE && !police(p, cfg, cls, src))
 		return drop(p, LB_DROP_POLICED);
-	if (cls <= LB_POLICE_MGMT)
+	/* A fragment to the router is the VCP's, whose kernel reassembles
+	 * it: a back-end can answer no part of a datagram it sees a piece of
+	 * (and the pieces after the first name no port to tell a BGP
+	 * segment by). */
+	if (cls <= LB_POLICE_MGMT || (frag && f))
 		return vcp(p, cfg);
 	__u32 d = bpf_ntohl(ip->daddr);
 	if (is_multicast(eth->h_dest) || (d >> 28) == 0xe || d == 0xffffffff)
@@ -885,7 +889,9 @@ static __always_inline int classify_ipv6(struct pkt *p, struct ethhdr *eth, void
 	__u32 cls = police_class6(ip, f, w.proto, sport, dport, has_ports);
 	if (cls != LB_POLICE_NONE && !police(p, cfg, cls, ip->saddr.in6_u.u6_addr32))
 		return drop(p, LB_DROP_POLICED);
-	if (cls <= LB_POLICE_ICMP) /* ICMPv6 to the router: the VCP answers it */
+	/* ICMPv6 to the router: the VCP answers it; a fragment to it, as
+	 * IPv4's, is the VCP's to reassemble. */
+	if (cls <= LB_POLICE_ICMP || (w.frag && f))
 		return vcp(p, cfg);
 	if (is_multicast(eth->h_dest) || ip->daddr.in6_u.u6_addr8[0] == 0xff)
 		return drop(p, LB_DROP_MCAST_EXTERNAL);

@@ -235,7 +235,7 @@ func (p *modelPkt) ipv4() Result {
 	if c != PoliceNone && !p.police(c, ip[12:16]) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
-	if c <= PoliceMgmt {
+	if c <= PoliceMgmt || frag && p.m.RouterAddrs[daddr] != 0 {
 		return p.toVCP()
 	}
 	d := binary.BigEndian.Uint32(ip[16:20])

@@ -68,7 +68,7 @@ func (p *modelPkt) ipv6() Result {
 	if c != PoliceNone && !p.police(c, ip[8:24]) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
-	if c <= PoliceICMP {
+	if c <= PoliceICMP || w.Frag && p.m.RouterAddrs[daddr] != 0 {
 		return p.toVCP()
 	}
 	if p.b[0]&1 != 0 || ip[24] == 0xff {
