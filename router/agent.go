@@ -84,6 +84,8 @@ type Agent struct {
 	pending   map[NeighborKey]*pendingARP
 	asked     map[NeighborKey]time.Time   // questions the router put (neighbors.go)
 	probes    map[NeighborKey]*neighProbe // MAC changes claimed, the old MAC asked
+	// neighCount is neigh's entries by port and family (neighbors.go).
+	neighCount map[portFamily]int
 	// operator: the routes the operator added (AddOperatorRoute).
 	operator  map[netip.Prefix]bool
 	heldBytes int // of every pending neighbour's packets
@@ -146,7 +148,7 @@ const (
 func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
 		neigh:   map[NeighborKey]*neighbor{},
-		pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, probes: map[NeighborKey]*neighProbe{}, counters: map[string]uint64{}, operator: map[netip.Prefix]bool{},
+		pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, probes: map[NeighborKey]*neighProbe{}, neighCount: map[portFamily]int{}, counters: map[string]uint64{}, operator: map[netip.Prefix]bool{},
 		icmp: newICMPLimiter(cfg.ICMPRate, cfg.ICMPBurst, cfg.Hold())}
 	a.set = fileSettings(cfg)
 	if len(cfg.Ports) == 0 {
@@ -297,11 +299,11 @@ func (a *Agent) adoptNeighbors() {
 	var v rtxdpRtNeigh
 	for it := a.dp.objs.RtNeighbors.Iterate(); it.Next(&k, &v); {
 		ip := netip.AddrFrom4([4]byte{byte(k.Ip), byte(k.Ip >> 8), byte(k.Ip >> 16), byte(k.Ip >> 24)})
-		a.neigh[NeighborKey{ip, k.Vlan}] = &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)}
+		a.setNeigh(NeighborKey{ip, k.Vlan}, &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)})
 	}
 	var k6 rtxdpRtNeigh6Key
 	for it := a.dp.objs.RtNeighbors6.Iterate(); it.Next(&k6, &v); {
-		a.neigh[NeighborKey{netip.AddrFrom16(k6.Ip), k6.Vlan}] = &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)}
+		a.setNeigh(NeighborKey{netip.AddrFrom16(k6.Ip), k6.Vlan}, &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)})
 	}
 	for key := range a.neigh {
 		if port, ok := a.portOfVLAN(key.VLAN); ok {

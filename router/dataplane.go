@@ -31,7 +31,10 @@ const (
 	MaxNHGroups = int(rtxdpRtLimitRT_MAX_NHGROUPS)
 	MaxPorts    = int(rtxdpRtLimitRT_MAX_PORTS)
 	MaxACL      = int(rtxdpRtLimitRT_MAX_ACL)
-	ECMPMax     = int(rtxdpRtLimitRT_ECMP_MAX)
+	// MaxNeighbors is each family's neighbour table (rt_neighbors,
+	// rt_neighbors6).
+	MaxNeighbors = int(rtxdpRtLimitRT_MAX_NEIGHBORS)
+	ECMPMax      = int(rtxdpRtLimitRT_ECMP_MAX)
 )
 
 // Dataplane is the loaded router program, its maps, and the FIB over its

@@ -17,7 +17,7 @@ import (
 // counted held_dropped; given up after arpTries, the bytes are given back.
 func TestHoldQueueBytes(t *testing.T) {
 	a := &Agent{raw: -1, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		neigh: map[NeighborKey]*neighbor{}, pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, counters: map[string]uint64{},
+		neigh: map[NeighborKey]*neighbor{}, pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, neighCount: map[portFamily]int{}, counters: map[string]uint64{},
 		ports: []Port{{Index: 0, VLAN: 10, Addr: netip.MustParsePrefix("192.0.2.1/24")}}}
 	pkt := make([]byte, 500)
 	h1 := netip.MustParseAddr("192.0.2.10")
@@ -82,7 +82,7 @@ func TestHeldReleaseWaitsForRoom(t *testing.T) {
 		return nil
 	}
 	a = &Agent{raw: -1, log: slog.New(slog.NewTextHandler(io.Discard, nil)), mac: net.HardwareAddr{2, 0, 0, 0, 0xb0, 4},
-		neigh: map[NeighborKey]*neighbor{}, pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, counters: map[string]uint64{},
+		neigh: map[NeighborKey]*neighbor{}, pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, neighCount: map[portFamily]int{}, counters: map[string]uint64{},
 		ports: []Port{{Index: 0, VLAN: 10, Addr: netip.MustParsePrefix("192.0.2.1/24")}}}
 	h3 := netip.MustParseAddr("192.0.2.10")
 	pkt := make([]byte, 46)

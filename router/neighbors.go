@@ -24,7 +24,13 @@ import (
 //     probeTries times probeWait apart; if it answers, the change is
 //     refused (neigh_change_refused), if it stays silent, the new MAC
 //     takes the entry (neigh_changed). An advertisement without the
-//     Override flag changes nothing (RFC 4861 §7.2.5).
+//     Override flag changes nothing (RFC 4861 §7.2.5);
+//   - each port holds at most its share of a family's table
+//     (neighborLimit): a scan that makes the router ask for every address
+//     of a /64, answered by an accomplice, fills only its port's share;
+//     there, a next hop of the FIB takes the place of the entry longest
+//     unheard that is not one, and anything else is refused
+//     (neigh_port_full).
 const (
 	askWindow  = 5 * time.Second // longer than arpTries × arpRetry
 	probeWait  = time.Second
@@ -78,6 +84,10 @@ func (a *Agent) hear(c claim, etherType uint16, now time.Time) (send func()) {
 			a.counters["neigh_unsolicited"]++
 			return nothing
 		}
+		if !a.roomFor(c.key) {
+			a.counters["neigh_port_full"]++
+			return nothing
+		}
 		delete(a.asked, c.key)
 		return a.learned(c.key, c.mac, etherType)
 	case bytes.Equal(n.mac, c.mac):
@@ -98,6 +108,72 @@ func (a *Agent) hear(c claim, etherType uint16, now time.Time) (send func()) {
 	a.probes[c.key] = &neighProbe{old: n.mac, new: c.mac}
 	a.probe(c.key, now)
 	return nothing
+}
+
+// neighborLimit is how many entries of one family a port may hold: an
+// equal share of the data path's table.
+func (a *Agent) neighborLimit() int {
+	return MaxNeighbors / max(len(a.ports), 1)
+}
+
+// portFamily names one port's entries of one family, for their count.
+type portFamily struct {
+	vlan uint16
+	v4   bool
+}
+
+func familyOf(k NeighborKey) portFamily { return portFamily{k.VLAN, k.IP.Is4()} }
+
+// setNeigh puts an entry in a.neigh, counted. Call with a.mu held.
+func (a *Agent) setNeigh(k NeighborKey, n *neighbor) {
+	if a.neigh[k] == nil {
+		a.neighCount[familyOf(k)]++
+	}
+	a.neigh[k] = n
+}
+
+// delNeigh takes an entry out of a.neigh. Call with a.mu held.
+func (a *Agent) delNeigh(k NeighborKey) {
+	if a.neigh[k] != nil {
+		a.neighCount[familyOf(k)]--
+		delete(a.neigh, k)
+	}
+}
+
+// roomFor says whether key's port has room for one more entry of its
+// family, making it, for a next hop of the FIB, by forgetting the entry
+// longest unheard that is not one. Call with a.mu held.
+func (a *Agent) roomFor(key NeighborKey) bool {
+	if a.neighCount[familyOf(key)] < a.neighborLimit() {
+		return true
+	}
+	if !a.isNextHop(key) {
+		return false
+	}
+	var oldest NeighborKey
+	var oldestAt time.Time
+	for k, e := range a.neigh {
+		if familyOf(k) == familyOf(key) && !a.isNextHop(k) && (oldestAt.IsZero() || e.updated.Before(oldestAt)) {
+			oldest, oldestAt = k, e.updated
+		}
+	}
+	if oldestAt.IsZero() {
+		return false
+	}
+	a.delNeigh(oldest)
+	a.neighbors.SetNeighbor(oldest.IP, oldest.VLAN, nil)
+	a.counters["neigh_evicted"]++
+	return true
+}
+
+// isNextHop says whether key is a gateway of a route in the FIB.
+func (a *Agent) isNextHop(key NeighborKey) bool {
+	port, ok := a.portOfVLAN(key.VLAN)
+	if !ok || a.nh == nil {
+		return false
+	}
+	_, ok = a.nh.ids[nhKey{gw: key.IP, port: port.Index}]
+	return ok
 }
 
 // probe asks the old MAC of a claimed change directly, once more.

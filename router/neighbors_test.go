@@ -44,7 +44,7 @@ func neighborAgent(t *testing.T) (a *Agent, dp fakeNeighbors, sent *[][]byte) {
 	sendFrame = func(_ int, f []byte) error { frames = append(frames, bytes.Clone(f)); return nil }
 	a = &Agent{raw: -1, log: slog.New(slog.NewTextHandler(io.Discard, nil)), mac: macSelfB, neighbors: dp,
 		neigh: map[NeighborKey]*neighbor{}, pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{},
-		probes: map[NeighborKey]*neighProbe{}, counters: map[string]uint64{},
+		probes: map[NeighborKey]*neighProbe{}, neighCount: map[portFamily]int{}, counters: map[string]uint64{},
 		ports: []Port{{Index: 0, VLAN: 12, Addr: netip.MustParsePrefix("203.0.113.1/24"), Addr6: netip.MustParsePrefix("2001:db8:12::1/64")}}}
 	return a, dp, &frames
 }
@@ -185,5 +185,60 @@ func TestNeighborsAdvertisements(t *testing.T) {
 	a.tickNeighbors(time.Now().Add(3 * probeWait))
 	if !bytes.Equal(dp[key], macBGP1) || a.counters["neigh_change_refused"] != 1 {
 		t.Errorf("entry %v, refused %d: want bgp1 kept", dp[key], a.counters["neigh_change_refused"])
+	}
+}
+
+// A port holds at most its share of a family's table: a scan answered
+// by an accomplice fills it and no more (neigh_port_full); a next hop of
+// the FIB then takes the place of the entry longest unheard.
+func TestNeighborsPortLimit(t *testing.T) {
+	a, dp, _ := neighborAgent(t)
+	a.ports = append(a.ports, Port{Index: 1, VLAN: 10, Addr: netip.MustParsePrefix("192.0.2.1/24")})
+	a.nh = newNextHops(newFakeTables())
+	limit := a.neighborLimit()
+	if limit != MaxNeighbors/2 {
+		t.Fatalf("two ports: a share of %d, want %d", limit, MaxNeighbors/2)
+	}
+	now := time.Now()
+	answer := func(ip netip.Addr, at time.Time) {
+		key := NeighborKey{ip, 12}
+		a.mu.Lock()
+		a.askedFor(key, at)
+		a.hear(claim{key: key, mac: macH3, override: true}, 0x0800, at)()
+		a.mu.Unlock()
+	}
+	// The scan: the port's whole share, from 10.12.0.0 up (an accomplice
+	// answering for a /16 routed to the port would do the same).
+	a.ports[0].Addr = netip.MustParsePrefix("10.12.0.1/16")
+	for i := range limit {
+		answer(netip.AddrFrom4([4]byte{10, 12, byte(i >> 8), byte(i)}), now.Add(time.Duration(i)))
+	}
+	if len(dp) != limit {
+		t.Fatalf("%d entries after the scan, want the share %d", len(dp), limit)
+	}
+	answer(netip.MustParseAddr("10.12.255.250"), now.Add(time.Second))
+	if len(dp) != limit || a.counters["neigh_port_full"] != 1 {
+		t.Errorf("one more: %d entries, %d refused; want it refused", len(dp), a.counters["neigh_port_full"])
+	}
+	// The other port is not full.
+	other := NeighborKey{netip.MustParseAddr("192.0.2.10"), 10}
+	a.mu.Lock()
+	a.askedFor(other, now)
+	a.hear(claim{key: other, mac: macBGP1, override: true}, 0x0800, now)()
+	a.mu.Unlock()
+	if _, ok := dp[other]; !ok {
+		t.Error("a full port refused another port's neighbour")
+	}
+	// A next hop of the FIB on the full port: the oldest entry goes.
+	gw := netip.MustParseAddr("10.12.255.251")
+	if _, err := a.nh.acquire([]nhKey{{gw: gw, port: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	answer(gw, now.Add(2*time.Second))
+	if _, ok := dp[NeighborKey{gw, 12}]; !ok || a.counters["neigh_evicted"] != 1 {
+		t.Errorf("the FIB's next hop on a full port: in the table %v, evicted %d", ok, a.counters["neigh_evicted"])
+	}
+	if _, ok := dp[NeighborKey{netip.MustParseAddr("10.12.0.0"), 12}]; ok {
+		t.Error("the entry longest unheard was kept")
 	}
 }

@@ -260,7 +260,7 @@ func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16)
 		a.log.Error("set neighbour", "ip", key.IP, "err", err)
 		return func() {}
 	}
-	a.neigh[key] = &neighbor{mac: mac, updated: time.Now()}
+	a.setNeigh(key, &neighbor{mac: mac, updated: time.Now()})
 	return a.releaseHeld(key, mac, etherType)
 }
 
@@ -306,7 +306,7 @@ func (a *Agent) FlushNeighbors() (int, error) {
 			errs = append(errs, fmt.Errorf("neighbour %s: %w", k.IP, err))
 			continue
 		}
-		delete(a.neigh, k)
+		a.delNeigh(k)
 	}
 	a.counters["neighbor_flushes"]++
 	return n, errors.Join(errs...)
@@ -343,7 +343,7 @@ func (a *Agent) tickNeighbors(now time.Time) {
 		age := now.Sub(n.updated)
 		switch {
 		case age > neighExpire:
-			delete(a.neigh, k)
+			a.delNeigh(k)
 			a.neighbors.SetNeighbor(k.IP, k.VLAN, nil)
 		case age > neighRefresh && a.pending[k] == nil:
 			if port, ok := a.portOfVLAN(k.VLAN); ok {
