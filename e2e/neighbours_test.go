@@ -121,6 +121,7 @@ sendp(na, iface="eth0", count=3, inter=0.1, verbose=False)
 		return n
 	}
 	n0, before := neighbours(), slowPathCounters(t)
+	ndpDropped := backendSlowDrops(t)["ndp"]
 	scapy(t, "h1", `
 import random
 src = get_if_hwaddr("eth0")
@@ -132,12 +133,16 @@ sendp(ps, iface="eth0", verbose=False)
 	time.Sleep(500 * time.Millisecond)
 	after = slowPathCounters(t)
 	unsolicited := after["neigh_unsolicited"] - before["neigh_unsolicited"]
-	t.Logf("5,000 advertisements over h1's /64: neighbours %d → %d on the back-ends, %d claims refused as unsolicited", n0, neighbours(), unsolicited)
+	ndpDropped = backendSlowDrops(t)["ndp"] - ndpDropped
+	t.Logf("5,000 advertisements over h1's /64: neighbours %d → %d on the back-ends; of the %d the back-ends saw, %d refused as unsolicited, %d over the ndp rate",
+		n0, neighbours(), 5000*len(demo.Backends), unsolicited, ndpDropped)
 	if n := neighbours(); n > n0 {
 		t.Errorf("the advertisement flood made %d neighbour entries", n-n0)
 	}
-	if unsolicited < 5000 {
-		t.Errorf("%d unsolicited claims counted, want 5,000 at least (each back-end sees them all)", unsolicited)
+	// Each back-end sees them all, but for what a full veth ring of the
+	// lab drops on the way (a tenth at most).
+	if seen := unsolicited + ndpDropped; seen < uint64(9*5000*len(demo.Backends)/10) || unsolicited == 0 {
+		t.Errorf("%d refused and %d over the rate, want (nearly) every one of the %d", unsolicited, ndpDropped, 5000*len(demo.Backends))
 	}
 
 	// The inside from outside: SYNs to every element's address and API
