@@ -236,6 +236,12 @@ type SoakFault struct {
 	JunkSent    uint64 `json:"junk_sent,omitempty"`
 	DISTDropped uint64 `json:"dist_dropped,omitempty"`
 	Changed     string `json:"changed,omitempty"`
+	// ClaimsSent, InsideSent and InsideDropped are a hostile fault's
+	// too: the forged ARP replies and advertisements for ospf1, the SYNs
+	// to the router's inside, and those lb1's e1 dropped as infra.
+	ClaimsSent    uint64 `json:"claims_sent,omitempty"`
+	InsideSent    uint64 `json:"inside_sent,omitempty"`
+	InsideDropped uint64 `json:"inside_dropped,omitempty"`
 	// MemoryLimit and OOMKilled are a backend-memory fault's: the
 	// cgroup's limit on the agent, and whether the kernel killed it for
 	// it (it was started again).
@@ -639,6 +645,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 				g.Kind, g.Target, g.AtS, g.Overlaps, g.RepairedMS = second.kind, second.target, secondAt.Sub(start).Seconds(), fault.kind, ms(repaired.Sub(secondAt))
 				g.WithdrawnMS, g.RestoredMS = second.down.figures()
 				g.DISTSent, g.JunkSent, g.DISTDropped, g.Changed = 0, 0, 0, ""
+				g.ClaimsSent, g.InsideSent, g.InsideDropped = 0, 0, 0
 				g.MemoryLimit, g.OOMKilled = 0, false
 				second.flood.report(&g)
 				second.pressure.report(&g)
@@ -1114,7 +1121,7 @@ func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, boo
 	}
 	for _, f := range faults {
 		if f.kind == "hostile" {
-			parts = append(parts, "every DIST frame dropped at the edge and counted, nothing changed")
+			parts = append(parts, "every DIST frame and SYN to the inside dropped at the edge and counted, nothing changed")
 			routesMet = routesMet && f.flood.met()
 		}
 	}
@@ -1213,7 +1220,8 @@ func faultText(rep *SoakReport, f *soakFault) string {
 		if last.Changed != "" {
 			changed = "; " + last.Changed
 		}
-		text += fmt.Sprintf(" (%d DIST frames and %d random ones from h2: %d DIST dropped at lb1/e1%s)", last.DISTSent, last.JunkSent, last.DISTDropped, changed)
+		text += fmt.Sprintf(" (%d DIST frames, %d claims for ospf1, %d SYNs to the inside and %d random ones from h2: %d DIST and %d to the inside dropped at lb1/e1%s)",
+			last.DISTSent, last.ClaimsSent, last.InsideSent, last.JunkSent, last.DISTDropped, last.InsideDropped, changed)
 	}
 	if f.pressure != nil {
 		text += fmt.Sprintf(" (limit %.1f MB", float64(last.MemoryLimit)/1e6)

@@ -12,7 +12,9 @@ import (
 
 	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/router/routerapi"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
@@ -22,10 +24,15 @@ import (
 // (an active VCP's announcement, a back-end's hello, a table for lb1) and
 // DIST sealed with the router's own key (a stolen key, or frames replayed
 // from inside) — and of random and malformed frames, to lb1's MAC and to
-// broadcast. The goal: nothing of the soak's traffic lost, every DIST
-// frame dropped at the router's edge and counted (lb1's e1 counts them,
-// dist_external: DIST is the interconnect's, never an external port's),
-// nothing changed (no element's state is the forger's).
+// broadcast; among them, as a hostile neighbour would (issue 39), ARP
+// replies and overriding Neighbor Advertisements claiming ospf1's
+// addresses with h2's MAC, and SYNs to the router's inside (every
+// back-end's API). The goal: nothing of the soak's traffic lost, every
+// DIST frame and every SYN to the inside dropped at the router's edge and
+// counted (lb1's e1 counts them, dist_external and infra: DIST is the
+// interconnect's, never an external port's), nothing changed (no
+// element's state is the forger's, no back-end takes h2's MAC for
+// ospf1).
 
 // hostileFor is how long the flood lasts; hostileDIST and hostileJunk
 // how many frames of each it sends (about 25,000 frames a second, the
@@ -37,7 +44,12 @@ const (
 	hostilePort  = "lb1/e1"
 	hostileHost  = "h2"
 	lb1PortE1MAC = "02:00:00:00:e1:00"
+	// ospf1's addresses on h2's segment, which h2 claims.
+	ospf1Addr, ospf1Addr6 = "198.51.100.20", "2001:db8:11::20"
 )
+
+// The inside's addresses h2 sends SYNs to: every back-end's API.
+var hostileInside = []string{"10.0.0.11", "10.0.0.12", "10.0.0.13"}
 
 // forgedGeneration is the generation of the forged table: an LB that
 // took it would say so.
@@ -46,13 +58,24 @@ const forgedGeneration = 1 << 30
 // flood is a hostile fault: what it sent, what lb1's e1 counted, and what
 // changed that the forger asked for ("": nothing).
 type flood struct {
-	dist, junk uint64
-	counted    uint64 // lb1's e1 dist_external drops while it ran
-	changed    string
+	dist, junk    uint64
+	counted       uint64 // lb1's e1 dist_external drops while it ran
+	claims        uint64 // forged ARP replies and advertisements for ospf1
+	inside        uint64 // SYNs to the inside
+	insideCounted uint64 // lb1's e1 infra drops while it ran
+	changed       string
 }
 
 func (f *flood) run(*session) error {
 	before, err := portDrops(hostilePort, "dist_external")
+	if err != nil {
+		return err
+	}
+	infraBefore, err := portDrops(hostilePort, "infra")
+	if err != nil {
+		return err
+	}
+	h2MAC, err := demo.Exec(hostileHost, "cat", "/sys/class/net/eth0/address")
 	if err != nil {
 		return err
 	}
@@ -64,16 +87,33 @@ func (f *flood) run(*session) error {
 	if err != nil {
 		return err
 	}
-	f.counted = after - before
-	f.changed = forgedChanges()
+	infraAfter, err := portDrops(hostilePort, "infra")
+	if err != nil {
+		return err
+	}
+	f.counted, f.insideCounted = after-before, infraAfter-infraBefore
+	// A claimed change waits for the old MAC's silence (2 s): look after.
+	time.Sleep(3 * time.Second)
+	f.changed = forgedChanges(strings.TrimSpace(h2MAC))
 	return nil
 }
 
 // forgedChanges says what of the forged frames' asking the router shows:
 // a back-end r9 known to a VCP, a table of the forged generation on an
-// LB.
-func forgedChanges() string {
+// LB, a back-end that took h2's MAC (forger) for ospf1.
+func forgedChanges(forger string) string {
 	var changed []string
+	for _, b := range demo.Backends {
+		st, err := routerapi.Local(b, "").Status()
+		if err != nil {
+			continue // not running (a fault)
+		}
+		for _, k := range []string{ospf1Addr + " vlan 11", ospf1Addr6 + " vlan 11"} {
+			if st.Neighbors[k] == forger {
+				changed = append(changed, fmt.Sprintf("%s took h2's MAC for %s", b, k))
+			}
+		}
+	}
 	for _, v := range demo.VCPs {
 		es, err := vcpapi.Local(v, "").Elements()
 		if err != nil {
@@ -123,6 +163,8 @@ func (f *flood) send() error {
 				frames = append(frames, b)
 			}
 		}
+		// A hostile neighbour's frames, one in twelve of the flood's.
+		neighbourly := hostileNeighbourFrames(ifi.HardwareAddr, lbMAC)
 		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 17))
 		types := []uint16{0x0800, 0x0806, dist.EtherType, 0x8100, 0x86dd, 0x88cc}
 		total := hostileDIST + hostileJunk
@@ -130,10 +172,19 @@ func (f *flood) send() error {
 		junk := make([]byte, 256)
 		for i := range total {
 			var b []byte
-			if i%6 == 0 && f.dist < hostileDIST { // DIST, one in six
+			switch {
+			case i%6 == 0 && f.dist < hostileDIST: // DIST, one in six
 				b = frames[int(f.dist)%len(frames)]
 				f.dist++
-			} else {
+			case i%12 == 3:
+				k := i / 12 % len(neighbourly)
+				b = neighbourly[k]
+				if k < 2 {
+					f.claims++
+				} else {
+					f.inside++
+				}
+			default:
 				n := 14 + rng.IntN(200)
 				for j := range junk[:n] {
 					junk[j] = byte(rng.Uint32())
@@ -180,7 +231,47 @@ func portDrops(port, why string) (uint64, error) {
 
 // met says whether the flood's DIST frames were all dropped and counted
 // at the edge, and it changed nothing.
-func (f *flood) met() bool { return f != nil && f.dist > 0 && f.counted >= f.dist && f.changed == "" }
+func (f *flood) met() bool {
+	return f != nil && f.dist > 0 && f.counted >= f.dist && f.insideCounted >= f.inside && f.changed == ""
+}
+
+// hostileNeighbourFrames are h2's (mac) claims and probes: an ARP reply
+// and an overriding Neighbor Advertisement for ospf1's addresses with
+// h2's MAC, broadcast, then a SYN to each inside address's API port, to
+// lb1's port (lbMAC).
+func hostileNeighbourFrames(mac, lbMAC net.HardwareAddr) [][]byte {
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	ether := func(dst net.HardwareAddr, etherType uint16, payload []byte) []byte {
+		b := append(append(append([]byte{}, dst...), mac...), byte(etherType>>8), byte(etherType))
+		return append(b, payload...)
+	}
+	arp := make([]byte, 28)
+	binary.BigEndian.PutUint16(arp[0:], 1)
+	binary.BigEndian.PutUint16(arp[2:], 0x0800)
+	arp[4], arp[5] = 6, 4
+	binary.BigEndian.PutUint16(arp[6:], 2) // a reply
+	copy(arp[8:], mac)
+	copy(arp[14:], netip.MustParseAddr(ospf1Addr).AsSlice())
+	copy(arp[18:], bcast)
+	copy(arp[24:], netip.MustParseAddr("198.51.100.1").AsSlice())
+	na := make([]byte, 32)
+	na[0], na[4] = 136, 0x20 // Neighbor Advertisement, Override
+	copy(na[8:], netip.MustParseAddr(ospf1Addr6).AsSlice())
+	na[24], na[25] = 2, 1 // the target's link-layer address
+	copy(na[26:], mac)
+	frames := [][]byte{
+		ether(bcast, 0x0806, arp),
+		ether(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}, 0x86dd, inet.ICMPv6(netip.MustParseAddr(ospf1Addr6), netip.MustParseAddr("ff02::1"), 255, na)),
+	}
+	syn := make([]byte, 20)
+	binary.BigEndian.PutUint16(syn[0:], 40001)
+	binary.BigEndian.PutUint16(syn[2:], 8180)
+	syn[12], syn[13] = 5<<4, 0x02 // 20 bytes, SYN
+	for _, a := range hostileInside {
+		frames = append(frames, ether(lbMAC, 0x0800, inet.IPv4(netip.MustParseAddr("198.51.100.10"), netip.MustParseAddr(a), 6, syn)))
+	}
+	return frames
+}
 
 // report puts the flood's figures in its entry of the report.
 func (f *flood) report(into *SoakFault) {
@@ -188,4 +279,5 @@ func (f *flood) report(into *SoakFault) {
 		return
 	}
 	into.DISTSent, into.JunkSent, into.DISTDropped, into.Changed = f.dist, f.junk, f.counted, f.changed
+	into.ClaimsSent, into.InsideSent, into.InsideDropped = f.claims, f.inside, f.insideCounted
 }
