@@ -395,6 +395,12 @@ func portDrop(s *lbapi.Status, port, why string) uint64 {
 
 // backendDrops sums the back-ends' data path drops by reason.
 func backendDrops(t *testing.T) map[string]uint64 {
+	return backendSum(t, func(s *routerapi.Status) map[string]uint64 { return s.Stats.Drops })
+}
+
+// backendSum sums one set of counters (of) over the back-ends'
+// statuses.
+func backendSum(t *testing.T, of func(*routerapi.Status) map[string]uint64) map[string]uint64 {
 	t.Helper()
 	sum := map[string]uint64{}
 	for _, r := range demo.Backends {
@@ -402,8 +408,8 @@ func backendDrops(t *testing.T) map[string]uint64 {
 		if err != nil || st.Stats == nil {
 			t.Fatalf("%s's status: %v", r, err)
 		}
-		for why, n := range st.Stats.Drops {
-			sum[why] += n
+		for k, n := range of(st) {
+			sum[k] += n
 		}
 	}
 	return sum

@@ -237,33 +237,11 @@ func hpingSent(out string) int {
 
 // slowPathCounters sums the back-ends' slow-path counters.
 func slowPathCounters(t *testing.T) map[string]uint64 {
-	t.Helper()
-	sum := map[string]uint64{}
-	for _, b := range demo.Backends {
-		st, err := routerapi.Local(b, "").Status()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range st.SlowPath {
-			sum[k] += v
-		}
-	}
-	return sum
+	return backendSum(t, func(s *routerapi.Status) map[string]uint64 { return s.SlowPath })
 }
 
 // backendSlowDrops sums what the back-ends' data paths dropped over the
 // slow path's rates, by reason.
 func backendSlowDrops(t *testing.T) map[string]uint64 {
-	t.Helper()
-	sum := map[string]uint64{}
-	for _, b := range demo.Backends {
-		st, err := routerapi.Local(b, "").Status()
-		if err != nil || st.Stats == nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		for k, v := range st.Stats.SlowDropped {
-			sum[k] += v
-		}
-	}
-	return sum
+	return backendSum(t, func(s *routerapi.Status) map[string]uint64 { return s.Stats.SlowDropped })
 }

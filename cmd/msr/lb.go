@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/msr-router/msr/internal/cli"
 	"github.com/msr-router/msr/lb"
@@ -76,6 +77,7 @@ func runLBAgent(file string) error {
 
 func writeLBStatus(w io.Writer, s *lbapi.Status) {
 	fmt.Fprintf(w, "lb %s (id %#x) vcp %s\n", s.Name, s.ID, s.VCPMAC)
+	fmt.Fprintf(w, "  inside: %s (infra_dropped %d)\n", orNone(strings.Join(s.Infrastructure, ", ")), s.InfraDropped)
 	if s.CapacityPPS > 0 || s.CapDrop > 0 {
 		fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
 	}

@@ -88,7 +88,13 @@ func runRouter(args []string) error {
 				}
 				fmt.Fprintf(w, "  acl %d: %s (%d hits)\n", i, rule, hits)
 			}
-			fmt.Fprintf(w, "  slow: %s\n  drops: %s\n  slow path: %s\n", orNone(sortedPairs(s.Stats.Slow)), orNone(sortedPairs(s.Stats.Drops)), orNone(sortedPairs(s.SlowPath)))
+			fmt.Fprintf(w, "  slow: %s\n  slow dropped (over its rate): %s\n  drops: %s\n  slow path: %s\n", orNone(sortedPairs(s.Stats.Slow)),
+				orNone(sortedPairs(s.Stats.SlowDropped)), orNone(sortedPairs(s.Stats.Drops)), orNone(sortedPairs(s.SlowPath)))
+			var rates []string
+			for _, k := range slices.Sorted(maps.Keys(s.SlowRates)) {
+				rates = append(rates, fmt.Sprintf("%s %d/s burst %d", k, s.SlowRates[k].PPS, s.SlowRates[k].Burst))
+			}
+			fmt.Fprintf(w, "  slow path rates: %s\n  inside: %s (infra_dropped %d)\n", orNone(strings.Join(rates, ", ")), orNone(strings.Join(s.Infrastructure, ", ")), s.InfraDropped)
 			for _, k := range slices.Sorted(maps.Keys(s.Neighbors)) {
 				fmt.Fprintf(w, "  neighbour %s at %s\n", k, s.Neighbors[k])
 			}
