@@ -75,7 +75,7 @@ func (f *flood) run(*session) error {
 	if err != nil {
 		return err
 	}
-	h2MAC, err := demo.Exec(hostileHost, "cat", "/sys/class/net/eth0/address")
+	h2MAC, err := demo.MAC(hostileHost, "eth0")
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (f *flood) run(*session) error {
 	f.counted, f.insideCounted = after-before, infraAfter-infraBefore
 	// A claimed change waits for the old MAC's silence (2 s): look after.
 	time.Sleep(3 * time.Second)
-	f.changed = forgedChanges(strings.TrimSpace(h2MAC))
+	f.changed = forgedChanges(h2MAC)
 	return nil
 }
 

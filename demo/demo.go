@@ -283,6 +283,20 @@ func Exec(host string, argv ...string) (string, error) {
 	return out.String(), err
 }
 
+// MAC is the MAC of interface ifname of a host of the lab, as its
+// namespace sees it (a host's /sys is the machine's, not the
+// namespace's).
+func MAC(host, ifname string) (string, error) {
+	out, err := Exec(host, "ip", "-br", "link", "show", ifname)
+	if err != nil {
+		return "", err
+	}
+	if f := strings.Fields(out); len(f) >= 3 {
+		return f[2], nil
+	}
+	return "", fmt.Errorf("%s's %s: no MAC in %q", host, ifname, out)
+}
+
 // Result is what the main job did.
 type Result struct {
 	Converged  float64           `json:"converged_s"`

@@ -31,11 +31,11 @@ import (
 func TestHostileNeighbours(t *testing.T) {
 	upDefaultLab(t, 100)
 	macOf := func(host string) string {
-		out, err := demo.Exec(host, "cat", "/sys/class/net/eth0/address")
+		mac, err := demo.MAC(host, "eth0")
 		if err != nil {
-			t.Fatalf("%s's MAC: %v", host, err)
+			t.Fatal(err)
 		}
-		return strings.TrimSpace(out)
+		return mac
 	}
 	bgp1MAC := macOf("bgp1")
 	const bgp1, bgp1v6 = "203.0.113.20", "2001:db8:12::20"
