@@ -106,6 +106,12 @@ func goldenCases() []struct {
 			{Prefix: netip.MustParsePrefix("2001:db8:f1::/48"), Via: netip.MustParseAddr("fe80::ff:fe00:2"), VLAN: 11, Origin: 8, Distance: 120},
 		}}}},
 		{"link-routes-none", Frame{Dst: macR1, Src: macVCP, Header: hdr(15), Msg: &LinkRoutes{Target: 0x2222, Generation: 8, Page: 0, Pages: 1, Routes: []LinkRoute{}}}},
+		// The operator's static neighbours, IPv4 and IPv6.
+		{"static-neighbors", Frame{Dst: macR1, Src: macVCP, Header: hdr(16), Msg: &StaticNeighbors{Target: 0x2222, Neighbors: []StaticNeighbor{
+			{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 12, MAC: net.HardwareAddr{2, 0, 0, 0, 0x20, 0x20}},
+			{Addr: netip.MustParseAddr("2001:db8:12::20"), VLAN: 12, MAC: net.HardwareAddr{2, 0, 0, 0, 0x20, 0x20}},
+		}}}},
+		{"static-neighbors-none", Frame{Dst: macR1, Src: macVCP, Header: hdr(17), Msg: &StaticNeighbors{Target: 0x2222, Neighbors: []StaticNeighbor{}}}},
 	}
 }
 
@@ -285,6 +291,10 @@ func TestMarshalRefusesBadMessages(t *testing.T) {
 		&LinkRoutes{Pages: 0},
 		&LinkRoutes{Page: 1, Pages: 1},
 		&LinkRoutes{Pages: 1, Routes: make([]LinkRoute, LinkRoutesPerPage+1)},
+		&StaticNeighbors{Neighbors: make([]StaticNeighbor, MaxStaticNeighbors+1)},
+		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 12, MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}}}},
+		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 0, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}}},
+		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("224.0.0.5"), VLAN: 12, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}}},
 		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("2001:db8::/32"), Via: netip.MustParseAddr("2001:db8::1"), VLAN: 10}}},
 		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Via: netip.MustParseAddr("fe80::1"), VLAN: 10}}},
 		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("2001:db8::1/32"), Via: netip.MustParseAddr("fe80::1"), VLAN: 10}}},
@@ -528,5 +538,12 @@ func TestLinkRouteSet(t *testing.T) {
 	}
 	if _, err := LinkRoutePages(1, 1, make([]LinkRoute, MaxLinkRoutes+1)); err == nil {
 		t.Error("LinkRoutePages took more than MaxLinkRoutes")
+	}
+}
+
+// docs/dist.md says how many static neighbours a frame holds.
+func TestStaticNeighborsLimit(t *testing.T) {
+	if MaxStaticNeighbors != 59 {
+		t.Errorf("STATIC_NEIGHBORS holds %d, docs/dist.md says 59", MaxStaticNeighbors)
 	}
 }

@@ -23,6 +23,8 @@ const (
 	TypeACLConfig     MsgType = 7
 	// The suite's routes via link-local next hops (linkroutes.go).
 	TypeLinkRoutes MsgType = 8
+	// The operator's static neighbours (neighbors.go).
+	TypeStaticNeighbors MsgType = 9
 )
 
 func (t MsgType) String() string {
@@ -43,6 +45,8 @@ func (t MsgType) String() string {
 		return "ACL_CONFIG"
 	case TypeLinkRoutes:
 		return "LINK_ROUTES"
+	case TypeStaticNeighbors:
+		return "STATIC_NEIGHBORS"
 	}
 	return fmt.Sprintf("TYPE_%d", uint8(t))
 }
@@ -72,6 +76,8 @@ func newMessage(t MsgType) (Message, error) {
 		return new(ACLConfig), nil
 	case TypeLinkRoutes:
 		return new(LinkRoutes), nil
+	case TypeStaticNeighbors:
+		return new(StaticNeighbors), nil
 	}
 	return nil, fmt.Errorf("%w %d", ErrType, uint8(t))
 }
