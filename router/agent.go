@@ -116,6 +116,7 @@ const (
 type neighbor struct {
 	mac     net.HardwareAddr
 	updated time.Time
+	static  bool // the operator's (STATIC_NEIGHBORS): no claim changes it
 }
 
 // pendingARP is a next hop being resolved and the packets waiting for it
@@ -914,7 +915,11 @@ func (a *Agent) Status() *routerapi.Status {
 	}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()
+		if n.static {
+			s.StaticNeighbors = append(s.StaticNeighbors, fmt.Sprintf("%s vlan %d", k.IP, k.VLAN))
+		}
 	}
+	slices.Sort(s.StaticNeighbors)
 	for k := range a.pending {
 		s.Pending = append(s.Pending, fmt.Sprintf("%s vlan %d", k.IP, k.VLAN))
 	}

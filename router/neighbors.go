@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/msr-router/msr/dist"
 )
 
 // What a back-end believes of its neighbours on the external ports, and
@@ -79,6 +81,11 @@ func (a *Agent) hear(c claim, etherType uint16, now time.Time) (send func()) {
 	nothing := func() {}
 	n := a.neigh[c.key]
 	switch {
+	case n != nil && n.static:
+		if !bytes.Equal(n.mac, c.mac) {
+			a.counters["neigh_static_kept"]++
+		}
+		return nothing
 	case n == nil:
 		if !a.wasAsked(c.key, now) {
 			a.counters["neigh_unsolicited"]++
@@ -174,6 +181,44 @@ func (a *Agent) isNextHop(key NeighborKey) bool {
 	}
 	_, ok = a.nh.ids[nhKey{gw: key.IP, port: port.Index}]
 	return ok
+}
+
+// setStatic takes the operator's static neighbours (STATIC_NEIGHBORS):
+// each an entry no claim changes, on a port this back-end serves; one
+// that left the set is forgotten, to be learned as any other.
+func (a *Agent) setStatic(ns []dist.StaticNeighbor) {
+	a.mu.Lock()
+	want := map[NeighborKey]net.HardwareAddr{}
+	for _, n := range ns {
+		if _, ok := a.portOfVLAN(n.VLAN); ok {
+			want[NeighborKey{n.Addr, n.VLAN}] = n.MAC
+		}
+	}
+	for k, e := range a.neigh {
+		if e.static && want[k] == nil {
+			a.delNeigh(k)
+			a.neighbors.SetNeighbor(k.IP, k.VLAN, nil)
+		}
+	}
+	var sends []func()
+	for k, mac := range want {
+		if e := a.neigh[k]; e != nil && e.static && bytes.Equal(e.mac, mac) {
+			continue
+		}
+		etherType := uint16(0x0800)
+		if k.IP.Is6() {
+			etherType = 0x86dd
+		}
+		delete(a.probes, k)
+		sends = append(sends, a.learned(k, mac, etherType))
+		if e := a.neigh[k]; e != nil {
+			e.static = true
+		}
+	}
+	a.mu.Unlock()
+	for _, send := range sends {
+		send()
+	}
 }
 
 // probe asks the old MAC of a claimed change directly, once more.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/inet"
 )
 
@@ -240,5 +241,29 @@ func TestNeighborsPortLimit(t *testing.T) {
 	}
 	if _, ok := dp[NeighborKey{netip.MustParseAddr("10.12.0.0"), 12}]; ok {
 		t.Error("the entry longest unheard was kept")
+	}
+}
+
+// The operator's static neighbours: no claim changes them (counted), a
+// flush keeps them, and one that leaves the set is forgotten.
+func TestNeighborsStatic(t *testing.T) {
+	a, dp, sent := neighborAgent(t)
+	key := NeighborKey{ipBGP1, 12}
+	a.setStatic([]dist.StaticNeighbor{{Addr: ipBGP1, VLAN: 12, MAC: macBGP1}, {Addr: netip.MustParseAddr("192.0.2.7"), VLAN: 99, MAC: macBGP1}})
+	if !bytes.Equal(dp[key], macBGP1) || len(dp) != 1 {
+		t.Fatalf("static neighbours in the data path: %v (want bgp1's, and none on a VLAN this back-end has no port of)", dp)
+	}
+	*sent = nil
+	a.learnARP(arpFrame(2, macH3, macH3, ipBGP1, netip.MustParseAddr("203.0.113.1")))
+	a.tickNeighbors(time.Now().Add(10 * time.Minute)) // past expiry and refresh
+	if !bytes.Equal(dp[key], macBGP1) || len(*sent) != 0 || a.counters["neigh_static_kept"] != 1 {
+		t.Errorf("a claim against a static neighbour: entry %v, %d frames sent (no probe, no refresh), kept %d", dp[key], len(*sent), a.counters["neigh_static_kept"])
+	}
+	if n, _ := a.FlushNeighbors(); n != 0 || !bytes.Equal(dp[key], macBGP1) {
+		t.Errorf("a flush forgot %d, the static entry %v", n, dp[key])
+	}
+	a.setStatic(nil)
+	if _, ok := dp[key]; ok {
+		t.Error("a static neighbour out of the set is still held")
 	}
 }

@@ -134,6 +134,11 @@ func (a *Agent) receive(ctx context.Context) {
 			a.mu.Lock()
 			a.aclFromVCP = true
 			a.mu.Unlock()
+		case *dist.StaticNeighbors:
+			if m.Target == a.cfg.ID {
+				a.setStatic(m.Neighbors)
+			}
+			continue
 		case *dist.LinkRoutes:
 			if m.Target != a.cfg.ID {
 				continue

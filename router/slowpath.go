@@ -293,20 +293,25 @@ func (a *Agent) releaseHeld(key NeighborKey, mac net.HardwareAddr, etherType uin
 	}
 }
 
-// FlushNeighbors forgets every neighbour learned, in the agent and in the
-// data path, which then passes packets to them to the slow path: held,
-// while they are asked for again. It returns how many there were.
+// FlushNeighbors forgets every neighbour learned (not the operator's
+// static ones), in the agent and in the data path, which then passes
+// packets to them to the slow path: held, while they are asked for
+// again. It returns how many it forgot.
 func (a *Agent) FlushNeighbors() (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	n := len(a.neigh)
+	n := 0
 	var errs []error
-	for k := range a.neigh {
+	for k, e := range a.neigh {
+		if e.static {
+			continue // the operator's: kept, as clear ip arp keeps static entries
+		}
 		if err := a.neighbors.SetNeighbor(k.IP, k.VLAN, nil); err != nil {
 			errs = append(errs, fmt.Errorf("neighbour %s: %w", k.IP, err))
 			continue
 		}
 		a.delNeigh(k)
+		n++
 	}
 	a.counters["neighbor_flushes"]++
 	return n, errors.Join(errs...)
@@ -342,6 +347,7 @@ func (a *Agent) tickNeighbors(now time.Time) {
 	for k, n := range a.neigh {
 		age := now.Sub(n.updated)
 		switch {
+		case n.static:
 		case age > neighExpire:
 			a.delNeigh(k)
 			a.neighbors.SetNeighbor(k.IP, k.VLAN, nil)

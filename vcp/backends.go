@@ -48,6 +48,18 @@ func (a *Agent) backendSettings() (*dist.BackendConfig, *dist.ACLConfig) {
 	return m, &dist.ACLConfig{Rules: a.cfg.acl}
 }
 
+// staticNeighbors are the external ports' static neighbours, the whole
+// set (complete has kept it within one frame).
+func (a *Agent) staticNeighbors() *dist.StaticNeighbors {
+	m := &dist.StaticNeighbors{Neighbors: []dist.StaticNeighbor{}}
+	for _, ep := range a.cfg.ExternalPorts {
+		for _, n := range ep.Neighbors {
+			m.Neighbors = append(m.Neighbors, dist.StaticNeighbor{Addr: n.Address, VLAN: ep.VLAN, MAC: n.mac})
+		}
+	}
+	return m
+}
+
 // externalPortName is what the router calls an external port: LB/PORT
 // as its LB names it in hellos (lb1/e0), or LB/vlanN until that LB is
 // heard.
@@ -91,7 +103,7 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 	m.Target, m.Drained, m.Capacity = r.id, a.drained[r.hello.Name], a.capacities[r.hello.Name]
 	m.OperatorVersion = a.operatorVersions[r.hello.Name]
 	links, generation, sendLinks := a.linkRoutes()
-	id := fmt.Sprint(m, acl, generation)
+	id := fmt.Sprint(m, acl, generation, a.staticNeighbors())
 	if id == p.id && backendPortsApplied(r.hello, m.Ports) && operatorApplied(r.hello, m) && now.Sub(p.sent) < backendRefresh {
 		return
 	}
@@ -105,6 +117,12 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 			a.log.Error("ACL_CONFIG", "backend", r.hello.Name, "err", err)
 			return
 		}
+	}
+	statics := a.staticNeighbors()
+	statics.Target = r.id
+	if err := a.send(r.mac, statics); err != nil {
+		a.log.Error("STATIC_NEIGHBORS", "backend", r.hello.Name, "err", err)
+		return
 	}
 	if sendLinks {
 		pages, err := dist.LinkRoutePages(r.id, generation, links)

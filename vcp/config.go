@@ -575,9 +575,22 @@ type ExternalPortConfig struct {
 	// routing section (the suite sends them).
 	RouterAdvertisements bool `yaml:"router_advertisements"`
 	// Description is the operator's words for the port (SNMP's ifAlias).
-	Description string           `yaml:"description"`
-	Pos         config.Pos       `yaml:"-"`
-	mac         net.HardwareAddr // MAC, parsed by complete
+	Description string `yaml:"description"`
+	// Neighbors are static neighbours on the port: the back-ends hold
+	// them as they learn none, and no claim of a neighbour changes them
+	// (docs/operations.md, "Hardening").
+	Neighbors []StaticNeighborConfig `yaml:"neighbors"`
+	Pos       config.Pos             `yaml:"-"`
+	mac       net.HardwareAddr       // MAC, parsed by complete
+}
+
+// StaticNeighborConfig is one static neighbour of an external port: an
+// address on the port's subnet (or link-local, IPv6) and its MAC.
+type StaticNeighborConfig struct {
+	Address netip.Addr       `yaml:"address" msr:"required"`
+	MAC     string           `yaml:"mac" msr:"required"`
+	Pos     config.Pos       `yaml:"-"`
+	mac     net.HardwareAddr // MAC, parsed by complete
 }
 
 // DefaultMTU is an external port's MTU where the config gives none.
@@ -602,6 +615,43 @@ func LoadConfig(path string) (*FileConfig, error) {
 		return nil, err
 	}
 	return c, c.complete()
+}
+
+// neighborOn is a neighbour's address on the port of a VLAN (a
+// link-local one may be on several).
+type neighborOn struct {
+	addr netip.Addr
+	vlan uint16
+}
+
+// completeNeighbors checks external port i's static neighbours: each on
+// the port's subnet (IPv6: or link-local), at a unicast MAC, once in the
+// whole router (seen), and all of them within one STATIC_NEIGHBORS.
+func (c *FileConfig) completeNeighbors(i int, seen *map[neighborOn]config.Pos) error {
+	p := &c.ExternalPorts[i]
+	for j := range p.Neighbors {
+		n := &p.Neighbors[j]
+		mac, err := net.ParseMAC(n.MAC)
+		if err != nil || len(mac) != 6 || mac[0]&1 != 0 || [6]byte(mac) == [6]byte{} {
+			return n.Pos.Errorf("neighbor %s: MAC %q is no unicast Ethernet MAC", n.Address, n.MAC)
+		}
+		n.mac = mac
+		a := n.Address
+		on := a.Is4() && p.Address.Masked().Contains(a) && a != p.Address.Addr() ||
+			a.Is6() && !a.Is4In6() && (a.IsLinkLocalUnicast() || p.Address6.IsValid() && p.Address6.Masked().Contains(a) && a != p.Address6.Addr())
+		if !on {
+			return n.Pos.Errorf("neighbor %s: not a host of port %s's subnets (%s %s)", a, p.mac, p.Address, p.Address6)
+		}
+		key := neighborOn{a, p.VLAN}
+		if prev, dup := (*seen)[key]; dup {
+			return n.Pos.Errorf("neighbor %s is already configured at %s", a, prev)
+		}
+		(*seen)[key] = n.Pos
+		if len(*seen) > dist.MaxStaticNeighbors {
+			return n.Pos.Errorf("neighbor %s: more than %d static neighbours in the router", a, dist.MaxStaticNeighbors)
+		}
+	}
+	return nil
 }
 
 func (c *FileConfig) complete() error {
@@ -633,6 +683,7 @@ func (c *FileConfig) complete() error {
 	}
 	vlans := map[uint16]config.Pos{}
 	macs := map[string]config.Pos{}
+	statics := map[neighborOn]config.Pos{}
 	for i, p := range c.ExternalPorts {
 		mac, err := net.ParseMAC(p.MAC)
 		if err != nil {
@@ -661,6 +712,9 @@ func (c *FileConfig) complete() error {
 			return p.Pos.Errorf("VLAN %d is already the port at %s", p.VLAN, prev)
 		}
 		vlans[p.VLAN] = p.Pos
+		if err := c.completeNeighbors(i, &statics); err != nil {
+			return err
+		}
 	}
 	if c.SNMP != nil {
 		if err := c.SNMP.complete(c.Name); err != nil {

@@ -2,6 +2,7 @@ package vcp
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -346,5 +347,35 @@ func TestIPv6Config(t *testing.T) {
 	want := fmt.Sprintf("vcp.yaml:%d:7: static file /dev/null via 2001:db8:11::253: an address on an external port's subnet", last)
 	if _, err := load(t, strings.Replace(files, "via: \"2001:db8:10::253\"", "via: \"2001:db8:11::253\"", 1)); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("%v, want %q", err, want)
+	}
+}
+
+// Static neighbours: each on its port's subnet (IPv6: or link-local) at
+// a unicast MAC, once a port; the back-ends get the whole set. A bad one
+// is refused at its line.
+func TestStaticNeighborsConfig(t *testing.T) {
+	good := strings.Replace(goodVCP, `address: 192.0.2.1/24, vlan: 10}`, `address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10,
+      neighbors: [{address: 192.0.2.20, mac: "02:00:00:00:20:20"}, {address: "fe80::20", mac: "02:00:00:00:20:20"}]}`, 1)
+	c, err := load(t, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: c}
+	got := a.staticNeighbors().Neighbors
+	if len(got) != 2 || got[0].Addr != netip.MustParseAddr("192.0.2.20") || got[0].VLAN != 10 || got[0].MAC.String() != "02:00:00:00:20:20" ||
+		got[1].Addr != netip.MustParseAddr("fe80::20") {
+		t.Errorf("static neighbours sent: %+v", got)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{"address: 192.0.2.20,", "address: 198.51.100.20,", "neighbor 198.51.100.20: not a host of port"},
+		{"address: 192.0.2.20,", "address: 192.0.2.1,", "neighbor 192.0.2.1: not a host of port"},
+		{`address: 192.0.2.20, mac: "02:00:00:00:20:20"`, `address: 192.0.2.20, mac: "01:00:5e:00:00:05"`, `neighbor 192.0.2.20: MAC "01:00:5e:00:00:05" is no unicast`},
+		{`{address: "fe80::20"`, `{address: 192.0.2.20`, "neighbor 192.0.2.20 is already configured at"},
+	} {
+		text := strings.Replace(good, c.from, c.to, 1)
+		_, err := load(t, text)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "vcp.yaml:9:") {
+			t.Errorf("%s -> %s: %v, want %q at line 9", c.from, c.to, err, c.want)
+		}
 	}
 }

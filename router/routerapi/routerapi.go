@@ -109,9 +109,12 @@ type Status struct {
 	// RIB is the RIB feed's session and paths, with a feed.
 	RIB       *RIBStatus        `json:"rib,omitempty"`
 	Neighbors map[string]string `json:"neighbors"`
-	Pending   []string          `json:"pending_arp"`
-	Stats     *Stats            `json:"stats"`
-	SlowPath  map[string]uint64 `json:"slow_path"`
+	// StaticNeighbors are those of Neighbors the operator set (the VCP's
+	// neighbors: per port): no claim changes them.
+	StaticNeighbors []string          `json:"static_neighbors,omitempty"`
+	Pending         []string          `json:"pending_arp"`
+	Stats           *Stats            `json:"stats"`
+	SlowPath        map[string]uint64 `json:"slow_path"`
 	// CapacityPPS is the data path's cap on the frames it routes a second
 	// (capacity_pps, or set at run time; 0: none), CapDrop the frames it
 	// dropped (the drop "cap").
