@@ -312,6 +312,7 @@ router bgp 65010
  no bgp ebgp-requires-policy
  no bgp network import-check
  neighbor 192.0.2.1 remote-as 65000
+ neighbor 192.0.2.1 ttl-security hops 1
 `,
 		"lb.yaml": "name: bench-rib-lb\nkey_file: " + dir + "/key\npin_dir: /sys/fs/bpf/msr-bench-rib/lb\nsocket: " + dir + "/lb.sock\n" +
 			"ports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal, default: true}\n",

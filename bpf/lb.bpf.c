@@ -69,6 +69,7 @@ const enum lb_limit *unused_lb_limit __attribute__((unused));
 const enum lb_addr_flag *unused_lb_addr_flag __attribute__((unused));
 const enum lb_police_class *unused_lb_police_class __attribute__((unused));
 const struct lb_police_bucket *unused_lb_police_bucket __attribute__((unused));
+const enum lb_peer_flags *unused_lb_peer_flags __attribute__((unused));
 const struct msr_infra *unused_msr_infra __attribute__((unused));
 const enum msr_infra_limit *unused_msr_infra_limit __attribute__((unused));
 
@@ -240,6 +241,14 @@ struct {
 	__type(value, struct lb_police_counts);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_police_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LB_MAX_PEERS);
+	__type(key, struct lb_peer_key);
+	__type(value, struct lb_peer);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_peers SEC(".maps");
 
 static __always_inline struct msr_cap *lb_cap(__u32 i)
 {
@@ -709,15 +718,54 @@ static __always_inline __u32 police_hash(const __u32 *src, __u32 port, __u32 cls
 	return flow_hash(h, src[3], port, cls, seed ^ FLOW_SEED_POLICE);
 }
 
+/* routing_peer is the configured neighbour a routing packet (class BGP,
+ * IGP or BFD) comes from, by its source (IPv6, or IPv4-mapped) and
+ * ingress port, or NULL. */
+static __always_inline struct lb_peer *routing_peer(struct pkt *p, __u32 cls, const __u32 *src6)
+{
+	if (cls > LB_POLICE_BFD)
+		return NULL;
+	struct lb_peer_key k = {.addr = {src6[0], src6[1], src6[2], src6[3]}, .port = p->port->index};
+	return bpf_map_lookup_elem(&lb_peers, &k);
+}
+
+/* gtsm_refused says whether a packet breaks the TTL rule of RFC 5082 and
+ * RFC 5881: single-hop BFD (to port 3784) always, and BGP from a peer
+ * that has GTSM on, must arrive with TTL (hop limit) 255, which only a
+ * host on the port's own segment can send it with. */
+static __always_inline int gtsm_refused(struct lb_peer *peer, __u32 cls, __u16 dport, __u8 ttl)
+{
+	if (ttl == 255)
+		return 0;
+	if (cls == LB_POLICE_BFD && dport == PORT_BFD)
+		return 1;
+	if (cls != LB_POLICE_BGP || !peer || !(peer->flags & LB_PEER_GTSM))
+		return 0;
+	__sync_fetch_and_add(&peer->gtsm_dropped, 1);
+	return 1;
+}
+
 /* police says whether a packet of class cls from src (police_hash's
- * words) may pass: its source's bucket first (so a flood spends only its
+ * words) may pass. From a configured peer: its own bucket alone. From
+ * any other source: its source's bucket first (so a flood spends only its
  * own), then the class's. Counted per class. */
-static __always_inline int police(struct pkt *p, struct lb_config *cfg, __u32 cls, const __u32 *src)
+static __always_inline int police(struct pkt *p, struct lb_config *cfg, __u32 cls, const __u32 *src,
+				  struct lb_peer *peer)
 {
 	struct lb_police_rate *r = bpf_map_lookup_elem(&lb_police_rates, &cls);
 	struct lb_police_counts *st = bpf_map_lookup_elem(&lb_police_stats, &cls);
 	if (!r || !st)
 		return 1;
+	if (peer) {
+		if (r->src_interval_ns && !gcra_admit(&peer->lock, &peer->tat, r->src_interval_ns, r->src_tolerance_ns)) {
+			__sync_fetch_and_add(&peer->dropped, 1);
+			st->dropped_source++;
+			return 0;
+		}
+		__sync_fetch_and_add(&peer->passed, 1);
+		st->passed++;
+		return 1;
+	}
 	__u32 base = cls * (LB_POLICE_SOURCES + 1);
 	if (r->src_interval_ns) {
 		__u32 i = base + 1 + (police_hash(src, p->port->index, cls, cfg->police_seed) & (LB_POLICE_SOURCES - 1));
@@ -768,7 +816,11 @@ static __always_inline int classify_ipv4(struct pkt *p, struct ethhdr *eth, void
 		return drop(p, LB_DROP_INFRA);
 	__u32 cls = police_class(ip, f, sport, dport, has_ports);
 	__u32 src[4] = {ip->saddr};
-	if (cls != LB_POLICE_NONE && !police(p, cfg, cls, src))
+	__u32 src6[4] = {0, 0, bpf_htonl(0xffff), ip->saddr};
+	struct lb_peer *peer = routing_peer(p, cls, src6);
+	if (gtsm_refused(peer, cls, dport, ip->ttl))
+		return drop(p, LB_DROP_GTSM);
+	if (cls != LB_POLICE_NONE && !police(p, cfg, cls, src, peer))
 		return drop(p, LB_DROP_POLICED);
 	/* A fragment to the router is the VCP's, whose kernel reassembles
 	 * it: a back-end can answer no part of a datagram it sees a piece of
@@ -835,7 +887,8 @@ static __always_inline int classify_ndp(struct pkt *p, struct ipv6hdr *ip, __u8 
 			return drop(p, LB_DROP_NDP_NOT_OURS);
 		return ext_ndp(p, &m->target);
 	}
-	if (!police(p, cfg, LB_POLICE_IGP, ip->saddr.in6_u.u6_addr32))
+	const __u32 *src = ip->saddr.in6_u.u6_addr32;
+	if (!police(p, cfg, LB_POLICE_IGP, src, routing_peer(p, LB_POLICE_IGP, src)))
 		return drop(p, LB_DROP_POLICED);
 	return vcp(p, cfg);
 }
@@ -887,7 +940,11 @@ static __always_inline int classify_ipv6(struct pkt *p, struct ethhdr *eth, void
 	if (in && (infra_has6(in, ip->saddr.in6_u.u6_addr32) || (!f && infra_has6(in, ip->daddr.in6_u.u6_addr32))))
 		return drop(p, LB_DROP_INFRA);
 	__u32 cls = police_class6(ip, f, w.proto, sport, dport, has_ports);
-	if (cls != LB_POLICE_NONE && !police(p, cfg, cls, ip->saddr.in6_u.u6_addr32))
+	const __u32 *src = ip->saddr.in6_u.u6_addr32;
+	struct lb_peer *peer = routing_peer(p, cls, src);
+	if (gtsm_refused(peer, cls, dport, ip->hop_limit))
+		return drop(p, LB_DROP_GTSM);
+	if (cls != LB_POLICE_NONE && !police(p, cfg, cls, src, peer))
 		return drop(p, LB_DROP_POLICED);
 	/* ICMPv6 to the router: the VCP answers it; a fragment to it, as
 	 * IPv4's, is the VCP's to reassemble. */

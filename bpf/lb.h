@@ -29,6 +29,8 @@ enum lb_limit {
 	/* Control-plane policing: buckets per class for its sources (by
 	 * hash of source address and ingress port), a power of two. */
 	LB_POLICE_SOURCES = 1024,
+	/* lb_peers: the router's configured neighbours an LB holds. */
+	LB_MAX_PEERS = 1024,
 };
 
 enum lb_port_role {
@@ -87,7 +89,8 @@ enum lb_drop {
 	LB_DROP_BAD_NDP = 20,        /* NDP with hop limit not 255, a code, or short */
 	LB_DROP_NDP_NOT_OURS = 21,   /* Neighbor Solicitation for an address not this port's */
 	LB_DROP_INFRA = 22,          /* from outside, to or from the router's inside (infra.h) */
-	LB_DROP_MAX = 23,
+	LB_DROP_GTSM = 23,           /* BGP or BFD that must come with TTL 255 did not (RFC 5082) */
+	LB_DROP_MAX = 24,
 };
 
 /* Control-plane policing: what a packet from outside addressed to the
@@ -130,6 +133,29 @@ struct lb_police_counts {
 	__u64 passed;
 	__u64 dropped_source;
 	__u64 dropped_class;
+};
+
+/* A configured neighbour of the router (BGP and BFD peers), by its
+ * address and the port it is heard on: its routing packets take its own
+ * bucket, at its class's per-source rate, ahead of and instead of the
+ * class's shared one, so a flood of the class from other sources cannot
+ * starve it. IPv4 addresses as IPv4-mapped IPv6. */
+struct lb_peer_key {
+	__u32 addr[4];
+	__u32 port; /* port index */
+};
+
+enum lb_peer_flags {
+	LB_PEER_GTSM = 1, /* its BGP must arrive with TTL 255 (RFC 5082) */
+};
+
+struct lb_peer {
+	struct bpf_spin_lock lock;
+	__u32 flags; /* enum lb_peer_flags */
+	__u64 tat;   /* cap.h: when its next packet is due */
+	__u64 passed;
+	__u64 dropped;      /* over its bucket */
+	__u64 gtsm_dropped; /* TTL below 255 */
 };
 
 struct lb_port {

@@ -131,6 +131,9 @@ router bgp 65020
  no bgp default ipv4-unicast
  neighbor 203.0.113.1 remote-as 65000
  neighbor 2001:db8:12::1 remote-as 65000
+ ! GTSM (RFC 5082), as the router has it on by default.
+ neighbor 203.0.113.1 ttl-security hops 1
+ neighbor 2001:db8:12::1 ttl-security hops 1
  address-family ipv4 unicast
   neighbor 203.0.113.1 activate
 {{range .Prefixes}}  network {{.}}

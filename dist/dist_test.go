@@ -112,6 +112,12 @@ func goldenCases() []struct {
 			{Addr: netip.MustParseAddr("2001:db8:12::20"), VLAN: 12, MAC: net.HardwareAddr{2, 0, 0, 0, 0x20, 0x20}},
 		}}}},
 		{"static-neighbors-none", Frame{Dst: macR1, Src: macVCP, Header: hdr(17), Msg: &StaticNeighbors{Target: 0x2222, Neighbors: []StaticNeighbor{}}}},
+		// The router's peers on one LB's ports, IPv4 with GTSM and IPv6.
+		{"peers", Frame{Dst: macLB, Src: macVCP, Header: hdr(18), Msg: &Peers{Target: 0x1111, Peers: []Peer{
+			{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 12, Flags: PeerGTSM},
+			{Addr: netip.MustParseAddr("2001:db8:12::20"), VLAN: 12},
+		}}}},
+		{"peers-none", Frame{Dst: macLB, Src: macVCP, Header: hdr(19), Msg: &Peers{Target: 0x1111, Peers: []Peer{}}}},
 	}
 }
 
@@ -295,6 +301,10 @@ func TestMarshalRefusesBadMessages(t *testing.T) {
 		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 12, MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}}}},
 		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 0, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}}},
 		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("224.0.0.5"), VLAN: 12, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}}},
+		&Peers{Peers: make([]Peer, MaxPeers+1)},
+		&Peers{Peers: []Peer{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 4095}}},
+		&Peers{Peers: []Peer{{Addr: netip.MustParseAddr("ff02::5"), VLAN: 12}}},
+		&Peers{Peers: []Peer{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 12, Flags: 2}}},
 		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("2001:db8::/32"), Via: netip.MustParseAddr("2001:db8::1"), VLAN: 10}}},
 		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Via: netip.MustParseAddr("fe80::1"), VLAN: 10}}},
 		&LinkRoutes{Pages: 1, Routes: []LinkRoute{{Prefix: netip.MustParsePrefix("2001:db8::1/32"), Via: netip.MustParseAddr("fe80::1"), VLAN: 10}}},
@@ -538,6 +548,13 @@ func TestLinkRouteSet(t *testing.T) {
 	}
 	if _, err := LinkRoutePages(1, 1, make([]LinkRoute, MaxLinkRoutes+1)); err == nil {
 		t.Error("LinkRoutePages took more than MaxLinkRoutes")
+	}
+}
+
+// docs/dist.md says how many peers a frame holds.
+func TestPeersLimit(t *testing.T) {
+	if MaxPeers != 59 {
+		t.Errorf("PEERS holds %d, docs/dist.md says 59", MaxPeers)
 	}
 }
 

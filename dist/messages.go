@@ -25,6 +25,8 @@ const (
 	TypeLinkRoutes MsgType = 8
 	// The operator's static neighbours (neighbors.go).
 	TypeStaticNeighbors MsgType = 9
+	// The router's configured neighbours on an LB's ports (peers.go).
+	TypePeers MsgType = 10
 )
 
 func (t MsgType) String() string {
@@ -47,6 +49,8 @@ func (t MsgType) String() string {
 		return "LINK_ROUTES"
 	case TypeStaticNeighbors:
 		return "STATIC_NEIGHBORS"
+	case TypePeers:
+		return "PEERS"
 	}
 	return fmt.Sprintf("TYPE_%d", uint8(t))
 }
@@ -78,6 +82,8 @@ func newMessage(t MsgType) (Message, error) {
 		return new(LinkRoutes), nil
 	case TypeStaticNeighbors:
 		return new(StaticNeighbors), nil
+	case TypePeers:
+		return new(Peers), nil
 	}
 	return nil, fmt.Errorf("%w %d", ErrType, uint8(t))
 }

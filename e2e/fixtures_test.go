@@ -128,7 +128,7 @@ func labPID(t *testing.T, lab, host string) int {
 // announcing prefixes.
 func peerBGPConf(asn, id string, prefixes ...string) string {
 	s := "frr defaults traditional\nrouter bgp " + asn + "\n bgp router-id " + id +
-		"\n no bgp ebgp-requires-policy\n no bgp network import-check\n neighbor 192.0.2.1 remote-as 65000\n address-family ipv4 unicast\n"
+		"\n no bgp ebgp-requires-policy\n no bgp network import-check\n neighbor 192.0.2.1 remote-as 65000\n neighbor 192.0.2.1 ttl-security hops 1\n address-family ipv4 unicast\n"
 	for _, p := range prefixes {
 		s += "  network " + p + "\n"
 	}

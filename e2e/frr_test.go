@@ -32,7 +32,7 @@ func TestFRRSuite(t *testing.T) {
 		"route-map H1-NEXT-HOP6 permit 10\n set ipv6 next-hop global 2001:db8:10::10\n")
 	// h2 has a session of each family.
 	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10")+
-		" neighbor 2001:db8:10::1 remote-as 65000\n address-family ipv4 unicast\n  no neighbor 2001:db8:10::1 activate\n exit-address-family\n"+
+		" neighbor 2001:db8:10::1 remote-as 65000\n neighbor 2001:db8:10::1 ttl-security hops 1\n address-family ipv4 unicast\n  no neighbor 2001:db8:10::1 activate\n exit-address-family\n"+
 		" address-family ipv6 unicast\n  neighbor 2001:db8:10::1 activate\n  network 2001:db8:a2::/48\n exit-address-family\n")
 	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
 	frrOwned(t, filepath.Join(dir, "h1z")) // h1's zebra runs as FRR's user

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/lb/lbapi"
 	"github.com/msr-router/msr/router/routerapi"
 )
 
@@ -27,7 +28,9 @@ import (
 //   - h1 floods TTL-1 UDP through the router as fast as hping3 sends,
 //     while the back-ends have forgotten their neighbours: h3's pings to
 //     h2 are answered (h2 resolved again through the flood), and the
-//     back-ends drop the flood's excess in the data path (slow_dropped).
+//     back-ends drop the flood's excess in the data path (slow_dropped);
+//   - h3 floods BGP's port from random sources, forges bgp1's source at
+//     TTL 64 and floods single-hop BFD (peerFloods).
 func TestHostileNeighbours(t *testing.T) {
 	upDefaultLab(t, 100)
 	macOf := func(host string) string {
@@ -203,6 +206,80 @@ sendp(ps, iface="eth0", verbose=False)
 	}
 	if drops["ttl"] == dropsBefore["ttl"] {
 		t.Errorf("no TTL-1 frame dropped in the data path over its rate")
+	}
+	peerFloods(t)
+}
+
+// peerFloods: from h3, on bgp1's segment, a random-source SYN flood to
+// BGP's port at the router's address spends lb2's bgp class while bgp1's
+// session stays Established in its own bucket, none of it dropped; SYNs
+// forged with bgp1's source at TTL 64 and a single-hop BFD flood at TTL 64
+// are dropped as GTSM.
+func peerFloods(t *testing.T) {
+	for deadline := time.Now().Add(30 * time.Second); bgpSince() == ""; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("bgp1's session not up before the floods:\n%s", birdc("show", "protocols"))
+		}
+	}
+	since := bgpSince()
+	const bgp1, router = "203.0.113.20", "203.0.113.1"
+	status := func() *lbapi.Status {
+		s, err := demo.LBStatus("lb2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	peer := func(s *lbapi.Status) lbapi.PeerStatus {
+		for _, p := range s.Peers {
+			if p.Addr == bgp1 {
+				return p
+			}
+		}
+		t.Fatalf("lb2 holds no peer %s: %+v", bgp1, s.Peers)
+		return lbapi.PeerStatus{}
+	}
+	class := func(s *lbapi.Status) lbapi.PoliceClass {
+		for _, c := range s.Police {
+			if c.Class == "bgp" {
+				return c
+			}
+		}
+		return lbapi.PoliceClass{}
+	}
+	s0 := status()
+	if p := peer(s0); !p.GTSM {
+		t.Errorf("bgp1 on lb2 without GTSM: %+v", p)
+	}
+	synOut, _ := demo.Exec("h3", "timeout", "-s", "INT", "6", "hping3", "--flood", "--rand-source", "-S", "-p", "179", router)
+	hping(t, "h3", "-S", "-a", bgp1, "-p", "179", "-c", "20", "-i", "u10000", router)
+	s1 := status()
+	bfdOut, _ := demo.Exec("h3", "timeout", "-s", "INT", "3", "hping3", "--flood", "--rand-source", "-2", "-p", "3784", router)
+	s2 := status()
+	p0, p1 := peer(s0), peer(s1)
+	c0, c1 := class(s0), class(s1)
+	syns, bfd := hpingSent(synOut), hpingSent(bfdOut)
+	t.Logf("random-source SYN flood to %s:179 from h3: %d packets in 5 s; lb2's bgp class passed %d, dropped %d (source) %d (class); bgp1's own bucket passed %d, dropped %d",
+		router, syns, c1.Passed-c0.Passed, c1.DroppedSource-c0.DroppedSource, c1.DroppedClass-c0.DroppedClass, p1.Passed-p0.Passed, p1.Dropped-p0.Dropped)
+	t.Logf("20 SYNs forged with bgp1's source at TTL 64: bgp1's gtsm_dropped +%d; single-hop BFD flood at TTL 64: %d packets, lb2 gtsm_dropped +%d",
+		p1.GTSMDropped-p0.GTSMDropped, bfd, s2.GTSMDropped-s1.GTSMDropped)
+	if got := bgpSince(); !sameTime(got, since) {
+		t.Errorf("bgp1's session did not stay up through the floods: Established since %q, was %q\n%s", got, since, birdc("show", "protocols", "peer0"))
+	}
+	if syns < 10000 || bfd < 5000 {
+		t.Errorf("precondition: hping3 --flood sent %d SYNs in 5 s and %d BFD packets in 2 s; no flood", syns, bfd)
+	}
+	if c1.DroppedClass == c0.DroppedClass {
+		t.Errorf("the SYN flood never spent lb2's bgp class (%+v), so it tests nothing", c1)
+	}
+	if p1.Passed == p0.Passed || p1.Dropped != p0.Dropped {
+		t.Errorf("bgp1's bucket during the flood: passed %d, dropped %d; want its session's packets, none dropped", p1.Passed-p0.Passed, p1.Dropped-p0.Dropped)
+	}
+	if p1.GTSMDropped-p0.GTSMDropped != 20 {
+		t.Errorf("bgp1's gtsm_dropped +%d, want the 20 forged at TTL 64", p1.GTSMDropped-p0.GTSMDropped)
+	}
+	if got := s2.GTSMDropped - s1.GTSMDropped; got < uint64(bfd)*9/10 {
+		t.Errorf("lb2 dropped %d of %d single-hop BFD packets at TTL 64 as GTSM", got, bfd)
 	}
 }
 

@@ -49,6 +49,7 @@ protocol bfd { interface "eth0" { interval 300 ms; multiplier 3; }; }
 protocol bgp {
 	local as 65030;
 	neighbor 198.51.100.1 as 65000;
+	ttl security on;   # GTSM, as the router has it
 	bfd on;
 	error wait time 1, 2;   # BIRD's 60 s after a BFD flap at FRR's start (docs/vcp.md)
 	ipv4 { import all; export where net = 100.70.0.0/16; };

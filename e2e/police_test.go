@@ -37,20 +37,6 @@ func TestControlPlanePolicing(t *testing.T) {
 		t.Fatalf("precondition: h1's generator gives %.0f pps flat out on this machine; this test needs %.0f%% of it to be %d at least", ceiling, floodShare*100, floodFloor)
 	}
 	flood.Rate = rate
-	ctl := filepath.Join(demo.RunDir, "vcp1", "bird.ctl")
-	birdc := func(args ...string) string {
-		out, _ := exec.Command("birdc", append([]string{"-s", ctl}, args...)...).CombinedOutput()
-		return string(out)
-	}
-	// "peer0      BGP        ---        up     08:41:07.123  Established"
-	bgpSince := func() string {
-		for _, l := range strings.Split(birdc("show", "protocols", "peer0"), "\n") {
-			if f := strings.Fields(l); len(f) >= 6 && f[0] == "peer0" && f[5] == "Established" {
-				return f[4]
-			}
-		}
-		return ""
-	}
 	ospfFull := regexp.MustCompile(`(?m)^198\.51\.100\.20\s+\d+\s+Full`)
 	for deadline := time.Now().Add(30 * time.Second); bgpSince() == "" || !ospfFull.MatchString(birdc("show", "ospf", "neighbors")); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -179,6 +165,24 @@ func floodCeiling(t *testing.T, c traffic.GenConfig) float64 {
 		t.Fatal(err)
 	}
 	return pps
+}
+
+// birdc asks the default lab's first VCP's BIRD.
+func birdc(args ...string) string {
+	out, _ := exec.Command("birdc", append([]string{"-s", filepath.Join(demo.RunDir, "vcp1", "bird.ctl")}, args...)...).CombinedOutput()
+	return string(out)
+}
+
+// bgpSince is when the default lab VCP's session with bgp1 (peer0)
+// became Established, "" while it is not.
+func bgpSince() string {
+	// "peer0      BGP        ---        up     08:41:07.123  Established"
+	for _, l := range strings.Split(birdc("show", "protocols", "peer0"), "\n") {
+		if f := strings.Fields(l); len(f) >= 6 && f[0] == "peer0" && f[5] == "Established" {
+			return f[4]
+		}
+	}
+	return ""
 }
 
 // sameTime says whether two of BIRD's "since" times (15:04:05.000) are

@@ -2,6 +2,7 @@ package lb
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,11 @@ type Agent struct {
 	// them all (wanted); allSilent counts the times it began.
 	panicking bool
 	allSilent uint64
+	// peers are the router's peers on this LB's ports as the VCP last
+	// sent them (lb_peers holds those on a port it has); peersUnplaced
+	// counts the ones on no port of this LB.
+	peers         []dist.Peer
+	peersUnplaced int
 }
 
 type agentPort struct {
@@ -464,7 +470,35 @@ func (a *Agent) handle(port string, f *dist.Frame) {
 		if m.Target == a.cfg.ID {
 			a.assemble(m)
 		}
+	case *dist.Peers:
+		if m.Target == a.cfg.ID {
+			a.peers = m.Peers
+			a.applyPeers()
+		}
 	}
+}
+
+// applyPeers sets lb_peers to the peers the VCP sent on this LB's
+// external ports, found by their VLANs: again whenever the ports change.
+func (a *Agent) applyPeers() {
+	var set []Peer
+	unplaced := 0
+	for _, pr := range a.peers {
+		i := slices.IndexFunc(a.ports, func(p *agentPort) bool { return p.role == RoleExternal && p.vlan == pr.VLAN })
+		if i < 0 {
+			unplaced++
+			continue
+		}
+		set = append(set, Peer{PeerKey: PeerKey{Addr: pr.Addr, Port: a.ports[i].index}, GTSM: pr.Flags&dist.PeerGTSM != 0})
+	}
+	if err := a.dp.SetPeers(set); err != nil {
+		a.log.Error("PEERS", "err", err)
+		return
+	}
+	if unplaced != a.peersUnplaced {
+		a.log.Info("peers", "held", len(set), "on no port of this LB", unplaced)
+	}
+	a.peersUnplaced = unplaced
 }
 
 // sense makes an auto port internal once DIST arrives on it (seed 000
@@ -502,6 +536,7 @@ func (a *Agent) applyPortConfig(m *dist.PortConfig) {
 		}
 	}
 	a.writeConfig()
+	a.applyPeers()
 }
 
 // assemble collects the frames of one table generation; a frame of
@@ -783,6 +818,7 @@ func (a *Agent) Status() *lbapi.Status {
 		if st != nil {
 			s.CapDrop += st.Drops["cap"] + st.Drops["port_cap"]
 			s.InfraDropped += st.Drops["infra"]
+			s.GTSMDropped += st.Drops["gtsm"]
 		}
 		if p.prefix.IsValid() {
 			ps.Address = p.prefix.String()
@@ -819,6 +855,18 @@ func (a *Agent) Status() *lbapi.Status {
 	}
 	s.FlowletGapUs, s.FlowletGapAuto = a.flowletGap.Microseconds(), a.cfg.FlowletGap == 0
 	s.Paths = a.paths.status()
+	peers, gtsm, _ := a.dp.PeerStats()
+	for k, c := range peers {
+		ps := lbapi.PeerStatus{Addr: k.Addr.String(), GTSM: gtsm[k], Passed: c.Passed, Dropped: c.Dropped, GTSMDropped: c.GTSMDropped}
+		if int(k.Port) < len(a.ports) {
+			ps.Port = a.portName(a.ports[k.Port])
+		}
+		s.Peers = append(s.Peers, ps)
+	}
+	slices.SortFunc(s.Peers, func(x, y lbapi.PeerStatus) int {
+		return cmp.Or(cmp.Compare(x.Port, y.Port), cmp.Compare(x.Addr, y.Addr))
+	})
+	s.PeersUnplaced = a.peersUnplaced
 	counts, _ := a.dp.PoliceStats()
 	for c, r := range a.cfg.Police {
 		n := counts[c]

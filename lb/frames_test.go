@@ -77,6 +77,18 @@ func tcp(src, dst netip.Addr, sport, dport uint16) []byte {
 	return inet.IPv4(src, dst, 6, append(l4(sport, dport, 12), make([]byte, 8)...))
 }
 
+// withTTL sets an IPv4 packet's TTL (its header checksum with it) or an
+// IPv6 packet's hop limit.
+func withTTL(ip []byte, ttl uint8) []byte {
+	if ip[0]>>4 == 6 {
+		ip[7] = ttl
+		return ip
+	}
+	ip[8], ip[10], ip[11] = ttl, 0, 0
+	binary.BigEndian.PutUint16(ip[10:], inet.Checksum(ip[:20]))
+	return ip
+}
+
 func udp6(src, dst netip.Addr, sport, dport uint16) []byte {
 	return inet.IPv6(src, dst, 17, l4(sport, dport, 18))
 }

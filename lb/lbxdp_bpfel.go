@@ -87,7 +87,8 @@ const (
 	lbxdpLbDropLB_DROP_BAD_NDP           lbxdpLbDrop = 20
 	lbxdpLbDropLB_DROP_NDP_NOT_OURS      lbxdpLbDrop = 21
 	lbxdpLbDropLB_DROP_INFRA             lbxdpLbDrop = 22
-	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 23
+	lbxdpLbDropLB_DROP_GTSM              lbxdpLbDrop = 23
+	lbxdpLbDropLB_DROP_MAX               lbxdpLbDrop = 24
 )
 
 type lbxdpLbEgress struct {
@@ -115,6 +116,7 @@ const (
 	lbxdpLbLimitLB_CAPS             lbxdpLbLimit = 17
 	lbxdpLbLimitLB_FLOWLETS         lbxdpLbLimit = 65536
 	lbxdpLbLimitLB_POLICE_SOURCES   lbxdpLbLimit = 1024
+	lbxdpLbLimitLB_MAX_PEERS        lbxdpLbLimit = 1024
 )
 
 type lbxdpLbMode uint32
@@ -141,6 +143,31 @@ const (
 	lbxdpLbModuleLB_MOD_INT_NDP_IN  lbxdpLbModule = 9
 	lbxdpLbModuleLB_MOD_MAX         lbxdpLbModule = 10
 )
+
+type lbxdpLbPeer struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Flags       uint32
+	Tat         uint64
+	Passed      uint64
+	Dropped     uint64
+	GtsmDropped uint64
+}
+
+type lbxdpLbPeerFlags uint32
+
+const (
+	lbxdpLbPeerFlagsLB_PEER_GTSM lbxdpLbPeerFlags = 1
+)
+
+type lbxdpLbPeerKey struct {
+	_    structs.HostLayout
+	Addr [4]uint32
+	Port uint32
+}
 
 type lbxdpLbPoliceBucket struct {
 	_    structs.HostLayout
@@ -208,7 +235,7 @@ type lbxdpLbPortStats struct {
 	TxPackets uint64
 	TxBytes   uint64
 	Module    [10]uint64
-	Drop      [23]uint64
+	Drop      [24]uint64
 }
 
 type lbxdpLbSlot struct {
@@ -283,6 +310,7 @@ const (
 	lbxdpMapLbFlowlets           = "lb_flowlets"
 	lbxdpMapLbInfra              = "lb_infra"
 	lbxdpMapLbOwnMacs            = "lb_own_macs"
+	lbxdpMapLbPeers              = "lb_peers"
 	lbxdpMapLbPoliceBuckets      = "lb_police_buckets"
 	lbxdpMapLbPoliceRates        = "lb_police_rates"
 	lbxdpMapLbPoliceStats        = "lb_police_stats"
@@ -304,6 +332,7 @@ const (
 	lbxdpVarUnusedLbLimit        = "unused_lb_limit"
 	lbxdpVarUnusedLbMode         = "unused_lb_mode"
 	lbxdpVarUnusedLbModule       = "unused_lb_module"
+	lbxdpVarUnusedLbPeerFlags    = "unused_lb_peer_flags"
 	lbxdpVarUnusedLbPoliceBucket = "unused_lb_police_bucket"
 	lbxdpVarUnusedLbPoliceClass  = "unused_lb_police_class"
 	lbxdpVarUnusedLbPortRole     = "unused_lb_port_role"
@@ -366,6 +395,7 @@ type lbxdpMapSpecs struct {
 	LbFlowlets      *ebpf.MapSpec `ebpf:"lb_flowlets"`
 	LbInfra         *ebpf.MapSpec `ebpf:"lb_infra"`
 	LbOwnMacs       *ebpf.MapSpec `ebpf:"lb_own_macs"`
+	LbPeers         *ebpf.MapSpec `ebpf:"lb_peers"`
 	LbPoliceBuckets *ebpf.MapSpec `ebpf:"lb_police_buckets"`
 	LbPoliceRates   *ebpf.MapSpec `ebpf:"lb_police_rates"`
 	LbPoliceStats   *ebpf.MapSpec `ebpf:"lb_police_stats"`
@@ -392,6 +422,7 @@ type lbxdpVariableSpecs struct {
 	UnusedLbLimit        *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
 	UnusedLbMode         *ebpf.VariableSpec `ebpf:"unused_lb_mode"`
 	UnusedLbModule       *ebpf.VariableSpec `ebpf:"unused_lb_module"`
+	UnusedLbPeerFlags    *ebpf.VariableSpec `ebpf:"unused_lb_peer_flags"`
 	UnusedLbPoliceBucket *ebpf.VariableSpec `ebpf:"unused_lb_police_bucket"`
 	UnusedLbPoliceClass  *ebpf.VariableSpec `ebpf:"unused_lb_police_class"`
 	UnusedLbPortRole     *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
@@ -425,6 +456,7 @@ type lbxdpMaps struct {
 	LbFlowlets      *ebpf.Map `ebpf:"lb_flowlets"`
 	LbInfra         *ebpf.Map `ebpf:"lb_infra"`
 	LbOwnMacs       *ebpf.Map `ebpf:"lb_own_macs"`
+	LbPeers         *ebpf.Map `ebpf:"lb_peers"`
 	LbPoliceBuckets *ebpf.Map `ebpf:"lb_police_buckets"`
 	LbPoliceRates   *ebpf.Map `ebpf:"lb_police_rates"`
 	LbPoliceStats   *ebpf.Map `ebpf:"lb_police_stats"`
@@ -446,6 +478,7 @@ func (m *lbxdpMaps) Close() error {
 		m.LbFlowlets,
 		m.LbInfra,
 		m.LbOwnMacs,
+		m.LbPeers,
 		m.LbPoliceBuckets,
 		m.LbPoliceRates,
 		m.LbPoliceStats,
@@ -473,6 +506,7 @@ type lbxdpVariables struct {
 	UnusedLbLimit        *ebpf.Variable `ebpf:"unused_lb_limit"`
 	UnusedLbMode         *ebpf.Variable `ebpf:"unused_lb_mode"`
 	UnusedLbModule       *ebpf.Variable `ebpf:"unused_lb_module"`
+	UnusedLbPeerFlags    *ebpf.Variable `ebpf:"unused_lb_peer_flags"`
 	UnusedLbPoliceBucket *ebpf.Variable `ebpf:"unused_lb_police_bucket"`
 	UnusedLbPoliceClass  *ebpf.Variable `ebpf:"unused_lb_police_class"`
 	UnusedLbPortRole     *ebpf.Variable `ebpf:"unused_lb_port_role"`

@@ -34,7 +34,7 @@ var (
 	DropNames = [...]string{"runt", "not_ours", "port_unknown", "dist_external", "tagged_external", "bad_arp",
 		"arp_not_ours", "bad_ip", "mcast_external", "no_backend", "no_vcp", "no_rule", "own_frame",
 		"untagged_internal", "vlan_not_ours", "vlan_in_vlan", "no_internal", "cap", "port_cap", "policed",
-		"bad_ndp", "ndp_not_ours", "infra"}
+		"bad_ndp", "ndp_not_ours", "infra", "gtsm"}
 )
 
 // Model is the state the data path reads, held in plain Go.
@@ -232,7 +232,11 @@ func (p *modelPkt) ipv4() Result {
 		return p.drop(lbxdpLbDropLB_DROP_INFRA)
 	}
 	c := p.policeClass(proto, daddr, sport, dport, hasPorts)
-	if c != PoliceNone && !p.police(c, ip[12:16]) {
+	peer := p.routingPeer(c, netip.AddrFrom4([4]byte(ip[12:16])))
+	if p.gtsmRefused(peer, c, dport, ip[8]) {
+		return p.drop(lbxdpLbDropLB_DROP_GTSM)
+	}
+	if c != PoliceNone && !p.police(c, ip[12:16], peer) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
 	if c <= PoliceMgmt || frag && p.m.RouterAddrs[daddr] != 0 {

@@ -65,7 +65,11 @@ func (p *modelPkt) ipv6() Result {
 		return p.drop(lbxdpLbDropLB_DROP_INFRA)
 	}
 	c := p.policeClass6(w.Proto, daddr, sport, dport, hasPorts)
-	if c != PoliceNone && !p.police(c, ip[8:24]) {
+	peer := p.routingPeer(c, netip.AddrFrom16([16]byte(ip[8:24])))
+	if p.gtsmRefused(peer, c, dport, ip[7]) {
+		return p.drop(lbxdpLbDropLB_DROP_GTSM)
+	}
+	if c != PoliceNone && !p.police(c, ip[8:24], peer) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
 	if c <= PoliceICMP || w.Frag && p.m.RouterAddrs[daddr] != 0 {
@@ -135,7 +139,7 @@ func (p *modelPkt) ndp(ip []byte, plenEnd int) Result {
 		}
 		return p.extNDP(ip, target)
 	}
-	if !p.police(PoliceIGP, ip[8:24]) {
+	if !p.police(PoliceIGP, ip[8:24], p.routingPeer(PoliceIGP, netip.AddrFrom16([16]byte(ip[8:24])))) {
 		return p.drop(lbxdpLbDropLB_DROP_POLICED)
 	}
 	return p.toVCP()

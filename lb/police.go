@@ -206,7 +206,38 @@ func routerClass(proto, icmpProto uint8, sport, dport uint16, hasPorts bool) Pol
 type ModelPolice struct {
 	Rates  [PoliceClasses]PoliceRate
 	Counts [PoliceClasses]PoliceCounts
-	tat    map[uint32]time.Time
+	tat    map[uint32]*time.Time
+	// Peers are lb_peers, by address (IPv4 unmapped) and port index.
+	Peers map[PeerKey]*ModelPeer
+}
+
+// ModelPeer is a configured neighbour in the model: lb_peer.
+type ModelPeer struct {
+	GTSM   bool
+	tat    time.Time
+	Counts PeerCounts
+}
+
+// routingPeer is lb.bpf.c's routing_peer.
+func (p *modelPkt) routingPeer(c PoliceClass, src netip.Addr) *ModelPeer {
+	if c > PoliceBFD {
+		return nil
+	}
+	return p.m.Police.Peers[PeerKey{Addr: src, Port: p.port.Index}]
+}
+
+// gtsmRefused is lb.bpf.c's gtsm_refused.
+func (p *modelPkt) gtsmRefused(peer *ModelPeer, c PoliceClass, dport uint16, ttl uint8) bool {
+	switch {
+	case ttl == 255:
+		return false
+	case c == PoliceBFD && dport == 3784:
+		return true
+	case c != PoliceBGP || peer == nil || !peer.GTSM:
+		return false
+	}
+	peer.Counts.GTSMDropped++
+	return true
 }
 
 // policeHash is lb.bpf.c's police_hash: src is the source address as it
@@ -220,36 +251,52 @@ func policeHash(src []byte, port uint8, c PoliceClass, seed uint32) uint32 {
 	return flow.Hash(h, w[3], uint32(port), uint32(c), seed^policeSalt)
 }
 
-// admit is lb.bpf.c's police, on the model's clock; src is the source
-// address as it lies in the packet.
-func (p *modelPkt) police(c PoliceClass, src []byte) bool {
+// police is lb.bpf.c's police, on the model's clock; src is the source
+// address as it lies in the packet, peer its configured neighbour or nil.
+func (p *modelPkt) police(c PoliceClass, src []byte, peer *ModelPeer) bool {
 	mp := &p.m.Police
 	if mp.tat == nil {
-		mp.tat = map[uint32]time.Time{}
+		mp.tat = map[uint32]*time.Time{}
 	}
 	r := mp.Rates[c]
-	base := uint32(c) * (policeSources + 1)
 	now := time.Now()
-	gcra := func(i uint32, pps uint64) bool {
+	gcra := func(tat *time.Time, pps uint64) bool {
 		interval, tolerance := element.GCRATiming(pps, r.Burst)
-		t := mp.tat[i]
+		t := *tat
 		if t.Before(now) {
 			t = now
 		}
 		if t.Sub(now) > time.Duration(tolerance) {
 			return false
 		}
-		mp.tat[i] = t.Add(time.Duration(interval))
+		*tat = t.Add(time.Duration(interval))
 		return true
 	}
+	bucket := func(i uint32) *time.Time {
+		if mp.tat[i] == nil {
+			mp.tat[i] = new(time.Time)
+		}
+		return mp.tat[i]
+	}
+	if peer != nil {
+		if r.PerSourcePPS != 0 && !gcra(&peer.tat, r.PerSourcePPS) {
+			peer.Counts.Dropped++
+			mp.Counts[c].DroppedSource++
+			return false
+		}
+		peer.Counts.Passed++
+		mp.Counts[c].Passed++
+		return true
+	}
+	base := uint32(c) * (policeSources + 1)
 	if r.PerSourcePPS != 0 {
 		h := policeHash(src, p.port.Index, c, p.m.Config.PoliceSeed)
-		if !gcra(base+1+h&(policeSources-1), r.PerSourcePPS) {
+		if !gcra(bucket(base+1+h&(policeSources-1)), r.PerSourcePPS) {
 			mp.Counts[c].DroppedSource++
 			return false
 		}
 	}
-	if r.PPS != 0 && !gcra(base, r.PPS) {
+	if r.PPS != 0 && !gcra(bucket(base), r.PPS) {
 		mp.Counts[c].DroppedClass++
 		return false
 	}

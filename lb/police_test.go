@@ -93,6 +93,87 @@ func TestLBPolicing(t *testing.T) {
 	})
 }
 
+// TestLBPeers holds the kernel's peer buckets and GTSM to the model's: a
+// configured peer's BGP passes in its own bucket when other sources have
+// spent the class's, and is dropped at its own rate; with GTSM, its BGP
+// below TTL 255 is dropped and counted; its address on another port is
+// not the peer; an IPv6 peer without GTSM is held to its bucket only;
+// the peers' counters read back as the model's.
+func TestLBPeers(t *testing.T) {
+	withFixture(t, ModeWRR, func(f *fixture) {
+		rates := DefaultPolice
+		for c := range rates {
+			rates[c] = PoliceRate{}
+		}
+		rates[PoliceBGP] = PoliceRate{PPS: 1, PerSourcePPS: 1, Burst: 1} // two packets a source, two in all
+		f.model.Police.Rates = rates
+		for c, r := range rates {
+			if err := f.dp.SetPolice(PoliceClass(c), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e0, e1 := f.ports["e0"].Ifindex, f.ports["e1"].Ifindex
+		i0 := f.ports["e0"].Index
+		peerA := PeerKey{Addr: ipHostA, Port: i0}
+		peerB6 := PeerKey{Addr: ip6HostA, Port: i0}
+		peers := []Peer{{PeerKey: peerA, GTSM: true}, {PeerKey: peerB6}}
+		if err := f.dp.SetPeers(peers); err != nil {
+			t.Fatal(err)
+		}
+		f.model.Police.Peers = map[PeerKey]*ModelPeer{peerA: {GTSM: true}, peerB6: {}}
+		hostC, hostD := netip.MustParseAddr("192.0.2.11"), netip.MustParseAddr("192.0.2.12")
+		bgp := func(src netip.Addr, ttl uint8) []byte {
+			return eth(macExt0, macHost, etherTypeIPv4, withTTL(tcp(src, ipExt0, 40000, 179), ttl))
+		}
+		steps := []struct {
+			what    string
+			in      int
+			frame   []byte
+			verdict int
+		}{
+			{"C's BGP", e0, bgp(hostC, 255), XDPRedirect},
+			{"C's BGP again", e0, bgp(hostC, 255), XDPRedirect},
+			{"D's BGP: the class spent", e0, bgp(hostD, 255), XDPDrop},
+			{"peer A's BGP, in its own bucket", e0, bgp(ipHostA, 255), XDPRedirect},
+			{"peer A's BGP at TTL 64 (GTSM)", e0, bgp(ipHostA, 64), XDPDrop},
+			{"peer A's BGP again", e0, bgp(ipHostA, 255), XDPRedirect},
+			{"peer A's BGP over its own rate", e0, bgp(ipHostA, 255), XDPDrop},
+			{"A's address on e1: not the peer, the class spent", e1, eth(macExt1, macHost, etherTypeIPv4, withTTL(tcp(ipHostA, ipExt1, 40000, 179), 255)), XDPDrop},
+			{"IPv6 peer's BGP at hop limit 64 (no GTSM)", e0, eth(macExt0, macHost, etherTypeIPv6, tcp6(ip6HostA, ip6Ext0, 179, 40000)), XDPRedirect},
+		}
+		for _, s := range steps {
+			r, err := f.compare(s.in, s.frame, true)
+			if err != nil {
+				t.Fatalf("%s: %v", s.what, err)
+			}
+			if r.Verdict != s.verdict {
+				t.Errorf("%s: verdict %d, want %d", s.what, r.Verdict, s.verdict)
+			}
+		}
+		counts, gtsm, err := f.dp.PeerStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, m := range f.model.Police.Peers {
+			if counts[k] != m.Counts || gtsm[k] != m.GTSM {
+				t.Errorf("peer %v: %+v gtsm %v, model %+v gtsm %v", k, counts[k], gtsm[k], m.Counts, m.GTSM)
+			}
+		}
+		if w := (PeerCounts{Passed: 2, Dropped: 1, GTSMDropped: 1}); counts[peerA] != w {
+			t.Errorf("peer A: %+v, want %+v", counts[peerA], w)
+		}
+		// A new set keeps a peer's counters, changes its flags and
+		// forgets the one gone.
+		if err := f.dp.SetPeers([]Peer{{PeerKey: peerA}}); err != nil {
+			t.Fatal(err)
+		}
+		counts, gtsm, _ = f.dp.PeerStats()
+		if len(counts) != 1 || counts[peerA].Passed != 2 || gtsm[peerA] {
+			t.Errorf("after the new set: %+v gtsm %v", counts, gtsm)
+		}
+	})
+}
+
 // TestLoadConfigPolice: the file's classes override the defaults one by
 // one; an unknown class or a per-source rate above its class's is refused
 // at its line.

@@ -100,6 +100,8 @@ type lbPush struct {
 	table      string // identity of the entries and mode
 	ports      string // identity of the port settings
 	sent       time.Time
+	peers      string // identity of the peers (PEERS), sent at peersSent
+	peersSent  time.Time
 }
 
 // NewAgent opens the VCP's DIST socket: call it in the VCP's namespace.
@@ -597,6 +599,7 @@ func (a *Agent) configure(lb *element, now time.Time, push *vcpapi.PushStatus) {
 		}
 		p.ports, p.sent = id, now
 	}
+	a.sendPeers(lb, p, now)
 	mode, entries := a.table(lb)
 	id := fmt.Sprint(mode, entries)
 	if id == p.table && lb.hello.Installed == p.generation {

@@ -73,6 +73,7 @@ protocol bgp peer{{$i}} {
 	graceful restart on;
 {{if $b.Password}}	password "{{$b.Password}}";   # TCP-MD5
 {{end}}{{if $b.BFD}}	bfd on;   # down when BFD says the peer is gone
+{{end}}{{if $b.GTSM}}	ttl security on;   # GTSM: sent at TTL 255, taken only at 255 (RFC 5082)
 {{end}}{{if $b.MaxPrefixesRestart}}	error wait time {{$b.RestartSeconds}}, {{$b.RestartSeconds}};   # max_prefixes_restart
 {{end}}	# What the router announces (export: {{$b.Exports}}), with its own
 	# address on the peer's port as next hop: one router, not its gateways.

@@ -23,7 +23,7 @@ func TestBirdConfParses(t *testing.T) {
 			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}},
 			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
-			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}}},
+			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}, TTLSecurity: new(bool)}},
 		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:   []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}}, OSPFExport: []string{"connected", "bgp"},
 		RIP: []RIPPort{{VLAN: 11}}, RIPExport: []string{"connected", "static"},
@@ -53,6 +53,10 @@ func TestBirdConfParses(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("configuration lacks %q:\n%s", want, b.String())
 		}
+	}
+	// GTSM on every peer but the one that turned it off.
+	if n := strings.Count(b.String(), "\tttl security on;"); n != 4 {
+		t.Errorf("ttl security on %d peers, want 4:\n%s", n, b.String())
 	}
 }
 

@@ -286,9 +286,19 @@ type BGPPeer struct {
 	// section's bfd_interval and bfd_multiplier: a link that dies takes
 	// the session, and the peer's routes, down in interval x multiplier,
 	// not the hold time. The peer must run BFD too.
-	BFD bool       `yaml:"bfd"`
-	Pos config.Pos `yaml:"-"`
+	BFD bool `yaml:"bfd"`
+	// TTLSecurity is GTSM (RFC 5082): the session's packets are sent
+	// with TTL (hop limit) 255 and only those that arrive with 255 are
+	// taken, so that no host beyond the peer's segment can reach the
+	// session; the peer must have it on too (FRR's ttl-security hops 1,
+	// BIRD's ttl security on, Junos' ttl 255). Absent: on, every peer
+	// being on an external port's subnet.
+	TTLSecurity *bool      `yaml:"ttl_security"`
+	Pos         config.Pos `yaml:"-"`
 }
+
+// GTSM says whether the session runs GTSM (TTLSecurity).
+func (b BGPPeer) GTSM() bool { return b.TTLSecurity == nil || *b.TTLSecurity }
 
 // checkPassword says what is wrong with a TCP-MD5 password: the kernel
 // takes 80 bytes at most, and BIRD's quoted string and FRR's word no
@@ -758,10 +768,15 @@ func (c *FileConfig) complete() error {
 		default:
 			return r.Pos.Errorf("routing suite %q: bird or frr", r.Suite)
 		}
+		perLB := map[string]int{}
 		for i := range r.BGP {
 			b := &r.BGP[i]
 			if b.Neighbor.Is4In6() || !c.onPort(b.Neighbor) {
 				return b.Pos.Errorf("BGP neighbour %s: an address on an external port's subnet", b.Neighbor)
+			}
+			lb := c.portOf(b.Neighbor).LB
+			if perLB[lb]++; perLB[lb] > dist.MaxPeers {
+				return b.Pos.Errorf("BGP neighbour %s: more than %d peers on %s's ports", b.Neighbor, dist.MaxPeers, lb)
 			}
 			if b.IPv6 && b.Neighbor.Is4() && !c.port6Of(b.Neighbor).IsValid() {
 				return b.Pos.Errorf("BGP neighbour %s: ipv6 needs an address6 on its port (the IPv6 routes' next hop)", b.Neighbor)
@@ -869,13 +884,17 @@ func (c *FileConfig) hasVLAN(v uint16) bool {
 }
 
 // onPort says whether a is on an external port's subnet (of a's family).
-func (c *FileConfig) onPort(a netip.Addr) bool {
+func (c *FileConfig) onPort(a netip.Addr) bool { return c.portOf(a).VLAN != 0 }
+
+// portOf is the external port whose subnet (of a's family) holds a;
+// the zero port if none does.
+func (c *FileConfig) portOf(a netip.Addr) ExternalPortConfig {
 	for _, p := range c.ExternalPorts {
 		if p.Address.Masked().Contains(a) || p.Address6.IsValid() && p.Address6.Masked().Contains(a) {
-			return true
+			return p
 		}
 	}
-	return false
+	return ExternalPortConfig{}
 }
 
 // port6Of is the router's IPv6 address on the port whose IPv4 subnet

@@ -90,6 +90,32 @@ func TestBGPExportConfig(t *testing.T) {
 	}
 }
 
+// The peers an LB is sent: each BGP peer on its ports, with its port's
+// VLAN and GTSM unless turned off; more than a PEERS frame holds on one
+// LB's ports is refused at the peer's line.
+func TestPeersConfig(t *testing.T) {
+	routing := goodVCP + "routing:\n  asn: 65000\n  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010}\n    - {neighbor: 198.51.100.11, asn: 65011, ttl_security: false}\n"
+	c, err := load(t, routing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: c}
+	if got := a.peersOf("lb1"); len(got) != 1 || got[0] != (dist.Peer{Addr: netip.MustParseAddr("192.0.2.10"), VLAN: 10, Flags: dist.PeerGTSM}) {
+		t.Errorf("lb1's peers %+v", got)
+	}
+	if got := a.peersOf("lb2"); len(got) != 1 || got[0] != (dist.Peer{Addr: netip.MustParseAddr("198.51.100.11"), VLAN: 11}) {
+		t.Errorf("lb2's peers %+v", got)
+	}
+	many := goodVCP + "routing:\n  asn: 65000\n  bgp:\n"
+	for i := range dist.MaxPeers + 1 {
+		many += fmt.Sprintf("    - {neighbor: 192.0.2.%d, asn: 65010}\n", 10+i)
+	}
+	_, err = load(t, many)
+	if want := fmt.Sprintf("vcp.yaml:%d:", 15+dist.MaxPeers); err == nil || !strings.Contains(err.Error(), "more than 59 peers on lb1's ports") || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want the 60th peer refused at %s", err, want)
+	}
+}
+
 // Per-peer prefix lists and the prefix limit: parsed into patterns as BIRD
 // and FRR write them; a wrong pattern or restart refused at its line.
 func TestBGPPrefixPolicy(t *testing.T) {

@@ -126,6 +126,7 @@ agentx
  neighbor {{.Neighbor}} timers connect 1
 {{if .Password}} neighbor {{.Neighbor}} password {{.Password}}
 {{end}}{{if .BFD}} neighbor {{.Neighbor}} bfd profile msr
+{{end}}{{if .GTSM}} neighbor {{.Neighbor}} ttl-security hops 1
 {{end}}{{if .HoldTime}} neighbor {{.Neighbor}} timers {{.Keepalive}} {{.HoldTime}}
 {{end}}{{end}}{{with .Backends}} ! Our route-map towards the back-ends sets attributes of reflected routes.
  bgp route-reflector allow-outbound-policy

@@ -23,7 +23,7 @@ func TestFRRConfParses(t *testing.T) {
 			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}},
 			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
-			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}},
+			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}, TTLSecurity: new(bool)},
 			{Neighbor: netip.MustParseAddr("192.0.2.15"), ASN: 65000},
 			{Neighbor: netip.MustParseAddr("2001:db8:10::10"), ASN: 65016, MaxPrefixes: 10, ImportPrefixes: []PrefixPattern{mustPattern("2001:db8::/32+")}},
 			{Neighbor: netip.MustParseAddr("192.0.2.17"), ASN: 65017, IPv6: true, ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+")}}},
@@ -89,6 +89,10 @@ func TestFRRConfParses(t *testing.T) {
 			if !strings.Contains(string(b), w) {
 				t.Errorf("%s lacks %q:\n%s", d, w, b)
 			}
+		}
+		// GTSM on every peer but the one that turned it off.
+		if n := strings.Count(string(b), " ttl-security hops 1\n"); d == "bgpd" && (n != 7 || strings.Contains(string(b), "192.0.2.14 ttl-security")) {
+			t.Errorf("bgpd: ttl-security on %d peers, want 7 (not 192.0.2.14):\n%s", n, b)
 		}
 		out, err := exec.Command("/usr/lib/frr/"+d, "--dryrun", "-f", path, "-i", filepath.Join(f.dir, d+".pid"),
 			"--vty_socket", f.dir).CombinedOutput()

@@ -152,6 +152,7 @@ router bgp 65010
  no bgp ebgp-requires-policy
  no bgp network import-check
  neighbor 192.0.2.1 remote-as 65000
+ neighbor 192.0.2.1 ttl-security hops 1
  address-family ipv4 unicast
   network 203.0.113.0/24
   network 198.18.0.0/15

@@ -78,6 +78,15 @@ func runLBAgent(file string) error {
 func writeLBStatus(w io.Writer, s *lbapi.Status) {
 	fmt.Fprintf(w, "lb %s (id %#x) vcp %s\n", s.Name, s.ID, s.VCPMAC)
 	fmt.Fprintf(w, "  inside: %s (infra_dropped %d)\n", orNone(strings.Join(s.Infrastructure, ", ")), s.InfraDropped)
+	var peers []string
+	for _, p := range s.Peers {
+		gtsm := ""
+		if p.GTSM {
+			gtsm = " gtsm"
+		}
+		peers = append(peers, fmt.Sprintf("%s on %s%s (passed %d, dropped %d, gtsm_dropped %d)", p.Addr, p.Port, gtsm, p.Passed, p.Dropped, p.GTSMDropped))
+	}
+	fmt.Fprintf(w, "  peers: %s (gtsm_dropped %d)\n", orNone(strings.Join(peers, "; ")), s.GTSMDropped)
 	if s.CapacityPPS > 0 || s.CapDrop > 0 {
 		fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
 	}

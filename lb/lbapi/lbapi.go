@@ -43,9 +43,28 @@ type Status struct {
 	// Police is control-plane policing, per class of traffic to the
 	// router (lb/police.go): its rates and what it passed and dropped.
 	Police []PoliceClass `json:"police"`
+	// Peers are the router's peers on this LB's ports (the VCP's PEERS):
+	// each policed in a bucket of its own, its BGP with GTSM where on.
+	// PeersUnplaced counts those the VCP sent for a VLAN this LB has no
+	// external port of; GTSMDropped the packets dropped for a TTL below
+	// 255 (drop "gtsm" summed over the ports).
+	Peers         []PeerStatus `json:"peers"`
+	PeersUnplaced int          `json:"peers_unplaced"`
+	GTSMDropped   uint64       `json:"gtsm_dropped"`
 	// AllBackendsSilent counts the times every back-end's hellos stopped
 	// at once and the LB kept them all in its table rather than none.
 	AllBackendsSilent uint64 `json:"all_backends_silent"`
+}
+
+// PeerStatus is one peer: where it is heard, whether its BGP must come
+// with TTL 255, and what its bucket passed and dropped.
+type PeerStatus struct {
+	Addr        string `json:"addr"`
+	Port        string `json:"port"`
+	GTSM        bool   `json:"gtsm"`
+	Passed      uint64 `json:"passed"`
+	Dropped     uint64 `json:"dropped"`
+	GTSMDropped uint64 `json:"gtsm_dropped"`
 }
 
 // PoliceClass is one class of control-plane policing: packets a second
