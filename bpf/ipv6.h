@@ -32,6 +32,13 @@ enum ip6_nexthdr {
 	IP6_NH_SHIM6 = 140,
 };
 
+/* Neighbor Discovery's ICMPv6 types (RFC 4861). */
+#define ICMP6_RS 133 /* router solicitation */
+#define ICMP6_RA 134
+#define ICMP6_NS 135
+#define ICMP6_NA 136
+#define ICMP6_REDIRECT 137
+
 /* How far a walk goes: at most IP6_EXT_MAX extension headers, and the
  * transport header no further than IP6_EXT_BYTES into the packet. A chain
  * longer than either is not malformed, only more than a balancer reads:

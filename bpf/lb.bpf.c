@@ -83,11 +83,6 @@ const enum msr_infra_limit *unused_msr_infra_limit __attribute__((unused));
 #define PORT_BFD 3784          /* single-hop control (RFC 5881) */
 #define PORT_BFD_MULTIHOP 4784 /* RFC 5883 */
 #define PORT_RIPNG 521
-#define ICMP6_RS 133 /* Neighbor Discovery (RFC 4861): router solicitation */
-#define ICMP6_RA 134
-#define ICMP6_NS 135
-#define ICMP6_NA 136
-#define ICMP6_REDIRECT 137
 #define ND_OPT_SLLA 1 /* source link-layer address */
 #define ND_OPT_TLLA 2 /* target link-layer address */
 #define ND_NA_ROUTER 0x80
@@ -533,6 +528,10 @@ static __always_inline int balance(struct pkt *p, struct ethhdr *eth, __u32 hash
 	if (!cap_admit(lb_cap(LB_CAP_PORT + (via->index & (LB_MAX_PORTS - 1)))))
 		return drop(p, LB_DROP_PORT_CAP);
 	__builtin_memcpy(eth->h_dest, slot->mac, ETH_ALEN);
+	/* A port with unicast RPF: the back-end learns from the tag where
+	 * the frame came in. */
+	if (p->port->urpf && push_vlan(p->ctx, p->port->vlan))
+		return drop(p, LB_DROP_RUNT);
 	count_module(p, LB_MOD_BALANCE);
 	return send(p, via->ifindex, via->index);
 }

@@ -163,7 +163,10 @@ struct lb_port {
 	__u8 role;  /* enum lb_port_role */
 	__u8 index; /* 0..LB_MAX_PORTS-1: counters and hellos */
 	__u16 vlan; /* external ports: the VLAN id that names them inside */
-	__u16 pad;
+	/* external ports: balance what arrives tagged with vlan, so that the
+	 * back-end checks its source (unicast RPF) */
+	__u8 urpf;
+	__u8 pad;
 	__be32 ip; /* external ports: the address Ext ARP answers for */
 	__u32 pad2;
 	/* external ports: the addresses Ext NDP answers for, the port's

@@ -44,6 +44,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const enum rt_slow *unused_rt_slow __attribute__((unused));
 const enum dist_wire *unused_dist_wire __attribute__((unused));
 const enum rt_drop *unused_rt_drop __attribute__((unused));
+const enum rt_urpf *unused_rt_urpf __attribute__((unused));
 const struct rt_slow_meta *unused_rt_slow_meta __attribute__((unused));
 const struct rt_nhgroup *unused_rt_nhgroup __attribute__((unused));
 const struct rt_tbl24_chunk *unused_rt_tbl24_chunk __attribute__((unused));
@@ -162,6 +163,14 @@ struct {
 	__type(value, struct rt_config);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* VLAN id */
+	__type(value, struct rt_vlan);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rt_vlans SEC(".maps");
 
 /* The router's inside (infra.h): the only sources this host's own
  * addresses take. */
@@ -561,7 +570,34 @@ static __always_inline int dist(struct pkt *p, struct ethhdr *eth, void *end, st
 	return XDP_TX;
 }
 
-static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg)
+/* urpf_ok says whether a source whose FIB entry is next-hop group g may
+ * come in by the port of VLAN vlan (RFC 3704): loose, a route to it;
+ * strict, one of that route's next hops on the same port. */
+static __always_inline int urpf_ok(__u32 g, __u16 vlan, __u8 mode)
+{
+	if (!g)
+		return 0;
+	if (mode != RT_URPF_STRICT)
+		return 1;
+	struct rt_nhgroup *grp = nhgroup(g);
+	if (!grp)
+		return 0;
+	for (__u32 i = 0; i < RT_ECMP_MAX; i++) {
+		if (i >= grp->count)
+			break;
+		__u32 nhid;
+		struct rt_nexthop *nh;
+		struct rt_port *port = next_hop(grp, i, &nhid, &nh);
+		if (port && port->vlan == vlan)
+			return 1;
+	}
+	return 0;
+}
+
+/* route forwards an IPv4 packet; in_vlan and urpf: the external port it
+ * came in by and that port's check, when its LB tagged it (else 0). */
+static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg, __u16 in_vlan,
+				 __u8 urpf)
 {
 	struct iphdr *ip = (void *)(eth + 1);
 	__u32 zero = 0;
@@ -583,6 +619,8 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 	__u32 s = bpf_ntohl(ip->saddr), d = bpf_ntohl(ip->daddr);
 	if (martian_src(s))
 		return drop(p, RT_DROP_MARTIAN_SRC);
+	if (urpf && !urpf_ok(fib_lookup(ip->saddr), in_vlan, urpf))
+		return drop(p, RT_DROP_URPF);
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local, &ip->daddr);
 	if (local)
@@ -689,7 +727,8 @@ static __always_inline __u32 ipv6_ports(struct ipv6hdr *ip, void *end)
 /* route6 is route for IPv6 (RFC 8200; RFC 4291's addresses): no header
  * checksum, no fragmentation by a router (too big: Packet Too Big from
  * the agent), Hop-by-Hop Options to the agent. */
-static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg)
+static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg, __u16 in_vlan,
+				  __u8 urpf)
 {
 	struct ipv6hdr *ip = (void *)(eth + 1);
 	__u32 zero = 0;
@@ -705,6 +744,8 @@ static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, 
 		return drop(p, RT_DROP_BAD_LENGTH);
 	if (ip6_martian_src(&ip->saddr))
 		return drop(p, RT_DROP_MARTIAN_SRC);
+	if (urpf && !urpf_ok(fib6_lookup(&ip->saddr), in_vlan, urpf))
+		return drop(p, RT_DROP_URPF);
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local6, &ip->daddr);
 	if (local)
@@ -778,6 +819,8 @@ int router(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	__be16 proto = eth->h_proto;
+	__u16 in_vlan = 0;
+	__u8 urpf = 0;
 	if (proto == bpf_htons(ETH_P_8021Q)) {
 		struct vlan_hdr *vh = (void *)(eth + 1);
 		if ((void *)(vh + 1) > end)
@@ -787,14 +830,34 @@ int router(struct xdp_md *ctx)
 			/* NDP of an external port, relayed by an LB: the agent
 			 * reads the advertisement. */
 			struct ipv6hdr *ip6 = (void *)(vh + 1);
-			if ((void *)(ip6 + 1) > end || ip6->nexthdr != IP6_NH_ICMP)
+			__u8 *icmp = (void *)(ip6 + 1);
+			if ((void *)(icmp + 1) > end)
 				return drop(&p, RT_DROP_TAGGED);
-			return slow(&p, RT_SLOW_NDP, 0);
-		}
-		if (proto != bpf_htons(ETH_P_ARP))
+			if (ip6->nexthdr == IP6_NH_ICMP && *icmp >= ICMP6_RS && *icmp <= ICMP6_REDIRECT)
+				return slow(&p, RT_SLOW_NDP, 0);
+		} else if (proto == bpf_htons(ETH_P_ARP)) {
+			/* ARP of an external port, relayed by an LB. */
+			return slow(&p, RT_SLOW_ARP, 0);
+		} else if (proto != bpf_htons(ETH_P_IP)) {
 			return drop(&p, RT_DROP_TAGGED);
-		/* ARP of an external port, relayed by an LB. */
-		return slow(&p, RT_SLOW_ARP, 0);
+		}
+		/* Data from an external port with unicast RPF, tagged by its
+		 * LB with the port's VLAN: checked by it, then routed as any
+		 * (unchecked while this back-end has not heard the port has
+		 * it, which its LB may have heard first). */
+		__u32 vid = bpf_ntohs(vh->tci) & 0xfff;
+		struct rt_vlan *v = bpf_map_lookup_elem(&rt_vlans, &vid);
+		if (!v || !v->external)
+			return drop(&p, RT_DROP_TAGGED);
+		in_vlan = vid;
+		urpf = v->urpf;
+		if (pop_vlan(ctx))
+			return drop(&p, RT_DROP_RUNT);
+		data = (void *)(long)ctx->data;
+		end = (void *)(long)ctx->data_end;
+		eth = data;
+		if ((void *)(eth + 1) > end)
+			return drop(&p, RT_DROP_RUNT);
 	}
 	if (!is_multicast(eth->h_dest) && !same_mac(eth->h_dest, cfg->mac))
 		return drop(&p, RT_DROP_NOT_OURS);
@@ -803,6 +866,6 @@ int router(struct xdp_md *ctx)
 	if (is_multicast(eth->h_dest))
 		return drop(&p, RT_DROP_MARTIAN_DST); /* link broadcast/multicast IP: not routed */
 	if (proto == bpf_htons(ETH_P_IPV6))
-		return route6(&p, eth, end, cfg);
-	return route(&p, eth, end, cfg);
+		return route6(&p, eth, end, cfg, in_vlan, urpf);
+	return route(&p, eth, end, cfg, in_vlan, urpf);
 }

@@ -84,7 +84,23 @@ enum rt_drop {
 	RT_DROP_BAD_NEXTHOP = 11, /* FIB points at a next hop that is not there */
 	RT_DROP_CAP = 12,         /* over the back-end's capacity (cap.h) */
 	RT_DROP_INFRA = 13,       /* to this host from outside its inside: the balance path (infra.h) */
-	RT_DROP_MAX = 14,
+	RT_DROP_URPF = 14,        /* its source fails its ingress port's unicast RPF (RFC 3704) */
+	RT_DROP_MAX = 15,
+};
+
+/* An external port's unicast RPF (rt_vlans, by VLAN): what its LB
+ * balances from it arrives tagged with its VLAN, and passes only if the
+ * FIB has a route to its source (loose) through this same port (strict). */
+enum rt_urpf {
+	RT_URPF_OFF = 0,
+	RT_URPF_LOOSE = 1,
+	RT_URPF_STRICT = 2,
+};
+
+struct rt_vlan {
+	__u8 urpf;     /* enum rt_urpf */
+	__u8 external; /* one of the router's external ports */
+	__u8 pad[2];
 };
 
 struct rt_tbl24_chunk {

@@ -42,6 +42,41 @@ type BackendPort struct {
 	Prefix  netip.Prefix `json:"prefix"`
 	Prefix6 netip.Prefix `json:"prefix6,omitzero"` // none: IPv4 only
 	MTU     uint16       `json:"mtu"`
+	URPF    URPFMode     `json:"urpf,omitzero"`
+}
+
+// URPFMode is an external port's unicast reverse-path check (RFC 3704)
+// of the sources of what arrives on it: none, a route to the source
+// (loose), or a route to it through the same port (strict).
+type URPFMode uint8
+
+const (
+	URPFOff    URPFMode = 0
+	URPFLoose  URPFMode = 1
+	URPFStrict URPFMode = 2
+)
+
+// URPFModes name the modes, in the configs and the status.
+var URPFModes = [...]string{"off", "loose", "strict"}
+
+// ParseURPF reads a mode by its name; "" is off.
+func ParseURPF(s string) (URPFMode, error) {
+	if s == "" {
+		return URPFOff, nil
+	}
+	for i, n := range URPFModes {
+		if n == s {
+			return URPFMode(i), nil
+		}
+	}
+	return URPFOff, fmt.Errorf("urpf %q: off, loose or strict", s)
+}
+
+func (m URPFMode) String() string {
+	if int(m) < len(URPFModes) {
+		return URPFModes[m]
+	}
+	return fmt.Sprintf("urpf_%d", uint8(m))
 }
 
 // BackendConfig is sent by the active VCP to one back-end (Target): the
@@ -138,8 +173,11 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 		b = binary.BigEndian.AppendUint16(b, p.VLAN)
 		b = append(b, bits, bits6)
 		b = append(b, addr[:]...)
+		if p.URPF > URPFStrict {
+			return nil, fmt.Errorf("port %q: uRPF mode %d", p.Name, p.URPF)
+		}
 		b = binary.BigEndian.AppendUint16(b, p.MTU)
-		b = append(b, 0, 0)
+		b = append(b, uint8(p.URPF), 0)
 		b = append(b, name...)
 		b = append(b, addr6[:]...)
 	}
@@ -214,14 +252,18 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 		} else if e[3] != 0 {
 			return fmt.Errorf("port %d: %w", i, errReserved)
 		}
-		if !allZero(e[10:12]) {
+		if e[10] > uint8(URPFStrict) {
+			return fmt.Errorf("port %d: uRPF mode %d", i, e[10])
+		}
+		if e[11] != 0 {
 			return fmt.Errorf("port %d: %w", i, errReserved)
 		}
 		name, err := decodeName(e[12:28])
 		if err != nil {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
-		p := BackendPort{Name: name, VLAN: binary.BigEndian.Uint16(e[0:2]), Prefix: prefix, Prefix6: prefix6, MTU: binary.BigEndian.Uint16(e[8:10])}
+		p := BackendPort{Name: name, VLAN: binary.BigEndian.Uint16(e[0:2]), Prefix: prefix, Prefix6: prefix6, MTU: binary.BigEndian.Uint16(e[8:10]),
+			URPF: URPFMode(e[10])}
 		if p.VLAN == 0 || validVLAN(p.VLAN) != nil || !p.Prefix.IsValid() {
 			return fmt.Errorf("port %d: VLAN %d, address %v", i, p.VLAN, p.Prefix)
 		}

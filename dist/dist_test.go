@@ -118,6 +118,16 @@ func goldenCases() []struct {
 			{Addr: netip.MustParseAddr("2001:db8:12::20"), VLAN: 12},
 		}}}},
 		{"peers-none", Frame{Dst: macLB, Src: macVCP, Header: hdr(19), Msg: &Peers{Target: 0x1111, Peers: []Peer{}}}},
+		// Unicast RPF: the LB tags the port's frames, the back-end checks
+		// their sources (strict on one port, loose on the other).
+		{"port-config-urpf", Frame{Dst: macLB, Src: macVCP, Header: hdr(20), Msg: &PortConfig{Target: 0x1111, Ports: []PortSetting{
+			{Index: 0, Role: PortExternal, VLAN: 10, MAC: macLB, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500, Flags: PortFlagURPF},
+		}}}},
+		{"backend-config-urpf", Frame{Dst: macR1, Src: macVCP, Header: hdr(21), Msg: &BackendConfig{
+			Target: 0x2222, Ports: []BackendPort{
+				{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500, URPF: URPFStrict},
+				{Name: "lb2/e0", VLAN: 12, Prefix: netip.MustParsePrefix("203.0.113.1/24"), MTU: 1500, URPF: URPFLoose},
+			}}}},
 	}
 }
 
@@ -301,6 +311,7 @@ func TestMarshalRefusesBadMessages(t *testing.T) {
 		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 12, MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}}}},
 		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 0, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}}},
 		&StaticNeighbors{Neighbors: []StaticNeighbor{{Addr: netip.MustParseAddr("224.0.0.5"), VLAN: 12, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}}},
+		&BackendConfig{Ports: []BackendPort{{Name: "p", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), URPF: 3}}},
 		&Peers{Peers: make([]Peer, MaxPeers+1)},
 		&Peers{Peers: []Peer{{Addr: netip.MustParseAddr("203.0.113.20"), VLAN: 4095}}},
 		&Peers{Peers: []Peer{{Addr: netip.MustParseAddr("ff02::5"), VLAN: 12}}},

@@ -117,13 +117,16 @@ func (r PortRole) String() string {
 // Port flags. In a HELLO, Up is the port's operational state (RFC 2863:
 // administratively up with carrier), AdminUp its administrative state and
 // FullDuplex its duplex, as the element's kernel reports them; a PORT_CONFIG
-// knows only Up and DefaultInternal.
+// knows only Up, DefaultInternal and URPF: an external port whose frames
+// the LB balances tagged with its VLAN, so that the back-end checks their
+// source (unicast RPF, BackendPort.URPF).
 const (
 	PortFlagUp              = 1 << 0
 	PortFlagDefaultInternal = 1 << 1
 	PortFlagAdminUp         = 1 << 2
 	PortFlagFullDuplex      = 1 << 3
-	portFlagsKnown          = PortFlagUp | PortFlagDefaultInternal
+	PortFlagURPF            = 1 << 4
+	portFlagsKnown          = PortFlagUp | PortFlagDefaultInternal | PortFlagURPF
 	helloPortFlagsKnown     = portFlagsKnown | PortFlagAdminUp | PortFlagFullDuplex
 )
 

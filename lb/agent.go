@@ -82,6 +82,7 @@ type agentPort struct {
 	role      uint8
 	auto      bool // role learned from DIST traffic
 	vlan      uint16
+	urpf      bool // balanced tagged, for the back-end's unicast RPF
 	prefix    netip.Prefix
 	prefix6   netip.Prefix // external ports' IPv6 address; invalid: none
 	isDefault bool
@@ -326,7 +327,7 @@ func (p *agentPort) routerAddrs() []netip.Addr {
 }
 
 func (a *Agent) writePort(p *agentPort) error {
-	return a.dp.SetPort(Port{Ifindex: p.ifindex, Index: p.index, Role: p.role, MAC: p.mac, VLAN: p.vlan, Addr: p.prefix.Addr(), Addr6: p.prefix6.Addr()})
+	return a.dp.SetPort(Port{Ifindex: p.ifindex, Index: p.index, Role: p.role, MAC: p.mac, VLAN: p.vlan, Addr: p.prefix.Addr(), Addr6: p.prefix6.Addr(), URPF: p.urpf})
 }
 
 func (a *Agent) defaultPort() *agentPort {
@@ -527,6 +528,7 @@ func (a *Agent) applyPortConfig(m *dist.PortConfig) {
 			}
 			p.role, p.vlan, p.prefix, p.prefix6 = uint8(s.Role), s.VLAN, s.Prefix, s.Prefix6
 			p.isDefault = s.Flags&dist.PortFlagDefaultInternal != 0
+			p.urpf = s.Flags&dist.PortFlagURPF != 0
 			if err := a.writePort(p); err != nil {
 				a.log.Error("PORT_CONFIG", "port", a.portName(p), "err", err)
 			}

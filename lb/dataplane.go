@@ -49,6 +49,9 @@ type Port struct {
 	// answers for besides the port's link-local one (inet.LinkLocal of
 	// its MAC); invalid: none.
 	Addr6 netip.Addr
+	// URPF: an external port whose frames are balanced tagged with its
+	// VLAN, for the back-end's unicast RPF check.
+	URPF bool
 }
 
 // MaxPorts is LB_MAX_PORTS (enum lb_limit).
@@ -128,6 +131,9 @@ func (d *Dataplane) SetPort(p Port) error {
 		return fmt.Errorf("port %d: index must be below %d and MAC 6 bytes", p.Ifindex, MaxPorts)
 	}
 	v := lbxdpLbPort{Role: p.Role, Index: p.Index, Vlan: p.VLAN}
+	if p.URPF && p.Role == RoleExternal {
+		v.Urpf = 1
+	}
 	copy(v.Mac[:], p.MAC)
 	if p.Addr.Is4() {
 		v.Ip = be32(p.Addr)

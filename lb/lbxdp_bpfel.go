@@ -213,7 +213,8 @@ type lbxdpLbPort struct {
 	Role  uint8
 	Index uint8
 	Vlan  uint16
-	Pad   uint16
+	Urpf  uint8
+	Pad   uint8
 	Ip    uint32
 	Pad2  uint32
 	Ip6   lbxdpIn6Addr

@@ -195,14 +195,19 @@ func (p *modelPkt) toInside(dst net.HardwareAddr) Result {
 	if !ok {
 		return p.drop(lbxdpLbDropLB_DROP_NO_INTERNAL)
 	}
+	copy(p.b[0:6], dst)
+	p.tag()
+	return p.send(cfg.DefaultIntIfindex, in.Index)
+}
+
+// tag is push_vlan with the ingress port's VLAN.
+func (p *modelPkt) tag() {
 	tagged := make([]byte, 0, len(p.b)+4)
-	tagged = append(tagged, dst...)
-	tagged = append(tagged, p.b[6:12]...)
+	tagged = append(tagged, p.b[0:12]...)
 	tagged = binary.BigEndian.AppendUint16(tagged, etherTypeQ)
 	tagged = binary.BigEndian.AppendUint16(tagged, p.port.VLAN&0xfff)
 	tagged = append(tagged, p.b[12:]...)
 	p.b = tagged
-	return p.send(cfg.DefaultIntIfindex, in.Index)
 }
 
 func (p *modelPkt) ipv4() Result {
@@ -278,6 +283,9 @@ func (p *modelPkt) balance(hash uint32) Result {
 		via = s
 	}
 	copy(p.b[0:6], s.MAC)
+	if p.port.URPF {
+		p.tag()
+	}
 	p.module(lbxdpLbModuleLB_MOD_BALANCE)
 	return p.send(via.Ifindex, via.PortIndex)
 }

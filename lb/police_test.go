@@ -202,3 +202,38 @@ func TestLoadConfigPolice(t *testing.T) {
 		}
 	}
 }
+
+// TestLBURPFTag: what a port with unicast RPF on brings in is balanced
+// tagged with the port's VLAN (the back-end checks its source by it), as
+// the model says; another port's is balanced untagged.
+func TestLBURPFTag(t *testing.T) {
+	withFixture(t, ModeHash, func(f *fixture) {
+		e0 := f.ports["e0"]
+		e0.URPF = true
+		if err := f.dp.SetPort(e0); err != nil {
+			t.Fatal(err)
+		}
+		f.model.Ports[e0.Ifindex] = e0
+		for _, c := range []struct {
+			in     int
+			frame  []byte
+			tagged bool
+		}{
+			{e0.Ifindex, eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 4000, 5000)), true},
+			{e0.Ifindex, eth(macExt0, macHost, etherTypeIPv6, udp6(ip6HostA, netip.MustParseAddr("2001:db8:99::1"), 4000, 5000)), true},
+			{f.ports["e1"].Ifindex, eth(macExt1, macHost, etherTypeIPv4, udp(ipHostB, ipHostA, 5000, 4000)), false},
+		} {
+			r, err := f.compare(c.in, c.frame, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Verdict != XDPRedirect && r.Verdict != XDPTx {
+				t.Fatalf("verdict %d", r.Verdict)
+			}
+			isTagged := r.Out[12] == 0x81 && r.Out[13] == 0
+			if isTagged != c.tagged || isTagged && (r.Out[14]&0xf != 0 || r.Out[15] != 10) {
+				t.Errorf("from ifindex %d: out %x, tagged %v want %v (VLAN 10)", c.in, r.Out[:18], isTagged, c.tagged)
+			}
+		}
+	})
+}

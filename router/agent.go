@@ -243,6 +243,13 @@ func (a *Agent) program(ifi *net.Interface) error {
 	if err := a.writePorts(MaxPorts); err != nil {
 		return err
 	}
+	// Every VLAN's check, a previous run's too, as the settings say.
+	if err := a.dp.ClearURPF(); err != nil {
+		return err
+	}
+	if err := a.writeURPF(nil); err != nil {
+		return err
+	}
 	if err := a.dp.SetACL(a.mac, a.set.ACL); err != nil {
 		return err
 	}
@@ -898,7 +905,7 @@ func (a *Agent) Status() *routerapi.Status {
 	s.Hellos = a.hellos
 	a.helloMu.Unlock()
 	if st != nil {
-		s.CapDrop, s.InfraDropped = st.Drops["cap"], st.Drops["infra"]
+		s.CapDrop, s.InfraDropped, s.URPFDropped = st.Drops["cap"], st.Drops["infra"], st.Drops["urpf"]
 		if busy, ok := a.busy.Permyriad(); ok {
 			s.Busy = float64(busy) / 10000
 		}

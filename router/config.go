@@ -87,6 +87,9 @@ type PortSpec struct {
 	Address  netip.Prefix
 	Address6 netip.Prefix // none: the port has no global IPv6 address
 	MTU      uint16
+	// URPF is the port's unicast RPF (RFC 3704): what its LB balances
+	// from it arrives tagged with its VLAN and is checked by the data path.
+	URPF dist.URPFMode
 }
 
 // PortConfig is one external port of the router, mirrored on the back-end.
@@ -96,7 +99,10 @@ type PortConfig struct {
 	// Address6 is its IPv6 address and subnet (dual stack).
 	Address6 netip.Prefix `yaml:"address6"`
 	MTU      uint16       `yaml:"mtu"`
-	Pos      config.Pos   `yaml:"-"`
+	// URPF is off, loose or strict (RFC 3704; docs/operations.md,
+	// "Hardening"); what the VCP sends takes its place.
+	URPF string     `yaml:"urpf"`
+	Pos  config.Pos `yaml:"-"`
 }
 
 // RouteConfig is a static route: to a prefix via one gateway or several
@@ -144,7 +150,11 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 	}
 	for _, name := range c.PortNames() {
 		p := c.Ports[name]
-		a.Ports = append(a.Ports, PortSpec{Name: name, VLAN: p.VLAN, Address: p.Address, Address6: p.Address6, MTU: p.MTU})
+		mode, err := dist.ParseURPF(p.URPF)
+		if err != nil {
+			return nil, p.Pos.Errorf("port %s: %v", name, err)
+		}
+		a.Ports = append(a.Ports, PortSpec{Name: name, VLAN: p.VLAN, Address: p.Address, Address6: p.Address6, MTU: p.MTU, URPF: mode})
 	}
 	rules, err := acl.Parse(c.ACL, MaxACL, c.Pos)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/perf"
 	"golang.org/x/sys/unix"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/router/routerapi"
@@ -165,6 +166,29 @@ func (d *Dataplane) SetPort(p Port) error {
 	return d.objs.RtPorts.Put(uint32(p.Index), &v)
 }
 
+// SetURPF sets the unicast RPF of the external port of VLAN vlan
+// (rt_vlans); external false: no port of the router has the VLAN.
+func (d *Dataplane) SetURPF(vlan uint16, external bool, mode dist.URPFMode) error {
+	if vlan == 0 || vlan > 4094 || mode > dist.URPFStrict {
+		return fmt.Errorf("uRPF %v on VLAN %d", mode, vlan)
+	}
+	v := rtxdpRtVlan{Urpf: uint8(mode)}
+	if external {
+		v.External = 1
+	}
+	return d.objs.RtVlans.Put(uint32(vlan), v)
+}
+
+// ClearURPF turns every VLAN's unicast RPF off.
+func (d *Dataplane) ClearURPF() error {
+	keys := make([]uint32, 4096)
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	_, err := d.objs.RtVlans.BatchUpdate(keys, make([]rtxdpRtVlan, len(keys)), nil)
+	return err
+}
+
 // SetNextHop writes next hop id: gateway (invalid Addr: connected) and
 // port.
 func (d *Dataplane) SetNextHop(id uint32, gw netip.Addr, port uint16) error {
@@ -308,7 +332,7 @@ func prefixMask6(p netip.Prefix) (addr, mask [4]uint32) {
 var (
 	SlowNames = [...]string{"arp", "ttl", "no_route", "frag_needed", "fragment", "local", "options", "unresolved", "ndp", "acl"}
 	DropNames = [...]string{"runt", "not_ours", "bad_version", "bad_ihl", "bad_length", "bad_checksum",
-		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop", "cap", "infra"}
+		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop", "cap", "infra", "urpf"}
 )
 
 // Stats reads the counters.

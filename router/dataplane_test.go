@@ -138,6 +138,10 @@ func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *router
 		{Proto: 6, DportLo: 23, DportHi: 23, SportHi: 65535, Deny: true}, // both families
 	}
 	must(dp.SetACL(macSelf, m.ACL))
+	m.URPF = map[uint16]dist.URPFMode{10: dist.URPFStrict, 11: dist.URPFLoose, 12: dist.URPFOff}
+	for vlan, mode := range m.URPF {
+		must(dp.SetURPF(vlan, true, mode))
+	}
 	return s
 }
 
@@ -286,7 +290,16 @@ func routerCases() []routerCase {
 	}
 	big6 := ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), netip.MustParseAddr("2001:db8:c::10"), 17, 64, udpPayload(1, 2, 1400)))
 	hbh := ethFrame(macSelf, macLB, 0x86dd, ip6Packet(netip.MustParseAddr("2001:2::7"), netip.MustParseAddr("2001:db8:a::10"), 0, 64, append([]byte{17, 0, 1, 4, 0, 0, 0, 0}, udpPayload(1, 2, 4)...)))
-	na := append([]byte{0, 10, 0x86, 0xdd}, ip6Packet(netip.MustParseAddr("2001:db8:a::2"), netip.MustParseAddr("2001:db8:a::1"), 58, 255, make([]byte, 32))...)
+	na := append([]byte{0, 10, 0x86, 0xdd}, ip6Packet(netip.MustParseAddr("2001:db8:a::2"), netip.MustParseAddr("2001:db8:a::1"), 58, 255, append([]byte{136}, make([]byte, 31)...))...)
+	// tagged is a packet as an LB balances it from a port with unicast
+	// RPF: tagged with the port's VLAN.
+	tagged := func(vlan uint16, src, dst string) []byte {
+		s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+		if s.Is6() {
+			return ethFrame(macSelf, macLB, 0x8100, append([]byte{byte(vlan >> 8), byte(vlan), 0x86, 0xdd}, ip6Packet(s, d, 17, 64, udpPayload(1, 2, 4))...))
+		}
+		return ethFrame(macSelf, macLB, 0x8100, append([]byte{byte(vlan >> 8), byte(vlan), 8, 0}, ipPacket(s, d, 17, 64, 0, udpPayload(1, 2, 4))...))
+	}
 	probeBody := append([]byte{1, byte(dist.TypeProbe)}, make([]byte, 78)...)
 	return []routerCase{
 		{name: "connected host, resolved", frame: data(netip.MustParseAddr("192.0.2.10"), 64), verdict: XDPTx, out: fwd("192.0.2.10", macNbr[0], 10)},
@@ -317,7 +330,19 @@ func routerCases() []routerCase {
 		{name: "multicast destination", frame: data(netip.MustParseAddr("239.1.1.1"), 64), verdict: XDPDrop, drop: "martian_dst"},
 		{name: "ACL: DNS to 203.0.113.0/24 denied", frame: ethFrame(macSelf, macLB, 0x0800, ipPacket(netip.MustParseAddr("198.18.0.7"), netip.MustParseAddr("203.0.113.10"), 17, 64, 0, udpPayload(999, 53, 20))), verdict: XDPDrop, drop: "acl", slow: "acl"},
 		{name: "ACL: 100.64/10 denied", frame: data(netip.MustParseAddr("100.64.1.1"), 64), verdict: XDPDrop, drop: "acl", slow: "acl"},
-		{name: "tagged non-ARP", frame: ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 10, 8, 0}, make([]byte, 40)...)), verdict: XDPDrop, drop: "tagged"},
+		{name: "tagged IPv4 of no external port", frame: ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 99, 8, 0}, make([]byte, 40)...)), verdict: XDPDrop, drop: "tagged"},
+		{name: "tagged neither IP nor ARP", frame: ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 10, 0x88, 0x47}, make([]byte, 40)...)), verdict: XDPDrop, drop: "tagged"},
+		// Unicast RPF: VLAN 10 strict, 11 loose, 12 off.
+		{name: "uRPF strict: source through its own port", frame: tagged(10, "192.0.2.77", "198.51.100.10"), verdict: XDPTx},
+		{name: "uRPF strict: source through another port", frame: tagged(10, "198.51.100.77", "192.0.2.10"), verdict: XDPDrop, drop: "urpf"},
+		{name: "uRPF strict: source without a route", frame: tagged(10, "100.99.0.1", "192.0.2.10"), verdict: XDPDrop, drop: "urpf"},
+		{name: "uRPF loose: source through another port", frame: tagged(11, "192.0.2.77", "192.0.2.10"), verdict: XDPTx},
+		{name: "uRPF loose: source without a route", frame: tagged(11, "100.99.0.1", "192.0.2.10"), verdict: XDPDrop, drop: "urpf"},
+		{name: "uRPF off: any source", frame: tagged(12, "100.99.0.1", "192.0.2.10"), verdict: XDPTx},
+		{name: "uRPF strict: to the router, spoofed", frame: tagged(10, "198.51.100.77", "192.0.2.1"), verdict: XDPDrop, drop: "urpf"},
+		{name: "IPv6 uRPF strict: source through its own port", frame: tagged(10, "2001:db8:a::77", "2001:db8:b::10"), verdict: XDPTx},
+		{name: "IPv6 uRPF strict: source through another port", frame: tagged(10, "2001:db8:b::77", "2001:db8:a::10"), verdict: XDPDrop, drop: "urpf"},
+		{name: "IPv6 uRPF loose: source without a route", frame: tagged(11, "2001:2::7", "2001:db8:a::10"), verdict: XDPDrop, drop: "urpf"},
 		{name: "for another back-end (flooded)", frame: ethFrame(macNbr[0], macLB, 0x0800, make([]byte, 40)), verdict: XDPDrop, drop: "not_ours"},
 		{name: "IPv6 zeros (version 0)", frame: ethFrame(macSelf, macLB, 0x86dd, make([]byte, 60)), verdict: XDPDrop, drop: "bad_version"},
 		{name: "IPX", frame: ethFrame(macSelf, macLB, 0x8137, make([]byte, 60)), verdict: XDPDrop, drop: "not_ip"},
@@ -331,7 +356,7 @@ func routerCases() []routerCase {
 		{name: "IPv6 for this host, from outside", frame: data6(netip.MustParseAddr("fd00::11"), 64), verdict: XDPDrop, drop: "infra"},
 		{name: "IPv6 Hop-by-Hop Options", frame: hbh, verdict: XDPDrop, slow: "options"},
 		{name: "NDP relayed by an LB, tagged", frame: ethFrame(macSelf, macLB, 0x8100, na), verdict: XDPDrop, slow: "ndp"},
-		{name: "tagged IPv6 that is not ICMPv6", frame: ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 10, 0x86, 0xdd}, data6(netip.MustParseAddr("2001:db8:a::10"), 64)[14:]...)), verdict: XDPDrop, drop: "tagged"},
+		{name: "tagged IPv6 of no external port", frame: ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 99, 0x86, 0xdd}, data6(netip.MustParseAddr("2001:db8:a::10"), 64)[14:]...)), verdict: XDPDrop, drop: "tagged"},
 		{name: "IPv6 payload length past the frame", frame: data6(netip.MustParseAddr("2001:db8:a::10"), 64)[:70], verdict: XDPDrop, drop: "bad_length"},
 		{name: "IPv6 runt", frame: data6(netip.MustParseAddr("2001:db8:a::10"), 64)[:50], verdict: XDPDrop, drop: "runt"},
 		{name: "IPv6 source ::1", frame: from6("::1", "2001:db8:a::10"), verdict: XDPDrop, drop: "martian_src"},

@@ -39,6 +39,8 @@ type Model struct {
 	// own addresses take.
 	Infra []netip.Prefix
 	ACL   []ACLRule
+	// URPF is rt_vlans: the external ports' VLANs and their unicast RPF.
+	URPF  map[uint16]dist.URPFMode
 	Stats ModelStats
 }
 
@@ -102,20 +104,35 @@ func (m *Model) Process(frame []byte) ModelResult {
 		st.Passed++
 		return ModelResult{Verdict: XDPPass, Out: b, Slow: -1}
 	}
+	var inVLAN uint16
+	urpf := dist.URPFOff
 	if proto == 0x8100 {
 		if len(b) < 18 {
 			return drop(rtxdpRtDropRT_DROP_RUNT)
 		}
-		if binary.BigEndian.Uint16(b[16:]) == 0x86dd {
-			if len(b) < 18+40 || b[18+6] != 58 {
+		switch binary.BigEndian.Uint16(b[16:]) {
+		case 0x86dd:
+			if len(b) < 18+41 {
 				return drop(rtxdpRtDropRT_DROP_TAGGED)
 			}
-			return slow(rtxdpRtSlowRT_SLOW_NDP) // an external port's NDP, relayed by an LB
-		}
-		if binary.BigEndian.Uint16(b[16:]) != 0x0806 {
+			if b[18+6] == 58 && b[18+40] >= 133 && b[18+40] <= 137 {
+				return slow(rtxdpRtSlowRT_SLOW_NDP) // an external port's NDP, relayed by an LB
+			}
+		case 0x0806:
+			return slow(rtxdpRtSlowRT_SLOW_ARP) // an external port's ARP, relayed by an LB
+		case 0x0800:
+		default:
 			return drop(rtxdpRtDropRT_DROP_TAGGED)
 		}
-		return slow(rtxdpRtSlowRT_SLOW_ARP) // an external port's ARP, relayed by an LB
+		// Data of a port with unicast RPF, tagged by its LB.
+		inVLAN = binary.BigEndian.Uint16(b[14:]) & 0xfff
+		mode, external := m.URPF[inVLAN]
+		if !external {
+			return drop(rtxdpRtDropRT_DROP_TAGGED)
+		}
+		urpf = mode
+		b = append(b[:12:12], b[16:]...)
+		proto = binary.BigEndian.Uint16(b[12:])
 	}
 	multicast := b[0]&1 != 0
 	if !multicast && !bytes.Equal(b[0:6], m.MAC) {
@@ -128,12 +145,35 @@ func (m *Model) Process(frame []byte) ModelResult {
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_DST)
 	}
 	if proto == 0x86dd {
-		return m.route6(b, drop, slow)
+		return m.route6(b, inVLAN, urpf, drop, slow)
 	}
-	return m.route(b, drop, slow)
+	return m.route(b, inVLAN, urpf, drop, slow)
 }
 
-func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rtxdpRtSlow) ModelResult) ModelResult {
+// urpfOK is router.bpf.c's urpf_ok: the source src may come in by the
+// port of VLAN vlan.
+func (m *Model) urpfOK(src netip.Addr, vlan uint16, mode dist.URPFMode) bool {
+	g := m.LPM(src)
+	if g == 0 {
+		return false
+	}
+	if mode != dist.URPFStrict {
+		return true
+	}
+	nhs := m.Groups[g]
+	if len(nhs) == 0 || len(nhs) > ECMPMax {
+		return false
+	}
+	for _, id := range nhs {
+		nh, ok := m.NextHops[id]
+		if p, okp := m.Ports[nh.Port]; ok && okp && p.VLAN != 0 && p.VLAN == vlan {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Model) route(b []byte, inVLAN uint16, urpf dist.URPFMode, drop func(rtxdpRtDrop) ModelResult, slow func(rtxdpRtSlow) ModelResult) ModelResult {
 	if len(b) < 34 {
 		return drop(rtxdpRtDropRT_DROP_RUNT)
 	}
@@ -155,6 +195,9 @@ func (m *Model) route(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rt
 	s, d := binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:])
 	if martian(s) {
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_SRC)
+	}
+	if urpf != dist.URPFOff && !m.urpfOK(netip.AddrFrom4([4]byte(ip[12:16])), inVLAN, urpf) {
+		return drop(rtxdpRtDropRT_DROP_URPF)
 	}
 	daddr := netip.AddrFrom4([4]byte(ip[16:20]))
 	if k, ok := m.Local[daddr]; ok {
@@ -251,7 +294,7 @@ func (m *Model) egress(b []byte, port Port, mac net.HardwareAddr) ModelResult {
 }
 
 // route6 is route6 of router.bpf.c.
-func (m *Model) route6(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(rtxdpRtSlow) ModelResult) ModelResult {
+func (m *Model) route6(b []byte, inVLAN uint16, urpf dist.URPFMode, drop func(rtxdpRtDrop) ModelResult, slow func(rtxdpRtSlow) ModelResult) ModelResult {
 	if len(b) < 14+40 {
 		return drop(rtxdpRtDropRT_DROP_RUNT)
 	}
@@ -266,6 +309,9 @@ func (m *Model) route6(b []byte, drop func(rtxdpRtDrop) ModelResult, slow func(r
 	src, dst := netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
 	if src.IsMulticast() || src.IsUnspecified() || src.IsLoopback() {
 		return drop(rtxdpRtDropRT_DROP_MARTIAN_SRC)
+	}
+	if urpf != dist.URPFOff && !m.urpfOK(src, inVLAN, urpf) {
+		return drop(rtxdpRtDropRT_DROP_URPF)
 	}
 	if k, ok := m.Local[dst]; ok {
 		return m.toLocal(k, src, b, slow, drop)

@@ -138,7 +138,8 @@ const (
 	rtxdpRtDropRT_DROP_BAD_NEXTHOP  rtxdpRtDrop = 11
 	rtxdpRtDropRT_DROP_CAP          rtxdpRtDrop = 12
 	rtxdpRtDropRT_DROP_INFRA        rtxdpRtDrop = 13
-	rtxdpRtDropRT_DROP_MAX          rtxdpRtDrop = 14
+	rtxdpRtDropRT_DROP_URPF         rtxdpRtDrop = 14
+	rtxdpRtDropRT_DROP_MAX          rtxdpRtDrop = 15
 )
 
 type rtxdpRtLimit uint32
@@ -246,7 +247,7 @@ type rtxdpRtStats struct {
 	Probes         uint64
 	Slow           [10]uint64
 	SlowDrop       [10]uint64
-	Drop           [14]uint64
+	Drop           [15]uint64
 	AclPermit      [64]uint64
 	AclDeny        [64]uint64
 }
@@ -259,6 +260,21 @@ type rtxdpRtTbl24Chunk struct {
 type rtxdpRtTbl8Group struct {
 	_ structs.HostLayout
 	E [256]uint32
+}
+
+type rtxdpRtUrpf uint32
+
+const (
+	rtxdpRtUrpfRT_URPF_OFF    rtxdpRtUrpf = 0
+	rtxdpRtUrpfRT_URPF_LOOSE  rtxdpRtUrpf = 1
+	rtxdpRtUrpfRT_URPF_STRICT rtxdpRtUrpf = 2
+)
+
+type rtxdpRtVlan struct {
+	_        structs.HostLayout
+	Urpf     uint8
+	External uint8
+	Pad      [2]uint8
 }
 
 type rtxdpXdpMd struct {
@@ -293,6 +309,7 @@ const (
 	rtxdpMapRtSlowpath          = "rt_slowpath"
 	rtxdpMapRtTbl24             = "rt_tbl24"
 	rtxdpMapRtTbl8              = "rt_tbl8"
+	rtxdpMapRtVlans             = "rt_vlans"
 	rtxdpProgRouter             = "router"
 	rtxdpVarUnusedDistWire      = "unused_dist_wire"
 	rtxdpVarUnusedFlowSeed      = "unused_flow_seed"
@@ -310,6 +327,7 @@ const (
 	rtxdpVarUnusedRtSlow        = "unused_rt_slow"
 	rtxdpVarUnusedRtSlowMeta    = "unused_rt_slow_meta"
 	rtxdpVarUnusedRtTbl24Chunk  = "unused_rt_tbl24_chunk"
+	rtxdpVarUnusedRtUrpf        = "unused_rt_urpf"
 )
 
 // loadRtxdp returns the embedded CollectionSpec for rtxdp.
@@ -379,6 +397,7 @@ type rtxdpMapSpecs struct {
 	RtSlowpath   *ebpf.MapSpec `ebpf:"rt_slowpath"`
 	RtTbl24      *ebpf.MapSpec `ebpf:"rt_tbl24"`
 	RtTbl8       *ebpf.MapSpec `ebpf:"rt_tbl8"`
+	RtVlans      *ebpf.MapSpec `ebpf:"rt_vlans"`
 }
 
 // rtxdpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -401,6 +420,7 @@ type rtxdpVariableSpecs struct {
 	UnusedRtSlow        *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
 	UnusedRtSlowMeta    *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
 	UnusedRtTbl24Chunk  *ebpf.VariableSpec `ebpf:"unused_rt_tbl24_chunk"`
+	UnusedRtUrpf        *ebpf.VariableSpec `ebpf:"unused_rt_urpf"`
 }
 
 // rtxdpObjects contains all objects after they have been loaded into the kernel.
@@ -441,6 +461,7 @@ type rtxdpMaps struct {
 	RtSlowpath   *ebpf.Map `ebpf:"rt_slowpath"`
 	RtTbl24      *ebpf.Map `ebpf:"rt_tbl24"`
 	RtTbl8       *ebpf.Map `ebpf:"rt_tbl8"`
+	RtVlans      *ebpf.Map `ebpf:"rt_vlans"`
 }
 
 func (m *rtxdpMaps) Close() error {
@@ -463,6 +484,7 @@ func (m *rtxdpMaps) Close() error {
 		m.RtSlowpath,
 		m.RtTbl24,
 		m.RtTbl8,
+		m.RtVlans,
 	)
 }
 
@@ -486,6 +508,7 @@ type rtxdpVariables struct {
 	UnusedRtSlow        *ebpf.Variable `ebpf:"unused_rt_slow"`
 	UnusedRtSlowMeta    *ebpf.Variable `ebpf:"unused_rt_slow_meta"`
 	UnusedRtTbl24Chunk  *ebpf.Variable `ebpf:"unused_rt_tbl24_chunk"`
+	UnusedRtUrpf        *ebpf.Variable `ebpf:"unused_rt_urpf"`
 }
 
 // rtxdpPrograms contains all programs after they have been loaded into the kernel.

@@ -81,7 +81,7 @@ func (a *Agent) saveSettings(s settings) error {
 func vcpSettings(m *dist.BackendConfig, acl []dist.ACLRule) settings {
 	s := settings{Addrs: m.Addrs, Drained: m.Drained, CapacityMbps: m.Capacity, OperatorVersion: m.OperatorVersion}
 	for _, p := range m.Ports {
-		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, Address6: p.Prefix6, MTU: max(p.MTU, 576)})
+		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, Address6: p.Prefix6, MTU: max(p.MTU, 576), URPF: p.URPF})
 	}
 	for _, r := range acl {
 		s.ACL = append(s.ACL, aclRule(r))
@@ -261,11 +261,15 @@ func sameRIB(a, b *RIBConfig) bool {
 func portsText(ps []PortSpec) []string {
 	var out []string
 	for _, p := range ps {
+		t := fmt.Sprintf("%s vlan %d %s", p.Name, p.VLAN, p.Address)
 		if p.Address6.IsValid() {
-			out = append(out, fmt.Sprintf("%s vlan %d %s %s mtu %d", p.Name, p.VLAN, p.Address, p.Address6, p.MTU))
-			continue
+			t += " " + p.Address6.String()
 		}
-		out = append(out, fmt.Sprintf("%s vlan %d %s mtu %d", p.Name, p.VLAN, p.Address, p.MTU))
+		t += fmt.Sprintf(" mtu %d", p.MTU)
+		if p.URPF != dist.URPFOff {
+			t += " urpf " + p.URPF.String()
+		}
+		out = append(out, t)
 	}
 	return out
 }
@@ -313,6 +317,22 @@ func (a *Agent) writePorts(previous int) error {
 	return nil
 }
 
+// writeURPF sets rt_vlans to the unicast RPF of a.set's ports, and
+// clears the VLANs only old had. Call with a.mu held.
+func (a *Agent) writeURPF(old []PortSpec) error {
+	for _, p := range old {
+		if err := a.dp.SetURPF(p.VLAN, false, dist.URPFOff); err != nil {
+			return err
+		}
+	}
+	for _, p := range a.set.Ports {
+		if err := a.dp.SetURPF(p.VLAN, true, p.URPF); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // samePorts says whether two lists of ports are the same but for their
 // names (a relabelling changes nothing in the data path).
 func samePorts(a, b []PortSpec) bool {
@@ -329,6 +349,9 @@ func samePorts(a, b []PortSpec) bool {
 // Ports that differ only in their names are relabelled. Call with a.mu
 // held; it says whether the FIB started again.
 func (a *Agent) changePorts(old []PortSpec) (bool, error) {
+	if err := a.writeURPF(old); err != nil {
+		return false, err
+	}
 	if samePorts(old, a.set.Ports) {
 		return false, nil
 	}

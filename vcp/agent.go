@@ -629,6 +629,9 @@ func (a *Agent) portSettings(lb *element) []dist.PortSetting {
 		for _, ep := range a.cfg.ExternalPorts {
 			if ep.LB == lb.hello.Name && bytes.Equal(ep.mac, hp.MAC) {
 				s.Role, s.VLAN, s.Prefix, s.Prefix6, s.Flags = dist.PortExternal, ep.VLAN, ep.Address, ep.Address6, 0
+				if a.cfg.urpfOf(ep) != dist.URPFOff {
+					s.Flags = dist.PortFlagURPF
+				}
 				if ep.MTU != 0 {
 					s.MTU = ep.MTU
 				}

@@ -37,7 +37,8 @@ type backendPush struct {
 func (a *Agent) backendSettings() (*dist.BackendConfig, *dist.ACLConfig) {
 	m := &dist.BackendConfig{}
 	for _, ep := range a.cfg.ExternalPorts {
-		m.Ports = append(m.Ports, dist.BackendPort{Name: a.externalPortName(ep), VLAN: ep.VLAN, Prefix: ep.Address, Prefix6: ep.Address6, MTU: ep.mtu()})
+		m.Ports = append(m.Ports, dist.BackendPort{Name: a.externalPortName(ep), VLAN: ep.VLAN, Prefix: ep.Address, Prefix6: ep.Address6, MTU: ep.mtu(),
+			URPF: a.cfg.urpfOf(ep)})
 	}
 	if r := a.cfg.Routing; r != nil && r.Backends != nil {
 		m.RIBNeighbor, m.RIBASN = r.Backends.Listen, r.ASN

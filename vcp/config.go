@@ -590,8 +590,14 @@ type ExternalPortConfig struct {
 	// them as they learn none, and no claim of a neighbour changes them
 	// (docs/operations.md, "Hardening").
 	Neighbors []StaticNeighborConfig `yaml:"neighbors"`
-	Pos       config.Pos             `yaml:"-"`
-	mac       net.HardwareAddr       // MAC, parsed by complete
+	// URPF is the port's unicast RPF (RFC 3704): off, loose (a route to
+	// the source) or strict (a route to it through this port). Absent:
+	// loose on a port with a routing protocol (a BGP peer on it, OSPF or
+	// RIP of either family), off on the others (docs/operations.md,
+	// "Hardening").
+	URPF string           `yaml:"urpf"`
+	Pos  config.Pos       `yaml:"-"`
+	mac  net.HardwareAddr // MAC, parsed by complete
 }
 
 // StaticNeighborConfig is one static neighbour of an external port: an
@@ -700,6 +706,9 @@ func (c *FileConfig) complete() error {
 			return p.Pos.Errorf("port MAC %q: %v", p.MAC, err)
 		}
 		c.ExternalPorts[i].mac = mac
+		if _, err := dist.ParseURPF(p.URPF); err != nil {
+			return p.Pos.Errorf("external port %s: %v", mac, err)
+		}
 		if prev, dup := macs[mac.String()]; dup {
 			return p.Pos.Errorf("port %s is already configured at %s", mac, prev)
 		}
@@ -885,6 +894,25 @@ func (c *FileConfig) hasVLAN(v uint16) bool {
 
 // onPort says whether a is on an external port's subnet (of a's family).
 func (c *FileConfig) onPort(a netip.Addr) bool { return c.portOf(a).VLAN != 0 }
+
+// urpfOf is an external port's unicast RPF: its own, or loose where a
+// routing protocol runs on it.
+func (c *FileConfig) urpfOf(ep ExternalPortConfig) dist.URPFMode {
+	if m, _ := dist.ParseURPF(ep.URPF); ep.URPF != "" {
+		return m
+	}
+	r := c.Routing
+	if r == nil {
+		return dist.URPFOff
+	}
+	routed := slices.ContainsFunc(r.BGP, func(b BGPPeer) bool { return c.portOf(b.Neighbor).VLAN == ep.VLAN }) ||
+		slices.ContainsFunc(append(slices.Clone(r.OSPF), r.OSPFv3...), func(o OSPFPort) bool { return o.VLAN == ep.VLAN }) ||
+		slices.ContainsFunc(append(slices.Clone(r.RIP), r.RIPng...), func(o RIPPort) bool { return o.VLAN == ep.VLAN })
+	if routed {
+		return dist.URPFLoose
+	}
+	return dist.URPFOff
+}
 
 // portOf is the external port whose subnet (of a's family) holds a;
 // the zero port if none does.

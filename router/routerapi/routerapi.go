@@ -126,6 +126,9 @@ type Status struct {
 	// "infra": from outside, by an LB's balance path).
 	Infrastructure []string `json:"infrastructure"`
 	InfraDropped   uint64   `json:"infra_dropped"`
+	// URPFDropped counts what failed its ingress port's unicast RPF
+	// (the drop "urpf").
+	URPFDropped uint64 `json:"urpf_dropped"`
 	// SlowRates are the slow path's rates, by reason: what passes to the
 	// agent, on this back-end (Stats.SlowDropped counts the rest).
 	SlowRates map[string]SlowRate `json:"slow_rates"`
