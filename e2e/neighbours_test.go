@@ -30,7 +30,8 @@ import (
 //     h2 are answered (h2 resolved again through the flood), and the
 //     back-ends drop the flood's excess in the data path (slow_dropped);
 //   - h3 floods BGP's port from random sources, forges bgp1's source at
-//     TTL 64 and floods single-hop BFD (peerFloods).
+//     TTL 64 and floods single-hop BFD (peerFloods);
+//   - h1 sends with other ports' and unrouted sources (spoofedSources).
 func TestHostileNeighbours(t *testing.T) {
 	upDefaultLab(t, 100)
 	macOf := func(host string) string {
@@ -208,6 +209,39 @@ sendp(ps, iface="eth0", verbose=False)
 		t.Errorf("no TTL-1 frame dropped in the data path over its rate")
 	}
 	peerFloods(t)
+	spoofedSources(t)
+}
+
+// spoofedSources: h1's port has strict unicast RPF (the default lab's
+// config). h1 sends with a source of another port's subnet and with one
+// no route of h1's port covers, IPv4 and IPv6: the back-ends drop every
+// one (urpf_dropped), while h1's own pings to h3 all pass.
+func spoofedSources(t *testing.T) {
+	urpf := func() map[string]uint64 {
+		return backendSum(t, func(s *routerapi.Status) map[string]uint64 { return map[string]uint64{"urpf": s.URPFDropped} })
+	}
+	before := urpf()["urpf"]
+	hping(t, "h1", "-S", "-a", "198.51.100.99", "-p", "80", "-c", "20", "-i", "u5000", demo.H3)
+	hping(t, "h1", "-S", "-a", "100.99.0.1", "-p", "80", "-c", "20", "-i", "u5000", demo.H3)
+	scapy(t, "h1", fmt.Sprintf(`
+sendp([Ether(dst="02:00:00:00:e0:00")/IPv6(src=s, dst="%s")/UDP(sport=4000, dport=5000) for s in ["2001:db8:11::99", "2001:db8:99::1"] for i in range(10)], iface="eth0", verbose=False)
+`, demo.H3v6))
+	pings := map[string]string{}
+	for _, dst := range []string{demo.H3, demo.H3v6} {
+		out, _ := demo.Exec("h1", "ping", "-c", "10", "-i", "0.1", "-W", "1", dst)
+		pings[dst] = out
+	}
+	dropped := urpf()["urpf"] - before
+	t.Logf("60 packets from h1 with spoofed sources (h2's subnet, 100.99.0.1, 2001:db8:11::99, 2001:db8:99::1; h1's port strict): the back-ends' urpf_dropped +%d; h1's pings to h3 lost %d and %d of 10",
+		dropped, pingLost(pings[demo.H3]), pingLost(pings[demo.H3v6]))
+	if dropped != 60 {
+		t.Errorf("the back-ends dropped %d of the 60 spoofed packets as urpf", dropped)
+	}
+	for dst, out := range pings {
+		if pingLost(out) != 0 {
+			t.Errorf("h1's own pings to %s through its strict port lost some:\n%s", dst, out)
+		}
+	}
 }
 
 // peerFloods: from h3, on bgp1's segment, a random-source SYN flood to

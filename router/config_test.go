@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/msr-router/msr/dist"
 )
 
 const goodRouter = `name: r1
@@ -43,6 +45,9 @@ func TestLoadConfig(t *testing.T) {
 	if c.Ports[1].Address6.String() != "2001:db8:11::2/64" || c.Ports[0].Address6.IsValid() || c.FIB6Groups != 1024 {
 		t.Errorf("IPv6: ports %+v, fib6_groups %d", c.Ports, c.FIB6Groups)
 	}
+	if strict, err := loadRouter(t, strings.Replace(goodRouter, "mtu: 9000}", "mtu: 9000, urpf: strict}", 1)); err != nil || strict.Ports[1].URPF != dist.URPFStrict || c.Ports[1].URPF != dist.URPFOff {
+		t.Errorf("urpf strict: %v, %+v (absent: %v)", err, strict, c.Ports[1].URPF)
+	}
 	if c.CapacityPPS != 0 {
 		t.Errorf("capacity_pps %d by default, want 0 (no cap)", c.CapacityPPS)
 	}
@@ -67,6 +72,7 @@ func TestLoadConfig(t *testing.T) {
 		{"vlan: 11", "vlan: 10", ":7:6: port y: VLAN 10 is already port x's"},
 		{"vlan: 11", "vlan: 4095", ":7:6: port y needs a VLAN id 1-4094"},
 		{"address: 198.51.100.2/24", "address: 2001:db8::2/64", ":7:6: port y needs a VLAN id 1-4094 and an IPv4 address"},
+		{"mtu: 9000", "mtu: 9000, urpf: paranoid", `:7:6: port y: urpf "paranoid": off, loose or strict`},
 		{"mtu: 9000", "mtu: 500", ":7:6: port y: MTU 500 below"},
 		{"mtu: 9000", "mtu: 1000", ":7:6: port y: MTU 1000 below IPv6's 1280"},
 		{`address6: "2001:db8:11::2/64"`, `address6: "fe80::2/64"`, ":7:6: port y: address6 fe80::2/64 is not a global IPv6 address"},

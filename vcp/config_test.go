@@ -116,6 +116,34 @@ func TestPeersConfig(t *testing.T) {
 	}
 }
 
+// A port's unicast RPF: its own where written; absent, loose where a
+// routing protocol runs on it and off elsewhere; sent to the back-ends
+// in their ports and to the LBs as the URPF flag; a wrong mode refused at
+// its line.
+func TestURPFConfig(t *testing.T) {
+	text := strings.Replace(goodVCP, `address: 192.0.2.1/24, vlan: 10}`, `address: 192.0.2.1/24, vlan: 10, urpf: strict}`, 1) +
+		"routing:\n  asn: 65000\n  bgp:\n    - {neighbor: 198.51.100.11, asn: 65011}\n"
+	c, err := load(t, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []dist.URPFMode{c.urpfOf(c.ExternalPorts[0]), c.urpfOf(c.ExternalPorts[1])}; got[0] != dist.URPFStrict || got[1] != dist.URPFLoose {
+		t.Errorf("urpf %v, want strict (written), loose (a BGP peer)", got)
+	}
+	a := &Agent{cfg: c}
+	m, _ := a.backendSettings()
+	if m.Ports[0].URPF != dist.URPFStrict || m.Ports[1].URPF != dist.URPFLoose {
+		t.Errorf("BACKEND_CONFIG ports %+v", m.Ports)
+	}
+	if c, err := load(t, goodVCP); err != nil || c.urpfOf(c.ExternalPorts[0]) != dist.URPFOff {
+		t.Errorf("a port with no routing protocol: %v (%v), want off", c.urpfOf(c.ExternalPorts[0]), err)
+	}
+	_, err = load(t, strings.Replace(text, "urpf: strict", "urpf: paranoid", 1))
+	if err == nil || !strings.Contains(err.Error(), `urpf "paranoid": off, loose or strict`) || !strings.Contains(err.Error(), "vcp.yaml:8:") {
+		t.Errorf("%v, want urpf \"paranoid\" refused at line 8", err)
+	}
+}
+
 // Per-peer prefix lists and the prefix limit: parsed into patterns as BIRD
 // and FRR write them; a wrong pattern or restart refused at its line.
 func TestBGPPrefixPolicy(t *testing.T) {
