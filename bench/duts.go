@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lb"
@@ -22,7 +24,8 @@ import (
 // setupDUT prepares the device under test once its lab is up and the sink
 // is attached; it returns the DUT's XDP programs by stage (none for none
 // and linux), whose run times the bench reads, and what undoes it.
-func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (map[string]*ebpf.Program, func(), error) {
+func setupDUT(o FwdOptions, spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, func(), error) {
+	dut, ipv6 := o.DUT, o.IPv6
 	switch dut {
 	case "lb", "lb-int-ext", "lb-both":
 		dp, undo, err := setupLB(dut, spec)
@@ -31,7 +34,7 @@ func setupDUT(dut string, spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (map
 		}
 		return map[string]*ebpf.Program{"lb": dp.Program()}, undo, nil
 	case "router":
-		p, undo, err := setupRouter(spec, routes, ipv6)
+		p, undo, err := setupRouter(spec, routes, ipv6, o.URPF)
 		return map[string]*ebpf.Program{"router": p}, undo, err
 	case "msr", "msr-switch", "msr-xdpswitch":
 		return setupMsr(spec, routes, ipv6)
@@ -277,17 +280,30 @@ func benchGateway(gw netip.Addr, ipv6 bool) netip.Addr {
 // setupRouter loads the back-end router's data path on host dut: one
 // external port (VLAN 10), one next hop (the generator's side, whose MAC
 // is the sink's), the routes all through it.
-func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (*ebpf.Program, func(), error) {
+func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool, urpf string) (*ebpf.Program, func(), error) {
 	m, err := macs(spec, lab.Endpoint{Node: "gen", Iface: "g0"})
 	if err != nil {
 		return nil, nil, err
 	}
+	all := benchRoutes(routes, ipv6)
+	if urpf != "" {
+		// The sources, through the port they come in by.
+		src := netip.MustParsePrefix("198.18.0.0/16")
+		if ipv6 {
+			src = netip.MustParsePrefix("2001:2::/49")
+		}
+		all = append(slices.Clone(all), src)
+	}
+	mode, _ := dist.ParseURPF(urpf)
 	var d dataPaths
 	var dp *router.Dataplane
 	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
-		dp, err = d.loadRouter("eth0", []router.Port{{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24"),
+		dp, err = d.loadRouter("eth0", []router.Port{{Index: 0, VLAN: routerBenchVLAN, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24"),
 			Addr6: netip.MustParsePrefix("2001:db8:1::1/64")}},
-			benchGateway(netip.MustParseAddr("10.10.1.2"), ipv6), 0, m[0], benchRoutes(routes, ipv6))
+			benchGateway(netip.MustParseAddr("10.10.1.2"), ipv6), 0, m[0], all)
+		if err == nil && urpf != "" {
+			err = dp.SetURPF(routerBenchVLAN, true, mode)
+		}
 		return err
 	})
 	if err != nil {
@@ -296,6 +312,9 @@ func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (*ebpf.Progra
 	}
 	return dp.Program(), d.undo, nil
 }
+
+// routerBenchVLAN is the bench back-end's one port's VLAN.
+const routerBenchVLAN = 10
 
 // setupLB loads the LB data path on host dut: e0 external (VLAN 10), i0
 // internal, one back-end in a hash table: the sink's MAC, or for

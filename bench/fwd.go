@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/lab"
@@ -49,6 +50,11 @@ type FwdOptions struct {
 	// reports the DUT program's run time per packet. They cost two clock
 	// reads per packet, so rates are lower with them.
 	ProgStats bool
+	// URPF, for the router DUT: its frames come tagged with its port's
+	// VLAN, as an LB balances them from a port with unicast RPF, and the
+	// port checks their sources so (off, loose, strict); the sources'
+	// prefix is in its FIB through that port. "": untagged, no check.
+	URPF string
 }
 
 // Stage is one DUT program's run time.
@@ -161,6 +167,9 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 	}
 	if !slices.Contains(DUTs, o.DUT) {
 		return nil, nil, nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
+	}
+	if _, err := dist.ParseURPF(o.URPF); err != nil || o.URPF != "" && o.DUT != "router" {
+		return nil, nil, nil, fmt.Errorf("--urpf %q: off, loose or strict, for the router DUT", o.URPF)
 	}
 	spec, err := labs.Load("bench-" + o.DUT)
 	if err != nil {

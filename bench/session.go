@@ -68,7 +68,7 @@ func openSession(o FwdOptions) (*session, error) {
 	}
 	s.genHasXDP = s.sinkEnd.Node == s.gen.Node
 	loadStart := time.Now()
-	if s.progs, s.undo, err = setupDUT(o.DUT, spec, routes, o.IPv6); err != nil {
+	if s.progs, s.undo, err = setupDUT(o, spec, routes); err != nil {
 		s.undo = func() {}
 		s.Close()
 		return nil, err
@@ -77,6 +77,9 @@ func openSession(o FwdOptions) (*session, error) {
 	if s.ports, err = lbPorts(o.DUT, spec); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if o.URPF != "" {
+		s.ports = []traffic.GenPort{{Ifname: s.gen.Iface, DstMAC: dstMAC, VLAN: routerBenchVLAN}}
 	}
 	if s.last, err = s.sink.Read(); err != nil {
 		s.Close()

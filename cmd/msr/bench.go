@@ -14,7 +14,7 @@ import (
 var benchCommand = command{
 	summary: "measure forwarding: msr's own RFC 2544-style instrument",
 	usage: `  msr bench fwd --dut none|linux|lb|router|msr|msr-switch|msr-xdpswitch [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
-                [--fib pyasn|N|FILE] [--ipv6 [--fib pyasn6|Nv6]] [--prog-stats] [-o json]
+                [--fib pyasn|N|FILE] [--ipv6 [--fib pyasn6|Nv6]] [--prog-stats] [--urpf off|loose|strict] [-o json]
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling.
@@ -87,6 +87,7 @@ func runBench(args []string) error {
 	fs.BoolVar(&o.ProgStats, "prog-stats", false, "report the DUT program's ns/packet from kernel BPF statistics (lowers rates)")
 	fs.StringVar(&o.FIB, "fib", "", "routes in the DUT (linux, router): pyasn, a number of prefixes, or a pyasn-format file; with --ipv6, pyasn6 or Nv6")
 	fs.BoolVar(&o.IPv6, "ipv6", false, "IPv6/UDP test frames (RFC 5180); the size defaults to the smallest, 82 bytes")
+	fs.StringVar(&o.URPF, "urpf", "", "router: frames tagged as an LB balances them from a port with unicast RPF off, loose or strict (the sources routed through it)")
 	pos, _, err := cli.Parse(fs, args[1:])
 	if err != nil {
 		return err
