@@ -242,6 +242,10 @@ type SoakFault struct {
 	ClaimsSent    uint64 `json:"claims_sent,omitempty"`
 	InsideSent    uint64 `json:"inside_sent,omitempty"`
 	InsideDropped uint64 `json:"inside_dropped,omitempty"`
+	// GTSMSent and GTSMDropped: its single-hop BFD at TTL 64 to the
+	// router, and what lb1's e1 dropped as gtsm.
+	GTSMSent    uint64 `json:"gtsm_sent,omitempty"`
+	GTSMDropped uint64 `json:"gtsm_dropped,omitempty"`
 	// MemoryLimit and OOMKilled are a backend-memory fault's: the
 	// cgroup's limit on the agent, and whether the kernel killed it for
 	// it (it was started again).
@@ -645,7 +649,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 				g.Kind, g.Target, g.AtS, g.Overlaps, g.RepairedMS = second.kind, second.target, secondAt.Sub(start).Seconds(), fault.kind, ms(repaired.Sub(secondAt))
 				g.WithdrawnMS, g.RestoredMS = second.down.figures()
 				g.DISTSent, g.JunkSent, g.DISTDropped, g.Changed = 0, 0, 0, ""
-				g.ClaimsSent, g.InsideSent, g.InsideDropped = 0, 0, 0
+				g.ClaimsSent, g.InsideSent, g.InsideDropped, g.GTSMSent, g.GTSMDropped = 0, 0, 0, 0, 0
 				g.MemoryLimit, g.OOMKilled = 0, false
 				second.flood.report(&g)
 				second.pressure.report(&g)
@@ -1121,7 +1125,7 @@ func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, boo
 	}
 	for _, f := range faults {
 		if f.kind == "hostile" {
-			parts = append(parts, "every DIST frame and SYN to the inside dropped at the edge and counted, nothing changed")
+			parts = append(parts, "every DIST frame, SYN to the inside and BFD below TTL 255 dropped at the edge and counted, nothing changed")
 			routesMet = routesMet && f.flood.met()
 		}
 	}
@@ -1220,8 +1224,8 @@ func faultText(rep *SoakReport, f *soakFault) string {
 		if last.Changed != "" {
 			changed = "; " + last.Changed
 		}
-		text += fmt.Sprintf(" (%d DIST frames, %d claims for ospf1, %d SYNs to the inside and %d random ones from h2: %d DIST and %d to the inside dropped at lb1/e1%s)",
-			last.DISTSent, last.ClaimsSent, last.InsideSent, last.JunkSent, last.DISTDropped, last.InsideDropped, changed)
+		text += fmt.Sprintf(" (%d DIST frames, %d claims for ospf1, %d SYNs to the inside, %d BFD at TTL 64 and %d random ones from h2: %d DIST, %d to the inside and %d BFD dropped at lb1/e1%s)",
+			last.DISTSent, last.ClaimsSent, last.InsideSent, last.GTSMSent, last.JunkSent, last.DISTDropped, last.InsideDropped, last.GTSMDropped, changed)
 	}
 	if f.pressure != nil {
 		text += fmt.Sprintf(" (limit %.1f MB", float64(last.MemoryLimit)/1e6)

@@ -63,6 +63,8 @@ type flood struct {
 	claims        uint64 // forged ARP replies and advertisements for ospf1
 	inside        uint64 // SYNs to the inside
 	insideCounted uint64 // lb1's e1 infra drops while it ran
+	gtsm          uint64 // single-hop BFD to the router at TTL 64
+	gtsmCounted   uint64 // lb1's e1 gtsm drops while it ran
 	changed       string
 }
 
@@ -72,6 +74,10 @@ func (f *flood) run(*session) error {
 		return err
 	}
 	infraBefore, err := portDrops(hostilePort, "infra")
+	if err != nil {
+		return err
+	}
+	gtsmBefore, err := portDrops(hostilePort, "gtsm")
 	if err != nil {
 		return err
 	}
@@ -91,7 +97,11 @@ func (f *flood) run(*session) error {
 	if err != nil {
 		return err
 	}
-	f.counted, f.insideCounted = after-before, infraAfter-infraBefore
+	gtsmAfter, err := portDrops(hostilePort, "gtsm")
+	if err != nil {
+		return err
+	}
+	f.counted, f.insideCounted, f.gtsmCounted = after-before, infraAfter-infraBefore, gtsmAfter-gtsmBefore
 	// A claimed change waits for the old MAC's silence (2 s): look after.
 	time.Sleep(3 * time.Second)
 	f.changed = forgedChanges(h2MAC)
@@ -179,10 +189,13 @@ func (f *flood) send() error {
 			case i%12 == 3:
 				k := i / 12 % len(neighbourly)
 				b = neighbourly[k]
-				if k < 2 {
+				switch {
+				case k < 2:
 					f.claims++
-				} else {
+				case k < len(neighbourly)-1:
 					f.inside++
+				default:
+					f.gtsm++
 				}
 			default:
 				n := 14 + rng.IntN(200)
@@ -232,13 +245,14 @@ func portDrops(port, why string) (uint64, error) {
 // met says whether the flood's DIST frames were all dropped and counted
 // at the edge, and it changed nothing.
 func (f *flood) met() bool {
-	return f != nil && f.dist > 0 && f.counted >= f.dist && f.insideCounted >= f.inside && f.changed == ""
+	return f != nil && f.dist > 0 && f.counted >= f.dist && f.insideCounted >= f.inside && f.gtsmCounted >= f.gtsm && f.changed == ""
 }
 
 // hostileNeighbourFrames are h2's (mac) claims and probes: an ARP reply
 // and an overriding Neighbor Advertisement for ospf1's addresses with
 // h2's MAC, broadcast, then a SYN to each inside address's API port, to
-// lb1's port (lbMAC).
+// lb1's port (lbMAC), and last a single-hop BFD packet to the router's
+// address at TTL 64 (GTSM).
 func hostileNeighbourFrames(mac, lbMAC net.HardwareAddr) [][]byte {
 	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	ether := func(dst net.HardwareAddr, etherType uint16, payload []byte) []byte {
@@ -270,6 +284,11 @@ func hostileNeighbourFrames(mac, lbMAC net.HardwareAddr) [][]byte {
 	for _, a := range hostileInside {
 		frames = append(frames, ether(lbMAC, 0x0800, inet.IPv4(netip.MustParseAddr("198.51.100.10"), netip.MustParseAddr(a), 6, syn)))
 	}
+	bfd := make([]byte, 8+24)
+	binary.BigEndian.PutUint16(bfd[0:], 49152)
+	binary.BigEndian.PutUint16(bfd[2:], 3784)
+	binary.BigEndian.PutUint16(bfd[4:], uint16(len(bfd)))
+	frames = append(frames, ether(lbMAC, 0x0800, inet.IPv4(netip.MustParseAddr("198.51.100.10"), netip.MustParseAddr("198.51.100.1"), 17, bfd)))
 	return frames
 }
 
@@ -280,4 +299,5 @@ func (f *flood) report(into *SoakFault) {
 	}
 	into.DISTSent, into.JunkSent, into.DISTDropped, into.Changed = f.dist, f.junk, f.counted, f.changed
 	into.ClaimsSent, into.InsideSent, into.InsideDropped = f.claims, f.inside, f.insideCounted
+	into.GTSMSent, into.GTSMDropped = f.gtsm, f.gtsmCounted
 }

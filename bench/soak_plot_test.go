@@ -107,6 +107,7 @@ func TestStepGoal(t *testing.T) {
 		{"a flood, a DIST frame not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 3999}}}, SoakStep{Sent: 80_000}, 0, false},
 		{"a flood that changed something", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, changed: "lb1 installed the forged table"}}}, SoakStep{Sent: 80_000}, 0, false},
 		{"a flood, a SYN to the inside not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 499}}}, SoakStep{Sent: 80_000}, 0, false},
+		{"a flood, a BFD packet below TTL 255 not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, gtsm: 60, gtsmCounted: 59}}}, SoakStep{Sent: 80_000}, 0, false},
 		{"a flood, a back-end took h2's MAC", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, changed: "r1 took h2's MAC for 198.51.100.20 vlan 11"}}}, SoakStep{Sent: 80_000}, 0, false},
 		{"a flood, a frame lost", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000}}}, SoakStep{Sent: 80_000, Lost: 1, LostToH3: 1}, time.Millisecond, false},
 		{"bgp1's link down, h3's flows too", []*soakFault{down(14*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_001, LostToH3: 1, LostToBGP1: 250_000}, 23 * time.Second, false},
