@@ -285,6 +285,27 @@ func peerFloods(t *testing.T) {
 	if p := peer(s0); !p.GTSM {
 		t.Errorf("bgp1 on lb2 without GTSM: %+v", p)
 	}
+	// ospf1's OSPF and OSPFv3 neighbours, learned by the VCP, are lb1's
+	// peers (no GTSM: OSPF is sent at TTL 1).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		s, err := demo.LBStatus("lb1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v4, ll bool
+		for _, p := range s.Peers {
+			v4 = v4 || p.Addr == "198.51.100.20" && !p.GTSM
+			ll = ll || strings.HasPrefix(p.Addr, "fe80::") && strings.HasSuffix(p.Port, "e1")
+		}
+		if v4 && ll {
+			t.Logf("lb1's peers: %+v", s.Peers)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("lb1 does not hold ospf1's OSPF and OSPFv3 neighbours as peers: %+v", s.Peers)
+			break
+		}
+	}
 	synOut, _ := demo.Exec("h3", "timeout", "-s", "INT", "6", "hping3", "--flood", "--rand-source", "-S", "-p", "179", router)
 	hping(t, "h3", "-S", "-a", bgp1, "-p", "179", "-c", "20", "-i", "u10000", router)
 	s1 := status()

@@ -62,6 +62,9 @@ type Agent struct {
 	// limitHits counts, by BGP peer, the sessions the suite shut for
 	// max_prefixes (peerwatch.go).
 	limitHits map[string]uint64
+	// igpNeighbors are the suite's OSPF and RIP neighbours as the peer
+	// watch last read them: sent to the LBs as peers (peers.go).
+	igpNeighbors []IGPNeighbor
 	// allSilent: no back-end that may carry traffic is heard, though some
 	// were (tick); the tables keep them all (table). allSilentCount counts
 	// the times it began.

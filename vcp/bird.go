@@ -449,6 +449,23 @@ func (s *BIRD) Protocols() []vcpapi.Protocol {
 	return parseProtocols(out)
 }
 
+// IGPNeighbors asks each of BIRD's OSPF and RIP protocols for its
+// neighbours.
+func (s *BIRD) IGPNeighbors() []IGPNeighbor {
+	var out []IGPNeighbor
+	for _, p := range s.Protocols() {
+		switch p.Proto {
+		case "OSPF":
+			text, _ := s.Query("show ospf neighbors " + p.Name)
+			out = append(out, parseIGPNeighbors(text, false)...)
+		case "RIP":
+			text, _ := s.Query("show rip neighbors " + p.Name)
+			out = append(out, parseIGPNeighbors(text, true)...)
+		}
+	}
+	return out
+}
+
 // Networks is the number of prefixes in BIRD's table.
 func (s *BIRD) Networks() (int, error) {
 	out, err := s.Query("show route count")

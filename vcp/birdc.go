@@ -162,3 +162,26 @@ func parseRouteCount(out string) (routes, networks int, err error) {
 	}
 	return routes, networks, nil
 }
+
+// parseIGPNeighbors reads `show ospf neighbors` (rip false: "Router ID
+// Pri State DTime Interface Router IP", the address last) or `show rip
+// neighbors` ("IP address Interface Metric Routes Seen", the address
+// first): the neighbours on the mirrors.
+func parseIGPNeighbors(out string, rip bool) []IGPNeighbor {
+	var ns []IGPNeighbor
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		at, iface := len(f)-1, len(f)-2
+		if rip {
+			at, iface = 0, 1
+		}
+		a, err := netip.ParseAddr(f[at])
+		if v := mirrorVLAN(f[iface]); err == nil && v != 0 {
+			ns = append(ns, IGPNeighbor{Addr: a.WithZone(""), VLAN: v})
+		}
+	}
+	return ns
+}

@@ -2,13 +2,16 @@ package vcp
 
 import (
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
@@ -164,5 +167,31 @@ func TestBIRDStatusBounded(t *testing.T) {
 		if !strings.Contains(out, "no answer within") {
 			t.Errorf("status of a BIRD that does not answer: %q, want it to say so", out)
 		}
+	}
+}
+
+// BIRD's and FRR's OSPF and RIP neighbours, on the mirrors only; and
+// the LBs are sent those on their ports beside the BGP peers.
+func TestIGPNeighbors(t *testing.T) {
+	ospf := "BIRD 2.0.12 ready.\nospf1:\nRouter ID   \tPri\t     State     \tDTime\tInterface  Router IP\n198.51.100.20\t  1\tFull/DR     \t3.456\tx11        198.51.100.20\n10.0.0.9\t  1\tFull/DR     \t3.456\teth0       10.0.0.9\n"
+	ospf6 := "ospf6:\nRouter ID   \tPri\t     State     \tDTime\tInterface  Router IP\n198.51.100.20\t  1\tFull/BDR    \t3.1\tx11        fe80::ff:fe00:20\n"
+	rip := "rip1:\nIP address                Interface  Metric Routes    Seen\n198.51.100.30             x11             1      2  12.345\n"
+	got := append(append(parseIGPNeighbors(ospf, false), parseIGPNeighbors(ospf6, false)...), parseIGPNeighbors(rip, true)...)
+	want := []IGPNeighbor{{netip.MustParseAddr("198.51.100.20"), 11}, {netip.MustParseAddr("fe80::ff:fe00:20"), 11}, {netip.MustParseAddr("198.51.100.30"), 11}}
+	if !slices.Equal(got, want) {
+		t.Errorf("BIRD: %v, want %v", got, want)
+	}
+	frr := `{"neighbors":{"198.51.100.20":[{"nbrState":"Full/DR","ifaceAddress":"198.51.100.20","ifaceName":"x11:198.51.100.1"}],"10.0.0.9":[{"ifaceAddress":"10.0.0.9","ifaceName":"eth0:10.0.0.1"}]}}`
+	if got := parseFRROSPFNeighbors(frr); !slices.Equal(got, want[:1]) {
+		t.Errorf("FRR: %v, want %v", got, want[:1])
+	}
+	c, err := load(t, goodVCP+"routing:\n  asn: 65000\n  bgp:\n    - {neighbor: 198.51.100.20, asn: 65011}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: c, igpNeighbors: append(want, IGPNeighbor{netip.MustParseAddr("192.0.2.30"), 10})}
+	peers := a.peersOf("lb2")
+	if len(peers) != 3 || peers[0].Addr != want[0].Addr || peers[0].Flags != dist.PeerGTSM || peers[1] != (dist.Peer{Addr: want[1].Addr, VLAN: 11}) {
+		t.Errorf("lb2's peers %+v: bgp 198.51.100.20 (GTSM, once), then the IGP's on VLAN 11", peers)
 	}
 }

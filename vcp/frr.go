@@ -643,6 +643,40 @@ func (f *FRR) Protocols() []vcpapi.Protocol {
 	return ps
 }
 
+// IGPNeighbors are ospfd's neighbours (FRR's OSPFv3 and RIP
+// neighbours are not read yet: docs/operations.md, "Hardening").
+func (f *FRR) IGPNeighbors() []IGPNeighbor {
+	if len(f.cfg.OSPF) == 0 {
+		return nil
+	}
+	out, _ := f.vtysh("show ip ospf neighbor json")
+	return parseFRROSPFNeighbors(out)
+}
+
+// parseFRROSPFNeighbors reads `show ip ospf neighbor json`: each
+// neighbour's address and its interface, "x11:198.51.100.1".
+func parseFRROSPFNeighbors(out string) []IGPNeighbor {
+	var n struct {
+		Neighbors map[string][]struct {
+			Address string `json:"ifaceAddress"`
+			Iface   string `json:"ifaceName"`
+		} `json:"neighbors"`
+	}
+	if json.Unmarshal([]byte(out), &n) != nil {
+		return nil
+	}
+	var ns []IGPNeighbor
+	for _, list := range n.Neighbors {
+		for _, x := range list {
+			name, _, _ := strings.Cut(x.Iface, ":")
+			if a, err := netip.ParseAddr(x.Address); err == nil && mirrorVLAN(name) != 0 {
+				ns = append(ns, IGPNeighbor{Addr: a, VLAN: mirrorVLAN(name)})
+			}
+		}
+	}
+	return ns
+}
+
 // Networks is the number of routes in zebra's tables, both families.
 func (f *FRR) Networks() (int, error) {
 	n := 0

@@ -2,6 +2,7 @@ package vcp
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/msr-router/msr/dist"
@@ -14,7 +15,9 @@ import (
 // right within it.
 
 // peersOf are the router's peers on one LB's external ports: its BGP
-// peers (and so their BFD), each with its port's VLAN and GTSM.
+// peers (and so their BFD), each with its port's VLAN and GTSM, then the
+// OSPF and RIP neighbours the suite hears there, as many as PEERS holds.
+// Call with a.mu held.
 func (a *Agent) peersOf(lb string) []dist.Peer {
 	out := []dist.Peer{}
 	if a.cfg.Routing == nil {
@@ -30,6 +33,13 @@ func (a *Agent) peersOf(lb string) []dist.Peer {
 			p.Flags |= dist.PeerGTSM
 		}
 		out = append(out, p)
+	}
+	for _, n := range a.igpNeighbors {
+		on := slices.ContainsFunc(a.cfg.ExternalPorts, func(ep ExternalPortConfig) bool { return ep.LB == lb && ep.VLAN == n.VLAN })
+		known := slices.ContainsFunc(out, func(p dist.Peer) bool { return p.Addr == n.Addr && p.VLAN == n.VLAN })
+		if on && !known && len(out) < dist.MaxPeers {
+			out = append(out, dist.Peer{Addr: n.Addr, VLAN: n.VLAN})
+		}
 	}
 	return out
 }

@@ -1,12 +1,15 @@
 package vcp
 
 import (
+	"cmp"
 	"context"
 	"net/netip"
+	"slices"
 	"time"
 )
 
-// The peer watch follows the suite's external BGP sessions once a second.
+// The peer watch follows the suite's external BGP sessions once a second,
+// and reads its OSPF and RIP neighbours for the LBs' peer buckets.
 // A session the suite shut because its peer sent more prefixes than
 // max_prefixes allows (BIRD's import limit, FRR's maximum-prefix) is
 // logged, with the peer, its port and the limit, and counted per peer:
@@ -31,6 +34,11 @@ func (a *Agent) watchPeers(ctx context.Context) {
 			clear(hit)
 			continue
 		}
+		igp := suite.IGPNeighbors()
+		slices.SortFunc(igp, func(x, y IGPNeighbor) int { return cmp.Or(x.Addr.Compare(y.Addr), cmp.Compare(x.VLAN, y.VLAN)) })
+		a.mu.Lock()
+		a.igpNeighbors = igp
+		a.mu.Unlock()
 		for _, p := range suite.Protocols() {
 			if p.Proto != "BGP" || !p.Neighbor.IsValid() {
 				continue

@@ -3,6 +3,8 @@ package vcp
 import (
 	"log/slog"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/msr-router/msr/vcp/vcpapi"
@@ -17,9 +19,28 @@ type Suite interface {
 	Protocols() []vcpapi.Protocol
 	Networks() (int, error) // prefixes in its table
 	RoutesFor(addr netip.Addr) []vcpapi.SuiteRoute
+	// IGPNeighbors are the OSPF and RIP neighbours it hears now, on
+	// the external ports' mirrors.
+	IGPNeighbors() []IGPNeighbor
 	// Reconfigure applies a changed routing section.
 	Reconfigure(cfg *RoutingConfig) error
 	Stop()
+}
+
+// IGPNeighbor is an OSPF or RIP neighbour: its address on the port of
+// VLAN (its mirror xVLAN), link-local for OSPFv3 and RIPng.
+type IGPNeighbor struct {
+	Addr netip.Addr
+	VLAN uint16
+}
+
+// mirrorVLAN is the VLAN of a mirror's name, xVLAN; 0 for another name.
+func mirrorVLAN(name string) uint16 {
+	v, err := strconv.ParseUint(strings.TrimPrefix(name, "x"), 10, 16)
+	if !strings.HasPrefix(name, "x") || err != nil || v == 0 || v > 4094 {
+		return 0
+	}
+	return uint16(v)
 }
 
 // StartSuite starts the suite the routing section names. With recovery (a
