@@ -292,7 +292,8 @@ type BGPPeer struct {
 	// taken, so that no host beyond the peer's segment can reach the
 	// session; the peer must have it on too (FRR's ttl-security hops 1,
 	// BIRD's ttl security on, Junos' ttl 255). Absent: on, every peer
-	// being on an external port's subnet.
+	// being on an external port's subnet; but off for a BFD peer of the
+	// frr suite, which runs such a peer's BFD as multihop.
 	TTLSecurity *bool      `yaml:"ttl_security"`
 	Pos         config.Pos `yaml:"-"`
 }
@@ -782,6 +783,16 @@ func (c *FileConfig) complete() error {
 			b := &r.BGP[i]
 			if b.Neighbor.Is4In6() || !c.onPort(b.Neighbor) {
 				return b.Pos.Errorf("BGP neighbour %s: an address on an external port's subnet", b.Neighbor)
+			}
+			// FRR runs the BFD of a peer with ttl-security as multihop
+			// (bgpd takes its TTL of 255 for hops), which a peer's
+			// single-hop BFD never answers: with FRR, a BFD peer is
+			// without GTSM unless the file asks, which is refused.
+			if r.Suite == "frr" && b.BFD {
+				if b.TTLSecurity != nil && *b.TTLSecurity {
+					return b.Pos.Errorf("BGP neighbour %s: ttl_security with bfd: FRR runs that BFD as multihop; use the bird suite, or one of the two", b.Neighbor)
+				}
+				b.TTLSecurity = new(bool)
 			}
 			lb := c.portOf(b.Neighbor).LB
 			if perLB[lb]++; perLB[lb] > dist.MaxPeers {

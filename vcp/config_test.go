@@ -106,6 +106,16 @@ func TestPeersConfig(t *testing.T) {
 	if got := a.peersOf("lb2"); len(got) != 1 || got[0] != (dist.Peer{Addr: netip.MustParseAddr("198.51.100.11"), VLAN: 11}) {
 		t.Errorf("lb2's peers %+v", got)
 	}
+	// FRR runs a GTSM peer's BFD as multihop: a BFD peer is without GTSM
+	// there, and asking for both is refused.
+	frr := goodVCP + "routing:\n  suite: frr\n  asn: 65000\n  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010, bfd: true}\n"
+	if c, err := load(t, frr); err != nil || c.Routing.BGP[0].GTSM() {
+		t.Errorf("frr, bfd: %v, GTSM %v; want off", err, err == nil && c.Routing.BGP[0].GTSM())
+	}
+	_, err = load(t, strings.Replace(frr, "bfd: true", "bfd: true, ttl_security: true", 1))
+	if err == nil || !strings.Contains(err.Error(), "ttl_security with bfd") || !strings.Contains(err.Error(), "vcp.yaml:16:") {
+		t.Errorf("frr, bfd and ttl_security: %v, want refused at line 16", err)
+	}
 	many := goodVCP + "routing:\n  asn: 65000\n  bgp:\n"
 	for i := range dist.MaxPeers + 1 {
 		many += fmt.Sprintf("    - {neighbor: 192.0.2.%d, asn: 65010}\n", 10+i)
