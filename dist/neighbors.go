@@ -1,7 +1,6 @@
 package dist
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -13,13 +12,8 @@ import (
 // of a neighbour changes them (docs/operations.md, "Hardening").
 // docs/dist.md gives the layout.
 
-// Limits of STATIC_NEIGHBORS.
-const (
-	neighborsHdrLen = 16
-	neighborLen     = 24
-	// MaxStaticNeighbors is how many one frame holds: the whole set.
-	MaxStaticNeighbors = (MaxBodyLen - neighborsHdrLen) / neighborLen
-)
+// MaxStaticNeighbors is how many one frame holds: the whole set.
+const MaxStaticNeighbors = maxSetEntries
 
 // StaticNeighbor is one: an address (IPv4 or IPv6) on the external port
 // of VLAN, at MAC.
@@ -52,43 +46,28 @@ type StaticNeighbors struct {
 func (*StaticNeighbors) Type() MsgType { return TypeStaticNeighbors }
 
 func (m *StaticNeighbors) appendBody(b []byte) ([]byte, error) {
-	if len(m.Neighbors) > MaxStaticNeighbors {
-		return nil, fmt.Errorf("%d static neighbours, at most %d", len(m.Neighbors), MaxStaticNeighbors)
-	}
-	b = binary.BigEndian.AppendUint64(b, m.Target)
-	b = append(b, uint8(len(m.Neighbors)), 0, 0, 0, 0, 0, 0, 0)
-	for _, n := range m.Neighbors {
+	return appendSet(b, "static neighbours", m.Target, len(m.Neighbors), func(i int) (netip.Addr, uint16, [6]byte, error) {
+		n := m.Neighbors[i]
 		if err := n.Check(); err != nil {
-			return nil, err
+			return netip.Addr{}, 0, [6]byte{}, err
 		}
-		a := n.Addr.As16() // IPv4: its IPv4-mapped address
-		b = append(b, a[:]...)
-		b = binary.BigEndian.AppendUint16(b, n.VLAN)
-		b = append(b, n.MAC...)
-	}
-	return b, nil
+		return n.Addr, n.VLAN, [6]byte(n.MAC), nil
+	})
 }
 
 func (m *StaticNeighbors) decodeBody(b []byte) error {
-	if len(b) < neighborsHdrLen {
-		return errShort
-	}
-	n := int(b[8])
-	switch {
-	case n > MaxStaticNeighbors || len(b) != neighborsHdrLen+n*neighborLen:
-		return fmt.Errorf("%d static neighbours in %d bytes", n, len(b))
-	case [7]byte(b[9:16]) != [7]byte{}:
-		return errReserved
-	}
-	*m = StaticNeighbors{Target: binary.BigEndian.Uint64(b[0:8]), Neighbors: make([]StaticNeighbor, 0, n)}
-	for i := range n {
-		e := b[neighborsHdrLen+i*neighborLen:][:neighborLen]
-		s := StaticNeighbor{Addr: netip.AddrFrom16([16]byte(e[0:16])).Unmap(), VLAN: binary.BigEndian.Uint16(e[16:18]),
-			MAC: net.HardwareAddr([]byte{e[18], e[19], e[20], e[21], e[22], e[23]})}
+	var ns []StaticNeighbor
+	target, err := decodeSet(b, "static neighbours", func(i int, a netip.Addr, vlan uint16, mac [6]byte) error {
+		s := StaticNeighbor{Addr: a, VLAN: vlan, MAC: net.HardwareAddr(mac[:])}
 		if err := s.Check(); err != nil {
 			return fmt.Errorf("neighbour %d: %w", i, err)
 		}
-		m.Neighbors = append(m.Neighbors, s)
+		ns = append(ns, s)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	*m = StaticNeighbors{Target: target, Neighbors: append([]StaticNeighbor{}, ns...)}
 	return nil
 }

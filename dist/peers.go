@@ -1,7 +1,6 @@
 package dist
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 )
@@ -11,13 +10,8 @@ import (
 // bucket of its own and, where asked, checks GTSM (RFC 5082) on its BGP
 // (docs/operations.md, "Hardening"). docs/dist.md gives the layout.
 
-// Limits of PEERS.
-const (
-	peersHdrLen = 16
-	peerLen     = 24
-	// MaxPeers is how many one frame holds: the whole set of one LB.
-	MaxPeers = (MaxBodyLen - peersHdrLen) / peerLen
-)
+// MaxPeers is how many one frame holds: the whole set of one LB.
+const MaxPeers = maxSetEntries
 
 // PeerFlags say how an LB treats a peer's packets.
 type PeerFlags uint8
@@ -55,45 +49,31 @@ type Peers struct {
 func (*Peers) Type() MsgType { return TypePeers }
 
 func (m *Peers) appendBody(b []byte) ([]byte, error) {
-	if len(m.Peers) > MaxPeers {
-		return nil, fmt.Errorf("%d peers, at most %d", len(m.Peers), MaxPeers)
-	}
-	b = binary.BigEndian.AppendUint64(b, m.Target)
-	b = append(b, uint8(len(m.Peers)), 0, 0, 0, 0, 0, 0, 0)
-	for _, p := range m.Peers {
+	return appendSet(b, "peers", m.Target, len(m.Peers), func(i int) (netip.Addr, uint16, [6]byte, error) {
+		p := m.Peers[i]
 		if err := p.Check(); err != nil {
-			return nil, err
+			return netip.Addr{}, 0, [6]byte{}, err
 		}
-		a := p.Addr.As16() // IPv4: its IPv4-mapped address
-		b = append(b, a[:]...)
-		b = binary.BigEndian.AppendUint16(b, p.VLAN)
-		b = append(b, uint8(p.Flags), 0, 0, 0, 0, 0)
-	}
-	return b, nil
+		return p.Addr, p.VLAN, [6]byte{uint8(p.Flags)}, nil
+	})
 }
 
 func (m *Peers) decodeBody(b []byte) error {
-	if len(b) < peersHdrLen {
-		return errShort
-	}
-	n := int(b[8])
-	switch {
-	case n > MaxPeers || len(b) != peersHdrLen+n*peerLen:
-		return fmt.Errorf("%d peers in %d bytes", n, len(b))
-	case [7]byte(b[9:16]) != [7]byte{}:
-		return errReserved
-	}
-	*m = Peers{Target: binary.BigEndian.Uint64(b[0:8]), Peers: make([]Peer, 0, n)}
-	for i := range n {
-		e := b[peersHdrLen+i*peerLen:][:peerLen]
-		if [5]byte(e[19:24]) != [5]byte{} {
+	var ps []Peer
+	target, err := decodeSet(b, "peers", func(i int, a netip.Addr, vlan uint16, rest [6]byte) error {
+		if [5]byte(rest[1:]) != [5]byte{} {
 			return errReserved
 		}
-		p := Peer{Addr: netip.AddrFrom16([16]byte(e[0:16])).Unmap(), VLAN: binary.BigEndian.Uint16(e[16:18]), Flags: PeerFlags(e[18])}
+		p := Peer{Addr: a, VLAN: vlan, Flags: PeerFlags(rest[0])}
 		if err := p.Check(); err != nil {
 			return fmt.Errorf("peer %d: %w", i, err)
 		}
-		m.Peers = append(m.Peers, p)
+		ps = append(ps, p)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	*m = Peers{Target: target, Peers: append([]Peer{}, ps...)}
 	return nil
 }
