@@ -48,12 +48,7 @@ func TestLBPolicing(t *testing.T) {
 		if err := f.dp.SetConfig(f.model.Config); err != nil {
 			t.Fatal(err)
 		}
-		steps := []struct {
-			what    string
-			in      int
-			frame   []byte
-			verdict int
-		}{
+		steps := []frameStep{
 			{"A's first ping to the router", e0, icmp(ipHostA, ipExt0), XDPRedirect},
 			{"A's second ping to the router", e0, icmp(ipHostA, ipExt0), XDPDrop},
 			{"A's ping to the router's other address", e0, icmp(ipHostA, ipExt1), XDPDrop},
@@ -68,15 +63,7 @@ func TestLBPolicing(t *testing.T) {
 			{"OSPF (igp: no limit here)", e0, eth(ospfMAC, macHost, etherTypeIPv4, inet.IPv4(ipHostA, netip.MustParseAddr("224.0.0.5"), 89, make([]byte, 24))), XDPRedirect},
 			{"A's ping arriving on e1 (another bucket)", e1, eth(macExt1, macHost, etherTypeIPv4, inet.IPv4(ipHostA, ipExt1, 1, []byte{8, 0, 0xf7, 0xff, 0, 0, 0, 0})), XDPRedirect},
 		}
-		for _, s := range steps {
-			r, err := f.compare(s.in, s.frame, true)
-			if err != nil {
-				t.Fatalf("%s: %v", s.what, err)
-			}
-			if r.Verdict != s.verdict {
-				t.Errorf("%s: verdict %d, want %d", s.what, r.Verdict, s.verdict)
-			}
-		}
+		f.steps(t, steps)
 		got, err := f.dp.PoliceStats()
 		if err != nil {
 			t.Fatal(err)
@@ -125,12 +112,7 @@ func TestLBPeers(t *testing.T) {
 		bgp := func(src netip.Addr, ttl uint8) []byte {
 			return eth(macExt0, macHost, etherTypeIPv4, withTTL(tcp(src, ipExt0, 40000, 179), ttl))
 		}
-		steps := []struct {
-			what    string
-			in      int
-			frame   []byte
-			verdict int
-		}{
+		steps := []frameStep{
 			{"C's BGP", e0, bgp(hostC, 255), XDPRedirect},
 			{"C's BGP again", e0, bgp(hostC, 255), XDPRedirect},
 			{"D's BGP: the class spent", e0, bgp(hostD, 255), XDPDrop},
@@ -141,15 +123,7 @@ func TestLBPeers(t *testing.T) {
 			{"A's address on e1: not the peer, the class spent", e1, eth(macExt1, macHost, etherTypeIPv4, withTTL(tcp(ipHostA, ipExt1, 40000, 179), 255)), XDPDrop},
 			{"IPv6 peer's BGP at hop limit 64 (no GTSM)", e0, eth(macExt0, macHost, etherTypeIPv6, tcp6(ip6HostA, ip6Ext0, 179, 40000)), XDPRedirect},
 		}
-		for _, s := range steps {
-			r, err := f.compare(s.in, s.frame, true)
-			if err != nil {
-				t.Fatalf("%s: %v", s.what, err)
-			}
-			if r.Verdict != s.verdict {
-				t.Errorf("%s: verdict %d, want %d", s.what, r.Verdict, s.verdict)
-			}
-		}
+		f.steps(t, steps)
 		counts, gtsm, err := f.dp.PeerStats()
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +146,29 @@ func TestLBPeers(t *testing.T) {
 			t.Errorf("after the new set: %+v gtsm %v", counts, gtsm)
 		}
 	})
+}
+
+// frameStep is a frame into a fixture's port and the verdict it must get.
+type frameStep struct {
+	what    string
+	in      int
+	frame   []byte
+	verdict int
+}
+
+// steps runs each frame through the kernel and the model, which must
+// agree, and checks its verdict.
+func (f *fixture) steps(t *testing.T, steps []frameStep) {
+	t.Helper()
+	for _, s := range steps {
+		r, err := f.compare(s.in, s.frame, true)
+		if err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+		if r.Verdict != s.verdict {
+			t.Errorf("%s: verdict %d, want %d", s.what, r.Verdict, s.verdict)
+		}
+	}
 }
 
 // TestLoadConfigPolice: the file's classes override the defaults one by
