@@ -69,15 +69,7 @@ type flood struct {
 }
 
 func (f *flood) run(*session) error {
-	before, err := portDrops(hostilePort, "dist_external")
-	if err != nil {
-		return err
-	}
-	infraBefore, err := portDrops(hostilePort, "infra")
-	if err != nil {
-		return err
-	}
-	gtsmBefore, err := portDrops(hostilePort, "gtsm")
+	before, err := portDrops(hostilePort)
 	if err != nil {
 		return err
 	}
@@ -89,19 +81,12 @@ func (f *flood) run(*session) error {
 		return err
 	}
 	time.Sleep(200 * time.Millisecond) // the LB's counters are read from its maps: the last frames in
-	after, err := portDrops(hostilePort, "dist_external")
+	after, err := portDrops(hostilePort)
 	if err != nil {
 		return err
 	}
-	infraAfter, err := portDrops(hostilePort, "infra")
-	if err != nil {
-		return err
-	}
-	gtsmAfter, err := portDrops(hostilePort, "gtsm")
-	if err != nil {
-		return err
-	}
-	f.counted, f.insideCounted, f.gtsmCounted = after-before, infraAfter-infraBefore, gtsmAfter-gtsmBefore
+	grown := func(why string) uint64 { return after[why] - before[why] }
+	f.counted, f.insideCounted, f.gtsmCounted = grown("dist_external"), grown("infra"), grown("gtsm")
 	// A claimed change waits for the old MAC's silence (2 s): look after.
 	time.Sleep(3 * time.Second)
 	f.changed = forgedChanges(h2MAC)
@@ -223,23 +208,23 @@ func (f *flood) send() error {
 	})
 }
 
-// portDrops is an LB port's count of drops for why, read from its agent
+// portDrops are an LB port's drops by reason, read from its agent
 // (again for up to opWait while it restarts: an overlapping fault's).
-func portDrops(port, why string) (uint64, error) {
+func portDrops(port string) (map[string]uint64, error) {
 	lb, _, _ := strings.Cut(port, "/")
 	st, err := demo.LBStatus(lb)
 	for start := time.Now(); err != nil && time.Since(start) < opWait; st, err = demo.LBStatus(lb) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	for _, p := range st.Ports {
 		if p.Name == port && p.Stats != nil {
-			return p.Stats.Drops[why], nil
+			return p.Stats.Drops, nil
 		}
 	}
-	return 0, fmt.Errorf("%s: no port %s", lb, port)
+	return nil, fmt.Errorf("%s: no port %s", lb, port)
 }
 
 // met says whether the flood's DIST frames were all dropped and counted
