@@ -70,8 +70,7 @@ lbs:
   lb1: {api: 10.0.0.31:8181}
   lb2: {api: 10.0.0.32:8181}
 external_ports:
-  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10, description: "to h1",
-     urpf: strict}   # a customer's port: only its own sources (the others: loose, their routing protocols)
+  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10, description: "to h1"}
   - {lb: lb1, mac: "02:00:00:00:e1:00", address: 198.51.100.1/24, address6: "2001:db8:11::1/64", vlan: 11, description: "to h2 and ospf1"}
   - {lb: lb2, mac: "02:00:00:00:e2:00", address: 203.0.113.1/24, address6: "2001:db8:12::1/64", vlan: 12, description: "to h3 and bgp1"}
 # SNMP at the router's addresses (docs/operations.md): v2c "public",

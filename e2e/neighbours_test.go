@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -212,11 +215,13 @@ sendp(ps, iface="eth0", verbose=False)
 	spoofedSources(t)
 }
 
-// spoofedSources: h1's port has strict unicast RPF (the default lab's
-// config). h1 sends with a source of another port's subnet and with one
-// no route of h1's port covers, IPv4 and IPv6: the back-ends drop every
-// one (urpf_dropped), while h1's own pings to h3 all pass.
+// spoofedSources: h1's port is given strict unicast RPF (the VCPs'
+// files, reloaded). h1 sends with a source of another port's subnet and
+// with one no route of h1's port covers, IPv4 and IPv6: the back-ends
+// drop every one (urpf_dropped), while h1's own pings to h3 all pass.
 func spoofedSources(t *testing.T) {
+	setURPF(t, "strict")
+	defer setURPF(t, "")
 	urpf := func() map[string]uint64 {
 		return backendSum(t, func(s *routerapi.Status) map[string]uint64 { return map[string]uint64{"urpf": s.URPFDropped} })
 	}
@@ -376,4 +381,50 @@ func slowPathCounters(t *testing.T) map[string]uint64 {
 // slow path's rates, by reason.
 func backendSlowDrops(t *testing.T) map[string]uint64 {
 	return backendSum(t, func(s *routerapi.Status) map[string]uint64 { return s.Stats.SlowDropped })
+}
+
+// setURPF gives h1's port (VLAN 10) unicast RPF mode ("": the default)
+// in both VCPs' files, reloads them, and waits until every back-end
+// serves it.
+func setURPF(t *testing.T, mode string) {
+	t.Helper()
+	const port = `vlan: 10, description: "to h1"`
+	for _, v := range demo.VCPs {
+		file := filepath.Join(demo.RunDir, v+".yaml")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := regexp.MustCompile(`, urpf: [a-z]+`).ReplaceAllString(string(b), "")
+		if mode != "" {
+			text = strings.Replace(text, port, port+", urpf: "+mode, 1)
+		}
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, errOut, code := msr(t, "ctl", "--name", v, "reload"); code != 0 {
+			t.Fatalf("reload %s with urpf %q: %s %s", v, mode, out, errOut)
+		}
+	}
+	want := "mtu 1500"
+	if mode != "" {
+		want += " urpf " + mode
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		served := 0
+		for _, b := range demo.Backends {
+			st, err := routerapi.Local(b, "").Status()
+			if err == nil && slices.ContainsFunc(st.Ports, func(p string) bool { return strings.Contains(p, "vlan 10 ") && strings.HasSuffix(p, want) }) {
+				served++
+			}
+		}
+		lb1, err := demo.LBStatus("lb1")
+		tagging := err == nil && slices.ContainsFunc(lb1.Ports, func(p lbapi.PortStatus) bool { return p.VLAN == 10 && p.URPF == (mode != "") })
+		if served == len(demo.Backends) && tagging {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("h1's port not %q on every back-end (%d of %d), or lb1 not tagging it (%v), 10 s after the reload", want, served, len(demo.Backends), tagging)
+		}
+	}
 }

@@ -219,6 +219,10 @@ func portLines(c *FileConfig) map[string]string {
 		if p.Description != "" {
 			line += fmt.Sprintf(" description %q", p.Description)
 		}
+		line += " urpf " + c.urpfOf(p).String()
+		for _, n := range p.Neighbors {
+			line += fmt.Sprintf(" neighbor %s %s", n.Address, n.mac)
+		}
 		m[fmt.Sprintf("VLAN %d", p.VLAN)] = line
 	}
 	return m
@@ -298,6 +302,9 @@ func peerLine(b BGPPeer) string {
 	}
 	if b.BFD {
 		s += " bfd"
+	}
+	if !b.GTSM() {
+		s += " ttl_security off"
 	}
 	if b.Password != "" {
 		sum := sha256.Sum256([]byte(b.Password))

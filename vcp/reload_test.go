@@ -26,7 +26,12 @@ func TestDiffConfig(t *testing.T) {
 		{"r3: {capacity_mbps: 500}", "r3: {capacity_mbps: 1000, api: 10.1.0.13:8180}", []string{
 			"back-end r3: capacity 500 Mbit/s -> capacity 1000 Mbit/s, api 10.1.0.13:8180"}},
 		{"198.51.100.1/24, vlan: 11, mtu: 1500", "198.51.100.2/24, vlan: 11, mtu: 9000", []string{
-			"external port VLAN 11: lb lb2 mac 02:00:00:00:e2:00 address 198.51.100.1/24 mtu 1500 -> lb lb2 mac 02:00:00:00:e2:00 address 198.51.100.2/24 mtu 9000"}},
+			"external port VLAN 11: lb lb2 mac 02:00:00:00:e2:00 address 198.51.100.1/24 mtu 1500 urpf off -> lb lb2 mac 02:00:00:00:e2:00 address 198.51.100.2/24 mtu 9000 urpf off"}},
+		// Unicast RPF and GTSM are changes too.
+		{"address: 192.0.2.1/24, vlan: 10}", "address: 192.0.2.1/24, vlan: 10, urpf: strict}", []string{
+			"external port VLAN 10: lb lb1 mac 02:00:00:00:e0:00 address 192.0.2.1/24 mtu 0 urpf loose -> lb lb1 mac 02:00:00:00:e0:00 address 192.0.2.1/24 mtu 0 urpf strict"}},
+		{"asn: 65010}", "asn: 65010, ttl_security: false}", []string{
+			"routing BGP neighbour 192.0.2.10: AS 65010 -> AS 65010 ttl_security off"}},
 		{"asn: 65010}", "asn: 65011}\n    - {neighbor: 192.0.2.11, asn: 65012}", []string{
 			"routing BGP neighbour 192.0.2.10: AS 65010 -> AS 65011",
 			"routing BGP neighbour 192.0.2.11 added: AS 65012"}},
@@ -34,7 +39,9 @@ func TestDiffConfig(t *testing.T) {
 		// shows as a fingerprint only.
 		{"asn: 65010}", "asn: 65010, export: [bgp], import_prefixes: [10.0.0.0/8+], max_prefixes: 50, max_prefixes_restart: 5m, password: hunter22}", []string{
 			"routing BGP neighbour 192.0.2.10: AS 65010 -> AS 65010 export [bgp] import_prefixes [10.0.0.0/8+] max_prefixes 50 max_prefixes_restart 5m0s password (sha256 20d2fe5e)"}},
+		// The port loses its routing protocol, and so its default uRPF.
 		{"  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010}\n", "  static:\n    - {to: 10.0.0.0/8, via: 192.0.2.20}\n", []string{
+			"external port VLAN 10: lb lb1 mac 02:00:00:00:e0:00 address 192.0.2.1/24 mtu 0 urpf loose -> lb lb1 mac 02:00:00:00:e0:00 address 192.0.2.1/24 mtu 0 urpf off",
 			"routing BGP neighbour 192.0.2.10 removed (was AS 65010)",
 			"routing static 10.0.0.0/8 added: via 192.0.2.20"}},
 	} {

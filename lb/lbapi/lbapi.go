@@ -119,6 +119,9 @@ type PortStatus struct {
 	Address6  string `json:"address6,omitempty"`
 	LinkLocal string `json:"link_local,omitempty"` // external ports: the IPv6 link-local address Ext NDP answers for
 	Default   bool   `json:"default,omitempty"`
+	// URPF: an external port whose frames are balanced tagged with its
+	// VLAN, for the back-ends' unicast RPF.
+	URPF bool `json:"urpf,omitempty"`
 	// CapacityPPS caps what an internal port sends a second (DTX-n).
 	CapacityPPS uint64     `json:"capacity_pps,omitempty"`
 	Link        Link       `json:"link"`
