@@ -27,9 +27,9 @@ type SlowRate struct {
 
 // DefaultSlowRates are each reason's rate on a back-end unless its file
 // says otherwise: far above what the router's own work brings (ARP and
-// NDP answers, ICMP errors at icmp_rate), and a held burst of a new
-// neighbour's packets (a back-end joining under load passed 142 at once:
-// docs/reliability.md, finding 41) within unresolved's burst.
+// NDP answers, ICMP errors at icmp_rate), and unresolved's burst larger
+// than what a back-end joining under load holds for a new neighbour
+// (docs/reliability.md, finding 41).
 var DefaultSlowRates = map[string]SlowRate{
 	"arp":         {PPS: 2000, Burst: 200},
 	"ndp":         {PPS: 2000, Burst: 200},
