@@ -217,9 +217,17 @@ struct {
 	__uint(value_size, sizeof(__u32));
 } rt_slowpath SEC(".maps");
 
+/* A frame being routed: its context and counters, and for data from an
+ * external port with unicast RPF the port's VLAN (in_vlan) and check
+ * (urpf). Such a frame keeps the tag its LB gave it (tagged): forwarding
+ * rewrites the VLAN id in place, cheaper than a pop and a push; a frame
+ * for the agent or the kernel loses it first. */
 struct pkt {
 	struct xdp_md *ctx;
 	struct rt_stats *st;
+	__u16 in_vlan;
+	__u8 urpf;
+	__u8 tagged;
 };
 
 static __always_inline int drop(struct pkt *p, enum rt_drop why)
@@ -229,12 +237,20 @@ static __always_inline int drop(struct pkt *p, enum rt_drop why)
 	return XDP_DROP;
 }
 
+/* untag takes off the tag a data frame kept (struct pkt) before the agent
+ * or the kernel sees it: they read routed frames untagged. */
+static __always_inline int untag(struct pkt *p)
+{
+	if (!p->tagged)
+		return 0;
+	p->tagged = 0;
+	return pop_vlan(p->ctx);
+}
+
 /* slow hands the frame to the agent with its reason, within the reason's
  * rate (rt_slow_caps; over it: dropped, counted slow_drop). */
 static __always_inline int slow(struct pkt *p, enum rt_slow why, __u32 nexthop)
 {
-	__u64 len = p->ctx->data_end - p->ctx->data;
-	struct rt_slow_meta meta = {.reason = why, .ifindex = p->ctx->ingress_ifindex, .nexthop = nexthop, .len = len};
 	__u32 key = why;
 
 	/* Each index checked where it is used: the verifier loses a bound
@@ -244,6 +260,10 @@ static __always_inline int slow(struct pkt *p, enum rt_slow why, __u32 nexthop)
 			p->st->slow_drop[why]++;
 		return XDP_DROP;
 	}
+	if (untag(p))
+		return drop(p, RT_DROP_RUNT);
+	__u64 len = p->ctx->data_end - p->ctx->data;
+	struct rt_slow_meta meta = {.reason = why, .ifindex = p->ctx->ingress_ifindex, .nexthop = nexthop, .len = len};
 	if (len > RT_SLOW_SNAPLEN)
 		len = RT_SLOW_SNAPLEN;
 	if (why < RT_SLOW_MAX)
@@ -442,6 +462,8 @@ static __always_inline int to_local(struct pkt *p, __u32 kind, int inside)
 	if (kind & RT_LOCAL_HOST) {
 		if (!inside)
 			return drop(p, RT_DROP_INFRA);
+		if (untag(p))
+			return drop(p, RT_DROP_RUNT);
 		p->st->passed++;
 		return XDP_PASS;
 	}
@@ -497,12 +519,20 @@ static __always_inline struct rt_port *next_hop(struct rt_nhgroup *grp, __u32 pi
 	return port;
 }
 
-/* egress sends a rewritten packet of len bytes: an 802.1Q tag for the
- * egress port's VLAN, the next hop's MAC, ours. */
+/* egress sends a rewritten packet of len bytes (its IP packet's, with the
+ * Ethernet header but no tag): an 802.1Q tag for the egress port's VLAN,
+ * the kept one's id rewritten or a new one pushed, the next hop's MAC,
+ * ours. */
 static __always_inline int egress(struct pkt *p, struct rt_port *port, struct rt_neigh *nb, struct rt_config *cfg, __u64 len)
 {
-	if (push_vlan(p->ctx, port->vlan))
+	if (p->tagged) {
+		struct vlan_hdr *vh = (void *)(long)p->ctx->data + sizeof(struct ethhdr);
+		if ((void *)(vh + 1) > (void *)(long)p->ctx->data_end)
+			return drop(p, RT_DROP_RUNT);
+		vh->tci = bpf_htons(port->vlan & 0x0fff);
+	} else if (push_vlan(p->ctx, port->vlan)) {
 		return drop(p, RT_DROP_RUNT);
+	}
 	struct ethhdr *eth = (void *)(long)p->ctx->data;
 	if ((void *)(eth + 1) > (void *)(long)p->ctx->data_end)
 		return drop(p, RT_DROP_RUNT);
@@ -515,11 +545,10 @@ static __always_inline int egress(struct pkt *p, struct rt_port *port, struct rt
 
 /* forward rewrites and sends: TTL-1 (RFC 1624 incremental checksum), an
  * 802.1Q tag for the egress port's VLAN, next hop's MAC. */
-static __always_inline int forward(struct pkt *p, struct rt_port *port, struct rt_neigh *nb, struct rt_config *cfg)
+static __always_inline int forward(struct pkt *p, struct iphdr *ip, struct rt_port *port, struct rt_neigh *nb,
+				   struct rt_config *cfg)
 {
-	void *data = (void *)(long)p->ctx->data;
 	void *end = (void *)(long)p->ctx->data_end;
-	struct iphdr *ip = data + sizeof(struct ethhdr);
 
 	if ((void *)(ip + 1) > end)
 		return drop(p, RT_DROP_RUNT);
@@ -532,21 +561,20 @@ static __always_inline int forward(struct pkt *p, struct rt_port *port, struct r
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	ip->check = ~sum;
-	return egress(p, port, nb, cfg, end - data);
+	return egress(p, port, nb, cfg, end - (void *)ip + sizeof(struct ethhdr));
 }
 
 /* forward6 rewrites and sends an IPv6 packet: Hop Limit - 1 (no header
  * checksum to mend), the rest as forward. */
-static __always_inline int forward6(struct pkt *p, struct rt_port *port, struct rt_neigh *nb, struct rt_config *cfg)
+static __always_inline int forward6(struct pkt *p, struct ipv6hdr *ip, struct rt_port *port, struct rt_neigh *nb,
+				    struct rt_config *cfg)
 {
-	void *data = (void *)(long)p->ctx->data;
 	void *end = (void *)(long)p->ctx->data_end;
-	struct ipv6hdr *ip = data + sizeof(struct ethhdr);
 
 	if ((void *)(ip + 1) > end)
 		return drop(p, RT_DROP_RUNT);
 	ip->hop_limit--;
-	return egress(p, port, nb, cfg, end - data);
+	return egress(p, port, nb, cfg, end - (void *)ip + sizeof(struct ethhdr));
 }
 
 /* dist hands DIST frames to the agent, except a PROBE for this back-end:
@@ -594,12 +622,10 @@ static __always_inline int urpf_ok(__u32 g, __u16 vlan, __u8 mode)
 	return 0;
 }
 
-/* route forwards an IPv4 packet; in_vlan and urpf: the external port it
- * came in by and that port's check, when its LB tagged it (else 0). */
-static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg, __u16 in_vlan,
-				 __u8 urpf)
+/* route forwards the IPv4 packet at ip (past the frame's tag, if it
+ * kept one). */
+static __always_inline int route(struct pkt *p, struct iphdr *ip, void *end, struct rt_config *cfg)
 {
-	struct iphdr *ip = (void *)(eth + 1);
 	__u32 zero = 0;
 
 	if (!cap_admit(bpf_map_lookup_elem(&rt_cap, &zero)))
@@ -619,7 +645,7 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 	__u32 s = bpf_ntohl(ip->saddr), d = bpf_ntohl(ip->daddr);
 	if (martian_src(s))
 		return drop(p, RT_DROP_MARTIAN_SRC);
-	if (urpf && !urpf_ok(fib_lookup(ip->saddr), in_vlan, urpf))
+	if (p->urpf && !urpf_ok(fib_lookup(ip->saddr), p->in_vlan, p->urpf))
 		return drop(p, RT_DROP_URPF);
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local, &ip->daddr);
@@ -654,7 +680,7 @@ static __always_inline int route(struct pkt *p, struct ethhdr *eth, void *end, s
 	struct rt_neigh *nb = bpf_map_lookup_elem(&rt_neighbors, &k);
 	if (!nb)
 		return slow(p, RT_SLOW_UNRESOLVED, nhid);
-	return forward(p, port, nb, cfg);
+	return forward(p, ip, port, nb, cfg);
 }
 
 /* fib6_lookup walks the IPv6 trie: rt6_tbl16, then one group per 8 bits
@@ -727,10 +753,8 @@ static __always_inline __u32 ipv6_ports(struct ipv6hdr *ip, void *end)
 /* route6 is route for IPv6 (RFC 8200; RFC 4291's addresses): no header
  * checksum, no fragmentation by a router (too big: Packet Too Big from
  * the agent), Hop-by-Hop Options to the agent. */
-static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, struct rt_config *cfg, __u16 in_vlan,
-				  __u8 urpf)
+static __always_inline int route6(struct pkt *p, struct ipv6hdr *ip, void *end, struct rt_config *cfg)
 {
-	struct ipv6hdr *ip = (void *)(eth + 1);
 	__u32 zero = 0;
 
 	if (!cap_admit(bpf_map_lookup_elem(&rt_cap, &zero)))
@@ -744,7 +768,7 @@ static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, 
 		return drop(p, RT_DROP_BAD_LENGTH);
 	if (ip6_martian_src(&ip->saddr))
 		return drop(p, RT_DROP_MARTIAN_SRC);
-	if (urpf && !urpf_ok(fib6_lookup(&ip->saddr), in_vlan, urpf))
+	if (p->urpf && !urpf_ok(fib6_lookup(&ip->saddr), p->in_vlan, p->urpf))
 		return drop(p, RT_DROP_URPF);
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local6, &ip->daddr);
@@ -789,7 +813,7 @@ static __always_inline int route6(struct pkt *p, struct ethhdr *eth, void *end, 
 	struct rt_neigh *nb = bpf_map_lookup_elem(&rt_neighbors6, &k);
 	if (!nb)
 		return slow(p, RT_SLOW_UNRESOLVED, nhid);
-	return forward6(p, port, nb, cfg);
+	return forward6(p, ip, port, nb, cfg);
 }
 
 SEC("xdp")
@@ -819,8 +843,7 @@ int router(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	__be16 proto = eth->h_proto;
-	__u16 in_vlan = 0;
-	__u8 urpf = 0;
+	void *l3 = eth + 1;
 	if (proto == bpf_htons(ETH_P_8021Q)) {
 		struct vlan_hdr *vh = (void *)(eth + 1);
 		if ((void *)(vh + 1) > end)
@@ -849,15 +872,10 @@ int router(struct xdp_md *ctx)
 		struct rt_vlan *v = bpf_map_lookup_elem(&rt_vlans, &vid);
 		if (!v || !v->external)
 			return drop(&p, RT_DROP_TAGGED);
-		in_vlan = vid;
-		urpf = v->urpf;
-		if (pop_vlan(ctx))
-			return drop(&p, RT_DROP_RUNT);
-		data = (void *)(long)ctx->data;
-		end = (void *)(long)ctx->data_end;
-		eth = data;
-		if ((void *)(eth + 1) > end)
-			return drop(&p, RT_DROP_RUNT);
+		p.in_vlan = vid;
+		p.urpf = v->urpf;
+		p.tagged = 1;
+		l3 = vh + 1;
 	}
 	if (!is_multicast(eth->h_dest) && !same_mac(eth->h_dest, cfg->mac))
 		return drop(&p, RT_DROP_NOT_OURS);
@@ -866,6 +884,6 @@ int router(struct xdp_md *ctx)
 	if (is_multicast(eth->h_dest))
 		return drop(&p, RT_DROP_MARTIAN_DST); /* link broadcast/multicast IP: not routed */
 	if (proto == bpf_htons(ETH_P_IPV6))
-		return route6(&p, eth, end, cfg, in_vlan, urpf);
-	return route(&p, eth, end, cfg, in_vlan, urpf);
+		return route6(&p, l3, end, cfg);
+	return route(&p, l3, end, cfg);
 }

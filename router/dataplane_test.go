@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -511,6 +512,46 @@ func TestSlowPathRates(t *testing.T) {
 	}
 }
 
+// TestTaggedSlowFrames: a frame balanced from a port with unicast RPF
+// keeps its LB's tag through the data path (forwarding rewrites it), but
+// reaches the agent untagged, as the agent reads every routed frame.
+func TestTaggedSlowFrames(t *testing.T) {
+	runtime.LockOSThread() // the program writes to this CPU's buffer
+	defer runtime.UnlockOSThread()
+	s := newRouterState(t, nil, rand.New(rand.NewPCG(1, 1)))
+	rd, err := s.dp.SlowReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	untagged := ipPacket(netip.MustParseAddr("192.0.2.77"), netip.MustParseAddr("198.51.100.10"), 17, 1, 0, udpPayload(1, 2, 4))
+	six := ip6Packet(netip.MustParseAddr("2001:db8:a::77"), netip.MustParseAddr("2001:db8:b::10"), 17, 1, udpPayload(1, 2, 4))
+	for _, c := range []struct {
+		proto uint16
+		ip    []byte
+	}{{0x0800, untagged}, {0x86dd, six}} {
+		tagged := ethFrame(macSelf, macLB, 0x8100, append([]byte{0, 10, byte(c.proto >> 8), byte(c.proto)}, c.ip...))
+		if v, _, err := s.run(tagged); err != nil || v != XDPDrop {
+			t.Fatalf("TTL 1, tagged: verdict %d, %v", v, err)
+		}
+		rd.SetDeadline(time.Now().Add(time.Second))
+		rec, err := rd.Read()
+		if err != nil {
+			t.Fatalf("no slow-path frame: %v", err)
+		}
+		var meta rtxdpRtSlowMeta
+		n, err := binary.Decode(rec.RawSample, binary.NativeEndian, &meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ethFrame(macSelf, macLB, c.proto, c.ip)
+		got := rec.RawSample[n:]
+		if meta.Reason != uint32(rtxdpRtSlowRT_SLOW_TTL) || int(meta.Len) != len(want) || !bytes.Equal(got[:min(len(got), len(want))], want) {
+			t.Errorf("to the agent: reason %d, len %d\n%x\nwant untagged\n%x", meta.Reason, meta.Len, got, want)
+		}
+	}
+}
+
 // randomRouterFrame6 is randomRouterFrame's IPv6: destinations in and
 // around the table's prefixes, the ports' hosts and the router, special
 // addresses, hop limits, sizes, next headers (TCP, UDP, ICMPv6,
@@ -614,7 +655,11 @@ func randomRouterFrame(r *rand.Rand, ps []netip.Prefix) []byte {
 		f[14] = byte(r.IntN(256))
 	case 3:
 		f = ethFrame(dstMAC, macLB, []uint16{0x8100, 0x0806, 0x86dd, 0x88B5}[r.IntN(4)], append([]byte{0, 10, 8, 6}, ip...))
-	case 4: // options
+	case 4:
+		f = ethFrame(dstMAC, macLB, 0x8100, append([]byte{0, 10, 0x86, 0xdd}, ip...))
+	case 5: // balanced from a port with unicast RPF
+		f = ethFrame(dstMAC, macLB, 0x8100, append([]byte{0, byte(10 + r.IntN(3)), 8, 0}, ip...))
+	case 6: // options
 		opt := 4 * (1 + r.IntN(10))
 		p := append(ip[:20:20], append(make([]byte, opt), ip[20:]...)...)
 		p[0] = 0x45 + byte(opt/4)
