@@ -80,24 +80,34 @@ type Agent struct {
 	inside    []netip.Prefix // the router's infrastructure (rt_infra)
 	ports     []Port         // by index
 	nh        *nextHops
-	neigh     map[NeighborKey]*neighbor
-	pending   map[NeighborKey]*pendingARP
-	asked     map[NeighborKey]time.Time   // questions the router put (neighbors.go)
-	probes    map[NeighborKey]*neighProbe // MAC changes claimed, the old MAC asked
-	// neighCount is neigh's entries by port and family (neighbors.go).
-	neighCount map[portFamily]int
 	// operator: the routes the operator added (AddOperatorRoute).
-	operator  map[netip.Prefix]bool
-	heldBytes int // of every pending neighbour's packets
-	icmp      *icmpLimiter
-	counters  map[string]uint64
-	capPPS    uint64 // the data path's capacity now (capacity_pps, or set at run time)
+	operator map[netip.Prefix]bool
+	icmp     *icmpLimiter
+	counters map[string]uint64
+	capPPS   uint64 // the data path's capacity now (capacity_pps, or set at run time)
 	// dirty: routes changed since the state was last saved. Saving waits
 	// for a quiet second (at most saveEvery), or a table arriving route by
 	// route from the RIB feed would write the whole state over and over.
 	dirty      bool
 	lastChange time.Time
 	lastSave   time.Time
+
+	// neighMu, not mu, guards the neighbours (neighbors.go): ARP and NDP
+	// are learned while route work holds mu, as long as a whole table's
+	// snapshot may take. A holder of mu may take neighMu; never the other
+	// way round.
+	neighMu    sync.Mutex
+	neighPorts []Port // a copy of ports
+	neigh      map[NeighborKey]*neighbor
+	pending    map[NeighborKey]*pendingARP
+	asked      map[NeighborKey]time.Time   // questions the router put (neighbors.go)
+	probes     map[NeighborKey]*neighProbe // MAC changes claimed, the old MAC asked
+	// neighCount is neigh's entries by port and family (neighbors.go).
+	neighCount map[portFamily]int
+	heldBytes  int // of every pending neighbour's packets
+	// neighCounters are the counters of the neighbours and of the slow
+	// path's reader (count), shown with counters.
+	neighCounters map[string]uint64
 
 	// linkMu guards port, the interface's state as last followed, and
 	// readLinkState, how it is read (nil: iflink.Read; a test's fake
@@ -149,7 +159,7 @@ const (
 func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, raw: -1, log: log.With("component", "router", "router", cfg.Name),
 		neigh:   map[NeighborKey]*neighbor{},
-		pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, probes: map[NeighborKey]*neighProbe{}, neighCount: map[portFamily]int{}, counters: map[string]uint64{}, operator: map[netip.Prefix]bool{},
+		pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{}, probes: map[NeighborKey]*neighProbe{}, neighCount: map[portFamily]int{}, neighCounters: map[string]uint64{}, counters: map[string]uint64{}, operator: map[netip.Prefix]bool{},
 		icmp: newICMPLimiter(cfg.ICMPRate, cfg.ICMPBurst, cfg.Hold())}
 	a.set = fileSettings(cfg)
 	if len(cfg.Ports) == 0 {
@@ -302,6 +312,8 @@ func rawSocket(ifindex int) (int, error) {
 // map, so that forwarding goes on, but as about to expire: each is asked
 // again at once and forgotten within seconds unless it answers.
 func (a *Agent) adoptNeighbors() {
+	a.neighMu.Lock()
+	defer a.neighMu.Unlock()
 	now := time.Now()
 	var k rtxdpRtNeighKey
 	var v rtxdpRtNeigh
@@ -512,6 +524,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.saveLoop(ctx)
 	go a.followLink(ctx.Done())
 	go a.busy.Run(ctx)
+	queue := make(chan []byte, slowQueueLen)
+	go a.routeSlow(ctx, queue)
 	for {
 		rec, err := a.slow.Read()
 		if errors.Is(err, perf.ErrClosed) {
@@ -525,7 +539,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.count("slow_lost", rec.LostSamples)
 			continue
 		}
-		a.handleSlow(rec.RawSample)
+		a.dispatchSlow(rec.RawSample, queue)
 	}
 }
 
@@ -707,10 +721,11 @@ func (a *Agent) helloState() helloState {
 	return hs
 }
 
+// count counts for the slow path's reader, which does not wait for mu.
 func (a *Agent) count(what string, n uint64) {
-	a.mu.Lock()
-	a.counters[what] += n
-	a.mu.Unlock()
+	a.neighMu.Lock()
+	a.neighCounters[what] += n
+	a.neighMu.Unlock()
 }
 
 // Close releases this process's handles; pinned maps and the pinned link
@@ -920,6 +935,14 @@ func (a *Agent) Status() *routerapi.Status {
 	for i, r := range a.cfg.SlowRates {
 		s.SlowRates[SlowNames[i]] = routerapi.SlowRate{PPS: r.PPS, Burst: r.Burst}
 	}
+	for k, v := range a.counters {
+		s.SlowPath[k] = v
+	}
+	a.neighMu.Lock()
+	defer a.neighMu.Unlock()
+	for k, v := range a.neighCounters {
+		s.SlowPath[k] += v
+	}
 	for k, n := range a.neigh {
 		s.Neighbors[fmt.Sprintf("%s vlan %d", k.IP, k.VLAN)] = n.mac.String()
 		if n.static {
@@ -929,9 +952,6 @@ func (a *Agent) Status() *routerapi.Status {
 	slices.Sort(s.StaticNeighbors)
 	for k := range a.pending {
 		s.Pending = append(s.Pending, fmt.Sprintf("%s vlan %d", k.IP, k.VLAN))
-	}
-	for k, v := range a.counters {
-		s.SlowPath[k] = v
 	}
 	return s
 }

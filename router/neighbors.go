@@ -58,11 +58,11 @@ type neighProbe struct {
 	tries    int
 }
 
-// asked records that the router asked for key at now. Call with a.mu
+// asked records that the router asked for key at now. Call with a.neighMu
 // held.
 func (a *Agent) askedFor(key NeighborKey, now time.Time) {
 	if _, ok := a.asked[key]; !ok && len(a.asked) >= maxAsked {
-		a.counters["neigh_asked_full"]++
+		a.neighCounters["neigh_asked_full"]++
 		return
 	}
 	a.asked[key] = now
@@ -75,7 +75,7 @@ func (a *Agent) wasAsked(key NeighborKey, now time.Time) bool {
 }
 
 // hear applies a claim heard at now; the send it returns sends what was
-// held for the neighbour. Call with a.mu held, and the send once it is
+// held for the neighbour. Call with a.neighMu held, and the send once it is
 // released.
 func (a *Agent) hear(c claim, etherType uint16, now time.Time) (send func()) {
 	nothing := func() {}
@@ -83,16 +83,16 @@ func (a *Agent) hear(c claim, etherType uint16, now time.Time) (send func()) {
 	switch {
 	case n != nil && n.static:
 		if !bytes.Equal(n.mac, c.mac) {
-			a.counters["neigh_static_kept"]++
+			a.neighCounters["neigh_static_kept"]++
 		}
 		return nothing
 	case n == nil:
 		if !a.wasAsked(c.key, now) {
-			a.counters["neigh_unsolicited"]++
+			a.neighCounters["neigh_unsolicited"]++
 			return nothing
 		}
 		if !a.roomFor(c.key) {
-			a.counters["neigh_port_full"]++
+			a.neighCounters["neigh_port_full"]++
 			return nothing
 		}
 		delete(a.asked, c.key)
@@ -100,12 +100,12 @@ func (a *Agent) hear(c claim, etherType uint16, now time.Time) (send func()) {
 	case bytes.Equal(n.mac, c.mac):
 		if p := a.probes[c.key]; p != nil {
 			delete(a.probes, c.key)
-			a.counters["neigh_change_refused"]++
+			a.neighCounters["neigh_change_refused"]++
 			a.log.Warn("a neighbour's MAC change refused: the old MAC answered", "ip", c.key.IP, "vlan", c.key.VLAN, "mac", n.mac.String(), "claimed", p.new.String())
 		}
 		return a.learned(c.key, c.mac, etherType)
 	case !c.override:
-		a.counters["neigh_not_override"]++
+		a.neighCounters["neigh_not_override"]++
 		return nothing
 	}
 	if p := a.probes[c.key]; p != nil {
@@ -120,7 +120,7 @@ func (a *Agent) hear(c claim, etherType uint16, now time.Time) (send func()) {
 // neighborLimit is how many entries of one family a port may hold: an
 // equal share of the data path's table.
 func (a *Agent) neighborLimit() int {
-	return MaxNeighbors / max(len(a.ports), 1)
+	return MaxNeighbors / max(len(a.neighPorts), 1)
 }
 
 // portFamily names one port's entries of one family, for their count.
@@ -131,7 +131,7 @@ type portFamily struct {
 
 func familyOf(k NeighborKey) portFamily { return portFamily{k.VLAN, k.IP.Is4()} }
 
-// setNeigh puts an entry in a.neigh, counted. Call with a.mu held.
+// setNeigh puts an entry in a.neigh, counted. Call with a.neighMu held.
 func (a *Agent) setNeigh(k NeighborKey, n *neighbor) {
 	if a.neigh[k] == nil {
 		a.neighCount[familyOf(k)]++
@@ -139,7 +139,7 @@ func (a *Agent) setNeigh(k NeighborKey, n *neighbor) {
 	a.neigh[k] = n
 }
 
-// delNeigh takes an entry out of a.neigh. Call with a.mu held.
+// delNeigh takes an entry out of a.neigh. Call with a.neighMu held.
 func (a *Agent) delNeigh(k NeighborKey) {
 	if a.neigh[k] != nil {
 		a.neighCount[familyOf(k)]--
@@ -149,7 +149,7 @@ func (a *Agent) delNeigh(k NeighborKey) {
 
 // roomFor says whether key's port has room for one more entry of its
 // family, making it, for a next hop of the FIB, by forgetting the entry
-// longest unheard that is not one. Call with a.mu held.
+// longest unheard that is not one. Call with a.neighMu held.
 func (a *Agent) roomFor(key NeighborKey) bool {
 	if a.neighCount[familyOf(key)] < a.neighborLimit() {
 		return true
@@ -169,25 +169,21 @@ func (a *Agent) roomFor(key NeighborKey) bool {
 	}
 	a.delNeigh(oldest)
 	a.neighbors.SetNeighbor(oldest.IP, oldest.VLAN, nil)
-	a.counters["neigh_evicted"]++
+	a.neighCounters["neigh_evicted"]++
 	return true
 }
 
 // isNextHop says whether key is a gateway of a route in the FIB.
 func (a *Agent) isNextHop(key NeighborKey) bool {
 	port, ok := a.portOfVLAN(key.VLAN)
-	if !ok || a.nh == nil {
-		return false
-	}
-	_, ok = a.nh.ids[nhKey{gw: key.IP, port: port.Index}]
-	return ok
+	return ok && a.nh != nil && a.nh.has(nhKey{gw: key.IP, port: port.Index})
 }
 
 // setStatic takes the operator's static neighbours (STATIC_NEIGHBORS):
 // each an entry no claim changes, on a port this back-end serves; one
 // that left the set is forgotten, to be learned as any other.
 func (a *Agent) setStatic(ns []dist.StaticNeighbor) {
-	a.mu.Lock()
+	a.neighMu.Lock()
 	want := map[NeighborKey]net.HardwareAddr{}
 	for _, n := range ns {
 		if _, ok := a.portOfVLAN(n.VLAN); ok {
@@ -215,7 +211,7 @@ func (a *Agent) setStatic(ns []dist.StaticNeighbor) {
 			e.static = true
 		}
 	}
-	a.mu.Unlock()
+	a.neighMu.Unlock()
 	for _, send := range sends {
 		send()
 	}
@@ -230,7 +226,7 @@ func (a *Agent) probe(key NeighborKey, now time.Time) {
 		return
 	}
 	p.sent, p.tries = now, p.tries+1
-	a.counters["neigh_probes"]++
+	a.neighCounters["neigh_probes"]++
 	if key.IP.Is4() {
 		a.transmit(p.old, key.VLAN, 0x0806, arpRequest(a.mac, port.Addr.Addr(), key.IP))
 		return
@@ -241,7 +237,7 @@ func (a *Agent) probe(key NeighborKey, now time.Time) {
 }
 
 // tickProbes asks again, or gives the entry to the new MAC when the old
-// one stayed silent through every try. Call with a.mu held.
+// one stayed silent through every try. Call with a.neighMu held.
 func (a *Agent) tickProbes(now time.Time) (sends []func()) {
 	for k, p := range a.probes {
 		if now.Sub(p.sent) < probeWait {
@@ -255,7 +251,7 @@ func (a *Agent) tickProbes(now time.Time) (sends []func()) {
 		if n := a.neigh[k]; n == nil || !bytes.Equal(n.mac, p.old) {
 			continue // expired or flushed meanwhile
 		}
-		a.counters["neigh_changed"]++
+		a.neighCounters["neigh_changed"]++
 		a.log.Info("a neighbour's MAC changed: the old MAC stayed silent", "ip", k.IP, "vlan", k.VLAN, "old", p.old.String(), "new", p.new.String())
 		etherType := uint16(0x0800)
 		if k.IP.Is6() {
@@ -274,8 +270,8 @@ func (a *Agent) tickProbes(now time.Time) (sends []func()) {
 // portOfAddr is the port whose IPv4 subnet (or, for IPv6, whose subnet
 // or link) on vlan holds ip, and false for none.
 func (a *Agent) portOfAddr(ip netip.Addr, vlan uint16) (*Port, bool) {
-	for i := range a.ports {
-		p := &a.ports[i]
+	for i := range a.neighPorts {
+		p := &a.neighPorts[i]
 		if p.VLAN != vlan {
 			continue
 		}

@@ -45,8 +45,9 @@ func neighborAgent(t *testing.T) (a *Agent, dp fakeNeighbors, sent *[][]byte) {
 	sendFrame = func(_ int, f []byte) error { frames = append(frames, bytes.Clone(f)); return nil }
 	a = &Agent{raw: -1, log: slog.New(slog.NewTextHandler(io.Discard, nil)), mac: macSelfB, neighbors: dp,
 		neigh: map[NeighborKey]*neighbor{}, pending: map[NeighborKey]*pendingARP{}, asked: map[NeighborKey]time.Time{},
-		probes: map[NeighborKey]*neighProbe{}, neighCount: map[portFamily]int{}, counters: map[string]uint64{},
-		ports: []Port{{Index: 0, VLAN: 12, Addr: netip.MustParsePrefix("203.0.113.1/24"), Addr6: netip.MustParsePrefix("2001:db8:12::1/64")}}}
+		probes: map[NeighborKey]*neighProbe{}, neighCount: map[portFamily]int{}, counters: map[string]uint64{}, neighCounters: map[string]uint64{},
+		ports:      []Port{{Index: 0, VLAN: 12, Addr: netip.MustParsePrefix("203.0.113.1/24"), Addr6: netip.MustParsePrefix("2001:db8:12::1/64")}},
+		neighPorts: []Port{{Index: 0, VLAN: 12, Addr: netip.MustParsePrefix("203.0.113.1/24"), Addr6: netip.MustParsePrefix("2001:db8:12::1/64")}}}
 	return a, dp, &frames
 }
 
@@ -82,8 +83,8 @@ func TestNeighborsOnlyAnswers(t *testing.T) {
 	a, dp, _ := neighborAgent(t)
 	key := NeighborKey{ipBGP1, 12}
 	a.learnARP(arpFrame(2, macH3, macH3, ipBGP1, netip.MustParseAddr("203.0.113.1")))
-	if _, ok := dp[key]; ok || a.counters["neigh_unsolicited"] != 1 {
-		t.Fatalf("an unsolicited reply made an entry (%v) or was not counted (%d)", dp[key], a.counters["neigh_unsolicited"])
+	if _, ok := dp[key]; ok || a.neighCounters["neigh_unsolicited"] != 1 {
+		t.Fatalf("an unsolicited reply made an entry (%v) or was not counted (%d)", dp[key], a.neighCounters["neigh_unsolicited"])
 	}
 	// Another back-end asks; bgp1 answers.
 	a.learnARP(arpFrame(1, macOther, macOther, netip.MustParseAddr("203.0.113.1"), ipBGP1))
@@ -93,9 +94,9 @@ func TestNeighborsOnlyAnswers(t *testing.T) {
 	}
 	// This back-end's own question, answered too late.
 	h := NeighborKey{netip.MustParseAddr("203.0.113.30"), 12}
-	a.mu.Lock()
+	a.neighMu.Lock()
 	a.askedFor(h, time.Now().Add(-askWindow-time.Second))
-	a.mu.Unlock()
+	a.neighMu.Unlock()
 	a.learnARP(arpFrame(2, macH3, macH3, h.IP, netip.MustParseAddr("203.0.113.1")))
 	if _, ok := dp[h]; ok {
 		t.Errorf("an answer %v after the question made an entry", askWindow)
@@ -132,8 +133,8 @@ func TestNeighborsChangeOnlyWhenTheOldIsSilent(t *testing.T) {
 	// bgp1 answers the probe.
 	a.learnARP(arpFrame(2, macBGP1, macBGP1, ipBGP1, netip.MustParseAddr("203.0.113.1")))
 	a.tickNeighbors(time.Now().Add(3 * probeWait))
-	if !bytes.Equal(dp[key], macBGP1) || a.counters["neigh_change_refused"] != 1 || a.counters["neigh_changed"] != 0 {
-		t.Fatalf("entry %v, refused %d, changed %d; want bgp1's MAC kept, one refusal", dp[key], a.counters["neigh_change_refused"], a.counters["neigh_changed"])
+	if !bytes.Equal(dp[key], macBGP1) || a.neighCounters["neigh_change_refused"] != 1 || a.neighCounters["neigh_changed"] != 0 {
+		t.Fatalf("entry %v, refused %d, changed %d; want bgp1's MAC kept, one refusal", dp[key], a.neighCounters["neigh_change_refused"], a.neighCounters["neigh_changed"])
 	}
 
 	// bgp1's NIC replaced: the old MAC never answers.
@@ -146,8 +147,8 @@ func TestNeighborsChangeOnlyWhenTheOldIsSilent(t *testing.T) {
 		}
 		a.tickNeighbors(now.Add(time.Duration(i) * (probeWait + time.Millisecond)))
 	}
-	if !bytes.Equal(dp[key], newMAC) || a.counters["neigh_changed"] != 1 || a.counters["neigh_probes"] != 1+probeTries {
-		t.Errorf("entry %v, changed %d, probes %d; want %v after %d probes", dp[key], a.counters["neigh_changed"], a.counters["neigh_probes"], newMAC, probeTries)
+	if !bytes.Equal(dp[key], newMAC) || a.neighCounters["neigh_changed"] != 1 || a.neighCounters["neigh_probes"] != 1+probeTries {
+		t.Errorf("entry %v, changed %d, probes %d; want %v after %d probes", dp[key], a.neighCounters["neigh_changed"], a.neighCounters["neigh_probes"], newMAC, probeTries)
 	}
 }
 
@@ -162,17 +163,17 @@ func TestNeighborsAdvertisements(t *testing.T) {
 	if _, ok := dp[key]; ok {
 		t.Fatal("an unsolicited advertisement made an entry")
 	}
-	a.mu.Lock()
-	a.solicit(key, a.ports[0])
-	a.mu.Unlock()
+	a.neighMu.Lock()
+	a.solicit(key, a.neighPorts[0])
+	a.neighMu.Unlock()
 	a.learnNDP(naFrame(macBGP1, ip6BGP1, 0x60, false))
 	if !bytes.Equal(dp[key], macBGP1) {
 		t.Fatalf("the answer to a solicitation: entry %v", dp[key])
 	}
 	*sent = nil
 	a.learnNDP(naFrame(macH3, ip6BGP1, 0x40, false)) // S, not O
-	if !bytes.Equal(dp[key], macBGP1) || len(*sent) != 0 || a.counters["neigh_not_override"] != 1 {
-		t.Fatalf("an advertisement without Override: entry %v, %d sent, counted %d", dp[key], len(*sent), a.counters["neigh_not_override"])
+	if !bytes.Equal(dp[key], macBGP1) || len(*sent) != 0 || a.neighCounters["neigh_not_override"] != 1 {
+		t.Fatalf("an advertisement without Override: entry %v, %d sent, counted %d", dp[key], len(*sent), a.neighCounters["neigh_not_override"])
 	}
 	a.learnNDP(naFrame(macH3, ip6BGP1, 0x20, false)) // O: probe
 	if len(*sent) != 1 {
@@ -184,8 +185,8 @@ func TestNeighborsAdvertisements(t *testing.T) {
 	}
 	a.learnNDP(naFrame(macBGP1, ip6BGP1, 0x60, true)) // bgp1 answers, bare
 	a.tickNeighbors(time.Now().Add(3 * probeWait))
-	if !bytes.Equal(dp[key], macBGP1) || a.counters["neigh_change_refused"] != 1 {
-		t.Errorf("entry %v, refused %d: want bgp1 kept", dp[key], a.counters["neigh_change_refused"])
+	if !bytes.Equal(dp[key], macBGP1) || a.neighCounters["neigh_change_refused"] != 1 {
+		t.Errorf("entry %v, refused %d: want bgp1 kept", dp[key], a.neighCounters["neigh_change_refused"])
 	}
 }
 
@@ -194,7 +195,7 @@ func TestNeighborsAdvertisements(t *testing.T) {
 // the FIB then takes the place of the entry longest unheard.
 func TestNeighborsPortLimit(t *testing.T) {
 	a, dp, _ := neighborAgent(t)
-	a.ports = append(a.ports, Port{Index: 1, VLAN: 10, Addr: netip.MustParsePrefix("192.0.2.1/24")})
+	a.neighPorts = append(a.neighPorts, Port{Index: 1, VLAN: 10, Addr: netip.MustParsePrefix("192.0.2.1/24")})
 	a.nh = newNextHops(newFakeTables())
 	limit := a.neighborLimit()
 	if limit != MaxNeighbors/2 {
@@ -203,14 +204,14 @@ func TestNeighborsPortLimit(t *testing.T) {
 	now := time.Now()
 	answer := func(ip netip.Addr, at time.Time) {
 		key := NeighborKey{ip, 12}
-		a.mu.Lock()
+		a.neighMu.Lock()
 		a.askedFor(key, at)
 		a.hear(claim{key: key, mac: macH3, override: true}, 0x0800, at)()
-		a.mu.Unlock()
+		a.neighMu.Unlock()
 	}
 	// The scan: the port's whole share, from 10.12.0.0 up (an accomplice
 	// answering for a /16 routed to the port would do the same).
-	a.ports[0].Addr = netip.MustParsePrefix("10.12.0.1/16")
+	a.neighPorts[0].Addr = netip.MustParsePrefix("10.12.0.1/16")
 	for i := range limit {
 		answer(netip.AddrFrom4([4]byte{10, 12, byte(i >> 8), byte(i)}), now.Add(time.Duration(i)))
 	}
@@ -218,15 +219,15 @@ func TestNeighborsPortLimit(t *testing.T) {
 		t.Fatalf("%d entries after the scan, want the share %d", len(dp), limit)
 	}
 	answer(netip.MustParseAddr("10.12.255.250"), now.Add(time.Second))
-	if len(dp) != limit || a.counters["neigh_port_full"] != 1 {
-		t.Errorf("one more: %d entries, %d refused; want it refused", len(dp), a.counters["neigh_port_full"])
+	if len(dp) != limit || a.neighCounters["neigh_port_full"] != 1 {
+		t.Errorf("one more: %d entries, %d refused; want it refused", len(dp), a.neighCounters["neigh_port_full"])
 	}
 	// The other port is not full.
 	other := NeighborKey{netip.MustParseAddr("192.0.2.10"), 10}
-	a.mu.Lock()
+	a.neighMu.Lock()
 	a.askedFor(other, now)
 	a.hear(claim{key: other, mac: macBGP1, override: true}, 0x0800, now)()
-	a.mu.Unlock()
+	a.neighMu.Unlock()
 	if _, ok := dp[other]; !ok {
 		t.Error("a full port refused another port's neighbour")
 	}
@@ -236,8 +237,8 @@ func TestNeighborsPortLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	answer(gw, now.Add(2*time.Second))
-	if _, ok := dp[NeighborKey{gw, 12}]; !ok || a.counters["neigh_evicted"] != 1 {
-		t.Errorf("the FIB's next hop on a full port: in the table %v, evicted %d", ok, a.counters["neigh_evicted"])
+	if _, ok := dp[NeighborKey{gw, 12}]; !ok || a.neighCounters["neigh_evicted"] != 1 {
+		t.Errorf("the FIB's next hop on a full port: in the table %v, evicted %d", ok, a.neighCounters["neigh_evicted"])
 	}
 	if _, ok := dp[NeighborKey{netip.MustParseAddr("10.12.0.0"), 12}]; ok {
 		t.Error("the entry longest unheard was kept")
@@ -256,8 +257,8 @@ func TestNeighborsStatic(t *testing.T) {
 	*sent = nil
 	a.learnARP(arpFrame(2, macH3, macH3, ipBGP1, netip.MustParseAddr("203.0.113.1")))
 	a.tickNeighbors(time.Now().Add(10 * time.Minute)) // past expiry and refresh
-	if !bytes.Equal(dp[key], macBGP1) || len(*sent) != 0 || a.counters["neigh_static_kept"] != 1 {
-		t.Errorf("a claim against a static neighbour: entry %v, %d frames sent (no probe, no refresh), kept %d", dp[key], len(*sent), a.counters["neigh_static_kept"])
+	if !bytes.Equal(dp[key], macBGP1) || len(*sent) != 0 || a.neighCounters["neigh_static_kept"] != 1 {
+		t.Errorf("a claim against a static neighbour: entry %v, %d frames sent (no probe, no refresh), kept %d", dp[key], len(*sent), a.neighCounters["neigh_static_kept"])
 	}
 	if n, _ := a.FlushNeighbors(); n != 0 || !bytes.Equal(dp[key], macBGP1) {
 		t.Errorf("a flush forgot %d, the static entry %v", n, dp[key])
@@ -265,5 +266,50 @@ func TestNeighborsStatic(t *testing.T) {
 	a.setStatic(nil)
 	if _, ok := dp[key]; ok {
 		t.Error("a static neighbour out of the set is still held")
+	}
+}
+
+// slowSample is a slow-path event as the data path writes it: the
+// reason's meta, then the frame.
+func slowSample(t *testing.T, reason uint32, f []byte) []byte {
+	b, err := binary.Append(nil, binary.NativeEndian, rtxdpRtSlowMeta{Reason: reason, Len: uint32(len(f))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, f...)
+}
+
+// TestNeighborsLearnedWhileRoutesWork: with the agent's lock held (the
+// RIB feed installing a table, the state saver walking it), an ARP reply
+// read after a packet that needs that lock is learned at once, and
+// packets beyond the queue are dropped and counted, not waited for.
+func TestNeighborsLearnedWhileRoutesWork(t *testing.T) {
+	a, dp, _ := neighborAgent(t)
+	queue := make(chan []byte, slowQueueLen)
+	ttl := slowSample(t, uint32(rtxdpRtSlowRT_SLOW_TTL), ethFrame(macSelfB, macOther, 0x0800,
+		ipPacket(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("203.0.113.9"), 17, 1, 0, udpPayload(1, 2, 4))))
+	router := netip.MustParseAddr("203.0.113.1")
+	a.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.dispatchSlow(ttl, queue)
+		a.dispatchSlow(slowSample(t, uint32(rtxdpRtSlowRT_SLOW_ARP), arpFrame(1, macOther, macOther, router, ipBGP1)), queue)
+		a.dispatchSlow(slowSample(t, uint32(rtxdpRtSlowRT_SLOW_ARP), arpFrame(2, macBGP1, macBGP1, ipBGP1, router)), queue)
+		for range slowQueueLen + 4 {
+			a.dispatchSlow(ttl, queue)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow path's reader waited for the agent's lock")
+	}
+	a.mu.Unlock()
+	if !bytes.Equal(dp[NeighborKey{ipBGP1, 12}], macBGP1) {
+		t.Errorf("bgp1 not learned while the agent's lock was held: %v", dp[NeighborKey{ipBGP1, 12}])
+	}
+	if len(queue) != slowQueueLen || a.neighCounters["slow_queue_full"] != 5 {
+		t.Errorf("%d queued, %d dropped as slow_queue_full; want %d and 5", len(queue), a.neighCounters["slow_queue_full"], slowQueueLen)
 	}
 }

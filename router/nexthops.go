@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 )
 
 // nextHops is the agent's next-hop and next-hop-group tables: the ids the
@@ -16,6 +17,10 @@ import (
 type nextHops struct {
 	w nextHopWriter
 
+	// idsMu guards ids against the neighbour side (has), which does not
+	// hold the agent's lock; the agent's lock guards the rest, and its
+	// holder writes ids under idsMu too.
+	idsMu  sync.RWMutex
 	ids    map[nhKey]uint32
 	keys   map[uint32]nhKey
 	nhRefs map[uint32]int
@@ -105,7 +110,9 @@ func (t *nextHops) nextHop(k nhKey) (uint32, error) {
 			t.nhFree.put(id)
 			return 0, err
 		}
+		t.idsMu.Lock()
 		t.ids[k], t.keys[id] = id, k
+		t.idsMu.Unlock()
 	}
 	t.nhRefs[id]++
 	return id, nil
@@ -137,7 +144,9 @@ func (t *nextHops) releaseNextHops(ids []uint32) {
 			continue
 		}
 		delete(t.nhRefs, id)
+		t.idsMu.Lock()
 		delete(t.ids, t.keys[id])
+		t.idsMu.Unlock()
 		delete(t.keys, id)
 		t.nhFree.put(id)
 	}
@@ -145,6 +154,15 @@ func (t *nextHops) releaseNextHops(ids []uint32) {
 
 // group is the next hops of group g.
 func (t *nextHops) group(g uint32) []uint32 { return t.groups[g] }
+
+// has says whether k is a next hop of some route. It may be called
+// without the agent's lock.
+func (t *nextHops) has(k nhKey) bool {
+	t.idsMu.RLock()
+	defer t.idsMu.RUnlock()
+	_, ok := t.ids[k]
+	return ok
+}
 
 // next is the next hop id is, if it is one.
 func (t *nextHops) next(id uint32) (nhKey, bool) {
@@ -156,7 +174,12 @@ func (t *nextHops) next(id uint32) (nhKey, bool) {
 // each group counted by its routes, each next hop by its groups; what
 // nothing uses is freed.
 func (t *nextHops) restore(keys map[uint32]nhKey, groups map[uint32][]uint32, routes map[netip.Prefix]uint32) {
-	*t = *newNextHops(t.w)
+	t.idsMu.Lock()
+	defer t.idsMu.Unlock()
+	n := newNextHops(t.w)
+	t.ids, t.keys, t.nhRefs, t.nhFree = n.ids, n.keys, n.nhRefs, n.nhFree
+	t.groupIDs, t.groups, t.groupRefs, t.groupFree = n.groupIDs, n.groups, n.groupRefs, n.groupFree
+	t.lastKeys, t.lastGroup = nil, 0
 	for id, k := range keys {
 		t.ids[k], t.keys[id] = id, k
 	}

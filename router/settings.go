@@ -278,6 +278,11 @@ func portsText(ps []PortSpec) []string {
 // answers for (the router's, this host's). Call with a.mu held.
 func (a *Agent) writePorts(previous int) error {
 	a.ports = a.ports[:0]
+	defer func() {
+		a.neighMu.Lock()
+		a.neighPorts = slices.Clone(a.ports)
+		a.neighMu.Unlock()
+	}()
 	local := map[netip.Addr]uint32{}
 	for i, pc := range a.set.Ports {
 		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address, Addr6: pc.Address6}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,7 +18,45 @@ import (
 // The slow path: what the data path hands to the agent (enum rt_slow),
 // each event a struct rt_slow_meta followed by the frame.
 
-// handleSlow dispatches one slow-path event.
+// slowQueueLen is how many events wait for routeSlow: the channel's
+// burst, about 1.5 MB of frames at most.
+const slowQueueLen = 1024
+
+// dispatchSlow takes one event off the data path's channel. ARP and NDP
+// are learned here and now, under the neighbours' lock only; the rest
+// wait in queue for routeSlow, which needs the agent's lock, so that an
+// ARP reply is never read after a packet waiting on route work (a whole
+// table's snapshot). A full queue drops the event, counted
+// slow_queue_full.
+func (a *Agent) dispatchSlow(sample []byte, queue chan<- []byte) {
+	var meta rtxdpRtSlowMeta
+	if _, err := binary.Decode(sample, binary.NativeEndian, &meta); err != nil {
+		return
+	}
+	if meta.Reason == uint32(rtxdpRtSlowRT_SLOW_ARP) || meta.Reason == uint32(rtxdpRtSlowRT_SLOW_NDP) {
+		a.handleSlow(sample)
+		return
+	}
+	select {
+	case queue <- sample:
+	default:
+		a.count("slow_queue_full", 1)
+	}
+}
+
+// routeSlow handles the queued events until ctx ends.
+func (a *Agent) routeSlow(ctx context.Context, queue <-chan []byte) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-queue:
+			a.handleSlow(s)
+		}
+	}
+}
+
+// handleSlow handles one slow-path event.
 func (a *Agent) handleSlow(sample []byte) {
 	var meta rtxdpRtSlowMeta // its layout is router.h's, generated
 	n, err := binary.Decode(sample, binary.NativeEndian, &meta)
@@ -180,7 +219,7 @@ func (a *Agent) send(pkt []byte) {
 }
 
 // sendVia sends pkt (of etherType) to dst through next hop k, or holds it
-// while its neighbour is asked for.
+// while its neighbour is asked for. Call with a.mu held (the port).
 func (a *Agent) sendVia(k nhKey, dst netip.Addr, etherType uint16, pkt []byte) {
 	port := a.ports[k.port]
 	target := k.gw
@@ -188,6 +227,8 @@ func (a *Agent) sendVia(k nhKey, dst netip.Addr, etherType uint16, pkt []byte) {
 		target = dst
 	}
 	key := NeighborKey{target, port.VLAN}
+	a.neighMu.Lock()
+	defer a.neighMu.Unlock()
 	if n, ok := a.neigh[key]; ok {
 		a.transmit(n.mac, port.VLAN, etherType, pkt)
 		return
@@ -202,7 +243,7 @@ func (a *Agent) sendVia(k nhKey, dst netip.Addr, etherType uint16, pkt []byte) {
 		p.bytes += len(pkt)
 		a.heldBytes += len(pkt)
 	} else {
-		a.counters["held_dropped"]++
+		a.neighCounters["held_dropped"]++
 	}
 	if p.tries == 0 {
 		a.solicit(key, port)
@@ -213,7 +254,7 @@ func (a *Agent) sendVia(k nhKey, dst netip.Addr, etherType uint16, pkt []byte) {
 // arpRequest asks for target on its port's VLAN; the LB owning the VLAN
 // puts its own MAC in it and sends it out (seed 000 §4.3).
 func (a *Agent) arpRequest(k NeighborKey, port Port) {
-	a.counters["arp_requests"]++
+	a.neighCounters["arp_requests"]++
 	a.askedFor(k, time.Now())
 	a.transmit(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, k.VLAN, 0x0806, arpRequest(a.mac, port.Addr.Addr(), k.IP))
 }
@@ -235,7 +276,7 @@ func (a *Agent) learnARP(f []byte) {
 	mac := net.HardwareAddr(bytes.Clone(arp[8:14]))
 	ip, target := netip.AddrFrom4([4]byte(arp[14:18])), netip.AddrFrom4([4]byte(arp[24:28]))
 	now := time.Now()
-	a.mu.Lock()
+	a.neighMu.Lock()
 	port, ok := a.portOfAddr(ip, vlan)
 	switch {
 	case !ok:
@@ -245,16 +286,16 @@ func (a *Agent) learnARP(f []byte) {
 		}
 	case op == 2 && ip != port.Addr.Addr() && mac[0]&1 == 0:
 		send := a.hear(claim{key: NeighborKey{ip, vlan}, mac: mac, override: true}, 0x0800, now)
-		a.mu.Unlock()
+		a.neighMu.Unlock()
 		send()
 		return
 	}
-	a.mu.Unlock()
+	a.neighMu.Unlock()
 }
 
 // learned records a neighbour's MAC in the data path and takes what was
 // held for it (packets of etherType): the send it returns sends them.
-// Call with a.mu held, and the send once it is released.
+// Call with a.neighMu held, and the send once it is released.
 func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16) (send func()) {
 	if err := a.neighbors.SetNeighbor(key.IP, key.VLAN, mac); err != nil {
 		a.log.Error("set neighbour", "ip", key.IP, "err", err)
@@ -265,7 +306,7 @@ func (a *Agent) learned(key NeighborKey, mac net.HardwareAddr, etherType uint16)
 }
 
 // releaseHeld takes what was held for a neighbour now resolved; the send
-// it returns sends it. Call with a.mu held, and the send once it is
+// it returns sends it. Call with a.neighMu held, and the send once it is
 // released: up to holdBytes at once, thousands of frames, more than the
 // interface takes in one go, so each waits for room (sendRetry) until
 // one has waited in vain, and the agent's other work (the slow path, the
@@ -286,10 +327,10 @@ func (a *Agent) releaseHeld(key NeighborKey, mac net.HardwareAddr, etherType uin
 				failed++
 			}
 		}
-		a.mu.Lock()
-		a.counters["send_waits"] += uint64(waits)
-		a.counters["send_errors"] += uint64(failed)
-		a.mu.Unlock()
+		a.neighMu.Lock()
+		a.neighCounters["send_waits"] += uint64(waits)
+		a.neighCounters["send_errors"] += uint64(failed)
+		a.neighMu.Unlock()
 	}
 }
 
@@ -298,8 +339,8 @@ func (a *Agent) releaseHeld(key NeighborKey, mac net.HardwareAddr, etherType uin
 // packets to them to the slow path: held, while they are asked for
 // again. It returns how many it forgot.
 func (a *Agent) FlushNeighbors() (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.neighMu.Lock()
+	defer a.neighMu.Unlock()
 	n := 0
 	var errs []error
 	for k, e := range a.neigh {
@@ -313,17 +354,17 @@ func (a *Agent) FlushNeighbors() (int, error) {
 		a.delNeigh(k)
 		n++
 	}
-	a.counters["neighbor_flushes"]++
+	a.neighCounters["neighbor_flushes"]++
 	return n, errors.Join(errs...)
 }
 
 // tickNeighbors retries pending requests, gives up on dead ones, refreshes
 // and expires entries.
 func (a *Agent) tickNeighbors(now time.Time) {
-	a.mu.Lock()
+	a.neighMu.Lock()
 	sends := a.tickProbes(now)
 	defer func() {
-		a.mu.Unlock()
+		a.neighMu.Unlock()
 		for _, send := range sends {
 			send()
 		}
@@ -333,7 +374,7 @@ func (a *Agent) tickNeighbors(now time.Time) {
 			continue
 		}
 		if p.tries >= arpTries {
-			a.counters["held_dropped"] += uint64(len(p.packets))
+			a.neighCounters["held_dropped"] += uint64(len(p.packets))
 			a.heldBytes -= p.bytes
 			delete(a.pending, k)
 			continue
@@ -360,8 +401,10 @@ func (a *Agent) tickNeighbors(now time.Time) {
 	}
 }
 
+// portOfVLAN is the port of vlan, and false for none. Call with
+// a.neighMu held.
 func (a *Agent) portOfVLAN(vlan uint16) (Port, bool) {
-	for _, p := range a.ports {
+	for _, p := range a.neighPorts {
 		if p.VLAN == vlan {
 			return p, true
 		}
@@ -370,10 +413,10 @@ func (a *Agent) portOfVLAN(vlan uint16) (Port, bool) {
 }
 
 // transmit sends payload tagged with vlan to dst, from the back-end.
-// Call with a.mu held (its counters).
+// Call with a.neighMu held (its counters).
 func (a *Agent) transmit(dst net.HardwareAddr, vlan, etherType uint16, payload []byte) {
 	if _, sent, _ := a.sendRetry(a.frame(dst, vlan, etherType, payload), false); !sent {
-		a.counters["send_errors"]++
+		a.neighCounters["send_errors"]++
 	}
 }
 

@@ -128,10 +128,10 @@ func (a *Agent) solicit(k NeighborKey, port Port) {
 		return
 	}
 	if !port.Addr6.IsValid() {
-		a.counters["ndp_no_address"]++
+		a.neighCounters["ndp_no_address"]++
 		return
 	}
-	a.counters["ndp_solicitations"]++
+	a.neighCounters["ndp_solicitations"]++
 	a.askedFor(k, time.Now())
 	_, group := inet.SolicitedNode(k.IP)
 	a.transmit(group, k.VLAN, 0x86dd, neighborSolicitation(a.mac, port.Addr6.Addr(), k.IP))
@@ -160,11 +160,11 @@ func (a *Agent) learnNDP(f []byte) {
 	now := time.Now()
 	switch msg[0] {
 	case icmp6NeighborSol:
-		a.mu.Lock()
+		a.neighMu.Lock()
 		if port, ok := a.portOfAddr(target, vlan); ok && src == port.Addr6.Addr() {
 			a.askedFor(NeighborKey{target, vlan}, now)
 		}
-		a.mu.Unlock()
+		a.neighMu.Unlock()
 	case icmp6NeighborAdv:
 		mac, ok := ndpOption(msg[24:], 2)
 		if !ok {
@@ -173,14 +173,14 @@ func (a *Agent) learnNDP(f []byte) {
 		if target.IsUnspecified() || target.IsMulticast() || mac[0]&1 != 0 {
 			return
 		}
-		a.mu.Lock()
+		a.neighMu.Lock()
 		port, ok := a.portOfAddr(target, vlan)
 		if !ok || target == port.Addr6.Addr() {
-			a.mu.Unlock()
+			a.neighMu.Unlock()
 			return
 		}
 		send := a.hear(claim{key: NeighborKey{target, vlan}, mac: mac, override: msg[4]&0x20 != 0}, 0x86dd, now)
-		a.mu.Unlock()
+		a.neighMu.Unlock()
 		send()
 	}
 }
