@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/demo"
 )
 
 // TestFRRSuite runs the RIB lab, dual stack, with FRR as the VCP's
@@ -168,6 +170,30 @@ protocol rip ng ripng {
 			t.Fatalf("the back-end's routes %v, want %v\n%s", got, want, logs())
 		}
 	}
+	// h2's OSPF, OSPFv3 and RIPng neighbours, as FRR tells them, are the
+	// LB's peers on e0: its IPv4 address (a BGP peer too) and its
+	// link-local address, which only OSPFv3 and RIPng name.
+	lbPeers := func() map[string]string {
+		st, err := demo.LBStatus("t-frr-lb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers := map[string]string{}
+		for _, p := range st.Peers {
+			peers[p.Addr] = p.Port
+		}
+		return peers
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		peers := lbPeers()
+		if peers[h2LinkLocal] != "" && peers["192.0.2.11"] != "" {
+			t.Logf("the LB's peers with FRR: %v", peers)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the LB's peers %v, want h2's OSPF and OSPFv3/RIPng neighbours 192.0.2.11 and %s", peers, h2LinkLocal)
+		}
+	}
 	// Router advertisements on the port (zebra's): h2 solicits, and takes
 	// the router as its default router.
 	checkRouterAdvertised(t, "t-frr", "h2")
@@ -201,6 +227,9 @@ protocol rip ng ripng {
 	}
 	if got := routes()["2001:db8:f1::/48"]; got != h2LinkLocal {
 		t.Errorf("RIPng's route after OSPFv3 stopped: %q", got)
+	}
+	if peers := lbPeers(); peers[h2LinkLocal] == "" {
+		t.Errorf("h2, a RIPng neighbour still, left the LB's peers with OSPFv3: %v", peers)
 	}
 	msr(t, "lab", "exec", "--lab", "t-frr", "h1", "--", "ip", "addr", "add", "2001:db8:a1::1/128", "dev", "lo")
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", "2001:db8:a1::1"); code != 0 {

@@ -185,6 +185,23 @@ func TestIGPNeighbors(t *testing.T) {
 	if got := parseFRROSPFNeighbors(frr); !slices.Equal(got, want[:1]) {
 		t.Errorf("FRR: %v, want %v", got, want[:1])
 	}
+	// FRR 8.4's own words, as its daemons said them in a lab.
+	ospf6FRR := `{"198.51.100.20%x11":{"area":"0.0.0.0","interface":"x11","interfaceIndex":2,"linkLocalAddress":"fe80::ff:fe00:20","neighborState":"Full"},
+"10.0.0.9%eth0":{"interface":"eth0","linkLocalAddress":"fe80::9"}}`
+	if got := parseFRROSPF6Neighbors(ospf6FRR); !slices.Equal(got, want[1:2]) {
+		t.Errorf("FRR's OSPFv3: %v, want %v", got, want[1:2])
+	}
+	ripFRR := "Routing Protocol is \"rip\"\n  Routing for Networks:\n    x11\n  Routing Information Sources:\n" +
+		"    Gateway          BadPackets BadRoutes  Distance Last Update\n    198.51.100.30            0         0       120   00:00:08\n  Distance: (default is 120)\n"
+	if got := parseFRRRIPSources(ripFRR); !slices.Equal(got, []netip.Addr{want[2].Addr}) {
+		t.Errorf("FRR's RIP sources: %v, want %v", got, want[2].Addr)
+	}
+	ripngFRR := "   Network      Next Hop                      Via     Metric Tag Time\nC(i) 2001:db8:11::/64 \n                  ::                          self       1    0  \n" +
+		"R(n) 2001:db8:98::/48 \n                  fe80::ff:fe00:20   x11        2    0  02:59\nR(n) 2001:db8:99::/48 \n                  fe80::ff:fe00:20   x11        2    0  02:59\n" +
+		"R(n) 2001:db8:97::/48 \n                  fe80::9   eth0        2    0  02:59\n"
+	if got := parseFRRRIPngNextHops(ripngFRR); !slices.Equal(got, want[1:2]) {
+		t.Errorf("FRR's RIPng neighbours: %v, want %v", got, want[1:2])
+	}
 	c, err := load(t, goodVCP+"routing:\n  asn: 65000\n  bgp:\n    - {neighbor: 198.51.100.20, asn: 65011}\n")
 	if err != nil {
 		t.Fatal(err)

@@ -643,14 +643,37 @@ func (f *FRR) Protocols() []vcpapi.Protocol {
 	return ps
 }
 
-// IGPNeighbors are ospfd's neighbours (FRR's OSPFv3 and RIP
-// neighbours are not read yet: docs/operations.md, "Hardening").
+// IGPNeighbors are the neighbours of FRR's OSPF (ospfd's, and ospf6d's by
+// their link-local addresses), RIP (the sources ripd heard, on the port
+// whose subnet holds each) and RIPng (the link-local next hops of the
+// routes ripngd learned, with their mirrors: its status does not say a
+// source's interface, so a RIPng neighbour that announces nothing is not
+// one), on the mirrors only.
 func (f *FRR) IGPNeighbors() []IGPNeighbor {
-	if len(f.cfg.OSPF) == 0 {
-		return nil
+	var ns []IGPNeighbor
+	if len(f.cfg.OSPF) > 0 {
+		out, _ := f.vtysh("show ip ospf neighbor json")
+		ns = append(ns, parseFRROSPFNeighbors(out)...)
 	}
-	out, _ := f.vtysh("show ip ospf neighbor json")
-	return parseFRROSPFNeighbors(out)
+	if len(f.cfg.OSPFv3) > 0 {
+		out, _ := f.vtysh("show ipv6 ospf6 neighbor detail json")
+		ns = append(ns, parseFRROSPF6Neighbors(out)...)
+	}
+	if len(f.cfg.RIP) > 0 {
+		out, _ := f.vtysh("show ip rip status")
+		for _, a := range parseFRRRIPSources(out) {
+			for _, p := range f.cfg.Ports {
+				if p.Address.Masked().Contains(a) && slices.ContainsFunc(f.cfg.RIP, func(r RIPPort) bool { return r.VLAN == p.VLAN }) {
+					ns = append(ns, IGPNeighbor{Addr: a, VLAN: p.VLAN})
+				}
+			}
+		}
+	}
+	if len(f.cfg.RIPng) > 0 {
+		out, _ := f.vtysh("show ipv6 ripng")
+		ns = append(ns, parseFRRRIPngNextHops(out)...)
+	}
+	return ns
 }
 
 // parseFRROSPFNeighbors reads `show ip ospf neighbor json`: each
@@ -671,6 +694,65 @@ func parseFRROSPFNeighbors(out string) []IGPNeighbor {
 			name, _, _ := strings.Cut(x.Iface, ":")
 			if a, err := netip.ParseAddr(x.Address); err == nil && mirrorVLAN(name) != 0 {
 				ns = append(ns, IGPNeighbor{Addr: a, VLAN: mirrorVLAN(name)})
+			}
+		}
+	}
+	return ns
+}
+
+// parseFRROSPF6Neighbors reads `show ipv6 ospf6 neighbor detail json`:
+// "ROUTER-ID%IFACE" to each neighbour's interface and link-local address.
+func parseFRROSPF6Neighbors(out string) []IGPNeighbor {
+	var n map[string]struct {
+		Iface string `json:"interface"`
+		Addr  string `json:"linkLocalAddress"`
+	}
+	if json.Unmarshal([]byte(out), &n) != nil {
+		return nil
+	}
+	var ns []IGPNeighbor
+	for _, x := range n {
+		if a, err := netip.ParseAddr(x.Addr); err == nil && mirrorVLAN(x.Iface) != 0 {
+			ns = append(ns, IGPNeighbor{Addr: a.WithZone(""), VLAN: mirrorVLAN(x.Iface)})
+		}
+	}
+	slices.SortFunc(ns, func(a, b IGPNeighbor) int { return a.Addr.Compare(b.Addr) })
+	return ns
+}
+
+// parseFRRRIPSources reads the "Routing Information Sources" of `show ip
+// rip status`: a line per source, its address first.
+func parseFRRRIPSources(out string) []netip.Addr {
+	_, sources, ok := strings.Cut(out, "Routing Information Sources:")
+	if !ok {
+		return nil
+	}
+	var as []netip.Addr
+	for _, line := range strings.Split(sources, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			if a, err := netip.ParseAddr(f[0]); err == nil {
+				as = append(as, a)
+			}
+		}
+	}
+	return as
+}
+
+// parseFRRRIPngNextHops reads `show ipv6 ripng`: a learned route's next
+// hop and the interface it came by ("Via"), on the line after its
+// prefix; each neighbour once.
+func parseFRRRIPngNextHops(out string) []IGPNeighbor {
+	var ns []IGPNeighbor
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		a, err := netip.ParseAddr(f[0])
+		if v := mirrorVLAN(f[1]); err == nil && v != 0 && !a.IsUnspecified() {
+			n := IGPNeighbor{Addr: a.WithZone(""), VLAN: v}
+			if !slices.Contains(ns, n) {
+				ns = append(ns, n)
 			}
 		}
 	}
