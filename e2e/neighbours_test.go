@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -34,6 +35,8 @@ import (
 //     back-ends drop the flood's excess in the data path (slow_dropped);
 //   - h3 floods BGP's port from random sources, forges bgp1's source at
 //     TTL 64 and floods single-hop BFD (peerFloods);
+//   - h2 floods BFD at TTL 255 from random sources while ospf1, a BGP peer
+//     with BFD for the while, keeps both sessions up (bfdFlood);
 //   - h1 sends with other ports' and unrouted sources (spoofedSources).
 func TestHostileNeighbours(t *testing.T) {
 	upDefaultLab(t, 100)
@@ -212,7 +215,115 @@ sendp(ps, iface="eth0", verbose=False)
 		t.Errorf("no TTL-1 frame dropped in the data path over its rate")
 	}
 	peerFloods(t)
+	bfdFlood(t)
 	spoofedSources(t)
+}
+
+// bfdFlood: ospf1 becomes a BGP peer with BFD (300 ms x 3) of the router
+// (the VCPs' files, reloaded; ospf1's BIRD reconfigured), and h2, on its
+// segment, floods single-hop BFD at TTL 255 from random sources to the
+// router's address: the flood spends lb1's bfd class, ospf1's BFD and
+// BGP sessions stay up through it in ospf1's own bucket. (bgp1 runs
+// bgpd without zebra, so it has no BFD to show.)
+func bfdFlood(t *testing.T) {
+	const ospf1, router = "198.51.100.20", "198.51.100.1"
+	ctl := filepath.Join(demo.RunDir, "ospf1-bird.ctl")
+	ospf1c := func(args ...string) string {
+		out, _ := exec.Command("birdc", append([]string{"-s", ctl}, args...)...).CombinedOutput()
+		return string(out)
+	}
+	conf := filepath.Join(demo.RunDir, "ospf1-bird.conf")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBGP := filepath.Join(demo.RunDir, "ospf1-bird-bfd.conf")
+	if err := os.WriteFile(withBGP, append(b, []byte(`
+protocol bfd { interface "eth0" { interval 300 ms; multiplier 3; }; }
+protocol bgp vcp {
+	local as 65021;
+	neighbor `+router+` as 65000;
+	ttl security on;
+	bfd on;
+	ipv4 { import none; export none; };
+}
+`)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const peer = `    - {neighbor: "2001:db8:12::20", asn: 65020, hold_time: 9}`
+	reloadVCPs(t, func(s string) string {
+		return strings.Replace(s, peer, peer+"\n    - {neighbor: "+ospf1+", asn: 65021, bfd: true}", 1)
+	})
+	defer reloadVCPs(t, func(s string) string {
+		return strings.Replace(s, "\n    - {neighbor: "+ospf1+", asn: 65021, bfd: true}", "", 1)
+	})
+	if out := ospf1c("configure", `"`+withBGP+`"`); !strings.Contains(out, "Reconfigured") {
+		t.Fatalf("ospf1's BIRD with BGP and BFD: %s", out)
+	}
+	defer ospf1c("configure", `"`+conf+`"`)
+	// "vcp        BGP        ---        up     08:41:07.123  Established" and
+	// "198.51.100.1    eth0    Up    08:41:07.123    0.300    0.900".
+	since := func() (bgp, bfd string) {
+		for _, l := range strings.Split(ospf1c("show", "protocols", "vcp"), "\n") {
+			if f := strings.Fields(l); len(f) >= 6 && f[0] == "vcp" && f[5] == "Established" {
+				bgp = f[4]
+			}
+		}
+		for _, l := range strings.Split(ospf1c("show", "bfd", "sessions"), "\n") {
+			if f := strings.Fields(l); len(f) >= 4 && f[0] == router && f[2] == "Up" {
+				bfd = f[3]
+			}
+		}
+		return bgp, bfd
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		if bgp, bfd := since(); bgp != "" && bfd != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ospf1's BGP session with BFD never came up:\n%s\n%s", ospf1c("show", "protocols", "all", "vcp"), ospf1c("show", "bfd", "sessions"))
+		}
+	}
+	bgp0, bfd0 := since()
+	status := func() (lbapi.PoliceClass, lbapi.PeerStatus) {
+		s, err := demo.LBStatus("lb1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c lbapi.PoliceClass
+		var p lbapi.PeerStatus
+		for _, x := range s.Police {
+			if x.Class == "bfd" {
+				c = x
+			}
+		}
+		for _, x := range s.Peers {
+			if x.Addr == ospf1 {
+				p = x
+			}
+		}
+		return c, p
+	}
+	c0, p0 := status()
+	out, _ := demo.Exec("h2", "timeout", "-s", "INT", "5", "hping3", "--flood", "--rand-source", "-2", "--ttl", "255", "-p", "3784", router)
+	time.Sleep(time.Second) // a detection time and then some: a session the flood starved is down by now
+	c1, p1 := status()
+	bgp1, bfd1 := since()
+	sent := hpingSent(out)
+	t.Logf("random-source BFD flood at TTL 255 from h2: %d packets in 4 s; lb1's bfd class passed %d, dropped %d (source) %d (class); ospf1's bucket passed %d, dropped %d; ospf1's BFD Up since %s (was %s), BGP since %s (was %s)",
+		sent, c1.Passed-c0.Passed, c1.DroppedSource-c0.DroppedSource, c1.DroppedClass-c0.DroppedClass, p1.Passed-p0.Passed, p1.Dropped-p0.Dropped, bfd1, bfd0, bgp1, bgp0)
+	if sent < 5000 {
+		t.Errorf("precondition: hping3 --flood sent %d BFD packets in 4 s; no flood", sent)
+	}
+	if c1.DroppedClass == c0.DroppedClass {
+		t.Errorf("the BFD flood never spent lb1's bfd class (%+v), so it tests nothing", c1)
+	}
+	if !sameTime(bfd1, bfd0) || !sameTime(bgp1, bgp0) {
+		t.Errorf("ospf1's sessions did not stay up through the BFD flood: BFD Up since %q (was %q), BGP since %q (was %q)", bfd1, bfd0, bgp1, bgp0)
+	}
+	if p1.Passed == p0.Passed || p1.Dropped != p0.Dropped {
+		t.Errorf("ospf1's bucket during the flood: passed %d, dropped %d; want its BFD and BGP, none dropped", p1.Passed-p0.Passed, p1.Dropped-p0.Dropped)
+	}
 }
 
 // spoofedSources: h1's port is given strict unicast RPF (the VCPs'
@@ -343,6 +454,24 @@ func peerFloods(t *testing.T) {
 	}
 }
 
+// reloadVCPs edits the default lab's VCPs' files and reloads each.
+func reloadVCPs(t *testing.T, edit func(string) string) {
+	t.Helper()
+	for _, v := range demo.VCPs {
+		file := filepath.Join(demo.RunDir, v+".yaml")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(edit(string(b))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, errOut, code := msr(t, "ctl", "--name", v, "reload"); code != 0 {
+			t.Fatalf("reload %s: %s %s", v, out, errOut)
+		}
+	}
+}
+
 // scapy runs a Python script with Scapy's names in a lab host.
 func scapy(t *testing.T, host, script string) {
 	t.Helper()
@@ -389,23 +518,13 @@ func backendSlowDrops(t *testing.T) map[string]uint64 {
 func setURPF(t *testing.T, mode string) {
 	t.Helper()
 	const port = `vlan: 10, description: "to h1"`
-	for _, v := range demo.VCPs {
-		file := filepath.Join(demo.RunDir, v+".yaml")
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := regexp.MustCompile(`, urpf: [a-z]+`).ReplaceAllString(string(b), "")
+	reloadVCPs(t, func(s string) string {
+		s = regexp.MustCompile(`, urpf: [a-z]+`).ReplaceAllString(s, "")
 		if mode != "" {
-			text = strings.Replace(text, port, port+", urpf: "+mode, 1)
+			s = strings.Replace(s, port, port+", urpf: "+mode, 1)
 		}
-		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, errOut, code := msr(t, "ctl", "--name", v, "reload"); code != 0 {
-			t.Fatalf("reload %s with urpf %q: %s %s", v, mode, out, errOut)
-		}
-	}
+		return s
+	})
 	want := "mtu 1500"
 	if mode != "" {
 		want += " urpf " + mode
