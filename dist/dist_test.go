@@ -294,6 +294,9 @@ func TestMarshalRefusesBadMessages(t *testing.T) {
 		&Hello{Role: 0},
 		&Hello{Role: RoleLB, Name: "a name with spaces"},
 		&Hello{Role: RoleLB, Name: "much-too-long-element-name"},
+		&Hello{Role: RoleLB, Name: `lb1";`},
+		&Hello{Role: RoleLB, Name: "lb1", Ports: []PortStatus{{Role: PortExternal, MAC: macLB, Flags: PortFlagUp, Name: `e0";}#`, VLAN: 10}}},
+		&BackendConfig{Ports: []BackendPort{{Name: "lb1/e0{", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24")}}},
 		&Hello{Role: RoleLB, Ports: make([]PortStatus, MaxPorts+1)},
 		&TableUpdate{Mode: 0},
 		&TableUpdate{Mode: ModeWRR, Entries: make([]TableEntry, MaxTableEntries+1)},
@@ -377,6 +380,26 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("accepted non-canonical frame\n got %x\nwant %x", b, again)
 		}
 	})
+}
+
+// TestHostilePortName: a hello whose port is named to break out of the
+// routing suite's configuration (a quote, a semicolon), sealed with the
+// right key, is refused as malformed: the name never reaches the VCP.
+func TestHostilePortName(t *testing.T) {
+	good, err := Marshal(&Frame{Dst: GroupMAC, Src: macLB, Msg: &Hello{Role: RoleLB, Name: "lb1", Ports: []PortStatus{{Role: PortExternal, MAC: macLB, Flags: PortFlagUp, Name: "e0xxxxx", VLAN: 10}}}}, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(good, []byte("e0xxxxx"))
+	for _, name := range []string{`e0";}# `, "e0\nproto", "e0{x}"} {
+		b := bytes.Clone(good)
+		copy(b[i:i+7], name)
+		n := len(b) - MACLen
+		b = append(b[:n:n], seal(testKey.Secret, b[:n])...)
+		if f, err := Unmarshal(b, Keyring{testKey.ID: testKey.Secret}); err == nil || Reason(err) != "malformed" {
+			t.Errorf("a hello with port %q: %+v, %v (%s); want it refused as malformed", name, f, err, Reason(err))
+		}
+	}
 }
 
 // A HELLO from before ports were named (64-byte ports, docs/dist.md) is

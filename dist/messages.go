@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 )
 
 // MsgType is the DIST message type, byte 1 of the header.
@@ -750,15 +751,27 @@ func decodePrefix(addr []byte, bits uint8) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, int(bits)), nil
 }
 
-// encodeName pads an element name with NULs to NameLen bytes.
-func encodeName(s string) ([]byte, error) {
+// CheckName says whether s may name an element or a port: at most
+// NameLen bytes of letters, digits and . _ - : / @ +. Names reach the
+// routing suite's configuration (BIRD's descriptions, FRR's, comments),
+// so nothing that quotes, ends a statement or starts a comment there
+// passes, from a file or from the wire.
+func CheckName(s string) error {
 	if len(s) > NameLen {
-		return nil, fmt.Errorf("name %q longer than %d bytes", s, NameLen)
+		return fmt.Errorf("name %q longer than %d bytes", s, NameLen)
 	}
 	for _, c := range []byte(s) {
-		if c <= ' ' || c > '~' {
-			return nil, fmt.Errorf("name %q: only printable ASCII without spaces", s)
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._-:/@+", c) >= 0) {
+			return fmt.Errorf("name %q: %q is not allowed: letters, digits and . _ - : / @ + only", s, c)
 		}
+	}
+	return nil
+}
+
+// encodeName pads an element name with NULs to NameLen bytes.
+func encodeName(s string) ([]byte, error) {
+	if err := CheckName(s); err != nil {
+		return nil, err
 	}
 	b := make([]byte, NameLen)
 	copy(b, s)

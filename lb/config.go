@@ -5,8 +5,10 @@ import (
 	"net"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
 	"github.com/msr-router/msr/internal/element"
 )
@@ -233,6 +235,9 @@ func (c *FileConfig) parsePorts() ([]PortSpec, error) {
 	for _, name := range c.PortNames() {
 		p := c.Ports[name]
 		spec := PortSpec{Name: name, Address: p.Address, Address6: p.Address6, VLAN: p.VLAN, Default: p.Default, CapacityMbps: p.CapacityMbps, CapacityPPS: p.CapacityPPS}
+		if err := dist.CheckName(name); err != nil || strings.Contains(name, "/") {
+			return nil, p.Pos.Errorf("port %q: an interface's name of letters, digits and . _ - : @ +", name)
+		}
 		if err := element.CheckCapacity(p.CapacityPPS, p.Pos); err != nil {
 			return nil, err
 		}

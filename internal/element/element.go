@@ -49,6 +49,9 @@ const (
 // Complete fills the defaults of an element of kind ("lb", "router",
 // "vcp") and checks the block; errors are at pos, the file's.
 func (c *Config) Complete(kind string, pos config.Pos) error {
+	if err := dist.CheckName(c.Name); err != nil || c.Name == "" {
+		return pos.Errorf("name %q: 1 to %d letters, digits and . _ - : / @ +", c.Name, dist.NameLen)
+	}
 	if c.ID == 0 {
 		c.ID = dist.ElementID(kind, c.Name)
 	}
