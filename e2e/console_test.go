@@ -29,7 +29,11 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 			t.Fatalf("msr ctl %v: %v: %s", args, err, out)
 		}
 	}
-	keyed := []string{"--key-file", filepath.Join(dir, "key")}
+	keyed := []string{"--key-file", filepath.Join(dir, "key"), "--insecure"} // the lab's API is plain http
+	// Without --insecure, the token is not sent in clear to 10.0.0.1.
+	if _, errOut, code := ctl("--key-file", filepath.Join(dir, "key"), "drain", "t-rib-r1"); code == 0 || !strings.Contains(errOut, "refusing to send the API token in clear") {
+		t.Errorf("msr ctl --key-file over plain http without --insecure: exit %d, %s", code, errOut)
+	}
 
 	var elements []struct {
 		Name     string

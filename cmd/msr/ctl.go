@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -41,7 +43,8 @@ var ctlCommand = command{
   --api is the VCP's api_listen on the management network (default $MSR_API);
   --name its local socket. Over --api, with the router's api_security: --ca its
   certificate (https), --token-file the read or admin token; without it, changes
-  need the router's DIST key file (--key-file).
+  need the router's DIST key file (--key-file), and a token goes over plain
+  http to another host only with --insecure.
 `,
 	run: runCtl,
 }
@@ -56,6 +59,7 @@ func runCtl(args []string) error {
 	tokenFile := fs.String("token-file", os.Getenv("MSR_TOKEN_FILE"), "the management API's read or admin token (api_security)")
 	caFile := fs.String("ca", os.Getenv("MSR_CA"), "the deployment's API certificate: https, trusting it (api_security)")
 	dryRun := fs.Bool("dry-run", false, "reload: say what would change, apply nothing")
+	insecure := fs.Bool("insecure", false, "send the token over plain http to an address not this host's (no --ca)")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
@@ -83,6 +87,9 @@ func runCtl(args []string) error {
 			}
 			token = api.Token(key.Secret)
 		}
+		if err := clearToken(*addr, token, *caFile, *insecure); err != nil {
+			return err
+		}
 		tc, err := api.ClientTLS(*caFile)
 		if err != nil {
 			return err
@@ -99,6 +106,24 @@ func runCtl(args []string) error {
 		return cli.Usagef("--dry-run is for reload")
 	}
 	return cmd.run(&console{c: c, out: *out, dryRun: *dryRun}, pos[1:])
+}
+
+// clearToken refuses to send a token in clear across the network: over
+// plain http (no --ca) to an address that is not loopback, unless the
+// operator says --insecure. Anyone on the path would read it, and the
+// admin token changes the router.
+func clearToken(addr, token, ca string, insecure bool) error {
+	if token == "" || ca != "" || insecure {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return cli.Usagef("--api %s: ADDR:PORT", addr)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() || host == "localhost" {
+		return nil
+	}
+	return cli.Usagef("refusing to send the API token in clear to %s: give --ca (https, the router's api_security) or --insecure", addr)
 }
 
 // console is one `msr ctl` command's client and output.

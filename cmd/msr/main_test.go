@@ -243,3 +243,25 @@ func TestCheckConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestClearToken: msr ctl sends a token over plain http to loopback only,
+// unless told --insecure; with --ca, or without a token, anywhere.
+func TestClearToken(t *testing.T) {
+	for _, c := range []struct {
+		addr, token, ca string
+		insecure, ok    bool
+	}{
+		{"10.0.0.1:8179", "t", "", false, false},
+		{"10.0.0.1:8179", "t", "", true, true},
+		{"10.0.0.1:8179", "t", "/etc/msr/api/api.crt", false, true},
+		{"10.0.0.1:8179", "", "", false, true},
+		{"127.0.0.1:8179", "t", "", false, true},
+		{"[::1]:8179", "t", "", false, true},
+		{"localhost:8179", "t", "", false, true},
+		{"[2001:db8::1]:8179", "t", "", false, false},
+	} {
+		if err := clearToken(c.addr, c.token, c.ca, c.insecure); (err == nil) != c.ok {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
