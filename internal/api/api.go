@@ -126,9 +126,19 @@ func peerGate(h http.Handler, open func(*http.Request) bool, why string) http.Ha
 // good. A var for the tests.
 var serverIdleTimeout = time.Minute
 
+// serverReadTimeout and serverWriteTimeout bound a request's body and its
+// answer: a client that sends or reads a byte a minute holds a goroutine
+// and a socket no longer than these. The write's is long enough for a
+// full table's /routes at a slow client's pace. Vars for the tests.
+var (
+	serverReadTimeout  = 30 * time.Second
+	serverWriteTimeout = 5 * time.Minute
+)
+
 // newServer is the API's HTTP server for h, closed when ctx ends.
 func newServer(ctx context.Context, h http.Handler) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: serverIdleTimeout}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: serverReadTimeout, WriteTimeout: serverWriteTimeout,
+		IdleTimeout: serverIdleTimeout}
 	go func() {
 		<-ctx.Done()
 		srv.Close()

@@ -176,6 +176,30 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	t.Logf("closed by the server %v after its last answer", time.Since(start).Round(time.Millisecond))
 }
 
+// A client that sends a request's headers and then its body a byte at a
+// time, or never, is cut off after serverReadTimeout: a slow sender holds
+// no goroutine for good.
+func TestServerCutsSlowRequests(t *testing.T) {
+	old := serverReadTimeout
+	serverReadTimeout = 300 * time.Millisecond
+	defer func() { serverReadTimeout = old }()
+	path := serveTemp(t)
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("POST /status HTTP/1.1\r\nHost: agent\r\nContent-Length: 1000\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	io.Copy(io.Discard, c) // whatever the server answers, until it closes
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("a request whose body never came held its connection %v, want about %v", took, serverReadTimeout)
+	}
+}
+
 // An API address in use is tried again for a while: a predecessor
 // killed a moment ago may still hold it. One held for good is an error
 // that names it.
