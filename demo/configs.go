@@ -65,7 +65,7 @@ key_file: {{.Run}}/key
 {{template "apisec" .}}interface: eth0
 api_listen: 10.0.0.1:8179
 mode: flowlet
-standby: {address: 10.0.0.1/24}
+standby: {address: 10.0.0.1/24, peers: [10.0.0.2, 10.0.0.3]}   # VRRP between vcp1 and vcp2 only
 lbs:
   lb1: {api: 10.0.0.31:8181}
   lb2: {api: 10.0.0.32:8181}
@@ -73,15 +73,17 @@ external_ports:
   - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10, description: "to h1"}
   - {lb: lb1, mac: "02:00:00:00:e1:00", address: 198.51.100.1/24, address6: "2001:db8:11::1/64", vlan: 11, description: "to h2 and ospf1"}
   - {lb: lb2, mac: "02:00:00:00:e2:00", address: 203.0.113.1/24, address6: "2001:db8:12::1/64", vlan: 12, description: "to h3 and bgp1"}
-# SNMP at the router's addresses (docs/operations.md): v2c "public",
-# a v3 user, link traps to h1.
+# SNMP at the router's addresses (docs/operations.md): v2c "public"
+# from the management network and the NOC hosts h1 and h3 only, a v3
+# user, link traps to h1.
 snmp:
   community: public
+  sources: [10.0.0.0/24, 192.0.2.0/24, 203.0.113.0/24]
   sys_name: msr-default
   sys_location: "msr default lab"
   sys_contact: "noc@example.net"
   users:
-    - {name: msrops, auth: SHA, auth_password: msr-auth-secret, priv: AES, priv_password: msr-priv-secret}
+    - {name: msrops, auth: SHA-256, auth_password: msr-auth-secret, priv: AES, priv_password: msr-priv-secret}
   traps:
     - {host: "192.0.2.10:162"}
 acl:
@@ -93,9 +95,9 @@ routing:
     - {neighbor: 203.0.113.20, asn: 65020, hold_time: 9}
     - {neighbor: "2001:db8:12::20", asn: 65020, hold_time: 9}
   ospf:
-    - {vlan: 11}
+    - {vlan: 11, auth: {secret: {{.OSPFSecret}}}}   # HMAC-SHA-256, key 1
   ospfv3:
-    - {vlan: 11}
+    - {vlan: 11, auth: {secret: {{.OSPFSecret}}}}
   ripng:
     - {vlan: 11}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
@@ -106,11 +108,11 @@ protocol static { ipv4; route 10.99.0.0/16 blackhole; }
 protocol static static6 { ipv6; route 2001:db8:f0::/48 blackhole; route 2001:db8:f1::/48 blackhole; }
 protocol ospf v2 {
 	ipv4 { import all; export where source = RTS_STATIC; };
-	area 0 { interface "eth0" { hello 1; dead 4; }; };
+	area 0 { interface "eth0" { hello 1; dead 4; authentication cryptographic; password "{{.OSPFSecret}}" { id 1; algorithm hmac sha256; }; }; };
 }
 protocol ospf v3 ospf6 {
 	ipv6 { import all; export where net = 2001:db8:f0::/48; };
-	area 0 { interface "eth0" { hello 1; dead 4; }; };
+	area 0 { interface "eth0" { hello 1; dead 4; authentication cryptographic; password "{{.OSPFSecret}}" { id 1; algorithm hmac sha256; }; }; };
 }
 protocol rip ng ripng {
 	ipv6 { import all; export where net = 2001:db8:f1::/48; };
@@ -191,6 +193,9 @@ type Plan struct {
 	// session) and addresses behind some of them.
 	Prefixes6 []netip.Prefix
 	Hosts6    []netip.Addr
+	// OSPFSecret signs OSPF and OSPFv3 between the router and ospf1
+	// (HMAC-SHA-256), fresh for each lab.
+	OSPFSecret string
 }
 
 // Prefixes6 is how many IPv6 prefixes bgp1 announces unless asked for
@@ -262,6 +267,9 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
+	secret := make([]byte, 12)
+	rand.Read(secret)
+	p.OSPFSecret = hex.EncodeToString(secret)
 	if err := os.WriteFile(filepath.Join(run, "key"), []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
 		return nil, err
 	}
@@ -270,12 +278,24 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 		if err := configs.ExecuteTemplate(&b, tmpl, data); err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(run, file), []byte(b.String()), 0o644)
+		// The elements' files hold secrets (SNMP's users, routing keys):
+		// root's alone. The hosts' daemons (bgp1's bgpd runs as frr) read
+		// theirs.
+		mode := os.FileMode(0o600)
+		if strings.HasPrefix(file, "bgp1") {
+			mode = 0o644
+		}
+		path := filepath.Join(run, file)
+		if err := os.WriteFile(path, []byte(b.String()), mode); err != nil {
+			return err
+		}
+		return os.Chmod(path, mode)
 	}
 	type element struct {
 		Run, Name  string
 		Capacity   int
-		FIB6Groups int // 0: the default pool
+		FIB6Groups int    // 0: the default pool
+		OSPFSecret string // the VCPs'
 	}
 	fib6Groups := 0
 	if groups := routerapi.FIB6GroupsFor(p.Prefixes6, 16); groups > routerapi.DefaultFIB6Groups*3/4 {
@@ -283,8 +303,8 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	}
 	steps := []error{
 		write("lb1.yaml", "lb1", p), write("lb2.yaml", "lb2", p),
-		write("vcp1.yaml", "vcp", element{Run: run, Name: "vcp1"}),
-		write("vcp2.yaml", "vcp", element{Run: run, Name: "vcp2"}),
+		write("vcp1.yaml", "vcp", element{Run: run, Name: "vcp1", OSPFSecret: p.OSPFSecret}),
+		write("vcp2.yaml", "vcp", element{Run: run, Name: "vcp2", OSPFSecret: p.OSPFSecret}),
 		write("ospf1-bird.conf", "ospf1", p),
 		write("bgp1-bgpd.conf", "bgp1", p), write("bgp1.sh", "bgp1.sh", p),
 	}

@@ -110,7 +110,7 @@ func AddBackend(msr, name string, capacityMbps int) error {
 	}{RunDir, name, capacityMbps, 0}); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(RunDir, name+".yaml"), []byte(cfg.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(RunDir, name+".yaml"), []byte(cfg.String()), 0o600); err != nil {
 		return err
 	}
 	spec := fmt.Sprintf(`name: %s

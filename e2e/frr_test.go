@@ -63,7 +63,7 @@ routing:
   ripng:
     - {vlan: 10}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
-snmp: {community: public}
+snmp: {community: public, sources: [192.0.2.0/24]}
 `)
 	// h2 is also an OSPF neighbour (BIRD), originating 10.99.0.0/16, and
 	// an OSPFv3 and RIPng one, originating 2001:db8:f0::/48 and

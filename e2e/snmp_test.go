@@ -72,6 +72,11 @@ func TestSNMP(t *testing.T) {
 	if out := snmp("h3", "snmpget", "203.0.113.1", v2c, ".1.3.6.1.2.1.1.5.0"); !strings.Contains(out, `STRING: "msr-default"`) {
 		t.Errorf("sysName from h3: %s", out)
 	}
+	// The community is answered from its sources only: h2's subnet is
+	// none of them (sources: the management network, h1's and h3's).
+	if out, err := demo.Exec("h2", append(append([]string{"snmpget"}, v2c...), demo.RouterAddr1, ".1.3.6.1.2.1.1.5.0")...); err == nil || strings.Contains(out, "msr-default") {
+		t.Errorf("the community answered h2, not among its sources: %v %s", err, out)
+	}
 
 	// Counters grow with the traffic: 500 pings from h1 through lb1/e0.
 	hcIn := func() uint64 {
@@ -91,11 +96,11 @@ func TestSNMP(t *testing.T) {
 	}
 
 	// SNMPv3 authPriv: the configured user reads IF-MIB; a wrong key does not.
-	v3 := []string{"-v3", "-l", "authPriv", "-u", "msrops", "-a", "SHA", "-A", "msr-auth-secret", "-x", "AES", "-X", "msr-priv-secret", "-On", "-t", "1", "-r", "1", "-m", ""}
+	v3 := []string{"-v3", "-l", "authPriv", "-u", "msrops", "-a", "SHA-256", "-A", "msr-auth-secret", "-x", "AES", "-X", "msr-priv-secret", "-On", "-t", "1", "-r", "1", "-m", ""}
 	if out := snmp("h1", "snmpwalk", demo.RouterAddr1, v3, ".1.3.6.1.2.1.2.2.1.2"); !strings.Contains(out, `.1.3.6.1.2.1.2.2.1.2.12 = STRING: "lb2/e0"`) {
 		t.Errorf("v3 walk of ifDescr:\n%s", out)
 	}
-	bad := []string{"snmpget", "-v3", "-l", "authPriv", "-u", "msrops", "-a", "SHA", "-A", "wrong-auth-secret", "-x", "AES", "-X", "msr-priv-secret",
+	bad := []string{"snmpget", "-v3", "-l", "authPriv", "-u", "msrops", "-a", "SHA-256", "-A", "wrong-auth-secret", "-x", "AES", "-X", "msr-priv-secret",
 		"-t", "1", "-r", "0", demo.RouterAddr1, ".1.3.6.1.2.1.1.5.0"}
 	if out, err := demo.Exec("h1", bad...); err == nil {
 		t.Errorf("v3 with a wrong key answered: %s", out)

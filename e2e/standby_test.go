@@ -84,7 +84,7 @@ router bgp 65010
 		write(name+".yaml", `name: t-sb-`+name+`
 key_file: `+dir+`/key
 interface: eth0
-standby: {address: 10.0.0.1/24, vrid: 61}
+standby: {address: 10.0.0.1/24, vrid: 61, peers: [10.0.0.2, 10.0.0.3]}
 external_ports:
   - {lb: t-sb-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
 routing:

@@ -137,6 +137,10 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		a.conn.Close()
 		return nil, err
 	}
+	if err := privateDir(cfg.runDir(), runDirMode(cfg.Routing), nil); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if cfg.Standby == nil {
 		a.active = true
 		a.mirrors.SetActive(true)

@@ -109,7 +109,7 @@ protocol ospf v2 {
 	ipv4 { import all; export {{.BIRDOSPFExport}}; };
 	area 0 {
 {{range .OSPF}}		# {{$.PortName .VLAN}}
-		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
+		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4;{{if .Passive}} stub yes;{{end}}{{template "auth" .Auth}} };
 {{end}}	};
 }
 {{end}}{{if .OSPFv3}}
@@ -117,14 +117,14 @@ protocol ospf v3 ospf6 {
 	ipv6 { import all; export {{.BIRDOSPFExport}}; };
 	area 0 {
 {{range .OSPFv3}}		# {{$.PortName .VLAN}}
-		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4; };
+		interface "x{{.VLAN}}" { cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}; hello 1; dead 4;{{if .Passive}} stub yes;{{end}}{{template "auth" .Auth}} };
 {{end}}	};
 }
 {{end}}{{if .RIP}}
 protocol rip {
 	# What it learned by RIP, and rip_export: {{.RIPExports}}.
 	ipv4 { import all; export {{.BIRDRIPExport}}; };
-{{range .RIP}}	interface "x{{.VLAN}}" { version 2; };   # {{$.PortName .VLAN}}
+{{range .RIP}}	interface "x{{.VLAN}}" { version 2;{{template "auth" .Auth}} };   # {{$.PortName .VLAN}}
 {{end}}}
 {{end}}{{if .RIPng}}
 protocol rip ng ripng {
@@ -196,7 +196,11 @@ protocol bgp backends {
 		add paths tx;
 	};
 {{end}}}
-{{end}}`))
+{{end}}{{define "auth"}}{{with .}}
+			# Signed and checked (the port's auth), key {{.KeyID}}.
+			authentication cryptographic;
+			password "{{.Secret}}" { id {{.KeyID}}; algorithm {{.BIRDAlgorithm}}; };
+		{{end}}{{end}}`))
 
 // StartBIRD writes BIRD's configuration and starts it. Call it in
 // the VCP's namespace: the process inherits it. With recovery (a VCP
@@ -323,7 +327,7 @@ func (s *BIRD) holdFeed(proc *child) {
 // writeConfig writes BIRD's configuration (and its static route files)
 // into the run directory and returns its path.
 func (s *BIRD) writeConfig(cfg *RoutingConfig) (string, error) {
-	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.RunDir, runDirMode(cfg)); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -339,7 +343,7 @@ func (s *BIRD) writeConfig(cfg *RoutingConfig) (string, error) {
 		}
 	}
 	path := filepath.Join(cfg.RunDir, "bird.conf")
-	return path, os.WriteFile(path, conf.Bytes(), 0o644)
+	return path, writePrivate(path, conf.Bytes(), nil)
 }
 
 // Reconfigure gives the running suite a new configuration: BIRD compares

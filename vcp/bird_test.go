@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/dist"
 )
 
 // TestBirdConfParses renders a configuration with every protocol and has
@@ -25,8 +29,8 @@ func TestBirdConfParses(t *testing.T) {
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
 			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}, TTLSecurity: new(bool)}},
 		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
-		OSPF:   []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}}, OSPFExport: []string{"connected", "bgp"},
-		RIP: []RIPPort{{VLAN: 11}}, RIPExport: []string{"connected", "static"},
+		OSPF:   []OSPFPort{{VLAN: 10, Auth: &Auth{Algorithm: "hmac-sha256", KeyID: 3, Secret: "ospf-k3y"}}, {VLAN: 11, Cost: 5, Passive: true}}, OSPFExport: []string{"connected", "bgp"},
+		RIP: []RIPPort{{VLAN: 11, Auth: &Auth{Algorithm: "md5", KeyID: 1, Secret: "rip-k3y"}}}, RIPExport: []string{"connected", "static"},
 		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
 		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Name: "lb1/e0"},
@@ -40,8 +44,10 @@ func TestBirdConfParses(t *testing.T) {
 	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
 		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
 	}
-	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal;\n\tpassword \"0123abcd\";", "graceful restart on;\n\tpassword \"pw&-0\";", "hold time 6", "connect retry time 5;", "protocol bfd {\n\tinterface \"x*\" { interval 300 ms; multiplier 3; };\n}", "graceful restart on;\n\tbfd on;", "protocol rip {", "ipv4 { import all; export where source ~ [RTS_RIP, RTS_DEVICE, RTS_STATIC]; };\n\tinterface \"x11\" { version 2; };   # lb2/e3", "ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_BGP]; };", "add paths tx", "graceful restart on", "rr client;\n\tgraceful restart on;\n\terror wait time 1, 10;", "disabled;",
+	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal;\n\tpassword \"0123abcd\";", "graceful restart on;\n\tpassword \"pw&-0\";", "hold time 6", "connect retry time 5;", "protocol bfd {\n\tinterface \"x*\" { interval 300 ms; multiplier 3; };\n}", "graceful restart on;\n\tbfd on;", "protocol rip {", "ipv4 { import all; export where source ~ [RTS_RIP, RTS_DEVICE, RTS_STATIC]; };\n\tinterface \"x11\" { version 2;\n\t\t\t# Signed and checked (the port's auth), key 1.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"rip-k3y\" { id 1; algorithm keyed md5; };\n\t\t };   # lb2/e3", "ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_BGP]; };", "add paths tx", "graceful restart on", "rr client;\n\tgraceful restart on;\n\terror wait time 1, 10;", "disabled;",
 		`description "lb1/e0"`, "# lb2/e3\n\t\tinterface \"x11\"",
+		"interface \"x10\" { cost 10; hello 1; dead 4;\n\t\t\t# Signed and checked (the port's auth), key 3.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"ospf-k3y\" { id 3; algorithm hmac sha256; };\n\t\t };",
+		"interface \"x11\" { cost 5; hello 1; dead 4; stub yes; };",
 		// Exports: connected and static by default; none; transit and OSPF.
 		"import all;\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop self;\n\t};",
 		"import all;\n\t\texport none;\n\t\tnext hop self;\n\t};",
@@ -88,7 +94,7 @@ func TestBirdConfIPv6(t *testing.T) {
 	table := filepath.Join(dir, "table.dat")
 	os.WriteFile(table, []byte("203.0.113.128/25\t1\n2001:db8:77::/48\t1\n"), 0o644)
 	cfg.StaticFiles = []StaticFile{{File: table, Via: netip.MustParseAddr("192.0.2.253")}, {File: table, Via: netip.MustParseAddr("2001:db8:10::253")}}
-	cfg.OSPFv3 = []OSPFPort{{VLAN: 10, Cost: 5}}
+	cfg.OSPFv3 = []OSPFPort{{VLAN: 10, Cost: 5, Auth: &Auth{Algorithm: "hmac-sha512", KeyID: 7, Secret: "v3-k3y"}}}
 	cfg.RIPng = []RIPPort{{VLAN: 10}}
 	for i, f := range cfg.StaticFiles {
 		if err := writeStaticFile(filepath.Join(dir, fmt.Sprintf("static%d.conf", i)), f); err != nil {
@@ -123,7 +129,7 @@ func TestBirdConfIPv6(t *testing.T) {
 		"protocol rip ng ripng {\n\tipv6 { import all; export where source ~ [RTS_RIP, RTS_DEVICE]; };\n\tinterface \"x10\" {};   # lb1/e0\n}",
 		// OSPFv3 on the port's mirror; its link-local next hops go to the
 		// back-ends with the port's VLAN.
-		"protocol ospf v3 ospf6 {\n\tipv6 { import all; export none; };\n\tarea 0 {\n\t\t# lb1/e0\n\t\tinterface \"x10\" { cost 5; hello 1; dead 4; };",
+		"protocol ospf v3 ospf6 {\n\tipv6 { import all; export none; };\n\tarea 0 {\n\t\t# lb1/e0\n\t\tinterface \"x10\" { cost 5; hello 1; dead 4;\n\t\t\t# Signed and checked (the port's auth), key 7.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"v3-k3y\" { id 7; algorithm hmac sha512; };\n\t\t };",
 		// Router advertisements on the port that asks for them only.
 		"protocol radv {\n\tinterface \"x10\" { min ra interval 10; max ra interval 30; };   # lb1/e0\n}",
 		"\tif net.type = NET_IP6 then {\n\t\tif gw ~ fe80::/10 then {\n\t\t\tbgp_next_hop = gw;\n\t\t\tif ifname = \"x10\" then bgp_large_community.add((65000, 4, 10));\n\t\t\tif ifname = \"x11\" then bgp_large_community.add((65000, 4, 11));\n\t\t}\n\t}",
@@ -158,4 +164,87 @@ func TestBIRDRestartAfterStop(t *testing.T) {
 		exec.Command("pkill", "-f", "^bird -f -c "+filepath.Join(cfg.RunDir, "bird.conf")).Run()
 		t.Fatal("a BIRD started after Stop is still running")
 	}
+}
+
+// TestHostileNamesRender: port names as the LBs' hellos could carry them,
+// hostile ones and random printable strings. Those the DIST decoder lets
+// through (dist.CheckName) are rendered into BIRD's and FRR's configs as
+// the ports' descriptions and comments, and each suite parses its config
+// with exactly the protocols and interfaces of a benign one: nothing a
+// name says becomes configuration.
+func TestHostileNamesRender(t *testing.T) {
+	names := []string{`e0"; protocol static { ipv4; route 0.0.0.0/0 blackhole; }; #`, "e0\nprotocol kernel {}", `e0\"`, "e0;}", "e0 #", "e0{", "e0!", "e0/..", "e0@x:y+z"}
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 300 {
+		b := make([]byte, 1+r.IntN(dist.NameLen-4))
+		for i := range b {
+			b[i] = byte(0x20 + r.IntN(0x5f))
+		}
+		names = append(names, string(b))
+	}
+	var passed []string
+	for _, n := range names {
+		if dist.CheckName("lb1/"+n) == nil {
+			passed = append(passed, n)
+		}
+	}
+	if len(passed) < 5 || len(passed) == len(names) {
+		t.Fatalf("%d of %d names pass the decoder: the test tests nothing", len(passed), len(names))
+	}
+	render := func(names []string) (*RoutingConfig, string) {
+		cfg := &RoutingConfig{Suite: "bird", ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: t.TempDir()}
+		for i, n := range names {
+			vlan := uint16(10 + i)
+			cfg.Ports = append(cfg.Ports, SuitePort{VLAN: vlan, Address: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), 24), Name: "lb1/" + n})
+			cfg.OSPF = append(cfg.OSPF, OSPFPort{VLAN: vlan})
+			cfg.RIP = append(cfg.RIP, RIPPort{VLAN: vlan})
+			cfg.BGP = append(cfg.BGP, BGPPeer{Neighbor: netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 2}), ASN: 65010})
+		}
+		var b bytes.Buffer
+		if err := birdConf.Execute(&b, suiteConf{cfg, false}); err != nil {
+			t.Fatal(err)
+		}
+		return cfg, b.String()
+	}
+	benign := make([]string, len(passed))
+	for i := range benign {
+		benign[i] = fmt.Sprintf("e%d", i)
+	}
+	_, want := render(benign)
+	cfg, got := render(passed)
+	path := filepath.Join(t.TempDir(), "bird.conf")
+	os.WriteFile(path, []byte(got), 0o600)
+	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
+		t.Fatalf("bird -p: %v: %s", err, out)
+	}
+	statements := func(conf string) (n [3]int) {
+		for _, l := range strings.Split(conf, "\n") {
+			l = strings.TrimSpace(l)
+			n[0] += strings.Count(l, "protocol ")
+			if !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "description") {
+				n[1] += strings.Count(l, ";")
+				n[2] += strings.Count(l, "{")
+			}
+		}
+		return n
+	}
+	if statements(got) != statements(want) {
+		t.Errorf("names changed BIRD's config: protocols, statements, blocks %v, with benign names %v", statements(got), statements(want))
+	}
+	// FRR: each daemon checks its own file.
+	cfg.Suite = "frr"
+	os.Chmod(cfg.RunDir, 0o755)
+	f := &FRR{cfg: cfg, dir: filepath.Join(cfg.RunDir, "frr"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := f.writeConfig(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"ospfd", "ripd", "bgpd", "zebra"} {
+		p := filepath.Join(f.dir, d+".conf")
+		out, err := exec.Command("/usr/lib/frr/"+d, "--dryrun", "-f", p, "-i", filepath.Join(f.dir, d+".pid"), "--vty_socket", f.dir).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "rror") || strings.Contains(string(out), "Unknown command") {
+			b, _ := os.ReadFile(p)
+			t.Errorf("%s refuses a config with the names: %v: %s\n%s", d, err, out, b)
+		}
+	}
+	t.Logf("%d of %d names passed the decoder; BIRD and FRR took every one as a description", len(passed), len(names))
 }

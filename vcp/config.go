@@ -226,15 +226,92 @@ type StaticFile struct {
 
 // OSPFPort runs OSPF on one external port's mirror.
 type OSPFPort struct {
-	VLAN uint16     `yaml:"vlan" msr:"required"`
-	Cost uint32     `yaml:"cost"`
-	Pos  config.Pos `yaml:"-"`
+	VLAN uint16 `yaml:"vlan" msr:"required"`
+	Cost uint32 `yaml:"cost"`
+	Auth *Auth  `yaml:"auth"` // none: the port's neighbours are not authenticated
+	// Passive announces the port's network and takes no neighbour on it:
+	// no hellos sent, none heard (BIRD's stub interface, FRR's passive).
+	Passive bool       `yaml:"passive"`
+	Pos     config.Pos `yaml:"-"`
 }
 
 // RIPPort is RIPv2 on one external port's mirror.
 type RIPPort struct {
 	VLAN uint16     `yaml:"vlan" msr:"required"`
+	Auth *Auth      `yaml:"auth"` // RIPv2 only: neither suite authenticates RIPng
 	Pos  config.Pos `yaml:"-"`
+}
+
+// Auth authenticates a routing protocol on one port: every message is
+// signed with the secret under the key id, and one that is not, or
+// whose signature fails, is dropped by the suite (OSPFv2's cryptographic
+// authentication, RFC 2328 D.3 and RFC 5709; OSPFv3's trailer, RFC 7166;
+// RIPv2's, RFC 4822). docs/vcp.md has which suite takes which algorithm.
+type Auth struct {
+	// Algorithm: hmac-sha256 (the default), hmac-sha1, hmac-sha384,
+	// hmac-sha512, or md5 (keyed MD5, OSPFv2 and RIPv2 only).
+	Algorithm  string     `yaml:"algorithm"`
+	KeyID      uint8      `yaml:"key_id"` // 1 to 255; 1 if absent
+	Secret     string     `yaml:"secret"`
+	SecretFile string     `yaml:"secret_file"` // its first line, instead of secret
+	Pos        config.Pos `yaml:"-"`
+}
+
+// authAlgorithms are Auth's algorithms, as BIRD and FRR's ospf6d name
+// them.
+var authAlgorithms = map[string]struct{ bird, frr6 string }{
+	"hmac-sha1": {"hmac sha1", "hmac-sha-1"}, "hmac-sha256": {"hmac sha256", "hmac-sha-256"},
+	"hmac-sha384": {"hmac sha384", "hmac-sha-384"}, "hmac-sha512": {"hmac sha512", "hmac-sha-512"},
+	"md5": {"keyed md5", ""},
+}
+
+// BIRDAlgorithm is the algorithm as BIRD's password block names it.
+func (a *Auth) BIRDAlgorithm() string { return authAlgorithms[a.Algorithm].bird }
+
+// FRRHashAlgo is the algorithm as ospf6d's authentication trailer names it.
+func (a *Auth) FRRHashAlgo() string { return authAlgorithms[a.Algorithm].frr6 }
+
+// complete checks an authentication of proto (OSPF, OSPFv3, RIP) for
+// the suite and reads its secret file.
+func (a *Auth) complete(proto, suite string, vlan uint16) error {
+	where := fmt.Sprintf("%s on VLAN %d: auth", proto, vlan)
+	if a.Algorithm == "" {
+		a.Algorithm = "hmac-sha256"
+	}
+	if _, ok := authAlgorithms[a.Algorithm]; !ok {
+		return a.Pos.Errorf("%s algorithm %q: hmac-sha256, hmac-sha1, hmac-sha384, hmac-sha512 or md5", where, a.Algorithm)
+	}
+	if a.KeyID == 0 {
+		a.KeyID = 1
+	}
+	if (a.Secret == "") == (a.SecretFile == "") {
+		return a.Pos.Errorf("%s: secret or secret_file, one of them", where)
+	}
+	if a.SecretFile != "" {
+		b, err := os.ReadFile(a.SecretFile)
+		if err != nil {
+			return a.Pos.Errorf("%s secret_file: %v", where, err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		a.Secret = strings.TrimSpace(line)
+	}
+	if err := checkPassword(a.Secret); err != nil {
+		return a.Pos.Errorf("%s secret: %v", where, err)
+	}
+	switch {
+	case a.Algorithm == "md5" && proto == "OSPFv3":
+		return a.Pos.Errorf("%s algorithm md5: OSPFv3's trailer is HMAC-SHA only (RFC 7166)", where)
+	case a.Algorithm == "md5" && len(a.Secret) > 16:
+		return a.Pos.Errorf("%s secret: %d characters; keyed MD5 takes at most 16", where, len(a.Secret))
+	case suite == "frr" && proto == "OSPFv3":
+		// Measured: FRR 8.4's trailer and BIRD 2.0.12's do not verify
+		// each other ("auth digest miss-match"), so an FRR router would
+		// lose its BIRD neighbours (docs/vcp.md).
+		return a.Pos.Errorf("%s: FRR 8.4's OSPFv3 authentication trailer does not verify against BIRD's; suite: bird", where)
+	case suite == "frr" && proto != "OSPFv3" && a.Algorithm != "md5":
+		return a.Pos.Errorf("%s algorithm %s: FRR 8's %s signs with md5 only; algorithm: md5, or suite: bird", where, a.Algorithm, map[string]string{"OSPF": "ospfd", "RIP": "ripd"}[proto])
+	}
+	return nil
 }
 
 // RIBDistribution is the VCP's side of the back-ends' RIB feed.
@@ -267,8 +344,9 @@ type BGPPeer struct {
 	// Absent: every prefix.
 	ImportPrefixes []PrefixPattern `yaml:"import_prefixes"`
 	ExportPrefixes []PrefixPattern `yaml:"export_prefixes"`
-	// MaxPrefixes shuts the session when the peer's accepted routes
-	// exceed it (0: no limit), logged by the suite; after
+	// MaxPrefixes shuts the session when the peer's accepted routes of
+	// one family exceed it (absent or 0: DefaultMaxPrefixes; there is no
+	// "no limit"), logged by the suite and counted; after
 	// MaxPrefixesRestart (whole minutes, FRR's unit) the session opens
 	// again, and without one it stays down until the config is reloaded.
 	MaxPrefixes        uint32        `yaml:"max_prefixes"`
@@ -436,6 +514,12 @@ func (b BGPPeer) BIRDImport() string {
 	}
 	return "where net ~ " + birdPrefixSet(b.ImportPrefixes)
 }
+
+// DefaultMaxPrefixes is a peer's max_prefixes unless it says: a full
+// table of either family and room to grow (about 1.0M IPv4 and 0.2M IPv6
+// routes in 2026), not a leak of every more-specific there is, which
+// would fill the back-ends' FIBs.
+const DefaultMaxPrefixes = 2_000_000
 
 // RestartSeconds is MaxPrefixesRestart in seconds.
 func (b BGPPeer) RestartSeconds() int { return int(b.MaxPrefixesRestart / time.Second) }
@@ -737,7 +821,14 @@ func (c *FileConfig) complete() error {
 		}
 	}
 	if c.SNMP != nil {
-		if err := c.SNMP.complete(c.Name); err != nil {
+		var mgmt []netip.Prefix // the management network, if the file says it
+		if c.Standby != nil {
+			mgmt = append(mgmt, c.Standby.Address.Masked())
+		}
+		if r := c.Routing; r != nil && r.Backends != nil && !slices.Contains(mgmt, r.Backends.Range.Masked()) {
+			mgmt = append(mgmt, r.Backends.Range.Masked())
+		}
+		if err := c.SNMP.complete(c.Name, mgmt); err != nil {
 			return err
 		}
 	}
@@ -756,6 +847,9 @@ func (c *FileConfig) complete() error {
 		}
 		if sb.AdvertInterval < 10*time.Millisecond || sb.AdvertInterval > 40*time.Second {
 			return sb.Pos.Errorf("standby advert_interval %v: 10ms to 40s", sb.AdvertInterval)
+		}
+		if len(sb.Peers) < 2 || slices.ContainsFunc(sb.Peers, func(a netip.Addr) bool { return !a.Is4() || !sb.Address.Contains(a) || a == sb.Address.Addr() }) {
+			return sb.Pos.Errorf("standby peers %v: every VCP's own IPv4 address on the interconnect (%s), this one's too", sb.Peers, sb.Address.Masked())
 		}
 		if r := c.Routing; r != nil && r.Backends != nil && r.Backends.Listen != sb.Address.Addr() {
 			return r.Backends.Pos.Errorf("backends listen %s: with a standby VCP the back-ends must reach the VCP at its virtual address %s", r.Backends.Listen, sb.Address.Addr())
@@ -807,8 +901,8 @@ func (c *FileConfig) complete() error {
 			if b.MaxPrefixesRestart < 0 || b.MaxPrefixesRestart%time.Minute != 0 || b.MaxPrefixesRestart > 24*time.Hour {
 				return b.Pos.Errorf("BGP neighbour %s: max_prefixes_restart %v: whole minutes, at most 24h", b.Neighbor, b.MaxPrefixesRestart)
 			}
-			if b.MaxPrefixesRestart > 0 && b.MaxPrefixes == 0 {
-				return b.Pos.Errorf("BGP neighbour %s: max_prefixes_restart without max_prefixes", b.Neighbor)
+			if b.MaxPrefixes == 0 {
+				b.MaxPrefixes = DefaultMaxPrefixes
 			}
 			if b.PasswordFile != "" {
 				if b.Password != "" {
@@ -862,20 +956,38 @@ func (c *FileConfig) complete() error {
 			if !c.hasVLAN(p.VLAN) {
 				return p.Pos.Errorf("RIP on VLAN %d: no external port has it", p.VLAN)
 			}
+			if p.Auth != nil {
+				if err := p.Auth.complete("RIP", r.Suite, p.VLAN); err != nil {
+					return err
+				}
+			}
 		}
 		for _, o := range r.OSPF {
 			if !c.hasVLAN(o.VLAN) {
 				return o.Pos.Errorf("OSPF on VLAN %d: no external port has it", o.VLAN)
+			}
+			if o.Auth != nil {
+				if err := o.Auth.complete("OSPF", r.Suite, o.VLAN); err != nil {
+					return err
+				}
 			}
 		}
 		for _, p := range r.RIPng {
 			if !c.hasVLAN6(p.VLAN) {
 				return p.Pos.Errorf("RIPng on VLAN %d: no external port with an address6 has it", p.VLAN)
 			}
+			if p.Auth != nil {
+				return p.Auth.Pos.Errorf("RIPng on VLAN %d: auth: neither BIRD nor FRR authenticates RIPng (RFC 2080 has none; its IPsec is not theirs)", p.VLAN)
+			}
 		}
 		for _, o := range r.OSPFv3 {
 			if !c.hasVLAN6(o.VLAN) {
 				return o.Pos.Errorf("OSPFv3 on VLAN %d: no external port with an address6 has it", o.VLAN)
+			}
+			if o.Auth != nil {
+				if err := o.Auth.complete("OSPFv3", r.Suite, o.VLAN); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -289,11 +289,61 @@ func TestRIPConfig(t *testing.T) {
 	}
 }
 
+// TestRoutingAuthConfig: a port's routing authentication, its defaults,
+// its secret from a file, and refusals at their lines: what a suite
+// cannot sign, RIPng (no suite authenticates it), a secret that would
+// break out of the suite's config.
+func TestRoutingAuthConfig(t *testing.T) {
+	dual := strings.Replace(goodVCP, "vlan: 11, mtu: 1500}", `vlan: 11, mtu: 1500, address6: "2001:db8:11::1/64"}`, 1)
+	secret := filepath.Join(t.TempDir(), "ospf.key")
+	os.WriteFile(secret, []byte("from-a-file\n"), 0o600)
+	routing := dual + "routing:\n  asn: 65000\n  ospf:\n    - {vlan: 11, auth: {secret: s3cret}}\n  ospfv3:\n    - {vlan: 11, auth: {secret_file: " + secret + ", key_id: 9}}\n  rip:\n    - {vlan: 11, auth: {algorithm: md5, secret: rip-s3cret}}\n"
+	c, err := load(t, routing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Routing.OSPF[0].Auth; a.Algorithm != "hmac-sha256" || a.KeyID != 1 || a.BIRDAlgorithm() != "hmac sha256" {
+		t.Errorf("OSPF auth's defaults: %+v", a)
+	}
+	if a := c.Routing.OSPFv3[0].Auth; a.Secret != "from-a-file" || a.KeyID != 9 || a.FRRHashAlgo() != "hmac-sha-256" {
+		t.Errorf("OSPFv3 auth from a file: %+v", a)
+	}
+	authLine := func(text, of string) int { return strings.Count(text[:strings.Index(text, of)], "\n") + 1 }
+	frr := strings.Replace(routing, "asn: 65000", "asn: 65000\n  suite: frr", 1)
+	for _, c := range []struct {
+		text, at, want string
+	}{
+		{strings.Replace(routing, "auth: {secret: s3cret}", "auth: {secret: s3cret, algorithm: sha3}", 1), "auth: {secret: s3cret", `algorithm "sha3": hmac-sha256`},
+		{strings.Replace(routing, "auth: {secret: s3cret}", "auth: {}", 1), "auth: {}", "secret or secret_file, one of them"},
+		{strings.Replace(routing, "auth: {secret: s3cret}", `auth: {secret: 's3"; import all; #'}`, 1), "auth: {secret: 's3", "secret: '\"' is not allowed"},
+		{strings.Replace(routing, "auth: {secret: s3cret}", "auth: {secret: s3cret, algorithm: md5}", 1) + "", "", ""},
+		{strings.Replace(routing, "key_id: 9}", "key_id: 9, algorithm: md5}", 1), "auth: {secret_file", "OSPFv3's trailer is HMAC-SHA only"},
+		{strings.Replace(routing, "rip-s3cret}", "rip-s3cret-longer-than-16}", 1), "auth: {algorithm: md5", "keyed MD5 takes at most 16"},
+		{frr, "auth: {secret: s3cret}", "FRR 8's ospfd signs with md5 only"},
+		{strings.Replace(frr, "algorithm: md5, ", "", 1), "auth: {secret: rip", "FRR 8's ripd signs with md5 only"},
+		{routing + "  ripng:\n    - {vlan: 11, auth: {secret: x}}\n", "auth: {secret: x}", "neither BIRD nor FRR authenticates RIPng"},
+		{strings.Replace(strings.Replace(frr, "auth: {secret: s3cret}", "auth: {algorithm: md5, secret: s3cret}", 1), "algorithm: md5, secret: rip", "algorithm: md5, secret: rip", 1), "auth: {secret_file", "FRR 8.4's OSPFv3 authentication trailer does not verify"},
+	} {
+		_, err := load(t, c.text)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("OSPF with md5, asked for: %v", err)
+			}
+			continue
+		}
+		line := authLine(c.text, c.at)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", line)) {
+			t.Errorf("%v, want %q at line %d", err, c.want, line)
+		}
+	}
+}
+
 // TestSNMPConfig: the snmp: section's defaults, what snmpd is told, and
 // refusals at their lines.
 func TestSNMPConfig(t *testing.T) {
 	good := goodVCP + `snmp:
   community: public
+  sources: [10.0.0.0/24, "2001:db8:ff::/48"]
   users:
     - {name: ops, auth_password: auth-secret, priv_password: priv-secret}
   traps:
@@ -304,7 +354,7 @@ func TestSNMPConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := c.SNMP
-	if s.SysName != "vcp1" || s.Listen != "udp:161" || s.Users[0].Auth != "SHA" || s.Users[0].Priv != "AES" || s.Traps[0].Community != "public" {
+	if s.SysName != "vcp1" || s.Listen != "udp:161" || s.Users[0].Auth != "SHA-256" || s.Users[0].Priv != "AES" || s.Traps[0].Community != "public" {
 		t.Errorf("defaults: %+v", s)
 	}
 	var b strings.Builder
@@ -314,7 +364,7 @@ func TestSNMPConfig(t *testing.T) {
 	}{s, "/run/x", "/run/x/agentx.sock", "frr"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"rocommunity public default -V routerView", `createUser ops SHA "auth-secret" AES "priv-secret"`,
+	for _, want := range []string{"rocommunity public 10.0.0.0/24 -V routerView\nrocommunity6 public 2001:db8:ff::/48 -V routerView\n", `createUser ops SHA-256 "auth-secret" AES "priv-secret"`,
 		"rouser ops priv -V routerView", "trap2sink 192.0.2.10:162 public", "agentXSocket /run/x/agentx.sock", "master agentx", "agentXPerms 0660 0755 root frr"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("snmpd.conf lacks %q:\n%s", want, b.String())
@@ -322,13 +372,21 @@ func TestSNMPConfig(t *testing.T) {
 	}
 	for _, c := range []struct{ edit, want, msg string }{
 		{"auth_password: auth-secret", "auth_password: short", "passwords of at least 8 characters"},
-		{"priv_password: priv-secret}", "priv_password: priv-secret, priv: 3DES}", `priv "3DES": AES or DES`},
+		{"priv_password: priv-secret}", "priv_password: priv-secret, priv: 3DES}", `priv "3DES": AES (DES with weak: true)`},
+		{"priv_password: priv-secret}", "priv_password: priv-secret, priv: DES}", "priv DES is weak"},
+		{"priv_password: priv-secret}", "priv_password: priv-secret, auth: SHA}", "auth SHA is weak"},
+		{"priv_password: priv-secret}", "priv_password: priv-secret, auth: MD5, weak: true, priv: DES}", ""},
+		{"  sources: [10.0.0.0/24, \"2001:db8:ff::/48\"]\n", "", "snmp community: sources, the prefixes that may read it"},
 		{"community: public", `community: "two words"`, "community: no spaces"},
-		{"community: public\n  users:\n    - {name: ops, auth_password: auth-secret, priv_password: priv-secret}\n", "", "a community, users, or both"},
+		{"community: public\n  sources: [10.0.0.0/24, \"2001:db8:ff::/48\"]\n  users:\n    - {name: ops, auth_password: auth-secret, priv_password: priv-secret}\n", "", "a community, users, or both"},
 		{`host: "192.0.2.10:162"`, `host: "192.0.2.10"`, "snmp.traps[0].host: not an ip:port"},
 	} {
 		text := strings.Replace(good, c.edit, c.want, 1)
-		if _, err := load(t, text); err == nil || !strings.Contains(err.Error(), c.msg) || !strings.Contains(err.Error(), "vcp.yaml:") {
+		if _, err := load(t, text); c.msg == "" {
+			if err != nil {
+				t.Errorf("%s -> %s: %v", c.edit, c.want, err)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), c.msg) || !strings.Contains(err.Error(), "vcp.yaml:") {
 			t.Errorf("%s -> %s: %v, want %q at a line", c.edit, c.want, err, c.msg)
 		}
 	}
@@ -441,5 +499,20 @@ func TestStaticNeighborsConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "vcp.yaml:9:") {
 			t.Errorf("%s -> %s: %v, want %q at line 9", c.from, c.to, err, c.want)
 		}
+	}
+}
+
+// TestMaxPrefixesDefault: a peer that names no max_prefixes gets the
+// default limit, shutting its session at a leak, not none.
+func TestMaxPrefixesDefault(t *testing.T) {
+	c, err := load(t, goodVCP+"routing:\n  asn: 65000\n  bgp:\n    - {neighbor: 192.0.2.10, asn: 65010}\n    - {neighbor: 192.0.2.11, asn: 65011, max_prefixes: 100}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Routing.BGP[0].BIRDLimit(); got != "import limit 2000000 action disable;" {
+		t.Errorf("a peer without max_prefixes: %q", got)
+	}
+	if got := c.Routing.BGP[1].BIRDLimit(); got != "import limit 100 action disable;" {
+		t.Errorf("a peer with max_prefixes 100: %q", got)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +42,13 @@ type StandbyConfig struct {
 	Priority uint8        `yaml:"priority"` // default 150, and 100 with --standby
 	// AdvertInterval is VRRP's; a dead active is noticed after ~3 of them.
 	AdvertInterval time.Duration `yaml:"advert_interval"` // default 100ms
-	Pos            config.Pos    `yaml:"-"`
+	// Peers are the VCPs' own addresses on the interconnect, this one's
+	// among them. VRRP goes between them by unicast, and an advert from
+	// any other source is dropped (VRRPv3 has no authentication: a host
+	// of the interconnect announcing priority 255 by multicast would take
+	// the VCP's address).
+	Peers []netip.Addr `yaml:"peers" msr:"required"`
+	Pos   config.Pos   `yaml:"-"`
 }
 
 var keepalivedConf = template.Must(template.New("keepalived").Parse(`# Written by msr vcp: do not edit, edit the VCP's config.
@@ -72,6 +80,12 @@ vrrp_instance msr {
 	virtual_router_id {{.VRID}}
 	priority {{.Priority}}
 	advert_int {{.Advert}}
+	# VRRP by unicast between the configured VCPs only.
+	unicast_src_ip {{.Self}}
+	unicast_peer {
+{{range .Others}}		{{.}}
+{{end}}	}
+	check_unicast_src
 	virtual_ipaddress {
 		{{.Address}} dev {{.Interface}}
 	}
@@ -104,7 +118,7 @@ type Election struct {
 // in the calling thread's namespace, supervised: a keepalived that ends
 // while the VCP runs is started again.
 func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir string, log *slog.Logger) (*Election, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	fifo := filepath.Join(dir, "vrrp.fifo")
@@ -118,12 +132,16 @@ func StartElection(name, iface string, cfg *StandbyConfig, standby bool, dir str
 			return nil, err
 		}
 	}
-	conf, err := electionConfig(name, iface, fifo, track, active, cfg, standby)
+	self, err := ownPeer(iface, cfg.Peers)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := electionConfig(name, iface, fifo, track, active, cfg, standby, self)
 	if err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "keepalived.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+	if err := writePrivate(path, []byte(conf), nil); err != nil {
 		return nil, err
 	}
 	// Read and write, so that the FIFO never reads end-of-file while
@@ -242,7 +260,26 @@ func keepalivedOf(pid int, dir string) bool {
 func activeWeight(cfg *StandbyConfig) int { return max(1, 254-int(cfg.Priority)) }
 
 // electionConfig is keepalived's configuration.
-func electionConfig(name, iface, fifo, track, active string, cfg *StandbyConfig, standby bool) (string, error) {
+// ownPeer is this host's address on iface among peers.
+func ownPeer(iface string, peers []netip.Addr) (netip.Addr, error) {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && slices.Contains(peers, p.Addr()) {
+			return p.Addr(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("standby peers %v: none is this host's address on %s", peers, iface)
+}
+
+// self is this VCP's address among cfg.Peers.
+func electionConfig(name, iface, fifo, track, active string, cfg *StandbyConfig, standby bool, self netip.Addr) (string, error) {
 	// The standby also starts later, so that when both start together the
 	// other wins even though neither preempts.
 	prio, delay := cfg.Priority, ""
@@ -253,7 +290,8 @@ func electionConfig(name, iface, fifo, track, active string, cfg *StandbyConfig,
 	var conf strings.Builder
 	err := keepalivedConf.Execute(&conf, map[string]any{"Name": name, "FIFO": fifo, "TrackFile": track, "ActiveFile": active, "ActiveWeight": activeWeight(cfg),
 		"Interface": iface, "VRID": cfg.VRID,
-		"Priority": prio, "StartupDelay": delay, "Advert": fmt.Sprintf("%.2f", cfg.AdvertInterval.Seconds()), "Address": cfg.Address})
+		"Priority": prio, "StartupDelay": delay, "Advert": fmt.Sprintf("%.2f", cfg.AdvertInterval.Seconds()), "Address": cfg.Address,
+		"Self": self, "Others": slices.DeleteFunc(slices.Clone(cfg.Peers), func(a netip.Addr) bool { return a == self })})
 	return conf.String(), err
 }
 

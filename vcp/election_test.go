@@ -3,6 +3,7 @@ package vcp
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,13 +18,13 @@ import (
 // says what the design needs: both BACKUP, no preemption, the standby
 // lower and later.
 func TestElectionConfig(t *testing.T) {
-	c, err := load(t, goodVCP+"standby: {address: 10.0.0.1/24, advert_interval: 50ms}\n")
+	c, err := load(t, goodVCP+"standby: {address: 10.0.0.1/24, advert_interval: 50ms, peers: [10.0.0.2, 10.0.0.3]}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	for _, standby := range []bool{false, true} {
-		conf, err := electionConfig(c.Name, "eth0", filepath.Join(dir, "fifo"), filepath.Join(dir, "suite-failed"), filepath.Join(dir, "active"), c.Standby, standby)
+		conf, err := electionConfig(c.Name, "eth0", filepath.Join(dir, "fifo"), filepath.Join(dir, "suite-failed"), filepath.Join(dir, "active"), c.Standby, standby, netip.MustParseAddr("10.0.0.2"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +34,9 @@ func TestElectionConfig(t *testing.T) {
 			// The active VCP's priority raised above any other's: 150 + 104
 			// (or 100 + 104) against the other's 150 at most.
 			"vrrp_track_file active {\n\tfile " + filepath.Join(dir, "active") + "\n\tweight 104\n}",
-			"track_file {\n\t\tsuite_failed\n\t\tactive\n\t}"} {
+			"track_file {\n\t\tsuite_failed\n\t\tactive\n\t}",
+			// VRRP between the configured VCPs only.
+			"unicast_src_ip 10.0.0.2\n\tunicast_peer {\n\t\t10.0.0.3\n\t}\n\tcheck_unicast_src\n"} {
 			if !strings.Contains(conf, want) {
 				t.Errorf("standby %v: no %q in\n%s", standby, want, conf)
 			}
@@ -52,9 +55,13 @@ func TestElectionConfig(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{
-		"standby: {address: 10.0.0.1/24, advert_interval: 5ms}\n",
-		"standby: {vrid: 3}\n",
-		"standby: {address: 10.0.0.1/24}\nrouting: {asn: 65000, backends: {listen: 10.0.0.9, range: 10.0.0.0/24}}\n",
+		"standby: {address: 10.0.0.1/24, advert_interval: 5ms, peers: [10.0.0.2, 10.0.0.3]}\n",
+		"standby: {vrid: 3, peers: [10.0.0.2, 10.0.0.3]}\n",
+		"standby: {address: 10.0.0.1/24, peers: [10.0.0.2, 10.0.0.3]}\nrouting: {asn: 65000, backends: {listen: 10.0.0.9, range: 10.0.0.0/24}}\n",
+		"standby: {address: 10.0.0.1/24}\n",
+		"standby: {address: 10.0.0.1/24, peers: [10.0.0.2]}\n",
+		"standby: {address: 10.0.0.1/24, peers: [10.0.0.2, 10.1.0.3]}\n",
+		"standby: {address: 10.0.0.1/24, peers: [10.0.0.2, 10.0.0.1]}\n",
 	} {
 		if _, err := load(t, goodVCP+bad); err == nil || !strings.Contains(err.Error(), "vcp.yaml:") {
 			t.Errorf("%q: %v, want an error with its line", bad, err)

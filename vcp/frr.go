@@ -8,10 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,7 +69,10 @@ router ospf
  ip ospf cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}
  ip ospf hello-interval 1
  ip ospf dead-interval 4
-!
+{{if .Passive}} ip ospf passive
+{{end}}{{with .Auth}} ip ospf authentication message-digest
+ ip ospf message-digest-key {{.KeyID}} md5 {{.Secret}}
+{{end}}!
 {{end}}{{end}}{{define "ospf6d"}}! Written by msr vcp: do not edit, edit the VCP's config.
 ! The interfaces first: within router ospf6, "interface x10" is taken for
 ! the start of its old "interface IFNAME area AREA" and refused.
@@ -81,7 +82,9 @@ router ospf
  ipv6 ospf6 cost {{if .Cost}}{{.Cost}}{{else}}10{{end}}
  ipv6 ospf6 hello-interval 1
  ipv6 ospf6 dead-interval 4
-!
+{{if .Passive}} ipv6 ospf6 passive
+{{end}}{{with .Auth}} ipv6 ospf6 authentication key-id {{.KeyID}} hash-algo {{.FRRHashAlgo}} key {{.Secret}}
+{{end}}!
 {{end}}router ospf6
  ospf6 router-id {{.RouterID}}
 {{template "ospfExports" .}}{{end}}{{define "ripngd"}}! Written by msr vcp: do not edit, edit the VCP's config.
@@ -89,7 +92,16 @@ router ripng
 {{range .RIPng}} network x{{.VLAN}}
 {{end}}{{template "ripExports" .}}{{if .RIPExporting "ospf"}} redistribute ospf6
 {{end}}{{template "ripPorts" .}}{{end}}{{define "ripd"}}! Written by msr vcp: do not edit, edit the VCP's config.
-router rip
+{{range .RIP}}{{if .Auth}}key chain msr-x{{.VLAN}}
+ key {{.Auth.KeyID}}
+  key-string {{.Auth.Secret}}
+ exit
+exit
+interface x{{.VLAN}}
+ ip rip authentication mode md5
+ ip rip authentication key-chain msr-x{{.VLAN}}
+exit
+{{end}}{{end}}router rip
  version 2
 {{range .RIP}} network x{{.VLAN}}
 {{end}}{{template "ripExports" .}}{{if .RIPExporting "ospf"}} redistribute ospf
@@ -432,15 +444,12 @@ func (f *FRR) startDaemon(d string) (*child, error) {
 // writeConfig writes each daemon's configuration into a directory FRR's
 // user owns.
 func (f *FRR) writeConfig() error {
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+	if err := os.MkdirAll(f.cfg.RunDir, runDirMode(f.cfg)); err != nil {
 		return err
 	}
-	if u, err := user.Lookup("frr"); err == nil {
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(f.dir, uid, gid); err != nil {
-			return err
-		}
+	frr := daemonUser("frr")
+	if err := privateDir(f.dir, 0o700, frr); err != nil {
+		return err
 	}
 	data := struct {
 		*RoutingConfig
@@ -460,9 +469,11 @@ func (f *FRR) writeConfig() error {
 	}
 	if f.cfg.AgentX != "" {
 		snmpDir := filepath.Join(f.dir, "snmp")
-		os.MkdirAll(snmpDir, 0o755)
+		if err := privateDir(snmpDir, 0o700, frr); err != nil {
+			return err
+		}
 		conf := "# Written by msr vcp: bgpd's AgentX subagent (BGP4-MIB).\nagentXSocket " + f.cfg.AgentX + "\n[snmp] mibs :\n"
-		if err := os.WriteFile(filepath.Join(snmpDir, "frr.conf"), []byte(conf), 0o644); err != nil {
+		if err := writePrivate(filepath.Join(snmpDir, "frr.conf"), []byte(conf), frr); err != nil {
 			return err
 		}
 	}
@@ -486,7 +497,7 @@ func (f *FRR) writeConfig() error {
 				}
 			}
 		}
-		if err := os.WriteFile(filepath.Join(f.dir, d+".conf"), []byte(b.String()), 0o644); err != nil {
+		if err := writePrivate(filepath.Join(f.dir, d+".conf"), []byte(b.String()), frr); err != nil {
 			return err
 		}
 	}

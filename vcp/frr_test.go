@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -29,9 +30,9 @@ func TestFRRConfParses(t *testing.T) {
 			{Neighbor: netip.MustParseAddr("192.0.2.17"), ASN: 65017, IPv6: true, ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+")}}},
 		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")},
 			{To: netip.MustParsePrefix("2001:db8:99::/48"), Via: netip.MustParseAddr("2001:db8:10::254")}},
-		OSPF: []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5}}, OSPFExport: []string{"connected", "bgp"},
-		RIP: []RIPPort{{VLAN: 11}}, RIPExport: []string{"connected", "static"},
-		OSPFv3: []OSPFPort{{VLAN: 10, Cost: 7}}, RIPng: []RIPPort{{VLAN: 10}},
+		OSPF: []OSPFPort{{VLAN: 10}, {VLAN: 11, Cost: 5, Passive: true, Auth: &Auth{Algorithm: "md5", KeyID: 2, Secret: "ospf-k3y"}}}, OSPFExport: []string{"connected", "bgp"},
+		RIP: []RIPPort{{VLAN: 11, Auth: &Auth{Algorithm: "md5", KeyID: 4, Secret: "rip-k3y"}}}, RIPExport: []string{"connected", "static"},
+		OSPFv3: []OSPFPort{{VLAN: 10, Cost: 7, Auth: &Auth{Algorithm: "hmac-sha256", KeyID: 6, Secret: "v3-k3y"}}}, RIPng: []RIPPort{{VLAN: 10}}, // rendered, though the file refuses it today
 		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
 		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Address6: netip.MustParsePrefix("2001:db8:10::1/64"), Name: "lb1/e0", RA: true},
@@ -39,6 +40,23 @@ func TestFRRConfParses(t *testing.T) {
 	f := &FRR{cfg: cfg, dir: filepath.Join(dir, "frr"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := f.writeConfig(); err != nil {
 		t.Fatal(err)
+	}
+	// Secrets (TCP-MD5, OSPF's and RIP's keys) in files FRR's user alone
+	// reads, in a directory of its own.
+	frr := daemonUser("frr")
+	for _, p := range []string{f.dir, filepath.Join(f.dir, "bgpd.conf"), filepath.Join(f.dir, "ospfd.conf"), filepath.Join(f.dir, "ripd.conf")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o600)
+		if fi.IsDir() {
+			want = 0o700
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != want || frr != nil && int(st.Uid) != frr.uid {
+			t.Errorf("%s: mode %v uid %d, want %v owned by frr", p, fi.Mode().Perm(), st.Uid, want)
+		}
 	}
 	for d, wants := range map[string][]string{
 		"bgpd": {"neighbor 192.0.2.10 remote-as 65010", "neighbor 192.0.2.10 timers 2 6", "bgp listen range 10.0.0.0/24 peer-group BACKENDS",
@@ -75,13 +93,14 @@ func TestFRRConfParses(t *testing.T) {
 			"ipv6 prefix-list MSR-IMPORT6-6 seq 5 permit 2001:db8::/32 le 128\n",
 			"  neighbor 192.0.2.17 prefix-list MSR-IMPORT-7 in\n", "  neighbor 192.0.2.17 activate\n  neighbor 192.0.2.17 route-map MSR-EXPORT-7 out\n  neighbor 192.0.2.17 next-hop-self\n  neighbor 192.0.2.17 prefix-list MSR-NOTHING6 in\n",
 			"ipv6 prefix-list MSR-NOTHING6 seq 5 deny any"},
-		"ripd":    {"router rip\n version 2\n network x11\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!", "route-map MSR-RIP-CONNECTED permit 10\n match interface x10\n"},
+		"ripd":    {"key chain msr-x11\n key 4\n  key-string rip-k3y\n exit\nexit\ninterface x11\n ip rip authentication mode md5\n ip rip authentication key-chain msr-x11\nexit\nrouter rip\n version 2\n network x11\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!", "route-map MSR-RIP-CONNECTED permit 10\n match interface x10\n"},
 		"bfdd":    {"bfd\n profile msr\n  receive-interval 300\n  transmit-interval 300\n  detect-multiplier 3\n"},
 		"staticd": {"ip route 203.0.113.0/24 192.0.2.254", "ipv6 route 2001:db8:99::/48 2001:db8:10::254"},
 		"zebra":   {"interface x10\n description lb1/e0\n no ipv6 nd suppress-ra\n ipv6 nd ra-interval 30\n ipv6 nd ra-lifetime 90\n ipv6 nd prefix 2001:db8:10::/64\n"},
-		"ospf6d":  {"interface x10\n description lb1/e0\n ipv6 ospf6 area 0.0.0.0\n ipv6 ospf6 cost 7\n ipv6 ospf6 hello-interval 1\n ipv6 ospf6 dead-interval 4\n", "router ospf6\n ospf6 router-id 192.0.2.1\n redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n"},
+		"ospf6d":  {"interface x10\n description lb1/e0\n ipv6 ospf6 area 0.0.0.0\n ipv6 ospf6 cost 7\n ipv6 ospf6 hello-interval 1\n ipv6 ospf6 dead-interval 4\n ipv6 ospf6 authentication key-id 6 hash-algo hmac-sha-256 key v3-k3y\n!", "router ospf6\n ospf6 router-id 192.0.2.1\n redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n"},
 		"ripngd":  {"router ripng\n network x10\n redistribute connected route-map MSR-RIP-CONNECTED\n redistribute static\n!"},
-		"ospfd":   {" redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n!", "route-map MSR-OSPF-CONNECTED permit 20\n match interface x11\n", "interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0"},
+		"ospfd": {" redistribute connected route-map MSR-OSPF-CONNECTED\n redistribute bgp\n!", "route-map MSR-OSPF-CONNECTED permit 20\n match interface x11\n", "interface x11\n description lb2/e3", "ip ospf cost 5", "ip ospf area 0",
+			" ip ospf dead-interval 4\n ip ospf passive\n ip ospf authentication message-digest\n ip ospf message-digest-key 2 md5 ospf-k3y\n!"},
 	} {
 		path := filepath.Join(f.dir, d+".conf")
 		b, _ := os.ReadFile(path)

@@ -294,7 +294,7 @@ func peerLine(b BGPPeer) string {
 			s += " " + l.name + " [" + strings.Join(ps, ",") + "]"
 		}
 	}
-	if b.MaxPrefixes != 0 {
+	if b.MaxPrefixes != DefaultMaxPrefixes {
 		s += fmt.Sprintf(" max_prefixes %d", b.MaxPrefixes)
 	}
 	if b.MaxPrefixesRestart != 0 {

@@ -34,6 +34,10 @@ import (
 type SNMPConfig struct {
 	// Community is the SNMPv2c read-only community (none: no v1/v2c).
 	Community string `yaml:"community"`
+	// Sources are the prefixes the community is answered from (default:
+	// the management network, the standby's or the back-ends' subnet):
+	// a community crosses the network in clear.
+	Sources []netip.Prefix `yaml:"sources"`
 	// Users are SNMPv3 users, read-only, authPriv only.
 	Users []SNMPUser `yaml:"users"`
 	// SysName, SysLocation and SysContact are SNMPv2-MIB's (sysName's
@@ -51,12 +55,15 @@ type SNMPConfig struct {
 // SNMPUser is an SNMPv3 user (USM, RFC 3414) with authentication and
 // privacy.
 type SNMPUser struct {
-	Name         string     `yaml:"name" msr:"required"`
-	Auth         string     `yaml:"auth"` // SHA (default), SHA-256, SHA-512, MD5
-	AuthPassword string     `yaml:"auth_password" msr:"required"`
-	Priv         string     `yaml:"priv"` // AES (default), DES
-	PrivPassword string     `yaml:"priv_password" msr:"required"`
-	Pos          config.Pos `yaml:"-"`
+	Name         string `yaml:"name" msr:"required"`
+	Auth         string `yaml:"auth"` // SHA-256 (default), SHA-512; SHA and MD5 with weak
+	AuthPassword string `yaml:"auth_password" msr:"required"`
+	Priv         string `yaml:"priv"` // AES (default); DES with weak
+	PrivPassword string `yaml:"priv_password" msr:"required"`
+	// Weak allows what is broken or nearly so (MD5, SHA-1, DES), for an
+	// old manager.
+	Weak bool       `yaml:"weak"`
+	Pos  config.Pos `yaml:"-"`
 }
 
 // SNMPTrapReceiver is a trap sink.
@@ -67,12 +74,22 @@ type SNMPTrapReceiver struct {
 }
 
 // complete checks the section and fills its defaults.
-func (s *SNMPConfig) complete(vcpName string) error {
+// mgmt is the management network, as far as the file tells it.
+func (s *SNMPConfig) complete(vcpName string, mgmt []netip.Prefix) error {
 	if s.Community == "" && len(s.Users) == 0 {
 		return s.Pos.Errorf("snmp: a community, users, or both")
 	}
 	if strings.ContainsAny(s.Community, " \t\"\n") {
 		return s.Pos.Errorf("snmp community: no spaces or quotes")
+	}
+	if s.Community != "" && len(s.Sources) == 0 {
+		if len(mgmt) == 0 {
+			return s.Pos.Errorf("snmp community: sources, the prefixes that may read it (the file names no management network: no standby address, no back-ends' range)")
+		}
+		s.Sources = mgmt
+	}
+	for i, p := range s.Sources {
+		s.Sources[i] = p.Masked()
 	}
 	if s.SysName == "" {
 		s.SysName = vcpName
@@ -83,18 +100,28 @@ func (s *SNMPConfig) complete(vcpName string) error {
 	for i := range s.Users {
 		u := &s.Users[i]
 		if u.Auth == "" {
-			u.Auth = "SHA"
+			u.Auth = "SHA-256"
 		}
 		if u.Priv == "" {
 			u.Priv = "AES"
 		}
 		switch u.Auth {
-		case "SHA", "SHA-256", "SHA-512", "MD5":
+		case "SHA-256", "SHA-512":
+		case "SHA", "MD5":
+			if !u.Weak {
+				return u.Pos.Errorf("snmp user %s: auth %s is weak: SHA-256 or SHA-512, or weak: true for an old manager", u.Name, u.Auth)
+			}
 		default:
-			return u.Pos.Errorf("snmp user %s: auth %q: SHA, SHA-256, SHA-512 or MD5", u.Name, u.Auth)
+			return u.Pos.Errorf("snmp user %s: auth %q: SHA-256 or SHA-512 (SHA, MD5 with weak: true)", u.Name, u.Auth)
 		}
-		if u.Priv != "AES" && u.Priv != "DES" {
-			return u.Pos.Errorf("snmp user %s: priv %q: AES or DES", u.Name, u.Priv)
+		switch u.Priv {
+		case "AES":
+		case "DES":
+			if !u.Weak {
+				return u.Pos.Errorf("snmp user %s: priv DES is weak: AES, or weak: true for an old manager", u.Name)
+			}
+		default:
+			return u.Pos.Errorf("snmp user %s: priv %q: AES (DES with weak: true)", u.Name, u.Priv)
 		}
 		// RFC 3414 §11.2: passwords of at least 8 characters (snmpd
 		// refuses shorter ones).
@@ -139,8 +166,8 @@ view routerView included .1.3.6.1.2.1.11
 view routerView included .1.3.6.1.2.1.15
 view routerView included .1.3.6.1.2.1.31
 view routerView included .1.3.6.1.6.3
-{{if .Community}}rocommunity {{.Community}} default -V routerView
-{{end}}{{range .Users}}createUser {{.Name}} {{.Auth}} "{{.AuthPassword}}" {{.Priv}} "{{.PrivPassword}}"
+{{if .Community}}{{range .Sources}}{{if .Addr.Is4}}rocommunity {{$.Community}} {{.}} -V routerView{{else}}rocommunity6 {{$.Community}} {{.}} -V routerView{{end}}
+{{end}}{{end}}{{range .Users}}createUser {{.Name}} {{.Auth}} "{{.AuthPassword}}" {{.Priv}} "{{.PrivPassword}}"
 rouser {{.Name}} priv -V routerView
 {{end}}{{range .Traps}}trap2sink {{.Host}} {{.Community}}
 {{end}}`))
@@ -172,10 +199,10 @@ func (a *Agent) startSNMP(ctx context.Context, cfg *SNMPConfig, dir string) erro
 	// Searchable by FRR's daemons, which run as frr: bgpd's BGP4-MIB
 	// subagent connects to the socket (its group frr); the files in it
 	// stay root's alone.
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+	if err := os.MkdirAll(r.dir, 0o711); err != nil {
 		return fmt.Errorf("snmp: %w", err)
 	}
-	os.Chmod(r.dir, 0o755)
+	os.Chmod(r.dir, 0o711)
 	var b strings.Builder
 	group := "root"
 	if _, err := user.LookupGroup("frr"); err == nil {
