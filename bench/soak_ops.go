@@ -135,8 +135,8 @@ func onActive(call func(*vcpapi.Client) error) error {
 }
 
 // vcpOSPF is an OSPF port of the default lab's VCP config, with its cost
-// if it has one.
-var vcpOSPF = regexp.MustCompile(`(?m)^(  ospf(?:v3)?:\n    - \{vlan: 11)(?:, cost: \d+)?\}`)
+// if it has one, and what follows it (its auth, or the end).
+var vcpOSPF = regexp.MustCompile(`(?m)^(  ospf(?:v3)?:\n    - \{vlan: 11)(?:, cost: \d+)?(,|\})`)
 
 // reloadVCPs writes mode and cost into both VCPs' files and has each
 // reload it: the active applies it, the standby keeps it for when it
@@ -153,9 +153,9 @@ func reloadVCPs(mode string, cost uint32) error {
 			return err
 		}
 		cfg := regexp.MustCompile(`(?m)^mode: \w+$`).ReplaceAllString(string(b), "mode: "+mode)
-		withCost := "${1}}"
+		withCost := "${1}${2}"
 		if cost != 0 {
-			withCost = fmt.Sprintf("${1}, cost: %d}", cost)
+			withCost = fmt.Sprintf("${1}, cost: %d${2}", cost)
 		}
 		cfg = vcpOSPF.ReplaceAllString(cfg, withCost)
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
