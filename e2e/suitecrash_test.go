@@ -155,11 +155,11 @@ func TestSuiteCrashes(t *testing.T) {
 
 // TestStrangerClaimsTheVCPAddress: a host on the interconnect (r1's)
 // runs its own keepalived for the VCP's VRRP instance at a higher
-// priority and takes the virtual address. VRRPv3 has no authentication,
-// so keepalived on vcp1 steps down; but no VCP announces itself active in
-// authenticated DIST, so vcp1 stays the active VCP: the LBs keep
-// following it, its session with bgp1 stays up, and it says so in its
-// log. When the stranger goes, vcp1 is master again.
+// priority. VRRPv3 has no authentication, so the VCPs speak VRRP by
+// unicast to their configured peers and drop adverts from any other
+// source: vcp1's keepalived never steps down, the LBs keep following
+// vcp1, and its session with bgp1 stays up, while the stranger runs and
+// after it goes.
 func TestStrangerClaimsTheVCPAddress(t *testing.T) {
 	upDefaultLab(t, 300)
 	vcp1 := filepath.Join(demo.RunDir, "vcp1")
@@ -197,28 +197,18 @@ vrrp_instance stranger {
 		b, _ := os.ReadFile(logPath)
 		return string(b[min(from, int64(len(b))):])
 	}
-	for start := time.Now(); !strings.Contains(since(), "state=BACKUP"); time.Sleep(100 * time.Millisecond) {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("vcp1's keepalived never saw the stranger:\n%s", since())
-		}
-	}
 	time.Sleep(3 * time.Second)
+	if strings.Contains(since(), "state=BACKUP") {
+		t.Errorf("vcp1's keepalived stepped down for a stranger:\n%s", since())
+	}
 	if v := demo.Look().VCP; v != "vcp1" {
-		t.Errorf("after a stranger took the VRRP address, the LBs follow %q, want vcp1 still", v)
+		t.Errorf("with a stranger claiming the VRRP instance, the LBs follow %q, want vcp1 still", v)
 	}
 	if !peerUp() {
-		t.Errorf("vcp1's session with bgp1 went down when a stranger took the VRRP address")
-	}
-	if !strings.Contains(since(), "no VCP announces itself active: staying active") || strings.Contains(since(), "msg=standby") {
-		t.Errorf("vcp1's log:\n%s", since())
+		t.Errorf("vcp1's session with bgp1 went down when a stranger claimed the VRRP instance")
 	}
 	stranger.Process.Signal(syscall.SIGTERM)
 	stranger.Wait()
-	for start := time.Now(); !strings.Contains(since(), "state=MASTER"); time.Sleep(100 * time.Millisecond) {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("vcp1 never master again after the stranger left:\n%s", since())
-		}
-	}
 	if v := demo.Look().VCP; v != "vcp1" || !peerUp() {
 		t.Errorf("after the stranger left: active VCP %q, bgp1 up %v", v, peerUp())
 	}
