@@ -178,8 +178,8 @@ func TestBGPPrefixPolicy(t *testing.T) {
 	if !p.ExportsNothing() || p.BIRDExport() != "none" || p.BIRDLimit() != "import limit 100 action restart;" || p.RestartSeconds() != 120 {
 		t.Errorf("peer 0: export %q limit %q restart %d s", p.BIRDExport(), p.BIRDLimit(), p.RestartSeconds())
 	}
-	if q.ImportsNothing() || q.BIRDImport() != "all" || q.BIRDLimit() != "" {
-		t.Errorf("peer 1 (no lists, no limit): import %q limit %q", q.BIRDImport(), q.BIRDLimit())
+	if q.ImportsNothing() || q.BIRDImport() != "all" || q.BIRDLimit() != "import limit 2000000 action disable;" {
+		t.Errorf("peer 1 (no lists, the default limit): import %q limit %q", q.BIRDImport(), q.BIRDLimit())
 	}
 	line := strings.Count(routing[:strings.Index(routing, "- {neighbor: 192.0.2.10")], "\n") + 1
 	for _, c := range []struct{ from, to, want string }{
@@ -189,7 +189,6 @@ func TestBGPPrefixPolicy(t *testing.T) {
 		{"192.168.1.0/24]", `"2001:db8::/32{48,129}"]`, `lengths {MIN,MAX} with 32 <= MIN <= MAX <= 128`},
 		{"192.168.1.0/24]", "\"::ffff:0.0.0.0/96\"]", `prefix "::ffff:0.0.0.0/96"`},
 		{"max_prefixes_restart: 2m", "max_prefixes_restart: 90s", "max_prefixes_restart 1m30s: whole minutes"},
-		{"max_prefixes: 100, ", "", "max_prefixes_restart without max_prefixes"},
 	} {
 		_, err := load(t, strings.Replace(routing, c.from, c.to, 1))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprintf("vcp.yaml:%d:", line)) {
