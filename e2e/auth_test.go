@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -90,17 +88,7 @@ protocol rip {
 	lab := strings.NewReplacer("t-rib", "t-auth",
 		"eth0: {addresses: [192.0.2.11/24]", `eth0: {addresses: [192.0.2.11/24, "2001:db8:10::11/64"]`).Replace(ribLab)
 	upControlLab(t, dir, "t-auth", lab)
-	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-auth", "h2", "--", "bird", "-c", filepath.Join(dir, "h2-bird.conf"),
-		"-s", filepath.Join(dir, "h2-bird.ctl"), "-P", filepath.Join(dir, "h2-bird.pid")); code != 0 {
-		t.Fatalf("h2's BIRD: %s %s", out, errOut)
-	}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(filepath.Join(dir, "h2-bird.pid")); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(pid, syscall.SIGTERM)
-			}
-		}
-	})
+	startHostBIRD(t, dir, "t-auth", "h2")
 	h2 := func(args ...string) string {
 		out, _, _ := msr(t, append([]string{"lab", "exec", "--lab", "t-auth", "h2", "--", "birdc", "-s", filepath.Join(dir, "h2-bird.ctl")}, args...)...)
 		return out

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -392,4 +394,22 @@ func checkRouterAdvertised(t *testing.T, lab, host string) {
 			t.Fatalf("%s's default route after the router's advertisement: %q", host, out)
 		}
 	}
+}
+
+// startHostBIRD starts BIRD in a control lab's host with DIR/HOST-bird.conf
+// (its socket DIR/HOST-bird.ctl), and stops it when the test ends.
+func startHostBIRD(t *testing.T, dir, lab, host string) {
+	t.Helper()
+	pid := filepath.Join(dir, host+"-bird.pid")
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", lab, host, "--", "bird", "-c", filepath.Join(dir, host+"-bird.conf"),
+		"-s", filepath.Join(dir, host+"-bird.ctl"), "-P", pid); code != 0 {
+		t.Fatalf("%s's BIRD: %s %s", host, out, errOut)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pid); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+		}
+	})
 }

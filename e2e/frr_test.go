@@ -106,17 +106,7 @@ protocol rip ng ripng {
 		t.Fatalf("the dual-stack lab is not the RIB lab with IPv6 addresses:\n%s", lab)
 	}
 	upControlLab(t, dir, "t-frr", lab)
-	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "bird", "-c", filepath.Join(dir, "h2-bird.conf"),
-		"-s", filepath.Join(dir, "h2-bird.ctl"), "-P", filepath.Join(dir, "h2-bird.pid")); code != 0 {
-		t.Fatalf("h2's BIRD: %s %s", out, errOut)
-	}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(filepath.Join(dir, "h2-bird.pid")); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(pid, syscall.SIGTERM)
-			}
-		}
-	})
+	startHostBIRD(t, dir, "t-frr", "h2")
 	logs := func() string {
 		var b strings.Builder
 		for _, f := range []string{"vcp.vcp", "r1.router", "h1.bgpd"} {
