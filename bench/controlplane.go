@@ -105,6 +105,9 @@ links:
 	if err := writeFiles(dir, files); err != nil {
 		return nil, err
 	}
+	if err := dist.MakeKeys(dir, element.DefaultKeyID, dist.DefaultVCPKeyID); err != nil {
+		return nil, err
+	}
 	spec, err := lab.LoadFile(filepath.Join(dir, "lab.yaml"))
 	if err != nil {
 		return nil, err
@@ -124,13 +127,13 @@ links:
 	if err := waitFor(10*time.Second, 50*time.Millisecond, func() bool { _, err := client.Status(); return err == nil }); err != nil {
 		return nil, fmt.Errorf("the VCP never answered: %w", err)
 	}
-	key, err := dist.ReadKeyFile(filepath.Join(dir, "key"), element.DefaultKeyID)
+	keys, err := (&element.Config{KeyFile: filepath.Join(dir, "key")}).Keys(false)
 	if err != nil {
 		return nil, err
 	}
 	var g *helloGen
 	err = netns.Do(lab.Namespace(spec.Name, "elements"), func() (err error) {
-		g, err = newHelloGen("eth0", key, o.Backends, o.LBs)
+		g, err = newHelloGen("eth0", keys, o.Backends, o.LBs)
 		return err
 	})
 	if err != nil {
@@ -236,14 +239,14 @@ type fakeElement struct {
 	entries, applied int
 }
 
-func newHelloGen(ifname string, key dist.Key, backends, lbs int) (*helloGen, error) {
-	conn, err := dist.Listen(ifname, dist.Keyring{key.ID: key.Secret})
+func newHelloGen(ifname string, keys element.Keys, backends, lbs int) (*helloGen, error) {
+	conn, err := dist.Listen(ifname, keys.Ring)
 	if err != nil {
 		return nil, err
 	}
 	g := &helloGen{conn: conn, interval: 100 * time.Millisecond, hold: 3}
 	add := func(role dist.Role, kind byte, i int, name string) error {
-		s, err := dist.NewSender(uint64(kind)<<32|uint64(i+1), key)
+		s, err := dist.NewSender(uint64(kind)<<32|uint64(i+1), keys.Seal)
 		if err != nil {
 			return err
 		}

@@ -306,6 +306,8 @@ func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends, clients i
 	}
 	files := map[string]string{
 		"key": hex.EncodeToString(ribBenchKey),
+		// The RIB feed's password, which the clients sign with too.
+		dist.RIBKeyFile: dist.Key{Secret: ribBenchKey}.RIBPassword(),
 		"bgpd.conf": `frr defaults traditional
 router bgp 65010
  bgp router-id 192.0.2.10
@@ -367,9 +369,9 @@ hosts:
 		// One BIRD a client (one BIRD's second protocol to the same
 		// neighbor stays Idle), each listening on its own address only
 		// (strict bind), or the second BIRD's session never starts.
-		// The feed is signed with TCP-MD5 under the key the deployment key
-		// gives (dist.Key.RIBPassword), as the back-ends sign theirs.
-		password := dist.Key{Secret: ribBenchKey}.RIBPassword()
+		// The feed is signed with TCP-MD5 under the deployment's RIB
+		// password (rib.key), as the back-ends sign theirs.
+		password := files[dist.RIBKeyFile]
 		for c := range clients {
 			files[fmt.Sprintf("client%d.conf", c)] = fmt.Sprintf("router id 10.0.1.%d;\nprotocol device {}\n"+
 				"protocol bgp feed { local 10.0.0.%d as 65000; neighbor 10.0.0.1 as 65000; strict bind yes; password \"%s\"; ipv4 { import filter { reject; }; export none; }; }\n",
@@ -379,6 +381,9 @@ hosts:
 	labText.WriteString("switches:\n  sw:\n    interfaces:\n" + ports + links)
 	files["lab.yaml"] = labText.String()
 	if err := writeFiles(dir, files); err != nil {
+		return err
+	}
+	if err := dist.MakeKeys(dir, 1, dist.DefaultVCPKeyID); err != nil {
 		return err
 	}
 	f, err := os.Create(filepath.Join(dir, "routes.dat"))

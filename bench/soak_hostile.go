@@ -130,10 +130,13 @@ func forgedChanges(forger string) string {
 
 // send sends the flood from h2's interface, paced over hostileFor.
 func (f *flood) send() error {
-	key, err := dist.ReadKeyFile(filepath.Join(demo.RunDir, "key"), 1)
+	// The thief holds the VCP's key: frames from outside are dropped
+	// whatever key seals them.
+	keys, err := dist.ReadVCPKeys(filepath.Join(demo.RunDir, dist.VCPKeyFile), dist.DefaultVCPKeyID)
 	if err != nil {
 		return err
 	}
+	key := keys[0]
 	return lab.Raw(demo.LabName, hostileHost, "eth0", func(ifi *net.Interface, send func([]byte) error) error {
 		lbMAC, _ := net.ParseMAC(lb1PortE1MAC)
 		forger, _ := dist.NewSender(0xbad, dist.Key{ID: 1, Secret: []byte(strings.Repeat("x", 32))})

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/router/routerapi"
@@ -32,6 +33,7 @@ const (
 	RouterAddr1      = "192.0.2.1" // the router's address on h1's network
 	RouterAddr1v6    = "2001:db8:10::1"
 	VCPAPI           = "10.0.0.1:8179"
+	BGPPeer          = "203.0.113.20" // bgp1, on h3's network
 )
 
 var configs = template.Must(template.New("").Parse(`
@@ -265,12 +267,15 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	if err := api.MakeCredentials(filepath.Join(run, "api"), hosts); err != nil {
 		return nil, err
 	}
-	key := make([]byte, 32)
-	rand.Read(key)
 	secret := make([]byte, 12)
 	rand.Read(secret)
 	p.OSPFSecret = hex.EncodeToString(secret)
-	if err := os.WriteFile(filepath.Join(run, "key"), []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+	// Fresh DIST keys each run: the element key and the VCP's pair,
+	// whose private half only the VCPs' configs name.
+	for _, f := range []string{dist.ElementKeyFile, dist.VCPKeyFile, dist.VCPPublicKeyFile} {
+		os.Remove(filepath.Join(run, f))
+	}
+	if err := dist.MakeKeys(run, 1, dist.DefaultVCPKeyID); err != nil {
 		return nil, err
 	}
 	write := func(file, tmpl string, data any) error {

@@ -23,7 +23,7 @@ type Conn struct {
 	fd     int
 	ifname string
 	mac    net.HardwareAddr
-	keys   Keyring
+	keys   atomic.Pointer[Keyring]
 	guard  ReplayGuard
 
 	mu       sync.Mutex
@@ -67,8 +67,18 @@ func Listen(ifname string, keys Keyring) (*Conn, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("open DIST on %s: join %s: %w", ifname, GroupMAC, err)
 	}
-	return &Conn{fd: fd, ifname: ifname, mac: ifi.HardwareAddr, keys: keys, counters: map[string]uint64{}}, nil
+	c := &Conn{fd: fd, ifname: ifname, mac: ifi.HardwareAddr, counters: map[string]uint64{}}
+	c.keys.Store(&keys)
+	return c, nil
 }
+
+// Rekey makes c accept the keys of keys from now on: a key rollover's
+// step, taken without closing the socket.
+func (c *Conn) Rekey(keys Keyring) { c.keys.Store(&keys) }
+
+// PersistReplay keeps c's replay state in path across restarts
+// (ReplayGuard.Persist). Call it before the first Recv.
+func (c *Conn) PersistReplay(path string) error { return c.guard.Persist(path) }
 
 // MAC is the interface's hardware address, the source of frames sent.
 func (c *Conn) MAC() net.HardwareAddr { return c.mac }
@@ -203,7 +213,7 @@ func received(oob []byte) time.Time {
 }
 
 func (c *Conn) accept(b []byte) (*Frame, error) {
-	f, err := Unmarshal(b, c.keys)
+	f, err := Unmarshal(b, *c.keys.Load())
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +239,9 @@ func (c *Conn) Counters() map[string]uint64 {
 	for _, r := range append(Reasons(), "other") {
 		out[r] = c.counters[r]
 	}
+	c.guard.mu.Lock()
+	out["replay_save_failed"] = c.guard.SaveErrors
+	c.guard.mu.Unlock()
 	return out
 }
 

@@ -47,7 +47,7 @@ func listenIn(t *testing.T, host string, keys Keyring) *Conn {
 func TestConnAcrossBridge(t *testing.T) {
 	labtest.Up(t, connLab)
 
-	keys := Keyring{testKey.ID: testKey.Secret}
+	keys := testRing
 	a := listenIn(t, "a", keys)
 	b := listenIn(t, "b", keys)
 	sender, err := NewSender(0xa, testKey)
@@ -85,7 +85,11 @@ func TestConnAcrossBridge(t *testing.T) {
 	send(forged)
 	send(flipped)
 	send(good) // replayed
-	unicast, _ := sender.Seal(b.MAC(), a.MAC(), &VCPAnnounce{State: VCPActive, APIAddr: netip.MustParseAddr("10.0.0.1"), APIPort: 7700})
+	announce := &VCPAnnounce{State: VCPActive, APIAddr: netip.MustParseAddr("10.0.0.1"), APIPort: 7700}
+	posing, _ := sender.Seal(b.MAC(), a.MAC(), announce) // an element key: not the VCP's
+	send(posing)
+	vcp, _ := NewSender(0xc, testVCPKey)
+	unicast, _ := vcp.Seal(b.MAC(), a.MAC(), announce)
 	send(unicast)
 
 	f, err = b.Recv(2 * time.Second)
@@ -99,14 +103,14 @@ func TestConnAcrossBridge(t *testing.T) {
 		t.Errorf("extra frame accepted: %v", err)
 	}
 	c := b.Counters()
-	want := map[string]uint64{"accepted": 2, "auth": 2, "replay": 1, "malformed": 0, "sent": 0}
+	want := map[string]uint64{"accepted": 2, "auth": 2, "replay": 1, "role_refused": 1, "malformed": 0, "sent": 0}
 	for k, v := range want {
 		if c[k] != v {
 			t.Errorf("counter %s = %d, want %d (all: %v)", k, c[k], v, c)
 		}
 	}
-	if a.Counters()["sent"] != 5 {
-		t.Errorf("sender counted %d frames sent, want 5", a.Counters()["sent"])
+	if a.Counters()["sent"] != 6 {
+		t.Errorf("sender counted %d frames sent, want 6", a.Counters()["sent"])
 	}
 }
 
@@ -121,7 +125,7 @@ func TestConnSendRetriesWhenFull(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "2mbit", "burst", "1600", "limit", "200").CombinedOutput(); err != nil {
 		t.Fatalf("tc: %v %s", err, out)
 	}
-	keys := Keyring{testKey.ID: testKey.Secret}
+	keys := testRing
 	a := listenIn(t, "a", keys)
 	b := listenIn(t, "b", keys)
 	sender, err := NewSender(0xa, testKey)
@@ -154,7 +158,7 @@ func TestConnSendRetriesWhenFull(t *testing.T) {
 // more; a reader waiting on an empty queue is caught up now.
 func TestConnCaughtUp(t *testing.T) {
 	labtest.Up(t, connLab)
-	keys := Keyring{testKey.ID: testKey.Secret}
+	keys := testRing
 	a := listenIn(t, "a", keys)
 	b := listenIn(t, "b", keys)
 	sender, err := NewSender(0xa, testKey)

@@ -2,6 +2,7 @@ package dist
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -26,6 +28,28 @@ var testKey = func() Key {
 	return k
 }()
 
+// testVCPKey is the VCP's key of the golden vectors: the Ed25519 key of
+// the seed 0x20..0x3f. testRing accepts both.
+var (
+	testVCPKey = func() Key {
+		seed := make([]byte, ed25519.SeedSize)
+		for i := range seed {
+			seed[i] = byte(0x20 + i)
+		}
+		return Key{ID: 2, Private: ed25519.NewKeyFromSeed(seed)}
+	}()
+	testRing = Ring(testKey, testVCPKey)
+)
+
+// keyFor is the key that seals m: the element key for a hello or a
+// probe, the VCP's for what configures.
+func keyFor(m Message) Key {
+	if m.Type().elementMay() {
+		return testKey
+	}
+	return testVCPKey
+}
+
 var (
 	macLB  = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x01, 0x01}
 	macR1  = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x02, 0x01}
@@ -33,13 +57,18 @@ var (
 )
 
 // goldenCases are the messages of testdata/vectors.json.
-func goldenCases() []struct {
+func goldenCases() (cases []struct {
 	name string
 	f    Frame
-} {
+}) {
 	hdr := func(seq uint64) Header {
-		return Header{Sender: 0x0102030405060708, Epoch: 0x1867c0a1b2c3d4e5, Seq: seq, KeyID: 1}
+		return Header{Sender: 0x0102030405060708, Epoch: 0x1867c0a1b2c3d4e5, Seq: seq}
 	}
+	defer func() {
+		for i := range cases {
+			cases[i].f.Header.KeyID = keyFor(cases[i].f.Msg).ID
+		}
+	}()
 	return []struct {
 		name string
 		f    Frame
@@ -132,11 +161,14 @@ func goldenCases() []struct {
 }
 
 type vectorFile struct {
-	Comment string          `json:"comment"`
-	KeyID   uint8           `json:"key_id"`
-	Key     string          `json:"key"`
-	Valid   []validVector   `json:"valid"`
-	Invalid []invalidVector `json:"invalid"`
+	Comment string `json:"comment"`
+	// The element key (HMAC-SHA256) and the VCP's public key (Ed25519).
+	KeyID     uint8           `json:"key_id"`
+	Key       string          `json:"key"`
+	VCPKeyID  uint8           `json:"vcp_key_id"`
+	VCPPublic string          `json:"vcp_public"`
+	Valid     []validVector   `json:"valid"`
+	Invalid   []invalidVector `json:"invalid"`
 }
 
 type validVector struct {
@@ -176,7 +208,18 @@ func invalidCases(t *testing.T, good []byte) []invalidVector {
 	if err != nil {
 		t.Fatal(err)
 	}
+	signed, err := Marshal(&Frame{Dst: macLB, Src: macVCP, Header: Header{Sender: 3, Epoch: 1, Seq: 1}, Msg: &VCPAnnounce{State: VCPActive, APIAddr: netip.MustParseAddr("10.0.0.1")}}, testVCPKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(signed)
+	flipped[EthHeaderLen+HeaderLen] ^= 1
 	return []invalidVector{
+		// What configures, sealed with the element key every element
+		// holds: a back-end posing as the VCP.
+		{Name: "announce-element-key", Reason: "role_refused", Frame: hex.EncodeToString(badType)},
+		{Name: "announce-signature-bit-flip", Reason: "auth", Frame: hex.EncodeToString(flipped)},
+		{Name: "announce-signature-cut", Reason: "length", Frame: hex.EncodeToString(signed[:len(signed)-MACLen])},
 		mut("truncated", "truncated", func(b []byte) []byte { return b[:MinFrameLen-1] }),
 		mut("cut-trailer", "length", func(b []byte) []byte { return b[:len(b)-1] }),
 		mut("trailing-byte", "length", func(b []byte) []byte { return append(b, 0) }),
@@ -207,9 +250,10 @@ func TestGoldenVectors(t *testing.T) {
 		want = vectorFile{
 			Comment: "DIST golden vectors: see docs/dist.md. Each valid frame decodes to header+message and encodes back to the same bytes; each invalid frame is refused for reason.",
 			KeyID:   testKey.ID, Key: hex.EncodeToString(testKey.Secret),
+			VCPKeyID: testVCPKey.ID, VCPPublic: hex.EncodeToString(testVCPKey.Verifier().Public),
 		}
 		for _, c := range goldenCases() {
-			b, err := Marshal(&c.f, testKey)
+			b, err := Marshal(&c.f, keyFor(c.f.Msg))
 			if err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
@@ -232,7 +276,7 @@ func TestGoldenVectors(t *testing.T) {
 	if err := json.Unmarshal(raw, &want); err != nil {
 		t.Fatal(err)
 	}
-	keys := Keyring{testKey.ID: testKey.Secret}
+	keys := testRing
 	cases := goldenCases()
 	if len(cases) != len(want.Valid) {
 		t.Fatalf("%d golden cases, %d vectors: run go test ./dist -update", len(cases), len(want.Valid))
@@ -240,7 +284,7 @@ func TestGoldenVectors(t *testing.T) {
 	for i, v := range want.Valid {
 		c := cases[i]
 		frame, _ := hex.DecodeString(v.Frame)
-		got, err := Marshal(&c.f, testKey)
+		got, err := Marshal(&c.f, keyFor(c.f.Msg))
 		if err != nil || !bytes.Equal(got, frame) {
 			t.Errorf("%s: encode = %x, %v\nwant %x", v.Name, got, err, frame)
 		}
@@ -286,6 +330,47 @@ func TestReplayGuard(t *testing.T) {
 		if (err != nil) != s.replay || (err != nil && !errors.Is(err, ErrReplay)) {
 			t.Errorf("step %d %+v: err = %v, want replay=%v", i, s.h, err, s.replay)
 		}
+	}
+}
+
+// TestReplayGuardPersisted: a receiver that restarts loads what it had
+// accepted, so a captured stream of the sender's older run, or of the
+// current one up to the last save, replays as nothing; what comes after is
+// taken. A corrupt state file is an error, not an empty state.
+func TestReplayGuardPersisted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replay.json")
+	h := func(epoch, seq uint64) Header { return Header{Sender: 7, Epoch: epoch, Seq: seq} }
+	var before ReplayGuard
+	if err := before.Persist(path); err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 50; seq++ {
+		if err := before.Check(h(10, seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before.Check(h(11, 1)) // the sender restarted: saved at once
+	before.mu.Lock()
+	before.save(true)
+	before.mu.Unlock()
+	var after ReplayGuard
+	if err := after.Persist(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, replayed := range []Header{h(10, 1), h(10, 50), h(10, 51), h(11, 1)} {
+		if err := after.Check(replayed); !errors.Is(err, ErrReplay) {
+			t.Errorf("after a restart, %+v: %v, want refused as a replay", replayed, err)
+		}
+	}
+	if err := after.Check(h(11, 2)); err != nil {
+		t.Errorf("after a restart, the sender's next frame: %v", err)
+	}
+	if before.SaveErrors != 0 {
+		t.Errorf("%d failed saves", before.SaveErrors)
+	}
+	os.WriteFile(path, []byte("{not json"), 0o600)
+	if err := new(ReplayGuard).Persist(path); err == nil {
+		t.Error("a corrupt state file was taken")
 	}
 }
 
@@ -351,7 +436,7 @@ func FuzzUnmarshal(f *testing.F) {
 		f.Add(b, false)
 		f.Add(b, true)
 	}
-	keys := Keyring{testKey.ID: testKey.Secret}
+	keys := testRing
 	f.Fuzz(func(t *testing.T, b []byte, reseal bool) {
 		if reseal && len(b) >= MinFrameLen && len(b) <= MaxFrameLen {
 			// Reseal so the fuzzer reaches the body decoders.
@@ -365,14 +450,18 @@ func FuzzUnmarshal(f *testing.F) {
 			}
 			return
 		}
-		if !reseal && len(b) >= MinFrameLen {
+		if !reseal && len(b) >= MinFrameLen && fr.Header.KeyID == testKey.ID {
 			// Accepted without resealing: only possible for a seed.
 			n := len(b) - MACLen
 			if !bytes.Equal(seal(testKey.Secret, b[:n]), b[n:]) {
 				t.Fatal("accepted a frame whose HMAC is wrong")
 			}
 		}
-		again, err := Marshal(fr, Key{ID: fr.Header.KeyID, Secret: testKey.Secret})
+		key := Key{ID: fr.Header.KeyID, Secret: testKey.Secret}
+		if fr.Header.KeyID == testVCPKey.ID {
+			key = testVCPKey
+		}
+		again, err := Marshal(fr, key)
 		if err != nil {
 			t.Fatalf("accepted frame does not re-encode: %v", err)
 		}
@@ -396,7 +485,7 @@ func TestHostilePortName(t *testing.T) {
 		copy(b[i:i+7], name)
 		n := len(b) - MACLen
 		b = append(b[:n:n], seal(testKey.Secret, b[:n])...)
-		if f, err := Unmarshal(b, Keyring{testKey.ID: testKey.Secret}); err == nil || Reason(err) != "malformed" {
+		if f, err := Unmarshal(b, testRing); err == nil || Reason(err) != "malformed" {
 			t.Errorf("a hello with port %q: %+v, %v (%s); want it refused as malformed", name, f, err, Reason(err))
 		}
 	}
@@ -408,7 +497,7 @@ func TestHostilePortName(t *testing.T) {
 func TestHelloUnnamedPorts(t *testing.T) {
 	b, _ := hex.DecodeString("036d7372000102000000010188b50101010000a0000001020304050607081867c0a1b2c3d4e50000000000000001010000640302000000002710000000076c6231000000000000000000000000000001000a0200000001011801c00002010000271005dc000000000000000003e8000000000000fa000000000000000384000000000000e1000000000000000003010200000200000002010003000000000000271005dc000000000000000000000000000000000000000000000000000000000000000000000000000000000000f7b2788eacc02a451589054f32927f87a88a2e5e7678c641dd2b4a3f5bb8b125")
 	key, _ := hex.DecodeString("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
-	f, err := Unmarshal(b, Keyring{1: key})
+	f, err := Unmarshal(b, Keyring{1: {Secret: key}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +520,7 @@ func TestProbeReflected(t *testing.T) {
 	if !bytes.Equal(b[0:6], macR1) || !bytes.Equal(b[6:12], macLB) {
 		t.Fatalf("probe goes from %x to %x, want from the LB to the back-end", b[6:12], b[0:6])
 	}
-	keys := Keyring{testKey.ID: testKey.Secret}
+	keys := testRing
 	if _, err := Unmarshal(b, keys); !errors.Is(err, ErrAuth) {
 		t.Errorf("probe as sent: %v, want %v", err, ErrAuth)
 	}
@@ -547,14 +636,14 @@ func TestLinkRouteSet(t *testing.T) {
 		t.Fatalf("LinkRoutePages: %d pages, %v", len(pages), err)
 	}
 	wire := func(m *LinkRoutes) *LinkRoutes {
-		b, err := Marshal(&Frame{Dst: macR1, Src: macVCP, Msg: m}, testKey)
+		b, err := Marshal(&Frame{Dst: macR1, Src: macVCP, Msg: m}, testVCPKey)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(b) > MaxFrameLen {
 			t.Fatalf("a page of %d routes takes %d bytes", len(m.Routes), len(b))
 		}
-		f, err := Unmarshal(b, Keyring{testKey.ID: testKey.Secret})
+		f, err := Unmarshal(b, testRing)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,14 +676,14 @@ func TestLinkRouteSet(t *testing.T) {
 
 // docs/dist.md says how many peers a frame holds.
 func TestPeersLimit(t *testing.T) {
-	if MaxPeers != 59 {
-		t.Errorf("PEERS holds %d, docs/dist.md says 59", MaxPeers)
+	if MaxPeers != 57 {
+		t.Errorf("PEERS holds %d, docs/dist.md says 57", MaxPeers)
 	}
 }
 
 // docs/dist.md says how many static neighbours a frame holds.
 func TestStaticNeighborsLimit(t *testing.T) {
-	if MaxStaticNeighbors != 59 {
-		t.Errorf("STATIC_NEIGHBORS holds %d, docs/dist.md says 59", MaxStaticNeighbors)
+	if MaxStaticNeighbors != 57 {
+		t.Errorf("STATIC_NEIGHBORS holds %d, docs/dist.md says 57", MaxStaticNeighbors)
 	}
 }

@@ -12,6 +12,7 @@
 package dist
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -19,8 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"time"
 )
 
@@ -34,11 +33,15 @@ const (
 
 	EthHeaderLen = 14
 	HeaderLen    = 32
-	MACLen       = sha256.Size
+	// MACLen is the trailer of a frame sealed with an element key
+	// (HMAC-SHA256), SigLen of one signed with the VCP's (Ed25519).
+	MACLen = sha256.Size
+	SigLen = ed25519.SignatureSize
 	// MaxFrameLen is an untagged Ethernet frame of a 1500-byte MTU,
-	// without FCS: DIST never relies on jumbo frames.
+	// without FCS: DIST never relies on jumbo frames. MaxBodyLen leaves
+	// room for the longer trailer, whichever key seals the frame.
 	MaxFrameLen = EthHeaderLen + 1500
-	MaxBodyLen  = MaxFrameLen - EthHeaderLen - HeaderLen - MACLen
+	MaxBodyLen  = MaxFrameLen - EthHeaderLen - HeaderLen - SigLen
 	MinFrameLen = EthHeaderLen + HeaderLen + MACLen
 )
 
@@ -61,6 +64,7 @@ var (
 	ErrType       = errors.New("unknown message type")
 	ErrMalformed  = errors.New("malformed message body")
 	ErrReplay     = errors.New("replayed or stale sequence number")
+	ErrRole       = errors.New("message needs the VCP's key")
 )
 
 // Reason returns the counter label of a receive error: "truncated",
@@ -83,6 +87,7 @@ var reasons = []struct {
 	{ErrLength, "length"}, {ErrUnknownKey, "unknown_key"},
 	{ErrAuth, "auth"}, {ErrType, "type"},
 	{ErrMalformed, "malformed"}, {ErrReplay, "replay"},
+	{ErrRole, "role_refused"},
 }
 
 // Reasons lists every label Reason can return except "other", in a fixed
@@ -114,43 +119,6 @@ type Frame struct {
 	Msg    Message          `json:"-"`
 	// Received is when the kernel took the frame in (Conn.Recv).
 	Received time.Time `json:"-"`
-}
-
-// Key is a per-deployment HMAC key with the id that names it on the wire,
-// so keys can be rolled over: a receiver holds the old and the new one.
-type Key struct {
-	ID     uint8
-	Secret []byte
-}
-
-// Keyring is the set of keys a receiver accepts, by id.
-type Keyring map[uint8][]byte
-
-// MinKeyLen is the shortest secret accepted: RFC 2104 §3 advises keys no
-// shorter than the hash output.
-const MinKeyLen = 32
-
-// Validate refuses a key too short to be a secret.
-func (k Key) Validate() error {
-	if len(k.Secret) < MinKeyLen {
-		return fmt.Errorf("DIST key %d is %d bytes; use at least %d random bytes", k.ID, len(k.Secret), MinKeyLen)
-	}
-	return nil
-}
-
-// ReadKeyFile reads a deployment key: a file holding at least 32 random
-// bytes in hex.
-func ReadKeyFile(path string, id uint8) (Key, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Key{}, fmt.Errorf("read DIST key: %w", err)
-	}
-	secret, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil {
-		return Key{}, fmt.Errorf("DIST key %s: not hex: %w", path, err)
-	}
-	k := Key{ID: id, Secret: secret}
-	return k, k.Validate()
 }
 
 // RIBPassword is the TCP-MD5 key (RFC 2385) of the iBGP sessions between
@@ -190,6 +158,9 @@ func Marshal(f *Frame, key Key) ([]byte, error) {
 	binary.BigEndian.PutUint64(h[16:24], f.Header.Epoch)
 	binary.BigEndian.PutUint64(h[24:32], f.Header.Seq)
 	b = append(b, body...)
+	if key.Private != nil {
+		return append(b, ed25519.Sign(key.Private, b)...), nil
+	}
 	return append(b, seal(key.Secret, b)...), nil
 }
 
@@ -216,16 +187,20 @@ func Unmarshal(b []byte, keys Keyring) (*Frame, error) {
 	if h[0] != Version {
 		return nil, fmt.Errorf("%w %d", ErrVersion, h[0])
 	}
-	bodyLen := int(binary.BigEndian.Uint16(h[4:6]))
-	if len(b) != MinFrameLen+bodyLen {
-		return nil, fmt.Errorf("%w: header says %d body bytes, frame has %d", ErrLength, bodyLen, len(b)-MinFrameLen)
-	}
-	secret, ok := keys[h[2]]
+	v, ok := keys[h[2]]
 	if !ok {
 		return nil, fmt.Errorf("%w %d", ErrUnknownKey, h[2])
 	}
-	sealed := len(b) - MACLen
-	if !hmac.Equal(seal(secret, b[:sealed]), b[sealed:]) {
+	bodyLen := int(binary.BigEndian.Uint16(h[4:6]))
+	if len(b) != EthHeaderLen+HeaderLen+bodyLen+v.trailerLen() {
+		return nil, fmt.Errorf("%w: header says %d body bytes, frame has %d", ErrLength, bodyLen, len(b)-EthHeaderLen-HeaderLen-v.trailerLen())
+	}
+	sealed := len(b) - v.trailerLen()
+	if v.Public != nil {
+		if !ed25519.Verify(v.Public, b[:sealed], b[sealed:]) {
+			return nil, ErrAuth
+		}
+	} else if !hmac.Equal(seal(v.Secret, b[:sealed]), b[sealed:]) {
 		return nil, ErrAuth
 	}
 	// Reserved fields are covered by the HMAC, but a sender that set them
@@ -236,6 +211,11 @@ func Unmarshal(b []byte, keys Keyring) (*Frame, error) {
 	msg, err := newMessage(MsgType(h[1]))
 	if err != nil {
 		return nil, err
+	}
+	// An element key seals what every element sends; what configures
+	// takes the VCP's.
+	if v.Public == nil && !MsgType(h[1]).elementMay() {
+		return nil, fmt.Errorf("%w: %s sealed with element key %d", ErrRole, MsgType(h[1]), h[2])
 	}
 	if err := msg.decodeBody(b[EthHeaderLen+HeaderLen : sealed]); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, msg.Type(), err)

@@ -56,6 +56,10 @@ func (t MsgType) String() string {
 	return fmt.Sprintf("TYPE_%d", uint8(t))
 }
 
+// elementMay says whether an element key may seal the type: hellos and
+// probes. Every other type configures an element and needs the VCP's key.
+func (t MsgType) elementMay() bool { return t == TypeHello || t == TypeProbe }
+
 // Message is the body of a DIST frame.
 type Message interface {
 	Type() MsgType

@@ -1,8 +1,12 @@
 package dist
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +26,17 @@ const ReplayWindow = 64
 type ReplayGuard struct {
 	mu      sync.Mutex
 	senders map[uint64]*replayState
+	// path, if set, is where the guard keeps its state across restarts
+	// (Persist); saved is when it last wrote it.
+	path  string
+	saved time.Time
+	// SaveErrors counts writes of path that failed.
+	SaveErrors uint64
 }
+
+// SaveInterval is the longest a persisted guard goes without writing a
+// sender's newest sequence number down; a new epoch is written at once.
+const SaveInterval = time.Second
 
 type replayState struct {
 	epoch uint64
@@ -41,8 +55,10 @@ func (g *ReplayGuard) Check(h Header) error {
 	s, ok := g.senders[h.Sender]
 	if !ok || h.Epoch > s.epoch {
 		g.senders[h.Sender] = &replayState{epoch: h.Epoch, top: h.Seq, seen: 1}
+		g.save(true)
 		return nil
 	}
+	defer g.save(false)
 	if h.Epoch < s.epoch {
 		return fmt.Errorf("%w: epoch %d older than %d", ErrReplay, h.Epoch, s.epoch)
 	}
@@ -68,6 +84,67 @@ func (g *ReplayGuard) Check(h Header) error {
 	return nil
 }
 
+// Persist loads the state a guard of an earlier run saved at path, if
+// any, and keeps saving it there: after a restart, a captured stream of an
+// older epoch is refused, and of the current one only what came after the
+// last save (at most SaveInterval of frames) is taken again
+// (docs/dist.md, "Replay"). Call it before the first Check.
+func (g *ReplayGuard) Persist(path string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.path = path
+	if g.senders == nil {
+		g.senders = make(map[uint64]*replayState)
+	}
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replay state: %w", err)
+	}
+	var saved map[string]savedState
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		return fmt.Errorf("replay state %s: %w", path, err)
+	}
+	for id, st := range saved {
+		sender, err := strconv.ParseUint(id, 16, 64)
+		if err != nil {
+			return fmt.Errorf("replay state %s: sender %q: %w", path, id, err)
+		}
+		// Everything up to the saved top counts as seen.
+		g.senders[sender] = &replayState{epoch: st.Epoch, top: st.Top, seen: ^uint64(0)}
+	}
+	return nil
+}
+
+type savedState struct {
+	Epoch uint64 `json:"epoch"`
+	Top   uint64 `json:"top"`
+}
+
+// save writes the guard's state to its path: now if urgent, else when
+// SaveInterval has passed since the last write. g.mu is held.
+func (g *ReplayGuard) save(urgent bool) {
+	if g.path == "" || !urgent && time.Since(g.saved) < SaveInterval {
+		return
+	}
+	g.saved = time.Now()
+	out := make(map[string]savedState, len(g.senders))
+	for id, s := range g.senders {
+		out[strconv.FormatUint(id, 16)] = savedState{Epoch: s.epoch, Top: s.top}
+	}
+	raw, _ := json.Marshal(out)
+	tmp := g.path + ".new"
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		g.SaveErrors++
+		return
+	}
+	if err := os.Rename(tmp, g.path); err != nil {
+		g.SaveErrors++
+	}
+}
+
 // Forget drops what the guard knows of a sender (an element that left).
 func (g *ReplayGuard) Forget(sender uint64) {
 	g.mu.Lock()
@@ -82,6 +159,24 @@ type Sender struct {
 	Epoch uint64
 	Key   Key
 	seq   atomic.Uint64
+	// rekeyed, once set, replaces Key (Rekey).
+	rekeyed atomic.Pointer[Key]
+}
+
+// Rekey makes s seal its next frames with k: a key rollover's step.
+func (s *Sender) Rekey(k Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	s.rekeyed.Store(&k)
+	return nil
+}
+
+func (s *Sender) key() Key {
+	if k := s.rekeyed.Load(); k != nil {
+		return *k
+	}
+	return s.Key
 }
 
 // ElementID is the sender id an element takes when its config names none:
@@ -110,7 +205,7 @@ func (s *Sender) Seal(dst, src []byte, msg Message) ([]byte, error) {
 		Dst: dst, Src: src,
 		Header: Header{Sender: s.ID, Epoch: s.Epoch, Seq: s.seq.Add(1)},
 		Msg:    msg,
-	}, s.Key)
+	}, s.key())
 }
 
 // SealProbe returns a PROBE from own (the sending port's MAC) to target,

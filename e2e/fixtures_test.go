@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/lb/lbapi"
 	"github.com/msr-router/msr/router/routerapi"
 )
@@ -31,7 +32,7 @@ func testDir(t *testing.T, keyByte string) (string, func(name, text string)) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	os.Chmod(filepath.Dir(dir), 0o755) // FRR's daemons run as user frr: they must reach their directory
-	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat(keyByte, 32)), 0o600)
+	disttest.Keys(t, dir, strings.Repeat(keyByte, 32))
 	return dir, func(name, text string) { os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
 }
 

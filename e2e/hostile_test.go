@@ -64,14 +64,15 @@ func TestDefaultLabHostileInput(t *testing.T) {
 			return err
 		}
 		lbMAC := net.HardwareAddr{2, 0, 0, 0, 0xe0, 0}
-		// Forged DIST (another key) and genuine DIST replayed, to the
-		// group and to the LB: control frames from outside.
+		// Forged DIST (another key) and genuine DIST replayed (signed
+		// with the VCP's key), to the group and to the LB: control frames
+		// from outside.
 		forger, _ := dist.NewSender(0xbad, dist.Key{ID: 1, Secret: []byte(strings.Repeat("x", 32))})
-		key, err := dist.ReadKeyFile(filepath.Join(demo.RunDir, "key"), 1)
+		keys, err := dist.ReadVCPKeys(filepath.Join(demo.RunDir, dist.VCPKeyFile), dist.DefaultVCPKeyID)
 		if err != nil {
 			return err
 		}
-		genuine, _ := dist.NewSender(dist.ElementID("vcp", "vcp1"), key)
+		genuine, _ := dist.NewSender(dist.ElementID("vcp", "vcp1"), keys[0])
 		forged, err := forger.Seal(dist.GroupMAC, ifi.HardwareAddr, &dist.VCPAnnounce{State: dist.VCPActive, APIAddr: netip.IPv4Unspecified()})
 		if err != nil {
 			return err

@@ -123,11 +123,11 @@ type vcpTable struct {
 // (interface names, XDP attachment and DIST sockets are resolved there).
 // What it starts keeps working from any thread.
 func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
-	key, err := dist.ReadKeyFile(cfg.KeyFile, cfg.KeyID)
+	keys, err := cfg.Keys(false)
 	if err != nil {
 		return nil, err
 	}
-	sender, err := dist.NewSender(cfg.ID, key)
+	sender, err := dist.NewSender(cfg.ID, keys.Seal)
 	if err != nil {
 		return nil, err
 	}
@@ -136,14 +136,14 @@ func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	if a.flowletGap == 0 {
 		a.flowletGap = DefaultFlowletGap // until the paths are measured
 	}
-	if err := a.setup(key); err != nil {
+	if err := a.setup(keys.Ring); err != nil {
 		a.Close()
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *Agent) setup(key dist.Key) error {
+func (a *Agent) setup(keys dist.Keyring) error {
 	if err := netns.EnsureBPFFS(); err != nil {
 		return err
 	}
@@ -188,11 +188,14 @@ func (a *Agent) setup(key dist.Key) error {
 		}
 		a.links = append(a.links, l)
 		if p.role != RoleExternal {
-			c, err := dist.Listen(p.name, dist.Keyring{key.ID: key.Secret})
+			c, err := dist.Listen(p.name, keys)
 			if err != nil {
 				return err
 			}
 			a.conns[p.name] = c
+			if err := a.cfg.PersistReplay(c, p.name); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -854,6 +857,7 @@ func (a *Agent) Status() *lbapi.Status {
 	}
 	for name, c := range a.conns {
 		s.DIST[name] = c.Counters()
+		s.DISTRoleRefused += s.DIST[name]["role_refused"]
 	}
 	s.FlowletGapUs, s.FlowletGapAuto = a.flowletGap.Microseconds(), a.cfg.FlowletGap == 0
 	s.Paths = a.paths.status()

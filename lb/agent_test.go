@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
@@ -85,7 +86,7 @@ const labFlows = 1000
 func lbConfig(t *testing.T, mode string) *AgentConfig {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
-	os.WriteFile(key, []byte(testKeyHex), 0o600)
+	disttest.Keys(t, dir, testKeyHex)
 	file := &FileConfig{
 		Config: element.Config{Name: "t-agent", KeyFile: key}, Mode: mode, PinDir: filepath.Join(netns.BPFFS, "msr-test-lb"),
 		Ports: map[string]*PortConfig{
@@ -154,11 +155,26 @@ func (l *agentLabT) startBackend(r string) {
 	}
 }
 
+// vcpKey is the VCP's key of the lab's deployment (its config's
+// directory); ring accepts it and the element key.
+func (l *agentLabT) vcpKey() dist.Key {
+	keys, err := dist.ReadVCPKeys(filepath.Join(filepath.Dir(l.cfg.KeyFile), dist.VCPKeyFile), dist.DefaultVCPKeyID)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return keys[0]
+}
+
+func (l *agentLabT) ring() dist.Keyring {
+	secret, _ := hex.DecodeString(testKeyHex)
+	return dist.Ring(dist.Key{ID: 1, Secret: secret}, l.vcpKey())
+}
+
 // startHellos makes r a back-end the LB hears from every 100 ms.
 func (l *agentLabT) startHellos(r string) error {
 	secret, _ := hex.DecodeString(testKeyHex)
 	key := dist.Key{ID: 1, Secret: secret}
-	c, err := dist.Listen("eth0", dist.Keyring{1: secret})
+	c, err := dist.Listen("eth0", l.ring())
 	if err != nil {
 		return err
 	}
@@ -382,12 +398,13 @@ func TestLBAgentIgnoresForgedDIST(t *testing.T) {
 	before := l.agent.Status()
 	secret, _ := hex.DecodeString(testKeyHex)
 	err := netns.Do(lab.Namespace("t-lbagent", "ext"), func() error {
-		c, err := dist.Listen("g0", dist.Keyring{1: secret})
+		c, err := dist.Listen("g0", l.ring())
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		for i, key := range []dist.Key{{ID: 1, Secret: secret}, {ID: 1, Secret: make([]byte, 32)}} {
+		// The element key, the VCP's (as if it leaked), a wrong one.
+		for i, key := range []dist.Key{{ID: 1, Secret: secret}, l.vcpKey(), {ID: 1, Secret: make([]byte, 32)}} {
 			s, _ := dist.NewSender(99, key)
 			evil := &dist.TableUpdate{Target: l.cfg.ID, Generation: 1000, Flags: dist.TableFlush | dist.TableLast, Mode: dist.ModeWRR,
 				Entries: []dist.TableEntry{{MAC: net.HardwareAddr{2, 0, 0, 0, 0xee, byte(i)}, Port: 1, Weight: 100}}}
@@ -408,8 +425,8 @@ func TestLBAgentIgnoresForgedDIST(t *testing.T) {
 	if fmt.Sprint(after.Table.Shares) != fmt.Sprint(before.Table.Shares) || after.VCPMAC != before.VCPMAC {
 		t.Errorf("forged DIST changed the LB: table %v -> %v, vcp %q -> %q", before.Table.Shares, after.Table.Shares, before.VCPMAC, after.VCPMAC)
 	}
-	if d := after.Ports[0].Stats.Drops["dist_external"]; d != 4 {
-		t.Errorf("dist_external drops = %d, want 4", d)
+	if d := after.Ports[0].Stats.Drops["dist_external"]; d != 6 {
+		t.Errorf("dist_external drops = %d, want 6", d)
 	}
 }
 
@@ -516,16 +533,15 @@ func TestLBAgentHashKeepsFlows(t *testing.T) {
 // the LB follows each message.
 func TestLBAgentFollowsVCP(t *testing.T) {
 	l := startAgentLab(t, "wrr")
-	secret, _ := hex.DecodeString(testKeyHex)
 	vcpMAC := net.HardwareAddr{}
 	err := netns.Do(lab.Namespace("t-lbagent", "r1"), func() error {
-		c, err := dist.Listen("eth0", dist.Keyring{1: secret})
+		c, err := dist.Listen("eth0", l.ring())
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		vcpMAC = c.MAC()
-		s, _ := dist.NewSender(0x7c9, dist.Key{ID: 1, Secret: secret})
+		s, _ := dist.NewSender(0x7c9, l.vcpKey())
 		lbMAC := net.HardwareAddr{2, 0, 0, 0, 0x10, 0}
 		entry := func(last byte, w uint16) dist.TableEntry {
 			return dist.TableEntry{MAC: net.HardwareAddr{2, 0, 0, 0, 0xb0, last}, Port: 1, Weight: w}
@@ -637,9 +653,8 @@ func TestLBAgentHellosWhileInstalling(t *testing.T) {
 	installHook = func() { time.Sleep(time.Second) }
 	defer func() { installHook = nil }()
 	l := startAgentLab(t, "maglev")
-	secret, _ := hex.DecodeString(testKeyHex)
 	err := netns.Do(lab.Namespace("t-lbagent", "r1"), func() error {
-		c, err := dist.Listen("eth0", dist.Keyring{1: secret})
+		c, err := dist.Listen("eth0", l.ring())
 		if err != nil {
 			return err
 		}

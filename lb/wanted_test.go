@@ -67,7 +67,7 @@ func TestWantedKeepsAllWhenAllSilent(t *testing.T) {
 func TestAliveWhileHellosQueued(t *testing.T) {
 	labtest.Up(t, agentLab)
 	secret, _ := hex.DecodeString(testKeyHex)
-	keys := dist.Keyring{1: secret}
+	keys := dist.Keyring{1: {Secret: secret}}
 	i0 := disttest.Listen(t, lab.Namespace("t-lbagent", "lb"), "i0", keys)
 	r1 := disttest.Listen(t, lab.Namespace("t-lbagent", "r1"), "eth0", keys)
 	a := &Agent{cfg: &AgentConfig{Config: element.Config{HelloInterval: 100 * time.Millisecond, HoldMultiplier: 3}},

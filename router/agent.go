@@ -178,12 +178,12 @@ func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 }
 
 func (a *Agent) setup() error {
-	key, err := dist.ReadKeyFile(a.cfg.KeyFile, a.cfg.KeyID)
+	keys, err := a.cfg.Keys(false)
 	if err != nil {
 		return err
 	}
-	a.ribPassword = key.RIBPassword()
-	if a.sender, err = dist.NewSender(a.cfg.ID, key); err != nil {
+	a.ribPassword = keys.RIB
+	if a.sender, err = dist.NewSender(a.cfg.ID, keys.Seal); err != nil {
 		return err
 	}
 	ifi, err := net.InterfaceByName(a.cfg.Interface)
@@ -217,7 +217,10 @@ func (a *Agent) setup() error {
 	if a.link, _, err = xdp.AdoptOrAttach(filepath.Join(a.cfg.PinDir, "link_"+ifi.Name), a.dp.Program(), ifi.Index); err != nil {
 		return err
 	}
-	if a.conn, err = dist.Listen(a.cfg.Interface, dist.Keyring{key.ID: key.Secret}); err != nil {
+	if a.conn, err = dist.Listen(a.cfg.Interface, keys.Ring); err != nil {
+		return err
+	}
+	if err := a.cfg.PersistReplay(a.conn, ""); err != nil {
 		return err
 	}
 	if a.raw, err = rawSocket(ifi.Index); err != nil {
@@ -730,6 +733,11 @@ func (a *Agent) count(what string, n uint64) {
 
 // Close releases this process's handles; pinned maps and the pinned link
 // keep the data path forwarding.
+// Rekey reads the agent's DIST key files again: its hellos are sealed
+// with the first element key, and every key the files hold is accepted (a
+// key rollover's step, at SIGHUP).
+func (a *Agent) Rekey() error { return a.cfg.Rekey(false, a.sender, a.conn) }
+
 func (a *Agent) Close() error {
 	if a.slow != nil {
 		a.slow.Close()
@@ -919,6 +927,10 @@ func (a *Agent) Status() *routerapi.Status {
 	a.helloMu.Lock()
 	s.Hellos = a.hellos
 	a.helloMu.Unlock()
+	if a.conn != nil {
+		s.DIST = a.conn.Counters()
+		s.DISTRoleRefused = s.DIST["role_refused"]
+	}
 	if st != nil {
 		s.CapDrop, s.InfraDropped, s.URPFDropped = st.Drops["cap"], st.Drops["infra"], st.Drops["urpf"]
 		if busy, ok := a.busy.Permyriad(); ok {

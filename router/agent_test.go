@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
@@ -67,7 +68,7 @@ func TestRouterRestartStateBehind(t *testing.T) { testRouterRestart(t, true) }
 func testRouterRestart(t *testing.T, behind bool) {
 	labtest.Up(t, restartLab)
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("3c", 32)), 0o600)
+	disttest.Keys(t, dir, strings.Repeat("3c", 32))
 	file := &FileConfig{Config: element.Config{Name: "t-restart", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		PinDir: filepath.Join(netns.BPFFS, "msr-test-rtrestart"),
 		Ports:  map[string]*PortConfig{"net": {VLAN: 10, Address: netip.MustParsePrefix("10.10.1.1/24"), Address6: netip.MustParsePrefix("2001:db8:a::1/64")}},
@@ -204,7 +205,7 @@ func testRouterRestart(t *testing.T, behind bool) {
 func TestHeldRoutes(t *testing.T) {
 	labtest.Up(t, restartLab)
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "key"), []byte(strings.Repeat("3c", 32)), 0o600)
+	disttest.Keys(t, dir, strings.Repeat("3c", 32))
 	file := &FileConfig{Config: element.Config{Name: "t-held", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		PinDir: filepath.Join(netns.BPFFS, "msr-test-held"),
 		Ports:  map[string]*PortConfig{"net": {VLAN: 10, Address: netip.MustParsePrefix("10.10.1.1/24"), Address6: netip.MustParsePrefix("2001:db8:a::1/64")}},

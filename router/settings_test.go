@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
@@ -123,13 +124,14 @@ func TestRouterSettingsFromVCP(t *testing.T) {
 
 // identityBackend brings the restart lab up and returns the config of a
 // back-end named name whose file holds only its identity, pinning under
-// pin (its pins and saved state removed when the test ends), its key, and
-// a DIST socket on gen's g0, the VCP's side of the link.
+// pin (its pins and saved state removed when the test ends), the VCP's
+// key, and a DIST socket on gen's g0, the VCP's side of the link.
 func identityBackend(t *testing.T, name, pin string) (*AgentConfig, dist.Key, *dist.Conn) {
 	t.Helper()
 	labtest.Up(t, restartLab)
-	keyFile := filepath.Join(t.TempDir(), "key")
-	os.WriteFile(keyFile, []byte(strings.Repeat("5d", 32)), 0o600)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	_, vcpKey, ring := disttest.Keys(t, dir, strings.Repeat("5d", 32))
 	file := &FileConfig{Config: element.Config{Name: name, KeyFile: keyFile}, Interface: "eth0",
 		PinDir: filepath.Join(netns.BPFFS, pin)}
 	cfg, err := file.Parse()
@@ -141,16 +143,15 @@ func identityBackend(t *testing.T, name, pin string) (*AgentConfig, dist.Key, *d
 		os.Remove(routerapi.StatePath(name))
 		os.Remove(routerapi.StatePath(name) + ".settings")
 	})
-	key, _ := dist.ReadKeyFile(keyFile, cfg.KeyID)
 	var conn *dist.Conn
 	if err := netns.Do(lab.Namespace("t-rtrestart", "gen"), func() (err error) {
-		conn, err = dist.Listen("g0", dist.Keyring{key.ID: key.Secret})
+		conn, err = dist.Listen("g0", ring)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return cfg, key, conn
+	return cfg, vcpKey, conn
 }
 
 // heardHello waits for a hello of the element id on conn with flags (the

@@ -109,20 +109,20 @@ type lbPush struct {
 
 // NewAgent opens the VCP's DIST socket: call it in the VCP's namespace.
 func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
-	key, err := dist.ReadKeyFile(cfg.KeyFile, cfg.KeyID)
+	keys, err := cfg.Keys(true)
 	if err != nil {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
 		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{}, operatorVersions: map[string]uint64{}, links: newMirrorLinks(), loads: map[string]*loadState{},
 		pushed: map[uint64]*lbPush{}, backendPushes: map[uint64]*backendPush{}, limitHits: map[string]uint64{},
-		ribPassword: key.RIBPassword(), started: time.Now(), ports: map[uint16]*PortState{}}
-	if a.sender, err = dist.NewSender(cfg.ID, key); err != nil {
+		ribPassword: keys.RIB, started: time.Now(), ports: map[uint16]*PortState{}}
+	if a.sender, err = dist.NewSender(cfg.ID, keys.Seal); err != nil {
 		return nil, err
 	}
 	// The other elements' APIs (the console's relay, the back-ends' ACL
 	// hits): with the deployment's admin token and certificate.
-	access, err := cfg.APISecurity.Access(api.Token(key.Secret))
+	access, err := cfg.APISecurity.Access(api.Token(keys.Element.Secret))
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,11 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 	if a.apiTLS, err = api.ClientTLS(cfg.APISecurity.Cert); err != nil {
 		return nil, err
 	}
-	if a.conn, err = dist.Listen(cfg.Interface, dist.Keyring{key.ID: key.Secret}); err != nil {
+	if a.conn, err = dist.Listen(cfg.Interface, keys.Ring); err != nil {
+		return nil, err
+	}
+	if err := cfg.PersistReplay(a.conn, ""); err != nil {
+		a.conn.Close()
 		return nil, err
 	}
 	if a.mirrors, err = NewMirrors(cfg.Interface, cfg.ExternalPorts); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	elementcfg "github.com/msr-router/msr/internal/element"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
@@ -72,6 +74,7 @@ type vcpLabT struct {
 	lb     *lb.Agent
 	lbStop func()
 	hellos map[string]context.CancelFunc
+	ring   dist.Keyring // the deployment's keys: element and VCP
 }
 
 // run starts an agent's Run in the background; the returned func stops it.
@@ -89,7 +92,7 @@ func quiet() *slog.Logger {
 func startVCPLab(t *testing.T) *vcpLabT {
 	labtest.Up(t, vcpLab)
 	l := &vcpLabT{t: t, dir: t.TempDir(), hellos: map[string]context.CancelFunc{}}
-	os.WriteFile(filepath.Join(l.dir, "key"), []byte(keyHex), 0o600)
+	_, _, l.ring = disttest.Keys(l.t, l.dir, keyHex)
 	for name, capacity := range map[string]uint32{"r1": 1000, "r2": 1000, "r3": 500} {
 		l.backend(name, capacity, keyHex)
 	}
@@ -141,7 +144,9 @@ func (l *vcpLabT) startLB() {
 func (l *vcpLabT) backend(name string, capacity uint32, key string) {
 	secret, _ := hex.DecodeString(key)
 	err := netns.Do(lab.Namespace("t-vcp", name), func() error {
-		c, err := dist.Listen("eth0", dist.Keyring{1: secret})
+		ring := maps.Clone(l.ring)
+		ring[1] = dist.Verifier{Secret: secret}
+		c, err := dist.Listen("eth0", ring)
 		if err != nil {
 			return err
 		}

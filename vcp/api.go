@@ -32,6 +32,7 @@ import (
 // Status reports elements and tables, the suite, mirrors and DIST.
 func (a *Agent) Status() *vcpapi.Status {
 	s := &vcpapi.Status{Name: a.cfg.Name, Mirrors: a.mirrors.Counters(), DIST: a.conn.Counters()}
+	s.DISTRoleRefused = s.DIST["role_refused"]
 	if suite := a.currentSuite(); suite != nil {
 		st := suite.Status()
 		s.Suite = &st

@@ -22,7 +22,7 @@ import (
 func TestAliveWhileHellosQueued(t *testing.T) {
 	labtest.Up(t, vcpLab)
 	secret, _ := hex.DecodeString(keyHex)
-	keys := dist.Keyring{1: secret}
+	keys := dist.Keyring{1: {Secret: secret}}
 	a := tableAgent(t, "") // a standby: tick judges, pushes nothing
 	a.conn = disttest.Listen(t, lab.Namespace("t-vcp", "vcp"), "eth0", keys)
 	hello := disttest.RouterHellos(t, disttest.Listen(t, lab.Namespace("t-vcp", "r1"), "eth0", keys), 0xb1, dist.Key{ID: 1, Secret: secret}, "r1")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/dist/disttest"
 	elementcfg "github.com/msr-router/msr/internal/element"
 
 	"github.com/msr-router/msr/internal/netns"
@@ -48,7 +49,7 @@ links:
 func TestMirrorCarriesControlTraffic(t *testing.T) {
 	labtest.Up(t, mirrorLab)
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "key"), []byte(keyHex), 0o600)
+	disttest.Keys(t, dir, keyHex)
 	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-mirror", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}}}
 	if err := cfg.complete(); err != nil {
@@ -162,7 +163,7 @@ router bgp 65010
 		"      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}\n    processes:\n      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, "+
 			dir+"/bgpd.conf, -Z, -S, -i, "+dir+"/bgpd.pid, --vty_socket, "+dir+", -P, \"0\", --log, stdout]}\n", 1)
 	labtest.Up(t, labText)
-	os.WriteFile(filepath.Join(dir, "key"), []byte(keyHex), 0o600)
+	disttest.Keys(t, dir, keyHex)
 	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-bgp", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}},
 		Routing:       &RoutingConfig{ASN: 65000, BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010}}, RunDir: filepath.Join(dir, "vcp")}}

@@ -30,6 +30,13 @@ func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The DIST keys as their files hold them now (a rollover's step),
+	// whatever else changed.
+	if !dryRun {
+		if err := old.Rekey(true, a.sender, a.conn); err != nil {
+			return nil, err
+		}
+	}
 	changes, err := diffConfig(old, next)
 	if err != nil {
 		return nil, err

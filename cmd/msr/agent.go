@@ -48,6 +48,23 @@ func endpointsOf(socket string, listen netip.AddrPort, keyFile string, keyID uin
 	return ep
 }
 
+// rekeyOnHUP has an LB or a back-end read its DIST key files again at
+// each SIGHUP: a step of a key rollover (docs/operations.md). The VCP's
+// SIGHUP reloads its whole config, keys included.
+func rekeyOnHUP(a interface{ Rekey() error }, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			if err := a.Rekey(); err != nil {
+				log.Error("DIST keys", "err", err)
+			} else {
+				log.Info("DIST keys read again")
+			}
+		}
+	}()
+}
+
 // checkConfig is --check: the file read and checked as the agent would,
 // nothing started (as bird -p). It prints what it found good.
 func checkConfig(file string, load func(string) error) error {

@@ -72,6 +72,7 @@ func runLBAgent(file string) error {
 	if err != nil {
 		return err
 	}
+	rekeyOnHUP(a, log)
 	return runAgent("lb", cfg.Name, endpointsOf(cfg.Socket, cfg.APIListen, cfg.KeyFile, cfg.KeyID, cfg.APISecurity), a, log, level)
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/dist/disttest"
 )
 
 // TestLBCommand runs `msr lb --config` as a process of a lab host, reads
@@ -16,7 +18,7 @@ func TestLBCommand(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	key := filepath.Join(dir, "key")
-	os.WriteFile(key, []byte(strings.Repeat("ab", 32)+"\n"), 0o600)
+	disttest.Keys(t, dir, strings.Repeat("ab", 32))
 	cfg := filepath.Join(dir, "lb.yaml")
 	os.WriteFile(cfg, []byte(`name: t-cli-lb
 key_file: `+key+`

@@ -39,6 +39,7 @@ var commands = map[string]command{
 	"demo":   demoCommand,
 	"sim":    simCommand,
 	"cert":   certCommand,
+	"key":    keyCommand,
 	"soak":   soakCommand,
 }
 

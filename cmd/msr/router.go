@@ -144,6 +144,7 @@ func runRouterAgent(file string) error {
 	if err != nil {
 		return err
 	}
+	rekeyOnHUP(a, log)
 	// A back-end configured by the VCP (no ports in its file) serves its
 	// API where the VCP looks for it unless its file says.
 	listen := cfg.APIListen

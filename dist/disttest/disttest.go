@@ -4,6 +4,8 @@
 package disttest
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -59,4 +61,27 @@ func Drain(t testing.TB, c *dist.Conn, handle func(*dist.Frame)) {
 		}
 		handle(f)
 	}
+}
+
+// Keys writes a deployment's DIST keys into dir, as an element's config
+// names them by default: the element key secretHex (the file "key") and a
+// fresh VCP key pair (vcp.key, vcp.pub). It returns the two keys and the
+// keyring that accepts both.
+func Keys(t testing.TB, dir, secretHex string) (element, vcp dist.Key, ring dist.Keyring) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, dist.ElementKeyFile), []byte(secretHex+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := dist.MakeKeys(dir, 1, dist.DefaultVCPKeyID); err != nil {
+		t.Fatal(err)
+	}
+	element, err := dist.ReadKeyFile(filepath.Join(dir, dist.ElementKeyFile), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcps, err := dist.ReadVCPKeys(filepath.Join(dir, dist.VCPKeyFile), dist.DefaultVCPKeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return element, vcps[0], dist.Ring(element, vcps[0])
 }

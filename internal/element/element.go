@@ -6,7 +6,12 @@
 package element
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/msr-router/msr/dist"
@@ -20,9 +25,18 @@ import (
 type Config struct {
 	Name string `yaml:"name" msr:"required"`
 	// ID is the element id in DIST; default: a hash of the kind and name.
-	ID      uint64 `yaml:"id"`
+	ID uint64 `yaml:"id"`
+	// KeyFile holds the element key (HMAC) every element seals its hellos
+	// and probes with; KeyID names a line of it that names no id.
 	KeyFile string `yaml:"key_file" msr:"required"`
 	KeyID   uint8  `yaml:"key_id"`
+	// VCPKeyFile is the VCP's key, which alone signs what configures an
+	// element: its private half (vcp.key) on a VCP, the public half
+	// (vcp.pub) on an LB or a back-end. Default: beside KeyFile.
+	VCPKeyFile string `yaml:"vcp_key_file"`
+	// StateDir is where the agent keeps what outlives a restart: the
+	// DIST replay state. Default /var/lib/msr/KIND-NAME.
+	StateDir string `yaml:"state_dir"`
 	// Socket is the local API's Unix socket (default api.SocketPath).
 	Socket string `yaml:"socket"`
 	// APIListen is the API's address on the management network
@@ -57,6 +71,12 @@ func (c *Config) Complete(kind string, pos config.Pos) error {
 	}
 	if c.KeyID == 0 {
 		c.KeyID = DefaultKeyID
+	}
+	if c.VCPKeyFile == "" {
+		c.VCPKeyFile = c.vcpKeyFile(kind == "vcp")
+	}
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join("/var/lib/msr", kind+"-"+c.Name)
 	}
 	if c.HelloInterval == 0 {
 		c.HelloInterval = DefaultHelloInterval
@@ -133,4 +153,104 @@ func PortFlags(s iflink.State) uint8 {
 		f |= dist.PortFlagFullDuplex
 	}
 	return f
+}
+
+// Keys are an element's DIST keys.
+type Keys struct {
+	// Seal is what its frames are sealed with: the element key, or on a
+	// VCP the VCP's key.
+	Seal dist.Key
+	// Element is its element key, from which the RIB feed's password
+	// is derived.
+	Element dist.Key
+	// Ring is every key it accepts: the element keys and the VCP's.
+	Ring dist.Keyring
+	// RIB is the RIB feed's TCP-MD5 password: rib.key beside KeyFile,
+	// or, where there is none (a deployment from before it), derived
+	// from the element key.
+	RIB string
+}
+
+// Keys reads the element's key files; a VCP (vcp true) reads the VCP's
+// private key, anything else its public key.
+func (c *Config) Keys(vcp bool) (Keys, error) {
+	elems, err := dist.ReadKeys(c.KeyFile, c.KeyID)
+	if err != nil {
+		return Keys{}, err
+	}
+	k := Keys{Seal: elems[0], Element: elems[0], Ring: dist.Ring(elems...)}
+	var vcpRing dist.Keyring
+	file := c.VCPKeyFile
+	if file == "" {
+		file = c.vcpKeyFile(vcp)
+	}
+	if vcp {
+		priv, err := dist.ReadVCPKeys(file, dist.DefaultVCPKeyID)
+		if err != nil {
+			return Keys{}, err
+		}
+		k.Seal, vcpRing = priv[0], dist.Ring(priv...)
+	} else if vcpRing, err = dist.ReadVCPPublic(file, dist.DefaultVCPKeyID); err != nil {
+		return Keys{}, err
+	}
+	k.RIB = k.Element.RIBPassword()
+	ribFile := filepath.Join(filepath.Dir(c.KeyFile), dist.RIBKeyFile)
+	if raw, err := os.ReadFile(ribFile); err == nil {
+		if k.RIB = strings.TrimSpace(string(raw)); len(k.RIB) != 40 || strings.Trim(k.RIB, "0123456789abcdef") != "" {
+			return Keys{}, fmt.Errorf("%s: want 40 hex digits", ribFile)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return Keys{}, err
+	}
+	for id, v := range vcpRing {
+		if _, ok := k.Ring[id]; ok {
+			return Keys{}, fmt.Errorf("DIST key id %d names both an element key (%s) and the VCP's (%s)", id, c.KeyFile, file)
+		}
+		k.Ring[id] = v
+	}
+	return k, nil
+}
+
+// Rekey reads the key files again and gives sender and conns what they
+// hold now: a step of a key rollover, taken at SIGHUP (docs/operations.md,
+// "Rolling over DIST keys"). The RIB feed's password is not a DIST key
+// and stays.
+func (c *Config) Rekey(vcp bool, sender *dist.Sender, conns ...*dist.Conn) error {
+	k, err := c.Keys(vcp)
+	if err != nil {
+		return err
+	}
+	if err := sender.Rekey(k.Seal); err != nil {
+		return err
+	}
+	for _, conn := range conns {
+		conn.Rekey(k.Ring)
+	}
+	return nil
+}
+
+func (c *Config) vcpKeyFile(vcp bool) string {
+	name := dist.VCPPublicKeyFile
+	if vcp {
+		name = dist.VCPKeyFile
+	}
+	return filepath.Join(filepath.Dir(c.KeyFile), name)
+}
+
+// PersistReplay keeps conn's DIST replay state in StateDir (made 0700),
+// a file per socket (port "" for an agent's only one): after a restart,
+// an old captured stream replays as nothing. A config that names no
+// StateDir (a test's, not completed) keeps none.
+func (c *Config) PersistReplay(conn *dist.Conn, port string) error {
+	if c.StateDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state_dir: %w", err)
+	}
+	name := "dist-replay.json"
+	if port != "" {
+		name = "dist-replay-" + port + ".json"
+	}
+	return conn.PersistReplay(filepath.Join(c.StateDir, name))
 }

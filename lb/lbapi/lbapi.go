@@ -35,6 +35,9 @@ type Status struct {
 	Backends       []BackendStatus              `json:"backends"`
 	Table          TableStatus                  `json:"table"`
 	DIST           map[string]map[string]uint64 `json:"dist"`
+	// DISTRoleRefused counts DIST frames that asked to configure this LB
+	// without the VCP's key (dist reason "role_refused", every port).
+	DISTRoleRefused uint64 `json:"dist_role_refused"`
 	// FlowletGapUs is flowlet mode's gap in lb_cfg now; FlowletGapAuto
 	// says it follows the paths' measured spread (flowlet_gap auto).
 	FlowletGapUs   int64         `json:"flowlet_gap_us"`

@@ -129,6 +129,11 @@ type Status struct {
 	// URPFDropped counts what failed its ingress port's unicast RPF
 	// (the drop "urpf").
 	URPFDropped uint64 `json:"urpf_dropped"`
+	// DIST counts control frames sent, accepted, and refused by reason;
+	// DISTRoleRefused the frames that asked to configure this back-end
+	// without the VCP's key (reason "role_refused").
+	DIST            map[string]uint64 `json:"dist"`
+	DISTRoleRefused uint64            `json:"dist_role_refused"`
 	// SlowRates are the slow path's rates, by reason: what passes to the
 	// agent, on this back-end (Stats.SlowDropped counts the rest).
 	SlowRates map[string]SlowRate `json:"slow_rates"`

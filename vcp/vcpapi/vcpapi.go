@@ -51,6 +51,9 @@ type Status struct {
 	// DIST counts control frames sent, accepted, and refused by reason
 	// (a wrong key shows as "auth" or "unknown_key").
 	DIST map[string]uint64 `json:"dist"`
+	// DISTRoleRefused counts DIST frames that asked to configure without
+	// the VCP's key (dist reason "role_refused").
+	DISTRoleRefused uint64 `json:"dist_role_refused"`
 	// PrefixLimitHits counts, by BGP peer address, the times the suite
 	// shut the session because the peer sent more than max_prefixes.
 	PrefixLimitHits map[string]uint64 `json:"prefix_limit_hits"`
