@@ -225,7 +225,7 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	p := &Plan{Run: run}
 	step := max(len(all)/n, 1)
 	for i := 0; i < len(all) && len(p.Prefixes) < n; i += step {
-		if q := all[i]; q.Bits() >= 8 && q.Bits() <= 24 && !labNet(q) {
+		if q := all[i]; q.Bits() >= 8 && q.Bits() <= 24 && !labNet(q) && !routetable.Martian(q) {
 			p.Prefixes = append(p.Prefixes, q)
 		}
 	}
@@ -245,7 +245,7 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	doc := netip.MustParsePrefix("2001:db8::/32") // the lab's own networks
 	var fit []netip.Prefix                        // /32 to /48, off the lab's networks
 	for _, q := range all6 {
-		if q.Bits() >= 32 && q.Bits() <= 48 && !doc.Overlaps(q) {
+		if q.Bits() >= 32 && q.Bits() <= 48 && !doc.Overlaps(q) && !routetable.Martian(q) {
 			fit = append(fit, q)
 		}
 	}

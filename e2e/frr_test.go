@@ -50,9 +50,9 @@ routing:
   asn: 65000
   run_dir: `+dir+`/vcp
   bgp:
-    - {neighbor: 192.0.2.10, asn: 65010, password: h1-frr-md5, ipv6: true}
-    - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1}
-    - {neighbor: "2001:db8:10::11", asn: 65020}
+    - {neighbor: 192.0.2.10, asn: 65010, password: h1-frr-md5, ipv6: true, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
+    - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
+    - {neighbor: "2001:db8:10::11", asn: 65020, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
     - {to: "2001:db8:99::/48", via: "2001:db8:10::20"}

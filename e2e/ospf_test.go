@@ -70,9 +70,9 @@ routing:
   asn: 65000
   run_dir: `+dir+`/vcp
   bgp:
-    - {neighbor: 192.0.2.10, asn: 65010, export: [connected, static, bgp]}
-    - {neighbor: 198.51.100.10, asn: 65030, export: [bgp], bfd: true}
-    - {neighbor: 192.0.2.11, asn: 65020, export: []}
+    - {neighbor: 192.0.2.10, asn: 65010, export: [connected, static, bgp], import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
+    - {neighbor: 198.51.100.10, asn: 65030, export: [bgp], bfd: true, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
+    - {neighbor: 192.0.2.11, asn: 65020, export: [], import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
   ospf:
     - {vlan: 11}
   ospf_export: [bgp]

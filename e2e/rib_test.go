@@ -96,8 +96,8 @@ routing:
   asn: 65000
   run_dir: `+dir+`/vcp
   bgp:
-    - {neighbor: 192.0.2.10, asn: 65010, password_file: `+dir+`/h1.pw}
-    - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1}
+    - {neighbor: 192.0.2.10, asn: 65010, password_file: `+dir+`/h1.pw, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
+    - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
   static:
     - {to: 198.51.100.0/24, via: 192.0.2.20}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}

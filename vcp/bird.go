@@ -49,6 +49,10 @@ graceful restart wait 30;
 
 protocol device {}
 
+# The default import policy of an eBGP peer without import_prefixes
+# (RFC 7454): no martian, none of the router's own networks, no default
+# route unless allow_default.
+{{.BIRDPolicySets}}
 # The external ports' subnets, from the mirrors; a port whose link is
 # down (its mirror loses carrier with it) is not announced.
 protocol direct {

@@ -24,10 +24,11 @@ func TestBirdConfParses(t *testing.T) {
 	cfg := &RoutingConfig{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"),
 		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6, Password: "pw&-0"},
 			{Neighbor: netip.MustParseAddr("192.0.2.11"), ASN: 65011, Export: []string{}, BFD: true},
-			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}},
+			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}, AllowDefault: true},
 			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
-			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}, TTLSecurity: new(bool)}},
+			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}, TTLSecurity: new(bool)},
+			{Neighbor: netip.MustParseAddr("192.0.2.15"), ASN: 65000, Export: []string{}}},
 		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:   []OSPFPort{{VLAN: 10, Auth: &Auth{Algorithm: "hmac-sha256", KeyID: 3, Secret: "ospf-k3y"}}, {VLAN: 11, Cost: 5, Passive: true}}, OSPFExport: []string{"connected", "bgp"},
 		RIP: []RIPPort{{VLAN: 11, Auth: &Auth{Algorithm: "md5", KeyID: 1, Secret: "rip-k3y"}}}, RIPExport: []string{"connected", "static"},
@@ -49,9 +50,14 @@ func TestBirdConfParses(t *testing.T) {
 		"interface \"x10\" { cost 10; hello 1; dead 4;\n\t\t\t# Signed and checked (the port's auth), key 3.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"ospf-k3y\" { id 3; algorithm hmac sha256; };\n\t\t };",
 		"interface \"x11\" { cost 5; hello 1; dead 4; stub yes; };",
 		// Exports: connected and static by default; none; transit and OSPF.
-		"import all;\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop self;\n\t};",
-		"import all;\n\t\texport none;\n\t\tnext hop self;\n\t};",
-		"import all;\n\t\texport where source ~ [RTS_BGP, RTS_OSPF, RTS_OSPF_IA, RTS_OSPF_EXT1, RTS_OSPF_EXT2];\n\t\tnext hop self;\n\t};",
+		// Imports: the default policy (martians, the router's networks,
+		// the default route unless allowed); all from an iBGP peer.
+		"import where !(net ~ MSR_MARTIANS4) && !(net ~ MSR_OWN4) && net.len > 0;\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC];\n\t\tnext hop self;\n\t};",
+		"import where !(net ~ MSR_MARTIANS4) && !(net ~ MSR_OWN4) && net.len > 0;\n\t\texport none;\n\t\tnext hop self;\n\t};",
+		"import where !(net ~ MSR_MARTIANS4) && !(net ~ MSR_OWN4);\n\t\texport where source ~ [RTS_BGP, RTS_OSPF, RTS_OSPF_IA, RTS_OSPF_EXT1, RTS_OSPF_EXT2];\n\t\tnext hop self;\n\t};",
+		"neighbor 192.0.2.15 as 65000;", "import all;\n\t\texport none;\n\t\tnext hop self;\n\t};",
+		"define MSR_MARTIANS4 = [0.0.0.0/8+, 10.0.0.0/8+, 100.64.0.0/10+,", "0.0.0.0/0{25,32}];", "2002::/16{17,128}",
+		"define MSR_OWN4 = [192.0.2.0/24+, 198.51.100.0/24+];",
 		// Prefix lists, and the limit: restarted after 2 minutes, or not.
 		"error wait time 120, 120;",
 		"import where net ~ [10.0.0.0/8+, 172.16.0.0/12{16,24}];\n\t\texport where source ~ [RTS_DEVICE, RTS_STATIC] && net ~ [192.0.2.0/24];\n\t\tnext hop self;\n\t\timport limit 1000 action restart;",
@@ -61,8 +67,8 @@ func TestBirdConfParses(t *testing.T) {
 		}
 	}
 	// GTSM on every peer but the one that turned it off.
-	if n := strings.Count(b.String(), "\tttl security on;"); n != 4 {
-		t.Errorf("ttl security on %d peers, want 4:\n%s", n, b.String())
+	if n := strings.Count(b.String(), "\tttl security on;"); n != 5 {
+		t.Errorf("ttl security on %d peers, want 5:\n%s", n, b.String())
 	}
 }
 

@@ -149,7 +149,13 @@ func (c *RoutingConfig) PeerChannels(b BGPPeer) []BGPChannel {
 			port6 = p.Address6.Addr()
 		}
 	}
-	return b.Channels(port6)
+	chans := b.Channels(port6)
+	if c.DefaultPolicy(b) {
+		for i := range chans {
+			chans[i].Import = c.birdPolicyImport(b, chans[i].Family == "ipv6")
+		}
+	}
+	return chans
 }
 
 // Static4 and Static6 are the static routes of each family.
@@ -341,8 +347,13 @@ type BGPPeer struct {
 	// from the peer and announces to it, as BIRD writes prefix patterns:
 	// 10.0.0.0/8 (that prefix), 10.0.0.0/8+ (it and every longer one),
 	// 10.0.0.0/8{16,24} (the prefixes of lengths 16 to 24 inside it).
-	// Absent: every prefix.
+	// Absent: every prefix but, from an eBGP peer, the default policy's
+	// refusals (importpolicy.go: martians, the router's own networks, the
+	// default route); given, the list alone decides what comes in.
 	ImportPrefixes []PrefixPattern `yaml:"import_prefixes"`
+	// AllowDefault takes the default route (0.0.0.0/0, ::/0) from this
+	// eBGP peer, which the default import policy refuses.
+	AllowDefault   bool            `yaml:"allow_default"`
 	ExportPrefixes []PrefixPattern `yaml:"export_prefixes"`
 	// MaxPrefixes shuts the session when the peer's accepted routes of
 	// one family exceed it (absent or 0: DefaultMaxPrefixes; there is no

@@ -214,7 +214,10 @@ route-map MSR-BACKENDS permit 30
  set large-community {{$.ASN}}:1:7 {{$.ASN}}:3:200
 {{end}}{{end}}route-map MSR-BACKENDS permit 1000
  set large-community {{.ASN}}:1:7 {{.ASN}}:3:20
-{{range .BGP}}{{.RouteMap}}{{.PrefixLists}}{{end}}ip prefix-list MSR-NOTHING seq 5 deny any
+{{range .BGP}}{{.RouteMap}}{{.PrefixLists}}{{end}}! The default import policy of an eBGP peer without import_prefixes
+! (RFC 7454): no martian, none of the router's own networks, no default
+! route unless allow_default.
+{{.FRRImportPolicy}}ip prefix-list MSR-NOTHING seq 5 deny any
 ipv6 prefix-list MSR-NOTHING6 seq 5 deny any
 {{end}}`))
 
@@ -234,11 +237,12 @@ type frrPeer struct {
 func (p frrPeer) IBGPSeq(i int) int { return 100 + 10*i }
 
 // newFRRPeer is peer i as bgpd.conf writes it.
-func newFRRPeer(i int, b BGPPeer) frrPeer {
+// Its routes come in through the route-map policy unless it is "".
+func newFRRPeer(i int, b BGPPeer, policy string) frrPeer {
 	p := frrPeer{BGPPeer: b, Keepalive: max(b.HoldTime/3, 1), RouteMap: exportRouteMap(i, b)}
 	var lists strings.Builder
-	p.AF4 = peerFamily(i, b, false, &lists)
-	p.AF6 = peerFamily(i, b, true, &lists)
+	p.AF4 = peerFamily(i, b, false, policy, &lists)
+	p.AF6 = peerFamily(i, b, true, policy, &lists)
 	p.PrefixLists = lists.String()
 	return p
 }
@@ -251,7 +255,7 @@ func newFRRPeer(i int, b BGPPeer) frrPeer {
 // interface's global address). Each family's import and export lists are
 // the patterns of that family: a list that has none of them passes
 // nothing of it, as with BIRD (BGPPeer.Channels).
-func peerFamily(i int, b BGPPeer, v6 bool, lists *strings.Builder) string {
+func peerFamily(i int, b BGPPeer, v6 bool, policy string, lists *strings.Builder) string {
 	var s strings.Builder
 	n := b.Neighbor
 	carries := b.Neighbor.Is6() == v6 || (v6 && b.IPv6)
@@ -268,6 +272,9 @@ func peerFamily(i int, b BGPPeer, v6 bool, lists *strings.Builder) string {
 		suffix, ip = "6", "ipv6"
 	}
 	fmt.Fprintf(&s, "  neighbor %s route-map MSR-EXPORT-%d out\n  neighbor %s next-hop-self\n", n, i, n)
+	if policy != "" {
+		fmt.Fprintf(&s, "  neighbor %s route-map %s in\n", n, policy)
+	}
 	for _, l := range []struct {
 		name, dir string
 		ps        []PrefixPattern
@@ -458,7 +465,7 @@ func (f *FRR) writeConfig() error {
 		RedistConnected, RedistStatic, RedistOSPF, RedistRIP bool
 	}{RoutingConfig: f.cfg}
 	for i, b := range f.cfg.BGP {
-		data.BGP = append(data.BGP, newFRRPeer(i, b))
+		data.BGP = append(data.BGP, newFRRPeer(i, b, f.cfg.frrPolicyMap(b)))
 		data.RedistConnected = data.RedistConnected || b.Exporting("connected")
 		data.RedistStatic = data.RedistStatic || b.Exporting("static")
 		data.RedistOSPF = data.RedistOSPF || b.Exporting("ospf")

@@ -21,7 +21,7 @@ func TestFRRConfParses(t *testing.T) {
 	cfg := &RoutingConfig{Suite: "frr", ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: dir,
 		BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6, Password: "pw&-0"},
 			{Neighbor: netip.MustParseAddr("192.0.2.11"), ASN: 65011, Export: []string{}, BFD: true},
-			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}},
+			{Neighbor: netip.MustParseAddr("192.0.2.12"), ASN: 65012, Export: []string{"bgp", "ospf"}, AllowDefault: true},
 			{Neighbor: netip.MustParseAddr("192.0.2.13"), ASN: 65013, MaxPrefixes: 1000, MaxPrefixesRestart: 2 * time.Minute,
 				ImportPrefixes: []PrefixPattern{mustPattern("10.0.0.0/8+"), mustPattern("172.16.0.0/12{16,24}")}, ExportPrefixes: []PrefixPattern{mustPattern("192.0.2.0/24")}},
 			{Neighbor: netip.MustParseAddr("192.0.2.14"), ASN: 65014, MaxPrefixes: 50, ImportPrefixes: []PrefixPattern{}, TTLSecurity: new(bool)},
@@ -80,6 +80,18 @@ func TestFRRConfParses(t *testing.T) {
 			"redistribute rip route-map MSR-RIP", "route-map MSR-BACKENDS permit 30\n match tag 4\n set large-community 65000:1:8 65000:3:120\n",
 			"route-map MSR-BACKENDS permit 150\n match peer 192.0.2.15\n set large-community 65000:1:7 65000:3:200\n",
 			"route-map MSR-BACKENDS permit 1000\n set large-community 65000:1:7 65000:3:20\n",
+			// The default import policy: an eBGP peer without a list of
+			// its own; with allow_default; none for an iBGP peer.
+			"  neighbor 192.0.2.10 next-hop-self\n  neighbor 192.0.2.10 route-map MSR-IN in\n",
+			"  neighbor 192.0.2.12 next-hop-self\n  neighbor 192.0.2.12 route-map MSR-IN-DEFAULT in\n",
+			"  neighbor 192.0.2.15 next-hop-self\n  no neighbor 2001:db8:10::10 activate\n",
+			"ip prefix-list MSR-MARTIANS seq 10 permit 10.0.0.0/8 le 32\n", "ip prefix-list MSR-MARTIANS seq 75 permit 0.0.0.0/0 ge 25 le 32\n",
+			"ipv6 prefix-list MSR-MARTIANS6 seq 30 permit 2002::/16 ge 17 le 128\n", "ip prefix-list MSR-OWN seq 5 permit 192.0.2.0/24 le 32\n",
+			"ipv6 prefix-list MSR-OWN6 seq 5 permit 2001:db8:10::/64 le 128\n",
+			"route-map MSR-IN deny 10\n match ip address prefix-list MSR-MARTIANS\nroute-map MSR-IN deny 11\n match ipv6 address prefix-list MSR-MARTIANS6\n" +
+				"route-map MSR-IN deny 20\n match ip address prefix-list MSR-OWN\nroute-map MSR-IN deny 21\n match ipv6 address prefix-list MSR-OWN6\n" +
+				"route-map MSR-IN deny 30\n match ip address prefix-list MSR-DEFAULT\nroute-map MSR-IN deny 31\n match ipv6 address prefix-list MSR-DEFAULT6\nroute-map MSR-IN permit 100\n",
+			"route-map MSR-IN-DEFAULT deny 21\n match ipv6 address prefix-list MSR-OWN6\nroute-map MSR-IN-DEFAULT permit 100\n",
 			// Prefix lists and limits.
 			"neighbor 192.0.2.13 prefix-list MSR-IMPORT-3 in\n  neighbor 192.0.2.13 prefix-list MSR-EXPORT-3 out\n  neighbor 192.0.2.13 maximum-prefix 1000 restart 2\n",
 			"ip prefix-list MSR-IMPORT-3 seq 5 permit 10.0.0.0/8 le 32\nip prefix-list MSR-IMPORT-3 seq 10 permit 172.16.0.0/12 ge 16 le 24\nip prefix-list MSR-EXPORT-3 seq 5 permit 192.0.2.0/24\n",

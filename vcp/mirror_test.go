@@ -166,7 +166,9 @@ router bgp 65010
 	disttest.Keys(t, dir, keyHex)
 	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-bgp", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}},
-		Routing:       &RoutingConfig{ASN: 65000, BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010}}, RunDir: filepath.Join(dir, "vcp")}}
+		Routing: &RoutingConfig{ASN: 65000, BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010,
+			// Documentation and benchmarking space: martians, but for the list.
+			ImportPrefixes: []PrefixPattern{mustPattern("203.0.113.0/24"), mustPattern("198.18.0.0/15")}}}, RunDir: filepath.Join(dir, "vcp")}}
 	if err := cfg.complete(); err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,11 @@ type Keys struct {
 // Keys reads the element's key files; a VCP (vcp true) reads the VCP's
 // private key, anything else its public key.
 func (c *Config) Keys(vcp bool) (Keys, error) {
-	elems, err := dist.ReadKeys(c.KeyFile, c.KeyID)
+	id := c.KeyID
+	if id == 0 { // a config not completed (a test's)
+		id = DefaultKeyID
+	}
+	elems, err := dist.ReadKeys(c.KeyFile, id)
 	if err != nil {
 		return Keys{}, err
 	}
