@@ -176,7 +176,9 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	}
 	var ms, fromVCP []float64
 	for i := 0; i < o.Changes; i++ {
-		p := fmt.Sprintf("100.%d.%d.0/24", 64+i/256, i%256)
+		// Public space: the default import policy takes it from an eBGP
+		// peer (100.64.0.0/10 below it is shared space, a martian).
+		p := fmt.Sprintf("100.%d.%d.0/24", 128+i/256, i%256)
 		for _, add := range []bool{true, false} {
 			cmd := "network " + p
 			if !add {

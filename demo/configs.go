@@ -147,11 +147,13 @@ router bgp 65020
 {{range .Prefixes6}}  network {{.}}
 {{end}} exit-address-family
 {{end}}
-{{define "apisec"}}# The management API: TLS with the lab's certificate, read and admin
-# tokens (msr cert); the metrics and the web view public.
+{{define "apisec"}}# The management API: TLS with the lab's certificate, which the lab's CA
+# signed, read and admin tokens (msr cert); the metrics and the web view
+# public.
 api_security:
   cert: {{.Run}}/api/api.crt
   key: {{.Run}}/api/api.key
+  ca: {{.Run}}/api/ca.crt
   read_token_file: {{.Run}}/api/read.token
   admin_token_file: {{.Run}}/api/admin.token
   public: [metrics, view]
@@ -168,15 +170,15 @@ global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
   - job_name: vcp
     scheme: https
-    tls_config: {ca_file: {{.Run}}/api/api.crt}
+    tls_config: {ca_file: {{.Run}}/api/ca.crt}
     static_configs: [{targets: ["{{.VCP}}"]}]
   - job_name: lb
     scheme: https
-    tls_config: {ca_file: {{.Run}}/api/api.crt}
+    tls_config: {ca_file: {{.Run}}/api/ca.crt}
     static_configs: [{targets: [{{range $i, $t := .LBs}}{{if $i}}, {{end}}"{{$t}}"{{end}}]}]
   - job_name: router
     scheme: https
-    tls_config: {ca_file: {{.Run}}/api/api.crt}
+    tls_config: {ca_file: {{.Run}}/api/ca.crt}
     static_configs: [{targets: [{{range $i, $t := .Routers}}{{if $i}}, {{end}}"{{$t}}"{{end}}]}]
 {{end}}
 {{define "bgp1.sh"}}# bgp1: addresses behind some of its prefixes, then FRR's bgpd.

@@ -114,7 +114,7 @@ func TestDefaultLab(t *testing.T) {
 		t.Errorf("a router advertisement with router_advertisements off:\n%s", ra)
 	}
 	// The console, from a host on the management network.
-	cout, _, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("api.crt"), "--token-file", demo.APIFile("read.token"), "elements", "-o", "json")
+	cout, _, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", demo.APIFile("read.token"), "elements", "-o", "json")
 	var elements []struct {
 		Name  string
 		Alive bool

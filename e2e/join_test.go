@@ -102,7 +102,7 @@ func TestBackendJoinsAndLeaves(t *testing.T) {
 	for range 5 {
 		demo.Exec("h3", "timeout", "0.3", "bash", "-c", "echo > /dev/tcp/"+demo.H1+"/23")
 	}
-	out, errOut, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("api.crt"), "--token-file", demo.APIFile("read.token"), "acl", "-o", "json")
+	out, errOut, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", demo.APIFile("read.token"), "acl", "-o", "json")
 	var acl vcpapi.ACLView
 	if code != 0 || json.Unmarshal([]byte(out), &acl) != nil {
 		t.Fatalf("msr ctl acl: %s %s", out, errOut)
@@ -113,7 +113,7 @@ func TestBackendJoinsAndLeaves(t *testing.T) {
 			applied++
 		}
 	}
-	text, _, _ := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("api.crt"), "--token-file", demo.APIFile("read.token"), "acl")
+	text, _, _ := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", demo.APIFile("read.token"), "acl")
 	t.Logf("msr ctl acl:\n%s", text)
 	if len(acl.Rules) != 1 || acl.Rules[0].Rule != "deny tcp any -> 192.0.2.0/24 dport 23" || acl.Rules[0].Hits < 5 || applied != 4 {
 		t.Errorf("msr ctl acl: %+v", acl)
@@ -122,7 +122,7 @@ func TestBackendJoinsAndLeaves(t *testing.T) {
 	// r4 leaves: drained, out of the tables, then stopped.
 	udp = udpStreams(t, far, 12*time.Second)
 	time.Sleep(2 * time.Second)
-	if out, errOut, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("api.crt"), "--token-file", demo.APIFile("admin.token"), "drain", "r4"); code != 0 {
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", demo.APIFile("admin.token"), "drain", "r4"); code != 0 {
 		t.Fatalf("drain r4: %s %s", out, errOut)
 	}
 	drained := time.Now()

@@ -88,7 +88,7 @@ vrrp_instance rogue {
 	if code == 0 || !strings.Contains(errOut, "refusing to send the API token in clear") {
 		t.Errorf("msr ctl with the admin token, no --ca: exit %d, %s", code, errOut)
 	}
-	https := []string{"lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("api.crt"), "--token-file", token}
+	https := []string{"lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", token}
 	if out, errOut, code := msr(t, append(https, "drain", "r3")...); code != 0 {
 		t.Fatalf("msr ctl drain over https with the admin token: %s %s", out, errOut)
 	}

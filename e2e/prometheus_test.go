@@ -100,7 +100,7 @@ func TestPrometheus(t *testing.T) {
 	// The API itself: TLS, a read needs the read token and gets 401
 	// without it, counted in the (public) metrics.
 	curl := func(args ...string) string {
-		out, _ := demo.Exec("mon", append([]string{"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", demo.APIFile("api.crt")}, args...)...)
+		out, _ := demo.Exec("mon", append([]string{"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", demo.APIFile("ca.crt")}, args...)...)
 		return strings.TrimSpace(out)
 	}
 	read, _ := os.ReadFile(demo.APIFile("read.token"))

@@ -86,6 +86,7 @@ func TestRIBFromPeerToBackend(t *testing.T) {
 key_file: `+dir+`/key
 interface: eth0
 api_listen: 10.0.0.1:8179
+api_insecure: true   # plain http: the console's tests
 lbs:
   t-rib-lb: {api: 10.0.0.5:8180}
 backends:

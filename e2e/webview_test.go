@@ -34,7 +34,7 @@ func TestWebView(t *testing.T) {
 	time.Sleep(3 * time.Second) // the VCP's rates: a window of hellos
 	url := "https://" + demo.VCPAPI + "/"
 	// The browser trusts the lab's certificate, and only it: its public
-	// key pinned, as an operator would import the deployment's.
+	// key pinned (the server's own: the one it presents).
 	pem, err := os.ReadFile(demo.APIFile("api.crt"))
 	if err != nil {
 		t.Fatal(err)

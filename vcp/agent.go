@@ -127,7 +127,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.token = access.Admin
-	if a.apiTLS, err = api.ClientTLS(cfg.APISecurity.Cert); err != nil {
+	if a.apiTLS, err = api.ClientTLS(cfg.APISecurity.Trust()); err != nil {
 		return nil, err
 	}
 	if a.conn, err = dist.Listen(cfg.Interface, keys.Ring); err != nil {

@@ -58,7 +58,7 @@ func TestDiffConfig(t *testing.T) {
 		{"name: vcp1", "name: vcp9", "name vcp1 -> vcp9"},
 		{"interface: eth0", "interface: eth1", "interface eth0 -> eth1"},
 		{"vlan: 11", "vlan: 12", "external port VLANs [10 11] -> [10 12]"},
-		{"interface: eth0", "interface: eth0\napi_listen: 10.1.0.1:8179", "api_listen"},
+		{"interface: eth0", "interface: eth0\napi_listen: 10.1.0.1:8179\napi_insecure: true", "api_listen"},
 	} {
 		next, err := load(t, strings.Replace(goodVCP+routing, c.from, c.to, 1))
 		if err != nil {

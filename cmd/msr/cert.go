@@ -13,10 +13,12 @@ import (
 var certCommand = command{
 	summary: "a deployment's management API credentials: a TLS certificate and the read and admin tokens",
 	usage: `  msr cert --out DIR --hosts ADDR[,ADDR...]
-      write DIR/api.crt and DIR/api.key (a self-signed certificate for every
-      management address, which clients trust with --ca), DIR/read.token and
-      DIR/admin.token; files already there are kept. Every element's
-      api_security: names them (docs/operations.md).
+      write DIR/ca.crt and DIR/ca.key (the deployment's CA, which clients
+      trust with --ca; keep ca.key offline once done), DIR/api.crt and
+      DIR/api.key (a certificate the CA signs for every management address,
+      which cannot sign), DIR/read.token and DIR/admin.token; files already
+      there are kept. Every element's api_security: names them
+      (docs/operations.md).
 `,
 	run: runCert,
 }
@@ -35,7 +37,7 @@ func runCert(args []string) error {
 	if err := api.MakeCredentials(*out, strings.Split(*hosts, ",")); err != nil {
 		return err
 	}
-	for _, f := range []string{"api.crt", "api.key", "read.token", "admin.token"} {
+	for _, f := range []string{"ca.crt", "ca.key", "api.crt", "api.key", "read.token", "admin.token"} {
 		fmt.Println(filepath.Join(*out, f))
 	}
 	return nil

@@ -103,8 +103,8 @@ func runDemo(args []string) error {
 	converged := time.Since(start).Seconds()
 	if upOnly {
 		fmt.Fprintln(w, "the default lab is up: msr lab exec --lab default h1 -- ping 203.0.113.10; msr demo down removes it")
-		fmt.Fprintf(w, "web view: https://%s/ (from a host of the lab; certificate %s)\n", demo.VCPAPI, demo.APIFile("api.crt"))
-		fmt.Fprintf(w, "console: msr lab exec --lab default r1 -- msr ctl --api %s --ca %s --token-file %s status\n", demo.VCPAPI, demo.APIFile("api.crt"), demo.APIFile("read.token"))
+		fmt.Fprintf(w, "web view: https://%s/ (from a host of the lab; certificate %s)\n", demo.VCPAPI, demo.APIFile("ca.crt"))
+		fmt.Fprintf(w, "console: msr lab exec --lab default r1 -- msr ctl --api %s --ca %s --token-file %s status\n", demo.VCPAPI, demo.APIFile("ca.crt"), demo.APIFile("read.token"))
 		if *monitoring {
 			fmt.Fprintf(w, "Prometheus: http://%s (msr lab exec --lab default mon -- curl -s 'http://%s/api/v1/query?query=msr_vcp_router_packets_total')\n",
 				demo.PrometheusAddr, demo.PrometheusAddr)

@@ -146,10 +146,15 @@ func runRouterAgent(file string) error {
 	}
 	rekeyOnHUP(a, log)
 	// A back-end configured by the VCP (no ports in its file) serves its
-	// API where the VCP looks for it unless its file says.
+	// API where the VCP looks for it unless its file says, when it has
+	// TLS and tokens for it (or is told it may go without).
 	listen := cfg.APIListen
 	if !listen.IsValid() && len(cfg.Ports) == 0 && a.HostIP().IsValid() {
-		listen = netip.AddrPortFrom(a.HostIP(), routerapi.DefaultPort)
+		if cfg.APISecured() || cfg.APIInsecure {
+			listen = netip.AddrPortFrom(a.HostIP(), routerapi.DefaultPort)
+		} else {
+			log.Warn("no api_security: the API answers on the local socket only, and the VCP's console does not reach this back-end")
+		}
 	}
 	return runAgent("router", cfg.Name, endpointsOf(cfg.Socket, listen, cfg.KeyFile, cfg.KeyID, cfg.APISecurity), a, log, level)
 }

@@ -23,17 +23,21 @@ import (
 )
 
 // The management API's security, as an element's `api_security:` says:
-// TLS with the deployment's certificate (`msr cert` makes one: a
-// self-signed certificate naming every management address, which is also
-// what clients trust), and two tokens that are not the DIST key — a read
-// token for GETs and an admin token for everything. Some GET paths may be
+// TLS with a certificate the deployment's CA signed (`msr cert` makes the
+// CA and one certificate naming every management address; the CA is what
+// clients trust, and only its key signs), and two random tokens that are
+// not the DIST key — a read token for GETs and an admin token for
+// everything. Some GET paths may be
 // public (the metrics, the web view). Without tokens the API is as it
 // was: reads open, changes with the token of the DIST key (tcp.go).
 
 // Security is the `api_security:` block of every element's file.
 type Security struct {
-	Cert           string   `yaml:"cert"` // PEM; with key: the API speaks TLS
-	Key            string   `yaml:"key"`
+	Cert string `yaml:"cert"` // PEM; with key: the API speaks TLS
+	Key  string `yaml:"key"`
+	// CA is what this element trusts of the others' APIs (the VCP's
+	// clients): the deployment's CA certificate. Absent: Cert itself.
+	CA             string   `yaml:"ca"`
 	ReadTokenFile  string   `yaml:"read_token_file"`
 	AdminTokenFile string   `yaml:"admin_token_file"`
 	Public         []string `yaml:"public"` // metrics, view: GETs that need no token
@@ -158,8 +162,17 @@ func (s *Security) ServerTLS() (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// ClientTLS trusts the deployment's certificate (the file at cert), for
-// clients of the other elements' APIs; nil without one.
+// Trust is the file of what clients of the other elements' APIs trust:
+// CA, or Cert in a deployment from before the CA.
+func (s *Security) Trust() string {
+	if s.CA != "" {
+		return s.CA
+	}
+	return s.Cert
+}
+
+// ClientTLS trusts the deployment's CA (the file at cert), for clients of
+// the other elements' APIs; nil without one.
 func ClientTLS(cert string) (*tls.Config, error) {
 	if cert == "" {
 		return nil, nil
@@ -175,10 +188,20 @@ func ClientTLS(cert string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// MakeCredentials writes a deployment's API credentials into dir: a
-// self-signed ECDSA certificate (api.crt, api.key) for the management
-// addresses hosts, valid ten years, and a read and an admin token
-// (read.token, admin.token). Files already there are kept.
+// Lifetimes of what MakeCredentials makes: the CA's, and an API
+// certificate's, renewed by running it again after removing api.crt.
+const (
+	caLifetime   = 10 * 365 * 24 * time.Hour
+	certLifetime = 2 * 365 * 24 * time.Hour
+)
+
+// MakeCredentials writes a deployment's API credentials into dir: a CA
+// (ca.crt, ca.key: ECDSA P-256, which signs certificates and nothing
+// else), a certificate it signs for the management addresses hosts
+// (api.crt, api.key: a server's, which cannot sign), and a read and an
+// admin token (read.token, admin.token). Files already there are kept,
+// but for a certificate the CA did not sign, which is made anew. ca.key
+// belongs offline once the certificates are made.
 func MakeCredentials(dir string, hosts []string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -194,19 +217,34 @@ func MakeCredentials(dir string, hosts []string) error {
 			return err
 		}
 	}
+	caCrt, caKey := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
 	crt, key := filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
-	if _, err := os.Stat(crt); err == nil {
-		return nil
+	if _, err := os.Stat(caCrt); errors.Is(err, os.ErrNotExist) {
+		tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: "msr deployment CA"},
+			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+			BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true}
+		if err := makeCert(caCrt, caKey, tmpl, caLifetime, nil, nil); err != nil {
+			return err
+		}
 	}
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := tls.LoadX509KeyPair(caCrt, caKey)
+	if err != nil {
+		return fmt.Errorf("the deployment's CA: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(ca.Certificate[0])
 	if err != nil {
 		return err
 	}
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "msr management API"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().AddDate(10, 0, 0),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true}
+	// A certificate there is kept if the CA signed it; one from before
+	// the CA (self-signed) is made anew.
+	if old, err := tls.LoadX509KeyPair(crt, key); err == nil {
+		if leaf, err := x509.ParseCertificate(old.Certificate[0]); err == nil && leaf.CheckSignatureFrom(caCert) == nil {
+			return nil
+		}
+	}
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: "msr management API"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -214,7 +252,23 @@ func MakeCredentials(dir string, hosts []string) error {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	return makeCert(crt, key, tmpl, certLifetime, caCert, ca.PrivateKey)
+}
+
+// makeCert gives tmpl a new key, a serial and its lifetime, has it signed
+// by parent with parentKey (itself when parent is nil), and writes the
+// certificate (0644) and its key (0600).
+func makeCert(crtPath, keyPath string, tmpl *x509.Certificate, life time.Duration, parent *x509.Certificate, parentKey any) error {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl.SerialNumber, _ = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(life)
+	if parent == nil {
+		parent, parentKey = tmpl, priv
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &priv.PublicKey, parentKey)
 	if err != nil {
 		return err
 	}
@@ -222,8 +276,8 @@ func MakeCredentials(dir string, hosts []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(crt, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return os.WriteFile(crtPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 }

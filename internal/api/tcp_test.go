@@ -3,11 +3,16 @@ package api
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testMux answers a read, a change, and the metrics.
@@ -65,7 +70,7 @@ func TestManagementAPISecurity(t *testing.T) {
 	if err := MakeCredentials(dir, []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
-	sec := Security{Cert: filepath.Join(dir, "api.crt"), Key: filepath.Join(dir, "api.key"), ReadTokenFile: filepath.Join(dir, "read.token"),
+	sec := Security{Cert: filepath.Join(dir, "api.crt"), Key: filepath.Join(dir, "api.key"), CA: filepath.Join(dir, "ca.crt"), ReadTokenFile: filepath.Join(dir, "read.token"),
 		AdminTokenFile: filepath.Join(dir, "admin.token"), Public: []string{"metrics"}}
 	if err := sec.Check(); err != nil {
 		t.Fatal(err)
@@ -78,7 +83,7 @@ func TestManagementAPISecurity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trust, err := ClientTLS(sec.Cert)
+	trust, err := ClientTLS(sec.Trust())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +148,86 @@ func TestManagementAPISecurity(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "short.token"), []byte("abc\n"), 0o600)
 	if _, err := (&Security{ReadTokenFile: filepath.Join(dir, "short.token"), AdminTokenFile: sec.AdminTokenFile}).Access(""); err == nil {
 		t.Error("a 3-character token accepted")
+	}
+}
+
+// TestCredentialsCA: msr cert's CA signs the API's certificate, which a
+// client trusting the CA takes for every management address; the API's
+// certificate cannot sign: one it "signed" is refused. The keys are
+// 0600, and running it again keeps what is there.
+func TestCredentialsCA(t *testing.T) {
+	dir := t.TempDir()
+	if err := MakeCredentials(dir, []string{"10.0.0.1", "vcp1.example"}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) *x509.Certificate {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		p, _ := pem.Decode(b)
+		if p == nil {
+			t.Fatalf("%s: no PEM", name)
+		}
+		c, err := x509.ParseCertificate(p.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ca, leaf := read("ca.crt"), read("api.crt")
+	if !ca.IsCA || ca.KeyUsage&x509.KeyUsageCertSign == 0 {
+		t.Errorf("ca.crt: CA %v, usage %b", ca.IsCA, ca.KeyUsage)
+	}
+	if leaf.IsCA || leaf.KeyUsage&x509.KeyUsageCertSign != 0 {
+		t.Errorf("api.crt can sign: CA %v, usage %b", leaf.IsCA, leaf.KeyUsage)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, name := range []string{"10.0.0.1", "vcp1.example"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: name}); err != nil {
+			t.Errorf("api.crt for %s under the CA: %v", name, err)
+		}
+	}
+	// A certificate api.key signs is no certificate of the deployment's.
+	kp, err := tls.LoadX509KeyPair(filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := filepath.Join(t.TempDir(), "forged")
+	os.MkdirAll(forged, 0o700)
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: "forged"}, IPAddresses: []net.IP{net.ParseIP("10.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true}
+	if err := makeCert(filepath.Join(forged, "f.crt"), filepath.Join(forged, "f.key"), tmpl, time.Hour, leaf, kp.PrivateKey); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(forged, "f.crt"))
+	p, _ := pem.Decode(b)
+	f, _ := x509.ParseCertificate(p.Bytes)
+	inter := x509.NewCertPool()
+	inter.AddCert(leaf)
+	if _, err := f.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: "10.0.0.1"}); err == nil {
+		t.Error("a certificate signed by api.key verified under the CA")
+	}
+	for _, k := range []string{"ca.key", "api.key", "read.token", "admin.token"} {
+		if fi, err := os.Stat(filepath.Join(dir, k)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want 0600", k, fi.Mode(), err)
+		}
+	}
+	if err := MakeCredentials(dir, []string{"10.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if again := read("ca.crt"); !again.Equal(ca) {
+		t.Error("running it again replaced the CA")
+	}
+	// A certificate from before the CA (self-signed, as msr cert made
+	// them) is made anew under it.
+	old := &x509.Certificate{Subject: pkix.Name{CommonName: "old"}, IPAddresses: []net.IP{net.ParseIP("10.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	if err := makeCert(filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key"), old, time.Hour, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := MakeCredentials(dir, []string{"10.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read("api.crt").Verify(x509.VerifyOptions{Roots: roots, DNSName: "10.0.0.1"}); err != nil {
+		t.Errorf("a self-signed api.crt from before the CA was kept: %v", err)
 	}
 }

@@ -45,6 +45,9 @@ type Config struct {
 	// APISecurity is the management API's TLS certificate, its read and
 	// admin tokens and its public paths (internal/api/security.go).
 	APISecurity api.Security `yaml:"api_security"`
+	// APIInsecure lets the API leave the host without api_security: plain
+	// http, reads open, changes with the DIST key's token. For a lab.
+	APIInsecure bool `yaml:"api_insecure"`
 	// HelloInterval is how often the element says hello; it is dead to
 	// the others after HoldMultiplier intervals of silence.
 	HelloInterval  time.Duration `yaml:"hello_interval"`
@@ -95,6 +98,9 @@ func (c *Config) Complete(kind string, pos config.Pos) error {
 	}
 	if err := c.APISecurity.Check(); err != nil {
 		return pos.Errorf("%v", err)
+	}
+	if c.APIListen.IsValid() && !c.APIListen.Addr().IsLoopback() && !c.APIInsecure && !c.APISecured() {
+		return pos.Errorf("api_listen %s: the API would leave the host in plain http with no tokens; name api_security's cert, key and tokens (msr cert), or api_insecure: true", c.APIListen)
 	}
 	return nil
 }
@@ -153,6 +159,12 @@ func PortFlags(s iflink.State) uint8 {
 		f |= dist.PortFlagFullDuplex
 	}
 	return f
+}
+
+// APISecured says whether the API has what it needs on the management
+// network: TLS and its own read and admin tokens.
+func (c *Config) APISecured() bool {
+	return c.APISecurity.Cert != "" && c.APISecurity.ReadTokenFile != ""
 }
 
 // Keys are an element's DIST keys.
