@@ -37,7 +37,12 @@ func testOSPFAndTransit(t *testing.T, suite string) {
 	// GTSM as the router has it with h3: on with BIRD, off with FRR for
 	// a BFD peer (docs/vcp.md).
 	gtsm := map[string]string{"bird": "on", "frr": "off"}[suite]
-	write("h3-bird.conf", `router id 198.51.100.10;
+	// BFD signed with BIRD (bfd_auth); FRR's bfdd has no authentication.
+	bfdAuth, bfdKey := "", ""
+	if suite == "bird" {
+		bfdAuth, bfdKey = "  bfd_auth: {key_id: 5, secret: bfd-s3cret}\n", ` authentication meticulous keyed sha1; password "bfd-s3cret" { id 5; };`
+	}
+	h3Conf := `router id 198.51.100.10;
 protocol device {}
 protocol static { ipv4; route 10.99.0.0/16 blackhole; route 100.70.0.0/16 blackhole; route 10.98.0.0/16 blackhole; }
 protocol rip {
@@ -48,16 +53,17 @@ protocol ospf v2 {
 	ipv4 { import all; export where net = 10.99.0.0/16; };
 	area 0 { interface "eth0" { hello 1; dead 4; }; };
 }
-protocol bfd { interface "eth0" { interval 300 ms; multiplier 3; }; }
+protocol bfd { interface "eth0" { interval 300 ms; multiplier 3;` + bfdKey + ` }; }
 protocol bgp {
 	local as 65030;
 	neighbor 198.51.100.1 as 65000;
-	ttl security `+gtsm+`;   # GTSM, as the router has it
+	ttl security ` + gtsm + `;   # GTSM, as the router has it
 	bfd on;
 	error wait time 1, 2;   # BIRD's 60 s after a BFD flap at FRR's start (docs/vcp.md)
 	ipv4 { import all; export where net = 100.70.0.0/16; };
 }
-`)
+`
+	write("h3-bird.conf", h3Conf)
 	writeDataPathConfigs(dir, "t-ospf", true, false)
 	write("vcp.yaml", `name: t-ospf-vcp
 key_file: `+dir+`/key
@@ -76,7 +82,7 @@ routing:
   ospf:
     - {vlan: 11}
   ospf_export: [bgp]
-  rip:
+`+bfdAuth+`  rip:
     - {vlan: 11}
   backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
 `)
@@ -191,5 +197,27 @@ routing:
 	}
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-ospf", "h1", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "-I", "203.0.113.1", "100.70.0.1"); code != 0 || !strings.Contains(out, "ttl=63") {
 		t.Errorf("ping from behind h1 to 100.70.0.1, now via h2: %s %s", out, errOut)
+	}
+
+	// BFD's authentication: h3 back with a wrong key is no BFD peer of
+	// the router's however long it talks; with the key again it is.
+	if suite != "bird" {
+		return
+	}
+	write("h3-bird.conf", strings.Replace(h3Conf, `password "bfd-s3cret"`, `password "not-the-key"`, 1))
+	h3("configure")
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-ospf", "h3", "--", "ip", "link", "set", "eth0", "up"); code != 0 {
+		t.Fatalf("h3's link: %s %s", out, errOut)
+	}
+	time.Sleep(5 * time.Second) // 16 BFD intervals
+	if b := h3("show", "bfd", "sessions"); strings.Contains(b, "Up") {
+		t.Errorf("a BFD session with the wrong key came up:\n%s", b)
+	}
+	write("h3-bird.conf", h3Conf)
+	h3("configure")
+	for start := time.Now(); !strings.Contains(h3("show", "bfd", "sessions"), "Up"); time.Sleep(200 * time.Millisecond) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("h3's BFD session never came up with the key:\n%s", h3("show", "bfd", "sessions"))
+		}
 	}
 }

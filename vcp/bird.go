@@ -91,7 +91,11 @@ protocol bgp peer{{$i}} {
 {{end}}{{if .BFDPeers}}
 # BFD with the peers that have bfd: {{.BFDInterval}} x {{.BFDMultiplier}}.
 protocol bfd {
-	interface "x*" { interval {{.BFDIntervalMs}} ms; multiplier {{.BFDMultiplier}}; };
+	interface "x*" { interval {{.BFDIntervalMs}} ms; multiplier {{.BFDMultiplier}};{{with .BFDAuth}}
+		# Signed and checked (bfd_auth), key {{.KeyID}}.
+		authentication {{.BIRDBFDAlgorithm}};
+		password "{{.Secret}}" { id {{.KeyID}}; };
+	{{end}} };
 }
 {{end}}{{if or .Static4 .StaticFiles4}}
 protocol static {

@@ -32,7 +32,7 @@ func TestBirdConfParses(t *testing.T) {
 		Static: []StaticRoute{{To: netip.MustParsePrefix("203.0.113.0/24"), Via: netip.MustParseAddr("192.0.2.254")}},
 		OSPF:   []OSPFPort{{VLAN: 10, Auth: &Auth{Algorithm: "hmac-sha256", KeyID: 3, Secret: "ospf-k3y"}}, {VLAN: 11, Cost: 5, Passive: true}}, OSPFExport: []string{"connected", "bgp"},
 		RIP: []RIPPort{{VLAN: 11, Auth: &Auth{Algorithm: "md5", KeyID: 1, Secret: "rip-k3y"}}}, RIPExport: []string{"connected", "static"},
-		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
+		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3, BFDAuth: &Auth{Algorithm: "meticulous-keyed-sha1", KeyID: 5, Secret: "bfd-k3y"},
 		Backends: &RIBDistribution{Listen: netip.MustParseAddr("10.0.0.1"), Range: netip.MustParsePrefix("10.0.0.0/24"), Password: "0123abcd"},
 		Ports: []SuitePort{{VLAN: 10, Address: netip.MustParsePrefix("192.0.2.1/24"), Name: "lb1/e0"},
 			{VLAN: 11, Address: netip.MustParsePrefix("198.51.100.1/24"), Name: "lb2/e3"}}}
@@ -45,7 +45,7 @@ func TestBirdConfParses(t *testing.T) {
 	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
 		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
 	}
-	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal;\n\tpassword \"0123abcd\";", "graceful restart on;\n\tpassword \"pw&-0\";", "hold time 6", "connect retry time 5;", "protocol bfd {\n\tinterface \"x*\" { interval 300 ms; multiplier 3; };\n}", "graceful restart on;\n\tbfd on;", "protocol rip {", "ipv4 { import all; export where source ~ [RTS_RIP, RTS_DEVICE, RTS_STATIC]; };\n\tinterface \"x11\" { version 2;\n\t\t\t# Signed and checked (the port's auth), key 1.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"rip-k3y\" { id 1; algorithm keyed md5; };\n\t\t };   # lb2/e3", "ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_BGP]; };", "add paths tx", "graceful restart on", "rr client;\n\tgraceful restart on;\n\terror wait time 1, 10;", "disabled;",
+	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal;\n\tpassword \"0123abcd\";", "graceful restart on;\n\tpassword \"pw&-0\";", "hold time 6", "connect retry time 5;", "protocol bfd {\n\tinterface \"x*\" { interval 300 ms; multiplier 3;\n\t\t# Signed and checked (bfd_auth), key 5.\n\t\tauthentication meticulous keyed sha1;\n\t\tpassword \"bfd-k3y\" { id 5; };\n\t };\n}", "graceful restart on;\n\tbfd on;", "protocol rip {", "ipv4 { import all; export where source ~ [RTS_RIP, RTS_DEVICE, RTS_STATIC]; };\n\tinterface \"x11\" { version 2;\n\t\t\t# Signed and checked (the port's auth), key 1.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"rip-k3y\" { id 1; algorithm keyed md5; };\n\t\t };   # lb2/e3", "ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_BGP]; };", "add paths tx", "graceful restart on", "rr client;\n\tgraceful restart on;\n\terror wait time 1, 10;", "disabled;",
 		`description "lb1/e0"`, "# lb2/e3\n\t\tinterface \"x11\"",
 		"interface \"x10\" { cost 10; hello 1; dead 4;\n\t\t\t# Signed and checked (the port's auth), key 3.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"ospf-k3y\" { id 3; algorithm hmac sha256; };\n\t\t };",
 		"interface \"x11\" { cost 5; hello 1; dead 4; stub yes; };",

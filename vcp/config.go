@@ -84,6 +84,11 @@ type RoutingConfig struct {
 	// after multiplier (default 3) missed.
 	BFDInterval   time.Duration `yaml:"bfd_interval"`
 	BFDMultiplier uint8         `yaml:"bfd_multiplier"`
+	// BFDAuth signs and checks the BFD sessions (RFC 5880 §6.7):
+	// algorithm meticulous-keyed-sha1 (the default), keyed-sha1,
+	// meticulous-keyed-md5 or keyed-md5. BIRD only: FRR 8's bfdd has no
+	// authentication.
+	BFDAuth *Auth `yaml:"bfd_auth"`
 	// RIP runs RIPv2 on the mirrors of the ports with these VLANs.
 	RIP []RIPPort `yaml:"rip"`
 	// RIPng (RFC 2080, IPv6) runs on the mirrors of the ports with these
@@ -271,6 +276,16 @@ var authAlgorithms = map[string]struct{ bird, frr6 string }{
 	"md5": {"keyed md5", ""},
 }
 
+// bfdAlgorithms are BFD's (RFC 5880 §6.7), as BIRD names them.
+var bfdAlgorithms = map[string]string{
+	"keyed-md5": "keyed md5", "meticulous-keyed-md5": "meticulous keyed md5",
+	"keyed-sha1": "keyed sha1", "meticulous-keyed-sha1": "meticulous keyed sha1",
+}
+
+// BIRDBFDAlgorithm is a BFD authentication's algorithm as BIRD's
+// authentication option names it.
+func (a *Auth) BIRDBFDAlgorithm() string { return bfdAlgorithms[a.Algorithm] }
+
 // BIRDAlgorithm is the algorithm as BIRD's password block names it.
 func (a *Auth) BIRDAlgorithm() string { return authAlgorithms[a.Algorithm].bird }
 
@@ -281,6 +296,9 @@ func (a *Auth) FRRHashAlgo() string { return authAlgorithms[a.Algorithm].frr6 }
 // the suite and reads its secret file.
 func (a *Auth) complete(proto, suite string, vlan uint16) error {
 	where := fmt.Sprintf("%s on VLAN %d: auth", proto, vlan)
+	if proto == "BFD" {
+		return a.completeBFD(suite)
+	}
 	if a.Algorithm == "" {
 		a.Algorithm = "hmac-sha256"
 	}
@@ -316,6 +334,42 @@ func (a *Auth) complete(proto, suite string, vlan uint16) error {
 		return a.Pos.Errorf("%s: FRR 8.4's OSPFv3 authentication trailer does not verify against BIRD's; suite: bird", where)
 	case suite == "frr" && proto != "OSPFv3" && a.Algorithm != "md5":
 		return a.Pos.Errorf("%s algorithm %s: FRR 8's %s signs with md5 only; algorithm: md5, or suite: bird", where, a.Algorithm, map[string]string{"OSPF": "ospfd", "RIP": "ripd"}[proto])
+	}
+	return nil
+}
+
+// completeBFD checks bfd_auth and reads its secret file.
+func (a *Auth) completeBFD(suite string) error {
+	const where = "bfd_auth"
+	if suite == "frr" {
+		return a.Pos.Errorf("%s: FRR 8's bfdd has no authentication; suite: bird", where)
+	}
+	if a.Algorithm == "" {
+		a.Algorithm = "meticulous-keyed-sha1"
+	}
+	if _, ok := bfdAlgorithms[a.Algorithm]; !ok {
+		return a.Pos.Errorf("%s algorithm %q: meticulous-keyed-sha1, keyed-sha1, meticulous-keyed-md5 or keyed-md5", where, a.Algorithm)
+	}
+	if a.KeyID == 0 {
+		a.KeyID = 1
+	}
+	if (a.Secret == "") == (a.SecretFile == "") {
+		return a.Pos.Errorf("%s: secret or secret_file, one of them", where)
+	}
+	if a.SecretFile != "" {
+		b, err := os.ReadFile(a.SecretFile)
+		if err != nil {
+			return a.Pos.Errorf("%s secret_file: %v", where, err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		a.Secret = strings.TrimSpace(line)
+	}
+	if err := checkPassword(a.Secret); err != nil {
+		return a.Pos.Errorf("%s secret: %v", where, err)
+	}
+	// RFC 5880 §4.3, §4.4: a key of at most 16 bytes for MD5, 20 for SHA1.
+	if most := map[bool]int{true: 16, false: 20}[strings.HasSuffix(a.Algorithm, "md5")]; len(a.Secret) > most {
+		return a.Pos.Errorf("%s secret: %d characters; %s takes at most %d", where, len(a.Secret), a.Algorithm, most)
 	}
 	return nil
 }
@@ -956,6 +1010,11 @@ func (c *FileConfig) complete() error {
 		}
 		if r.BFDInterval < 10*time.Millisecond || r.BFDInterval > 10*time.Second || r.BFDInterval%time.Millisecond != 0 {
 			return r.Pos.Errorf("bfd_interval %v: whole milliseconds, 10ms to 10s", r.BFDInterval)
+		}
+		if r.BFDAuth != nil {
+			if err := r.BFDAuth.complete("BFD", r.Suite, 0); err != nil {
+				return err
+			}
 		}
 		if err := checkKinds("rip_export", r.RIPExport, ripExportKinds); err != nil {
 			return r.Pos.Errorf("%v", err)

@@ -321,12 +321,18 @@ func TestRoutingAuthConfig(t *testing.T) {
 		{frr, "auth: {secret: s3cret}", "FRR 8's ospfd signs with md5 only"},
 		{strings.Replace(frr, "algorithm: md5, ", "", 1), "auth: {secret: rip", "FRR 8's ripd signs with md5 only"},
 		{routing + "  ripng:\n    - {vlan: 11, auth: {secret: x}}\n", "auth: {secret: x}", "neither BIRD nor FRR authenticates RIPng"},
+		// BFD: BIRD's algorithms, its key lengths, and not with FRR.
+		{routing + "  bfd_auth: {secret: bfd-s3cret, key_id: 5}\n", "", ""},
+		{routing + "  bfd_auth: {secret: bfd, algorithm: hmac-sha256}\n", "bfd_auth", `bfd_auth algorithm "hmac-sha256": meticulous-keyed-sha1`},
+		{routing + "  bfd_auth: {secret: longer-than-twenty-chars}\n", "bfd_auth", "meticulous-keyed-sha1 takes at most 20"},
+		{routing + "  bfd_auth: {secret: seventeen-chars-x, algorithm: keyed-md5}\n", "bfd_auth", "keyed-md5 takes at most 16"},
+		{strings.Replace(strings.Replace(frr, "auth: {secret: s3cret}", "auth: {algorithm: md5, secret: s3cret}", 1), "  ospfv3:\n    - {vlan: 11, auth: {secret_file: "+secret+", key_id: 9}}\n", "", 1) + "  bfd_auth: {secret: bfd}\n", "bfd_auth", "FRR 8's bfdd has no authentication"},
 		{strings.Replace(strings.Replace(frr, "auth: {secret: s3cret}", "auth: {algorithm: md5, secret: s3cret}", 1), "algorithm: md5, secret: rip", "algorithm: md5, secret: rip", 1), "auth: {secret_file", "FRR 8.4's OSPFv3 authentication trailer does not verify"},
 	} {
 		_, err := load(t, c.text)
 		if c.want == "" {
 			if err != nil {
-				t.Errorf("OSPF with md5, asked for: %v", err)
+				t.Errorf("%q: %v", c.text, err)
 			}
 			continue
 		}
