@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -769,24 +770,49 @@ func (a *Agent) Remove() error {
 // Routes lists the routes, sorted: the FIB's, each with its next hops and
 // where it came from.
 func (a *Agent) Routes() []routerapi.RouteInfo {
+	return a.RoutesPage(netip.Prefix{}, math.MaxInt)
+}
+
+// RoutesPage is at most limit of the routes in Routes' order, those after
+// the prefix after (none: from the first). Only the page's routes are
+// described, so a full table is read a page at a time in little memory.
+func (a *Agent) RoutesPage(after netip.Prefix, limit int) []routerapi.RouteInfo {
+	type route struct {
+		p netip.Prefix
+		g uint32
+	}
 	a.mu.Lock()
-	out := []routerapi.RouteInfo{}
+	all := make([]route, 0, a.dp.FIB.Len()+a.dp.FIB6.Len())
 	for p, g := range a.dp.FIB.Routes() {
-		out = append(out, a.routeInfo(p, g))
+		all = append(all, route{p, g})
 	}
 	for p, g := range a.dp.FIB6.Routes() {
-		out = append(out, a.routeInfo(p, g))
+		all = append(all, route{p, g})
+	}
+	// IPv4 first, each family by address then length.
+	slices.SortFunc(all, func(x, y route) int { return comparePrefix(x.p, y.p) })
+	from := 0
+	if after.IsValid() {
+		from, _ = slices.BinarySearchFunc(all, after, func(r route, p netip.Prefix) int { return comparePrefix(r.p, p) })
+		if from < len(all) && all[from].p == after {
+			from++
+		}
+	}
+	out := []routerapi.RouteInfo{}
+	for _, r := range all[from:min(len(all), from+min(limit, len(all)))] {
+		out = append(out, a.routeInfo(r.p, r.g))
 	}
 	a.mu.Unlock()
-	// IPv4 first, each family by address then length.
-	sort.Slice(out, func(i, j int) bool {
-		p, q := netip.MustParsePrefix(out[i].Prefix), netip.MustParsePrefix(out[j].Prefix)
-		if c := p.Addr().Compare(q.Addr()); c != 0 {
-			return c < 0
-		}
-		return p.Bits() < q.Bits()
-	})
 	return a.withOrigins(out)
+}
+
+// comparePrefix orders prefixes as the API lists routes: IPv4 before
+// IPv6, by address, then by length.
+func comparePrefix(p, q netip.Prefix) int {
+	if c := p.Addr().Compare(q.Addr()); c != 0 {
+		return c
+	}
+	return p.Bits() - q.Bits()
 }
 
 // RoutesDigest is the FIB's routes in a figure (routerapi.RoutesDigest):

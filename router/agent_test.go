@@ -158,6 +158,20 @@ func testRouterRestart(t *testing.T, behind bool) {
 	if len(a.Routes()) != 4 {
 		t.Errorf("routes after restart (both families' connected and static): %+v", a.Routes())
 	}
+	// A page at a time (as the API answers), the same routes in the same
+	// order.
+	var paged []routerapi.RouteInfo
+	for after := (netip.Prefix{}); ; {
+		page := a.RoutesPage(after, 1)
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = netip.MustParsePrefix(page[0].Prefix)
+	}
+	if !reflect.DeepEqual(paged, a.Routes()) {
+		t.Errorf("routes a page at a time: %+v, want %+v", paged, a.Routes())
+	}
 	// The digest says what the list says: two static routes through a
 	// gateway, two connected subnets.
 	d, n, sum, connected := a.RoutesDigest(), 0, uint64(0), []string{}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"strconv"
 
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/metrics"
@@ -29,7 +30,28 @@ func (a *Agent) Handler() http.Handler {
 			api.Reply(w, a.Route(p), nil)
 			return
 		}
-		api.Reply(w, a.Routes(), nil)
+		// A page at a time (routerapi.RoutesPageSize unless ?limit= asks
+		// for fewer), after ?after=PREFIX: a full table in one answer
+		// would be hundreds of MB in the agent and the client.
+		limit := routerapi.RoutesPageSize
+		if q := r.URL.Query().Get("limit"); q != "" {
+			n, err := strconv.Atoi(q)
+			if err != nil || n < 1 || n > routerapi.RoutesPageSize {
+				api.Reply(w, nil, fmt.Errorf("limit %q: 1 to %d", q, routerapi.RoutesPageSize))
+				return
+			}
+			limit = n
+		}
+		var after netip.Prefix
+		if q := r.URL.Query().Get("after"); q != "" {
+			p, err := netip.ParsePrefix(q)
+			if err != nil {
+				api.Reply(w, nil, fmt.Errorf("after %q: %v", q, err))
+				return
+			}
+			after = p
+		}
+		api.Reply(w, a.RoutesPage(after, limit), nil)
 	})
 	mux.HandleFunc("GET "+routerapi.PathRoutesDigest, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.RoutesDigest(), nil) })
 	mux.HandleFunc("GET "+routerapi.PathLookup, func(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/msr-router/msr/internal/api"
@@ -18,8 +19,10 @@ import (
 // The paths.
 const (
 	PathStatus = "/status" // GET: Status
-	// PathRoutes: GET []RouteInfo (?prefix=P: that route only, or none);
-	// POST RouteRequest: add or replace; DELETE ?prefix=P: remove.
+	// PathRoutes: GET []RouteInfo, a page of at most RoutesPageSize in
+	// order (?limit=N fewer, ?after=P those after P; ?prefix=P: that
+	// route only, or none); POST RouteRequest: add or replace; DELETE
+	// ?prefix=P: remove.
 	PathRoutes = "/routes"
 	PathLookup = "/lookup" // GET ?addr=A: []RouteInfo, the FIB's longest match for A, or none
 	// PathNeighbors: DELETE: forget every neighbour learned (an operator's
@@ -304,10 +307,28 @@ func (c *Client) Status() (*Status, error) {
 	return s, c.c.Do("GET", PathStatus, nil, s)
 }
 
-// Routes lists the FIB's routes.
+// RoutesPageSize is the most routes one answer of PathRoutes holds.
+const RoutesPageSize = 10_000
+
+// Routes lists the FIB's routes, a page at a time.
 func (c *Client) Routes() ([]RouteInfo, error) {
-	var rs []RouteInfo
-	return rs, c.c.Do("GET", PathRoutes, nil, &rs)
+	rs := []RouteInfo{}
+	after := ""
+	for {
+		var page []RouteInfo
+		path := PathRoutes + "?limit=" + strconv.Itoa(RoutesPageSize)
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		if err := c.c.Do("GET", path, nil, &page); err != nil {
+			return nil, err
+		}
+		rs = append(rs, page...)
+		if len(page) < RoutesPageSize {
+			return rs, nil
+		}
+		after = page[len(page)-1].Prefix
+	}
 }
 
 // RoutesDigest is the FIB's routes in a figure (RoutesDigest).
