@@ -296,31 +296,14 @@ func (a *Auth) FRRHashAlgo() string { return authAlgorithms[a.Algorithm].frr6 }
 // the suite and reads its secret file.
 func (a *Auth) complete(proto, suite string, vlan uint16) error {
 	where := fmt.Sprintf("%s on VLAN %d: auth", proto, vlan)
-	if proto == "BFD" {
-		return a.completeBFD(suite)
-	}
 	if a.Algorithm == "" {
 		a.Algorithm = "hmac-sha256"
 	}
 	if _, ok := authAlgorithms[a.Algorithm]; !ok {
 		return a.Pos.Errorf("%s algorithm %q: hmac-sha256, hmac-sha1, hmac-sha384, hmac-sha512 or md5", where, a.Algorithm)
 	}
-	if a.KeyID == 0 {
-		a.KeyID = 1
-	}
-	if (a.Secret == "") == (a.SecretFile == "") {
-		return a.Pos.Errorf("%s: secret or secret_file, one of them", where)
-	}
-	if a.SecretFile != "" {
-		b, err := os.ReadFile(a.SecretFile)
-		if err != nil {
-			return a.Pos.Errorf("%s secret_file: %v", where, err)
-		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		a.Secret = strings.TrimSpace(line)
-	}
-	if err := checkPassword(a.Secret); err != nil {
-		return a.Pos.Errorf("%s secret: %v", where, err)
+	if err := a.completeKey(where); err != nil {
+		return err
 	}
 	switch {
 	case a.Algorithm == "md5" && proto == "OSPFv3":
@@ -338,18 +321,9 @@ func (a *Auth) complete(proto, suite string, vlan uint16) error {
 	return nil
 }
 
-// completeBFD checks bfd_auth and reads its secret file.
-func (a *Auth) completeBFD(suite string) error {
-	const where = "bfd_auth"
-	if suite == "frr" {
-		return a.Pos.Errorf("%s: FRR 8's bfdd has no authentication; suite: bird", where)
-	}
-	if a.Algorithm == "" {
-		a.Algorithm = "meticulous-keyed-sha1"
-	}
-	if _, ok := bfdAlgorithms[a.Algorithm]; !ok {
-		return a.Pos.Errorf("%s algorithm %q: meticulous-keyed-sha1, keyed-sha1, meticulous-keyed-md5 or keyed-md5", where, a.Algorithm)
-	}
+// completeKey gives the key its default id (1) and its secret, from
+// secret_file if it names one, and checks the secret; errors say where.
+func (a *Auth) completeKey(where string) error {
 	if a.KeyID == 0 {
 		a.KeyID = 1
 	}
@@ -366,6 +340,24 @@ func (a *Auth) completeBFD(suite string) error {
 	}
 	if err := checkPassword(a.Secret); err != nil {
 		return a.Pos.Errorf("%s secret: %v", where, err)
+	}
+	return nil
+}
+
+// completeBFD checks bfd_auth and reads its secret file.
+func (a *Auth) completeBFD(suite string) error {
+	const where = "bfd_auth"
+	if suite == "frr" {
+		return a.Pos.Errorf("%s: FRR 8's bfdd has no authentication; suite: bird", where)
+	}
+	if a.Algorithm == "" {
+		a.Algorithm = "meticulous-keyed-sha1"
+	}
+	if _, ok := bfdAlgorithms[a.Algorithm]; !ok {
+		return a.Pos.Errorf("%s algorithm %q: meticulous-keyed-sha1, keyed-sha1, meticulous-keyed-md5 or keyed-md5", where, a.Algorithm)
+	}
+	if err := a.completeKey(where); err != nil {
+		return err
 	}
 	// RFC 5880 §4.3, §4.4: a key of at most 16 bytes for MD5, 20 for SHA1.
 	if most := map[bool]int{true: 16, false: 20}[strings.HasSuffix(a.Algorithm, "md5")]; len(a.Secret) > most {
@@ -1012,7 +1004,7 @@ func (c *FileConfig) complete() error {
 			return r.Pos.Errorf("bfd_interval %v: whole milliseconds, 10ms to 10s", r.BFDInterval)
 		}
 		if r.BFDAuth != nil {
-			if err := r.BFDAuth.complete("BFD", r.Suite, 0); err != nil {
+			if err := r.BFDAuth.completeBFD(r.Suite); err != nil {
 				return err
 			}
 		}
