@@ -35,7 +35,11 @@ func orLonger(s string) Range {
 
 // Martian says whether q is a martian of its family.
 func Martian(q netip.Prefix) bool {
-	for _, r := range append(Martians4, Martians6...) {
+	ranges := Martians4
+	if q.Addr().Is6() {
+		ranges = Martians6
+	}
+	for _, r := range ranges {
 		if r.Matches(q) {
 			return true
 		}
