@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
@@ -777,30 +778,28 @@ func (a *Agent) Routes() []routerapi.RouteInfo {
 // the prefix after (none: from the first). Only the page's routes are
 // described, so a full table is read a page at a time in little memory.
 func (a *Agent) RoutesPage(after netip.Prefix, limit int) []routerapi.RouteInfo {
-	type route struct {
-		p netip.Prefix
-		g uint32
-	}
 	a.mu.Lock()
-	all := make([]route, 0, a.dp.FIB.Len()+a.dp.FIB6.Len())
-	for p, g := range a.dp.FIB.Routes() {
-		all = append(all, route{p, g})
-	}
-	for p, g := range a.dp.FIB6.Routes() {
-		all = append(all, route{p, g})
-	}
-	// IPv4 first, each family by address then length.
-	slices.SortFunc(all, func(x, y route) int { return comparePrefix(x.p, y.p) })
+	all := make([]netip.Prefix, 0, a.dp.FIB.Len()+a.dp.FIB6.Len())
+	all = slices.AppendSeq(all, maps.Keys(a.dp.FIB.Routes()))
+	all = slices.AppendSeq(all, maps.Keys(a.dp.FIB6.Routes()))
+	a.mu.Unlock()
+	// IPv4 first, each family by address then length; sorted without
+	// the agent's lock, which a full table would hold for long.
+	slices.SortFunc(all, comparePrefix)
 	from := 0
 	if after.IsValid() {
-		from, _ = slices.BinarySearchFunc(all, after, func(r route, p netip.Prefix) int { return comparePrefix(r.p, p) })
-		if from < len(all) && all[from].p == after {
+		var found bool
+		if from, found = slices.BinarySearchFunc(all, after, comparePrefix); found {
 			from++
 		}
 	}
 	out := []routerapi.RouteInfo{}
-	for _, r := range all[from:min(len(all), from+min(limit, len(all)))] {
-		out = append(out, a.routeInfo(r.p, r.g))
+	a.mu.Lock()
+	for _, p := range all[from:min(len(all), from+min(limit, len(all)))] {
+		// A route the FIB dropped while the list was sorted is left out.
+		if g, ok := a.fib(p.Addr()).Routes()[p]; ok {
+			out = append(out, a.routeInfo(p, g))
+		}
 	}
 	a.mu.Unlock()
 	return a.withOrigins(out)
