@@ -196,7 +196,7 @@ func Unmarshal(b []byte, keys Keyring) (*Frame, error) {
 		return nil, fmt.Errorf("%w: header says %d body bytes, frame has %d", ErrLength, bodyLen, len(b)-EthHeaderLen-HeaderLen-v.trailerLen())
 	}
 	sealed := len(b) - v.trailerLen()
-	if v.Public != nil {
+	if v.Role() == RoleVCPKey {
 		if !ed25519.Verify(v.Public, b[:sealed], b[sealed:]) {
 			return nil, ErrAuth
 		}
@@ -214,7 +214,7 @@ func Unmarshal(b []byte, keys Keyring) (*Frame, error) {
 	}
 	// An element key seals what every element sends; what configures
 	// takes the VCP's.
-	if v.Public == nil && !MsgType(h[1]).elementMay() {
+	if v.Role() != RoleVCPKey && !MsgType(h[1]).elementMay() {
 		return nil, fmt.Errorf("%w: %s sealed with element key %d", ErrRole, MsgType(h[1]), h[2])
 	}
 	if err := msg.decodeBody(b[EthHeaderLen+HeaderLen : sealed]); err != nil {

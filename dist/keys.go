@@ -43,12 +43,7 @@ type Key struct {
 }
 
 // Role is what the key may seal.
-func (k Key) Role() KeyRole {
-	if k.Private != nil {
-		return RoleVCPKey
-	}
-	return RoleElementKey
-}
+func (k Key) Role() KeyRole { return k.Verifier().Role() }
 
 // Verifier is what a receiver holds of a key: an element key's secret,
 // or the VCP's public key.
