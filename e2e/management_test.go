@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,9 +22,14 @@ import (
 //     and drop other sources), though its adverts reach them;
 //   - msr ctl refuses to send the admin token over plain http to the
 //     VCP's address, and with the deployment's certificate reads and
-//     changes the router.
+//     changes the router;
+//   - the VCP's BIRD and snmpd run as their own users, not root, their
+//     files with the secrets theirs alone.
 func TestManagementSecurity(t *testing.T) {
 	upDefaultLab(t, 100)
+	vcp1 := filepath.Join(demo.RunDir, "vcp1")
+	checkDaemonUser(t, "bird", "bird", filepath.Join(vcp1, "bird.conf"))
+	checkDaemonUser(t, "snmpd", "Debian-snmp", filepath.Join(vcp1, "snmp", "snmpd.conf"))
 	role := func(v string) string {
 		st, err := vcpapi.Local(v, "").Status()
 		if err != nil {
@@ -94,5 +102,51 @@ vrrp_instance rogue {
 	}
 	if out, errOut, code := msr(t, append(https, "undrain", "r3")...); code != 0 {
 		t.Fatalf("msr ctl undrain over https with the admin token: %s %s", out, errOut)
+	}
+}
+
+// checkDaemonUser: the daemon prog whose command line names conf runs as
+// the user name, not root, and conf, which holds its secrets, is 0600
+// and that user's.
+func checkDaemonUser(t *testing.T, prog, name, conf string) {
+	t.Helper()
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatalf("no user %s on this machine: %v", name, err)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	found := false
+	for _, p := range procs {
+		cmd, err := os.ReadFile(p)
+		if err != nil || !strings.HasPrefix(string(cmd), prog+"\x00") || !strings.Contains(string(cmd), "\x00"+conf+"\x00") {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join(filepath.Dir(p), "status"))
+		if err != nil {
+			continue
+		}
+		found = true
+		for _, l := range strings.Split(string(st), "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 3 && f[0] == "Uid:" && (f[1] != u.Uid || f[2] != u.Uid) {
+				t.Errorf("%s runs as uid %s (effective %s), want %s's %s", prog, f[1], f[2], name, u.Uid)
+			}
+			// CAP_DAC_OVERRIDE (1) and CAP_SYS_ADMIN (21): root's powers.
+			if len(f) == 2 && f[0] == "CapEff:" {
+				if c, err := strconv.ParseUint(f[1], 16, 64); err != nil || c&(1<<1|1<<21) != 0 {
+					t.Errorf("%s's capabilities: %s", prog, f[1])
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no %s with %s running", prog, conf)
+	}
+	fi, err := os.Stat(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o600 || strconv.Itoa(int(st.Uid)) != u.Uid {
+		t.Errorf("%s: mode %v, uid %d; want 0600 and %s's", conf, fi.Mode().Perm(), st.Uid, name)
 	}
 }

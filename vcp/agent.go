@@ -394,7 +394,9 @@ func (a *Agent) become(active bool) {
 	if active && routing != nil {
 		var err error
 		if suite, err = StartSuite(routing, true, a.log, a.suiteFailed); err != nil {
+			// As a suite that keeps dying: the standby's may start.
 			a.log.Error("taking over: routing suite", "err", err)
+			go a.suiteFailed()
 		}
 	}
 	a.mu.Lock()

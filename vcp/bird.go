@@ -15,6 +15,8 @@ import (
 	"text/template"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
@@ -228,7 +230,7 @@ protocol bgp backends {
 // crashLimit deaths in crashWindow it calls failed: the agent gives up its
 // mastership to the standby.
 func StartBIRD(cfg *RoutingConfig, recovery bool, log *slog.Logger, failed func()) (*BIRD, error) {
-	s := &BIRD{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird.ctl"), log: log, stop: make(chan struct{})}
+	s := &BIRD{cfg: cfg, socket: filepath.Join(cfg.RunDir, "bird", "bird.ctl"), log: log, stop: make(chan struct{})}
 	s.sup = &supervisor{stop: s.stop, log: log, failed: failed}
 	proc, err := s.start(recovery)
 	if err != nil {
@@ -248,11 +250,15 @@ func (s *BIRD) start(recovery bool) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	creds, err := s.socketDir(cfg)
+	if err != nil {
+		return nil, err
+	}
 	args := []string{"bird", "-f", "-c", path, "-s", s.socket}
 	if recovery {
 		args = append(args, "-R")
 	}
-	proc, err := startChild(filepath.Join(cfg.RunDir, "bird.log"), args...)
+	proc, err := startChildAs(filepath.Join(cfg.RunDir, "bird.log"), nil, creds, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +338,28 @@ func (s *BIRD) holdFeed(proc *child) {
 	})
 }
 
+// birdCaps are the capabilities BIRD keeps as its own user, those its
+// own -u keeps but CAP_NET_BROADCAST, which Linux checks nowhere BIRD
+// goes: BGP's and RIP's ports, OSPF's raw sockets, the kernel's routes
+// and interfaces.
+var birdCaps = []uintptr{unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_ADMIN, unix.CAP_NET_RAW}
+
+// socketDir makes the directory of BIRD's control socket, BIRD's own
+// (it makes the socket anew at each start), and RUNDIR/bird.ctl a link
+// to the socket for birdc. It returns who BIRD runs as.
+func (s *BIRD) socketDir(cfg *RoutingConfig) (*daemonCreds, error) {
+	o := runAs("bird", cfg.RunDir)
+	if err := privateDir(filepath.Dir(s.socket), 0o700, o); err != nil {
+		return nil, err
+	}
+	link := filepath.Join(cfg.RunDir, "bird.ctl")
+	os.Remove(link)
+	if err := os.Symlink(filepath.Join("bird", "bird.ctl"), link); err != nil {
+		return nil, err
+	}
+	return &daemonCreds{owner: o, caps: birdCaps}, nil
+}
+
 // writeConfig writes BIRD's configuration (and its static route files)
 // into the run directory and returns its path.
 func (s *BIRD) writeConfig(cfg *RoutingConfig) (string, error) {
@@ -350,8 +378,9 @@ func (s *BIRD) writeConfig(cfg *RoutingConfig) (string, error) {
 			return "", err
 		}
 	}
+	// BIRD reads it again, as its own user, at each reconfiguration.
 	path := filepath.Join(cfg.RunDir, "bird.conf")
-	return path, writePrivate(path, conf.Bytes(), nil)
+	return path, writePrivate(path, conf.Bytes(), runAs("bird", cfg.RunDir))
 }
 
 // Reconfigure gives the running suite a new configuration: BIRD compares

@@ -43,6 +43,22 @@ func startChild(logPath string, argv ...string) (*child, error) {
 
 // startChildEnv is startChild with env added to the VCP's environment.
 func startChildEnv(logPath string, env []string, argv ...string) (*child, error) {
+	return startChildAs(logPath, env, nil, argv...)
+}
+
+// daemonCreds is who a child runs as instead of root: its owner, extra
+// groups, and the capabilities it keeps (ambient: they survive the exec).
+type daemonCreds struct {
+	owner  *owner
+	groups []uint32
+	caps   []uintptr
+}
+
+// startChildAs is startChildEnv for a child run as u (root if u or its
+// owner is nil). The VCP changes the user, not the daemon: a daemon that
+// drops root itself (bird -u, snmpd -u) loses the parent-death signal
+// with its old credentials and outlives a killed VCP.
+func startChildAs(logPath string, env []string, u *daemonCreds, argv ...string) (*child, error) {
 	if fi, err := os.Stat(logPath); err == nil && fi.Size() > maxChildLog {
 		os.Rename(logPath, logPath+".1")
 	}
@@ -62,6 +78,10 @@ func startChildEnv(logPath string, env []string, argv ...string) (*child, error)
 		cmd.Stdout, cmd.Stderr = w, w
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if u != nil && u.owner != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(u.owner.uid), Gid: uint32(u.owner.gid), Groups: u.groups}
+		cmd.SysProcAttr.AmbientCaps = u.caps
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(logFile, "%s msr vcp: could not start %s: %v\n", stamp(), strings.Join(argv, " "), err)
 		logFile.Close()

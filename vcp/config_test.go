@@ -365,12 +365,12 @@ func TestSNMPConfig(t *testing.T) {
 	var b strings.Builder
 	if err := snmpdConf.Execute(&b, struct {
 		*SNMPConfig
-		Dir, Socket, Group string
-	}{s, "/run/x", "/run/x/agentx.sock", "frr"}); err != nil {
+		Dir, Socket, Owner, Group string
+	}{s, "/run/x", "/run/x/agentx.sock", "Debian-snmp", "frr"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"rocommunity public 10.0.0.0/24 -V routerView\nrocommunity6 public 2001:db8:ff::/48 -V routerView\n", `createUser ops SHA-256 "auth-secret" AES "priv-secret"`,
-		"rouser ops priv -V routerView", "trap2sink 192.0.2.10:162 public", "agentXSocket /run/x/agentx.sock", "master agentx", "agentXPerms 0660 0755 root frr"} {
+		"rouser ops priv -V routerView", "trap2sink 192.0.2.10:162 public", "agentXSocket /run/x/agentx.sock", "master agentx", "agentXPerms 0660 0755 Debian-snmp frr"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("snmpd.conf lacks %q:\n%s", want, b.String())
 		}

@@ -6,6 +6,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 // The files the VCP writes for its daemons hold secrets (TCP-MD5 and
@@ -15,9 +16,10 @@ import (
 // pass through it to its own (FRR's, under the run directory).
 
 // runDirMode is the run directory's mode: FRR's daemons, which run as
-// frr, pass through it to their own directory.
+// frr, BIRD as bird and snmpd as Debian-snmp where those users exist,
+// pass through it to their own files.
 func runDirMode(r *RoutingConfig) os.FileMode {
-	if r != nil && r.Suite == "frr" {
+	if r != nil && r.Suite == "frr" || daemonUser("bird") != nil || daemonUser(snmpUser) != nil {
 		return 0o711
 	}
 	return 0o700
@@ -39,6 +41,35 @@ func daemonUser(name string) *owner {
 		return nil
 	}
 	return &owner{uid, gid}
+}
+
+// reachable says whether user o may pass through dir and every
+// directory above it: each open to others, or o's own, or its group's.
+func reachable(dir string, o *owner) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		m := fi.Mode().Perm()
+		if !ok || !(m&0o001 != 0 || int(st.Uid) == o.uid && m&0o100 != 0 || int(st.Gid) == o.gid && m&0o010 != 0) {
+			return false
+		}
+		if d == "/" || d == "." {
+			return true
+		}
+	}
+}
+
+// runAs is the user a daemon of the named user runs as with files in
+// dir: that user where it exists and can reach dir, else nil (root), as
+// a test's private temporary directory leaves it.
+func runAs(name, dir string) *owner {
+	if o := daemonUser(name); o != nil && reachable(dir, o) {
+		return o
+	}
+	return nil
 }
 
 // privateDir makes dir (and its parents) with mode, which it forces on

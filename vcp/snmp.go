@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/msr-router/msr/internal/agentx"
 	"github.com/msr-router/msr/internal/config"
@@ -159,7 +162,7 @@ var snmpdConf = template.Must(template.New("snmpd").Parse(`# Written by msr vcp:
 agentAddress {{.Listen}}
 master agentx
 agentXSocket {{.Socket}}
-agentXPerms 0660 0755 root {{.Group}}
+agentXPerms 0660 0755 {{.Owner}} {{.Group}}
 view routerView included .1.3.6.1.2.1.1
 view routerView included .1.3.6.1.2.1.2
 view routerView included .1.3.6.1.2.1.11
@@ -180,6 +183,9 @@ rouser {{.Name}} priv -V routerView
 // priorities.
 const snmpdModules = "-system_mib,interface,ifTable,ifXTable"
 
+// snmpUser is the user snmpd runs as where it exists (Debian's).
+const snmpUser = "Debian-snmp"
+
 // snmpRunner runs snmpd and the subagent until ctx ends.
 type snmpRunner struct {
 	cfg    *SNMPConfig
@@ -188,6 +194,7 @@ type snmpRunner struct {
 	agent  *Agent
 	log    *slog.Logger
 	socket string
+	creds  *daemonCreds // who snmpd runs as
 }
 
 // startSNMP writes snmpd's config into dir and runs snmpd and the
@@ -196,26 +203,33 @@ func (a *Agent) startSNMP(ctx context.Context, cfg *SNMPConfig, dir string) erro
 	r := &snmpRunner{cfg: cfg, dir: filepath.Join(dir, "snmp"), agent: a, log: a.log.With("subsystem", "snmp")}
 	r.socket = snmpSocket(dir)
 	r.mib = newRouterMIB(a, cfg)
-	// Searchable by FRR's daemons, which run as frr: bgpd's BGP4-MIB
-	// subagent connects to the socket (its group frr); the files in it
-	// stay root's alone.
-	if err := os.MkdirAll(r.dir, 0o711); err != nil {
+	// snmpd runs as its own user where there is one, the directory and
+	// its files its own. The directory is searchable by FRR's daemons:
+	// bgpd's BGP4-MIB subagent connects to the socket, whose group is
+	// frr's (snmpd is made a member to give it).
+	r.creds = &daemonCreds{owner: runAs(snmpUser, dir), caps: []uintptr{unix.CAP_NET_BIND_SERVICE}}
+	if err := privateDir(r.dir, 0o711, r.creds.owner); err != nil {
 		return fmt.Errorf("snmp: %w", err)
 	}
-	os.Chmod(r.dir, 0o711)
 	var b strings.Builder
-	group := "root"
-	if _, err := user.LookupGroup("frr"); err == nil {
+	owner, group := "root", "root"
+	if r.creds.owner != nil {
+		owner, group = snmpUser, snmpUser
+	}
+	if g, err := user.LookupGroup("frr"); err == nil {
 		group = "frr"
+		if gid, err := strconv.Atoi(g.Gid); err == nil {
+			r.creds.groups = []uint32{uint32(gid)}
+		}
 	}
 	if err := snmpdConf.Execute(&b, struct {
 		*SNMPConfig
-		Dir, Socket, Group string
-	}{cfg, r.dir, r.socket, group}); err != nil {
+		Dir, Socket, Owner, Group string
+	}{cfg, r.dir, r.socket, owner, group}); err != nil {
 		return err
 	}
 	conf := filepath.Join(r.dir, "snmpd.conf")
-	if err := os.WriteFile(conf, []byte(b.String()), 0o600); err != nil {
+	if err := writePrivate(conf, []byte(b.String()), r.creds.owner); err != nil {
 		return fmt.Errorf("snmp: %w", err)
 	}
 	// A previous run's persistent file holds its users' localized keys
@@ -229,8 +243,10 @@ func (a *Agent) startSNMP(ctx context.Context, cfg *SNMPConfig, dir string) erro
 // runSnmpd keeps snmpd running.
 func (r *snmpRunner) runSnmpd(ctx context.Context, conf string) {
 	for ctx.Err() == nil {
+		// Left by a root snmpd of an older VCP, they would stop this one.
 		os.Remove(r.socket)
-		c, err := startChild(filepath.Join(r.dir, "snmpd.log"), "snmpd", "-f", "-Lo", "-C", "-c", conf,
+		os.Remove(filepath.Join(r.dir, "snmpd.pid"))
+		c, err := startChildAs(filepath.Join(r.dir, "snmpd.log"), nil, r.creds, "snmpd", "-f", "-Lo", "-C", "-c", conf,
 			"-I", snmpdModules, "-p", filepath.Join(r.dir, "snmpd.pid"))
 		if err != nil {
 			r.log.Error("start snmpd", "err", err)

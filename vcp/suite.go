@@ -48,12 +48,21 @@ func mirrorVLAN(name string) uint16 {
 // has one.
 //
 // The suite restarts a daemon that dies; failed is called once they have
-// died crashLimit times within crashWindow (child.go).
+// died crashLimit times within crashWindow (child.go). A suite that does
+// not start is a nil Suite, never a nil pointer in one.
 func StartSuite(cfg *RoutingConfig, recovery bool, log *slog.Logger, failed func()) (Suite, error) {
 	if cfg.Suite == "frr" {
-		return StartFRR(cfg, log, failed)
+		f, err := StartFRR(cfg, log, failed)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
 	}
-	return StartBIRD(cfg, recovery, log, failed)
+	b, err := StartBIRD(cfg, recovery, log, failed)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Convergence before the back-ends are fed: every external BGP session
