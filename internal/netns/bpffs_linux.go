@@ -21,7 +21,7 @@ func EnsureBPFFS() error {
 		return fmt.Errorf("create %s: %w", BPFFS, err)
 	}
 	if err := unix.Mount("bpf", BPFFS, "bpf", 0, "mode=0700"); err != nil {
-		return fmt.Errorf("mount bpffs on %s: %w", BPFFS, err)
+		return fmt.Errorf("mount bpffs on %s (systemd mounts it at boot; without CAP_SYS_ADMIN an agent cannot): %w", BPFFS, err)
 	}
 	return nil
 }
