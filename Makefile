@@ -8,12 +8,16 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unkn
 COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: deb all deps build generate check-generated lint test test-stress bench study compare lb-table scale sim controlplane soak demo fuzz clean
+.PHONY: deb all deps build generate check-generated lint test test-stress bench study compare lb-table scale sim controlplane soak demo fuzz clean hooks
 
 all: build
 
 deps:
 	@scripts/deps.sh
+
+# hooks installs the repository's git hooks (commit-msg: the subject's form).
+hooks:
+	install -D -m 755 scripts/hooks/commit-msg "$$(git rev-parse --git-path hooks)/commit-msg"
 
 build: deps
 	$(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/msr
