@@ -1,32 +1,25 @@
 package router
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/netip"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/router/routerapi"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
-	"golang.org/x/sys/unix"
 )
 
-// The RIB feed: the back-end takes its routes from the VCP by iBGP (seed
-// 003: distribute the RIB, every back-end computes its own FIB). The VCP's
+// The RIB feed: the back-end takes its routes from the VCP by iBGP (the
+// RIB is distributed, every back-end computes its own FIB). The VCP's
 // routing suite (BIRD) is the route reflector; the back-end is its client,
 // a BGP speaker that only receives (RFC 4271), with BGP's own messages
 // encoded and decoded by GoBGP's packet library.
@@ -43,9 +36,10 @@ import (
 //     sent again goes. The FIB changes route by route, never reloaded, so a
 //     resync changes nothing that did not change.
 //
-// An embedded GoBGP server did this before, at a cost: a full table took
-// 7.9 s and 0.8–1.0 GB per back-end (docs/benchmarks.md), two thirds of it
-// in GoBGP's own RIB, which duplicated what the FIB holds.
+// Its session is rib_session.go's, decoding and best path rib_update.go's,
+// memory upkeep rib_memory.go's. An embedded GoBGP server would hold a
+// second copy of the table in its own RIB (docs/benchmarks.md measured
+// 0.8–1.0 GB a back-end with one).
 
 // RIBConfig is the iBGP session with the VCP.
 type RIBConfig struct {
@@ -132,40 +126,6 @@ type ribFeed struct {
 	// session is down.
 	families, eors uint8
 	tableArrived   atomic.Int64
-}
-
-// A table's arrival, a first load or a graceful restart's refresh after a
-// takeover, makes garbage: the UPDATEs parsed, the stale paths beside the
-// new ones. Go collects it, but keeps the heap it grew to (up to twice the
-// live heap, GOGC=100) until its scavenger returns it: a back-end's
-// resident memory after four takeovers with a full table stood at 580-654
-// MB for a live heap of 220-270 MB (docs/reliability.md). So while a
-// table arrives the runtime collects as usual (GOGC=100: the load is not
-// slowed by collections), and at the End-of-RIB that ends the arrival of a
-// big one it collects and returns the memory at once (one collection,
-// 0.3-0.5 s of one CPU with a full table, in its own goroutine), then
-// holds the table with heldGCPercent: the heap grows a quarter of the
-// live heap between collections, not as much again. Once for every
-// arrival, however soon after the last: a session's establishment set
-// GOGC=100 again, and a soak's run 19 skipped the release (then a 30 s
-// guard) after takeovers 50 s apart, the agents growing 400-424 MB to
-// 627-656 MB.
-// While it holds the table, the feed has the runtime return its memory
-// every heldRelease too (keepReleased): the heap then stays within a
-// minute's garbage (hellos, the API, a state save under churn) of the
-// live heap, and the resident memory with it, for a collection a minute.
-const (
-	releaseMin    = 50_000
-	heldGCPercent = 25
-	heldRelease   = time.Minute
-)
-
-// tableArriving and tableHeld are ribFeed's arriving and release.
-func tableArriving() { debug.SetGCPercent(100) }
-
-func tableHeld() {
-	debug.SetGCPercent(heldGCPercent)
-	debug.FreeOSMemory()
 }
 
 // family is a prefix's address family as the feed keys what is per
@@ -269,54 +229,6 @@ func (f *ribFeed) run(ctx context.Context) {
 	}
 }
 
-// holdsBigTable says (f.mu held) whether the feed, with a release, holds
-// a table that has arrived whole (nothing stale) and is big enough to
-// release: releaseMin paths or more.
-func (f *ribFeed) holdsBigTable() bool {
-	return f.release != nil && f.nStale == 0 && f.nPaths >= f.releaseMin
-}
-
-// keepReleased calls release every releaseEvery (heldRelease) while the
-// feed holds a big table that has arrived (nothing stale, releaseMin
-// paths or more), counted from the last release, whichever made it. It
-// looks six times a period: looking once a period, an End-of-RIB's
-// release between two looks made the next skipped, so the memory went
-// back up to twice the period apart, and a minute's floor of the soak's
-// watch was a collection's level, not a release's (runs 34 and 36: a
-// restarted agent's second half-watch with no release in it).
-func (f *ribFeed) keepReleased(ctx context.Context) {
-	t := time.NewTicker(f.releaseEvery / 6)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		f.mu.Lock()
-		held := f.synced.Load() && f.holdsBigTable() && time.Since(f.lastRelease) >= f.releaseEvery
-		if held {
-			f.lastRelease = time.Now()
-		}
-		f.mu.Unlock()
-		if held {
-			f.releaseNow()
-		}
-	}
-}
-
-// releaseNow calls release, and records the memory the agent holds just
-// after it (Status's Release).
-func (f *ribFeed) releaseNow() {
-	f.release()
-	m := measureRelease()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.releases++
-	m.Releases = f.releases
-	f.st.Release = &m
-}
-
 // sessionLost keeps the routes as stale if the suite does graceful
 // restart, for its restart time; else they go now.
 func (f *ribFeed) sessionLost() {
@@ -393,354 +305,27 @@ func (f *ribFeed) sweepStale(v6 bool) {
 	}
 }
 
-// session runs one BGP session until it fails or ctx ends.
-func (f *ribFeed) session(ctx context.Context) error {
-	c, err := dialRIB(ctx, netip.AddrPortFrom(f.cfg.Neighbor, 179), f.cfg.password)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	if err := c.send(f.open()); err != nil {
-		return err
-	}
-	f.setState("open")
-	s := &ribSession{f: f, c: c, hold: ribHoldTime * time.Second, keepalives: make(chan struct{})}
-	defer close(s.keepalives)
-	for {
-		msg, err := s.read()
-		if err == nil {
-			err = s.handle(msg)
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// ribConn is a session's connection. Messages are sent whole, from the
-// session and from its keepalive timer.
-type ribConn struct {
-	net.Conn
-	wmu sync.Mutex
-}
-
-// dialRIB connects to the suite, signing every segment with password
-// (TCP-MD5) when there is one.
-func dialRIB(ctx context.Context, to netip.AddrPort, password string) (*ribConn, error) {
-	d := net.Dialer{Timeout: 3 * time.Second}
-	if password != "" {
-		d.Control = func(_, _ string, rc syscall.RawConn) error {
-			sig := unix.TCPMD5Sig{Keylen: uint16(len(password))}
-			copy(sig.Key[:], password)
-			sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&sig.Addr))
-			sa.Family, sa.Addr = unix.AF_INET, to.Addr().As4()
-			var serr error
-			err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptTCPMD5Sig(int(fd), unix.IPPROTO_TCP, unix.TCP_MD5SIG, &sig) })
-			return cmp.Or(err, serr)
-		}
-	}
-	conn, err := d.DialContext(ctx, "tcp", to.String())
-	if err != nil {
-		return nil, err
-	}
-	return &ribConn{Conn: conn}, nil
-}
-
-func (c *ribConn) send(m *bgp.BGPMessage) error {
-	b, err := m.Serialize()
-	if err != nil {
-		return err
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.SetWriteDeadline(time.Now().Add(ribHoldTime * time.Second))
-	_, err = c.Write(b)
-	return err
-}
-
-// ribSession is one session's BGP state (RFC 4271 §8, the receiving side
-// of it: we never send UPDATEs).
-type ribSession struct {
-	f           *ribFeed
-	c           *ribConn
-	hold        time.Duration // agreed in the OPENs; 0: no keepalives
-	opt         *bgp.MarshallingOption
-	established bool
-	keepalives  chan struct{} // closed when the session ends
-}
-
-// read reads the next message within the hold time; a malformed one is
-// answered with its NOTIFICATION.
-func (s *ribSession) read() (*bgp.BGPMessage, error) {
-	if s.hold > 0 {
-		s.c.SetReadDeadline(time.Now().Add(s.hold))
-	}
-	msg, err := readBGP(s.c, s.opt)
-	var me *bgp.MessageError
-	if errors.As(err, &me) {
-		s.c.send(bgp.NewBGPNotificationMessage(me.TypeCode, me.SubTypeCode, me.Data))
-	}
-	return msg, err
-}
-
-// handle takes one message; an error ends the session.
-func (s *ribSession) handle(msg *bgp.BGPMessage) error {
-	switch body := msg.Body.(type) {
-	case *bgp.BGPOpen:
-		return s.opened(body)
-	case *bgp.BGPKeepAlive:
-		if !s.established {
-			s.established = true
-			s.f.setEstablished()
-		}
-	case *bgp.BGPUpdate:
-		if !s.established {
-			return errors.New("UPDATE before the session was established")
-		}
-		s.f.update(body)
-	case *bgp.BGPNotification:
-		return fmt.Errorf("the suite closed the session: NOTIFICATION %d/%d", body.ErrorCode, body.ErrorSubcode)
-	}
-	return nil
-}
-
-// opened takes the suite's OPEN: the capabilities agreed, a KEEPALIVE to
-// confirm, and keepalives every third of the hold time from then on.
-func (s *ribSession) opened(o *bgp.BGPOpen) error {
-	hold, opt, err := s.f.opened(o)
-	if err != nil {
-		s.c.send(bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_OPEN_MESSAGE_ERROR, bgp.BGP_ERROR_SUB_BAD_PEER_AS, nil))
-		return err
-	}
-	s.hold, s.opt = hold, opt
-	if err := s.c.send(bgp.NewBGPKeepAliveMessage()); err != nil {
-		return err
-	}
-	if hold > 0 {
-		go s.keepAlive()
-	}
-	return nil
-}
-
-// keepAlive sends a KEEPALIVE every third of the hold time until the
-// session ends.
-func (s *ribSession) keepAlive() {
-	t := time.NewTicker(s.hold / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.keepalives:
-			return
-		case <-t.C:
-			if s.c.send(bgp.NewBGPKeepAliveMessage()) != nil {
-				return
-			}
-		}
-	}
-}
-
-// setState and setEstablished keep the feed's status.
-func (f *ribFeed) setState(state string) {
-	f.mu.Lock()
-	f.st.State = state
-	f.mu.Unlock()
-}
-
-func (f *ribFeed) setEstablished() {
-	f.mu.Lock()
-	f.st.State, f.st.Established, f.st.LastError = "established", time.Now().UTC().Format(time.RFC3339), ""
-	f.st.Sessions++
-	f.eors = 0
-	f.tableArrived.Store(0)
-	f.arrived = true
-	f.mu.Unlock()
-	if f.arriving != nil {
-		f.arriving()
-	}
-	f.log.Info("RIB feed established")
-}
-
-// open is our OPEN: IPv4 and IPv6 unicast, 4-octet AS, graceful restart
-// (our forwarding state survives our own restarts: the FIB is pinned),
-// ADD-PATH receive, for both families.
-func (f *ribFeed) open() *bgp.BGPMessage {
-	as2 := uint16(bgp.AS_TRANS)
-	if f.cfg.ASN <= 0xffff {
-		as2 = uint16(f.cfg.ASN)
-	}
-	caps := []bgp.ParameterCapabilityInterface{
-		bgp.NewCapMultiProtocol(bgp.RF_IPv4_UC),
-		bgp.NewCapMultiProtocol(bgp.RF_IPv6_UC),
-		bgp.NewCapFourOctetASNumber(f.cfg.ASN),
-		bgp.NewCapGracefulRestart(false, false, ribRestartTime, []*bgp.CapGracefulRestartTuple{
-			bgp.NewCapGracefulRestartTuple(bgp.RF_IPv4_UC, true), bgp.NewCapGracefulRestartTuple(bgp.RF_IPv6_UC, true)}),
-		bgp.NewCapAddPath([]*bgp.CapAddPathTuple{
-			bgp.NewCapAddPathTuple(bgp.RF_IPv4_UC, bgp.BGP_ADD_PATH_RECEIVE), bgp.NewCapAddPathTuple(bgp.RF_IPv6_UC, bgp.BGP_ADD_PATH_RECEIVE)}),
-	}
-	m, _ := bgp.NewBGPOpenMessage(as2, ribHoldTime, f.routerID, []bgp.OptionParameterInterface{bgp.NewOptionParameterCapability(caps)})
-	return m
-}
-
-// opened checks the suite's OPEN and agrees on the hold time, ADD-PATH
-// and graceful restart.
-func (f *ribFeed) opened(o *bgp.BGPOpen) (time.Duration, *bgp.MarshallingOption, error) {
-	asn := uint32(o.MyAS)
-	addPath, gr := false, false
-	var families uint8 // agreed by multiprotocol capabilities; none: IPv4 alone (RFC 4760)
-	addPaths := map[bgp.Family]bgp.BGPAddPathMode{}
-	var grTime uint16
-	for _, p := range o.OptParams {
-		c, ok := p.(*bgp.OptionParameterCapability)
-		if !ok {
-			continue
-		}
-		for _, cap := range c.Capability {
-			switch v := cap.(type) {
-			case *bgp.CapFourOctetASNumber:
-				asn = v.CapValue
-			case *bgp.CapMultiProtocol:
-				switch v.CapValue {
-				case bgp.RF_IPv4_UC:
-					families |= 1
-				case bgp.RF_IPv6_UC:
-					families |= 2
-				}
-			case *bgp.CapAddPath:
-				for _, t := range v.Tuples {
-					if (t.Family == bgp.RF_IPv4_UC || t.Family == bgp.RF_IPv6_UC) && t.Mode&bgp.BGP_ADD_PATH_SEND != 0 {
-						addPaths[t.Family] = bgp.BGP_ADD_PATH_RECEIVE
-					}
-				}
-				addPath = addPaths[bgp.RF_IPv4_UC] != 0
-			case *bgp.CapGracefulRestart:
-				for _, t := range v.Tuples {
-					gr = gr || t.AFI == bgp.AFI_IP && t.SAFI == bgp.SAFI_UNICAST
-				}
-				grTime = v.Time
-			}
-		}
-	}
-	if asn != f.cfg.ASN {
-		return 0, nil, fmt.Errorf("the suite is AS %d, not our AS %d (iBGP)", asn, f.cfg.ASN)
-	}
-	hold := min(time.Duration(o.HoldTime), ribHoldTime) * time.Second
-	if o.HoldTime == 0 {
-		hold = 0
-	}
-	var opt *bgp.MarshallingOption
-	if len(addPaths) > 0 {
-		opt = &bgp.MarshallingOption{AddPath: addPaths}
-	}
-	if families == 0 {
-		families = 1
-	}
-	f.mu.Lock()
-	f.st.AddPath, f.st.GR = addPath, gr
-	f.families = families
-	f.mu.Unlock()
-	f.log.Info("RIB feed open", "hold", hold, "add_path", addPath, "graceful_restart", gr, "restart_time", grTime)
-	return hold, opt, nil
-}
-
-// readBGP reads one message.
-func readBGP(r io.Reader, opt *bgp.MarshallingOption) (*bgp.BGPMessage, error) {
-	var hdr [bgp.BGP_HEADER_LENGTH]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := int(hdr[16])<<8 | int(hdr[17])
-	if n < bgp.BGP_HEADER_LENGTH || n > bgp.BGP_MAX_MESSAGE_LENGTH {
-		return nil, bgp.NewMessageError(bgp.BGP_ERROR_MESSAGE_HEADER_ERROR, bgp.BGP_ERROR_SUB_BAD_MESSAGE_LENGTH, hdr[16:18], fmt.Sprintf("message of %d bytes", n))
-	}
-	b := make([]byte, n)
-	copy(b, hdr[:])
-	if _, err := io.ReadFull(r, b[bgp.BGP_HEADER_LENGTH:]); err != nil {
-		return nil, err
-	}
-	if opt == nil {
-		return bgp.ParseBGPMessage(b)
-	}
-	return bgp.ParseBGPMessage(b, opt)
-}
-
-// update applies one UPDATE: withdrawals, then the announced paths with
-// their attributes (IPv4 in the UPDATE itself or in MP_REACH_NLRI, IPv6
-// in MP_REACH_NLRI, each with its own next hop); an empty one is IPv4's
-// End-of-RIB, one holding only an empty MP_UNREACH_NLRI its family's.
-func (f *ribFeed) update(u *bgp.BGPUpdate) {
+// update applies one UPDATE (decodeUpdate): withdrawals, then the
+// announced paths; an End-of-RIB sweeps its family's stale paths.
+func (f *ribFeed) update(msg *bgp.BGPUpdate) {
 	came := time.Now() // before the lock: the wait for it is the FIB's lag too
-	type announce struct {
-		nlri bgp.PathNLRI
-		nh   netip.Addr
-	}
-	withdrawn := u.WithdrawnRoutes
-	var announced []announce
-	attr := ribPath{localPref: 100}
-	var nh4 netip.Addr
-	eor := -1 // the family whose End-of-RIB this is: 0 IPv4, 1 IPv6
-	for _, a := range u.PathAttributes {
-		switch v := a.(type) {
-		case *bgp.PathAttributeNextHop:
-			nh4 = v.Value
-		case *bgp.PathAttributeLocalPref:
-			attr.localPref = v.Value
-		case *bgp.PathAttributeMultiExitDisc:
-			attr.med = v.Value
-		case *bgp.PathAttributeOrigin:
-			attr.origin = v.Value
-		case *bgp.PathAttributeAsPath:
-			for _, seg := range v.Value {
-				attr.asLen += uint16(seg.ASLen())
-			}
-		case *bgp.PathAttributeLargeCommunities:
-			attr.from = originOf(v, f.cfg.ASN)
-			attr.linkVLAN = linkVLANOf(v, f.cfg.ASN)
-		case *bgp.PathAttributeMpReachNLRI:
-			if (v.AFI == bgp.AFI_IP || v.AFI == bgp.AFI_IP6) && v.SAFI == bgp.SAFI_UNICAST {
-				nh := v.Nexthop
-				if !nh.IsGlobalUnicast() && v.LinkLocalNexthop.IsLinkLocalUnicast() {
-					nh = v.LinkLocalNexthop // RFC 2545: a neighbour known by its link-local address only
-				}
-				for _, n := range v.Value {
-					announced = append(announced, announce{n, nh})
-				}
-			}
-		case *bgp.PathAttributeMpUnreachNLRI:
-			if (v.AFI == bgp.AFI_IP || v.AFI == bgp.AFI_IP6) && v.SAFI == bgp.SAFI_UNICAST {
-				withdrawn = append(withdrawn, v.Value...)
-				if len(u.PathAttributes) == 1 && len(v.Value) == 0 {
-					eor = 0
-					if v.AFI == bgp.AFI_IP6 {
-						eor = 1
-					}
-				}
-			}
-		}
-	}
-	for _, n := range u.NLRI {
-		announced = append(announced, announce{n, nh4})
-	}
+	u := decodeUpdate(msg, f.cfg.ASN)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st.Updates++
-	if len(withdrawn) == 0 && len(announced) == 0 && len(u.PathAttributes) == 0 {
-		eor = 0
-	}
-	if eor >= 0 {
+	if u.eor >= 0 {
 		n := 0 // the family's prefixes
 		for p := range f.paths {
-			if p.Addr().Is6() == (eor == 1) {
+			if p.Addr().Is6() == (u.eor == 1) {
 				n++
 			}
 		}
-		f.log.Info("RIB feed: End-of-RIB", "family", []string{"ipv4", "ipv6"}[eor], "prefixes", n)
-		if eor == 0 {
+		f.log.Info("RIB feed: End-of-RIB", "family", []string{"ipv4", "ipv6"}[u.eor], "prefixes", n)
+		if u.eor == 0 {
 			f.synced.Store(true)
 		}
-		f.sweepStale(eor == 1)
-		if f.eors |= 1 << eor; f.eors&f.families == f.families && f.tableArrived.Load() == 0 {
+		f.sweepStale(u.eor == 1)
+		if f.eors |= 1 << u.eor; f.eors&f.families == f.families && f.tableArrived.Load() == 0 {
 			f.tableArrived.Store(came.UnixNano())
 		}
 		if f.holdsBigTable() && f.arrived {
@@ -749,7 +334,7 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 		}
 		return
 	}
-	for _, w := range withdrawn {
+	for _, w := range u.withdrawn {
 		p, ok := prefixOf(w.NLRI)
 		if !ok {
 			continue
@@ -763,16 +348,16 @@ func (f *ribFeed) update(u *bgp.BGPUpdate) {
 			f.set(p, slices.Delete(ps, i, i+1))
 		}
 	}
-	for _, a := range announced {
+	for _, a := range u.announced {
 		p, ok := prefixOf(a.nlri.NLRI)
-		linkLocal := a.nh.Is6() && a.nh.IsLinkLocalUnicast() && attr.linkVLAN != 0
+		linkLocal := a.nh.Is6() && a.nh.IsLinkLocalUnicast() && u.attr.linkVLAN != 0
 		if !ok || a.nh.Is6() != family(p) || !a.nh.IsGlobalUnicast() && !linkLocal {
 			continue // no next hop of its family on a port's subnet or link: nothing to forward to
 		}
-		r := attr
+		r := u.attr
 		r.id, r.nh = a.nlri.ID, a.nh
 		if linkLocal {
-			r.nh = a.nh.WithZone(strconv.Itoa(int(attr.linkVLAN))) // the port's VLAN names the link
+			r.nh = a.nh.WithZone(strconv.Itoa(int(u.attr.linkVLAN))) // the port's VLAN names the link
 		}
 		ps := f.paths[p]
 		i := slices.IndexFunc(ps, func(x ribPath) bool { return !x.link && x.id == a.nlri.ID })
@@ -806,15 +391,6 @@ func (f *ribFeed) unstale(p netip.Prefix) {
 	if family(p) {
 		f.stale6--
 	}
-}
-
-// prefixOf is a unicast NLRI's prefix, of either family.
-func prefixOf(n bgp.NLRI) (netip.Prefix, bool) {
-	p, ok := n.(*bgp.IPAddrPrefix)
-	if !ok || p.Prefix.Addr().Is4In6() {
-		return netip.Prefix{}, false
-	}
-	return p.Prefix.Masked(), true
 }
 
 // set records a prefix's paths and applies its best ones. Call with f.mu
@@ -853,41 +429,6 @@ func (f *ribFeed) apply(p netip.Prefix, hops []netip.Addr) {
 			f.log.Warn("RIB route refused (the next refused for this cause are counted, not logged: msr router status)", "prefix", p, "via", hops, "err", err)
 		}
 	}
-}
-
-// bestPaths are the paths as good as the best: the suite's preference or
-// distance first (origin.go), then BGP's higher LOCAL_PREF, shorter
-// AS_PATH, lower ORIGIN, lower MED.
-func bestPaths(ps []ribPath) []ribPath {
-	better := func(a, b ribPath) int { // < 0: a is better
-		return cmp.Or(cmp.Compare(a.from.rank, b.from.rank), cmp.Compare(b.localPref, a.localPref), cmp.Compare(a.asLen, b.asLen),
-			cmp.Compare(a.origin, b.origin), cmp.Compare(a.med, b.med))
-	}
-	var best []ribPath
-	for _, p := range ps {
-		switch {
-		case len(best) == 0:
-			best = append(best, p)
-		case better(p, best[0]) < 0:
-			best = append(best[:0], p)
-		case better(p, best[0]) == 0:
-			best = append(best, p)
-		}
-	}
-	return best
-}
-
-// bestHops are the distinct next hops of the best paths, sorted, at most
-// ECMPMax: BGP multipath.
-func bestHops(ps []ribPath) []netip.Addr {
-	var hops []netip.Addr
-	for _, p := range bestPaths(ps) {
-		if !slices.Contains(hops, p.nh) {
-			hops = append(hops, p.nh)
-		}
-	}
-	slices.SortFunc(hops, func(a, b netip.Addr) int { return a.Compare(b) })
-	return hops[:min(len(hops), ECMPMax)]
 }
 
 // bestOrigin is where the suite learned p's best path, if the feed has p.

@@ -326,8 +326,9 @@ func TestRIBFeedOpen(t *testing.T) {
 	}
 }
 
-// Whatever bytes the session brings, the feed neither panics nor puts
-// anything but IPv4 routes via IPv4 next hops in the FIB.
+// Whatever bytes the session brings, decodeUpdate neither panics nor
+// invents a path or a family, and the feed puts nothing but IPv4 routes
+// via IPv4 next hops in the FIB.
 func FuzzRIBMessage(f *testing.F) {
 	for _, u := range []*bgp.BGPUpdate{
 		announce("192.0.2.10", 1, 100, []uint32{1, 2}, "10.1.0.0/16", "10.2.0.0/24"),
@@ -358,6 +359,7 @@ func FuzzRIBMessage(f *testing.F) {
 				break
 			}
 			if u, ok := m.Body.(*bgp.BGPUpdate); ok {
+				checkDecoded(t, u, decodeUpdate(u, 65000))
 				feed.update(u)
 			}
 		}
@@ -375,6 +377,29 @@ func FuzzRIBMessage(f *testing.F) {
 			t.Fatalf("status %+v", s)
 		}
 	})
+}
+
+// checkDecoded: d, u decoded, has a family's End-of-RIB or none, and
+// every path u carries, announced or withdrawn, no more.
+func checkDecoded(t *testing.T, u *bgp.BGPUpdate, d ribUpdate) {
+	t.Helper()
+	announced, withdrawn := len(u.NLRI), len(u.WithdrawnRoutes)
+	for _, a := range u.PathAttributes {
+		switch v := a.(type) {
+		case *bgp.PathAttributeMpReachNLRI:
+			if (v.AFI == bgp.AFI_IP || v.AFI == bgp.AFI_IP6) && v.SAFI == bgp.SAFI_UNICAST {
+				announced += len(v.Value)
+			}
+		case *bgp.PathAttributeMpUnreachNLRI:
+			if (v.AFI == bgp.AFI_IP || v.AFI == bgp.AFI_IP6) && v.SAFI == bgp.SAFI_UNICAST {
+				withdrawn += len(v.Value)
+			}
+		}
+	}
+	if d.eor < -1 || d.eor > 1 || len(d.announced) != announced || len(d.withdrawn) != withdrawn {
+		t.Fatalf("decoded %d announced, %d withdrawn, End-of-RIB %d; the UPDATE carries %d and %d",
+			len(d.announced), len(d.withdrawn), d.eor, announced, withdrawn)
+	}
 }
 
 // announce6 is an UPDATE of IPv6 prefixes in MP_REACH_NLRI (RFC 4760)
