@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -131,10 +133,22 @@ func TestErrorsAreForPeople(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// lineOf is the line of the default lab's file where s begins.
+	lineOf := func(s string) int {
+		i := strings.Index(string(def), s)
+		if i < 0 {
+			t.Fatalf("labs/default.yaml has no %q", s)
+		}
+		return strings.Count(string(def[:i]), "\n") + 1
+	}
 	badLine := filepath.Join(t.TempDir(), "soak-lab.yaml")
 	os.WriteFile(badLine, []byte(strings.Replace(string(def), "  h2:\n    interfaces:\n", "  h2:\n    interfaces: [\n", 1)), 0o644)
 	noAgent := filepath.Join(t.TempDir(), "demo-lab.yaml")
-	os.WriteFile(noAgent, []byte(strings.Replace(string(def), "{name: vcp, command: [MSR_BIN, vcp, --config, MSR_RUN/vcp2.yaml, --standby]}", "{name: standby, command: [sleep, infinity]}", 1)), 0o644)
+	vcp2 := regexp.MustCompile(`\{name: vcp, command: \[[^]]*vcp2\.yaml, --standby\]\}`)
+	if !vcp2.MatchString(string(def)) {
+		t.Fatal("labs/default.yaml has no vcp2 agent")
+	}
+	os.WriteFile(noAgent, []byte(vcp2.ReplaceAllString(string(def), "{name: standby, command: [sleep, infinity]}")), 0o644)
 	cases := []struct {
 		args []string
 		code int
@@ -147,8 +161,8 @@ func TestErrorsAreForPeople(t *testing.T) {
 		{[]string{"bench", "fwd", "--dut", "cisco"}, 1, "unknown DUT \"cisco\""},
 		{[]string{"bench", "fwd", "--size", "20"}, 1, "frame size 20"},
 		{[]string{"lab", "status", "-o", "yaml"}, 2, "output format \"yaml\""},
-		{[]string{"soak", "--lab", badLine}, 1, badLine + ":28:1: YAML syntax"},
-		{[]string{"demo", "up", "--lab", noAgent}, 1, noAgent + ":93:5: host vcp2 has no process vcp"},
+		{[]string{"soak", "--lab", badLine}, 1, fmt.Sprintf("%s:%d:1: YAML syntax", badLine, lineOf("  h2:\n"))},
+		{[]string{"demo", "up", "--lab", noAgent}, 1, fmt.Sprintf("%s:%d:5: host vcp2 has no process vcp", noAgent, lineOf("  vcp2:\n")+1)},
 	}
 	for _, c := range cases {
 		out, errOut, code := msr(t, c.args...)
