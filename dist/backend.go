@@ -6,8 +6,8 @@ import (
 	"net/netip"
 )
 
-// The VCP configures the back-ends as it configures the LBs (seed 003: the
-// virtual control plane coordinates the elements): a back-end's own file
+// The VCP configures the back-ends as it configures the LBs (the virtual
+// control plane coordinates the elements): a back-end's own file
 // holds only its identity, and BACKEND_CONFIG and ACL_CONFIG bring it the
 // router's external ports, its own addresses, the RIB feed to dial and the
 // router's ACL. docs/dist.md gives the layouts.

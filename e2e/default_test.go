@@ -57,7 +57,7 @@ func TestDefaultLab(t *testing.T) {
 			t.Errorf("ping h1 -> %s:\n%s", dst, out)
 		}
 	}
-	// IPv6 (issue 15), the same checks: across the router with the hop
+	// IPv6, the same checks: across the router with the hop
 	// limit one less, one hop, bgp1's IPv6 prefix learned over its IPv6
 	// session in every back-end's FIB, the router's own address answered
 	// (by the VCP, as ICMPv6 to the router goes there).
@@ -634,10 +634,8 @@ func TestDefaultLabFailures(t *testing.T) {
 
 	// A back-end's RIB feed that the suite ends for its hold time (r3's
 	// agent stopped 10.5 s, past the feed's 9 s) is established again as
-	// soon as the agent runs, not after BIRD's error wait. Soak run 55:
-	// BIRD, busy with bgp1's full table, expired all four feeds, took them
-	// back 46-60 s later, and bgp1's routes were back 56 s after its link
-	// (goal 32 s).
+	// soon as the agent runs, not after BIRD's error wait
+	// (docs/reliability.md, finding 36).
 	r3 := labPID(t, "default", "r3")
 	was, err := routerapi.Local("r3", "").Status()
 	if err != nil || was.RIB == nil || was.RIB.State != "established" {
@@ -661,8 +659,7 @@ func TestDefaultLabFailures(t *testing.T) {
 }
 
 // expiryGoal is how long after a dead back-end's last hello the LBs'
-// tables are without it: its hold of three hello intervals (seed 000
-// §4.7: a dead back-end leaves the table within a few), the LB's expiry
+// tables are without it: its hold of three hello intervals, the LB's expiry
 // check every quarter interval, and a quarter to build and install the
 // new table.
 const expiryGoal = 3*lb.DefaultHelloInterval + lb.DefaultHelloInterval/2

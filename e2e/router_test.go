@@ -55,7 +55,7 @@ switches:
     interfaces:
       # XDP programs send into these ports (the LB by redirect, the
       # back-ends by XDP_TX): they need one too (docs/lb.md). Tags must
-      # stay in the frames crossing the bridge (DESIGN.md §7).
+      # stay in the frames crossing the bridge (docs/lab.md).
       p0: {xdp_pass: on, vlan_offload: off}
       p1: {xdp_pass: on, vlan_offload: off}
       p2: {xdp_pass: on, vlan_offload: off}
@@ -172,7 +172,7 @@ backends:
 		t.Errorf("DF set across a 1280-byte MTU: no Fragmentation Needed with mtu = 1280:\n%s", out)
 	}
 
-	// IPv6 (issue 15): the LB answers h1's and h2's solicitations for the
+	// IPv6: the LB answers h1's and h2's solicitations for the
 	// router's addresses; a back-end solicits h2 through the LB, holding
 	// the first packet; ping6 across with the hop limit less one,
 	// traceroute6 across and to the router's far address, no route, Packet

@@ -62,7 +62,7 @@ type IfaceSpec struct {
 	MAC       string         `yaml:"mac"`
 	MTU       int            `yaml:"mtu"`
 	// VLANOffload off (the lab default is the kernel's: on) keeps 802.1Q
-	// tags in the frame where XDP can see them (DESIGN.md §7).
+	// tags in the frame where XDP can see them (docs/lab.md).
 	VLANOffload *bool `yaml:"vlan_offload"`
 	// TxChecksum off makes the kernel fill checksums before a frame leaves,
 	// as generators need.

@@ -505,8 +505,8 @@ func (a *Agent) applyPeers() {
 	a.peersUnplaced = unplaced
 }
 
-// sense makes an auto port internal once DIST arrives on it (seed 000
-// §3: the LB learns its port configuration by sensing DIST traffic).
+// sense makes an auto port internal once DIST arrives on it: the LB
+// learns its ports' roles by sensing DIST traffic.
 func (a *Agent) sense(port string) {
 	for _, p := range a.ports {
 		if p.name == port && p.auto && p.role == RoleUnknown {

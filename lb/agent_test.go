@@ -56,7 +56,7 @@ hosts:
 switches:
   sw:
     interfaces:
-      # The LB redirects into i0; its peer needs NAPI (DESIGN.md §7).
+      # The LB redirects into i0; its peer needs NAPI (docs/lab.md).
       p0: {gro: on}
 links:
   - ends: [ext:g0, lb:e0]
@@ -472,7 +472,7 @@ func TestLBAgentRestartKeepsForwarding(t *testing.T) {
 
 // TestLBAgentRestartKeepsFoundTable: an agent whose back-ends come from
 // the VCP, started again while no VCP table reaches it (the VCP in a
-// takeover: msr soak run 23 lost 2,287 frames so), keeps the table it
+// takeover: the soak lost frames so), keeps the table it
 // found in the pinned maps past its first hold time, losing no frame,
 // and still drops a back-end of it whose hellos stop.
 func TestLBAgentRestartKeepsFoundTable(t *testing.T) {

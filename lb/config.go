@@ -62,7 +62,7 @@ type PortConfig struct {
 	Default      bool         `yaml:"default"`
 	CapacityMbps uint32       `yaml:"capacity_mbps" was:"speed_mbps"`
 	// CapacityPPS caps the frames balanced out of an internal port a
-	// second: seed 003's DTX-n back-NICs, each a bottleneck of its own.
+	// second, as a DTX-n back-NIC is a bottleneck of its own.
 	CapacityPPS uint64     `yaml:"capacity_pps"`
 	Pos         config.Pos `yaml:"-"`
 }

@@ -1,6 +1,6 @@
 // Package lb is msr's front-end load balancer: the XDP data path of
-// bpf/lb.bpf.c (seed 000's packet processor: classifier, Ext ARP, Int ARP,
-// Virtual-CP, Int-to-ext, DIST, Balance), the balancing tables it reads
+// bpf/lb.bpf.c (the packet processor's modules: classifier, Ext ARP, Int
+// ARP, Virtual-CP, Int-to-ext, DIST, Balance), the balancing tables it reads
 // (weighted round-robin, hash, Maglev), a plain-Go reference model of the
 // data path used by the differential tests, and the agent `msr lb`.
 package lb

@@ -11,7 +11,7 @@ import (
 var (
 	lbPortPackets  = metrics.Desc("lb_port_packets_total", "Frames the LB's data path received (rx) on a port or sent (tx) out of it.", "port", "role", "direction")
 	lbPortBytes    = metrics.Desc("lb_port_bytes_total", "Bytes the LB's data path received (rx) on a port or sent (tx) out of it.", "port", "role", "direction")
-	lbModule       = metrics.Desc("lb_module_packets_total", "Frames each module of the LB's data path (seed 000's Table 1) handled, by ingress port.", "port", "module")
+	lbModule       = metrics.Desc("lb_module_packets_total", "Frames each module of the LB's data path (docs/lb.md) handled, by ingress port.", "port", "module")
 	lbDropped      = metrics.Desc("lb_dropped_packets_total", "Frames the LB's data path dropped, by ingress port and reason.", "port", "reason")
 	lbPolice       = metrics.Desc("lb_police_packets_total", "Packets to the router itself, by policing class and what became of them (passed, dropped_source, dropped_class).", "class", "verdict")
 	lbPoliceRate   = metrics.Desc("lb_police_rate_pps", "Control-plane policing's rate for a class, as a whole and per source (0: no limit).", "class", "scope")

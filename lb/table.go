@@ -25,8 +25,8 @@ const (
 // can have.
 const TableSlots = int(lbxdpLbLimitLB_TABLE_SLOTS)
 
-// MinWRRSlots is the smallest WRR (and hash) table: seed 000 §4.7 uses up
-// to 1000 entries; more slots give finer weights.
+// MinWRRSlots is the smallest WRR (and hash) table: more slots give finer
+// weights.
 const MinWRRSlots = 1024
 
 // ParseMode reads a mode's name (DIST names them: dist.BalanceMode).
@@ -142,8 +142,7 @@ func slotKey(s Slot) string { return fmt.Sprintf("%s/%d/%d", s.MAC, s.Ifindex, s
 
 // spread lays weights out with smooth weighted round-robin (each pick goes
 // to the back-end furthest behind its share), so a back-end's slots are
-// evenly spaced and bursts do not land on one back-end (seed 000 §4.7,
-// drawback iii). The pattern of sum(weights) picks repeats to fill at
+// evenly spaced and bursts do not land on one back-end. The pattern of sum(weights) picks repeats to fill at
 // least MinWRRSlots, so every back-end's share of slots is exactly its
 // weight's share.
 func spread(bs []Backend) ([]Slot, error) {

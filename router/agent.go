@@ -994,7 +994,7 @@ func (a *Agent) Status() *routerapi.Status {
 }
 
 // SetCapacity changes the data path's capacity at run time (0: no cap),
-// as a slower or busier machine: issue 13's load-aware weights are shown
+// as a slower or busier machine: the VCP's load-aware weights are shown
 // by lowering one back-end's.
 func (a *Agent) SetCapacity(pps uint64) error {
 	if pps > element.MaxCapacityPPS {

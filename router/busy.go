@@ -11,7 +11,7 @@ import (
 
 // BusyMeter estimates how busy a back-end's data path is: the router
 // program's CPU time per second of wall time, in cores (0.5: half of one
-// core). The back-end reports it in its hellos (issue 13's load-aware
+// core). The back-end reports it in its hellos (the VCP's load-aware
 // weights) and in its status.
 //
 // The kernel counts a program's run time only while BPF run-time

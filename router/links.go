@@ -17,7 +17,7 @@ import (
 // it is not known: docs/reliability.md, finding 19): the LBs and the VCPs
 // heard every back-end fall silent at once while the LBs' own hellos kept
 // coming, the LBs kept them (all_backends_silent), and a VCP pushed them
-// a table of none (soak run 14: 40,194 frames lost to no_backend). Now
+// a table of none (docs/reliability.md, finding 20). Now
 // only the follower waits.
 
 // linkPoll is how often the interface is read besides the events.

@@ -14,9 +14,8 @@ import (
 
 // TestHelloWhileLinkReadsStall: a back-end's hellos keep their interval
 // while reading its interface from the kernel takes seconds (the RTNL lock
-// held elsewhere). Soak run 14: every back-end's hellos, which read the
-// link themselves, fell silent at once for up to 2.8 s, and a VCP pushed
-// the LBs a table of no back-end.
+// held elsewhere): reading it in the hello loop silenced every back-end at
+// once (docs/reliability.md, finding 20).
 func TestHelloWhileLinkReadsStall(t *testing.T) {
 	cfg, _, conn := identityBackend(t, "t-hellostall", "msr-test-hellostall")
 	a, stop := startRouter(t, cfg)

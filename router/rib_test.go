@@ -533,8 +533,8 @@ func TestRIBFeedRefused(t *testing.T) {
 
 // At the End-of-RIB that ends a table's arrival (nothing stale left, the
 // table big enough) the feed gives the arrival's memory back, once for
-// each session's arrival however soon after the last (run 19's takeovers
-// 50 s apart skipped it): not at an End-of-RIB of a graceful restart's
+// each session's arrival however soon after the last (docs/reliability.md,
+// finding 22): not at an End-of-RIB of a graceful restart's
 // refresh that leaves the other family's paths stale, nor for a small
 // table, nor at a second End-of-RIB of the same session. A refresh with
 // new path ids leaves each prefix's paths in an array of their own size.

@@ -21,8 +21,8 @@ import (
 // dial; and what the operator asked of it through the VCP (drained, a
 // weight), which it reports in its hellos so that any VCP learns them. They come from the back-end's file (without a VCP) or from the
 // active VCP (BACKEND_CONFIG and ACL_CONFIG, docs/dist.md), which a
-// back-end whose file holds only its identity waits for (seed 003: the
-// virtual control plane coordinates the elements).
+// back-end whose file holds only its identity waits for (the virtual
+// control plane coordinates the elements).
 type settings struct {
 	Ports []PortSpec   `json:"ports"`
 	Addrs []netip.Addr `json:"addrs"`
@@ -196,7 +196,7 @@ func (a *Agent) setLinkRoutes(routes []dist.LinkRoute) {
 // newerOperator keeps the operator's drain and weight in force (old) when
 // the VCP's settings (s) carry an older version of them: two VCPs active
 // at once each push their own view, and the one behind must not undo the
-// operator's last word (msr soak run 8: an undrain lost so). The rest of s
+// operator's last word (docs/reliability.md, finding 17). The rest of s
 // (ports, addresses, ACL, RIB feed) stands. superseded says s's were
 // older and differed.
 func newerOperator(old, s settings) (_ settings, superseded bool) {

@@ -252,7 +252,7 @@ func (a *Agent) sendVia(k nhKey, dst netip.Addr, etherType uint16, pkt []byte) {
 }
 
 // arpRequest asks for target on its port's VLAN; the LB owning the VLAN
-// puts its own MAC in it and sends it out (seed 000 §4.3).
+// puts its own MAC in it and sends it out.
 func (a *Agent) arpRequest(k NeighborKey, port Port) {
 	a.neighCounters["arp_requests"]++
 	a.askedFor(k, time.Now())
@@ -430,9 +430,9 @@ var sendFrame = func(fd int, f []byte) error { return unix.Send(fd, f, 0) }
 // a resolved neighbour releases come in a burst of up to holdBytes, so
 // their sends wait for room: up to sendRetries times sendBackoff a frame
 // (a sleep that Go's timers may stretch to a millisecond), time for the
-// queue's consumer to take hundreds of frames. The soak saw the burst
-// lost: r4, joining, resolved h3 and lost 1,207 of its held frames to
-// send_errors (run 25).
+// queue's consumer to take hundreds of frames: a back-end that resolved
+// a neighbour with many frames held lost them to send_errors
+// (docs/reliability.md, finding 26).
 const (
 	sendBackoff = 200 * time.Microsecond
 	sendRetries = 10

@@ -131,7 +131,7 @@ func (a *Agent) write(s *savedState) error {
 // grew, and kept the buffer in its pool for the next call. Under churn an
 // agent saves every saveEvery, and one or two of those buffers (14 MB
 // each) were alive at any moment: the live heap just after a release of
-// memory stood at 171, 185 or 199 MB by how many (the soak's run 39).
+// memory stood at 171, 185 or 199 MB by how many (a soak's measurement).
 func (s *savedState) encode(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bytesField := func(name string, b []byte) {

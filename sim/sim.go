@@ -1,7 +1,7 @@
 // Package sim is `msr sim`: a model of the multistage router past what one
 // machine can hold (N1 LBs up to 64, N2 back-ends up to 512), fed with the
 // elements' measured costs, that predicts the router's zero-loss capacity,
-// how evenly the back-ends are loaded, what is lost at seed 003's ρmin and
+// how evenly the back-ends are loaded, what is lost at ρmin (docs/scaling.md) and
 // how much is reordered, under each balancing mode.
 //
 // It models packets, not fluid: every packet of a trial is placed by the
@@ -214,8 +214,8 @@ func (o *Options) Complete() error {
 	return nil
 }
 
-// The model's bounds: issue 13 asks for N1 to 64 and N2 to 512; the LB's
-// table holds 65,537 slots, and flowlet mode remembers 65,536 flows.
+// The model's bounds: past the 64 LBs and 512 back-ends it is checked
+// at; the LB's table holds 65,537 slots, and flowlet mode remembers 65,536 flows.
 const (
 	MaxLBs      = 256
 	MaxBackends = 4096
@@ -237,7 +237,7 @@ type Point struct {
 	Ratio        float64 `json:"ratio"`
 	Limit        string  `json:"limit"`
 	// PredictedGbps is the prediction in bit/s of frames; FormulaMaxGbps
-	// is seed 003's ρmax = (link rate) × min(N1, N2).
+	// is ρmax = (link rate) × min(N1, N2) (docs/scaling.md).
 	PredictedGbps  float64 `json:"predicted_gbps"`
 	FormulaMaxGbps float64 `json:"formula_max_gbps,omitempty"`
 	// LoadMaxMean is the busiest back-end's load over the mean (by
@@ -326,7 +326,7 @@ func (o *Options) capacities(n2 int) (lbRate, portRate float64, backends []float
 	return lbRate, portRate, backends
 }
 
-// formula is seed 003's ρmin from the capacities.
+// formula is ρmin from the capacities (docs/scaling.md).
 func formula(n1, ports int, lbRate, portRate float64, backends []float64) float64 {
 	lbSide := math.Inf(1)
 	if lbRate > 0 {

@@ -133,7 +133,7 @@ func TestPredictReordering(t *testing.T) {
 	}
 }
 
-// The sizes issue 13 asks for: 64 LBs and 512 back-ends, every mode; and
+// The largest sizes: 64 LBs and 512 back-ends, every mode; and
 // the table that does not fit (Maglev's 100 slots a back-end, through two
 // internal ports) is said, not built.
 func TestPredictAtScale(t *testing.T) {

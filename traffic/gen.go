@@ -87,7 +87,7 @@ type GenConfig struct {
 	DstPort uint16
 	// Ports, if set, are the interfaces the flows leave by instead, flow
 	// i by Ports[i % len(Ports)]: several sources from one generator (in
-	// one namespace), as seed 001's two test machines.
+	// one namespace), as two test machines would be.
 	Ports []GenPort
 }
 

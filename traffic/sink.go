@@ -35,7 +35,7 @@ func NewSink(ifname string, flows int) (*Sink, error) {
 }
 
 // Attach attaches the sink to one more interface, in the calling thread's
-// namespace: several sinks (seed 001's two test machines) count into one
+// namespace: several sinks (two test machines' worth) count into one
 // set of counters.
 func (s *Sink) Attach(ifname string) error {
 	ifi, err := net.InterfaceByName(ifname)

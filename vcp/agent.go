@@ -669,10 +669,9 @@ func (a *Agent) portsApplied(lb *element, want []dist.PortSetting) bool {
 // everyBackendSilent says whether no back-end that may carry traffic (not
 // drained, nor draining by its last hello) is heard while some such were
 // heard before. The VCP's own deafness is then more likely than every
-// back-end dead at once: its hello reader held up (soak run 14, a VCP's
-// hellos of every back-end late by 307 ms while the LBs' came), or every
-// back-end's hellos held up together (the same run: for 2.8 s, by the
-// kernel's RTNL lock, router/links.go). The LBs do the same with their
+// back-end dead at once: its hello reader held up, or every back-end's hellos
+// held up together by the kernel's RTNL lock (docs/reliability.md,
+// finding 20). The LBs do the same with their
 // own view (finding 16). Call with a.mu held.
 func (a *Agent) everyBackendSilent() bool {
 	known := false

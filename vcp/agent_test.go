@@ -202,10 +202,8 @@ func (l *vcpLabT) backend(name string, capacity uint32, key string) {
 // An operator's drain given while the VCP hears a back-end no longer (its
 // hellos stopped, or this VCP itself stalled and found every element
 // silent a moment before their queued hellos came) is answered done only
-// once the back-end, heard again, shows it: so it outlives this VCP (msr
-// soak run 31, finding 31: an undrain answered at once in such a moment,
-// the VCP killed before its next push, and the one that took over kept
-// the back-end drained). One not heard within keptWait keeps it in this
+// once the back-end, heard again, shows it: so it outlives this VCP
+// (docs/reliability.md, finding 31). One not heard within keptWait keeps it in this
 // VCP alone, and the console is answered then.
 func TestDrainWaitsForSilentBackend(t *testing.T) {
 	l := startVCPLab(t)

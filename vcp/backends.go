@@ -14,7 +14,7 @@ import (
 )
 
 // The VCP configures the back-ends from the router's one config as it
-// configures the LBs (seed 003): every back-end gets the router's external
+// configures the LBs: every back-end gets the router's external
 // ports (VLAN, address, MTU, name), the RIB feed to dial and the router's
 // ACL in BACKEND_CONFIG and ACL_CONFIG (docs/dist.md), so that a back-end's
 // own file holds only its identity and one added at run time needs

@@ -867,8 +867,8 @@ func (c *FileConfig) complete() error {
 		if p.RouterAdvertisements && (!p.Address6.IsValid() || c.Routing == nil) {
 			return p.Pos.Errorf("external port %s: router_advertisements needs an address6 and a routing section (the suite sends them)", mac)
 		}
-		// A VLAN names one external port of the whole router (seed 000
-		// §4.5): two LBs cannot share one.
+		// A VLAN names one external port of the whole router: two
+		// LBs cannot share one.
 		if prev, dup := vlans[p.VLAN]; dup {
 			return p.Pos.Errorf("VLAN %d is already the port at %s", p.VLAN, prev)
 		}

@@ -327,9 +327,8 @@ func (e *Election) Fault() error { return os.WriteFile(e.track, []byte("1\n"), 0
 // is, its priority is raised above any other VCP's (activeWeight), so that
 // a split brain after the whole machine stood still ends with the active
 // VCP still master, rather than with the higher configured priority
-// (msr soak run 11: the standby of priority 150 took the router from the
-// active one of 100 after a stall, and an operator's undrain given to the
-// old one for a back-end not heard yet was lost with it).
+// (else a standby of higher priority takes the router after a stall, and
+// an operator's undrain given to the old one can be lost with it).
 func (e *Election) Holding(active bool) error {
 	v := "0\n"
 	if active {

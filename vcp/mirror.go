@@ -24,12 +24,12 @@ import (
 
 // Mirrors give the VCP's routing suite one interface per external port of
 // the router, carrying that port's address, as if the ports were its own
-// (seed 003: the control plane sees the router's interfaces).
+// (the control plane sees the router's interfaces).
 //
 // Each mirror is a veth pair in the VCP's namespace: the suite side
 // ("x<VLAN>") holds the port's address; the VCP holds the other side
 // ("x<VLAN>b") with a packet socket. There is no kernel 802.1Q here
-// (DESIGN.md §7), so the VCP bridges itself:
+// (docs/lab.md), so the VCP bridges itself:
 //
 //   - a frame tagged with the port's VLAN arriving on the interconnect,
 //     addressed to the VCP (routing or management from outside, which the

@@ -175,10 +175,9 @@ func (a *Agent) PortStates() map[uint16]PortState {
 
 // mirrorLinks takes the mirrors' link states out of the VCP's lock: the
 // ports' states are followed under a.mu (tick), and a mirror's link is
-// set by netlink, which waits for the kernel's RTNL lock. In soak run 12
-// that wait lasted some 7 s (BIRD's I/O loop took 5.8 s in the same
-// moment, as an external port came back up): the VCP, holding a.mu,
-// handled no hello meanwhile, took every element for dead, and the
+// set by netlink, which waits for the kernel's RTNL lock, for seconds at
+// times (docs/reliability.md, finding 19): the VCP, holding a.mu, would
+// handle no hello meanwhile, take every element for dead, and the
 // standby took over. followPorts now only says what it wants, and
 // applyMirrorLinks sets it, the last state of each mirror, outside the
 // lock.

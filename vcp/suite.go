@@ -75,7 +75,7 @@ func StartSuite(cfg *RoutingConfig, recovery bool, log *slog.Logger, failed func
 // shut: an Internet table is never still, and the soak's churn swings a
 // quarter of the lab's table. A count steady within 1% for feedSettle, the
 // gate before, held the back-ends' feed for feedMaxWait after a takeover
-// under that churn (soak run 10), and letting every probe move by up to
+// under that churn (docs/reliability.md, finding 41), and letting every probe move by up to
 // 1,000 routes made a tiny table's late route count as steady (CI's
 // TestFRRSuite). A new high counts when it passes the last by 1% or by one
 // route, whichever is more; a session going down forgets the high, as its

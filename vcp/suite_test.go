@@ -10,8 +10,7 @@ import (
 // The feed gate opens once the sessions are up and the route count has
 // reached no new high for feedSettle: a table still arriving keeps it
 // shut, churn under the table's high does not (an Internet table's
-// flicker, the soak's churn swinging a quarter of the lab's table: run 10
-// held the feed 30 s after a takeover), a tiny table's one late route
+// flicker, the soak's churn swinging a quarter of the lab's table), a tiny table's one late route
 // does (CI's TestFRRSuite), and so does a table arriving again after its
 // session went down, under the high it had before.
 func TestFeedGate(t *testing.T) {

@@ -137,7 +137,7 @@ func TestOperatorStateFromHellos(t *testing.T) {
 	}
 }
 
-// Two VCPs active at once (keepalived's split brain, msr soak run 8): the
+// Two VCPs active at once (keepalived's split brain, finding 17): the
 // operator undrains r1 through one, the other still holds it drained and
 // pushes that. The back-end keeps the newer version (router's
 // newerOperator), and the VCP behind takes it from the hellos, active or
@@ -314,8 +314,8 @@ func TestMirrorLinksWanted(t *testing.T) {
 // When every back-end that may carry traffic falls silent at once, the
 // tables keep them all rather than none: the VCP deaf (a stall of its
 // hello reader), or every back-end's hellos held up together, is likelier
-// than every back-end dead, and their data paths forward meanwhile (soak
-// run 14: a table of no back-end pushed to both LBs, 40,194 frames lost).
+// than every back-end dead, and their data paths forward meanwhile
+// (docs/reliability.md, finding 20).
 // A drained back-end stays out; one heard again ends it.
 func TestEveryBackendSilentKeepsThem(t *testing.T) {
 	a := tableAgent(t, "")

@@ -37,15 +37,15 @@ var benchCommand = command{
       writes report.md, report.json and the plots.
   msr bench study --topology single|star|multistage[,...] [--sizes 64,576,1470] [--fib 1000,167000]
                   [--flows 1,2,many] [--steps 10] [--trial 1s] [--report DIR] [-o json]
-      seed 001's experiments: forwarded against offered load for a single
+      the load study: forwarded against offered load for a single
       Linux router, a star of four, and msr, two sources and two sinks.
   msr bench transfers [--dut linux,msr] [--protocols http,ftp] [--size-mb 100] [--count 10] [--report DIR] [-o json]
-      seed 002's real transfers: a file fetched over HTTP (nginx, curl) and
+      real transfers: a file fetched over HTTP (nginx, curl) and
       FTP (vsftpd, ftp) across a Linux router and across msr (the default
       lab), interleaved; times side by side.
   msr bench scale [--lbs 1,2] [--backends 1,2,4] [--internal-ports 1] [--cap-lb PPS] [--cap-port PPS]
                   [--cap-backend PPS] [--size 64] [--flows 1000] [--trial 1s] [--report DIR] [-o json]
-      seed 003's scale-out: for each N1 LBs, N2 back-ends and n internal ports,
+      scale-out: for each N1 LBs, N2 back-ends and n internal ports,
       a lab with one switch, every element capped, the aggregate zero-loss
       rate beside rho_min = min(N1 x R_LB, N2 x R_R) (docs/scaling.md).
   msr bench vcp [--backends 500] [--lbs 8] [--duration 30s] [-o json]

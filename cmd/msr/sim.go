@@ -23,7 +23,7 @@ var simCommand = command{
           [--packets N] [--resolution 0.5%] [--seed 1] [--report DIR] [-o json]
       every element a queue served at its capacity (from its measured cost per
       packet, or a cap), every packet placed by the LB's own tables and
-      choices: the zero-loss rate beside seed 003's rho_min, the busiest
+      choices: the zero-loss rate beside rho_min (docs/scaling.md), the busiest
       back-end's load over the mean, loss at rho_min and reordering, per mode.
       --lb-costs and --backend-costs read napi_ns_per_packet from
       'msr bench fwd --dut lb|router -o json'.

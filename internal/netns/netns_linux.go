@@ -1,7 +1,7 @@
 // Package netns runs code inside a named network namespace.
 //
 // A namespace is entered with setns(2) on a locked OS thread, never with
-// `ip netns exec`: that remounts /sys and hides /sys/fs/bpf (DESIGN.md §7).
+// `ip netns exec`: that remounts /sys and hides /sys/fs/bpf (docs/lab.md).
 // What the function creates (sockets, XDP attachments, DEVMAP entries)
 // belongs to the namespace it ran in, and stays usable from any thread.
 package netns
