@@ -816,6 +816,16 @@ func (c *FileConfig) complete() error {
 	if err := c.Config.Complete("vcp", c.Pos); err != nil {
 		return err
 	}
+	for _, step := range []func() error{c.completeModes, c.completePorts, c.completeSNMP, c.completeStandby, c.completeRouting} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// completeModes parses the balancing modes and the ACL.
+func (c *FileConfig) completeModes() error {
 	if c.Mode == "" {
 		c.Mode = "hash"
 	}
@@ -836,6 +846,12 @@ func (c *FileConfig) complete() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// completePorts checks the external ports: each MAC and VLAN once, its
+// addresses, MTU and neighbours.
+func (c *FileConfig) completePorts() error {
 	if len(c.ExternalPorts) > dist.MaxPorts-1 {
 		return c.Pos.Errorf("%d external ports: the back-ends take at most %d from the VCP", len(c.ExternalPorts), dist.MaxPorts-1)
 	}
@@ -877,6 +893,12 @@ func (c *FileConfig) complete() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// completeSNMP completes the snmp section, its sources by default the
+// management network where the file says it.
+func (c *FileConfig) completeSNMP() error {
 	if c.SNMP != nil {
 		var mgmt []netip.Prefix // the management network, if the file says it
 		if c.Standby != nil {
@@ -889,6 +911,12 @@ func (c *FileConfig) complete() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// completeStandby completes the standby section: VRRP's address, peers
+// and timers.
+func (c *FileConfig) completeStandby() error {
 	if sb := c.Standby; sb != nil {
 		if !sb.Address.Addr().Is4() {
 			return sb.Pos.Errorf("standby address: the VCP's virtual IPv4 address on the interconnect, such as 10.0.0.1/24")
@@ -912,144 +940,174 @@ func (c *FileConfig) complete() error {
 			return r.Backends.Pos.Errorf("backends listen %s: with a standby VCP the back-ends must reach the VCP at its virtual address %s", r.Backends.Listen, sb.Address.Addr())
 		}
 	}
-	if r := c.Routing; r != nil {
-		if !r.RouterID.IsValid() && len(c.ExternalPorts) > 0 {
-			r.RouterID = c.ExternalPorts[0].Address.Addr()
+	return nil
+}
+
+// completeRouting completes the routing section: the suite, its BGP
+// peers, static routes and IGPs.
+func (c *FileConfig) completeRouting() error {
+	r := c.Routing
+	if r == nil {
+		return nil
+	}
+	if !r.RouterID.IsValid() && len(c.ExternalPorts) > 0 {
+		r.RouterID = c.ExternalPorts[0].Address.Addr()
+	}
+	if !r.RouterID.Is4() {
+		return r.Pos.Errorf("routing needs a router_id (or an external port)")
+	}
+	if r.RunDir == "" {
+		r.RunDir = c.defaultRunDir()
+	}
+	switch r.Suite {
+	case "":
+		r.Suite = "bird"
+	case "bird", "frr":
+	default:
+		return r.Pos.Errorf("routing suite %q: bird or frr", r.Suite)
+	}
+	for _, step := range []func(*RoutingConfig) error{c.completeBGP, c.completeStatic, c.completeIGPs} {
+		if err := step(r); err != nil {
+			return err
 		}
-		if !r.RouterID.Is4() {
-			return r.Pos.Errorf("routing needs a router_id (or an external port)")
+	}
+	return nil
+}
+
+// completeBGP checks the BGP peers: each on a port's subnet, within the
+// peers an LB carries, its GTSM, limits and password.
+func (c *FileConfig) completeBGP(r *RoutingConfig) error {
+	perLB := map[string]int{}
+	for i := range r.BGP {
+		b := &r.BGP[i]
+		if b.Neighbor.Is4In6() || !c.onPort(b.Neighbor) {
+			return b.Pos.Errorf("BGP neighbour %s: an address on an external port's subnet", b.Neighbor)
 		}
-		if r.RunDir == "" {
-			r.RunDir = c.defaultRunDir()
-		}
-		switch r.Suite {
-		case "":
-			r.Suite = "bird"
-		case "bird", "frr":
-		default:
-			return r.Pos.Errorf("routing suite %q: bird or frr", r.Suite)
-		}
-		perLB := map[string]int{}
-		for i := range r.BGP {
-			b := &r.BGP[i]
-			if b.Neighbor.Is4In6() || !c.onPort(b.Neighbor) {
-				return b.Pos.Errorf("BGP neighbour %s: an address on an external port's subnet", b.Neighbor)
+		// FRR runs the BFD of a peer with ttl-security as multihop
+		// (bgpd takes its TTL of 255 for hops), which a peer's
+		// single-hop BFD never answers: with FRR, a BFD peer is
+		// without GTSM unless the file asks, which is refused.
+		if r.Suite == "frr" && b.BFD {
+			if b.TTLSecurity != nil && *b.TTLSecurity {
+				return b.Pos.Errorf("BGP neighbour %s: ttl_security with bfd: FRR runs that BFD as multihop; use the bird suite, or one of the two", b.Neighbor)
 			}
-			// FRR runs the BFD of a peer with ttl-security as multihop
-			// (bgpd takes its TTL of 255 for hops), which a peer's
-			// single-hop BFD never answers: with FRR, a BFD peer is
-			// without GTSM unless the file asks, which is refused.
-			if r.Suite == "frr" && b.BFD {
-				if b.TTLSecurity != nil && *b.TTLSecurity {
-					return b.Pos.Errorf("BGP neighbour %s: ttl_security with bfd: FRR runs that BFD as multihop; use the bird suite, or one of the two", b.Neighbor)
-				}
-				b.TTLSecurity = new(bool)
+			b.TTLSecurity = new(bool)
+		}
+		lb := c.portOf(b.Neighbor).LB
+		if perLB[lb]++; perLB[lb] > dist.MaxPeers {
+			return b.Pos.Errorf("BGP neighbour %s: more than %d peers on %s's ports", b.Neighbor, dist.MaxPeers, lb)
+		}
+		if b.IPv6 && b.Neighbor.Is4() && !c.port6Of(b.Neighbor).IsValid() {
+			return b.Pos.Errorf("BGP neighbour %s: ipv6 needs an address6 on its port (the IPv6 routes' next hop)", b.Neighbor)
+		}
+		if err := checkKinds("export", b.Export, exportKinds); err != nil {
+			return b.Pos.Errorf("BGP neighbour %s: %v", b.Neighbor, err)
+		}
+		if b.MaxPrefixesRestart < 0 || b.MaxPrefixesRestart%time.Minute != 0 || b.MaxPrefixesRestart > 24*time.Hour {
+			return b.Pos.Errorf("BGP neighbour %s: max_prefixes_restart %v: whole minutes, at most 24h", b.Neighbor, b.MaxPrefixesRestart)
+		}
+		if b.MaxPrefixes == 0 {
+			b.MaxPrefixes = DefaultMaxPrefixes
+		}
+		if b.PasswordFile != "" {
+			if b.Password != "" {
+				return b.Pos.Errorf("BGP neighbour %s: password and password_file: one of them", b.Neighbor)
 			}
-			lb := c.portOf(b.Neighbor).LB
-			if perLB[lb]++; perLB[lb] > dist.MaxPeers {
-				return b.Pos.Errorf("BGP neighbour %s: more than %d peers on %s's ports", b.Neighbor, dist.MaxPeers, lb)
+			f, err := os.ReadFile(b.PasswordFile)
+			if err != nil {
+				return b.Pos.Errorf("BGP neighbour %s: password_file: %v", b.Neighbor, err)
 			}
-			if b.IPv6 && b.Neighbor.Is4() && !c.port6Of(b.Neighbor).IsValid() {
-				return b.Pos.Errorf("BGP neighbour %s: ipv6 needs an address6 on its port (the IPv6 routes' next hop)", b.Neighbor)
-			}
-			if err := checkKinds("export", b.Export, exportKinds); err != nil {
-				return b.Pos.Errorf("BGP neighbour %s: %v", b.Neighbor, err)
-			}
-			if b.MaxPrefixesRestart < 0 || b.MaxPrefixesRestart%time.Minute != 0 || b.MaxPrefixesRestart > 24*time.Hour {
-				return b.Pos.Errorf("BGP neighbour %s: max_prefixes_restart %v: whole minutes, at most 24h", b.Neighbor, b.MaxPrefixesRestart)
-			}
-			if b.MaxPrefixes == 0 {
-				b.MaxPrefixes = DefaultMaxPrefixes
-			}
-			if b.PasswordFile != "" {
-				if b.Password != "" {
-					return b.Pos.Errorf("BGP neighbour %s: password and password_file: one of them", b.Neighbor)
-				}
-				f, err := os.ReadFile(b.PasswordFile)
-				if err != nil {
-					return b.Pos.Errorf("BGP neighbour %s: password_file: %v", b.Neighbor, err)
-				}
-				line, _, _ := strings.Cut(string(f), "\n")
-				b.Password = strings.TrimSpace(line)
-			}
-			if b.Password != "" || b.PasswordFile != "" {
-				if err := checkPassword(b.Password); err != nil {
-					return b.Pos.Errorf("BGP neighbour %s: password: %v", b.Neighbor, err)
-				}
+			line, _, _ := strings.Cut(string(f), "\n")
+			b.Password = strings.TrimSpace(line)
+		}
+		if b.Password != "" || b.PasswordFile != "" {
+			if err := checkPassword(b.Password); err != nil {
+				return b.Pos.Errorf("BGP neighbour %s: password: %v", b.Neighbor, err)
 			}
 		}
-		for _, st := range r.Static {
-			if st.To.Addr().Is4In6() || st.To.Addr().Is6() != st.Via.Is6() || !c.onPort(st.Via) {
-				return st.Pos.Errorf("static route %s via %s: a prefix via an address of its family on an external port's subnet", st.To, st.Via)
-			}
+	}
+	return nil
+}
+
+// completeStatic checks that static routes go via a port's subnet.
+func (c *FileConfig) completeStatic(r *RoutingConfig) error {
+	for _, st := range r.Static {
+		if st.To.Addr().Is4In6() || st.To.Addr().Is6() != st.Via.Is6() || !c.onPort(st.Via) {
+			return st.Pos.Errorf("static route %s via %s: a prefix via an address of its family on an external port's subnet", st.To, st.Via)
 		}
-		for _, f := range r.StaticFiles {
-			if f.Via.Is4In6() || !c.onPort(f.Via) {
-				return f.Pos.Errorf("static file %s via %s: an address on an external port's subnet", f.File, f.Via)
-			}
+	}
+	for _, f := range r.StaticFiles {
+		if f.Via.Is4In6() || !c.onPort(f.Via) {
+			return f.Pos.Errorf("static file %s via %s: an address on an external port's subnet", f.File, f.Via)
 		}
-		if err := checkKinds("ospf_export", r.OSPFExport, ospfExportKinds); err != nil {
-			return r.Pos.Errorf("%v", err)
+	}
+	return nil
+}
+
+// completeIGPs checks OSPF, OSPFv3, RIP and RIPng and BFD: their ports,
+// exports, timers and authentication.
+func (c *FileConfig) completeIGPs(r *RoutingConfig) error {
+	if err := checkKinds("ospf_export", r.OSPFExport, ospfExportKinds); err != nil {
+		return r.Pos.Errorf("%v", err)
+	}
+	if len(r.OSPFExport) > 0 && len(r.OSPF) == 0 {
+		return r.Pos.Errorf("ospf_export without ospf ports")
+	}
+	if r.BFDInterval == 0 {
+		r.BFDInterval = DefaultBFDInterval
+	}
+	if r.BFDMultiplier == 0 {
+		r.BFDMultiplier = DefaultBFDMultiplier
+	}
+	if r.BFDInterval < 10*time.Millisecond || r.BFDInterval > 10*time.Second || r.BFDInterval%time.Millisecond != 0 {
+		return r.Pos.Errorf("bfd_interval %v: whole milliseconds, 10ms to 10s", r.BFDInterval)
+	}
+	if r.BFDAuth != nil {
+		if err := r.BFDAuth.completeBFD(r.Suite); err != nil {
+			return err
 		}
-		if len(r.OSPFExport) > 0 && len(r.OSPF) == 0 {
-			return r.Pos.Errorf("ospf_export without ospf ports")
+	}
+	if err := checkKinds("rip_export", r.RIPExport, ripExportKinds); err != nil {
+		return r.Pos.Errorf("%v", err)
+	}
+	if r.RIPExport != nil && len(r.RIP) == 0 && len(r.RIPng) == 0 {
+		return r.Pos.Errorf("rip_export without rip or ripng ports")
+	}
+	for _, p := range r.RIP {
+		if !c.hasVLAN(p.VLAN) {
+			return p.Pos.Errorf("RIP on VLAN %d: no external port has it", p.VLAN)
 		}
-		if r.BFDInterval == 0 {
-			r.BFDInterval = DefaultBFDInterval
-		}
-		if r.BFDMultiplier == 0 {
-			r.BFDMultiplier = DefaultBFDMultiplier
-		}
-		if r.BFDInterval < 10*time.Millisecond || r.BFDInterval > 10*time.Second || r.BFDInterval%time.Millisecond != 0 {
-			return r.Pos.Errorf("bfd_interval %v: whole milliseconds, 10ms to 10s", r.BFDInterval)
-		}
-		if r.BFDAuth != nil {
-			if err := r.BFDAuth.completeBFD(r.Suite); err != nil {
+		if p.Auth != nil {
+			if err := p.Auth.complete("RIP", r.Suite, p.VLAN); err != nil {
 				return err
 			}
 		}
-		if err := checkKinds("rip_export", r.RIPExport, ripExportKinds); err != nil {
-			return r.Pos.Errorf("%v", err)
+	}
+	for _, o := range r.OSPF {
+		if !c.hasVLAN(o.VLAN) {
+			return o.Pos.Errorf("OSPF on VLAN %d: no external port has it", o.VLAN)
 		}
-		if r.RIPExport != nil && len(r.RIP) == 0 && len(r.RIPng) == 0 {
-			return r.Pos.Errorf("rip_export without rip or ripng ports")
-		}
-		for _, p := range r.RIP {
-			if !c.hasVLAN(p.VLAN) {
-				return p.Pos.Errorf("RIP on VLAN %d: no external port has it", p.VLAN)
-			}
-			if p.Auth != nil {
-				if err := p.Auth.complete("RIP", r.Suite, p.VLAN); err != nil {
-					return err
-				}
+		if o.Auth != nil {
+			if err := o.Auth.complete("OSPF", r.Suite, o.VLAN); err != nil {
+				return err
 			}
 		}
-		for _, o := range r.OSPF {
-			if !c.hasVLAN(o.VLAN) {
-				return o.Pos.Errorf("OSPF on VLAN %d: no external port has it", o.VLAN)
-			}
-			if o.Auth != nil {
-				if err := o.Auth.complete("OSPF", r.Suite, o.VLAN); err != nil {
-					return err
-				}
-			}
+	}
+	for _, p := range r.RIPng {
+		if !c.hasVLAN6(p.VLAN) {
+			return p.Pos.Errorf("RIPng on VLAN %d: no external port with an address6 has it", p.VLAN)
 		}
-		for _, p := range r.RIPng {
-			if !c.hasVLAN6(p.VLAN) {
-				return p.Pos.Errorf("RIPng on VLAN %d: no external port with an address6 has it", p.VLAN)
-			}
-			if p.Auth != nil {
-				return p.Auth.Pos.Errorf("RIPng on VLAN %d: auth: neither BIRD nor FRR authenticates RIPng (RFC 2080 has none; its IPsec is not theirs)", p.VLAN)
-			}
+		if p.Auth != nil {
+			return p.Auth.Pos.Errorf("RIPng on VLAN %d: auth: neither BIRD nor FRR authenticates RIPng (RFC 2080 has none; its IPsec is not theirs)", p.VLAN)
 		}
-		for _, o := range r.OSPFv3 {
-			if !c.hasVLAN6(o.VLAN) {
-				return o.Pos.Errorf("OSPFv3 on VLAN %d: no external port with an address6 has it", o.VLAN)
-			}
-			if o.Auth != nil {
-				if err := o.Auth.complete("OSPFv3", r.Suite, o.VLAN); err != nil {
-					return err
-				}
+	}
+	for _, o := range r.OSPFv3 {
+		if !c.hasVLAN6(o.VLAN) {
+			return o.Pos.Errorf("OSPFv3 on VLAN %d: no external port with an address6 has it", o.VLAN)
+		}
+		if o.Auth != nil {
+			if err := o.Auth.complete("OSPFv3", r.Suite, o.VLAN); err != nil {
+				return err
 			}
 		}
 	}
