@@ -22,8 +22,8 @@ import (
 // DUTs are the devices under test `msr bench fwd` knows, each a shipped
 // lab (bench-DUT.yaml) with hosts gen (interface g0) and, but for router
 // and lb-both, sink (interface s0); setupDUT loads the data paths of all
-// but none and linux. lb, lb-int-ext and lb-both are seed 000 Table 3's
-// three columns: the LB from outside in, from a back-end out, and both
+// but none and linux. lb, lb-int-ext and lb-both are the LB's three
+// setups: the LB from outside in, from a back-end out, and both
 // at once.
 var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "msr", "msr-switch", "msr-xdpswitch"}
 

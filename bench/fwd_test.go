@@ -175,7 +175,7 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// TestLBDirections checks seed 000 Table 3's three LB setups carry what
+// TestLBDirections checks the LB's three setups carry what
 // they claim, every flow: outside in (lb) as they came, a back-end's
 // tagged 68-byte frames out (lb-int-ext) with their tag popped, and both
 // at once (lb-both: half the flows each way; only the other half would

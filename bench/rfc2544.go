@@ -37,7 +37,7 @@ type RFC2544Options struct {
 	// PDR too, half as many again); 0: unbounded (SearchConfig.MaxTrials).
 	MaxTrials int
 	// Overload is the recovery test's overload, a multiple of NDR (RFC
-	// 2544: 1.1; seed 002 overloads further).
+	// 2544: 1.1; the overload test goes further).
 	Overload float64
 	// OverloadTime is how long the overload test runs at 150% of NDR.
 	OverloadTime time.Duration
@@ -151,7 +151,7 @@ type RFC2544Row struct {
 	LossSpanMS   float64 `json:"loss_span_ms,omitempty"`
 	LossWindowMS float64 `json:"loss_window_ms,omitempty"`
 
-	// Single frame (seed 002): one frame with the next hop's address
+	// Single frame: one frame with the next hop's address
 	// Neighbor ("unresolved", "resolved"); whether it arrived, and its
 	// latency (LatencyUS).
 	Neighbor  string `json:"neighbor,omitempty"`
@@ -529,14 +529,14 @@ func (r *RFC2544Result) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "\nRFC 2544 reset, %s %d B, %s%s (took %.0f ms) at %.0f pps: %d frames lost = %.1f ms of frames; longest outage %.1f ms; first to last lost %.1f ms\n",
 				row.DUT, row.Size, row.Reset, row.labSuffix(), row.ResetMS, row.RatePPS, row.Lost, row.OutageMS, row.LossSpanMS, row.LossWindowMS)
 		case "overload":
-			fmt.Fprintf(w, "\nOverload (seed 002), %s %d B: %.0f pps offered (150%% of NDR) for %v: %.0f pps forwarded, loss %.4f\n",
+			fmt.Fprintf(w, "\nOverload, %s %d B: %.0f pps offered (150%% of NDR) for %v: %.0f pps forwarded, loss %.4f\n",
 				row.DUT, row.Size, row.RatePPS, r.Options.OverloadTime, row.ForwardedPPS, row.LossRatio)
 		case "single":
 			lat := "-"
 			if row.LatencyUS != nil {
 				lat = fmt.Sprintf("%.1f us", row.LatencyUS.Max)
 			}
-			fmt.Fprintf(w, "\nSingle frame (seed 002), %s %d B, next hop %s%s: forwarded %v, latency %s\n", row.DUT, row.Size, row.Neighbor, row.labSuffix(), row.Forwarded, lat)
+			fmt.Fprintf(w, "\nSingle frame, %s %d B, next hop %s%s: forwarded %v, latency %s\n", row.DUT, row.Size, row.Neighbor, row.labSuffix(), row.Forwarded, lat)
 		}
 	}
 	head := false

@@ -201,7 +201,7 @@ func (r *RFC2544Result) sizeFigures(byTest map[string][]RFC2544Row, size int) ([
 	figs = append(figs, lat, loss)
 	for _, ts := range []struct{ test, title string }{
 		{"recovery", "RFC 2544 system recovery, %d B: overload, then half of NDR"},
-		{"overload", "Overload at 150%% of NDR, %d B (seed 002)"},
+		{"overload", "Overload at 150%% of NDR, %d B"},
 		{"reset", "RFC 2544 reset, %d B: forwarded while a part restarts"},
 	} {
 		f := newFigure(fmt.Sprintf("%s_%d.png", ts.test, size), fmt.Sprintf(ts.title, size), "time (s)", "forwarded (frames per second)")
@@ -263,7 +263,7 @@ func sizeColor(i int) color.RGBA {
 
 // Plots draws the study's figures into dir: per topology and flow set,
 // the forwarded rate against the offered load, a line per frame size and
-// table (seed 001's Figs. 3-5 and 7-9); and per flow set, the topologies
+// table; and per flow set, the topologies
 // side by side at the first frame size and table.
 func (r *StudyResult) Plots(dir string) ([]Plot, error) {
 	o := r.Options

@@ -9,7 +9,7 @@ import (
 )
 
 // SeriesStep is the time step of the time series of the recovery and
-// overload tests (seed 002's overload figure plots the rate per 100 ms).
+// overload tests (the rate per 100 ms, as the overload figures plot it).
 const SeriesStep = 100 * time.Millisecond
 
 // recovery runs RFC 2544 §26.5 at one size, per DUT with a zero-loss
@@ -55,7 +55,7 @@ func recovery(o RFC2544Options, sessions map[string]*session, size int, ndr []RF
 	return rows, nil
 }
 
-// overload runs seed 002's overload experiment at one size, per DUT with
+// overload runs the overload experiment at one size, per DUT with
 // a zero-loss rate: OverloadTime at 150% of NDR, the rate the sink counts
 // per SeriesStep.
 func overload(o RFC2544Options, sessions map[string]*session, size int, ndr []RFC2544Row, progress io.Writer) ([]RFC2544Row, error) {

@@ -232,7 +232,7 @@ func (r RFC2544Row) labSuffix() string {
 	return " (" + r.Lab + " lab)"
 }
 
-// single runs seed 002's single-frame test at one size, per DUT: one frame
+// single runs the single-frame test at one size, per DUT: one frame
 // to the sink while the DUT has not resolved the next hop's address (only
 // where the DUT resolves it itself: Linux, and with o.MSRBin the whole
 // router in the default lab; the bench labs' msr data paths hold a static

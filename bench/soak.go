@@ -28,7 +28,7 @@ import (
 	"github.com/msr-router/msr/traffic"
 )
 
-// The soak (issue 17): the whole router in the default lab under the
+// The soak: the whole router in the default lab under the
 // instrument's accounted traffic for a long time, with faults drawn by a
 // seed and invariants checked after every step. It runs in steps of
 // soakStep: a step carries the instrument's sequenced UDP from h1 to h3
@@ -351,7 +351,7 @@ type SoakReport struct {
 // soak whose bgp1 holds fewer churns over less than the issue asks.
 const fullTable = 600_000
 
-// issueChurnRate is the churn issue 17 asks for, in route changes a
+// issueChurnRate is the churn the soak's goal asks for, in route changes a
 // second: a run whose churn fell short says so in its not_yet.
 const issueChurnRate = 1000
 
@@ -1044,8 +1044,8 @@ func keepLogs(dir string, suite map[string]int64, progress io.Writer) {
 
 // vcpSuiteLogs are the VCPs' own logs of their routing suite and
 // keepalived (in demo.RunDir), which outlive a lab: each run appends to
-// them. Soak run 55's feeds ended for their hold time were in BIRD's log
-// alone (finding 36).
+// them. Some faults show in BIRD's log alone (docs/reliability.md,
+// finding 36).
 var vcpSuiteLogs = []string{"vcp1/bird.log", "vcp1/keepalived.log", "vcp2/bird.log", "vcp2/keepalived.log"}
 
 // suiteLogSizes is how long each of vcpSuiteLogs (in run) is before the
@@ -1474,8 +1474,8 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 			// While the full look reads the RIB whole (a second with a
 			// full table), the count is still read every 100 ms: a
 			// change meanwhile is timed to its read, not to the full
-			// look's start (run 57: the new suite's networks came up
-			// during the look, and the lag ran from before it, 1,032 ms).
+			// look's start (a change during a long look would be
+			// timed from before it).
 			counts := watchCount(func() (int, error) { return ribCount(active) }, networks, look)
 			rib, ferr := fibEqualsRIB(active, backends, late)
 			counts.end()

@@ -14,7 +14,7 @@ import (
 	"github.com/msr-router/msr/demo"
 )
 
-// The soak's BGP churn (issue 17 §1): while a step's traffic runs, bgp1
+// The soak's BGP churn: while a step's traffic runs, bgp1
 // withdraws and announces again, in turn, the half of its IPv4 and IPv6
 // prefixes the traffic does not cross, so that the router learns and
 // forgets routes of both families all the time while the frames to every
@@ -71,10 +71,8 @@ type SoakChurn struct {
 // the churn runs over the whole table as an Internet peer's does, at the
 // same rate. A turn swings every churned prefix, and over a full table a
 // turn's vtysh waits while bgp1's bgpd sends the table again after a
-// takeover, so the churn falls short of its rate: 826-889 changes a
-// second in runs 19-21. 1,000 IPv4 prefixes a turn, a turn every 1.5 s,
-// made 976 a second in run 22, but that run broke four invariants and
-// goals that run 21 held (docs/reliability.md).
+// takeover, so the churn falls short of its rate; a larger turn made
+// the rate but broke invariants a smaller one held (docs/reliability.md).
 const churnedMax = 500
 
 // newBGPChurn sets bgp1 up to churn the IPv4 and IPv6 prefixes of its

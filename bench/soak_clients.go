@@ -18,8 +18,7 @@ import (
 	"github.com/msr-router/msr/demo"
 )
 
-// The soak's real clients (issue 17 §1: TCP alongside, and traffic from
-// h3 to h1): beside the instrument's UDP from h1, every step runs
+// The soak's real clients (TCP alongside, and traffic from h3 to h1): beside the instrument's UDP from h1, every step runs
 //   - iperf3's sequenced UDP from h3 to h1 (4 streams of 500 kbit/s in
 //     500-byte datagrams: its server counts each datagram lost), whose
 //     loss counts against the step as the instrument's does;

@@ -17,11 +17,10 @@ import (
 
 // The soak's CPU watch: where the machine's CPUs went, a second at a
 // time, and which of the lab's processes waited for one. In the
-// link-down + hostile steps of runs 16 and 24-29 the active VCP's
-// processes stopped together: in run 29 its agent logged nothing for
-// 15 s, and its BIRD and both keepalived were runnable for about 40 s
-// with almost no CPU time, BIRD's keepalives to the back-ends late past
-// their hold time; a loop reading the clocks every 50 ms saw no gap, so
+// link-down + hostile steps the active VCP's processes stood still
+// together, runnable with almost no CPU time, BIRD's keepalives to the
+// back-ends late past their hold time (docs/reliability.md); a loop
+// reading the clocks every 50 ms saw no gap, so
 // the machine did not stop. What held the CPU was not seen: that watcher
 // counted processes, not the CPUs' softirq time. This one writes both to
 // the report: cpu.csv, each CPU's time by kind every second (ticks of

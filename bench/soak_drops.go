@@ -73,7 +73,7 @@ func lookDrops(backends []string) dropLedger {
 // XDP redirect that failed, a bridge's, a host's), and the backlog
 // drops of every CPU (/proc/net/softnet_stat's second column: frames a
 // CPU had no room to queue, as when the machine stands still). Lost
-// frames that no counter of msr saw (run 9: 23 in a vcp step) are
+// frames that no counter of msr saw are
 // looked for here.
 func lookKernelDrops(l dropLedger) {
 	prefix := lab.Namespace(demo.LabName, "")

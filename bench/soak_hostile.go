@@ -18,13 +18,13 @@ import (
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
-// The soak's hostile fault (issue 17 §1: a DIST flood and forged frames
-// from outside): h2, an outside host on lb1's port e1, sends for
+// The soak's hostile fault (a DIST flood and forged frames from
+// outside): h2, an outside host on lb1's port e1, sends for
 // hostileFor a flood of control frames — DIST sealed with a wrong key
 // (an active VCP's announcement, a back-end's hello, a table for lb1) and
 // DIST sealed with the router's own key (a stolen key, or frames replayed
 // from inside) — and of random and malformed frames, to lb1's MAC and to
-// broadcast; among them, as a hostile neighbour would (issue 39), ARP
+// broadcast; among them, as a hostile neighbour would, ARP
 // replies and overriding Neighbor Advertisements claiming ospf1's
 // addresses with h2's MAC, and SYNs to the router's inside (every
 // back-end's API). The goal: nothing of the soak's traffic lost, every

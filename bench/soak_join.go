@@ -11,7 +11,7 @@ import (
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
-// The soak's back-end added and removed (issue 17 §1): r4, a back-end
+// The soak's back-end added and removed: r4, a back-end
 // the default lab does not have, joins the running router as an operator
 // racks a new machine (demo.AddBackend: the VCP discovers it, configures
 // it and feeds it the RIB, and it joins the tables once its FIB holds
@@ -64,7 +64,7 @@ func (j *backendJoin) join() error {
 		// It kept its drain (its settings): the operator undrains it once
 		// the active VCP hears it again. Told before, only that VCP would
 		// know it (the back-end, not heard, keeps the drain), and a
-		// takeover meanwhile would lose it (run 11).
+		// takeover meanwhile would lose it.
 		for start := time.Now(); !heardByActive(joinName); time.Sleep(100 * time.Millisecond) {
 			if time.Since(start) > joinWait {
 				return fmt.Errorf("the active VCP does not hear %s %v after its agent started", joinName, joinWait)

@@ -15,8 +15,8 @@ import (
 	"github.com/msr-router/msr/router/routerapi"
 )
 
-// The soak's BPF map bounds (issue 17 §1: no growth of BPF maps beyond
-// their bounds). After every step it counts the entries of every hash map
+// The soak's BPF map bounds (no growth of BPF maps beyond their
+// bounds). After every step it counts the entries of every hash map
 // the default lab's elements pinned (arrays are their size for good), and
 // reads the back-ends' FIB group pools (arrays managed by their agents:
 // rt_tbl8's IPv4 groups, rt6_groups's IPv6 ones). A map that fills loses

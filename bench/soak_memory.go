@@ -18,20 +18,19 @@ import (
 )
 
 // The soak's agent_memory invariant: no agent's resident memory grows by
-// a tenth from its second minute to the end (issue 17). A back-end agent
+// a tenth from its second minute to the end. A back-end agent
 // holding a full table moves by tens of megabytes within a minute (the
 // GC's cycle under the churn, a state save's buffer, the table sent again
 // after a takeover and the release that follows it), so one sample at
-// each end compares whatever phases they fell on: run 24 failed on r3
-// "331,596 → 384,688 kB", its first look just after a release. The watch
+// each end compares whatever phases they fell on (a first look just
+// after a release makes a leak of nothing). The watch
 // samples every few seconds and judges floors: the lowest resident memory
 // of each minute, the level memory comes back to, which a leak raises.
 // Their trend, a least-squares line through the minutes' floors, gives
 // the growth from the first watched minute to the last; one floor against
-// another still moves by ±10% (run 26: r1's minutes 296-351 MB, no trend).
-// Peaks are no measure of growth: a takeover's refresh in the last minute
-// and none in the first made run 25's r1 peak 30% higher (402 → 524 MB),
-// leak or not. Floors and peaks are reported, and every sample is written
+// another still moves by ±10% with no trend. Peaks are no measure of
+// growth: a takeover's refresh in the last minute and none in the first
+// makes the last peak some 30% higher, leak or not. Floors and peaks are reported, and every sample is written
 // to the report's memory.csv.
 //
 // A sample's floor is still a matter of when it falls: the lowest of a
@@ -226,8 +225,8 @@ func (w *memWatch) grown() (broken []string, compared int, levels []string) {
 
 // floorTrend is the least-squares line through the windows' floors, at
 // the first window and at the last (two windows: their floors). A window
-// without a sample has no floor and is left out (run 42 took its
-// MaxInt64 for one, and failed on a trend of 9e17 kB).
+// without a sample has no floor and is left out (its MaxInt64 would
+// make a trend of 9e17 kB).
 func floorTrend(lv []memLevel) (from, to float64) {
 	var xs, ys []float64
 	for i, l := range lv {
@@ -329,7 +328,7 @@ func agentRSS() map[string]int64 {
 	for _, pid := range pids() {
 		// Not the soak itself, an msr too: its main thread, sending from
 		// h1 inside netns.Do, shows h1's namespace as the process's now
-		// and then (run 42: "h1 pid 10197", the soak's 120-215 MB).
+		// and then (as "h1 pid N", the soak's 120-215 MB).
 		if pid == self {
 			continue
 		}

@@ -11,9 +11,9 @@ import (
 
 // TestMemWatchGrown: floors compared, not samples nor peaks. A resident
 // memory that swings 15% with the GC's cycle but does not grow holds,
-// whichever phase the first and last samples fall on (run 24's r3 began
-// on a trough); so does one with a refresh's spike in its last minute
-// alone (run 25's peaks), and one whose floors wander by a tenth with no
+// whichever phase the first and last samples fall on (one beginning on a
+// trough); so does one with a refresh's spike in its last minute alone,
+// and one whose floors wander by a tenth with no
 // trend; one whose floor grows by more than a tenth breaks it; a process
 // watched under a minute is not compared.
 func TestMemWatchGrown(t *testing.T) {
@@ -28,8 +28,7 @@ func TestMemWatchGrown(t *testing.T) {
 			spike = 500_000 // a takeover's refresh, then the release
 		}
 		// Floors that wander by a tenth a minute with no trend, the first
-		// minute's the lowest and the last's the highest (run 26's r3:
-		// 305 → 336 MB).
+		// minute's the lowest and the last's the highest (305 → 336 MB).
 		wander := []int64{305_000, 340_000, 320_000, 335_000, 300_000, 345_000, 330_000, 310_000, 336_000, 336_000}[i/20] + int64(i%3)*20_000
 		rss := map[string]int64{"r1 pid 1": saw, "r2 pid 2": grow, "r4 pid 4": spike, "r5 pid 5": wander}
 		if i >= 190 {
@@ -54,8 +53,8 @@ func TestMemWatchGrown(t *testing.T) {
 	}
 }
 
-// TestMemWatchGaps: a process not sampled for a window (run 42's: the
-// soak's own, seen in h1's namespace now and then) is judged on the
+// TestMemWatchGaps: a process not sampled for a window (the soak's own,
+// seen in h1's namespace now and then) is judged on the
 // windows it was sampled in; a window without a sample has no floor.
 func TestMemWatchGaps(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)

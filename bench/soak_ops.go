@@ -17,7 +17,7 @@ import (
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
-// The soak's operations (issue 17 §1's churn besides BGP's): while the
+// The soak's operations (the churn besides BGP's): while the
 // traffic runs, the operator drains and undrains back-ends, sets their
 // weights and clears them, and reloads the router's config with another
 // balancing mode and other OSPF costs, each through the active VCP's API
@@ -143,7 +143,7 @@ var vcpOSPF = regexp.MustCompile(`(?m)^(  ospf(?:v3)?:\n    - \{vlan: 11)(?:, co
 // takes over. A VCP being started again (killed by a fault in the same
 // step) may have read its file before it was written: it is asked to
 // reload too, once its API answers (skipped, the VCP kept the file it
-// read: run 7's operator_state, a harness fault, not the router's).
+// read: a harness fault, not the router's).
 func reloadVCPs(mode string, cost uint32) error {
 	var errs []error
 	for _, v := range demo.VCPs {

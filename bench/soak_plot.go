@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// The soak's plot (issue 17's report): the frames forwarded a second and
+// The soak's plot (in its report): the frames forwarded a second and
 // the frames lost in each step over the run, the faults marked where they
 // came. One SVG, drawn by hand: a bar a step, so what a reader sees is
 // what the sink counted, not a smoothing of it.

@@ -128,7 +128,7 @@ func TestStepGoalUnion(t *testing.T) {
 		return &soakFault{kind: "external-link", target: "bgp1's link", at: at.Add(after)}
 	}
 	// r4 joining (allowed nothing) and, 600 ms later, bgp1's link down
-	// past its hold time with bgp1's full table (seed 1's pair).
+	// past its hold time with bgp1's full table (seed 1 draws the pair).
 	join := &soakFault{kind: "backend-join", target: "r4 joining", at: at, join: &backendJoin{}}
 	d := &linkDown{downAt: at.Add(600 * time.Millisecond), bgp1Routes: 850_000}
 	d.upAt = d.downAt.Add(d.downFor())

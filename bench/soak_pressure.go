@@ -14,8 +14,7 @@ import (
 	"github.com/msr-router/msr/lab"
 )
 
-// The soak's memory pressure (issue 17 §1: memory pressure on a back-end,
-// a cgroup limit): a back-end's agent is put for pressureHold into a
+// The soak's memory pressure (on a back-end, by a cgroup limit): a back-end's agent is put for pressureHold into a
 // memory cgroup whose limit is what is charged to it then (the agent's
 // memory, where the kernel moves charges; else nothing) and
 // pressureMargin more, as on a host short of memory; then the limit is

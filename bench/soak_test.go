@@ -278,7 +278,7 @@ func TestRIBQuiet(t *testing.T) {
 }
 
 // TestSoakOpUndo: an operator's drain or weight the router refused (no
-// VCP answered within opWait: run 28's undrain of r1 during a stall) is
+// VCP answered within opWait, as during a stall) is
 // undone in what the soak expects, which then is what the router still
 // holds; a reload, its files written, is not.
 func TestSoakOpUndo(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	"github.com/msr-router/msr/traffic"
 )
 
-// StudyOptions is `msr bench study`: seed 001's experiments. Two sources
-// and two sinks, as the seed's four test machines, around a single Linux
+// StudyOptions is `msr bench study`: the load study of single, star and
+// multistage routers. Two sources and two sinks, as four test machines, around a single Linux
 // router (§III), a star of four Linux forwarders (§IV, Fig. 6) or msr (the
 // multistage router of §V); frame sizes, table sizes and flows as the
 // seed's; the forwarded rate against the offered load, as its Figs. 3-5
@@ -28,7 +28,7 @@ type StudyOptions struct {
 	Topologies []string
 	Sizes      []int
 	FIBs       []string // table sizes: a number of prefixes, or pyasn
-	// Flows are seed 001's: "1" (one source to one sink), "2" (each
+	// Flows are "1" (one source to one sink), "2" (each
 	// source to its own sink), "many" (ManyFlows flows from both
 	// sources to random destinations over the table).
 	Flows     []string
@@ -46,7 +46,7 @@ var (
 )
 
 // StudyResult is a study: every curve, beside the instrument's ceiling of
-// the same run, and seed 001's observations checked against them.
+// the same run, and the study's observations checked against them.
 type StudyResult struct {
 	Options      StudyOptions    `json:"options"`
 	CeilingPPS   map[int]float64 `json:"ceiling_pps"`
@@ -79,8 +79,8 @@ type StudyPoint struct {
 	LossRatio    float64 `json:"loss_ratio"`
 }
 
-// An Observation is one of seed 001's findings, and whether this run
-// bears it out.
+// An Observation is one of the study's expected findings, and whether
+// this run bears it out.
 type Observation struct {
 	Claim    string `json:"claim"`
 	Holds    bool   `json:"holds"`
@@ -213,7 +213,7 @@ var (
 	studyDst1 = netip.MustParseAddr("198.19.1.1")
 )
 
-// aim sets the next trials' flows: seed 001's one flow (the first source
+// aim sets the next trials' flows: one flow (the first source
 // to the first sink), two (each source to its sink), or many (from both
 // sources, to random destinations over the table).
 func (s *session) aim(flows string, many int) {
@@ -273,7 +273,7 @@ func openStudy(topo string, routes []netip.Prefix, flows int) (*session, error) 
 }
 
 // studyTables installs the table: in the single router, half via each
-// sink; in the star, R3's via R2 and R4's via R1 (seed 001 §IV); in msr,
+// sink; in the star, R3's via R2 and R4's via R1; in msr,
 // the LB's and back-ends' data paths, each back-end's table half via each
 // sink.
 func studyTables(s *session, topo string) error {
@@ -349,7 +349,7 @@ func setupStudyMsr(spec *lab.Spec, routes []netip.Prefix) (func(), error) {
 	return d.undo, nil
 }
 
-// observe checks seed 001's findings against the curves.
+// observe checks the study's expected findings against the curves.
 func observe(r *StudyResult) []Observation {
 	var out []Observation
 	find := func(topo string, size int, fib, flows string) *StudyCurve {
@@ -371,14 +371,14 @@ func observe(r *StudyResult) []Observation {
 			continue
 		}
 		out = append(out, Observation{
-			Claim: fmt.Sprintf("%s decrements the TTL %d time(s) (seed 001 §IV.B: the star routes every packet twice; the multistage router once)", topo, 64-int(want[topo])),
+			Claim: fmt.Sprintf("%s decrements the TTL %d time(s) (the star routes every packet twice; the multistage router once)", topo, 64-int(want[topo])),
 			Holds: c.TTL == want[topo], Evidence: fmt.Sprintf("the sinks saw TTL %d of the generator's 64", c.TTL)})
 	}
 	// §IV.A: two flows nearly double the star's throughput over one.
 	if one, two := find("star", size, small, "1"), find("star", size, small, "2"); one != nil && two != nil && one.PeakPPS > 0 {
 		ratio := two.PeakPPS / one.PeakPPS
 		out = append(out, Observation{
-			Claim: "two flows almost double the star's throughput over one (seed 001 §IV.A: the two flows do not mix)",
+			Claim: "two flows almost double the star's throughput over one (the two flows do not mix)",
 			Holds: ratio >= 1.5, Evidence: fmt.Sprintf("%d B, %s routes: peak %.0f pps with one flow, %.0f with two (×%.2f); every forwarder here shares one core", size, small, one.PeakPPS, two.PeakPPS, ratio)})
 	}
 	// §III.C and §IV.A: a larger table lowers throughput with many flows.
@@ -390,7 +390,7 @@ func observe(r *StudyResult) []Observation {
 			}
 			ratio := b.PeakPPS / a.PeakPPS
 			out = append(out, Observation{
-				Claim: fmt.Sprintf("%s: a larger table lowers throughput with many flows (seed 001 §III.C, §IV.A)", topo),
+				Claim: fmt.Sprintf("%s: a larger table lowers throughput with many flows", topo),
 				Holds: ratio < 0.95, Evidence: fmt.Sprintf("%d B, many flows: peak %.0f pps with %s routes, %.0f with %s (×%.2f)", size, a.PeakPPS, small, b.PeakPPS, large, ratio)})
 		}
 	}
@@ -401,7 +401,7 @@ func observe(r *StudyResult) []Observation {
 			continue
 		}
 		out = append(out, Observation{
-			Claim: fmt.Sprintf("the multistage router forwards at least what the star does (seed 001 §V), %s routes, many flows", fib),
+			Claim: fmt.Sprintf("the multistage router forwards at least what the star does, %s routes, many flows", fib),
 			Holds: b.PeakPPS >= a.PeakPPS, Evidence: fmt.Sprintf("%d B: peak %.0f pps (star), %.0f (multistage)", size, a.PeakPPS, b.PeakPPS)})
 	}
 	return out

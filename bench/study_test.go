@@ -8,7 +8,7 @@ import (
 )
 
 // A short study: the three topologies, 64 B, 1000 routes, each flow set,
-// three offered loads. The TTL the sinks see is seed 001's (the star
+// three offered loads. The TTL the sinks see is the expected (the star
 // routes every packet twice, the single router and msr once), every curve
 // forwards, nearly all of the lowest load (95%), and the report draws
 // every plot.

@@ -20,8 +20,8 @@ import (
 	"github.com/msr-router/msr/labs"
 )
 
-// TransferOptions is `msr bench transfers`: seed 002's real transfers,
-// msr in place of its NetFPGA router and a Linux router in place of Click.
+// TransferOptions is `msr bench transfers`: real transfers across msr
+// and across a Linux router.
 // A file of SizeMB is fetched Count times over HTTP (nginx, curl) and FTP
 // (vsftpd, the ftp client) from a server behind each router by a client
 // behind it, the routers and protocols interleaved round by round.
