@@ -352,3 +352,204 @@ func (e *Election) Stop() {
 	}
 	e.fifo.Close()
 }
+
+// takeOver confirms VRRP's word that this standby is now master before
+// the VCP takes the router: it must stay master for takeoverConfirm.
+// When the whole machine stands still for longer than VRRP's master-down
+// time (three adverts, 300 ms by default), the standby's keepalived
+// declares itself master, the active one answers with its higher
+// priority, and the standby is backup again some 40 ms later. Taking
+// over at once in that blip moved the LBs' control traffic to the VCP
+// that held no BGP session: its kernel reset bgp1's session, whose routes
+// went and came back (TestSoak in CI: 1,190 frames lost, no_route on
+// every back-end, in a step with no fault). A dead twin's standby waits
+// takeoverConfirm longer; the data path does not depend on the VCP, and
+// the peers' hold times are seconds.
+type takeOver struct {
+	since     time.Time
+	confirmed <-chan time.Time // nil: no takeover pending
+}
+
+// takeoverConfirm is how long VRRP must keep this VCP master before it
+// takes over: two of its adverts.
+func (a *Agent) takeoverConfirm() time.Duration {
+	if a.cfg.Standby == nil {
+		return 0
+	}
+	return 2 * a.cfg.Standby.AdvertInterval
+}
+
+// elected handles VRRP's "master": it says whether to take over now (an
+// active VCP told again), and otherwise starts the confirmation.
+func (t *takeOver) elected(a *Agent, now time.Time) bool {
+	a.mu.Lock()
+	active := a.active
+	a.mu.Unlock()
+	if active {
+		return true
+	}
+	if t.confirmed == nil {
+		t.since, t.confirmed = now, time.After(a.takeoverConfirm())
+	}
+	return false
+}
+
+// cancel ends a pending takeover (VRRP said backup before it was
+// confirmed), and says whether one was pending.
+func (t *takeOver) cancel() bool {
+	pending := t.confirmed != nil
+	t.confirmed = nil
+	return pending
+}
+
+// stepDown guards the VCP's mastership against a stranger on the
+// interconnect: VRRPv3 is not authenticated, so keepalived's word that
+// another host holds the address is not enough to stop the router's
+// routing. The active VCP steps down when another VCP announces itself
+// active in authenticated DIST, or when its own suite failed (Fault);
+// otherwise it waits stepDownWait for such an announcement, then logs
+// that no VCP claims the router and stays active.
+type stepDown struct {
+	since  time.Time // when VRRP said standby (zero: it did not)
+	warned bool
+}
+
+// stepDownWait is how long an active VCP told to stand down waits for its
+// twin's authenticated announcement: several of the twin's hellos.
+const stepDownWait = time.Second
+
+// asked handles VRRP's "standby" and says whether to step down now.
+func (d *stepDown) asked(a *Agent, now time.Time) bool {
+	a.mu.Lock()
+	active, faulted, twin := a.active, a.faulted, a.twinActive
+	a.mu.Unlock()
+	if !active || faulted || now.Sub(twin) < stepDownWait {
+		*d = stepDown{}
+		return true
+	}
+	*d = stepDown{since: now}
+	return false
+}
+
+// due says whether a pending step-down should happen now: the twin has
+// announced itself active since.
+func (d *stepDown) due(a *Agent, now time.Time) bool {
+	if d.since.IsZero() {
+		return false
+	}
+	a.mu.Lock()
+	twin := a.twinActive
+	a.mu.Unlock()
+	if !twin.Before(d.since) {
+		*d = stepDown{}
+		return true
+	}
+	if now.Sub(d.since) > stepDownWait && !d.warned {
+		d.warned = true
+		a.log.Error("VRRP says another host holds the VCP's address, but no VCP announces itself active: staying active (a stranger on the interconnect?)")
+	}
+	return false
+}
+
+// suiteFailed gives up this VCP's mastership when its routing suite keeps
+// dying: keepalived's tracked file marks the instance faulty, keepalived
+// gives the address up, the standby (whose suite is healthy) takes over
+// and this VCP becomes a standby. After FaultHold it rejoins the election
+// as a backup (rejoin): it takes the router back only if no VCP holds it,
+// so a router whose VCPs have both failed in turn is not left without
+// one. Alone, a VCP has no one to give the router to: it keeps restarting
+// the suite.
+func (a *Agent) suiteFailed() {
+	if a.election == nil {
+		a.log.Error("the routing suite keeps dying and there is no standby to take over: restarting it again")
+		return
+	}
+	a.log.Error("the routing suite keeps dying: handing the router over to the standby")
+	a.mu.Lock()
+	a.faulted, a.faultedAt = true, time.Now()
+	a.mu.Unlock()
+	if err := a.election.Fault(); err != nil {
+		a.log.Error("hand over to the standby", "err", err)
+	}
+}
+
+// FaultHold is how long a VCP whose suite failed stays out of the
+// election (suiteFailed): long enough that a suite dying in a loop does
+// not take the router back at once, well within the back-ends' and the
+// peers' graceful-restart time (120 s), which keeps the routes while no
+// VCP is active.
+const FaultHold = 10 * time.Second
+
+// rejoin ends a fault held FaultHold: keepalived makes the instance a
+// backup again, which becomes master only where no VCP is.
+func (a *Agent) rejoin(now time.Time) {
+	a.mu.Lock()
+	due := a.faulted && now.Sub(a.faultedAt) >= FaultHold
+	if due {
+		a.faulted = false
+	}
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := a.election.Rejoin(); err != nil {
+		a.log.Error("rejoin the election", "err", err)
+		return
+	}
+	a.log.Info("rejoining the election as a standby: the routing suite failed " + FaultHold.String() + " ago")
+	a.mu.Lock()
+	a.event("%s rejoined the election as a standby", a.cfg.Name)
+	a.mu.Unlock()
+}
+
+// become makes this VCP the active one, or a standby, as VRRP decided.
+// Taking over: the suite starts in graceful-restart recovery (it holds
+// back what it tells the back-ends until its own sessions have converged,
+// so their FIBs do not flap), every LB gets its ports and table again, and
+// the announcement that follows makes the LBs send control traffic here.
+func (a *Agent) become(active bool) {
+	a.mu.Lock()
+	was, routing := a.active, a.cfg.Routing
+	a.mu.Unlock()
+	if active && !was {
+		a.describePorts(a.cfg)
+	}
+	if active == was {
+		return
+	}
+	var suite Suite
+	if active && routing != nil {
+		var err error
+		if suite, err = StartSuite(routing, true, a.log, a.suiteFailed); err != nil {
+			// As a suite that keeps dying: the standby's may start.
+			a.log.Error("taking over: routing suite", "err", err)
+			go a.suiteFailed()
+		}
+	}
+	a.mu.Lock()
+	old := a.suite
+	a.active, a.suite = active, suite
+	for _, p := range a.pushed {
+		p.ports, p.table, p.sent = "", "", time.Time{}
+	}
+	if active {
+		a.event("%s became the active VCP", a.cfg.Name)
+	} else {
+		a.event("%s became a standby", a.cfg.Name)
+	}
+	a.mu.Unlock()
+	a.mirrors.SetActive(active)
+	if a.election != nil {
+		if err := a.election.Holding(active); err != nil {
+			a.log.Error("VRRP: the active VCP's priority", "err", err)
+		}
+	}
+	if old != nil {
+		old.Stop()
+	}
+	if active {
+		a.log.Info("active: this VCP took over")
+	} else {
+		a.log.Info("standby")
+	}
+}
