@@ -18,10 +18,11 @@ import (
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lb"
 	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/sim"
 	"github.com/msr-router/msr/traffic"
 )
 
-// `msr bench scale` shows seed 003's claim: the multistage router's
+// `msr bench scale` shows the multistage router's claim: its
 // capacity grows with its elements, ρmin = min(N1 × R_LB, N2 × R_R). For
 // each (N1, N2, n) it builds a lab of N1 LBs with n internal ports each,
 // N2 back-ends and one switch (a Linux bridge with the lab's XDP fast
@@ -35,8 +36,8 @@ import (
 //
 // LB I's traffic enters by its e0 (VLAN 100+I) towards 198.19.I.0/24,
 // which every back-end routes out of LB I's e1 (VLAN 200+I) to sink port
-// sI: each LB carries its own share, as each of seed 003's L2-balancers
-// has its own front-NICs.
+// sI: each LB carries its own share, as each LB has its own external
+// ports.
 
 // ScaleOptions is `msr bench scale`.
 type ScaleOptions struct {
@@ -143,77 +144,21 @@ const scaleHosts = 16
 
 // ScaleResult is a scale run: every point, and the machine.
 type ScaleResult struct {
-	Options ScaleOptions `json:"options"`
-	Points  []ScalePoint `json:"points"`
-	Machine string       `json:"machine"`
-	Seconds float64      `json:"seconds"`
-	Figures []Plot       `json:"figures,omitempty"`
+	Options ScaleOptions     `json:"options"`
+	Points  []sim.ScalePoint `json:"points"`
+	Machine string           `json:"machine"`
+	Seconds float64          `json:"seconds"`
+	Figures []Plot           `json:"figures,omitempty"`
 }
 
-// ScalePoint is one (N1, N2, n): the aggregate zero-loss rate measured,
-// and seed 003's formula from the caps.
-type ScalePoint struct {
-	LBs           int `json:"lbs"`
-	Backends      int `json:"backends"`
-	InternalPorts int `json:"internal_ports"`
-	// MeasuredPPS is the aggregate zero-loss rate (NDR) the sinks
-	// received; FormulaPPS is ρmin from the caps, 0 when nothing is
-	// capped (the machine is the only limit).
-	MeasuredPPS float64 `json:"measured_pps"`
-	FormulaPPS  float64 `json:"formula_pps"`
-	// Limit is the element kind the formula says limits the point (lb,
-	// internal_port, backend); where the measurement falls short of the
-	// formula by more than 10%, uneven (only caps dropped: the elements
-	// were unevenly loaded) or machine (frames were lost elsewhere), and
-	// machine when nothing is capped.
-	Limit     string  `json:"limit"`
-	Ratio     float64 `json:"ratio"` // measured / formula
-	Within10  bool    `json:"within_10pct"`
-	Converged bool    `json:"converged"`
-	Trials    int     `json:"trials"`
-	// Over is a trial a tenth above the zero-loss rate: what each element
-	// dropped at its cap there, and what was lost in all; Shares are the
-	// back-ends' shares of what they routed in it.
-	Over   *ScaleOver `json:"over,omitempty"`
-	Shares []float64  `json:"backend_shares"`
-	// Weights are the back-ends' shares the LBs' weights ask for.
-	Weights []float64 `json:"backend_weights"`
-	Reason  string    `json:"reason"`
-}
-
-// ScaleOver is the trial above a point's zero-loss rate.
-type ScaleOver struct {
-	OfferedPPS float64           `json:"offered_pps"`
-	Lost       uint64            `json:"lost"`
-	CapDrops   map[string]uint64 `json:"cap_drops"` // by element ("lb1", "lb1 internal ports", "r2"), only those that dropped
-}
-
-// formula is seed 003's ρmin for a point from the caps, and which element
-// kind sets it; 0, "machine" when nothing is capped.
+// formula is ρmin for a point from the caps, and which element kind sets
+// it (sim.Formula).
 func (o *ScaleOptions) formula(n1, n2, ports int) (float64, string) {
-	lbRate, lbLimit := math.Inf(1), ""
-	if o.CapLB > 0 {
-		lbRate, lbLimit = float64(o.CapLB), "lb"
+	caps := make([]float64, n2)
+	for j := range caps {
+		caps[j] = float64(o.backendCap(j))
 	}
-	if o.CapPort > 0 && float64(ports)*float64(o.CapPort) < lbRate {
-		lbRate, lbLimit = float64(ports)*float64(o.CapPort), "internal_port"
-	}
-	lbSide, rSide := float64(n1)*lbRate, 0.0
-	for j := range n2 {
-		c := o.backendCap(j)
-		if c == 0 {
-			rSide = math.Inf(1)
-			break
-		}
-		rSide += float64(c)
-	}
-	switch {
-	case math.IsInf(lbSide, 1) && math.IsInf(rSide, 1):
-		return 0, "machine"
-	case rSide <= lbSide:
-		return rSide, "backend"
-	}
-	return lbSide, lbLimit
+	return sim.Formula(n1, ports, float64(o.CapLB), float64(o.CapPort), caps)
 }
 
 // backendCap is back-end j's cap (j from 0), 0 for none.
@@ -269,9 +214,9 @@ type scaleLab struct {
 func (l *scaleLab) Close() { l.s.Close() }
 
 // scalePoint measures one point.
-func scalePoint(o ScaleOptions, n1, n2, ports int, progress io.Writer) (*ScalePoint, error) {
+func scalePoint(o ScaleOptions, n1, n2, ports int, progress io.Writer) (*sim.ScalePoint, error) {
 	formula, limit := o.formula(n1, n2, ports)
-	p := &ScalePoint{LBs: n1, Backends: n2, InternalPorts: ports, FormulaPPS: formula, Limit: limit}
+	p := &sim.ScalePoint{LBs: n1, Backends: n2, InternalPorts: ports, FormulaPPS: formula, Limit: limit}
 	var weights []float64
 	for _, w := range o.backendWeights(n2) {
 		weights = append(weights, float64(w))
@@ -316,7 +261,7 @@ func scalePoint(o ScaleOptions, n1, n2, ports int, progress io.Writer) (*ScalePo
 	if p.Over, p.Shares, err = l.over(o, 1.1*p.MeasuredPPS); err != nil {
 		return nil, err
 	}
-	p.explain()
+	explain(p)
 	fmt.Fprintf(progress, "  %d×%d×%d  zero loss at %s, ρmin %s: %s\n", n1, n2, ports, ppsText(p.MeasuredPPS), ppsText(formula), p.Reason)
 	return p, nil
 }
@@ -324,7 +269,7 @@ func scalePoint(o ScaleOptions, n1, n2, ports int, progress io.Writer) (*ScalePo
 // over runs a trial at rate (above the zero-loss rate) and reads what
 // each element dropped at its cap, what was lost, and each back-end's
 // share of what they routed.
-func (l *scaleLab) over(o ScaleOptions, rate float64) (*ScaleOver, []float64, error) {
+func (l *scaleLab) over(o ScaleOptions, rate float64) (*sim.ScaleOver, []float64, error) {
 	before, err := l.counters()
 	if err != nil {
 		return nil, nil, err
@@ -337,7 +282,7 @@ func (l *scaleLab) over(o ScaleOptions, rate float64) (*ScaleOver, []float64, er
 	if err != nil {
 		return nil, nil, err
 	}
-	ov := &ScaleOver{OfferedPPS: t.offeredPPS(), Lost: t.lost(), CapDrops: map[string]uint64{}}
+	ov := &sim.ScaleOver{OfferedPPS: t.offeredPPS(), Lost: t.lost(), CapDrops: map[string]uint64{}}
 	for k, v := range after.caps {
 		if d := v - before.caps[k]; d > 0 {
 			ov.CapDrops[k] = d
@@ -400,7 +345,7 @@ func (l *scaleLab) counters() (*scaleCounters, error) {
 // explain says what limits a point, from the over trial: the elements
 // whose caps dropped, or the machine (frames lost beyond what the caps
 // dropped: veth rings overflowing on the two shared cores).
-func (p *ScalePoint) explain() {
+func explain(p *sim.ScalePoint) {
 	var capped uint64
 	var names []string
 	for k, v := range p.Over.CapDrops {
@@ -732,7 +677,7 @@ func sendRaw(ifindex int, frame []byte) error {
 func (r *ScaleResult) Plots(dir string) ([]Plot, error) {
 	o := r.Options
 	var figs []*figure
-	against := func(file, title, x string, key func(ScalePoint) (group string, groupIdx int, xv int)) error {
+	against := func(file, title, x string, key func(sim.ScalePoint) (group string, groupIdx int, xv int)) error {
 		f := newFigure(file, title, x, "zero-loss throughput (frames per second)")
 		f.p.Legend.Left = true // the lines rise to the right
 		f.p.Y.Min = 0
@@ -761,13 +706,13 @@ func (r *ScaleResult) Plots(dir string) ([]Plot, error) {
 		figs = append(figs, f)
 		return nil
 	}
-	err := against("scale_backends.png", "Zero-loss throughput against the back-ends (N2), beside seed 003's ρmin", "back-ends (N2)",
-		func(p ScalePoint) (string, int, int) {
+	err := against("scale_backends.png", "Zero-loss throughput against the back-ends (N2), beside ρmin", "back-ends (N2)",
+		func(p sim.ScalePoint) (string, int, int) {
 			return fmt.Sprintf("N1 = %d, %d port(s)", p.LBs, p.InternalPorts), slices.Index(o.LBs, p.LBs)*len(o.InternalPorts) + slices.Index(o.InternalPorts, p.InternalPorts), p.Backends
 		})
 	if err == nil && len(o.LBs) > 1 {
-		err = against("scale_lbs.png", "Zero-loss throughput against the LBs (N1), beside seed 003's ρmin", "LBs (N1)",
-			func(p ScalePoint) (string, int, int) {
+		err = against("scale_lbs.png", "Zero-loss throughput against the LBs (N1), beside ρmin", "LBs (N1)",
+			func(p sim.ScalePoint) (string, int, int) {
 				return fmt.Sprintf("N2 = %d, %d port(s)", p.Backends, p.InternalPorts), slices.Index(o.Backends, p.Backends)*len(o.InternalPorts) + slices.Index(o.InternalPorts, p.InternalPorts), p.LBs
 			})
 	}
@@ -779,7 +724,7 @@ func (r *ScaleResult) Plots(dir string) ([]Plot, error) {
 
 // WriteReport writes report.json, the plots and report.md into dir.
 func (r *ScaleResult) WriteReport(dir, command string) error {
-	return writeReport(r, dir, "Scale-out: seed 003's ρmin", command, r.Machine)
+	return writeReport(r, dir, "Scale-out: ρmin", command, r.Machine)
 }
 
 func (r *ScaleResult) setFigures(p []Plot) { r.Figures = p }

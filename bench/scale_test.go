@@ -14,7 +14,7 @@ import (
 // the machine forwards, so that the caps are the limit: one LB-limited
 // point, one back-end-limited point with two LBs, one DTX-2 point limited
 // by its internal ports. Each measured zero-loss rate is within 10% of
-// seed 003's ρmin; the elements the formula names are the ones that drop
+// ρmin; the elements the formula names are the ones that drop
 // a tenth above it, and little else is lost; WRR gives each back-end its
 // share within 2%; the JSON keeps the names tools rely on, and the report
 // has its plots.

@@ -326,27 +326,6 @@ func (o *Options) capacities(n2 int) (lbRate, portRate float64, backends []float
 	return lbRate, portRate, backends
 }
 
-// formula is ρmin from the capacities (docs/scaling.md).
-func formula(n1, ports int, lbRate, portRate float64, backends []float64) float64 {
-	lbSide := math.Inf(1)
-	if lbRate > 0 {
-		lbSide = lbRate
-	}
-	if portRate > 0 {
-		lbSide = math.Min(lbSide, float64(ports)*portRate)
-	}
-	lbSide *= float64(n1)
-	rSide := 0.0
-	for _, c := range backends {
-		if c == 0 {
-			rSide = math.Inf(1)
-			break
-		}
-		rSide += c
-	}
-	return math.Min(lbSide, rSide)
-}
-
 // weights are the back-ends' WRR weights from their capacities, as
 // `msr bench scale` gives the lab's (lb.CapacityWeights).
 func weights(backends []float64) []uint16 {
@@ -372,7 +351,7 @@ func Predict(o Options, n1, n2, ports int, modeName string) (*Point, error) {
 	mode, _ := lb.ParseMode(modeName)
 	p := &Point{LBs: n1, Backends: n2, InternalPorts: ports, Mode: modeName}
 	lbRate, portRate, caps := o.capacities(n2)
-	p.FormulaPPS = formula(n1, ports, lbRate, portRate, caps)
+	p.FormulaPPS, _ = Formula(n1, ports, lbRate, portRate, caps)
 	if g := o.LinkGbps; g > 0 {
 		p.FormulaMaxGbps = g * float64(min(n1, n2))
 	}
@@ -685,41 +664,10 @@ func (m *model) trial(pps float64) outcome {
 			order = append(order, int32(k))
 		}
 	}
-	// byTime puts order in the order of at: a counting sort on the packet
-	// slot (1/pps) each time falls in, stable, so packets within one slot
-	// keep the order of the stage before (they are simultaneous to within
-	// a packet time).
-	byTime := func() {
-		top := 0
-		for _, k := range order {
-			top = max(top, int(at[k]/dt))
-		}
-		if cap(m.counts) < top+2 {
-			m.counts = make([]int32, top+2)
-		}
-		counts := m.counts[:top+2]
-		clear(counts)
-		for _, k := range order {
-			counts[int(at[k]/dt)+1]++
-		}
-		for b := 1; b < len(counts); b++ {
-			counts[b] += counts[b-1]
-		}
-		if cap(m.sorted) < len(order) {
-			m.sorted = make([]int32, len(order))
-		}
-		sorted := m.sorted[:len(order)]
-		for _, k := range order {
-			b := int(at[k] / dt)
-			sorted[counts[b]] = k
-			counts[b]++
-		}
-		copy(order, sorted)
-	}
 	// Stage 2, the internal ports (when capped).
 	if m.portService > 0 {
 		if m.lbService > 0 {
-			byTime()
+			m.byTime(order, at, dt)
 		}
 		ports := half(make([]queue, m.n1*m.ports), m.portService)
 		kept := order[:0]
@@ -737,7 +685,7 @@ func (m *model) trial(pps float64) outcome {
 	}
 	// Stage 3, the back-ends.
 	if m.lbService > 0 || m.portService > 0 {
-		byTime()
+		m.byTime(order, at, dt)
 	}
 	backends := make([]queue, m.n2)
 	for b := range backends {
@@ -771,4 +719,36 @@ func (m *model) trial(pps float64) outcome {
 		}
 	}
 	return out
+}
+
+// byTime puts order in the order of at: a counting sort on the packet
+// slot (dt, 1/pps) each time falls in, stable, so packets within one slot
+// keep the order of the stage before (they are simultaneous to within a
+// packet time).
+func (m *model) byTime(order []int32, at []float64, dt float64) {
+	top := 0
+	for _, k := range order {
+		top = max(top, int(at[k]/dt))
+	}
+	if cap(m.counts) < top+2 {
+		m.counts = make([]int32, top+2)
+	}
+	counts := m.counts[:top+2]
+	clear(counts)
+	for _, k := range order {
+		counts[int(at[k]/dt)+1]++
+	}
+	for b := 1; b < len(counts); b++ {
+		counts[b] += counts[b-1]
+	}
+	if cap(m.sorted) < len(order) {
+		m.sorted = make([]int32, len(order))
+	}
+	sorted := m.sorted[:len(order)]
+	for _, k := range order {
+		b := int(at[k] / dt)
+		sorted[counts[b]] = k
+		counts[b]++
+	}
+	copy(order, sorted)
 }

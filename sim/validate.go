@@ -20,15 +20,7 @@ type labReport struct {
 		Size       int
 		Flows      int
 	} `json:"options"`
-	Points []struct {
-		LBs           int       `json:"lbs"`
-		Backends      int       `json:"backends"`
-		InternalPorts int       `json:"internal_ports"`
-		MeasuredPPS   float64   `json:"measured_pps"`
-		FormulaPPS    float64   `json:"formula_pps"`
-		Limit         string    `json:"limit"`
-		Shares        []float64 `json:"backend_shares"`
-	} `json:"points"`
+	Points []ScalePoint `json:"points"`
 }
 
 // Check is one lab point beside the model's prediction of it.
