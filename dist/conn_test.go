@@ -7,25 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/internal/msrtest"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
 )
 
-const connLab = `name: t-dist
-hosts:
-  a:
-    interfaces:
-      eth0: {mac: "02:00:00:00:0a:01"}
-  b:
-    interfaces:
-      eth0: {mac: "02:00:00:00:0b:01"}
-switches:
-  sw:
-links:
-  - ends: [a:eth0, sw:pa]
-  - ends: [b:eth0, sw:pb]
-`
+var connLab = msrtest.Testdata("t-dist.yaml")
 
 // listenIn opens a DIST socket on eth0 of a lab host.
 func listenIn(t *testing.T, host string, keys Keyring) *Conn {

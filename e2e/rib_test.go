@@ -8,63 +8,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/internal/msrtest"
 )
 
 // ribLab is the control-plane lab: a peer outside (h1) on the LB's
 // external port, the LB, the VCP and one back-end on a switch. DIR and MSR
 // stand for the test's directory and the msr binary.
-const ribLab = `name: t-rib
-hosts:
-  h1:
-    interfaces:
-      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
-    processes:
-      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -Z, -S, -i, DIR/bgpd.pid, --vty_socket, DIR, -P, "0", --log, stdout]}
-  h2:
-    interfaces:
-      eth0: {addresses: [192.0.2.11/24], xdp_pass: on, tx_checksum: off}
-    routes:
-      - {to: 203.0.113.0/24, via: 192.0.2.1}
-    processes:
-      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/h2-bgpd.conf, -Z, -S, -i, DIR/h2-bgpd.pid, --vty_socket, DIR/h2, -P, "0", --log, stdout]}
-  lb:
-    interfaces:
-      e0: {mac: "02:00:00:00:e0:00"}
-      i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
-      m0: {addresses: [10.0.0.5/24]}   # its management port: no XDP, the API
-    processes:
-      - {name: lb, command: [MSR, lb, --config, DIR/lb.yaml]}
-  vcp:
-    interfaces:
-      eth0: {addresses: [10.0.0.1/24], mac: "02:00:00:00:cc:01", vlan_offload: off, tx_checksum: off}
-    processes:
-      - {name: vcp, command: [MSR, vcp, --config, DIR/vcp.yaml]}
-  r1:
-    interfaces:
-      eth0: {addresses: [10.0.0.11/24], mac: "02:00:00:00:b0:01", vlan_offload: off, tx_checksum: off}
-    processes:
-      - {name: router, command: [MSR, router, --config, DIR/r1.yaml]}
-switches:
-  sw:
-    interfaces:
-      p0: {xdp_pass: on, vlan_offload: off}
-      p1: {vlan_offload: off}
-      p2: {xdp_pass: on, vlan_offload: off}
-      p3: {}
-  ext:
-    interfaces:
-      q0: {xdp_pass: on}
-      q1: {xdp_pass: on}
-      q2: {xdp_pass: on}
-links:
-  - ends: [lb:e0, ext:q0]
-  - ends: [h1:eth0, ext:q1]
-  - ends: [h2:eth0, ext:q2]
-  - ends: [lb:i0, sw:p0]
-  - ends: [vcp:eth0, sw:p1]
-  - ends: [r1:eth0, sw:p2]
-  - ends: [lb:m0, sw:p3]
-`
+var ribLab = msrtest.Testdata("t-rib.yaml")
 
 // TestRIBFromPeerToBackend runs the control plane end to end, every
 // element an msr process: FRR BGP peers outside announce prefixes to the

@@ -10,53 +10,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/internal/msrtest"
 )
 
 // standbyLab is the control-plane lab with two VCPs: vcp1 and vcp2 (the
 // standby) on the switch, with their own addresses and the VCP's virtual
 // address 10.0.0.1 between them (VRRP).
-const standbyLab = `name: t-sb
-hosts:
-  h1:
-    interfaces:
-      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
-    processes:
-      - {name: bgpd, command: [/usr/lib/frr/bgpd, -f, DIR/bgpd.conf, -Z, -S, -i, DIR/bgpd.pid, --vty_socket, DIR, -P, "0", --log, stdout]}
-  lb:
-    interfaces:
-      e0: {mac: "02:00:00:00:e0:00"}
-      i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
-    processes:
-      - {name: lb, command: [MSR, lb, --config, DIR/lb.yaml]}
-  vcp1:
-    interfaces:
-      eth0: {addresses: [10.0.0.2/24], mac: "02:00:00:00:cc:01", vlan_offload: off, tx_checksum: off}
-    processes:
-      - {name: vcp, command: [MSR, vcp, --config, DIR/vcp1.yaml]}
-  vcp2:
-    interfaces:
-      eth0: {addresses: [10.0.0.3/24], mac: "02:00:00:00:cc:02", vlan_offload: off, tx_checksum: off}
-    processes:
-      - {name: vcp, command: [MSR, vcp, --config, DIR/vcp2.yaml, --standby]}
-  r1:
-    interfaces:
-      eth0: {addresses: [10.0.0.11/24], mac: "02:00:00:00:b0:01", vlan_offload: off, tx_checksum: off}
-    processes:
-      - {name: router, command: [MSR, router, --config, DIR/r1.yaml]}
-switches:
-  sw:
-    interfaces:
-      p0: {xdp_pass: on, vlan_offload: off}
-      p1: {vlan_offload: off}
-      p2: {xdp_pass: on, vlan_offload: off}
-      p3: {vlan_offload: off}
-links:
-  - ends: [h1:eth0, lb:e0]
-  - ends: [lb:i0, sw:p0]
-  - ends: [vcp1:eth0, sw:p1]
-  - ends: [r1:eth0, sw:p2]
-  - ends: [vcp2:eth0, sw:p3]
-`
+var standbyLab = msrtest.Testdata("t-sb.yaml")
 
 // TestStandbyTakeover kills the active VCP: the standby, elected by VRRP,
 // takes over within a second (the LB sends control traffic to it), the

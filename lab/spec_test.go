@@ -4,22 +4,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/msr-router/msr/internal/msrtest"
 )
 
-const goodLab = `name: t
-hosts:
-  h1:
-    interfaces:
-      eth0: {addresses: [10.0.0.1/24]}
-  h2:
-    interfaces:
-      eth0: {addresses: [10.0.0.2/24]}
-switches:
-  sw1: {}
-links:
-  - ends: [h1:eth0, sw1:p1]
-  - ends: [h2:eth0, sw1:p2]
-`
+var goodLab = msrtest.Testdata("t.yaml")
 
 func TestLoadRefusesMalformedFiles(t *testing.T) {
 	cases := []struct {

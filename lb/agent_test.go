@@ -18,6 +18,7 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/msrtest"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
@@ -28,44 +29,7 @@ import (
 // port e0; the LB's internal port i0 on a switch with three back-end
 // stand-ins r1..r3, each counting what reaches it (the bench sink) and
 // sending DIST hellos.
-const agentLab = `name: t-lbagent
-hosts:
-  ext:
-    interfaces:
-      g0: {addresses: [192.0.2.10/24], mac: "02:00:00:00:aa:01", tx_checksum: off}
-  # A neighbour on e1 for Ext ARP and Ext NDP, which answer with XDP_TX: a
-  # veth peer takes those only with an XDP program of its own (xdp_pass;
-  # g0 has the generator's).
-  nb:
-    interfaces:
-      eth0: {addresses: [198.51.100.10/24], mac: "02:00:00:00:aa:02", xdp_pass: on}
-  lb:
-    interfaces:
-      e0: {mac: "02:00:00:00:e0:00"}
-      e1: {mac: "02:00:00:00:e1:00"}
-      i0: {mac: "02:00:00:00:10:00"}
-  r1:
-    interfaces:
-      eth0: {mac: "02:00:00:00:b0:01"}
-  r2:
-    interfaces:
-      eth0: {mac: "02:00:00:00:b0:02"}
-  r3:
-    interfaces:
-      eth0: {mac: "02:00:00:00:b0:03"}
-switches:
-  sw:
-    interfaces:
-      # The LB redirects into i0; its peer needs NAPI (docs/lab.md).
-      p0: {gro: on}
-links:
-  - ends: [ext:g0, lb:e0]
-  - ends: [nb:eth0, lb:e1]
-  - ends: [lb:i0, sw:p0]
-  - ends: [r1:eth0, sw:p1]
-  - ends: [r2:eth0, sw:p2]
-  - ends: [r3:eth0, sw:p3]
-`
+var agentLab = msrtest.Testdata("t-lbagent.yaml")
 
 var testKeyHex = strings.Repeat("42", 32)
 

@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/inet"
+	"github.com/msr-router/msr/internal/msrtest"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
@@ -28,23 +29,7 @@ import (
 // internal ports (i0, the default, and i1) and one port of unknown role
 // (u0), all veths of one lab host. The XDP test run resolves the ingress
 // ifindex, so the ports must exist; it never transmits.
-const fixtureLab = `name: t-lbfix
-hosts:
-  lb:
-    interfaces:
-      e0: {mac: "02:00:00:00:e0:00"}
-      e1: {mac: "02:00:00:00:e1:00"}
-      i0: {mac: "02:00:00:00:10:00"}
-      i1: {mac: "02:00:00:00:11:00"}
-      u0: {mac: "02:00:00:00:99:00"}
-  peer: {}
-links:
-  - ends: [lb:e0, peer:e0]
-  - ends: [lb:e1, peer:e1]
-  - ends: [lb:i0, peer:i0]
-  - ends: [lb:i1, peer:i1]
-  - ends: [lb:u0, peer:u0]
-`
+var fixtureLab = msrtest.Testdata("t-lbfix.yaml")
 
 type fixture struct {
 	dp    *Dataplane

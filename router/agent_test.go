@@ -15,6 +15,7 @@ import (
 
 	"github.com/msr-router/msr/dist/disttest"
 	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/msrtest"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lab/labtest"
@@ -25,17 +26,7 @@ import (
 // The restart lab: the generator (and sink) on one side of the back-end,
 // which routes 198.19.0.0/16 back to it tagged with VLAN 10 (as into the
 // interconnect).
-const restartLab = `name: t-rtrestart
-hosts:
-  gen:
-    interfaces:
-      g0: {mac: "02:00:0a:0a:01:02", tx_checksum: off}
-  r:
-    interfaces:
-      eth0: {mac: "02:00:0a:0a:01:01"}
-links:
-  - ends: [gen:g0, r:eth0]
-`
+var restartLab = msrtest.Testdata("t-rtrestart.yaml")
 
 func startRouter(t *testing.T, cfg *AgentConfig) (*Agent, context.CancelFunc) {
 	t.Helper()

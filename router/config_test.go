@@ -7,25 +7,10 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/msrtest"
 )
 
-const goodRouter = `name: r1
-key_file: /etc/msr/key
-interface: eth0
-capacity_mbps: 500
-ports:
-  x: {vlan: 10, address: 192.0.2.2/24}
-  y: {vlan: 11, address: 198.51.100.2/24, address6: "2001:db8:11::2/64", mtu: 9000}
-routes:
-  - {to: 203.0.113.0/24, via: [192.0.2.10, 198.51.100.10]}
-  - {to: "2001:db8:99::/48", via: ["2001:db8:11::10"]}
-acl:
-  - {action: deny, proto: udp, dport: 5000-5009}
-  - {action: permit, src: 10.0.0.0/8}
-  - {action: deny, proto: icmpv6, dst: "2001:db8:11::/64"}
-rib: {neighbor: 10.0.0.1, asn: 65000}
-fib6_groups: 1024
-`
+var goodRouter = msrtest.Testdata("r1.yaml")
 
 func loadRouter(t *testing.T, text string) (*AgentConfig, error) {
 	path := filepath.Join(t.TempDir(), "router.yaml")

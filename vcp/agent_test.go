@@ -15,6 +15,7 @@ import (
 	"time"
 
 	elementcfg "github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/msrtest"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/dist/disttest"
@@ -29,41 +30,7 @@ import (
 // An LB whose ports are all "auto", three back-ends (r3 at half capacity)
 // and the VCP, on one switch. Everything the LB knows of its ports and its
 // back-ends comes from the VCP.
-const vcpLab = `name: t-vcp
-hosts:
-  lb1:
-    interfaces:
-      e0: {mac: "02:00:00:00:e0:00"}
-      i0: {mac: "02:00:00:00:10:00"}
-  ext:
-    interfaces:
-      eth0: {}
-  vcp:
-    interfaces:
-      eth0: {mac: "02:00:00:00:cc:01"}
-  r1:
-    interfaces:
-      eth0: {mac: "02:00:00:00:b0:01"}
-  r2:
-    interfaces:
-      eth0: {mac: "02:00:00:00:b0:02"}
-  r3:
-    interfaces:
-      eth0: {mac: "02:00:00:00:b0:03"}
-  r4:
-    interfaces:
-      eth0: {mac: "02:00:00:00:b0:04"}
-switches:
-  sw: {}
-links:
-  - ends: [lb1:e0, ext:eth0]
-  - ends: [lb1:i0, sw:p0]
-  - ends: [vcp:eth0, sw:p1]
-  - ends: [r1:eth0, sw:p2]
-  - ends: [r2:eth0, sw:p3]
-  - ends: [r3:eth0, sw:p4]
-  - ends: [r4:eth0, sw:p5]
-`
+var vcpLab = msrtest.Testdata("t-vcp.yaml")
 
 var keyHex = strings.Repeat("7e", 32)
 

@@ -10,20 +10,10 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/msrtest"
 )
 
-const goodVCP = `name: vcp1
-key_file: /etc/msr/key
-interface: eth0
-mode: hash
-lbs:
-  lb2: {mode: maglev}
-external_ports:
-  - {lb: lb1, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
-  - {lb: lb2, mac: "02:00:00:00:e2:00", address: 198.51.100.1/24, vlan: 11, mtu: 1500}
-backends:
-  r3: {capacity_mbps: 500}
-`
+var goodVCP = msrtest.Testdata("vcp1.yaml")
 
 func load(t *testing.T, text string) (*FileConfig, error) {
 	path := filepath.Join(t.TempDir(), "vcp.yaml")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/msr-router/msr/dist/disttest"
 	elementcfg "github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/msrtest"
 
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
@@ -23,28 +24,7 @@ import (
 // the LB's Virtual-CP module sends it, tagged, to the VCP, whose mirror of
 // the port delivers it to a listener on the router's address; the answers
 // (ARP for the peer included) go back out through the LB.
-const mirrorLab = `name: t-mirror
-hosts:
-  h1:
-    interfaces:
-      eth0: {addresses: [192.0.2.10/24], xdp_pass: on, tx_checksum: off}
-  lb1:
-    interfaces:
-      e0: {mac: "02:00:00:00:e0:00"}
-      i0: {mac: "02:00:00:00:10:00", vlan_offload: off}
-  vcp:
-    interfaces:
-      eth0: {mac: "02:00:00:00:cc:01", vlan_offload: off, tx_checksum: off}
-switches:
-  sw:
-    interfaces:
-      p0: {xdp_pass: on, vlan_offload: off}
-      p1: {vlan_offload: off}
-links:
-  - ends: [h1:eth0, lb1:e0]
-  - ends: [lb1:i0, sw:p0]
-  - ends: [vcp:eth0, sw:p1]
-`
+var mirrorLab = msrtest.Testdata("t-mirror.yaml")
 
 func TestMirrorCarriesControlTraffic(t *testing.T) {
 	labtest.Up(t, mirrorLab)

@@ -26,17 +26,7 @@ func msr(t *testing.T, args ...string) (string, string, int) {
 	return msrtest.Run(t, msrBin, args...)
 }
 
-const cliLab = `name: t-cli
-hosts:
-  a:
-    interfaces:
-      eth0: {addresses: [10.7.0.1/24]}
-  b:
-    interfaces:
-      eth0: {addresses: [10.7.0.2/24]}
-links:
-  - ends: [a:eth0, b:eth0]
-`
+var cliLab = msrtest.Testdata("t-cli.yaml")
 
 func TestLabCommands(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "cli.yaml")

@@ -59,3 +59,14 @@ func Run(t testing.TB, bin string, args ...string) (string, string, int) {
 	}
 	return out.String(), errOut.String(), 0
 }
+
+// Testdata is the file testdata/name of the package under test, for a
+// package-level variable: a lab topology or a config that a test reads as
+// it would a user's file. A missing file panics, failing every test.
+func Testdata(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
