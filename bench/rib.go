@@ -165,7 +165,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 			r.BackendRSSMB = append(r.BackendRSSMB, rssMB(p.PID))
 		}
 	}
-	suitePID := birdPID(bird)
+	suitePID := birdPID(filepath.Join(dir, "vcp", "bird.conf"))
 	r.SuiteRSSMB = rssMB(suitePID)
 	if o.Clients > 0 {
 		// What the reflector sends: every route but one the VCP's own
@@ -487,8 +487,9 @@ func birdReceived(socket string) []int {
 	return got
 }
 
-// birdPID finds the BIRD whose control socket is socket.
-func birdPID(socket string) int {
+// birdPID finds the BIRD whose configuration is conf (its control socket
+// is in a directory of its own, BIRD's user's).
+func birdPID(conf string) int {
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, c := range cmdlines {
 		b, err := os.ReadFile(c)
@@ -496,7 +497,7 @@ func birdPID(socket string) int {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && filepath.Base(args[0]) == "bird" && slices.Contains(args, socket) {
+		if len(args) > 0 && filepath.Base(args[0]) == "bird" && slices.Contains(args, conf) {
 			pid, _ := strconv.Atoi(strings.Split(c, "/")[2])
 			return pid
 		}
