@@ -24,19 +24,14 @@ import (
 // back-end agent, a back-end host, the active VCP — are restarted in the
 // default lab, as `msr demo` brings it up: every element an msr process,
 // BIRD as the suite, keepalived between the VCPs, bgp1 announcing
-// routerLabPrefixes prefixes. The generator in h1 sends to h3 (in by lb1,
+// RouterLabPrefixes prefixes. The generator in h1 sends to h3 (in by lb1,
 // through r1-r3, out by lb2), and the sink takes h3's interface; with
 // --ipv6 the frames are IPv6 (RFC 5180's, to h3's IPv6 address): the lab
 // is dual stack.
 
-// routerLabPrefixes is what bgp1 announces in the reset test's router;
-// soakPrefixes6 its IPv6 prefixes in the soak's, as many as the IPv4
-// ones, so that the soak's flows cross half of them and the churn turns
-// the other half.
-const (
-	routerLabPrefixes = 1000
-	soakPrefixes6     = 1000
-)
+// RouterLabPrefixes is what bgp1 announces in the reset test's router
+// and, unless asked otherwise, in the soak's.
+const RouterLabPrefixes = 1000
 
 // A routerSession is the default lab under the instrument.
 type routerSession struct {
@@ -50,7 +45,7 @@ type routerSession struct {
 // IPv4's. A default lab already up (someone's `msr demo up`) is refused,
 // not taken down.
 func openRouterSession(msrBin string, flows int, ipv6 bool) (*routerSession, error) {
-	return openRouterSessionWith(msrBin, flows, ipv6, demo.Options{Prefixes: routerLabPrefixes})
+	return openRouterSessionWith(msrBin, flows, ipv6, demo.Options{Prefixes: RouterLabPrefixes})
 }
 
 // openRouterSessionWith is openRouterSession with bgp1's table (and the
@@ -163,51 +158,54 @@ func (r *routerSession) converge() error {
 	return nil
 }
 
-// hostDownHold is how long the whole router's back-end host stays down:
+// HostDownHold is how long the whole router's back-end host stays down:
 // longer than the LBs take to drop it (three hello intervals, 300 ms by
 // default), so the outage measured is theirs, not the hold's. A bounce
 // in one ip batch took the links down for less time than a frame takes
 // to cross the lab, and lost nothing or a few frames by chance.
-const hostDownHold = time.Second
+const HostDownHold = time.Second
 
 // routerResets are the parts of the whole router the reset test
 // restarts, each with kill -9 (a crash) and a new process of the same
 // command, as a supervisor would: lb1's agent (its data path keeps
 // forwarding from its pinned programs and maps), r1's agent, r1's host
-// (its links down for hostDownHold, then up: its flows are lost until the
+// (its links down for HostDownHold, then up: its flows are lost until the
 // LBs drop it from their tables, and then nothing), and the active VCP
 // (the standby takes its address over).
 func routerResets() []resetAction {
 	return []resetAction{
 		{name: "LB agent", do: crash("lb1", "lb")},
 		{name: "back-end agent", do: crash("r1", "router")},
-		{name: "back-end host links", do: func(s *session) error { return bounceLinks(s, "r1", hostDownHold) }, hold: hostDownHold},
-		{name: "active VCP", do: crashActiveVCP},
+		{name: "back-end host links", do: func(s *session) error { return bounceLinks(s, "r1", HostDownHold) }, hold: HostDownHold},
+		{name: "active VCP", do: func(*session) error { return CrashActiveVCP() }},
 	}
 }
 
-// crashActiveVCP is crash of the active VCP's agent: the standby takes
-// the router over.
-func crashActiveVCP(s *session) error {
-	active, err := activeVCP()
+// CrashActiveVCP kills the active VCP's agent and starts it again: the
+// standby takes the router over.
+func CrashActiveVCP() error {
+	active, err := ActiveVCP()
 	if err != nil {
 		return err
 	}
-	return crash(active, "vcp")(s)
+	return Crash(active, "vcp")
 }
 
-// crash kills the default lab's process name on host with SIGKILL and
-// starts a new one of the same command, as a supervisor would.
+// crash is Crash as a reset's action.
 func crash(host, name string) func(*session) error {
-	return func(*session) error {
-		_, _, err := lab.Restart(demo.LabName, host, name, syscall.SIGKILL)
-		return err
-	}
+	return func(*session) error { return Crash(host, name) }
 }
 
-// activeVCP is the default lab's active VCP; with none, the error says
+// Crash kills the default lab's process name on host with SIGKILL and
+// starts a new one of the same command, as a supervisor would.
+func Crash(host, name string) error {
+	_, _, err := lab.Restart(demo.LabName, host, name, syscall.SIGKILL)
+	return err
+}
+
+// ActiveVCP is the default lab's active VCP; with none, the error says
 // what each VCP answered.
-func activeVCP() (string, error) {
+func ActiveVCP() (string, error) {
 	active := demo.Look().VCP
 	if active != "" {
 		return active, nil

@@ -33,7 +33,7 @@ func TestWholeRouter(t *testing.T) {
 		if ipv6 {
 			size, family = traffic.MinFrameSize6, "IPv6"
 		}
-		rows, err := resetRouter(o, router, size, 100_000, testLog{t})
+		rows, err := resetRouter(o, router, size, 100_000, msrtest.Log{T: t})
 		if err != nil {
 			t.Fatalf("%s: %v", family, err)
 		}
@@ -50,16 +50,16 @@ func TestWholeRouter(t *testing.T) {
 			}
 		}
 		links := byReset["back-end host links"]
-		detect := 0.7 * float64(hostDownHold/time.Millisecond)
+		detect := 0.7 * float64(HostDownHold/time.Millisecond)
 		if links.Lost == 0 || links.LossSpanMS <= 0 || links.LossSpanMS > detect {
 			t.Errorf("%s: r1's links down for %v: %d frames lost, longest outage %.1f ms; want some, under %.0f ms (the LBs drop it, the hold does not decide)",
-				family, hostDownHold, links.Lost, links.LossSpanMS, detect)
+				family, HostDownHold, links.Lost, links.LossSpanMS, detect)
 		}
 
 		// Single frames: the first after every back-end forgot its
 		// neighbours is held while h3 is asked for (ARP, or NDP), not
 		// dropped.
-		rows, err = singleRouter(router, size, testLog{t})
+		rows, err = singleRouter(router, size, msrtest.Log{T: t})
 		if err != nil {
 			t.Fatalf("%s: %v", family, err)
 		}
@@ -79,12 +79,4 @@ func TestWholeRouter(t *testing.T) {
 	if _, err := lab.ReadState(demo.LabName); err == nil {
 		t.Error("the default lab is still up after the test")
 	}
-}
-
-// testLog writes progress lines to the test's log.
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(string(p))
-	return len(p), nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msr-router/msr/internal/msrtest"
 )
 
 // TestScale runs `msr bench scale` on small labs with caps far below what
@@ -39,7 +41,7 @@ func TestScale(t *testing.T) {
 		// A cap lets its bucket's 256 frames through above its rate in
 		// a trial: 1.3% of 40,000 pps in 500 ms.
 		o.Trial, o.Flows = 500*time.Millisecond, 200
-		res, err := Scale(o, testLog{t})
+		res, err := Scale(o, msrtest.Log{T: t})
 		if err != nil {
 			t.Fatal(err)
 		}

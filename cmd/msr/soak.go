@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/internal/cli"
+	"github.com/msr-router/msr/soak"
 )
 
 var soakCommand = command{
@@ -38,7 +38,7 @@ var soakCommand = command{
       checks after each step that the router converged again, every back-end's
       FIB equals the suite's RIB, and the router holds what the operator last
       asked.
-      Faults: ` + strings.Join(bench.SoakFaults, ", ") + `.
+      Faults: ` + strings.Join(soak.FaultKinds, ", ") + `.
       Exits 1 when an invariant broke or a fault missed its goal. The
       lab's logs are kept in DIR/logs with --report (pass or fail), and
       without it in a new directory under $TMPDIR when the run fails or
@@ -51,11 +51,11 @@ var soakCommand = command{
 func runSoak(args []string) error {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
-	o := bench.SoakOptions{}
+	o := soak.Options{}
 	fs.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long the soak runs")
 	fs.Uint64Var(&o.Seed, "seed", 1, "the seed the faults are drawn with")
-	faults := fs.String("faults", "all", "the faults drawn from, comma-separated, or all: "+strings.Join(bench.SoakFaults, ", "))
-	fs.Float64Var(&o.Rate, "rate", bench.SoakRate, "the traffic, frames per second (halved until a step loses nothing)")
+	faults := fs.String("faults", "all", "the faults drawn from, comma-separated, or all: "+strings.Join(soak.FaultKinds, ", "))
+	fs.Float64Var(&o.Rate, "rate", soak.DefaultRate, "the traffic, frames per second (halved until a step loses nothing)")
 	fs.BoolVar(&o.Overlap, "overlap", true, "in half the fault steps, a second fault 100-600 ms after the first, while it heals")
 	fs.Float64Var(&o.ChurnRate, "churn", 1000, "route changes a second bgp1 sends while the traffic runs, withdrawing and announcing the IPv4 prefixes the traffic does not cross (0: none)")
 	fs.IntVar(&o.Prefixes, "prefixes", 600_000, "the IPv4 prefixes bgp1 announces (the RouteViews table, grown beyond its 512,621: 600,000 is a full table of today); the churn swings 500 of them")
@@ -78,7 +78,7 @@ func runSoak(args []string) error {
 	if o.MSRBin, err = os.Executable(); err != nil {
 		return err
 	}
-	r, err := bench.Soak(o, os.Stderr)
+	r, err := soak.Run(o, os.Stderr)
 	if err != nil {
 		return err
 	}

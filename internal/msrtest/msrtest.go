@@ -70,3 +70,11 @@ func Testdata(name string) string {
 	}
 	return string(b)
 }
+
+// Log is an io.Writer of progress lines into the test's log.
+type Log struct{ T testing.TB }
+
+func (l Log) Write(p []byte) (int, error) {
+	l.T.Log(string(p))
+	return len(p), nil
+}

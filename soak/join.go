@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/vcp/vcpapi"
@@ -39,7 +40,7 @@ type backendJoin struct {
 }
 
 // run joins r4 or takes it out, in turn.
-func (j *backendJoin) run(*session) error {
+func (j *backendJoin) run(*bench.RouterLab) error {
 	if j.in {
 		j.last = "left"
 		return j.leave()
@@ -107,7 +108,7 @@ func (j *backendJoin) leave() error {
 
 // heardByActive says whether the active VCP hears the element name.
 func heardByActive(name string) bool {
-	active, err := activeVCP()
+	active, err := bench.ActiveVCP()
 	if err != nil {
 		return false
 	}

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"encoding/json"
@@ -44,7 +44,7 @@ func TestSoak(t *testing.T) {
 	if err := os.WriteFile(labFile, []byte(strings.Replace(string(def), "switches:\n", witness, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Soak(SoakOptions{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, Ops: true, Clients: true, MSRBin: bin, LabFile: labFile}, testLog{t})
+	r, err := Run(Options{Duration: 2 * time.Minute, Seed: 17, ChurnRate: 1000, Overlap: true, Ops: true, Clients: true, MSRBin: bin, LabFile: labFile}, msrtest.Log{T: t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,10 +312,10 @@ func TestSoakOpUndo(t *testing.T) {
 // stall measured here to hold; the rate before it (20,000 frames a
 // second, 12.8 ms) did not, and a run asked for it says so.
 func TestSoakRateHoldsAStall(t *testing.T) {
-	if hold := ringHold(SoakRate); hold != 25600*time.Microsecond {
-		t.Errorf("a ring holds %s at %d frames a second, want 25.6ms", hold, SoakRate)
+	if hold := ringHold(DefaultRate); hold != 25600*time.Microsecond {
+		t.Errorf("a ring holds %s at %d frames a second, want 25.6ms", hold, DefaultRate)
 	}
-	if w := ringWarning(SoakRate); w != "" {
+	if w := ringWarning(DefaultRate); w != "" {
 		t.Errorf("the soak's own rate warned: %s", w)
 	}
 	w := ringWarning(20_000)

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"cmp"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
@@ -121,7 +122,7 @@ func (o *soakOps) count(kind string, op *soakOp) *soakOp {
 func onActive(call func(*vcpapi.Client) error) error {
 	start := time.Now()
 	for {
-		active, err := activeVCP()
+		active, err := bench.ActiveVCP()
 		if err == nil {
 			if err = call(vcpapi.Local(active, "")); err == nil {
 				return nil
@@ -181,7 +182,7 @@ func reloadVCPs(mode string, cost uint32) error {
 
 // check says how the router differs from what the operator last asked.
 func (o *soakOps) check() error {
-	active, err := activeVCP()
+	active, err := bench.ActiveVCP()
 	if err != nil {
 		return err
 	}

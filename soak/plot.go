@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ const (
 // the sink counted, per step) above, the frames lost per step below (on a
 // log scale: one frame and a back-end's share both show), a dashed line
 // and the kind at each fault.
-func (r *SoakReport) WritePlot(w io.Writer) error {
+func (r *Report) WritePlot(w io.Writer) error {
 	if len(r.Steps) == 0 {
 		return fmt.Errorf("soak plot: no steps")
 	}
@@ -89,7 +89,7 @@ func (r *SoakReport) WritePlot(w io.Writer) error {
 
 // seconds is how long the step's traffic ran (a report from before steps
 // had their own length: soakStep).
-func (st SoakStep) seconds() float64 {
+func (st Step) seconds() float64 {
 	if st.TrafficS > 0 {
 		return st.TrafficS
 	}

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"bufio"
@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/demo"
-	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/router/routerapi"
 	"github.com/msr-router/msr/traffic"
@@ -34,7 +34,7 @@ import (
 // soakStep: a step carries the instrument's sequenced UDP from h1 to h3
 // and to bgp1's prefixes (1,000 flows, below the rate at which a step
 // loses nothing; IPv4 and IPv6 in turn) while bgp1 churns the prefixes
-// the traffic does not cross (soak_churn.go), and a fault step injects a
+// the traffic does not cross (churn.go), and a fault step injects a
 // fault soakFaultAt into it, in half of them a second one while the first
 // heals (Overlap). Every frame lost is counted with its step: in a fault
 // step it is the fault's, in any other it is a loss outside the faults,
@@ -42,22 +42,22 @@ import (
 // (the time from the fault to then is its repair), and the back-ends'
 // FIBs are compared with the suite's RIB.
 //
-// The operator's drains, weights and reloads run beside it (soak_ops.go),
-// and the BPF maps are counted after every step (soak_maps.go).
+// The operator's drains, weights and reloads run beside it (ops.go),
+// and the BPF maps are counted after every step (maps.go).
 //
 // Real clients run beside it: UDP from h3 to h1, TCP and HTTP
-// (soak_clients.go).
+// (clients.go).
 //
 // bgp1 holds a full table with --prefixes 600000 (msr soak's default;
 // TestSoak's two minutes keep the lab's 1,000 prefixes); the churn swings
 // 500 prefixes of each family within it, and the back-ends' FIBs are
 // compared with the RIB by digest (ribWatch). With fewer prefixes, or a
-// churn under 1,000 changes a second, SoakReport.NotYet says so.
+// churn under 1,000 changes a second, Report.NotYet says so.
 
-// SoakFaults are the faults a soak draws from, each with the loss it is
+// FaultKinds are the faults a soak draws from, each with the loss it is
 // allowed (the issue's goals): none, but for a back-end host's links,
 // whose flows are lost until the LBs drop it.
-var SoakFaults = []string{"lb-agent", "backend-agent", "suite", "keepalived", "vcp", "backend-links", "external-link", "external-link-down", "hostile", "backend-memory", "backend-join"}
+var FaultKinds = []string{"lb-agent", "backend-agent", "suite", "keepalived", "vcp", "backend-links", "external-link", "external-link-down", "hostile", "backend-memory", "backend-join"}
 
 // soakStep is a step's length; soakFaultAt is when in a fault step the
 // fault comes.
@@ -66,7 +66,7 @@ const (
 	soakFaultAt = time.Second
 )
 
-// SoakRate is the instrument's traffic when none is asked, frames a
+// DefaultRate is the instrument's traffic when none is asked, frames a
 // second. Every frame crosses veth rings of vethRing frames (lb1's e0, the
 // switch's ports to the LBs, ...), each emptied by its NAPI on one CPU,
 // and a frame that finds its ring full is lost. This machine's hypervisor
@@ -76,7 +76,7 @@ const (
 // instrument's. At 20,000 frames a second a ring held 12.8 ms less such a
 // burst, and runs 30, 33 and 54 lost 2 to 36 frames so. At 10,000 it
 // holds 25.6 ms (ringHold), twice the longest stall measured.
-const SoakRate = 10_000
+const DefaultRate = 10_000
 
 // vethRing is a veth's receive ring (the kernel's VETH_RING_SIZE), fixed.
 const vethRing = 256
@@ -164,11 +164,11 @@ const tableMoveRate = 50_000
 // 0.04 s for TestSoak's 2,000, 12 s for a full table.
 func tableMove(n int) time.Duration { return time.Duration(n) * time.Second / tableMoveRate }
 
-// SoakOptions are a soak's.
-type SoakOptions struct {
+// Options are a soak's.
+type Options struct {
 	Duration time.Duration
 	Seed     uint64
-	// Faults are the kinds drawn from (nil: SoakFaults).
+	// Faults are the kinds drawn from (nil: FaultKinds).
 	Faults []string
 	// Rate is the traffic's, in frames per second (halved until a step
 	// loses nothing); Flows its flows.
@@ -178,17 +178,17 @@ type SoakOptions struct {
 	// ms after the first, while the first may still be healing.
 	Overlap bool
 	// ChurnRate is the route changes a second bgp1's churn sends while
-	// the traffic runs (soak_churn.go); 0: no churn.
+	// the traffic runs (churn.go); 0: no churn.
 	ChurnRate float64
 	// Prefixes and Prefixes6 are the IPv4 and IPv6 prefixes bgp1
 	// announces (0: routerLabPrefixes, soakPrefixes6): 600,000 and
 	// 250,000 are full tables of today.
 	Prefixes, Prefixes6 int
 	// Ops has the operator drain, weight and reload during every step
-	// (soak_ops.go).
+	// (ops.go).
 	Ops bool
 	// Clients runs real clients beside the instrument every step
-	// (soak_clients.go): iperf3's UDP from h3 to h1, iperf3 TCP from h1
+	// (clients.go): iperf3's UDP from h3 to h1, iperf3 TCP from h1
 	// to h3, HTTP downloads from h3 to h1 with their sha256.
 	Clients bool
 	// LabFile is a lab file built in place of the default lab (msr soak
@@ -205,11 +205,11 @@ type SoakOptions struct {
 	LogsDir string
 }
 
-// SoakFault is one fault injected: its kind, when (seconds into the
+// FaultReport is one fault injected: its kind, when (seconds into the
 // soak), the frames lost in its step, the longest outage (the sink's
 // longest run of frames lost), the time from the fault until the router
 // had converged again, and whether that met the goal.
-type SoakFault struct {
+type FaultReport struct {
 	Kind        string  `json:"kind"`
 	Target      string  `json:"target"`
 	Family      string  `json:"family"` // the traffic's in its step: ipv4 or ipv6
@@ -253,15 +253,15 @@ type SoakFault struct {
 	OOMKilled   bool  `json:"oom_killed,omitempty"`
 }
 
-// SoakInvariant is one invariant's verdict over the whole soak.
-type SoakInvariant struct {
+// Invariant is one invariant's verdict over the whole soak.
+type Invariant struct {
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
 }
 
-// SoakStep is one step of the soak: when, what it sent and lost, and its
+// Step is one step of the soak: when, what it sent and lost, and its
 // fault if it had one.
-type SoakStep struct {
+type Step struct {
 	AtS float64 `json:"at_s"`
 	// TrafficS is how long its traffic ran: soakStep, or longer for a
 	// fault that takes longer (external-link-down).
@@ -291,7 +291,7 @@ type SoakStep struct {
 	// ReverseLostAt says in which seconds of the step they were lost.
 	ReverseLostAt string `json:"reverse_lost_at,omitempty"`
 	// Drops are the drop counters that grew in a step that lost frames
-	// (soak_drops.go): which element dropped them, and why.
+	// (drops.go): which element dropped them, and why.
 	Drops map[string]uint64 `json:"drops,omitempty"`
 	// Softirq is how the kernel's softirqs fared in the step, per CPU
 	// (softirqLook): net_rx_action's time squeezes, ksoftirqd's run and
@@ -306,30 +306,30 @@ type SoakStep struct {
 	FIBRefreshMS float64 `json:"fib_refresh_ms,omitempty"`
 }
 
-// SoakReport is what `msr soak -o json` prints. duration_s,
+// Report is what `msr soak -o json` prints. duration_s,
 // invariants_ok, invariants, faults (kind, at_s, lost_packets, outage_ms,
 // repaired_ms), lost_outside_faults and duplicated are names tools rely
 // on.
-type SoakReport struct {
+type Report struct {
 	// memory is the agents' resident memory, sampled; written to the
 	// report's memory.csv, seconds from start.
 	memory *memWatch
 	// cpu is where the CPUs went and which lab processes waited for one;
-	// written to cpu.csv and procs.csv (soak_cpu.go).
+	// written to cpu.csv and procs.csv (cpu.go).
 	cpu   *cpuWatch
 	start time.Time
 
 	// Lab is the lab file the soak ran in: labs/default.yaml, or --lab's.
-	Lab               string                   `json:"lab"`
-	DurationS         float64                  `json:"duration_s"`
-	Seed              uint64                   `json:"seed"`
-	RatePPS           float64                  `json:"rate_pps"`
-	Sent              uint64                   `json:"sent"`
-	Received          uint64                   `json:"received"`
-	InvariantsOK      bool                     `json:"invariants_ok"`
-	Invariants        map[string]SoakInvariant `json:"invariants"`
-	Faults            []SoakFault              `json:"faults"`
-	LostOutsideFaults uint64                   `json:"lost_outside_faults"`
+	Lab               string               `json:"lab"`
+	DurationS         float64              `json:"duration_s"`
+	Seed              uint64               `json:"seed"`
+	RatePPS           float64              `json:"rate_pps"`
+	Sent              uint64               `json:"sent"`
+	Received          uint64               `json:"received"`
+	InvariantsOK      bool                 `json:"invariants_ok"`
+	Invariants        map[string]Invariant `json:"invariants"`
+	Faults            []FaultReport        `json:"faults"`
+	LostOutsideFaults uint64               `json:"lost_outside_faults"`
 	// Duplicated counts the frames the sink received a second time
 	// (exact for frames no more than 256 behind their flow's newest);
 	// BeyondWindow the late frames further behind, which the sink counts
@@ -337,15 +337,20 @@ type SoakReport struct {
 	Duplicated   uint64 `json:"duplicated"`
 	BeyondWindow uint64 `json:"beyond_window"`
 	// Churn is bgp1's BGP churn while the traffic ran (nil: none).
-	Churn *SoakChurn `json:"churn,omitempty"`
+	Churn *ChurnReport `json:"churn,omitempty"`
 	// Operations are the operator's commands given while the traffic
 	// ran, by kind (drain, undrain, weight, reload).
 	Operations map[string]int `json:"operations,omitempty"`
 	// Clients is the real clients' account (nil: none ran).
-	Clients *SoakClients `json:"clients,omitempty"`
-	Steps   []SoakStep   `json:"steps"`
-	NotYet  []string     `json:"not_yet"`
+	Clients *ClientsReport `json:"clients,omitempty"`
+	Steps   []Step         `json:"steps"`
+	NotYet  []string       `json:"not_yet"`
 }
+
+// soakPrefixes6 is bgp1's IPv6 prefixes unless asked: as many as the
+// IPv4 ones (bench.RouterLabPrefixes), so that the soak's flows cross half
+// of them and the churn turns the other half.
+const soakPrefixes6 = bench.RouterLabPrefixes
 
 // fullTable is the IPv4 table of today (docs/benchmarks.md, Memory): a
 // soak whose bgp1 holds fewer churns over less than the issue asks.
@@ -358,29 +363,29 @@ const issueChurnRate = 1000
 // soakNotYet is what the issue asks that this soak does not do: with fewer
 // than fullTable prefixes, churn over a full table. (A churn that fell
 // short of issueChurnRate is added at the end.)
-func soakNotYet(o SoakOptions) []string {
+func soakNotYet(o Options) []string {
 	if o.Prefixes >= fullTable {
 		return []string{}
 	}
 	return []string{fmt.Sprintf("churn over a full table (this run: bgp1 holds %d IPv4 and %d IPv6 prefixes; --prefixes %d)", o.Prefixes, o.Prefixes6, fullTable)}
 }
 
-// Soak runs the soak and returns its report; an error is a soak that
+// Run runs the soak and returns its report; an error is a soak that
 // could not run, not one that failed (that is InvariantsOK false).
-func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
+func Run(o Options, progress io.Writer) (rep *Report, err error) {
 	if o.Duration < 30*time.Second {
 		return nil, errors.New("soak: --duration of 30s at least")
 	}
 	if o.Faults == nil {
-		o.Faults = SoakFaults
+		o.Faults = FaultKinds
 	}
 	for _, f := range o.Faults {
-		if !slices.Contains(SoakFaults, f) {
-			return nil, fmt.Errorf("soak: fault %q: this release injects %s", f, strings.Join(SoakFaults, ", "))
+		if !slices.Contains(FaultKinds, f) {
+			return nil, fmt.Errorf("soak: fault %q: this release injects %s", f, strings.Join(FaultKinds, ", "))
 		}
 	}
 	if o.Rate == 0 {
-		o.Rate = SoakRate
+		o.Rate = DefaultRate
 	}
 	if w := ringWarning(o.Rate); w != "" {
 		fmt.Fprintf(progress, "soak: %s\n", w)
@@ -395,13 +400,13 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	}
 	fmt.Fprintf(progress, "soak: bringing up the default lab (%s)\n", labFile)
 	if o.Prefixes == 0 {
-		o.Prefixes = routerLabPrefixes
+		o.Prefixes = bench.RouterLabPrefixes
 	}
 	if o.Prefixes6 == 0 {
 		o.Prefixes6 = soakPrefixes6
 	}
 	suiteLogs := suiteLogSizes(demo.RunDir)
-	r, err := openRouterSessionWith(o.MSRBin, o.Flows, false, demo.Options{Prefixes: o.Prefixes, Prefixes6: o.Prefixes6, LabFile: o.LabFile})
+	r, err := bench.OpenRouterLab(o.MSRBin, o.Flows, demo.Options{Prefixes: o.Prefixes, Prefixes6: o.Prefixes6, LabFile: o.LabFile})
 	if err != nil {
 		return nil, err
 	}
@@ -411,23 +416,23 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			keepLogs(o.LogsDir, suiteLogs, progress)
 		}
 	}()
-	if err := r.sinkOnHosts(); err != nil {
+	if err := sinkOnHosts(r); err != nil {
 		return nil, err
 	}
-	r.soakFamily(false)
-	rate, err := r.steadyRate(traffic.MinFrameSize, o.Rate, progress)
+	soakFamily(r, false)
+	rate, err := r.SteadyRate(traffic.MinFrameSize, o.Rate, progress)
 	if err != nil {
 		return nil, err
 	}
 	var churn *bgpChurn
-	looked := r.plan // what a look at the router must see: with the churn, not its prefixes
+	looked := r.Plan() // what a look at the router must see: with the churn, not its prefixes
 	if o.ChurnRate > 0 {
-		if churn, err = newBGPChurn(r.plan, append(r.soakDsts(false), r.soakDsts(true)...), o.ChurnRate); err != nil {
+		if churn, err = newBGPChurn(r.Plan(), append(soakDsts(r, false), soakDsts(r, true)...), o.ChurnRate); err != nil {
 			return nil, err
 		}
-		looked = churn.kept(r.plan)
+		looked = churn.kept(r.Plan())
 	}
-	rep = &SoakReport{Lab: labFile, Seed: o.Seed, RatePPS: rate, Invariants: map[string]SoakInvariant{}, Faults: []SoakFault{}, NotYet: soakNotYet(o)}
+	rep = &Report{Lab: labFile, Seed: o.Seed, RatePPS: rate, Invariants: map[string]Invariant{}, Faults: []FaultReport{}, NotYet: soakNotYet(o)}
 	inv := map[string][]string{} // invariant -> what broke it
 	for _, name := range []string{"fib_equals_rib", "no_loss_outside_faults", "no_duplicates", "no_process_leak", "agent_memory", "bpf_map_bounds"} {
 		inv[name] = nil
@@ -487,15 +492,15 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		stepLen := soakStep
 		for _, f := range []*soakFault{fault, second} {
 			if f.isLinkDown() {
-				f.down.prefixes = bgp1Watched(r.plan)
-				f.down.bgp1Routes = len(r.plan.Prefixes) + len(r.plan.Prefixes6)
+				f.down.prefixes = bgp1Watched(r.Plan())
+				f.down.bgp1Routes = len(r.Plan().Prefixes) + len(r.Plan().Prefixes6)
 				f.down.churned = churn.churned()
 				f.down.backends = join.backends
 				stepLen = f.down.downFor() + linkDownAfter
 			}
 		}
 		ipv6 := step/2%2 == 1 // a fault step and the quiet one after it: one family
-		r.soakFamily(ipv6)
+		soakFamily(r, ipv6)
 		size := traffic.MinFrameSize
 		if ipv6 {
 			size = traffic.MinFrameSize6
@@ -525,7 +530,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		} else {
 			opDone <- nil
 		}
-		t, err := r.send(sendSpec{size: size, rate: rate}, func(g *traffic.Generator) (uint64, error) {
+		t, err := r.Send(size, rate, func(g *traffic.Generator) (uint64, error) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -545,14 +550,14 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 						second.at = secondAt
 						// Its target may be between lives (no VCP active
 						// yet, BIRD being restarted): it waits for one.
-						for secondErr = second.do(r.session); secondErr != nil && time.Since(secondAt) < overlapWait; secondErr = second.do(r.session) {
+						for secondErr = second.do(r); secondErr != nil && time.Since(secondAt) < overlapWait; secondErr = second.do(r) {
 							time.Sleep(20 * time.Millisecond)
 						}
 					}()
 				}
 				// Its target may be between lives too (a VCP standing down,
 				// none active yet): it waits for one, as the second does.
-				for faultErr = fault.do(r.session); faultErr != nil && time.Since(faultAt) < overlapWait; faultErr = fault.do(r.session) {
+				for faultErr = fault.do(r); faultErr != nil && time.Since(faultAt) < overlapWait; faultErr = fault.do(r) {
 					time.Sleep(20 * time.Millisecond)
 				}
 				wg.Wait()
@@ -584,7 +589,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 		if secondErr != nil {
 			return nil, fmt.Errorf("soak: fault %s on %s: %w", second.kind, second.target, secondErr)
 		}
-		st := SoakStep{AtS: at.Seconds(), TrafficS: stepLen.Seconds(), Family: familyName(ipv6), Sent: t.sent, Received: t.rep.RxPackets, Lost: t.lost(),
+		st := Step{AtS: at.Seconds(), TrafficS: stepLen.Seconds(), Family: familyName(ipv6), Sent: t.Sent, Received: t.Sink.RxPackets, Lost: t.Lost(),
 			ReverseSent: cs.udpSent, ReverseLost: cs.udpLost - min(cs.udpLost, cs.udpRcvbuf), ReverseRcvbuf: min(cs.udpLost, cs.udpRcvbuf)}
 		if st.ReverseLost > 0 {
 			st.ReverseLostAt = cs.udpLostAt
@@ -597,20 +602,20 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 			inv["tcp_intact"] = append(inv["tcp_intact"], err.Error())
 		}
 		if st.Lost > 0 {
-			st.LostToH3, st.LostToBGP1 = r.lostByDestination(t.sent)
+			st.LostToH3, st.LostToBGP1 = lostByDestination(r, t.Sent)
 		}
-		rep.Sent += t.sent
-		rep.Received += t.rep.RxPackets
-		st.Duplicated, st.Reordered, st.BeyondWindow = t.rep.Duplicated, t.rep.Reordered, t.rep.BeyondWindow
-		rep.Duplicated += t.rep.Duplicated
-		rep.BeyondWindow += t.rep.BeyondWindow
+		rep.Sent += t.Sent
+		rep.Received += t.Sink.RxPackets
+		st.Duplicated, st.Reordered, st.BeyondWindow = t.Sink.Duplicated, t.Sink.Reordered, t.Sink.BeyondWindow
+		rep.Duplicated += t.Sink.Duplicated
+		rep.BeyondWindow += t.Sink.BeyondWindow
 		switch {
-		case t.rep.Duplicated > 0:
-			inv["no_duplicates"] = append(inv["no_duplicates"], fmt.Sprintf("%d frames duplicated at %.0f s", t.rep.Duplicated, at.Seconds()))
-		case t.rep.RxPackets > t.sent: // beyond the sink's window
-			inv["no_duplicates"] = append(inv["no_duplicates"], fmt.Sprintf("%d frames more than sent at %.0f s", t.rep.RxPackets-t.sent, at.Seconds()))
+		case t.Sink.Duplicated > 0:
+			inv["no_duplicates"] = append(inv["no_duplicates"], fmt.Sprintf("%d frames duplicated at %.0f s", t.Sink.Duplicated, at.Seconds()))
+		case t.Sink.RxPackets > t.Sent: // beyond the sink's window
+			inv["no_duplicates"] = append(inv["no_duplicates"], fmt.Sprintf("%d frames more than sent at %.0f s", t.Sink.RxPackets-t.Sent, at.Seconds()))
 		}
-		if err := r.converge(); err != nil {
+		if err := r.Converge(); err != nil {
 			return nil, fmt.Errorf("soak: at %.0f s (%s): %w", at.Seconds(), st.Fault, err)
 		}
 		for _, f := range []*soakFault{fault, second} {
@@ -637,8 +642,8 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 				faults = append(faults, second)
 				st.Fault += "+" + second.kind
 			}
-			goal, met := stepGoal(faults, st, t.rep.LossSpan)
-			f := SoakFault{Kind: fault.kind, Target: fault.target, Family: st.Family, AtS: faultAt.Sub(start).Seconds(), LostPackets: st.Lost, OutageMS: ms(t.rep.LossSpan),
+			goal, met := stepGoal(faults, st, t.Sink.LossSpan)
+			f := FaultReport{Kind: fault.kind, Target: fault.target, Family: st.Family, AtS: faultAt.Sub(start).Seconds(), LostPackets: st.Lost, OutageMS: ms(t.Sink.LossSpan),
 				RepairedMS: ms(repaired.Sub(faultAt)), Goal: goal, Met: met}
 			f.WithdrawnMS, f.RestoredMS = fault.down.figures()
 			fault.flood.report(&f)
@@ -746,7 +751,7 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 	rep.memory, rep.cpu, rep.start = mem, cpu, start
 	rep.InvariantsOK = true
 	for name, broken := range inv {
-		v := SoakInvariant{OK: len(broken) == 0, Detail: "held"}
+		v := Invariant{OK: len(broken) == 0, Detail: "held"}
 		if !v.OK {
 			v.Detail = strings.Join(broken, "; ")
 			rep.InvariantsOK = false
@@ -791,12 +796,12 @@ func Soak(o SoakOptions, progress io.Writer) (rep *SoakReport, err error) {
 // go), then up. Not bgp1's own interface: set down, Linux would flush its
 // IPv6 addresses (keep_addr_on_down is off), a lab artifact that ends its
 // IPv6 session for good.
-func flapBGP1Link(s *session) error {
-	if err := ipBatch(s.spec, "ext3", "link set q2 down\n"); err != nil {
+func flapBGP1Link(s *bench.RouterLab) error {
+	if err := s.IPBatch("ext3", "link set q2 down\n"); err != nil {
 		return err
 	}
 	time.Sleep(extLinkHold)
-	return ipBatch(s.spec, "ext3", "link set q2 up\n")
+	return s.IPBatch("ext3", "link set q2 up\n")
 }
 
 // linkDown is an external-link-down fault: bgp1's link down at the switch
@@ -820,15 +825,15 @@ type linkDown struct {
 	done                chan struct{} // closed when the watch ends
 }
 
-func (d *linkDown) run(s *session) error {
-	if err := ipBatch(s.spec, "ext3", "link set q2 down\n"); err != nil {
+func (d *linkDown) run(s *bench.RouterLab) error {
+	if err := s.IPBatch("ext3", "link set q2 down\n"); err != nil {
 		return err
 	}
 	d.downAt = time.Now()
 	up := make(chan time.Time, 1)
 	go d.watch(up)
 	time.Sleep(d.downFor())
-	err := ipBatch(s.spec, "ext3", "link set q2 up\n")
+	err := s.IPBatch("ext3", "link set q2 up\n")
 	up <- time.Now()
 	return err
 }
@@ -927,27 +932,14 @@ func bgp1Watched(plan *demo.Plan) []netip.Prefix {
 	return ps
 }
 
-// sinkOnHosts puts the sink on bgp1's interface too (from the lab's
-// xdp_pass), so that frames to the addresses behind bgp1's prefixes are
-// counted with h3's: the soak's traffic crosses routes the suite learned,
-// not only a connected subnet. h3 and bgp1 share a segment, so each
-// counts only the frames addressed to its own MAC (Sink.AttachHost): the
-// switch floods a frame for bgp1 to h3 while bgp1's port is down, which
-// is not delivering it.
-func (r *routerSession) sinkOnHosts() error {
-	bgp1 := lab.Endpoint{Node: "bgp1", Iface: "eth0"}
-	if err := lab.DetachXDP(demo.LabName, bgp1); err != nil {
-		return err
-	}
-	if err := r.sink.Detach(); err != nil {
-		return err
-	}
-	for _, e := range []lab.Endpoint{r.sinkEnd, bgp1} {
-		if err := netns.Do(lab.Namespace(demo.LabName, e.Node), func() error { return r.sink.AttachHost(e.Iface) }); err != nil {
-			return err
-		}
-	}
-	return nil
+// sinkOnHosts puts the sink on bgp1's interface too, so that frames to
+// the addresses behind bgp1's prefixes are counted with h3's: the soak's
+// traffic crosses routes the suite learned, not only a connected subnet.
+// h3 and bgp1 share a segment, and each counts only the frames addressed
+// to its own MAC: the switch floods a frame for bgp1 to h3 while bgp1's
+// port is down, which is not delivering it.
+func sinkOnHosts(r *bench.RouterLab) error {
+	return r.SinkAlsoOn(lab.Endpoint{Node: "bgp1", Iface: "eth0"})
 }
 
 // soakFamily gives the soak's flows their family and destinations: half
@@ -955,20 +947,19 @@ func (r *routerSession) sinkOnHosts() error {
 // routes: the sink on bgp1's interface counts them whatever their
 // address), of IPv6's family or IPv4's. A route to bgp1 that flaps on a
 // back-end loses the flows through it.
-func (r *routerSession) soakFamily(ipv6 bool) {
-	r.family(ipv6)
-	r.dsts = r.soakDsts(ipv6)
+func soakFamily(r *bench.RouterLab, ipv6 bool) {
+	r.SetDestinations(ipv6, soakDsts(r, ipv6))
 }
 
 // soakDsts are the soak's flows' destinations in a family: h3 for every
 // other flow (flowToH3), one of bgp1's prefixes for the others, spread
 // over them.
-func (r *routerSession) soakDsts(ipv6 bool) []netip.Addr {
-	h3, prefixes := netip.MustParseAddr(demo.H3), r.plan.Prefixes
+func soakDsts(r *bench.RouterLab, ipv6 bool) []netip.Addr {
+	h3, prefixes := netip.MustParseAddr(demo.H3), r.Plan().Prefixes
 	if ipv6 {
-		h3, prefixes = netip.MustParseAddr(demo.H3v6), r.plan.Prefixes6
+		h3, prefixes = netip.MustParseAddr(demo.H3v6), r.Plan().Prefixes6
 	}
-	n := max(r.o.Flows/2, 1)
+	n := max(r.Flows()/2, 1)
 	dsts := make([]netip.Addr, 2*n)
 	for i := range dsts {
 		if flowToH3(i) {
@@ -988,8 +979,8 @@ func flowToH3(i int) bool { return i%2 == 0 }
 // h3 and those to bgp1's prefixes (flowToH3): the
 // generator sends its flows round-robin, so flow i was sent sent/flows
 // frames, one more for the first sent%flows.
-func (r *routerSession) lostByDestination(sent uint64) (toH3, toBGP1 uint64) {
-	counts, err := r.sink.FlowCounts()
+func lostByDestination(r *bench.RouterLab, sent uint64) (toH3, toBGP1 uint64) {
+	counts, err := r.FlowCounts()
 	if err != nil {
 		return 0, 0
 	}
@@ -1010,6 +1001,9 @@ func (r *routerSession) lostByDestination(sent uint64) (toH3, toBGP1 uint64) {
 	}
 	return toH3, toBGP1
 }
+
+// ms is d in milliseconds, as the report gives times.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func familyName(ipv6 bool) string {
 	if ipv6 {
@@ -1093,7 +1087,7 @@ func keepSuiteLogs(dir, run string, was map[string]int64) error {
 // for extLinkGoal, none of h3's; overlapping faults add their allowances,
 // and the longest outage they may cause together is the union of their
 // own (outageUnion).
-func stepGoal(faults []*soakFault, st SoakStep, span time.Duration) (string, bool) {
+func stepGoal(faults []*soakFault, st Step, span time.Duration) (string, bool) {
 	var allowed float64
 	var parts []string
 	h3 := false // may h3's flows lose frames
@@ -1203,14 +1197,14 @@ func watchRepair(plan *demo.Plan, until time.Time) time.Time {
 }
 
 // withDetail says what an invariant that held checked.
-func withDetail(v SoakInvariant, held string) SoakInvariant {
+func withDetail(v Invariant, held string) Invariant {
 	if v.OK {
 		v.Detail = held
 	}
 	return v
 }
 
-func faultText(rep *SoakReport, f *soakFault) string {
+func faultText(rep *Report, f *soakFault) string {
 	if f == nil {
 		return ""
 	}
@@ -1254,7 +1248,7 @@ func sinceText(what string, ms float64, when string) string {
 type soakFault struct {
 	kind, target string
 	at           time.Time // when it was injected
-	do           func(*session) error
+	do           func(*bench.RouterLab) error
 	down         *linkDown
 	flood        *flood
 	pressure     *pressure
@@ -1281,20 +1275,20 @@ func drawFault(rng *rand.Rand, kinds []string, join *backendJoin) *soakFault {
 	switch kind {
 	case "lb-agent":
 		lb := demo.LBs[rng.IntN(len(demo.LBs))]
-		return &soakFault{kind: kind, target: lb, do: crash(lb, "lb")}
+		return &soakFault{kind: kind, target: lb, do: func(*bench.RouterLab) error { return bench.Crash(lb, "lb") }}
 	case "backend-agent":
 		b := demo.Backends[rng.IntN(len(demo.Backends))]
-		return &soakFault{kind: kind, target: b, do: crash(b, "router")}
+		return &soakFault{kind: kind, target: b, do: func(*bench.RouterLab) error { return bench.Crash(b, "router") }}
 	case "backend-links":
 		b := demo.Backends[rng.IntN(len(demo.Backends))]
-		return &soakFault{kind: kind, target: b, do: func(s *session) error { return bounceLinks(s, b, hostDownHold) }}
+		return &soakFault{kind: kind, target: b, do: func(s *bench.RouterLab) error { return s.BounceLinks(b, bench.HostDownHold) }}
 	case "external-link":
 		return &soakFault{kind: kind, target: "bgp1's link", do: flapBGP1Link}
 	case "external-link-down":
 		d := &linkDown{done: make(chan struct{})}
 		return &soakFault{kind: kind, target: "bgp1's link, past its hold time", do: d.run, down: d}
 	case "vcp":
-		return &soakFault{kind: kind, target: "the active VCP", do: crashActiveVCP}
+		return &soakFault{kind: kind, target: "the active VCP", do: func(*bench.RouterLab) error { return bench.CrashActiveVCP() }}
 	case "backend-join":
 		what := joinName + " joining"
 		if join.in {
@@ -1308,9 +1302,9 @@ func drawFault(rng *rand.Rand, kinds []string, join *backendJoin) *soakFault {
 		f := &flood{}
 		return &soakFault{kind: kind, target: "lb1/e1, from h2", do: f.run, flood: f}
 	case "suite":
-		return &soakFault{kind: kind, target: "BIRD on the active VCP", do: func(*session) error { return killActive("bird", "bird.conf") }}
+		return &soakFault{kind: kind, target: "BIRD on the active VCP", do: func(*bench.RouterLab) error { return killActive("bird", "bird.conf") }}
 	case "keepalived":
-		return &soakFault{kind: kind, target: "keepalived on the active VCP", do: func(*session) error { return killActive("keepalived", "keepalived.conf") }}
+		return &soakFault{kind: kind, target: "keepalived on the active VCP", do: func(*bench.RouterLab) error { return killActive("keepalived", "keepalived.conf") }}
 	}
 	panic("soak: fault " + kind)
 }
@@ -1318,7 +1312,7 @@ func drawFault(rng *rand.Rand, kinds []string, join *backendJoin) *soakFault {
 // killActive kills -9 every process named name whose command line names
 // the active VCP's file conf (its run directory's).
 func killActive(name, conf string) error {
-	active, err := activeVCP()
+	active, err := bench.ActiveVCP()
 	if err != nil {
 		return err
 	}
@@ -1441,7 +1435,7 @@ func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (
 	for {
 		look := time.Now()
 		if active == "" {
-			active, _ = activeVCP()
+			active, _ = bench.ActiveVCP()
 		}
 		late := look.Sub(start) > limit
 		networks, digests, err := quickLook(active, backends)
@@ -1951,7 +1945,7 @@ func diffCounts(a, b map[string]int) string {
 }
 
 // WriteText prints the report for a reader.
-func (r *SoakReport) WriteText(w io.Writer) {
+func (r *Report) WriteText(w io.Writer) {
 	verdict := "PASSED"
 	if !r.InvariantsOK {
 		verdict = "FAILED"
@@ -2000,7 +1994,7 @@ func (r *SoakReport) WriteText(w io.Writer) {
 
 // WriteReport writes report.json, report.md and its plot, soak.svg, into
 // dir.
-func (r *SoakReport) WriteReport(dir, command string) error {
+func (r *Report) WriteReport(dir, command string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"encoding/binary"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/inet"
@@ -68,7 +69,7 @@ type flood struct {
 	changed       string
 }
 
-func (f *flood) run(*session) error {
+func (f *flood) run(*bench.RouterLab) error {
 	before, err := portDrops(hostilePort)
 	if err != nil {
 		return err
@@ -281,7 +282,7 @@ func hostileNeighbourFrames(mac, lbMAC net.HardwareAddr) [][]byte {
 }
 
 // report puts the flood's figures in its entry of the report.
-func (f *flood) report(into *SoakFault) {
+func (f *flood) report(into *FaultReport) {
 	if f == nil {
 		return
 	}

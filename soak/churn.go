@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"encoding/json"
@@ -52,8 +52,8 @@ type bgpChurn struct {
 	running time.Duration // time churned
 }
 
-// SoakChurn is the churn's account in the soak's report.
-type SoakChurn struct {
+// ChurnReport is the churn's account in the soak's report.
+type ChurnReport struct {
 	Prefixes  int `json:"prefixes"`
 	Prefixes6 int `json:"prefixes6"`
 	// ChangesPerS is route changes (announcements and withdrawals) bgp1
@@ -243,9 +243,9 @@ func (c *bgpChurn) churned() int {
 }
 
 // report is the churn's account so far.
-func (c *bgpChurn) report() *SoakChurn {
+func (c *bgpChurn) report() *ChurnReport {
 	c.mu.Lock()
-	r := &SoakChurn{Prefixes: len(c.prefixes), Prefixes6: len(c.prefixes6), ChurnedS: c.running.Seconds()}
+	r := &ChurnReport{Prefixes: len(c.prefixes), Prefixes6: len(c.prefixes6), ChurnedS: c.running.Seconds()}
 	if c.running > 0 {
 		r.ChangesPerS = float64(c.turns*(len(c.prefixes)+len(c.prefixes6))) / c.running.Seconds()
 	}

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"encoding/xml"
@@ -15,12 +15,12 @@ import (
 // lost frames), a dashed line a fault with its kind, and nothing drawn
 // outside the picture.
 func TestSoakPlot(t *testing.T) {
-	r := &SoakReport{DurationS: 16, Seed: 1, Sent: 320_000, Steps: []SoakStep{
+	r := &Report{DurationS: 16, Seed: 1, Sent: 320_000, Steps: []Step{
 		{AtS: 0, Family: "ipv4", Sent: 80_000, Received: 80_000},
 		{AtS: 4, Family: "ipv4", Sent: 80_000, Received: 78_000, Lost: 2000, Fault: "backend-links"},
 		{AtS: 8, Family: "ipv6", Sent: 80_000, Received: 80_000},
 		{AtS: 12, Family: "ipv6", Sent: 80_000, Received: 80_000, Fault: "lb-agent"}},
-		Faults: []SoakFault{{Kind: "backend-links", AtS: 5}, {Kind: "lb-agent", AtS: 13}}}
+		Faults: []FaultReport{{Kind: "backend-links", AtS: 5}, {Kind: "lb-agent", AtS: 13}}}
 	var b strings.Builder
 	if err := r.WritePlot(&b); err != nil {
 		t.Fatal(err)
@@ -81,36 +81,36 @@ func TestStepGoal(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		faults []*soakFault
-		st     SoakStep
+		st     Step
 		span   time.Duration
 		want   bool
 	}{
-		{"an agent, nothing lost", []*soakFault{lb}, SoakStep{Sent: 90_000}, 0, true},
-		{"an agent, a frame lost", []*soakFault{lb}, SoakStep{Sent: 90_000, Lost: 1, LostToBGP1: 1}, time.Millisecond, false},
-		{"a host down, its share", []*soakFault{links}, SoakStep{Sent: 90_000, Lost: 2500, LostToH3: 1250, LostToBGP1: 1250}, 300 * time.Millisecond, true},
-		{"a host down, too long", []*soakFault{links}, SoakStep{Sent: 90_000, Lost: 2500}, 500 * time.Millisecond, false},
-		{"a host down, more than its share", []*soakFault{links}, SoakStep{Sent: 90_000, Lost: 40_000}, 300 * time.Millisecond, false},
-		{"bgp1's link, its flows", []*soakFault{ext}, SoakStep{Sent: 90_000, Lost: 10_000, LostToBGP1: 10_000}, time.Second, true},
-		{"bgp1's link, h3's flows too", []*soakFault{ext}, SoakStep{Sent: 90_000, Lost: 10_001, LostToH3: 1, LostToBGP1: 10_000}, time.Second, false},
-		{"bgp1's link and an agent together", []*soakFault{ext, lb}, SoakStep{Sent: 90_000, Lost: 10_000, LostToBGP1: 10_000}, time.Second, true},
-		{"a host down and bgp1's link together", []*soakFault{links, ext}, SoakStep{Sent: 90_000, Lost: 12_000, LostToH3: 1000, LostToBGP1: 11_000}, time.Second, true},
-		{"bgp1's link down, routes withdrawn and back in time", []*soakFault{down(14*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
-		{"bgp1's link down, routes never withdrawn", []*soakFault{down(0, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
-		{"bgp1's link down, routes withdrawn late", []*soakFault{down(17*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
-		{"bgp1's full table withdrawn and back in time", []*soakFault{downWith(600_000, 27*time.Second, 31*time.Second)}, SoakStep{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, true},
-		{"bgp1's full table withdrawn late", []*soakFault{downWith(600_000, 29*time.Second, 31*time.Second)}, SoakStep{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, false},
-		{"bgp1's full table back late", []*soakFault{downWith(600_000, 27*time.Second, 33*time.Second)}, SoakStep{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, false},
-		{"bgp1's link down, routes not back", []*soakFault{down(14*time.Second, 0)}, SoakStep{Sent: 600_000, Lost: 290_000, LostToBGP1: 290_000}, 29 * time.Second, false},
-		{"bgp1's link down and the VCP killed: routes kept, back in time", []*soakFault{down(0, 7*time.Second), {kind: "vcp"}}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
-		{"bgp1's link down and the VCP killed: routes not back", []*soakFault{down(0, 0), {kind: "vcp"}}, SoakStep{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
-		{"a flood, every DIST frame counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, junk: 20000, counted: 4100}}}, SoakStep{Sent: 80_000}, 0, true},
-		{"a flood, a DIST frame not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 3999}}}, SoakStep{Sent: 80_000}, 0, false},
-		{"a flood that changed something", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, changed: "lb1 installed the forged table"}}}, SoakStep{Sent: 80_000}, 0, false},
-		{"a flood, a SYN to the inside not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 499}}}, SoakStep{Sent: 80_000}, 0, false},
-		{"a flood, a BFD packet below TTL 255 not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, gtsm: 60, gtsmCounted: 59}}}, SoakStep{Sent: 80_000}, 0, false},
-		{"a flood, a back-end took h2's MAC", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, changed: "r1 took h2's MAC for 198.51.100.20 vlan 11"}}}, SoakStep{Sent: 80_000}, 0, false},
-		{"a flood, a frame lost", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000}}}, SoakStep{Sent: 80_000, Lost: 1, LostToH3: 1}, time.Millisecond, false},
-		{"bgp1's link down, h3's flows too", []*soakFault{down(14*time.Second, 7*time.Second)}, SoakStep{Sent: 600_000, Lost: 250_001, LostToH3: 1, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"an agent, nothing lost", []*soakFault{lb}, Step{Sent: 90_000}, 0, true},
+		{"an agent, a frame lost", []*soakFault{lb}, Step{Sent: 90_000, Lost: 1, LostToBGP1: 1}, time.Millisecond, false},
+		{"a host down, its share", []*soakFault{links}, Step{Sent: 90_000, Lost: 2500, LostToH3: 1250, LostToBGP1: 1250}, 300 * time.Millisecond, true},
+		{"a host down, too long", []*soakFault{links}, Step{Sent: 90_000, Lost: 2500}, 500 * time.Millisecond, false},
+		{"a host down, more than its share", []*soakFault{links}, Step{Sent: 90_000, Lost: 40_000}, 300 * time.Millisecond, false},
+		{"bgp1's link, its flows", []*soakFault{ext}, Step{Sent: 90_000, Lost: 10_000, LostToBGP1: 10_000}, time.Second, true},
+		{"bgp1's link, h3's flows too", []*soakFault{ext}, Step{Sent: 90_000, Lost: 10_001, LostToH3: 1, LostToBGP1: 10_000}, time.Second, false},
+		{"bgp1's link and an agent together", []*soakFault{ext, lb}, Step{Sent: 90_000, Lost: 10_000, LostToBGP1: 10_000}, time.Second, true},
+		{"a host down and bgp1's link together", []*soakFault{links, ext}, Step{Sent: 90_000, Lost: 12_000, LostToH3: 1000, LostToBGP1: 11_000}, time.Second, true},
+		{"bgp1's link down, routes withdrawn and back in time", []*soakFault{down(14*time.Second, 7*time.Second)}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
+		{"bgp1's link down, routes never withdrawn", []*soakFault{down(0, 7*time.Second)}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"bgp1's link down, routes withdrawn late", []*soakFault{down(17*time.Second, 7*time.Second)}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"bgp1's full table withdrawn and back in time", []*soakFault{downWith(600_000, 27*time.Second, 31*time.Second)}, Step{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, true},
+		{"bgp1's full table withdrawn late", []*soakFault{downWith(600_000, 29*time.Second, 31*time.Second)}, Step{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, false},
+		{"bgp1's full table back late", []*soakFault{downWith(600_000, 27*time.Second, 33*time.Second)}, Step{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, false},
+		{"bgp1's link down, routes not back", []*soakFault{down(14*time.Second, 0)}, Step{Sent: 600_000, Lost: 290_000, LostToBGP1: 290_000}, 29 * time.Second, false},
+		{"bgp1's link down and the VCP killed: routes kept, back in time", []*soakFault{down(0, 7*time.Second), {kind: "vcp"}}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
+		{"bgp1's link down and the VCP killed: routes not back", []*soakFault{down(0, 0), {kind: "vcp"}}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"a flood, every DIST frame counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, junk: 20000, counted: 4100}}}, Step{Sent: 80_000}, 0, true},
+		{"a flood, a DIST frame not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 3999}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood that changed something", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, changed: "lb1 installed the forged table"}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood, a SYN to the inside not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 499}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood, a BFD packet below TTL 255 not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, gtsm: 60, gtsmCounted: 59}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood, a back-end took h2's MAC", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, changed: "r1 took h2's MAC for 198.51.100.20 vlan 11"}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood, a frame lost", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000}}}, Step{Sent: 80_000, Lost: 1, LostToH3: 1}, time.Millisecond, false},
+		{"bgp1's link down, h3's flows too", []*soakFault{down(14*time.Second, 7*time.Second)}, Step{Sent: 600_000, Lost: 250_001, LostToH3: 1, LostToBGP1: 250_000}, 23 * time.Second, false},
 	} {
 		if _, got := stepGoal(c.faults, c.st, c.span); got != c.want {
 			t.Errorf("%s: met %v, want %v", c.name, got, c.want)
@@ -152,7 +152,7 @@ func TestStepGoalUnion(t *testing.T) {
 		if got := outageUnion(c.faults); got != c.union {
 			t.Errorf("%s: union %v, want %v", c.name, got, c.union)
 		}
-		st := SoakStep{Sent: 900_000, Lost: 10_000, LostToBGP1: 10_000}
+		st := Step{Sent: 900_000, Lost: 10_000, LostToBGP1: 10_000}
 		if goal, got := stepGoal(c.faults, st, c.span); got != c.want {
 			t.Errorf("%s: outage %v met %v, want %v (%s)", c.name, c.span, got, c.want, goal)
 		}

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/lab"
 )
@@ -38,7 +39,7 @@ type pressure struct {
 	limit   int64 // the cgroup's limit, bytes
 }
 
-func (p *pressure) run(*session) error {
+func (p *pressure) run(*bench.RouterLab) error {
 	st, err := lab.ReadState(demo.LabName)
 	if err != nil {
 		return err
@@ -157,7 +158,7 @@ func (c *memoryCgroup) remove() {
 }
 
 // report puts the fault's figures in its entry of the report.
-func (p *pressure) report(into *SoakFault) {
+func (p *pressure) report(into *FaultReport) {
 	if p == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"crypto/rand"
@@ -26,7 +26,7 @@ import (
 //   - HTTP downloads of a 256 KiB file from h3 to h1 (python3's
 //     http.server, curl), one after another: each must complete, with the
 //     file's sha256.
-// They are light beside the instrument's 10,000 frames a second (SoakRate), which
+// They are light beside the instrument's 10,000 frames a second (DefaultRate), which
 // they must not disturb: the two cores carry everything.
 
 // Ports and sizes of the clients.
@@ -53,8 +53,8 @@ type soakClients struct {
 	udpReorder uint64
 }
 
-// SoakClients is the clients' account in the report.
-type SoakClients struct {
+// ClientsReport is the clients' account in the report.
+type ClientsReport struct {
 	// HTTP: downloads of a 256 KiB file from h3 to h1, each with its
 	// sha256 checked; Failed those that did not complete or came back
 	// wrong.
@@ -274,10 +274,10 @@ func (c *soakClients) fail(st *clientStep, client, what string) {
 }
 
 // report is the clients' account.
-func (c *soakClients) report() *SoakClients {
+func (c *soakClients) report() *ClientsReport {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &SoakClients{Downloads: c.downloads, Failed: c.failed["http"], TCPBytes: c.tcpBytes, TCPRetransmits: c.tcpRetr, TCPFailed: c.failed["tcp"],
+	return &ClientsReport{Downloads: c.downloads, Failed: c.failed["http"], TCPBytes: c.tcpBytes, TCPRetransmits: c.tcpRetr, TCPFailed: c.failed["tcp"],
 		ReverseSent: c.udpSent, ReverseLost: c.udpLost, ReverseOutOfOrder: c.udpReorder, ReverseRcvbuf: c.udpRcvbuf, ReverseFailed: c.failed["udp"]}
 }
 

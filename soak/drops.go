@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"encoding/json"
@@ -181,11 +181,11 @@ func dropsText(g map[string]uint64) string {
 // (softnet_stat's time_squeeze: the rest goes to ksoftirqd), how long
 // each CPU's ksoftirqd ran and waited for the CPU (schedstat, ms), and
 // how long the hypervisor kept each virtual CPU from running (/proc/stat's
-// steal, ms). Every step keeps its growth (SoakStep.Softirq), so that a
+// steal, ms). Every step keeps its growth (Step.Softirq), so that a
 // step that lost frames at a veth's full ring can be set beside the steps
 // that lost none. Runs 30, 33 and 54 lost frames so (a NAPI not polled
 // for 13 ms at 20,000 frames a second); finding 38 found the hypervisor
-// taking a CPU for 8.4 ms now and then (SoakRate).
+// taking a CPU for 8.4 ms now and then (DefaultRate).
 func softirqLook() map[string]uint64 {
 	m := map[string]uint64{}
 	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
