@@ -1,0 +1,70 @@
+package soak
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/lab"
+)
+
+// labProcesses counts the processes in the default lab's hosts'
+// namespaces, by command (the routing suite moves between the VCPs with
+// the mastership: counted together).
+func labProcesses() (map[string]int, error) {
+	st, err := lab.ReadState(demo.LabName)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, n := range st.Nodes {
+		out, err := exec.Command("ip", "netns", "pids", n.Namespace).Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s: ip netns pids: %v", n.Name, err)
+		}
+		for _, f := range strings.Fields(string(out)) {
+			comm, err := os.ReadFile("/proc/" + f + "/comm")
+			if err == nil {
+				counts[strings.TrimSpace(string(comm))]++
+			}
+		}
+	}
+	return counts, nil
+}
+
+// diffCounts says which process counts changed.
+func diffCounts(a, b map[string]int) string {
+	var d []string
+	for k, n := range b {
+		if a[k] != n {
+			d = append(d, fmt.Sprintf("%s %d → %d", k, a[k], n))
+		}
+	}
+	for k, n := range a {
+		if _, ok := b[k]; !ok {
+			d = append(d, fmt.Sprintf("%s %d → 0", k, n))
+		}
+	}
+	sort.Strings(d)
+	return strings.Join(d, ", ")
+}
+
+// processAge is how long the process pid has run (0 if unknown).
+func processAge(pid string) time.Duration {
+	stat, err1 := os.ReadFile("/proc/" + pid + "/stat")
+	up, err2 := os.ReadFile("/proc/uptime")
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	p, ok := parseProcStat(string(stat))
+	if !ok {
+		return 0
+	}
+	upS, _ := strconv.ParseFloat(strings.Fields(string(up))[0], 64)
+	return time.Duration((upS - float64(p.start)/100) * float64(time.Second)) // USER_HZ is 100 on Linux
+}
