@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
+
+	msrreport "github.com/msr-router/msr/internal/report"
 )
 
 // A report is a result `--report DIR` writes: as JSON, as text for
@@ -29,21 +27,11 @@ func writeReport(r report, dir, title, command, machine string) error {
 		return err
 	}
 	r.setFigures(plots)
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	var md strings.Builder
-	fmt.Fprintf(&md, "# %s\n\n`%s`\n\n%s\n\n```\n", title, command, machine)
-	r.WriteText(&md)
-	fmt.Fprintf(&md, "```\n")
+	var figures []msrreport.Figure
 	for _, p := range plots {
-		fmt.Fprintf(&md, "\n![%s](%s)\n", p.Title, p.File)
+		figures = append(figures, msrreport.Figure{File: p.File, Title: p.Title})
 	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+	return msrreport.Write(dir, r, title, command, machine, figures)
 }
 
 // saveFigures saves every figure with a series in it into dir.

@@ -149,11 +149,7 @@ func (g *GapSetting) UnmarshalText(b []byte) error {
 
 // LoadConfig reads, checks and parses an LB config file.
 func LoadConfig(path string) (*AgentConfig, error) {
-	c := &FileConfig{}
-	if err := config.DecodeFile(path, c); err != nil {
-		return nil, err
-	}
-	return c.Parse()
+	return config.Load[AgentConfig, FileConfig](path)
 }
 
 // Parse fills defaults, checks what decoding cannot, and returns the

@@ -125,11 +125,7 @@ type ACLConfig = acl.Config
 
 // LoadConfig reads, checks and parses a router config file.
 func LoadConfig(path string) (*AgentConfig, error) {
-	c := &FileConfig{}
-	if err := config.DecodeFile(path, c); err != nil {
-		return nil, err
-	}
-	return c.Parse()
+	return config.Load[AgentConfig, FileConfig](path)
 }
 
 // Parse fills defaults, checks what decoding cannot, and returns the

@@ -1,14 +1,14 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
+
+	"github.com/msr-router/msr/internal/report"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -59,21 +59,11 @@ func (r *Result) WriteReport(dir, command string) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	var md strings.Builder
-	fmt.Fprintf(&md, "# The multistage router modelled: `msr sim`\n\n`%s`\n\n```\n", command)
-	r.WriteText(&md)
-	md.WriteString("```\n")
+	var figures []report.Figure
 	for _, f := range files {
-		fmt.Fprintf(&md, "\n![%s](%s)\n", f, f)
+		figures = append(figures, report.Figure{File: f, Title: f})
 	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+	return report.Write(dir, r, "The multistage router modelled: `msr sim`", command, "", figures)
 }
 
 // plots draws, per (N1, n), the prediction of each mode and ρmin against

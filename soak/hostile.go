@@ -59,6 +59,7 @@ const forgedGeneration = 1 << 30
 // flood is a hostile fault: what it sent, what lb1's e1 counted, and what
 // changed that the forger asked for ("": nothing).
 type flood struct {
+	quiet
 	dist, junk    uint64
 	counted       uint64 // lb1's e1 dist_external drops while it ran
 	claims        uint64 // forged ARP replies and advertisements for ospf1
@@ -69,7 +70,7 @@ type flood struct {
 	changed       string
 }
 
-func (f *flood) run(*bench.RouterLab) error {
+func (f *flood) inject(*bench.RouterLab) error {
 	before, err := portDrops(hostilePort)
 	if err != nil {
 		return err
@@ -289,4 +290,21 @@ func (f *flood) report(into *FaultReport) {
 	into.DISTSent, into.JunkSent, into.DISTDropped, into.Changed = f.dist, f.junk, f.counted, f.changed
 	into.ClaimsSent, into.InsideSent, into.InsideDropped = f.claims, f.inside, f.insideCounted
 	into.GTSMSent, into.GTSMDropped = f.gtsm, f.gtsmCounted
+}
+
+func (f *flood) kind() string   { return "hostile" }
+func (f *flood) target() string { return "lb1/e1, from h2" }
+
+// allow is nothing lost, and every hostile frame dropped and counted.
+func (f *flood) allow(Step, bool) allowance {
+	return allowance{goal: "every DIST frame, SYN to the inside and BFD below TTL 255 dropped at the edge and counted, nothing changed", met: f.met()}
+}
+
+func (f *flood) text(row FaultReport) string {
+	changed := ""
+	if row.Changed != "" {
+		changed = "; " + row.Changed
+	}
+	return fmt.Sprintf(" (%d DIST frames, %d claims for ospf1, %d SYNs to the inside, %d BFD at TTL 64 and %d random ones from h2: %d DIST, %d to the inside and %d BFD dropped at lb1/e1%s)",
+		row.DISTSent, row.ClaimsSent, row.InsideSent, row.GTSMSent, row.JunkSent, row.DISTDropped, row.InsideDropped, row.GTSMDropped, changed)
 }

@@ -36,17 +36,35 @@ type backendJoin struct {
 	msrBin string
 	added  bool // r4's host is in the lab
 	in     bool // r4 is in the router: running, undrained
-	last   string
 }
 
-// run joins r4 or takes it out, in turn.
-func (j *backendJoin) run(*bench.RouterLab) error {
+// turn is the backend-join fault: r4 joining, or leaving if it is in.
+func (j *backendJoin) turn() fault {
+	what := joinName + " joining"
 	if j.in {
-		j.last = "left"
-		return j.leave()
+		what = joinName + " leaving"
 	}
-	j.last = "joined"
-	return j.join()
+	return &joinFault{join: j, what: what}
+}
+
+// A joinFault is r4 joining or leaving; its new agent has a new feed.
+type joinFault struct {
+	quiet
+	join *backendJoin
+	what string
+}
+
+func (f *joinFault) kind() string      { return "backend-join" }
+func (f *joinFault) target() string    { return f.what }
+func (f *joinFault) restarts() restart { return restartsFeed }
+func (f *joinFault) exclusive() string { return joinName }
+
+// inject joins r4 or takes it out, in turn.
+func (f *joinFault) inject(*bench.RouterLab) error {
+	if f.join.in {
+		return f.join.leave()
+	}
+	return f.join.join()
 }
 
 func (j *backendJoin) join() error {

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -41,10 +42,11 @@ const tableMoveRate = 50_000
 func tableMove(n int) time.Duration { return time.Duration(n) * time.Second / tableMoveRate }
 
 // linkDown is an external-link-down fault: bgp1's link down at the switch
-// (as flapBGP1Link) for downFor, and a watch of bgp1's routes on the
+// (as linkFlap) for downFor, and a watch of bgp1's routes on the
 // back-ends from then until they are back after the link (or for a
 // minute more).
 type linkDown struct {
+	quiet
 	prefixes []netip.Prefix // bgp1's, one of each family the traffic crosses
 	// bgp1Routes is how many prefixes bgp1 announces: the routes each
 	// back-end loses with its link, but for those the churn holds
@@ -61,7 +63,7 @@ type linkDown struct {
 	done                chan struct{} // closed when the watch ends
 }
 
-func (d *linkDown) run(s *bench.RouterLab) error {
+func (d *linkDown) inject(s *bench.RouterLab) error {
 	if err := s.IPBatch("ext3", "link set q2 down\n"); err != nil {
 		return err
 	}
@@ -166,4 +168,52 @@ func bgp1Watched(plan *demo.Plan) []netip.Prefix {
 		ps = append(ps, plan.Prefixes6[0])
 	}
 	return ps
+}
+
+func (d *linkDown) kind() string      { return "external-link-down" }
+func (d *linkDown) target() string    { return "bgp1's link, past its hold time" }
+func (d *linkDown) exclusive() string { return bgp1Link }
+
+// prepare gives the watch what it looks for, and says how long the
+// step's traffic runs: the link's time down and linkDownAfter.
+func (d *linkDown) prepare(plan *demo.Plan, churned int, backends func() []string) time.Duration {
+	d.prefixes = bgp1Watched(plan)
+	d.bgp1Routes = len(plan.Prefixes) + len(plan.Prefixes6)
+	d.churned = churned
+	d.backends = backends
+	return d.downFor() + linkDownAfter
+}
+
+// wait returns when the watch saw bgp1's routes back, or gave up.
+func (d *linkDown) wait() { <-d.done }
+
+// outage is its flows' longest loss: the link down, and its routes back.
+func (d *linkDown) outage() time.Duration {
+	_, restore := d.goals()
+	return d.downFor() + restore
+}
+
+// allow is bgp1's flows (half the step's), none of h3's, and bgp1's
+// routes withdrawn and back in time. With the suite restarted in the
+// step, the new suite's feed waits for its peers (up to 30 s), the
+// back-ends keeping the routes they had: bgp1's stay, and only their
+// return is judged.
+func (d *linkDown) allow(st Step, controlPlane bool) allowance {
+	withdrawGoal, restoreGoal := d.goals()
+	w, r := d.figures()
+	a := allowance{frames: float64(st.Sent) / 2}
+	if controlPlane {
+		a.goal = fmt.Sprintf("bgp1's flows only, its routes back ≤ %v after the link came up (a takeover's graceful restart may keep them meanwhile)", restoreGoal)
+		a.met = r > 0 && r <= ms(restoreGoal)
+		return a
+	}
+	a.goal = fmt.Sprintf("bgp1's flows only, its routes withdrawn ≤ %v after the link went down, back ≤ %v after it came up", withdrawGoal, restoreGoal)
+	a.met = w > 0 && r > 0 && w <= ms(withdrawGoal) && r <= ms(restoreGoal)
+	return a
+}
+
+func (d *linkDown) report(into *FaultReport) { into.WithdrawnMS, into.RestoredMS = d.figures() }
+
+func (d *linkDown) text(row FaultReport) string {
+	return " (bgp1's routes " + sinceText("withdrawn", row.WithdrawnMS, "the link went down") + ", " + sinceText("back", row.RestoredMS, "it came up") + ")"
 }

@@ -60,9 +60,9 @@ func TestSoakPlot(t *testing.T) {
 // share and bgp1's link its flows (none of h3's); overlapping faults add
 // their allowances.
 func TestStepGoal(t *testing.T) {
-	links := &soakFault{kind: "backend-links", target: "r1"}
-	ext := &soakFault{kind: "external-link", target: "bgp1's link"}
-	lb := &soakFault{kind: "lb-agent", target: "lb1"}
+	links := &soakFault{fault: &hostDown{host: "r1"}}
+	ext := &soakFault{fault: linkFlap{}}
+	lb := &soakFault{fault: &agentCrash{what: "lb-agent", host: "lb1", name: "lb"}}
 	// bgp1 with a table of routes (2,000: TestSoak's; 600,000: a full
 	// one, 12 s more to leave or reach the back-ends).
 	downWith := func(routes int, withdrawn, restored time.Duration) *soakFault {
@@ -75,7 +75,7 @@ func TestStepGoal(t *testing.T) {
 		if restored > 0 {
 			d.restored = d.upAt.Add(restored)
 		}
-		return &soakFault{kind: "external-link-down", target: "bgp1's link", down: d}
+		return &soakFault{fault: d}
 	}
 	down := func(withdrawn, restored time.Duration) *soakFault { return downWith(2000, withdrawn, restored) }
 	for _, c := range []struct {
@@ -101,15 +101,15 @@ func TestStepGoal(t *testing.T) {
 		{"bgp1's full table withdrawn late", []*soakFault{downWith(600_000, 29*time.Second, 31*time.Second)}, Step{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, false},
 		{"bgp1's full table back late", []*soakFault{downWith(600_000, 27*time.Second, 33*time.Second)}, Step{Sent: 900_000, Lost: 400_000, LostToBGP1: 400_000}, 58 * time.Second, false},
 		{"bgp1's link down, routes not back", []*soakFault{down(14*time.Second, 0)}, Step{Sent: 600_000, Lost: 290_000, LostToBGP1: 290_000}, 29 * time.Second, false},
-		{"bgp1's link down and the VCP killed: routes kept, back in time", []*soakFault{down(0, 7*time.Second), {kind: "vcp"}}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
-		{"bgp1's link down and the VCP killed: routes not back", []*soakFault{down(0, 0), {kind: "vcp"}}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
-		{"a flood, every DIST frame counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, junk: 20000, counted: 4100}}}, Step{Sent: 80_000}, 0, true},
-		{"a flood, a DIST frame not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 3999}}}, Step{Sent: 80_000}, 0, false},
-		{"a flood that changed something", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, changed: "lb1 installed the forged table"}}}, Step{Sent: 80_000}, 0, false},
-		{"a flood, a SYN to the inside not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 499}}}, Step{Sent: 80_000}, 0, false},
-		{"a flood, a BFD packet below TTL 255 not counted", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, gtsm: 60, gtsmCounted: 59}}}, Step{Sent: 80_000}, 0, false},
-		{"a flood, a back-end took h2's MAC", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, changed: "r1 took h2's MAC for 198.51.100.20 vlan 11"}}}, Step{Sent: 80_000}, 0, false},
-		{"a flood, a frame lost", []*soakFault{{kind: "hostile", flood: &flood{dist: 4000, counted: 4000}}}, Step{Sent: 80_000, Lost: 1, LostToH3: 1}, time.Millisecond, false},
+		{"bgp1's link down and the VCP killed: routes kept, back in time", []*soakFault{down(0, 7*time.Second), {fault: vcpCrash{}}}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, true},
+		{"bgp1's link down and the VCP killed: routes not back", []*soakFault{down(0, 0), {fault: vcpCrash{}}}, Step{Sent: 600_000, Lost: 250_000, LostToBGP1: 250_000}, 23 * time.Second, false},
+		{"a flood, every DIST frame counted", []*soakFault{{fault: &flood{dist: 4000, junk: 20000, counted: 4100}}}, Step{Sent: 80_000}, 0, true},
+		{"a flood, a DIST frame not counted", []*soakFault{{fault: &flood{dist: 4000, counted: 3999}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood that changed something", []*soakFault{{fault: &flood{dist: 4000, counted: 4000, changed: "lb1 installed the forged table"}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood, a SYN to the inside not counted", []*soakFault{{fault: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 499}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood, a BFD packet below TTL 255 not counted", []*soakFault{{fault: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, gtsm: 60, gtsmCounted: 59}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood, a back-end took h2's MAC", []*soakFault{{fault: &flood{dist: 4000, counted: 4000, inside: 500, insideCounted: 500, changed: "r1 took h2's MAC for 198.51.100.20 vlan 11"}}}, Step{Sent: 80_000}, 0, false},
+		{"a flood, a frame lost", []*soakFault{{fault: &flood{dist: 4000, counted: 4000}}}, Step{Sent: 80_000, Lost: 1, LostToH3: 1}, time.Millisecond, false},
 		{"bgp1's link down, h3's flows too", []*soakFault{down(14*time.Second, 7*time.Second)}, Step{Sent: 600_000, Lost: 250_001, LostToH3: 1, LostToBGP1: 250_000}, 23 * time.Second, false},
 	} {
 		if _, got := stepGoal(c.faults, c.st, c.span); got != c.want {
@@ -123,18 +123,18 @@ func TestStepGoal(t *testing.T) {
 // one and then the other. Faults apart are judged each by its own.
 func TestStepGoalUnion(t *testing.T) {
 	at := time.Now()
-	links := &soakFault{kind: "backend-links", target: "r1", at: at}
+	links := &soakFault{fault: &hostDown{host: "r1"}, at: at}
 	extAt := func(after time.Duration) *soakFault {
-		return &soakFault{kind: "external-link", target: "bgp1's link", at: at.Add(after)}
+		return &soakFault{fault: linkFlap{}, at: at.Add(after)}
 	}
 	// r4 joining (allowed nothing) and, 600 ms later, bgp1's link down
 	// past its hold time with bgp1's full table (seed 1 draws the pair).
-	join := &soakFault{kind: "backend-join", target: "r4 joining", at: at, join: &backendJoin{}}
+	join := &soakFault{fault: (&backendJoin{}).turn(), at: at}
 	d := &linkDown{downAt: at.Add(600 * time.Millisecond), bgp1Routes: 850_000}
 	d.upAt = d.downAt.Add(d.downFor())
 	d.withdrawn, d.restored = d.downAt.Add(22400*time.Millisecond), d.upAt.Add(14800*time.Millisecond)
-	linkDown := &soakFault{kind: "external-link-down", target: "bgp1's link, past its hold time", at: d.downAt, down: d}
-	downGoal := linkDown.outageGoal()
+	linkDown := &soakFault{fault: d, at: d.downAt}
+	downGoal := linkDown.outage()
 	for _, c := range []struct {
 		name   string
 		faults []*soakFault
@@ -144,7 +144,7 @@ func TestStepGoalUnion(t *testing.T) {
 	}{
 		{"a host down, bgp1's link 300 ms later", []*soakFault{links, extAt(300 * time.Millisecond)}, 300*time.Millisecond + extLinkGoal, 1500 * time.Millisecond, true},
 		{"a host down, bgp1's link 300 ms later, past both", []*soakFault{links, extAt(300 * time.Millisecond)}, 300*time.Millisecond + extLinkGoal, 1700 * time.Millisecond, false},
-		{"bgp1's link first, a host down 1 s later", []*soakFault{extAt(0), {kind: "backend-links", target: "r2", at: at.Add(time.Second)}}, time.Second + backendDownGoal, 1350 * time.Millisecond, true},
+		{"bgp1's link first, a host down 1 s later", []*soakFault{extAt(0), {fault: &hostDown{host: "r2"}, at: at.Add(time.Second)}}, time.Second + backendDownGoal, 1350 * time.Millisecond, true},
 		{"a host down, bgp1's link 2 s later: apart", []*soakFault{links, extAt(2 * time.Second)}, extLinkGoal, 1500 * time.Millisecond, false},
 		{"r4 joining, bgp1's link down 600 ms later", []*soakFault{join, linkDown}, downGoal, downGoal - time.Second, true},
 		{"r4 joining, bgp1's link down 600 ms later, past its goal", []*soakFault{join, linkDown}, downGoal, downGoal + time.Second, false},

@@ -34,12 +34,13 @@ const (
 // pressure is a memory-pressure fault on a back-end: whether the kernel
 // killed its agent for it.
 type pressure struct {
+	quiet
 	backend string
 	killed  bool
 	limit   int64 // the cgroup's limit, bytes
 }
 
-func (p *pressure) run(*bench.RouterLab) error {
+func (p *pressure) inject(*bench.RouterLab) error {
 	st, err := lab.ReadState(demo.LabName)
 	if err != nil {
 		return err
@@ -163,4 +164,23 @@ func (p *pressure) report(into *FaultReport) {
 		return
 	}
 	into.MemoryLimit, into.OOMKilled = p.limit, p.killed
+}
+
+func (p *pressure) kind() string   { return "backend-memory" }
+func (p *pressure) target() string { return p.backend + "'s agent" }
+
+// restarts is the agent's feed if the kernel killed it.
+func (p *pressure) restarts() restart {
+	if p.killed {
+		return restartsFeed
+	}
+	return restartsNothing
+}
+
+func (p *pressure) text(row FaultReport) string {
+	text := fmt.Sprintf(" (limit %.1f MB", float64(row.MemoryLimit)/1e6)
+	if row.OOMKilled {
+		text += ", killed for it and started again"
+	}
+	return text + ")"
 }

@@ -1,7 +1,6 @@
 package soak
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/internal/report"
 	"github.com/msr-router/msr/lab"
 )
 
@@ -84,14 +84,6 @@ func keepSuiteLogs(dir, run string, was map[string]int64) error {
 	return nil
 }
 
-// withDetail says what an invariant that held checked.
-func withDetail(v Invariant, held string) Invariant {
-	if v.OK {
-		v.Detail = held
-	}
-	return v
-}
-
 // sinceText is "what N ms after when", or "not seen what" for 0 (the
 // figures' "not seen": a look never saw it).
 func sinceText(what string, ms float64, when string) string {
@@ -149,17 +141,10 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 }
 
-// WriteReport writes report.json, report.md and its plot, soak.svg, into
-// dir.
+// WriteReport writes report.json, report.md, its plot (soak.svg) and the
+// watches' CSVs (memory, releases, CPUs, processes) into dir.
 func (r *Report) WriteReport(dir, command string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
 		return err
 	}
 	if r.memory != nil {
@@ -182,9 +167,5 @@ func (r *Report) WriteReport(dir, command string) error {
 	if err := os.WriteFile(filepath.Join(dir, "soak.svg"), []byte(svg.String()), 0o644); err != nil {
 		return err
 	}
-	var md strings.Builder
-	fmt.Fprintf(&md, "# Soak\n\n`%s`\n\n![forwarded and lost over the run, the faults marked](soak.svg)\n\n```\n", command)
-	r.WriteText(&md)
-	md.WriteString("```\n")
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+	return report.Write(dir, r, "Soak", command, "", []report.Figure{{File: "soak.svg", Title: "forwarded and lost over the run, the faults marked"}})
 }

@@ -1,19 +1,15 @@
 package soak
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/msr-router/msr/bench"
 	"github.com/msr-router/msr/demo"
-	"github.com/msr-router/msr/traffic"
 )
 
 // The soak: the whole router in the default lab under the
@@ -41,11 +37,6 @@ import (
 // 500 prefixes of each family within it, and the back-ends' FIBs are
 // compared with the RIB by digest (ribWatch). With fewer prefixes, or a
 // churn under 1,000 changes a second, Report.NotYet says so.
-
-// FaultKinds are the faults a soak draws from, each with the loss it is
-// allowed (the issue's goals): none, but for a back-end host's links,
-// whose flows are lost until the LBs drop it.
-var FaultKinds = []string{"lb-agent", "backend-agent", "suite", "keepalived", "vcp", "backend-links", "external-link", "external-link-down", "hostile", "backend-memory", "backend-join"}
 
 // soakStep is a step's length; soakFaultAt is when in a fault step the
 // fault comes.
@@ -304,15 +295,54 @@ func soakNotYet(o Options) []string {
 // Run runs the soak and returns its report; an error is a soak that
 // could not run, not one that failed (that is InvariantsOK false).
 func Run(o Options, progress io.Writer) (rep *Report, err error) {
+	if err := o.complete(progress); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "soak: bringing up the default lab (%s)\n", o.labFile())
+	suiteLogs := suiteLogSizes(demo.RunDir)
+	lab, err := bench.OpenRouterLab(o.MSRBin, o.Flows, demo.Options{Prefixes: o.Prefixes, Prefixes6: o.Prefixes6, LabFile: o.LabFile})
+	if err != nil {
+		return nil, err
+	}
+	defer lab.Close()
+	defer func() {
+		if err != nil || !rep.InvariantsOK || o.LogsDir != "" {
+			keepLogs(o.LogsDir, suiteLogs, progress)
+		}
+	}()
+	// The traffic's rate, bgp1's churn, the clients, the operator, and
+	// the watches of memory, CPUs, maps and processes.
+	s, err := start(o, lab, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	for n := 0; time.Since(s.start)+soakStep < o.Duration || n == 0; n++ {
+		// Every other step a fault, and the quiet ones between tell a
+		// fault's loss from the rest.
+		p := s.plan(n)
+		res, err := s.run(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.judge(p, res); err != nil {
+			return nil, err
+		}
+	}
+	return s.finish()
+}
+
+// complete fills in the defaults and checks what cannot be run.
+func (o *Options) complete(progress io.Writer) error {
 	if o.Duration < 30*time.Second {
-		return nil, errors.New("soak: --duration of 30s at least")
+		return errors.New("soak: --duration of 30s at least")
 	}
 	if o.Faults == nil {
 		o.Faults = FaultKinds
 	}
 	for _, f := range o.Faults {
 		if !slices.Contains(FaultKinds, f) {
-			return nil, fmt.Errorf("soak: fault %q: this release injects %s", f, strings.Join(FaultKinds, ", "))
+			return fmt.Errorf("soak: fault %q: this release injects %s", f, strings.Join(FaultKinds, ", "))
 		}
 	}
 	if o.Rate == 0 {
@@ -324,400 +354,19 @@ func Run(o Options, progress io.Writer) (rep *Report, err error) {
 	if o.Flows == 0 {
 		o.Flows = 1000
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
-	labFile := demo.DefaultLabFile
-	if o.LabFile != "" {
-		labFile = o.LabFile
-	}
-	fmt.Fprintf(progress, "soak: bringing up the default lab (%s)\n", labFile)
 	if o.Prefixes == 0 {
 		o.Prefixes = bench.RouterLabPrefixes
 	}
 	if o.Prefixes6 == 0 {
 		o.Prefixes6 = soakPrefixes6
 	}
-	suiteLogs := suiteLogSizes(demo.RunDir)
-	r, err := bench.OpenRouterLab(o.MSRBin, o.Flows, demo.Options{Prefixes: o.Prefixes, Prefixes6: o.Prefixes6, LabFile: o.LabFile})
-	if err != nil {
-		return nil, err
+	return nil
+}
+
+// labFile is the lab the soak runs in.
+func (o *Options) labFile() string {
+	if o.LabFile != "" {
+		return o.LabFile
 	}
-	defer r.Close()
-	defer func() {
-		if err != nil || !rep.InvariantsOK || o.LogsDir != "" {
-			keepLogs(o.LogsDir, suiteLogs, progress)
-		}
-	}()
-	if err := sinkOnHosts(r); err != nil {
-		return nil, err
-	}
-	soakFamily(r, false)
-	rate, err := r.SteadyRate(traffic.MinFrameSize, o.Rate, progress)
-	if err != nil {
-		return nil, err
-	}
-	var churn *bgpChurn
-	looked := r.Plan() // what a look at the router must see: with the churn, not its prefixes
-	if o.ChurnRate > 0 {
-		if churn, err = newBGPChurn(r.Plan(), append(soakDsts(r, false), soakDsts(r, true)...), o.ChurnRate); err != nil {
-			return nil, err
-		}
-		looked = churn.kept(r.Plan())
-	}
-	rep = &Report{Lab: labFile, Seed: o.Seed, RatePPS: rate, Invariants: map[string]Invariant{}, Faults: []FaultReport{}, NotYet: soakNotYet(o)}
-	inv := map[string][]string{} // invariant -> what broke it
-	for _, name := range []string{"fib_equals_rib", "no_loss_outside_faults", "no_duplicates", "no_process_leak", "agent_memory", "bpf_map_bounds"} {
-		inv[name] = nil
-	}
-	maps := newSoakMaps()
-	ribs := &ribWatch{}
-	join := &backendJoin{msrBin: o.MSRBin}
-	var clients *soakClients
-	if o.Clients {
-		if clients, err = startSoakClients(); err != nil {
-			return nil, err
-		}
-		defer clients.close()
-		inv["tcp_intact"] = nil
-	}
-	var ops *soakOps
-	if o.Ops {
-		ops = newSoakOps()
-		inv["operator_state"] = nil
-		defer func() {
-			if err := ops.restore(); err != nil {
-				fmt.Fprintf(progress, "soak: the operator's state not restored: %v\n", err)
-			}
-		}()
-	}
-	procs, err := labProcesses()
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	memCtx, memStop := context.WithCancel(context.Background())
-	defer memStop()
-	mem := watchMemory(memCtx)
-	cpu := watchCPU(memCtx, start)
-	var ribTook, ribLag, ribRefresh time.Duration // the longest a step's FIBs took to equal the RIB: from the step's end, from quiet, from the RIB's last change in a step whose feeds started again
-	for step := 0; time.Since(start)+soakStep < o.Duration || step == 0; step++ {
-		var fault, second *soakFault
-		var secondAfter time.Duration
-		if step%2 == 1 { // every other step: quiet ones between tell a fault's loss from the rest
-			fault = drawFault(rng, o.Faults, join)
-			if o.Overlap && rng.IntN(2) == 0 {
-				second = drawFault(rng, o.Faults, join)
-				for tries := 0; fault.sameTarget(second) && tries < 100; tries++ {
-					second = drawFault(rng, o.Faults, join) // one fault at a time on bgp1's link, on r4
-				}
-				if fault.sameTarget(second) {
-					second = nil
-				}
-				secondAfter = overlapMin + time.Duration(rng.Int64N(int64(overlapMax-overlapMin)))
-			}
-		}
-		var op *soakOp
-		var opAt time.Duration
-		if ops != nil {
-			op, opAt = ops.draw(rng), 300*time.Millisecond+time.Duration(rng.Int64N(int64(3*time.Second)))
-		}
-		stepLen := soakStep
-		for _, f := range []*soakFault{fault, second} {
-			if f.isLinkDown() {
-				f.down.prefixes = bgp1Watched(r.Plan())
-				f.down.bgp1Routes = len(r.Plan().Prefixes) + len(r.Plan().Prefixes6)
-				f.down.churned = churn.churned()
-				f.down.backends = join.backends
-				stepLen = f.down.downFor() + linkDownAfter
-			}
-		}
-		ipv6 := step/2%2 == 1 // a fault step and the quiet one after it: one family
-		soakFamily(r, ipv6)
-		size := traffic.MinFrameSize
-		if ipv6 {
-			size = traffic.MinFrameSize6
-		}
-		at := time.Since(start)
-		drops, softirqs := lookDrops(join.backends()), softirqLook()
-		var faultErr, secondErr error
-		var faultAt, secondAt, repaired time.Time
-		stopChurn, churned := make(chan struct{}), make(chan error, 1)
-		if churn != nil {
-			go func() { churned <- churn.run(stopChurn) }()
-		} else {
-			churned <- nil
-		}
-		clientsDone := make(chan clientStep, 1)
-		if clients != nil {
-			go func() { clientsDone <- clients.run(stepLen, at) }()
-		} else {
-			clientsDone <- clientStep{}
-		}
-		opDone := make(chan error, 1)
-		if op != nil {
-			go func() {
-				time.Sleep(opAt)
-				opDone <- op.do()
-			}()
-		} else {
-			opDone <- nil
-		}
-		t, err := r.Send(size, rate, func(g *traffic.Generator) (uint64, error) {
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				if fault == nil {
-					return
-				}
-				time.Sleep(soakFaultAt)
-				faultAt = time.Now()
-				fault.at = faultAt
-				var wg sync.WaitGroup
-				if second != nil { // while the first may still be healing
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						time.Sleep(secondAfter)
-						secondAt = time.Now()
-						second.at = secondAt
-						// Its target may be between lives (no VCP active
-						// yet, BIRD being restarted): it waits for one.
-						for secondErr = second.do(r); secondErr != nil && time.Since(secondAt) < overlapWait; secondErr = second.do(r) {
-							time.Sleep(20 * time.Millisecond)
-						}
-					}()
-				}
-				// Its target may be between lives too (a VCP standing down,
-				// none active yet): it waits for one, as the second does.
-				for faultErr = fault.do(r); faultErr != nil && time.Since(faultAt) < overlapWait; faultErr = fault.do(r) {
-					time.Sleep(20 * time.Millisecond)
-				}
-				wg.Wait()
-				if faultErr == nil && secondErr == nil {
-					repaired = watchRepair(looked, faultAt.Add(stepLen-soakFaultAt))
-				}
-			}()
-			g.SetCallLimit(soakCallLimit)
-			n, err := g.Blast(stepLen)
-			<-done
-			return n, err
-		})
-		close(stopChurn)
-		if cerr := <-churned; err == nil && cerr != nil {
-			err = cerr
-		}
-		cs := <-clientsDone
-		if oerr := <-opDone; oerr != nil {
-			// Refused, not lost: the state expected is what was before.
-			op.undo()
-			inv["operator_state"] = append(inv["operator_state"], fmt.Sprintf("at %.0f s, %s: %v", at.Seconds(), op.text, oerr))
-		}
-		if err != nil {
-			return nil, err
-		}
-		if faultErr != nil {
-			return nil, fmt.Errorf("soak: fault %s on %s: %w", fault.kind, fault.target, faultErr)
-		}
-		if secondErr != nil {
-			return nil, fmt.Errorf("soak: fault %s on %s: %w", second.kind, second.target, secondErr)
-		}
-		st := Step{AtS: at.Seconds(), TrafficS: stepLen.Seconds(), Family: familyName(ipv6), Sent: t.Sent, Received: t.Sink.RxPackets, Lost: t.Lost(),
-			ReverseSent: cs.udpSent, ReverseLost: cs.udpLost - min(cs.udpLost, cs.udpRcvbuf), ReverseRcvbuf: min(cs.udpLost, cs.udpRcvbuf)}
-		if st.ReverseLost > 0 {
-			st.ReverseLostAt = cs.udpLostAt
-		}
-		st.Softirq = dropLedger(softirqs).grown(softirqLook())
-		if st.Lost > 0 || st.ReverseLost > 0 {
-			st.Drops = drops.grown(lookDrops(join.backends()))
-		}
-		if err := cs.err(); err != nil {
-			inv["tcp_intact"] = append(inv["tcp_intact"], err.Error())
-		}
-		if st.Lost > 0 {
-			st.LostToH3, st.LostToBGP1 = lostByDestination(r, t.Sent)
-		}
-		rep.Sent += t.Sent
-		rep.Received += t.Sink.RxPackets
-		st.Duplicated, st.Reordered, st.BeyondWindow = t.Sink.Duplicated, t.Sink.Reordered, t.Sink.BeyondWindow
-		rep.Duplicated += t.Sink.Duplicated
-		rep.BeyondWindow += t.Sink.BeyondWindow
-		switch {
-		case t.Sink.Duplicated > 0:
-			inv["no_duplicates"] = append(inv["no_duplicates"], fmt.Sprintf("%d frames duplicated at %.0f s", t.Sink.Duplicated, at.Seconds()))
-		case t.Sink.RxPackets > t.Sent: // beyond the sink's window
-			inv["no_duplicates"] = append(inv["no_duplicates"], fmt.Sprintf("%d frames more than sent at %.0f s", t.Sink.RxPackets-t.Sent, at.Seconds()))
-		}
-		if err := r.Converge(); err != nil {
-			return nil, fmt.Errorf("soak: at %.0f s (%s): %w", at.Seconds(), st.Fault, err)
-		}
-		for _, f := range []*soakFault{fault, second} {
-			if f.isLinkDown() {
-				<-f.down.done // it saw bgp1's routes back, or gave up
-			}
-		}
-		if fault != nil && repaired.IsZero() {
-			repaired = time.Now().Add(-time.Second) // not within the step: when converge saw it (it waits a second more)
-		}
-		if fault == nil {
-			if st.Lost > 0 {
-				rep.LostOutsideFaults += st.Lost
-				inv["no_loss_outside_faults"] = append(inv["no_loss_outside_faults"], fmt.Sprintf("%d lost at %.0f s", st.Lost, at.Seconds()))
-			}
-			if st.ReverseLost > 0 {
-				rep.LostOutsideFaults += st.ReverseLost
-				inv["no_loss_outside_faults"] = append(inv["no_loss_outside_faults"], fmt.Sprintf("%d of h3's UDP datagrams to h1 lost at %.0f s (%s)", st.ReverseLost, at.Seconds(), st.ReverseLostAt))
-			}
-		} else {
-			st.Fault = fault.kind
-			faults := []*soakFault{fault}
-			if second != nil {
-				faults = append(faults, second)
-				st.Fault += "+" + second.kind
-			}
-			goal, met := stepGoal(faults, st, t.Sink.LossSpan)
-			f := FaultReport{Kind: fault.kind, Target: fault.target, Family: st.Family, AtS: faultAt.Sub(start).Seconds(), LostPackets: st.Lost, OutageMS: ms(t.Sink.LossSpan),
-				RepairedMS: ms(repaired.Sub(faultAt)), Goal: goal, Met: met}
-			f.WithdrawnMS, f.RestoredMS = fault.down.figures()
-			fault.flood.report(&f)
-			fault.pressure.report(&f)
-			if second != nil {
-				f.Overlaps = second.kind
-				g := f
-				g.Kind, g.Target, g.AtS, g.Overlaps, g.RepairedMS = second.kind, second.target, secondAt.Sub(start).Seconds(), fault.kind, ms(repaired.Sub(secondAt))
-				g.WithdrawnMS, g.RestoredMS = second.down.figures()
-				g.DISTSent, g.JunkSent, g.DISTDropped, g.Changed = 0, 0, 0, ""
-				g.ClaimsSent, g.InsideSent, g.InsideDropped, g.GTSMSent, g.GTSMDropped = 0, 0, 0, 0, 0
-				g.MemoryLimit, g.OOMKilled = 0, false
-				second.flood.report(&g)
-				second.pressure.report(&g)
-				rep.Faults = append(rep.Faults, f, g)
-			} else {
-				rep.Faults = append(rep.Faults, f)
-			}
-		}
-		// After a takeover or a suite's restart the new suite holds its
-		// feed to the back-ends until its peers are back (finding 5),
-		// and the back-ends' feeds connect again; a back-end's agent
-		// started again (killed, or a joining back-end's) has a new
-		// feed. Each new session brings the table whole, and the step is
-		// quiet once every table has arrived (ribSync).
-		refresh := restartsFeed(fault, second)
-		fibText := fmt.Sprintf("; FIBs not the RIB %v after the step", ribSyncLimit)
-		if sync, err := ribs.until(ribSyncLimit, join.backends(), refresh); err != nil {
-			inv["fib_equals_rib"] = append(inv["fib_equals_rib"], fmt.Sprintf("at %.0f s, still %v after: %v", at.Seconds(), ribSyncLimit, err))
-		} else {
-			st.FIBLagMS = ms(sync.Lag)
-			fibText = fmt.Sprintf("; FIBs = RIB %.0f ms after quiet", st.FIBLagMS)
-			if sync.Lag > ribQuietLimit {
-				inv["fib_equals_rib"] = append(inv["fib_equals_rib"], fmt.Sprintf("at %.0f s, the FIBs equalled the RIB %v after quiet (goal %v); the looks: %s", at.Seconds(), sync.Lag.Round(time.Millisecond), ribQuietLimit, sync.Looks))
-			}
-			ribLag = max(ribLag, sync.Lag)
-			if refresh {
-				st.FIBRefreshMS = ms(sync.AfterRIB)
-				fibText += fmt.Sprintf(" (%.0f ms after the RIB's last change: the tables sent again)", st.FIBRefreshMS)
-				ribRefresh = max(ribRefresh, sync.AfterRIB)
-			}
-			ribTook = max(ribTook, sync.Took)
-		}
-		rep.Steps = append(rep.Steps, st)
-		if ops != nil {
-			if err := untilOpsHeld(ops); err != nil {
-				inv["operator_state"] = append(inv["operator_state"], fmt.Sprintf("after %.0f s (%s): %v", at.Seconds(), op.text, err))
-			}
-		}
-		if err := maps.look(time.Since(start) >= 2*time.Minute); err != nil {
-			inv["bpf_map_bounds"] = append(inv["bpf_map_bounds"], fmt.Sprintf("at %.0f s: %v", at.Seconds(), err))
-		}
-		split := ""
-		if st.Lost > 0 {
-			split = fmt.Sprintf(" (to h3 %d, to bgp1's prefixes %d)", st.LostToH3, st.LostToBGP1)
-		}
-		if st.ReverseLost > 0 {
-			split += fmt.Sprintf(", h3 -> h1 UDP lost %d of %d (%s)", st.ReverseLost, st.ReverseSent, st.ReverseLostAt)
-		}
-		if st.ReverseRcvbuf > 0 {
-			split += fmt.Sprintf(", h3 -> h1 UDP %d dropped by h1's full socket buffer", st.ReverseRcvbuf)
-		}
-		if st.Drops != nil {
-			split += " [" + dropsText(st.Drops) + "] [softirq: " + dropsText(st.Softirq) + "]"
-		}
-		text := faultText(rep, fault)
-		if second != nil {
-			text += fmt.Sprintf(", and %s on %s %v later", second.kind, second.target, secondAt.Sub(faultAt).Round(time.Millisecond))
-		}
-		if op != nil {
-			text += "; " + op.text
-		}
-		text += fibText
-		fmt.Fprintf(progress, "soak %5.0f s: %s, sent %d, lost %d%s%s\n", at.Seconds(), st.Family, st.Sent, st.Lost, split, text)
-	}
-	rep.DurationS = time.Since(start).Seconds()
-	if churn != nil {
-		rep.Churn = churn.report()
-		if c := rep.Churn; c.ChangesPerS < issueChurnRate {
-			rep.NotYet = append(rep.NotYet, fmt.Sprintf("churn at %d route changes a second or more (this run: %.0f while churning)", issueChurnRate, c.ChangesPerS))
-		}
-	}
-	if ops != nil {
-		rep.Operations = ops.done
-	}
-	if clients != nil {
-		rep.Clients = clients.report()
-	}
-	if join.in { // r4 leaves, so that the lab's processes are as they began
-		if err := join.leave(); err != nil {
-			return nil, fmt.Errorf("soak: %s leaving at the end: %w", joinName, err)
-		}
-	}
-	if after, err := labProcesses(); err != nil {
-		return nil, err
-	} else if d := diffCounts(procs, after); d != "" {
-		inv["no_process_leak"] = append(inv["no_process_leak"], d)
-	}
-	inv["bpf_map_bounds"] = append(inv["bpf_map_bounds"], maps.broken()...)
-	memStop()
-	<-mem.done
-	<-cpu.done
-	memGrown, memCompared, memLevels := mem.grown()
-	inv["agent_memory"] = append(inv["agent_memory"], memGrown...)
-	rep.memory, rep.cpu, rep.start = mem, cpu, start
-	rep.InvariantsOK = true
-	for name, broken := range inv {
-		v := Invariant{OK: len(broken) == 0, Detail: "held"}
-		if !v.OK {
-			v.Detail = strings.Join(broken, "; ")
-			rep.InvariantsOK = false
-		}
-		rep.Invariants[name] = v
-	}
-	if c := rep.Clients; c != nil {
-		rep.Invariants["tcp_intact"] = withDetail(rep.Invariants["tcp_intact"], fmt.Sprintf(
-			"every client completed: %d HTTP downloads of 256 KiB from h3 to h1, each with its sha256; %d iperf3 TCP tests from h1 to h3 (%.0f MB, %d retransmits); h3's UDP to h1: %d datagrams, %d lost (in fault steps; %d of them dropped by h1's full socket buffer), %d out of order",
-			c.Downloads, len(rep.Steps), float64(c.TCPBytes)/1e6, c.TCPRetransmits, c.ReverseSent, c.ReverseLost, c.ReverseRcvbuf, c.ReverseOutOfOrder))
-	}
-	rep.Invariants["agent_memory"] = withDetail(rep.Invariants["agent_memory"],
-		fmt.Sprintf("every agent process watched for a minute or more (%d compared, from a minute old) grew less than 10%% from its first watched minute to its last: a back-end agent's resident memory just after each of its releases (asked every %v), an LB agent's floors (sampled every %v): %s", memCompared, releaseEvery, memEvery, strings.Join(memLevels, "; ")))
-	if ops != nil {
-		rep.Invariants["operator_state"] = withDetail(rep.Invariants["operator_state"],
-			"after every step the router held what the operator last asked: the drained back-end in no table, the weight set, the file's mode and OSPF cost")
-	}
-	var reordered uint64
-	for _, st := range rep.Steps {
-		reordered += st.Reordered
-	}
-	exact := "exact: no late frame was further behind its flow's newest than the sink's window of 256"
-	if rep.BeyondWindow > 0 {
-		exact = fmt.Sprintf("a lower bound: %d late frames were further behind their flow's newest than the sink's window of 256, and may have been duplicates", rep.BeyondWindow)
-	}
-	rep.Invariants["no_duplicates"] = withDetail(rep.Invariants["no_duplicates"],
-		fmt.Sprintf("the sink received no frame of the instrument twice (%d duplicated, %d late; the count is %s)", rep.Duplicated, reordered, exact))
-	rep.Invariants["bpf_map_bounds"] = withDetail(rep.Invariants["bpf_map_bounds"], maps.detail())
-	rep.Invariants["fib_equals_rib"] = withDetail(rep.Invariants["fib_equals_rib"],
-		fmt.Sprintf("after every step every back-end's routes were the active VCP's RIB's within %v at most of quiet (goal %v): of the RIB's last change, or in a step whose feeds started again (a takeover, a suite's restart, whose feed waits for its peers, or a back-end agent's) of the last back-end's table arriving whole on its new session, %v at most after the RIB's last change; and %v at most after the step's end (limit %v, the suite's own convergence included)",
-			ribLag.Round(time.Millisecond), ribQuietLimit, ribRefresh.Round(time.Millisecond), ribTook.Round(time.Millisecond), ribSyncLimit))
-	for _, f := range rep.Faults {
-		if !f.Met {
-			rep.InvariantsOK = false
-		}
-	}
-	return rep, nil
+	return demo.DefaultLabFile
 }

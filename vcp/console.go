@@ -223,28 +223,3 @@ func (a *Agent) elementClient(s string) (*api.Client, error) {
 // holds the router's state (its back-ends keep the drains and weights it
 // sends them, which a standby takes from their hellos).
 var errStandby = errors.New("this VCP is a standby: ask the active one (msr ctl --api)")
-
-// SetCapacity sets a back-end's capacity, so its weight, until the config
-// is reloaded (0: back to the config's or its own). The back-end is told
-// and keeps it, as a drain: a VCP that takes over has it.
-func (a *Agent) SetCapacity(name string, mbps uint32) error {
-	a.mu.Lock()
-	if !a.active {
-		a.mu.Unlock()
-		return errStandby
-	}
-	for _, e := range a.elements {
-		if e.hello.Role == dist.RoleRouter && e.hello.Name == name {
-			if mbps == 0 {
-				delete(a.capacities, name)
-			} else {
-				a.capacities[name] = mbps
-			}
-			a.nextOperatorVersion(name, time.Now())
-			a.mu.Unlock()
-			return a.untilBackendKeeps(e)
-		}
-	}
-	a.mu.Unlock()
-	return fmt.Errorf("no back-end %q", name)
-}

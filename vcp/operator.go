@@ -32,6 +32,26 @@ func (a *Agent) adoptOperator(h *dist.Hello) {
 // it back. The back-end is told, keeps it and says so in its hellos
 // (configureBackend, adoptOperator): the drain outlives this VCP.
 func (a *Agent) Drain(name string, drain bool) error {
+	return a.operate(name, func() { a.drained[name] = drain })
+}
+
+// SetCapacity sets a back-end's capacity, so its weight, until the config
+// is reloaded (0: back to the config's or its own). The back-end is told
+// and keeps it, as a drain: a VCP that takes over has it.
+func (a *Agent) SetCapacity(name string, mbps uint32) error {
+	return a.operate(name, func() {
+		if mbps == 0 {
+			delete(a.capacities, name)
+		} else {
+			a.capacities[name] = mbps
+		}
+	})
+}
+
+// operate makes an operator's change to the back-end name (change, called
+// with a.mu held), stamps it with a new version, and waits until the
+// back-end keeps it. A standby refuses: the active VCP holds the state.
+func (a *Agent) operate(name string, change func()) error {
 	a.mu.Lock()
 	if !a.active {
 		a.mu.Unlock()
@@ -39,7 +59,7 @@ func (a *Agent) Drain(name string, drain bool) error {
 	}
 	for _, e := range a.elements {
 		if e.hello.Role == dist.RoleRouter && e.hello.Name == name {
-			a.drained[name] = drain
+			change()
 			a.nextOperatorVersion(name, time.Now())
 			a.mu.Unlock()
 			return a.untilBackendKeeps(e)

@@ -68,6 +68,23 @@ func DecodeFile(path string, out any) error {
 	return Decode(path, data, out)
 }
 
+// A File is an element's config file as decoded, whose Parse checks it
+// and returns the configuration the element runs.
+type File[C any, F any] interface {
+	*F
+	Parse() (*C, error)
+}
+
+// Load reads path into a new F, as DecodeFile, and parses it: each
+// element's LoadConfig.
+func Load[C any, F any, PF File[C, F]](path string) (*C, error) {
+	f := PF(new(F))
+	if err := DecodeFile(path, f); err != nil {
+		return nil, err
+	}
+	return f.Parse()
+}
+
 // Decode parses one YAML document from data (read from file, used in
 // messages) into out, a pointer to a struct.
 func Decode(file string, data []byte, out any) error {
