@@ -174,8 +174,15 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 			return nil, err
 		}
 	}
+	return r, ribChanges(r, o.Changes, dir, spec, bird, clients)
+}
+
+// ribChanges times o.Changes announcements and withdrawals at the peer
+// (each of a prefix of its own), from the peer's vtysh to every
+// back-end's FIB, and from the VCP's RIB to them.
+func ribChanges(r *RIBResult, changes int, dir string, spec *lab.Spec, bird string, clients []routerClient) error {
 	var ms, fromVCP []float64
-	for i := 0; i < o.Changes; i++ {
+	for i := 0; i < changes; i++ {
 		// Public space: the default import policy takes it from an eBGP
 		// peer (100.64.0.0/10 below it is shared space, a martian).
 		p := fmt.Sprintf("100.%d.%d.0/24", 128+i/256, i%256)
@@ -188,10 +195,10 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 			if out, err := exec.Command("nsenter", "--net=/var/run/netns/"+lab.Namespace(spec.Name, "peer"), "--",
 				"vtysh", "--vty_socket", dir, "-d", "bgpd", "-c", "configure terminal", "-c", "router bgp 65010",
 				"-c", "address-family ipv4 unicast", "-c", cmd).CombinedOutput(); err != nil {
-				return nil, fmt.Errorf("vtysh: %v: %s", err, out)
+				return fmt.Errorf("vtysh: %v: %s", err, out)
 			}
 			if err := waitFor(10*time.Second, time.Millisecond, func() bool { return birdHas(bird, p) == add }); err != nil {
-				return nil, fmt.Errorf("change %s (add %v) never reached the VCP", p, add)
+				return fmt.Errorf("change %s (add %v) never reached the VCP", p, add)
 			}
 			t1 := time.Now()
 			if err := waitFor(10*time.Second, time.Millisecond, func() bool {
@@ -202,7 +209,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 				}
 				return true
 			}); err != nil {
-				return nil, fmt.Errorf("change %s (add %v) never reached every back-end", p, add)
+				return fmt.Errorf("change %s (add %v) never reached every back-end", p, add)
 			}
 			ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
 			fromVCP = append(fromVCP, float64(time.Since(t1).Microseconds())/1000)
@@ -210,7 +217,7 @@ func RIB(o RIBOptions) (*RIBResult, error) {
 	}
 	r.ChangeMs = quantiles(ms)
 	r.VCPToFIBMs = quantiles(fromVCP)
-	return r, nil
+	return nil
 }
 
 // routerClient asks a back-end how many routes it has, and whether it

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -204,7 +205,11 @@ type fixtureCase struct {
 }
 
 func fixtureCases() []fixtureCase {
-	dataA := udp(ipHostA, ipHostB, 4000, 5000)
+	return slices.Concat(externalCases(), insideCases(), externalCases6(), internalCases())
+}
+
+// externalCases are Table 1 from an external port.
+func externalCases() []fixtureCase {
 	return []fixtureCase{
 		// Table 1, from an external port.
 		{name: "ARP request for the port's address", in: "e0", frame: eth(bcastMAC, macHost, etherTypeARP, arp(1, macHost, ipHostA, make(net.HardwareAddr, 6), ipExt0)),
@@ -242,6 +247,14 @@ func fixtureCases() []fixtureCase {
 		{name: "multi-hop BFD at TTL 64", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipExt0, 49152, 4784)), verdict: XDPRedirect, out: "i0", module: "vcp"},
 		{name: "BFD between two other hosts is data", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 49152, 3784)), verdict: XDPRedirect, module: "balance"},
 		{name: "anything to the management address", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, tcp(ipHostA, ipMgmt, 5555, 22)), verdict: XDPRedirect, out: "i0", module: "vcp"},
+	}
+}
+
+// insideCases are the router's inside from outside, and the rest of
+// IPv4 from an external port.
+func insideCases() []fixtureCase {
+	dataA := udp(ipHostA, ipHostB, 4000, 5000)
+	return []fixtureCase{
 		// The router's inside: neither reached nor claimed from outside,
 		// whatever the protocol; the management address in it is the
 		// router's own, and Table 1 takes it (above).
@@ -270,6 +283,12 @@ func fixtureCases() []fixtureCase {
 		{name: "DIST from outside", in: "e0", frame: eth(macExt0, macHost, etherTypeDIST, make([]byte, 80)), verdict: XDPDrop, drop: "dist_external"},
 		{name: "tagged frame from outside", in: "e0", frame: tagged(macExt0, macHost, 10, etherTypeIPv4, dataA), verdict: XDPDrop, drop: "tagged_external"},
 		{name: "another EtherType (no rule)", in: "e0", frame: eth(macExt0, macHost, 0x88cc, make([]byte, 60)), verdict: XDPDrop, drop: "no_rule"},
+	}
+}
+
+// externalCases6 are Table 1 for IPv6 from an external port.
+func externalCases6() []fixtureCase {
+	return []fixtureCase{
 		// Table 1 for IPv6 (bpf/lb.bpf.c classify_ipv6), from outside.
 		{name: "NS for the port's address", in: "e0", frame: eth(netAddr6MAC(ip6Ext0), macHost, etherTypeIPv6, ns(ip6HostA, macHost, ip6Ext0, netip.Addr{})),
 			verdict: XDPTx, out: "e0", module: "ext_ndp", check: func(t *testing.T, out []byte) {
@@ -341,6 +360,13 @@ func fixtureCases() []fixtureCase {
 		{name: "IPv4 with a bad IHL", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, func() []byte { b := udp(ipHostA, ipHostB, 1, 2); b[0] = 0x44; return b }()), verdict: XDPDrop, drop: "bad_ip"},
 		{name: "IPv4 longer than the frame", in: "e0", frame: eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 1, 2))[:40], verdict: XDPDrop, drop: "bad_ip"},
 		{name: "truncated ARP", in: "e0", frame: eth(bcastMAC, macHost, etherTypeARP, make([]byte, 10)), verdict: XDPDrop, drop: "runt"},
+	}
+}
+
+// internalCases are from an internal port and a port of unknown role.
+func internalCases() []fixtureCase {
+	dataA := udp(ipHostA, ipHostB, 4000, 5000)
+	return []fixtureCase{
 		// From an internal port.
 		{name: "DIST from inside, to the agent", in: "i0", frame: eth(macInt0, macR[0], etherTypeDIST, make([]byte, 80)), verdict: XDPPass, module: "dist"},
 		{name: "back-end ARP request", in: "i1", frame: tagged(bcastMAC, macR[1], 11, etherTypeARP, arp(1, macR[1], ipExt1, make(net.HardwareAddr, 6), ipHostB)),

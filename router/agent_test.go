@@ -149,36 +149,7 @@ func testRouterRestart(t *testing.T, behind bool) {
 	if len(a.Routes()) != 4 {
 		t.Errorf("routes after restart (both families' connected and static): %+v", a.Routes())
 	}
-	// A page at a time (as the API answers), the same routes in the same
-	// order.
-	var paged []routerapi.RouteInfo
-	for after := (netip.Prefix{}); ; {
-		page := a.RoutesPage(after, 1)
-		if len(page) == 0 {
-			break
-		}
-		paged = append(paged, page...)
-		after = netip.MustParsePrefix(page[0].Prefix)
-	}
-	if !reflect.DeepEqual(paged, a.Routes()) {
-		t.Errorf("routes a page at a time: %+v, want %+v", paged, a.Routes())
-	}
-	// The digest says what the list says: two static routes through a
-	// gateway, two connected subnets.
-	d, n, sum, connected := a.RoutesDigest(), 0, uint64(0), []string{}
-	for _, r := range a.Routes() {
-		if r.Protocol == "connected" {
-			connected = append(connected, r.Prefix)
-			continue
-		}
-		n++
-		sum += routerapi.PrefixHash(netip.MustParsePrefix(r.Prefix))
-	}
-	slices.Sort(connected)
-	slices.Sort(d.Connected)
-	if n != 2 || d.Routes != n || d.Sum != routerapi.DigestSum(sum) || !slices.Equal(d.Connected, connected) {
-		t.Errorf("digest %+v, the routes' %d %s %v", d, n, routerapi.DigestSum(sum), connected)
-	}
+	d := checkRoutesListed(t, a)
 	// Adopted from the saved state, not rebuilt: not one FIB write, in
 	// either family's FIB.
 	if c := a.Status().FIBChanges; c != 0 || d.FIBChanged != "" {
@@ -201,6 +172,43 @@ func testRouterRestart(t *testing.T, behind bool) {
 			t.Errorf("%s (in %s, added after the save): the data path answers %d, the agent's routes %d", p.Addr().Next(), p, got, want)
 		}
 	}
+}
+
+// checkRoutesListed checks that a's routes a page at a time (as the API
+// answers them) are its routes whole, in order, and that its digest says
+// what the list says; it returns the digest.
+func checkRoutesListed(t *testing.T, a *Agent) routerapi.RoutesDigest {
+	t.Helper()
+	// A page at a time (as the API answers), the same routes in the same
+	// order.
+	var paged []routerapi.RouteInfo
+	for after := (netip.Prefix{}); ; {
+		page := a.RoutesPage(after, 1)
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = netip.MustParsePrefix(page[0].Prefix)
+	}
+	if !reflect.DeepEqual(paged, a.Routes()) {
+		t.Errorf("routes a page at a time: %+v, want %+v", paged, a.Routes())
+	}
+	// Two static routes through a gateway, two connected subnets.
+	d, n, sum, connected := a.RoutesDigest(), 0, uint64(0), []string{}
+	for _, r := range a.Routes() {
+		if r.Protocol == "connected" {
+			connected = append(connected, r.Prefix)
+			continue
+		}
+		n++
+		sum += routerapi.PrefixHash(netip.MustParsePrefix(r.Prefix))
+	}
+	slices.Sort(connected)
+	slices.Sort(d.Connected)
+	if n != 2 || d.Routes != n || d.Sum != routerapi.DigestSum(sum) || !slices.Equal(d.Connected, connected) {
+		t.Errorf("digest %+v, the routes' %d %s %v", d, n, routerapi.DigestSum(sum), connected)
+	}
+	return d
 }
 
 // TestHeldRoutes: a restarted agent's new RIB feed holds as stale the

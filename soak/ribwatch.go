@@ -85,135 +85,145 @@ const ribFullEvery = 2 * time.Second
 // after limit, with the prefixes that differ.
 func (w *ribWatch) until(limit time.Duration, backends []string, refresh bool) (ribSync, error) {
 	start := time.Now()
-	lastChange := start
-	var (
-		prevNetworks           = -1
-		prevLook, prevFullLook time.Time
-		prevRIB                *ribLook
-		lastFull               time.Time
-		lastErr                error
-	)
-	active := ""       // found once, again after an error
-	var looks []string // the last ribLooksKept looks, as said
-	saw := func(at time.Time, format string, args ...any) {
-		looks = append(looks, at.Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
-		if len(looks) > ribLooksKept {
-			looks = looks[1:]
-		}
-	}
+	u := &ribUntil{w: w, backends: backends, refresh: refresh, start: start, lastChange: start, prevNetworks: -1}
+	var lastErr error
 	for {
 		look := time.Now()
-		if active == "" {
-			active, _ = bench.ActiveVCP()
+		if u.active == "" {
+			u.active, _ = bench.ActiveVCP()
 		}
 		late := look.Sub(start) > limit
-		networks, digests, err := quickLook(active, backends)
+		networks, digests, err := quickLook(u.active, backends)
 		if err != nil {
-			saw(look, "quick look: %v", err)
-			active, lastErr = "", err
+			u.saw(look, "quick look: %v", err)
+			u.active, lastErr = "", err
 			if late {
 				return ribSync{Took: time.Since(start)}, lastErr
 			}
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		if prevNetworks >= 0 && networks != prevNetworks {
-			lastChange = prevLook
+		if u.prevNetworks >= 0 && networks != u.prevNetworks {
+			u.lastChange = u.prevLook
 		}
-		prevNetworks, prevLook = networks, look
+		u.prevNetworks, u.prevLook = networks, look
 		if refresh && !late {
 			if _, err := tablesArrived(digests); err != nil {
 				// Not quiet yet, and a full look (the RIB read whole, a
 				// second of the suite's time with a full table) would
 				// only slow the tables' arrival.
-				saw(look, "quick look: %d networks; %v", networks, err)
+				u.saw(look, "quick look: %d networks; %v", networks, err)
 				lastErr = err
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
 		}
-		saw(look, "quick look: %d networks, %s", networks, digestsText(digests))
-		if late || w.candidate(networks, digests) || look.Sub(lastFull) >= ribFullEvery {
-			// While the full look reads the RIB whole (a second with a
-			// full table), the count is still read every 100 ms: a
-			// change meanwhile is timed to its read, not to the full
-			// look's start (a change during a long look would be
-			// timed from before it).
-			counts := watchCount(func() (int, error) { return ribCount(active) }, networks, look)
-			rib, ferr := fibEqualsRIB(active, backends, late)
-			counts.end()
-			if counts.changedAfter.After(lastChange) {
-				lastChange = counts.changedAfter
+		u.saw(look, "quick look: %d networks, %s", networks, digestsText(digests))
+		if late || w.candidate(networks, digests) || look.Sub(u.lastFull) >= ribFullEvery {
+			sync, err := u.fullLook(look, networks, digests, late)
+			if err == nil {
+				return sync, nil
 			}
-			prevNetworks, prevLook = counts.last, counts.lastAt
-			lastFull = time.Now()
-			if ferr != nil {
-				saw(lastFull, "full look: %v", ferr)
-			}
-			if rib != nil {
-				if prevRIB != nil && !rib.same(prevRIB) && prevFullLook.After(lastChange) {
-					lastChange = prevFullLook // a change the count did not show
-				}
-				prevRIB, prevFullLook = rib, look
-			}
-			if ferr == nil {
-				// Equal as read. The quick look after says whether the
-				// RIB's count or a back-end's digest moved meanwhile:
-				// then the look can say neither when they were equal nor
-				// that they still are, and looks again.
-				look2 := time.Now()
-				n2, d2, err := quickLook(active, backends)
-				switch {
-				case err != nil:
-					ferr = err
-				case n2 != networks || !maps.EqualFunc(digests, d2, sameDigest):
-					if n2 != prevNetworks && prevLook.After(lastChange) {
-						// The RIB changed after the count's last read
-						// (one the count's watch saw is in lastChange).
-						lastChange = prevLook
-					}
-					// The next quick look's count is compared with this
-					// one's: a change after it is a change after look2.
-					// (Compared with the count before the full look, run
-					// 55 counted a change after look2 from look, a
-					// second earlier: 1.155 s of lag for the FIBs that
-					// equalled the RIB 92 ms after look2.)
-					prevNetworks, prevLook = n2, look2
-					saw(time.Now(), "full look: equal as read, then %d networks, %s: looking again", n2, digestsText(d2))
-					ferr = errors.New("the RIB or a FIB changed while read")
-				default:
-					w.calibrate(n2, d2)
-					// Equal at the quick look before, or at the FIBs'
-					// last change if earlier: they have not changed since
-					// (the RIB, which they equal, may have changed after
-					// without them needing to: then the lag is none).
-					at, how := look, "as at the quick look before it"
-					if changed, ok := fibsChanged(d2); ok && changed.Before(at) {
-						at, how = changed, "since the FIBs' last change"
-					}
-					var arrived time.Time // the last back-end's table arrived
-					if refresh {
-						arrived, ferr = tablesArrived(d2)
-					}
-					if ferr == nil {
-						saw(at, "full look: equal, %s; then %d networks, %s", how, n2, digestsText(d2))
-						// lastChange is start if the RIB never changed
-						// while looked at: the step's end.
-						saw(lastChange, "the RIB's last change (the step's end if none)")
-						return ribSync{Took: time.Since(start), Lag: sinceQuiet(at, lastChange, arrived), AfterRIB: max(0, at.Sub(lastChange)), Looks: strings.Join(looks, "; ")}, nil
-					}
-				}
-			}
-			lastErr = ferr
-			if rib == nil {
-				active = ""
-			}
+			lastErr = err
 			if late {
 				return ribSync{Took: time.Since(start)}, lastErr
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// ribUntil is one until's looks: what the last looks saw, and when the
+// RIB last changed as far as they can tell.
+type ribUntil struct {
+	w                      *ribWatch
+	backends               []string
+	refresh                bool
+	start, lastChange      time.Time
+	prevNetworks           int
+	prevLook, prevFullLook time.Time
+	prevRIB                *ribLook
+	lastFull               time.Time
+	active                 string   // found once, again after an error
+	looks                  []string // the last ribLooksKept looks, as said
+}
+
+func (u *ribUntil) saw(at time.Time, format string, args ...any) {
+	u.looks = append(u.looks, at.Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
+	if len(u.looks) > ribLooksKept {
+		u.looks = u.looks[1:]
+	}
+}
+
+// fullLook reads the RIB whole and sets it against the back-ends'
+// digests, after the quick look at look saw networks and digests: the
+// sync when they were equal, else why not.
+func (u *ribUntil) fullLook(look time.Time, networks int, digests map[string]*routerapi.RoutesDigest, late bool) (ribSync, error) {
+	// While the full look reads the RIB whole (a second with a full
+	// table), the count is still read every 100 ms: a change meanwhile is
+	// timed to its read, not to the full look's start (a change during a
+	// long look would be timed from before it).
+	counts := watchCount(func() (int, error) { return ribCount(u.active) }, networks, look)
+	rib, err := fibEqualsRIB(u.active, u.backends, late)
+	counts.end()
+	if counts.changedAfter.After(u.lastChange) {
+		u.lastChange = counts.changedAfter
+	}
+	u.prevNetworks, u.prevLook = counts.last, counts.lastAt
+	u.lastFull = time.Now()
+	if rib == nil {
+		u.active = ""
+	} else {
+		if u.prevRIB != nil && !rib.same(u.prevRIB) && u.prevFullLook.After(u.lastChange) {
+			u.lastChange = u.prevFullLook // a change the count did not show
+		}
+		u.prevRIB, u.prevFullLook = rib, look
+	}
+	if err != nil {
+		u.saw(u.lastFull, "full look: %v", err)
+		return ribSync{}, err
+	}
+	// Equal as read. The quick look after says whether the RIB's count or
+	// a back-end's digest moved meanwhile: then the look can say neither
+	// when they were equal nor that they still are, and looks again.
+	look2 := time.Now()
+	n2, d2, err := quickLook(u.active, u.backends)
+	switch {
+	case err != nil:
+		return ribSync{}, err
+	case n2 != networks || !maps.EqualFunc(digests, d2, sameDigest):
+		if n2 != u.prevNetworks && u.prevLook.After(u.lastChange) {
+			// The RIB changed after the count's last read (one the
+			// count's watch saw is in lastChange).
+			u.lastChange = u.prevLook
+		}
+		// The next quick look's count is compared with this one's: a
+		// change after it is a change after look2, not after look, a
+		// second earlier, which would count the full look's time as lag.
+		u.prevNetworks, u.prevLook = n2, look2
+		u.saw(time.Now(), "full look: equal as read, then %d networks, %s: looking again", n2, digestsText(d2))
+		return ribSync{}, errors.New("the RIB or a FIB changed while read")
+	}
+	u.w.calibrate(n2, d2)
+	// Equal at the quick look before, or at the FIBs' last change if
+	// earlier: they have not changed since (the RIB, which they equal,
+	// may have changed after without them needing to: then the lag is
+	// none).
+	at, how := look, "as at the quick look before it"
+	if changed, ok := fibsChanged(d2); ok && changed.Before(at) {
+		at, how = changed, "since the FIBs' last change"
+	}
+	var arrived time.Time // the last back-end's table arrived
+	if u.refresh {
+		if arrived, err = tablesArrived(d2); err != nil {
+			return ribSync{}, err
+		}
+	}
+	u.saw(at, "full look: equal, %s; then %d networks, %s", how, n2, digestsText(d2))
+	// lastChange is start if the RIB never changed while looked at: the
+	// step's end.
+	u.saw(u.lastChange, "the RIB's last change (the step's end if none)")
+	return ribSync{Took: time.Since(u.start), Lag: sinceQuiet(at, u.lastChange, arrived), AfterRIB: max(0, at.Sub(u.lastChange)), Looks: strings.Join(u.looks, "; ")}, nil
 }
 
 // candidate says whether each back-end's count stands where it stood
