@@ -15,20 +15,7 @@ import (
 // a relay to one element, changes with and without the key, and a reload.
 func checkConsole(t *testing.T, dir string, routes func() string) {
 	t.Helper()
-	ctl := func(args ...string) (string, string, int) {
-		t.Helper()
-		return msr(t, append([]string{"lab", "exec", "--lab", "t-rib", "r1", "--", msrBin, "ctl", "--api", "10.0.0.1:8179"}, args...)...)
-	}
-	ctlJSON := func(v any, args ...string) {
-		t.Helper()
-		out, errOut, code := ctl(append(args, "-o", "json")...)
-		if code != 0 {
-			t.Fatalf("msr ctl %v: %s %s", args, out, errOut)
-		}
-		if err := json.Unmarshal([]byte(out), v); err != nil {
-			t.Fatalf("msr ctl %v: %v: %s", args, err, out)
-		}
-	}
+	ctl, ctlJSON := consoleCtl(t)
 	keyed := []string{"--key-file", filepath.Join(dir, "key"), "--insecure"} // the lab's API is plain http
 	// Without --insecure, the token is not sent in clear to 10.0.0.1.
 	if _, errOut, code := ctl("--key-file", filepath.Join(dir, "key"), "drain", "t-rib-r1"); code == 0 || !strings.Contains(errOut, "refusing to send the API token in clear") {
@@ -46,6 +33,46 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 		t.Errorf("elements: %+v", elements)
 	}
 
+	checkConsoleRoutes(t)
+	// The VCP's own status, and one LB's table slot by slot, through the
+	// relay: every slot sends to the one back-end.
+	var st struct {
+		Role     string
+		Elements []struct{ Name string }
+	}
+	ctlJSON(&st, "status")
+	if st.Role != "active" || len(st.Elements) != 2 {
+		t.Errorf("status: %+v", st)
+	}
+	var table struct {
+		Mode  string
+		Slots []string
+	}
+	ctlJSON(&table, "table", "t-rib-lb")
+	if table.Mode != "hash" || len(table.Slots) == 0 {
+		t.Errorf("table: %s with %d slots", table.Mode, len(table.Slots))
+	}
+	for i, mac := range table.Slots {
+		if mac != "02:00:00:00:b0:01" {
+			t.Errorf("table: slot %d sends to %s, not the back-end", i, mac)
+			break
+		}
+	}
+
+	// A relay to the back-end's own API, by name.
+	var r1 struct{ Name string }
+	ctlJSON(&r1, "element", "t-rib-r1")
+	if r1.Name != "t-rib-r1" {
+		t.Errorf("relayed status: %+v", r1)
+	}
+
+	checkConsoleChanges(t, dir, keyed, routes)
+}
+
+// checkConsoleRoutes: the console's routes, one address's route in the
+// suite and the back-end, the ports, and the port's mirror named after it.
+func checkConsoleRoutes(t *testing.T) {
+	_, ctlJSON := consoleCtl(t)
 	// Routes: the suite's count, the back-end's session and install state.
 	var rv struct {
 		Networks int
@@ -123,38 +150,16 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 	if out, errOut, _ := msr(t, "lab", "exec", "--lab", "t-rib", "vcp", "--", "ip", "link", "show", "x10"); !strings.Contains(out, "alias t-rib-lb/e0") {
 		t.Errorf("the mirror x10 is not named after its port: %s %s", out, errOut)
 	}
-	// The VCP's own status, and one LB's table slot by slot, through the
-	// relay: every slot sends to the one back-end.
-	var st struct {
-		Role     string
-		Elements []struct{ Name string }
-	}
-	ctlJSON(&st, "status")
-	if st.Role != "active" || len(st.Elements) != 2 {
-		t.Errorf("status: %+v", st)
-	}
-	var table struct {
-		Mode  string
-		Slots []string
-	}
-	ctlJSON(&table, "table", "t-rib-lb")
-	if table.Mode != "hash" || len(table.Slots) == 0 {
-		t.Errorf("table: %s with %d slots", table.Mode, len(table.Slots))
-	}
-	for i, mac := range table.Slots {
-		if mac != "02:00:00:00:b0:01" {
-			t.Errorf("table: slot %d sends to %s, not the back-end", i, mac)
-			break
-		}
-	}
+}
 
-	// A relay to the back-end's own API, by name.
-	var r1 struct{ Name string }
-	ctlJSON(&r1, "element", "t-rib-r1")
-	if r1.Name != "t-rib-r1" {
-		t.Errorf("relayed status: %+v", r1)
+// checkConsoleChanges: changes need the key; a drain and a weight with
+// it; a reload refused for a bad line or a restart, a dry run, and one
+// that reaches the back-end.
+func checkConsoleChanges(t *testing.T, dir string, keyed []string, routes func() string) {
+	ctl, ctlJSON := consoleCtl(t)
+	var elements []struct {
+		Capacity uint32 `json:"capacity_mbps"`
 	}
-
 	// Changes need the key: without it nothing happens.
 	if out, errOut, code := ctl("drain", "t-rib-r1"); code == 0 || !strings.Contains(errOut, "needs the admin token") {
 		t.Errorf("a drain without the key: %d %s %s", code, out, errOut)
@@ -227,4 +232,25 @@ func checkConsole(t *testing.T, dir string, routes func() string) {
 	if len(res.Changes) != 0 {
 		t.Errorf("a second reload of the same file changed %q", res.Changes)
 	}
+}
+
+// consoleCtl runs `msr ctl` in t-rib's r1 against the VCP's management
+// API, as an operator would: its output, errors and exit code, or its
+// JSON output decoded into v (failing the test if it fails).
+func consoleCtl(t *testing.T) (ctl func(args ...string) (string, string, int), ctlJSON func(v any, args ...string)) {
+	ctl = func(args ...string) (string, string, int) {
+		t.Helper()
+		return msr(t, append([]string{"lab", "exec", "--lab", "t-rib", "r1", "--", msrBin, "ctl", "--api", "10.0.0.1:8179"}, args...)...)
+	}
+	ctlJSON = func(v any, args ...string) {
+		t.Helper()
+		out, errOut, code := ctl(append(args, "-o", "json")...)
+		if code != 0 {
+			t.Fatalf("msr ctl %v: %s %s", args, out, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("msr ctl %v: %v: %s", args, err, out)
+		}
+	}
+	return ctl, ctlJSON
 }

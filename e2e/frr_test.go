@@ -26,6 +26,64 @@ import (
 // router's IPv6 static route with the router's IPv6 address as next hop,
 // SNMP's BGP4-MIB comes from FRR's bgpd, and a withdrawal follows.
 func TestFRRSuite(t *testing.T) {
+	dir := upFRRSuiteLab(t)
+	logs := func() string { return frrSuiteLogs(dir) }
+	routes := func() map[string]string { return routeVia(t, dir) }
+	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link")
+	h2LinkLocal, _, _ := strings.Cut(strings.Fields(out + " - - - -")[3], "/")
+	if !strings.HasPrefix(h2LinkLocal, "fe80::") {
+		t.Fatalf("h2's link-local address: %q", out)
+	}
+	want := map[string]string{
+		"2001:db8:f0::/48": h2LinkLocal, "2001:db8:f1::/48": h2LinkLocal, // by OSPFv3 and RIPng
+		"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20",
+		"10.99.0.0/16":     "192.0.2.11", // by OSPF
+		"2001:db8:a1::/48": "2001:db8:10::10", "2001:db8:a2::/48": "2001:db8:10::11", "2001:db8:99::/48": "2001:db8:10::20"}
+	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		got, ok := routes(), true
+		for p, via := range want {
+			ok = ok && got[p] == via
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the back-end's routes %v, want %v\n%s", got, want, logs())
+		}
+	}
+	// h2's OSPF, OSPFv3 and RIPng neighbours, as FRR tells them, are the
+	// LB's peers on e0: its IPv4 address (a BGP peer too) and its
+	// link-local address, which only OSPFv3 and RIPng name.
+	lbPeers := func() map[string]string { return lbPeers(t, "t-frr-lb") }
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		peers := lbPeers()
+		if peers[h2LinkLocal] != "" && peers["192.0.2.11"] != "" {
+			t.Logf("the LB's peers with FRR: %v", peers)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the LB's peers %v, want h2's OSPF and OSPFv3/RIPng neighbours 192.0.2.11 and %s", peers, h2LinkLocal)
+		}
+	}
+	checkFRRForwards(t, dir, h2LinkLocal)
+	checkFRRAnnounces(t, dir)
+	checkBGPDRestart(t, dir)
+	checkPrefixLimit(t, "t-frr", dir, logs)
+	checkSessionKeys(t, "t-frr", dir, func() string {
+		out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-d", "bgpd",
+			"-c", "show bgp neighbors 192.0.2.10").CombinedOutput()
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "BGP state =") { // "BGP state = Established, up for 00:00:12"
+				return l
+			}
+		}
+		return string(out)
+	})
+}
+
+// upFRRSuiteLab brings TestFRRSuite's lab up: the RIB lab, dual stack,
+// h1 with FRR's zebra and bgpd, h2 with BIRD, the VCP with FRR.
+func upFRRSuiteLab(t *testing.T) string {
 	dir, write := testDir(t, "6e")
 	// h1 sends its IPv6 routes over its IPv4 session, its own IPv6 address
 	// their next hop (bgpd without zebra does not know it).
@@ -107,83 +165,17 @@ protocol rip ng ripng {
 	}
 	upControlLab(t, dir, "t-frr", lab)
 	startHostBIRD(t, dir, "t-frr", "h2")
-	logs := func() string {
-		var b strings.Builder
-		for _, f := range []string{"vcp.vcp", "r1.router", "h1.bgpd"} {
-			l, _ := os.ReadFile("/run/msr/labs/t-frr/logs/" + f + ".log")
-			b.WriteString("--- " + f + "\n" + string(l))
-		}
-		for _, show := range []string{"show ipv6 route", "show ipv6 ripng", "show ipv6 ripng status"} {
-			out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-c", show).CombinedOutput()
-			b.WriteString("--- FRR " + show + "\n" + string(out))
-		}
-		for _, f := range []string{"zebra", "bgpd", "staticd", "ospfd", "ospf6d", "ripngd"} {
-			l, _ := os.ReadFile(filepath.Join(dir, "vcp", "frr", f+".log"))
-			b.WriteString("--- FRR " + f + "\n" + string(l))
-		}
-		return b.String()
-	}
+	return dir
+}
+
+// checkFRRForwards: h2 takes the router's advertisements, and traffic
+// to what FRR learned by BGP, OSPFv3 and RIPng is forwarded; h2's OSPFv3
+// stopping takes its prefix away; the console reads FRR's routes.
+func checkFRRForwards(t *testing.T, dir, h2LinkLocal string) {
+	logs := func() string { return frrSuiteLogs(dir) }
 	routes := func() map[string]string { return routeVia(t, dir) }
-	// origins are where each of the back-end's routes came from, and its
-	// distance.
-	origins := func() map[string]string {
-		var rs []struct {
-			Prefix, Protocol string
-			Distance         int
-		}
-		json.Unmarshal([]byte(routeList(t, dir)), &rs)
-		from := map[string]string{}
-		for _, r := range rs {
-			from[r.Prefix] = fmt.Sprintf("%s %d", r.Protocol, r.Distance)
-		}
-		return from
-	}
-	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link")
-	h2LinkLocal, _, _ := strings.Cut(strings.Fields(out + " - - - -")[3], "/")
-	if !strings.HasPrefix(h2LinkLocal, "fe80::") {
-		t.Fatalf("h2's link-local address: %q", out)
-	}
-	want := map[string]string{
-		"2001:db8:f0::/48": h2LinkLocal, "2001:db8:f1::/48": h2LinkLocal, // by OSPFv3 and RIPng
-		"203.0.113.0/24": "192.0.2.10", "100.64.0.0/10": "192.0.2.10,192.0.2.11", "198.51.100.0/24": "192.0.2.20",
-		"10.99.0.0/16":     "192.0.2.11", // by OSPF
-		"2001:db8:a1::/48": "2001:db8:10::10", "2001:db8:a2::/48": "2001:db8:10::11", "2001:db8:99::/48": "2001:db8:10::20"}
-	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(300 * time.Millisecond) {
-		got, ok := routes(), true
-		for p, via := range want {
-			ok = ok && got[p] == via
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the back-end's routes %v, want %v\n%s", got, want, logs())
-		}
-	}
-	// h2's OSPF, OSPFv3 and RIPng neighbours, as FRR tells them, are the
-	// LB's peers on e0: its IPv4 address (a BGP peer too) and its
-	// link-local address, which only OSPFv3 and RIPng name.
-	lbPeers := func() map[string]string {
-		st, err := demo.LBStatus("t-frr-lb")
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers := map[string]string{}
-		for _, p := range st.Peers {
-			peers[p.Addr] = p.Port
-		}
-		return peers
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		peers := lbPeers()
-		if peers[h2LinkLocal] != "" && peers["192.0.2.11"] != "" {
-			t.Logf("the LB's peers with FRR: %v", peers)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the LB's peers %v, want h2's OSPF and OSPFv3/RIPng neighbours 192.0.2.11 and %s", peers, h2LinkLocal)
-		}
-	}
+	origins := func() map[string]string { return routeOrigins(t, dir) }
+	lbPeers := func() map[string]string { return lbPeers(t, "t-frr-lb") }
 	// Router advertisements on the port (zebra's): h2 solicits, and takes
 	// the router as its default router.
 	checkRouterAdvertised(t, "t-frr", "h2")
@@ -225,7 +217,7 @@ protocol rip ng ripng {
 	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-frr", "h2", "--", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", "2001:db8:a1::1"); code != 0 {
 		t.Fatalf("ping -6 to the IPv6 prefix learned over h1's IPv4 session: %s %s\nthe back-end's routes: %s\n%s", out, errOut, routeList(t, dir), logs())
 	}
-	out, _, _ = msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "2001:db8:a2::9", "-o", "json")
+	out, _, _ := msr(t, "lab", "exec", "--lab", "t-frr", "vcp", "--", msrBin, "ctl", "--name", "t-frr-vcp", "route", "2001:db8:a2::9", "-o", "json")
 	if !strings.Contains(out, `"prefix": "2001:db8:a2::/48"`) || !strings.Contains(out, `"2001:db8:10::11"`) {
 		t.Errorf("msr ctl route of an IPv6 address with FRR: %s", out)
 	}
@@ -235,6 +227,15 @@ protocol rip ng ripng {
 	if !strings.Contains(out, `"prefix": "203.0.113.0/24"`) || !strings.Contains(out, `"192.0.2.10"`) {
 		t.Errorf("msr ctl route with FRR: %s", out)
 	}
+}
+
+// checkFRRAnnounces: the back-end's routes' origins and distances, its
+// session, BGP4-MIB through FRR's AgentX module, the router's own routes
+// announced to h1, and a withdrawal at h1 reaching the back-end.
+func checkFRRAnnounces(t *testing.T, dir string) {
+	logs := func() string { return frrSuiteLogs(dir) }
+	routes := func() map[string]string { return routeVia(t, dir) }
+	origins := func() map[string]string { return routeOrigins(t, dir) }
 	// Where each of the back-end's routes came from, with FRR's distance:
 	// eBGP 20, OSPF 110 (h2's 10.99.0.0/16), static 1; the port's own
 	// subnet connected.
@@ -246,7 +247,7 @@ protocol rip ng ripng {
 			t.Errorf("the back-end's %s came from %q, want %q (all: %v)", p, from[p], want, from)
 		}
 	}
-	out, _, _ = msr(t, "ctl", "--name", "t-frr-vcp", "routes", "-o", "json")
+	out, _, _ := msr(t, "ctl", "--name", "t-frr-vcp", "routes", "-o", "json")
 	var rv struct {
 		Backends []struct{ Session string }
 	}
@@ -297,6 +298,12 @@ protocol rip ng ripng {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("FRR: the withdrawal reached the back-end's FIB %v after the peer's", time.Since(start))
+}
+
+// checkBGPDRestart: FRR's bgpd killed, the VCP starts it again within a
+// second and says how it died, h1's session and the back-end's feed come
+// back.
+func checkBGPDRestart(t *testing.T, dir string) {
 	// bgpd killed: the VCP starts it again within a second, says how it
 	// died, and h1's session comes back.
 	bgpdPID := func() int {
@@ -358,17 +365,6 @@ protocol rip ng ripng {
 	if l, _ := os.ReadFile("/run/msr/labs/t-frr/logs/vcp.vcp.log"); !strings.Contains(string(l), `msg="routing suite died: restarting it" component=vcp vcp=t-frr-vcp daemon=bgpd`) {
 		t.Errorf("the VCP's log does not say bgpd died:\n%s", l)
 	}
-	checkPrefixLimit(t, "t-frr", dir, logs)
-	checkSessionKeys(t, "t-frr", dir, func() string {
-		out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-d", "bgpd",
-			"-c", "show bgp neighbors 192.0.2.10").CombinedOutput()
-		for _, l := range strings.Split(string(out), "\n") {
-			if strings.Contains(l, "BGP state =") { // "BGP state = Established, up for 00:00:12"
-				return l
-			}
-		}
-		return string(out)
-	})
 }
 
 // frrOwned makes a directory FRR's user owns (zebra gives up root).
@@ -386,4 +382,51 @@ func frrOwned(t *testing.T, dir string) {
 	if err := os.Chown(dir, uid, gid); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// frrSuiteLogs are TestFRRSuite's logs: the elements', h1's bgpd's,
+// FRR's routes and RIPng, and each FRR daemon's.
+func frrSuiteLogs(dir string) string {
+	var b strings.Builder
+	for _, f := range []string{"vcp.vcp", "r1.router", "h1.bgpd"} {
+		l, _ := os.ReadFile("/run/msr/labs/t-frr/logs/" + f + ".log")
+		b.WriteString("--- " + f + "\n" + string(l))
+	}
+	for _, show := range []string{"show ipv6 route", "show ipv6 ripng", "show ipv6 ripng status"} {
+		out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-c", show).CombinedOutput()
+		b.WriteString("--- FRR " + show + "\n" + string(out))
+	}
+	for _, f := range []string{"zebra", "bgpd", "staticd", "ospfd", "ospf6d", "ripngd"} {
+		l, _ := os.ReadFile(filepath.Join(dir, "vcp", "frr", f+".log"))
+		b.WriteString("--- FRR " + f + "\n" + string(l))
+	}
+	return b.String()
+}
+
+// routeOrigins are where each of the back-end's routes came from, and
+// its distance.
+func routeOrigins(t *testing.T, dir string) map[string]string {
+	var rs []struct {
+		Prefix, Protocol string
+		Distance         int
+	}
+	json.Unmarshal([]byte(routeList(t, dir)), &rs)
+	from := map[string]string{}
+	for _, r := range rs {
+		from[r.Prefix] = fmt.Sprintf("%s %d", r.Protocol, r.Distance)
+	}
+	return from
+}
+
+// lbPeers are the LB's peers, as its status says them: port by address.
+func lbPeers(t *testing.T, lb string) map[string]string {
+	st, err := demo.LBStatus(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := map[string]string{}
+	for _, p := range st.Peers {
+		peers[p.Addr] = p.Port
+	}
+	return peers
 }

@@ -56,17 +56,7 @@ func TestHostileNeighbours(t *testing.T) {
 		}
 	}
 	want := map[string]string{bgp1 + " vlan 12": bgp1MAC, bgp1v6 + " vlan 12": bgp1MAC}
-	entries := func() map[string]map[string]string {
-		got := map[string]map[string]string{}
-		for _, b := range demo.Backends {
-			st, err := routerapi.Local(b, "").Status()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[b] = st.Neighbors
-		}
-		return got
-	}
+	entries := func() map[string]map[string]string { return neighbourEntries(t) }
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		missing := ""
 		for b, n := range entries() {
@@ -122,6 +112,18 @@ sendp(na, iface="eth0", count=3, inter=0.1, verbose=False)
 			len(demo.Backends), refused, after["neigh_changed"]-before["neigh_changed"])
 	}
 
+	checkAdvertisementFlood(t)
+	checkInsideFromOutside(t)
+	checkTTLFlood(t)
+	peerFloods(t)
+	bfdFlood(t)
+	spoofedSources(t)
+}
+
+// checkAdvertisementFlood: an advertisement flood over h1's /64:
+// nothing was asked, nothing is made.
+func checkAdvertisementFlood(t *testing.T) {
+	entries := func() map[string]map[string]string { return neighbourEntries(t) }
 	// An advertisement flood over h1's /64: nothing was asked, nothing is
 	// made.
 	neighbours := func() (n int) {
@@ -141,7 +143,7 @@ ps = [Ether(dst="33:33:00:00:00:01", src=src)/IPv6(src="2001:db8:10::%x" % i, ds
 sendp(ps, iface="eth0", verbose=False)
 `)
 	time.Sleep(500 * time.Millisecond)
-	after = slowPathCounters(t)
+	after := slowPathCounters(t)
 	unsolicited := after["neigh_unsolicited"] - before["neigh_unsolicited"]
 	ndpDropped = backendSlowDrops(t)["ndp"] - ndpDropped
 	t.Logf("5,000 advertisements over h1's /64: neighbours %d → %d on the back-ends; of the %d the back-ends saw, %d refused as unsolicited, %d over the ndp rate",
@@ -155,6 +157,11 @@ sendp(ps, iface="eth0", verbose=False)
 		t.Errorf("%d refused and %d over the rate, want (nearly) every one of the %d", unsolicited, ndpDropped, 5000*len(demo.Backends))
 	}
 
+}
+
+// checkInsideFromOutside: SYNs from h1 to every element's address and
+// API port, and packets claiming an inside source: lb1 drops them all.
+func checkInsideFromOutside(t *testing.T) {
 	// The inside from outside: SYNs to every element's address and API
 	// port, and packets claiming an inside source.
 	lbBefore, err := demo.LBStatus("lb1")
@@ -182,9 +189,14 @@ sendp(ps, iface="eth0", verbose=False)
 		t.Errorf("lb1 dropped %d as infra, want every one of the %d", dropped, sent)
 	}
 
+}
+
+// checkTTLFlood: a TTL-1 flood while the back-ends have forgotten every
+// neighbour: h2 must be resolved through it.
+func checkTTLFlood(t *testing.T) {
 	// A TTL-1 flood while the back-ends have forgotten every neighbour:
 	// h2 must be resolved through it.
-	before = slowPathCounters(t)
+	before := slowPathCounters(t)
 	dropsBefore := backendSlowDrops(t)
 	flood := make(chan string, 1)
 	go func() {
@@ -199,7 +211,7 @@ sendp(ps, iface="eth0", verbose=False)
 	}
 	out, _ := demo.Exec("h3", "ping", "-c", "20", "-i", "0.2", "-W", "1", demo.H2)
 	floodOut := <-flood
-	after = slowPathCounters(t)
+	after := slowPathCounters(t)
 	drops := backendSlowDrops(t)
 	floodSent := hpingSent(floodOut)
 	t.Logf("TTL-1 flood from h1: %d packets in 7 s (%.0f pps); the back-ends dropped %d in the data path (slow_dropped ttl), sent %d Time Exceeded and held back %d; h3's pings to h2 lost %d of 20",
@@ -214,9 +226,6 @@ sendp(ps, iface="eth0", verbose=False)
 	if drops["ttl"] == dropsBefore["ttl"] {
 		t.Errorf("no TTL-1 frame dropped in the data path over its rate")
 	}
-	peerFloods(t)
-	bfdFlood(t)
-	spoofedSources(t)
 }
 
 // bfdFlood: ospf1 becomes a BGP peer with BFD (300 ms x 3) of the router
@@ -546,4 +555,17 @@ func setURPF(t *testing.T, mode string) {
 			t.Fatalf("h1's port not %q on every back-end (%d of %d), or lb1 not tagging it (%v), 10 s after the reload", want, served, len(demo.Backends), tagging)
 		}
 	}
+}
+
+// neighbourEntries are every back-end's neighbours, by back-end.
+func neighbourEntries(t *testing.T) map[string]map[string]string {
+	got := map[string]map[string]string{}
+	for _, b := range demo.Backends {
+		st, err := routerapi.Local(b, "").Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[b] = st.Neighbors
+	}
+	return got
 }

@@ -27,6 +27,77 @@ func TestOSPFNeighbourThroughMirror(t *testing.T) {
 }
 
 func testOSPFAndTransit(t *testing.T, suite string) {
+	dir, write, h3Conf := upOSPFLab(t, suite)
+	routes := func() string { return routeList(t, dir) }
+	h3 := func(args ...string) string { return birdcAt(filepath.Join(dir, "h3-bird.ctl"), args...) }
+	deadline := time.Now().Add(40 * time.Second)
+	for !strings.Contains(routes(), `"10.99.0.0/16"`) || !strings.Contains(routes(), `"203.0.113.0/24"`) || routeVia(t, dir)["100.70.0.0/16"] != "198.51.100.10" ||
+		!strings.Contains(routes(), `"10.98.0.0/16"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the OSPF and BGP routes never all reached the back-end:\n%s\nh3 neighbours:\n%s\nh3 protocols:\n%s", routes(),
+				h3("show", "ospf", "neighbors"), h3("show", "protocols"))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if via := routeVia(t, dir); via["10.99.0.0/16"] != "198.51.100.10" || via["203.0.113.0/24"] != "192.0.2.10" || via["100.70.0.0/16"] != "198.51.100.10" ||
+		via["10.98.0.0/16"] != "198.51.100.10" {
+		t.Errorf("routes not via the OSPF and RIP neighbour and the BGP peers: %v", via)
+	}
+	// Each as the suite learned it: OSPF (BIRD tells an external type 2
+	// route apart, FRR's route-map sees OSPF), BGP, RIP.
+	ospfKind := map[string]string{"bird": "ospf-e2", "frr": "ospf"}[suite]
+	var rs []struct{ Prefix, Protocol string }
+	json.Unmarshal([]byte(routes()), &rs)
+	from := map[string]string{}
+	for _, r := range rs {
+		from[r.Prefix] = r.Protocol
+	}
+	if from["10.99.0.0/16"] != ospfKind || from["100.70.0.0/16"] != "bgp" || from["10.98.0.0/16"] != "rip" {
+		t.Errorf("the back-end's routes came from %v, want 10.99.0.0/16 %s, 100.70.0.0/16 bgp, 10.98.0.0/16 rip", from, ospfKind)
+	}
+	// RIPv2 both ways: h3 learns the router's networks by RIP.
+	for start := time.Now(); !strings.Contains(h3("show", "route", "192.0.2.0/24", "protocol", "rip1"), "192.0.2.0/24"); time.Sleep(200 * time.Millisecond) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("h3 never learned 192.0.2.0/24 from the router by RIP:\n%s\n%s", h3("show", "route", "protocol", "rip1"), h3("show", "rip", "neighbors"))
+		}
+	}
+	// The neighbour's side: a full adjacency with the router (its id is the
+	// first port's address), and the router's LSA in its database.
+	if n := h3("show", "ospf", "neighbors"); !strings.Contains(n, "192.0.2.1") || !strings.Contains(n, "Full") {
+		t.Errorf("h3's OSPF neighbours:\n%s", n)
+	}
+	if db := h3("show", "ospf", "state"); !strings.Contains(db, "router 192.0.2.1") {
+		t.Errorf("the router is not in h3's OSPF state:\n%s", db)
+	}
+	checkTransit(t, dir)
+	checkBFDFailover(t, dir, suite)
+	// BFD's authentication: h3 back with a wrong key is no BFD peer of
+	// the router's however long it talks; with the key again it is.
+	if suite != "bird" {
+		return
+	}
+	write("h3-bird.conf", strings.Replace(h3Conf, `password "bfd-s3cret"`, `password "not-the-key"`, 1))
+	h3("configure")
+	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-ospf", "h3", "--", "ip", "link", "set", "eth0", "up"); code != 0 {
+		t.Fatalf("h3's link: %s %s", out, errOut)
+	}
+	time.Sleep(5 * time.Second) // 16 BFD intervals
+	if b := h3("show", "bfd", "sessions"); strings.Contains(b, "Up") {
+		t.Errorf("a BFD session with the wrong key came up:\n%s", b)
+	}
+	write("h3-bird.conf", h3Conf)
+	h3("configure")
+	for start := time.Now(); !strings.Contains(h3("show", "bfd", "sessions"), "Up"); time.Sleep(200 * time.Millisecond) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("h3's BFD session never came up with the key:\n%s", h3("show", "bfd", "sessions"))
+		}
+	}
+}
+
+// upOSPFLab brings t-ospf up with suite: h1 and h2 BGP peers, h3 an
+// OSPF, RIP, BFD and BGP neighbour (BIRD) on a second port. It returns
+// the lab's directory, its writer, and h3's BIRD config.
+func upOSPFLab(t *testing.T, suite string) (string, func(name, text string), string) {
 	dir, write := testDir(t, "6c")
 	write("bgpd.conf", peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24"))
 	// h2 announces h3's 100.70.0.0/16 too, with a longer AS path: the
@@ -100,51 +171,13 @@ routing:
 `,
 		"links:\n", "links:\n  - ends: [h3:eth0, lb:e1]\n").Replace(ribLab)
 	upControlLab(t, dir, "t-ospf", lab)
-	routes := func() string { return routeList(t, dir) }
-	birdc := func(sock string, args ...string) string {
-		out, _ := exec.Command("birdc", append([]string{"-s", sock}, args...)...).CombinedOutput()
-		return string(out)
-	}
-	h3 := func(args ...string) string { return birdc(filepath.Join(dir, "h3-bird.ctl"), args...) }
-	deadline := time.Now().Add(40 * time.Second)
-	for !strings.Contains(routes(), `"10.99.0.0/16"`) || !strings.Contains(routes(), `"203.0.113.0/24"`) || routeVia(t, dir)["100.70.0.0/16"] != "198.51.100.10" ||
-		!strings.Contains(routes(), `"10.98.0.0/16"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the OSPF and BGP routes never all reached the back-end:\n%s\nh3 neighbours:\n%s\nh3 protocols:\n%s", routes(),
-				h3("show", "ospf", "neighbors"), h3("show", "protocols"))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	if via := routeVia(t, dir); via["10.99.0.0/16"] != "198.51.100.10" || via["203.0.113.0/24"] != "192.0.2.10" || via["100.70.0.0/16"] != "198.51.100.10" ||
-		via["10.98.0.0/16"] != "198.51.100.10" {
-		t.Errorf("routes not via the OSPF and RIP neighbour and the BGP peers: %v", via)
-	}
-	// Each as the suite learned it: OSPF (BIRD tells an external type 2
-	// route apart, FRR's route-map sees OSPF), BGP, RIP.
-	ospfKind := map[string]string{"bird": "ospf-e2", "frr": "ospf"}[suite]
-	var rs []struct{ Prefix, Protocol string }
-	json.Unmarshal([]byte(routes()), &rs)
-	from := map[string]string{}
-	for _, r := range rs {
-		from[r.Prefix] = r.Protocol
-	}
-	if from["10.99.0.0/16"] != ospfKind || from["100.70.0.0/16"] != "bgp" || from["10.98.0.0/16"] != "rip" {
-		t.Errorf("the back-end's routes came from %v, want 10.99.0.0/16 %s, 100.70.0.0/16 bgp, 10.98.0.0/16 rip", from, ospfKind)
-	}
-	// RIPv2 both ways: h3 learns the router's networks by RIP.
-	for start := time.Now(); !strings.Contains(h3("show", "route", "192.0.2.0/24", "protocol", "rip1"), "192.0.2.0/24"); time.Sleep(200 * time.Millisecond) {
-		if time.Since(start) > 15*time.Second {
-			t.Fatalf("h3 never learned 192.0.2.0/24 from the router by RIP:\n%s\n%s", h3("show", "route", "protocol", "rip1"), h3("show", "rip", "neighbors"))
-		}
-	}
-	// The neighbour's side: a full adjacency with the router (its id is the
-	// first port's address), and the router's LSA in its database.
-	if n := h3("show", "ospf", "neighbors"); !strings.Contains(n, "192.0.2.1") || !strings.Contains(n, "Full") {
-		t.Errorf("h3's OSPF neighbours:\n%s", n)
-	}
-	if db := h3("show", "ospf", "state"); !strings.Contains(db, "router 192.0.2.1") {
-		t.Errorf("the router is not in h3's OSPF state:\n%s", db)
-	}
+	return dir, write, h3Conf
+}
+
+// checkTransit: each peer learns the other's prefix from the router, and
+// hosts behind them reach each other across it.
+func checkTransit(t *testing.T, dir string) {
+	h3 := func(args ...string) string { return birdcAt(filepath.Join(dir, "h3-bird.ctl"), args...) }
 	// Transit: each peer learns the other's prefix from the router, with
 	// the router's AS before the other's and its own address as next hop;
 	// and h3 also by OSPF, as an external route.
@@ -171,6 +204,12 @@ routing:
 		t.Errorf("ping from behind h1 to behind h3 across the router: %s %s", out, errOut)
 	}
 
+}
+
+// checkBFDFailover: h3's link cut, BFD takes its route from the
+// back-end's FIB within a second, and h2's takes over.
+func checkBFDFailover(t *testing.T, dir, suite string) {
+	h3 := func(args ...string) string { return birdcAt(filepath.Join(dir, "h3-bird.ctl"), args...) }
 	// BFD (300 ms x 3) with h3: its link cut, its route is gone from the
 	// back-end's FIB within a second, and 100.70.0.0/16 goes via h2; the
 	// ping from behind h1 now gets its answer from h2.
@@ -199,25 +238,10 @@ routing:
 		t.Errorf("ping from behind h1 to 100.70.0.1, now via h2: %s %s", out, errOut)
 	}
 
-	// BFD's authentication: h3 back with a wrong key is no BFD peer of
-	// the router's however long it talks; with the key again it is.
-	if suite != "bird" {
-		return
-	}
-	write("h3-bird.conf", strings.Replace(h3Conf, `password "bfd-s3cret"`, `password "not-the-key"`, 1))
-	h3("configure")
-	if out, errOut, code := msr(t, "lab", "exec", "--lab", "t-ospf", "h3", "--", "ip", "link", "set", "eth0", "up"); code != 0 {
-		t.Fatalf("h3's link: %s %s", out, errOut)
-	}
-	time.Sleep(5 * time.Second) // 16 BFD intervals
-	if b := h3("show", "bfd", "sessions"); strings.Contains(b, "Up") {
-		t.Errorf("a BFD session with the wrong key came up:\n%s", b)
-	}
-	write("h3-bird.conf", h3Conf)
-	h3("configure")
-	for start := time.Now(); !strings.Contains(h3("show", "bfd", "sessions"), "Up"); time.Sleep(200 * time.Millisecond) {
-		if time.Since(start) > 15*time.Second {
-			t.Fatalf("h3's BFD session never came up with the key:\n%s", h3("show", "bfd", "sessions"))
-		}
-	}
+}
+
+// birdcAt runs birdc on BIRD's socket sock: its output, errors included.
+func birdcAt(sock string, args ...string) string {
+	out, _ := exec.Command("birdc", append([]string{"-s", sock}, args...)...).CombinedOutput()
+	return string(out)
 }

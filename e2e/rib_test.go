@@ -26,44 +26,8 @@ var ribLab = msrtest.Testdata("t-rib.yaml")
 // (ECMP). A withdrawal follows the same way. The port is dual stack and
 // asks for router advertisements, which a host's solicitation gets.
 func TestRIBFromPeerToBackend(t *testing.T) {
-	dir, write := testDir(t, "6b")
-	write("bgpd.conf", withPassword(peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"), "h1-md5-secret"))
-	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
-	write("h1.pw", "h1-md5-secret\n")
-	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
-	writeDataPathConfigs(dir, "t-rib", false, true)
-	dualStack(t, dir)
-	write("vcp.yaml", `name: t-rib-vcp
-key_file: `+dir+`/key
-interface: eth0
-api_listen: 10.0.0.1:8179
-api_insecure: true   # plain http: the console's tests
-lbs:
-  t-rib-lb: {api: 10.0.0.5:8180}
-backends:
-  t-rib-r1: {api: 10.0.0.11:8180}
-external_ports:
-  - {lb: t-rib-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10, router_advertisements: true}
-routing:
-  asn: 65000
-  run_dir: `+dir+`/vcp
-  bgp:
-    - {neighbor: 192.0.2.10, asn: 65010, password_file: `+dir+`/h1.pw, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
-    - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
-  static:
-    - {to: 198.51.100.0/24, via: 192.0.2.20}
-  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
-`)
-	upControlLab(t, dir, "t-rib", ribLab)
-	logs := func() string {
-		var b strings.Builder
-		for _, f := range []string{"lb.lb", "vcp.vcp", "r1.router", "h1.bgpd", "h2.bgpd"} {
-			l, _ := os.ReadFile("/run/msr/labs/t-rib/logs/" + f + ".log")
-			b.WriteString("--- " + f + "\n" + string(l))
-		}
-		bird, _ := os.ReadFile(filepath.Join(dir, "vcp", "bird.log"))
-		return b.String() + "--- bird\n" + string(bird)
-	}
+	dir := upRIBLab(t)
+	logs := func() string { return ribLabLogs(dir) }
 	routes := func() string { return routeList(t, dir) }
 	deadline := time.Now().Add(40 * time.Second)
 	for !strings.Contains(routes(), `"203.0.113.0/24"`) || !strings.Contains(routes(), `"100.64.0.0/10"`) || !strings.Contains(routes(), `"198.51.100.0/24"`) {
@@ -163,4 +127,50 @@ routing:
 		out, _ := exec.Command("birdc", "-s", filepath.Join(dir, "vcp", "bird.ctl"), "show", "protocols", "peer0").CombinedOutput()
 		return string(out)
 	})
+}
+
+// upRIBLab brings the t-rib lab up: h1 and h2 BGP peers (FRR), one LB,
+// one back-end, the VCP with BIRD and its API on the network.
+func upRIBLab(t *testing.T) string {
+	dir, write := testDir(t, "6b")
+	write("bgpd.conf", withPassword(peerBGPConf("65010", "192.0.2.10", "203.0.113.0/24", "100.64.0.0/10"), "h1-md5-secret"))
+	write("h2-bgpd.conf", peerBGPConf("65020", "192.0.2.11", "100.64.0.0/10"))
+	write("h1.pw", "h1-md5-secret\n")
+	os.MkdirAll(filepath.Join(dir, "h2"), 0o755)
+	writeDataPathConfigs(dir, "t-rib", false, true)
+	dualStack(t, dir)
+	write("vcp.yaml", `name: t-rib-vcp
+key_file: `+dir+`/key
+interface: eth0
+api_listen: 10.0.0.1:8179
+api_insecure: true   # plain http: the console's tests
+lbs:
+  t-rib-lb: {api: 10.0.0.5:8180}
+backends:
+  t-rib-r1: {api: 10.0.0.11:8180}
+external_ports:
+  - {lb: t-rib-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10, router_advertisements: true}
+routing:
+  asn: 65000
+  run_dir: `+dir+`/vcp
+  bgp:
+    - {neighbor: 192.0.2.10, asn: 65010, password_file: `+dir+`/h1.pw, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
+    - {neighbor: 192.0.2.11, asn: 65020, max_prefixes: 1, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
+  static:
+    - {to: 198.51.100.0/24, via: 192.0.2.20}
+  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+`)
+	upControlLab(t, dir, "t-rib", ribLab)
+	return dir
+}
+
+// ribLabLogs are t-rib's elements' and peers' logs, and BIRD's.
+func ribLabLogs(dir string) string {
+	var b strings.Builder
+	for _, f := range []string{"lb.lb", "vcp.vcp", "r1.router", "h1.bgpd", "h2.bgpd"} {
+		l, _ := os.ReadFile("/run/msr/labs/t-rib/logs/" + f + ".log")
+		b.WriteString("--- " + f + "\n" + string(l))
+	}
+	bird, _ := os.ReadFile(filepath.Join(dir, "vcp", "bird.log"))
+	return b.String() + "--- bird\n" + string(bird)
 }

@@ -112,10 +112,7 @@ backends:
 			os.RemoveAll("/sys/fs/bpf/" + p)
 		}
 	})
-	exec := func(host string, args ...string) (string, int) {
-		out, errOut, code := msr(t, append([]string{"lab", "exec", "--lab", "t-rt", host, "--"}, args...)...)
-		return out + errOut, code
-	}
+	exec := func(host string, args ...string) (string, int) { return rtExec(t, host, args...) }
 	logs := func() string {
 		var b strings.Builder
 		for _, f := range []string{"lb.lb", "r1.router", "r2.router"} {
@@ -172,18 +169,30 @@ backends:
 		t.Errorf("DF set across a 1280-byte MTU: no Fragmentation Needed with mtu = 1280:\n%s", out)
 	}
 
+	checkRouterIPv6(t, logs)
+	checkRouterACLAndRoutes(t)
+}
+
+// checkRouterIPv6: the LB answers h1's and h2's solicitations for the
+// router's addresses; a back-end solicits h2 through the LB, holding the
+// first packet; ping6 across with the hop limit less one, traceroute6
+// across and to the router's far address, no route, Packet Too Big,
+// Hop-by-Hop Options. (ICMPv6 to the router goes to the VCP, which this
+// lab has not: TestDefaultLab pings the router's IPv6 addresses.)
+func checkRouterIPv6(t *testing.T, logs func() string) {
+	exec := func(host string, args ...string) (string, int) { return rtExec(t, host, args...) }
 	// IPv6: the LB answers h1's and h2's solicitations for the
 	// router's addresses; a back-end solicits h2 through the LB, holding
 	// the first packet; ping6 across with the hop limit less one,
 	// traceroute6 across and to the router's far address, no route, Packet
 	// Too Big. (ICMPv6 to the router goes to the VCP, which this lab has
 	// not: TestDefaultLab pings the router's IPv6 addresses.)
-	out, code = exec("h1", "ping", "-6", "-c", "3", "-i", "0.2", "-w", "10", "2001:db8:11::20")
+	out, code := exec("h1", "ping", "-6", "-c", "3", "-i", "0.2", "-w", "10", "2001:db8:11::20")
 	if code != 0 || !strings.Contains(out, "ttl=63") {
 		t.Fatalf("ping -6 h1 -> h2 (exit %d):\n%s\n%s", code, out, logs())
 	}
 	out, code = exec("h1", "traceroute", "-6", "-n", "-q", "1", "-w", "2", "-m", "5", "2001:db8:11::1")
-	hops = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\S+)`).FindAllStringSubmatch(out, -1)
+	hops := regexp.MustCompile(`(?m)^\s*(\d+)\s+(\S+)`).FindAllStringSubmatch(out, -1)
 	if code != 0 || len(hops) != 1 || hops[0][2] != "2001:db8:11::1" {
 		t.Errorf("traceroute -6 to the router's far address (exit %d): want one hop, 2001:db8:11::1:\n%s", code, out)
 	}
@@ -215,6 +224,12 @@ backends:
 		t.Errorf("ping -6 with 1400 bytes after Packet Too Big (exit %d):\n%s", code, out)
 	}
 
+}
+
+// checkRouterACLAndRoutes: the ACL's denials answered and counted, and
+// routes added and deleted through the local command.
+func checkRouterACLAndRoutes(t *testing.T) {
+	exec := func(host string, args ...string) (string, int) { return rtExec(t, host, args...) }
 	// The ACL drops UDP to h2:9999 over either family, counted on whichever
 	// back-end got it, and the sender hears Destination Unreachable,
 	// administratively prohibited, from the router.
@@ -257,7 +272,7 @@ backends:
 			t.Errorf("route list on %s: %s", r, out)
 		}
 	}
-	out, _ = exec("h1", "ping", "-c", "1", "-w", "2", "203.0.113.5")
+	out, _ := exec("h1", "ping", "-c", "1", "-w", "2", "203.0.113.5")
 	if strings.Contains(out, "Unreachable") {
 		t.Errorf("route added, still unreachable:\n%s", out)
 	}
@@ -296,3 +311,9 @@ for level, typ, data in anc:
     frm = socket.inet_ntop(socket.AF_INET6, data[24:40]) if v6 else socket.inet_ntop(socket.AF_INET, data[20:24])
     print("type %d code %d from %s (errno %d, info %d)" % (t, c, frm, errno, info))
 `
+
+// rtExec runs args on t-rt's host: its output and errors, and exit code.
+func rtExec(t *testing.T, host string, args ...string) (string, int) {
+	out, errOut, code := msr(t, append([]string{"lab", "exec", "--lab", "t-rt", host, "--"}, args...)...)
+	return out + errOut, code
+}

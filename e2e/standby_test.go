@@ -25,40 +25,7 @@ var standbyLab = msrtest.Testdata("t-sb.yaml")
 // outside comes back on the new VCP, the RIB flows from it, and the old
 // active, restarted, stays standby.
 func TestStandbyTakeover(t *testing.T) {
-	dir, write := testDir(t, "6d")
-	write("bgpd.conf", `frr defaults traditional
-hostname bgp1
-router bgp 65010
- bgp router-id 192.0.2.10
- bgp graceful-restart
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor 192.0.2.1 remote-as 65000
- neighbor 192.0.2.1 ttl-security hops 1
- address-family ipv4 unicast
-  network 203.0.113.0/24
-  network 100.64.0.0/10
- exit-address-family
-`)
-	writeDataPathConfigs(dir, "t-sb", false, false)
-	for _, name := range []string{"vcp1", "vcp2"} {
-		write(name+".yaml", `name: t-sb-`+name+`
-key_file: `+dir+`/key
-interface: eth0
-standby: {address: 10.0.0.1/24, vrid: 61, peers: [10.0.0.2, 10.0.0.3]}
-external_ports:
-  - {lb: t-sb-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
-routing:
-  asn: 65000
-  run_dir: `+dir+`/`+name+`
-  bgp:
-    - {neighbor: 192.0.2.10, asn: 65010, hold_time: 6, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
-  static:
-    - {to: 198.51.100.0/24, via: 192.0.2.20}
-  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
-`)
-	}
-	upControlLab(t, dir, "t-sb", standbyLab)
+	dir := upStandbyLab(t)
 	var restarted *exec.Cmd
 	t.Cleanup(func() {
 		if restarted != nil && restarted.Process != nil {
@@ -66,19 +33,7 @@ routing:
 			restarted.Wait()
 		}
 	})
-	logs := func() string {
-		var b strings.Builder
-		for _, f := range []string{"lb.lb", "vcp1.vcp", "vcp2.vcp", "r1.router", "h1.bgpd"} {
-			l, _ := os.ReadFile("/run/msr/labs/t-sb/logs/" + f + ".log")
-			b.WriteString("--- " + f + "\n" + string(l))
-		}
-		for _, f := range []string{"vcp1/bird.log", "vcp2/bird.log", "vcp1/keepalived.log", "vcp2/keepalived.log"} {
-			l, _ := os.ReadFile(filepath.Join(dir, f))
-			b.WriteString("--- " + f + "\n" + string(l))
-		}
-		ps, _ := exec.Command("sh", "-c", "ps -eo pid,ppid,stat,args | grep -E 'bird|keepalived|msr vcp' | grep -v grep").CombinedOutput()
-		return b.String() + "--- processes\n" + string(ps)
-	}
+	logs := func() string { return standbyLogs(dir) }
 	type r1Status struct {
 		Routes     int    `json:"routes"`
 		FIBChanges uint64 `json:"fib_changes"`
@@ -90,34 +45,8 @@ routing:
 		list := routeList(t, dir)
 		return s, list
 	}
-	lbVCP := func() string {
-		out, _, _ := msr(t, "lb", "status", "--name", "t-sb-lb", "-o", "json")
-		var s struct {
-			VCPMAC string `json:"vcp_mac"`
-		}
-		json.Unmarshal([]byte(out), &s)
-		return s.VCPMAC
-	}
-	vcpStatus := func(name string) (role, protocols string) {
-		out, _, _ := msr(t, "vcp", "status", "--name", name, "-o", "json")
-		var s struct {
-			Role  string
-			Suite *struct{ Protocols string }
-		}
-		json.Unmarshal([]byte(out), &s)
-		if s.Suite != nil {
-			protocols = s.Suite.Protocols
-		}
-		return s.Role, protocols
-	}
-	established := func(protocols, name string) bool {
-		for _, l := range strings.Split(protocols, "\n") {
-			if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], name) && strings.Contains(l, "Established") {
-				return true
-			}
-		}
-		return false
-	}
+	lbVCP := func() string { return lbVCPMAC(t, "t-sb-lb") }
+	vcpStatus := func(name string) (string, string) { return vcpRoleProtocols(t, name) }
 
 	// Converged: vcp1 active (the higher priority), vcp2 standby, the LB
 	// sending control traffic to vcp1, the peer's routes on the back-end.
@@ -137,26 +66,7 @@ routing:
 	}
 	before, routesBefore := r1()
 
-	// Kill the active VCP as a crash of its host would: msr vcp and both
-	// keepalived processes at once, so that no VRRP "priority 0" resignation
-	// goes out; the standby must notice the silence (~3 adverts).
-	pids := []int{labPID(t, "t-sb", "vcp1")}
-	for _, f := range []string{"keepalived.pid", "vrrp.pid"} {
-		b, _ := os.ReadFile(filepath.Join(dir, "vcp1", f))
-		var p int
-		if _, err := fmt.Sscan(string(b), &p); err != nil {
-			t.Fatalf("%s: %q", f, b)
-		}
-		pids = append(pids, p)
-	}
-	killed := time.Now()
-	for _, p := range pids {
-		syscall.Kill(p, syscall.SIGSTOP) // all silent at the same instant
-	}
-	for _, p := range pids {
-		syscall.Kill(p, syscall.SIGKILL)
-	}
-
+	killed := crashVCPHost(t, dir)
 	// The standby takes over: the LB follows its announcement.
 	for lbVCP() != "02:00:00:00:cc:02" {
 		if time.Since(killed) > 5*time.Second {
@@ -232,4 +142,124 @@ routing:
 	if role1, _ := vcpStatus("t-sb-vcp1"); role1 != "standby" {
 		t.Errorf("the returning vcp1 is %q, want standby", role1)
 	}
+}
+
+// upStandbyLab brings t-sb up: two VCPs with keepalived, vcp1 preferred,
+// one LB, one back-end, a BGP peer.
+func upStandbyLab(t *testing.T) string {
+	dir, write := testDir(t, "6d")
+	write("bgpd.conf", `frr defaults traditional
+hostname bgp1
+router bgp 65010
+ bgp router-id 192.0.2.10
+ bgp graceful-restart
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 192.0.2.1 remote-as 65000
+ neighbor 192.0.2.1 ttl-security hops 1
+ address-family ipv4 unicast
+  network 203.0.113.0/24
+  network 100.64.0.0/10
+ exit-address-family
+`)
+	writeDataPathConfigs(dir, "t-sb", false, false)
+	for _, name := range []string{"vcp1", "vcp2"} {
+		write(name+".yaml", `name: t-sb-`+name+`
+key_file: `+dir+`/key
+interface: eth0
+standby: {address: 10.0.0.1/24, vrid: 61, peers: [10.0.0.2, 10.0.0.3]}
+external_ports:
+  - {lb: t-sb-lb, mac: "02:00:00:00:e0:00", address: 192.0.2.1/24, vlan: 10}
+routing:
+  asn: 65000
+  run_dir: `+dir+`/`+name+`
+  bgp:
+    - {neighbor: 192.0.2.10, asn: 65010, hold_time: 6, import_prefixes: [203.0.113.0/24+, 100.64.0.0/10+, "2001:db8::/32+"]}
+  static:
+    - {to: 198.51.100.0/24, via: 192.0.2.20}
+  backends: {listen: 10.0.0.1, range: 10.0.0.0/24}
+`)
+	}
+	upControlLab(t, dir, "t-sb", standbyLab)
+	return dir
+}
+
+// crashVCPHost kills t-sb's vcp1 as a crash of its host would: msr vcp
+// and both keepalived processes at once, so that no VRRP "priority 0"
+// resignation goes out; the standby must notice the silence (~3
+// adverts). It returns when.
+func crashVCPHost(t *testing.T, dir string) time.Time {
+	// Kill the active VCP as a crash of its host would: msr vcp and both
+	// keepalived processes at once, so that no VRRP "priority 0" resignation
+	// goes out; the standby must notice the silence (~3 adverts).
+	pids := []int{labPID(t, "t-sb", "vcp1")}
+	for _, f := range []string{"keepalived.pid", "vrrp.pid"} {
+		b, _ := os.ReadFile(filepath.Join(dir, "vcp1", f))
+		var p int
+		if _, err := fmt.Sscan(string(b), &p); err != nil {
+			t.Fatalf("%s: %q", f, b)
+		}
+		pids = append(pids, p)
+	}
+	killed := time.Now()
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGSTOP) // all silent at the same instant
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+
+	return killed
+}
+
+// standbyLogs are t-sb's elements' logs, both VCPs' BIRD's and
+// keepalived's, and the suite's processes.
+func standbyLogs(dir string) string {
+	var b strings.Builder
+	for _, f := range []string{"lb.lb", "vcp1.vcp", "vcp2.vcp", "r1.router", "h1.bgpd"} {
+		l, _ := os.ReadFile("/run/msr/labs/t-sb/logs/" + f + ".log")
+		b.WriteString("--- " + f + "\n" + string(l))
+	}
+	for _, f := range []string{"vcp1/bird.log", "vcp2/bird.log", "vcp1/keepalived.log", "vcp2/keepalived.log"} {
+		l, _ := os.ReadFile(filepath.Join(dir, f))
+		b.WriteString("--- " + f + "\n" + string(l))
+	}
+	ps, _ := exec.Command("sh", "-c", "ps -eo pid,ppid,stat,args | grep -E 'bird|keepalived|msr vcp' | grep -v grep").CombinedOutput()
+	return b.String() + "--- processes\n" + string(ps)
+}
+
+// lbVCPMAC is the MAC the LB sends control traffic to: its VCP's.
+func lbVCPMAC(t *testing.T, lb string) string {
+	out, _, _ := msr(t, "lb", "status", "--name", lb, "-o", "json")
+	var s struct {
+		VCPMAC string `json:"vcp_mac"`
+	}
+	json.Unmarshal([]byte(out), &s)
+	return s.VCPMAC
+}
+
+// vcpRoleProtocols is the VCP's role and its suite's protocols, as its
+// status says them.
+func vcpRoleProtocols(t *testing.T, name string) (role, protocols string) {
+	out, _, _ := msr(t, "vcp", "status", "--name", name, "-o", "json")
+	var s struct {
+		Role  string
+		Suite *struct{ Protocols string }
+	}
+	json.Unmarshal([]byte(out), &s)
+	if s.Suite != nil {
+		protocols = s.Suite.Protocols
+	}
+	return s.Role, protocols
+}
+
+// established says whether the suite's protocol name is an established
+// BGP session in its protocols' table.
+func established(protocols, name string) bool {
+	for _, l := range strings.Split(protocols, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], name) && strings.Contains(l, "Established") {
+			return true
+		}
+	}
+	return false
 }
