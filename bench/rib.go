@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/routetable"
 	"github.com/msr-router/msr/lab"
@@ -317,14 +318,7 @@ func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends, clients i
 		"key": hex.EncodeToString(ribBenchKey),
 		// The RIB feed's password, which the clients sign with too.
 		dist.RIBKeyFile: dist.Key{Secret: ribBenchKey}.RIBPassword(),
-		"bgpd.conf": `frr defaults traditional
-router bgp 65010
- bgp router-id 192.0.2.10
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor 192.0.2.1 remote-as 65000
- neighbor 192.0.2.1 ttl-security hops 1
-`,
+		"bgpd.conf":     demo.PeerBGP{ASN: 65010, RouterID: "192.0.2.10", Router: "192.0.2.1", RouterASN: 65000}.Config(),
 		"lb.yaml": "name: bench-rib-lb\nkey_file: " + dir + "/key\npin_dir: /sys/fs/bpf/msr-bench-rib/lb\nsocket: " + dir + "/lb.sock\n" +
 			"ports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal, default: true}\n",
 		"vcp.yaml": "name: bench-rib-vcp\nkey_file: " + dir + "/key\ninterface: eth0\nsocket: " + dir + "/vcp.sock\n" +

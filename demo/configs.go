@@ -121,32 +121,7 @@ protocol rip ng ripng {
 	interface "eth0" {};
 }
 {{end}}
-{{define "bgp1"}}frr defaults traditional
-hostname bgp1
-router bgp 65020
- bgp router-id 203.0.113.20
- bgp graceful-restart
- ! The time the router keeps bgp1's routes after its session is lost (RFC
- ! 4724), FRR's 120 s by default: 5, so that bgp1's link down past its hold
- ! time (9 s) withdraws them within 14 s (msr soak, external-link-down).
- bgp graceful-restart restart-time 5
- no bgp ebgp-requires-policy
- no bgp network import-check
- no bgp default ipv4-unicast
- neighbor 203.0.113.1 remote-as 65000
- neighbor 2001:db8:12::1 remote-as 65000
- ! GTSM (RFC 5082), as the router has it on by default.
- neighbor 203.0.113.1 ttl-security hops 1
- neighbor 2001:db8:12::1 ttl-security hops 1
- address-family ipv4 unicast
-  neighbor 203.0.113.1 activate
-{{range .Prefixes}}  network {{.}}
-{{end}} exit-address-family
- address-family ipv6 unicast
-  neighbor 2001:db8:12::1 activate
-{{range .Prefixes6}}  network {{.}}
-{{end}} exit-address-family
-{{end}}
+{{define "text"}}{{.}}{{end}}
 {{define "apisec"}}# The management API: TLS with the lab's certificate, which the lab's CA
 # signed, read and admin tokens (msr cert); the metrics and the web view
 # public.
@@ -313,7 +288,7 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 		write("vcp1.yaml", "vcp", element{Run: run, Name: "vcp1", OSPFSecret: p.OSPFSecret}),
 		write("vcp2.yaml", "vcp", element{Run: run, Name: "vcp2", OSPFSecret: p.OSPFSecret}),
 		write("ospf1-bird.conf", "ospf1", p),
-		write("bgp1-bgpd.conf", "bgp1", p), write("bgp1.sh", "bgp1.sh", p),
+		write("bgp1-bgpd.conf", "text", BGP1(p).Config()), write("bgp1.sh", "bgp1.sh", p),
 	}
 	for i, c := range []int{10000, 10000, 5000} { // r3 at half capacity
 		name := fmt.Sprintf("r%d", i+1)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -130,12 +131,12 @@ func labPID(t *testing.T, lab, host string) int {
 // AS asn, router ID id, a session to the router (192.0.2.1, AS 65000),
 // announcing prefixes.
 func peerBGPConf(asn, id string, prefixes ...string) string {
-	s := "frr defaults traditional\nrouter bgp " + asn + "\n bgp router-id " + id +
-		"\n no bgp ebgp-requires-policy\n no bgp network import-check\n neighbor 192.0.2.1 remote-as 65000\n neighbor 192.0.2.1 ttl-security hops 1\n address-family ipv4 unicast\n"
-	for _, p := range prefixes {
-		s += "  network " + p + "\n"
+	n, _ := strconv.ParseUint(asn, 10, 32)
+	p := demo.PeerBGP{ASN: uint32(n), RouterID: id, Router: "192.0.2.1", RouterASN: 65000}
+	for _, s := range prefixes {
+		p.Prefixes = append(p.Prefixes, netip.MustParsePrefix(s))
 	}
-	return s + " exit-address-family\n"
+	return p.Config()
 }
 
 // withPassword is a peer's bgpd.conf (peerBGPConf) with a TCP-MD5

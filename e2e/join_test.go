@@ -97,28 +97,7 @@ func TestBackendJoinsAndLeaves(t *testing.T) {
 		t.Errorf("r4 forwarded %.1f%% of the new flows' packets, want its share", share*100)
 	}
 
-	// The router's ACL: telnet to h1's network is denied on every
-	// back-end, and the console sums the hits.
-	for range 5 {
-		demo.Exec("h3", "timeout", "0.3", "bash", "-c", "echo > /dev/tcp/"+demo.H1+"/23")
-	}
-	out, errOut, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", demo.APIFile("read.token"), "acl", "-o", "json")
-	var acl vcpapi.ACLView
-	if code != 0 || json.Unmarshal([]byte(out), &acl) != nil {
-		t.Fatalf("msr ctl acl: %s %s", out, errOut)
-	}
-	applied := 0
-	for _, b := range acl.Backends {
-		if b.Applied {
-			applied++
-		}
-	}
-	text, _, _ := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", demo.APIFile("read.token"), "acl")
-	t.Logf("msr ctl acl:\n%s", text)
-	if len(acl.Rules) != 1 || acl.Rules[0].Rule != "deny tcp any -> 192.0.2.0/24 dport 23" || acl.Rules[0].Hits < 5 || applied != 4 {
-		t.Errorf("msr ctl acl: %+v", acl)
-	}
-
+	checkACLHits(t)
 	// r4 leaves: drained, out of the tables, then stopped.
 	udp = udpStreams(t, far, 12*time.Second)
 	time.Sleep(2 * time.Second)
@@ -148,6 +127,33 @@ func TestBackendJoinsAndLeaves(t *testing.T) {
 	if lost != 0 || sent == 0 {
 		t.Errorf("h1 -> h3 UDP across r4's leaving: %d of %d datagrams lost", lost, sent)
 	}
+}
+
+// checkACLHits: telnet to h1's network is denied on every back-end, r4
+// among them, and the console sums the hits.
+func checkACLHits(t *testing.T) {
+	// The router's ACL: telnet to h1's network is denied on every
+	// back-end, and the console sums the hits.
+	for range 5 {
+		demo.Exec("h3", "timeout", "0.3", "bash", "-c", "echo > /dev/tcp/"+demo.H1+"/23")
+	}
+	out, errOut, code := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", demo.APIFile("read.token"), "acl", "-o", "json")
+	var acl vcpapi.ACLView
+	if code != 0 || json.Unmarshal([]byte(out), &acl) != nil {
+		t.Fatalf("msr ctl acl: %s %s", out, errOut)
+	}
+	applied := 0
+	for _, b := range acl.Backends {
+		if b.Applied {
+			applied++
+		}
+	}
+	text, _, _ := msr(t, "lab", "exec", "--lab", "default", "r1", "--", msrBin, "ctl", "--api", demo.VCPAPI, "--ca", demo.APIFile("ca.crt"), "--token-file", demo.APIFile("read.token"), "acl")
+	t.Logf("msr ctl acl:\n%s", text)
+	if len(acl.Rules) != 1 || acl.Rules[0].Rule != "deny tcp any -> 192.0.2.0/24 dport 23" || acl.Rules[0].Hits < 5 || applied != 4 {
+		t.Errorf("msr ctl acl: %+v", acl)
+	}
+
 }
 
 // forwardedBy reads what each back-end forwarded, r4 included.

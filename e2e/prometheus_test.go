@@ -22,35 +22,7 @@ import (
 // Grafana dashboard is valid PromQL that returns data.
 func TestPrometheus(t *testing.T) {
 	upDefaultLabWith(t, demo.Options{Prefixes: 100, Monitoring: true})
-	api := func(path string, query string) []byte {
-		t.Helper()
-		argv := []string{"curl", "-sfG", "--max-time", "5", "http://" + demo.PrometheusAddr + path}
-		if query != "" {
-			argv = append(argv, "--data-urlencode", "query="+query)
-		}
-		out, err := demo.Exec("mon", argv...)
-		if err != nil {
-			t.Fatalf("prometheus %s %s: %v", path, query, err)
-		}
-		return []byte(out)
-	}
-	type vector struct {
-		Status string `json:"status"`
-		Data   struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	query := func(q string) vector {
-		t.Helper()
-		var v vector
-		if err := json.Unmarshal(api("/api/v1/query", q), &v); err != nil || v.Status != "success" {
-			t.Fatalf("query %q: %v %+v", q, err, v)
-		}
-		return v
-	}
+	query := func(q string) promVector { t.Helper(); return promQuery(t, q) }
 	scalar := func(q string) float64 {
 		t.Helper()
 		v := query(q)
@@ -97,6 +69,15 @@ func TestPrometheus(t *testing.T) {
 		return scalar(routerRx)-before >= 2000 && scalar(lbRx)-beforeLB >= 1000
 	})
 
+	checkAPITokens(t)
+	checkLocalSockets(t)
+	checkDashboard(t)
+}
+
+// checkAPITokens: the VCP's API over TLS; a read needs the read token,
+// a change the admin one; refusals counted in the (public) metrics.
+func checkAPITokens(t *testing.T) {
+	query := func(q string) promVector { t.Helper(); return promQuery(t, q) }
 	// The API itself: TLS, a read needs the read token and gets 401
 	// without it, counted in the (public) metrics.
 	curl := func(args ...string) string {
@@ -123,6 +104,11 @@ func TestPrometheus(t *testing.T) {
 		return n >= 2
 	})
 
+}
+
+// checkLocalSockets: on the router's hosts every user reads the agents'
+// local sockets, a change needs root; the log level changes at run time.
+func checkLocalSockets(t *testing.T) {
 	// On the router's hosts every user reads the agents' local sockets;
 	// a change there needs root (the peer's uid, SO_PEERCRED).
 	asNobody := func(args ...string) (string, error) {
@@ -158,6 +144,12 @@ func TestPrometheus(t *testing.T) {
 		t.Errorf("r1's log does not show the two changes:\n%s", logs)
 	}
 
+}
+
+// checkDashboard: the Grafana dashboard's every query runs and returns
+// data.
+func checkDashboard(t *testing.T) {
+	query := func(q string) promVector { t.Helper(); return promQuery(t, q) }
 	// The dashboard's every query runs and returns data.
 	b, err := os.ReadFile("../deploy/grafana/msr-router.json")
 	if err != nil {
@@ -181,4 +173,30 @@ func TestPrometheus(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A promVector is the answer to a Prometheus query.
+type promVector struct {
+	Status string `json:"status"`
+	Data   struct {
+		Result []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		} `json:"result"`
+	} `json:"data"`
+}
+
+// promQuery asks the default lab's Prometheus, from mon, the query q.
+func promQuery(t *testing.T, q string) promVector {
+	t.Helper()
+	argv := []string{"curl", "-sfG", "--max-time", "5", "http://" + demo.PrometheusAddr + "/api/v1/query", "--data-urlencode", "query=" + q}
+	out, err := demo.Exec("mon", argv...)
+	if err != nil {
+		t.Fatalf("prometheus query %s: %v", q, err)
+	}
+	var v promVector
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Status != "success" {
+		t.Fatalf("query %q: %v %+v", q, err, v)
+	}
+	return v
 }

@@ -49,14 +49,7 @@ func TestSNMP(t *testing.T) {
 		}
 		return out
 	}
-	getValue := func(oid string) string {
-		t.Helper()
-		out, err := demo.Exec("h1", append(append([]string{"snmpget"}, v2c...), "-Oqv", demo.RouterAddr1, oid)...)
-		if err != nil {
-			t.Fatalf("snmpget %s: %v", oid, err)
-		}
-		return strings.TrimSpace(out)
-	}
+	getValue := func(oid string) string { t.Helper(); return snmpValue(t, oid) }
 
 	// ifXTable's names: the three external ports, nothing internal.
 	names := snmp("h1", "snmpwalk", demo.RouterAddr1, v2c, ".1.3.6.1.2.1.31.1.1.1.1")
@@ -106,6 +99,22 @@ func TestSNMP(t *testing.T) {
 		t.Errorf("v3 with a wrong key answered: %s", out)
 	}
 
+	checkLinkTraps(t, trapLog)
+	// Read-only: a set is refused.
+	if out, err := demo.Exec("h1", "snmpset", "-v2c", "-c", "public", "-t", "1", "-r", "0", demo.RouterAddr1, ".1.3.6.1.2.1.1.5.0", "s", "evil"); err == nil {
+		t.Errorf("snmpset answered: %s", out)
+	}
+	if v := getValue(".1.3.6.1.2.1.1.5.0"); v != `"msr-default"` {
+		t.Errorf("sysName after the set: %s", v)
+	}
+}
+
+// checkLinkTraps: lb1/e1's cable pulled: ifOperStatus down within 2 s,
+// a linkDown trap to h1 (logged in trapLog), the port down in msr ctl
+// ports, its subnet withdrawn; and back: up, a linkUp trap, the subnet
+// and OSPF with ospf1 back.
+func checkLinkTraps(t *testing.T, trapLog string) {
+	getValue := func(oid string) string { t.Helper(); return snmpValue(t, oid) }
 	// lb1/e1's cable pulled: ifOperStatus down within 2 s, a linkDown trap.
 	operStatus := func() string { return getValue(".1.3.6.1.2.1.2.2.1.8.11") }
 	if s := operStatus(); s != "1" {
@@ -153,13 +162,6 @@ func TestSNMP(t *testing.T) {
 	// port; a mirror's bridge once stopped for good at that).
 	waitFor(t, 20*time.Second, "OSPF with ospf1 running again", func() bool { return strings.Contains(demo.Look().Sessions["ospf1"], "Running") })
 
-	// Read-only: a set is refused.
-	if out, err := demo.Exec("h1", "snmpset", "-v2c", "-c", "public", "-t", "1", "-r", "0", demo.RouterAddr1, ".1.3.6.1.2.1.1.5.0", "s", "evil"); err == nil {
-		t.Errorf("snmpset answered: %s", out)
-	}
-	if v := getValue(".1.3.6.1.2.1.1.5.0"); v != `"msr-default"` {
-		t.Errorf("sysName after the set: %s", v)
-	}
 }
 
 // waitFor polls cond every 50 ms until it holds, failing the test after d.
@@ -172,4 +174,15 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// snmpValue is the value of oid the router answers h1 (SNMPv2c).
+func snmpValue(t *testing.T, oid string) string {
+	t.Helper()
+	v2c := []string{"-v2c", "-c", "public", "-On", "-t", "1", "-r", "2", "-m", ""}
+	out, err := demo.Exec("h1", append(append([]string{"snmpget"}, v2c...), "-Oqv", demo.RouterAddr1, oid)...)
+	if err != nil {
+		t.Fatalf("snmpget %s: %v", oid, err)
+	}
+	return strings.TrimSpace(out)
 }

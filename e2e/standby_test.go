@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/demo"
 	"github.com/msr-router/msr/internal/msrtest"
 )
 
@@ -148,20 +150,8 @@ func TestStandbyTakeover(t *testing.T) {
 // one LB, one back-end, a BGP peer.
 func upStandbyLab(t *testing.T) string {
 	dir, write := testDir(t, "6d")
-	write("bgpd.conf", `frr defaults traditional
-hostname bgp1
-router bgp 65010
- bgp router-id 192.0.2.10
- bgp graceful-restart
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor 192.0.2.1 remote-as 65000
- neighbor 192.0.2.1 ttl-security hops 1
- address-family ipv4 unicast
-  network 203.0.113.0/24
-  network 100.64.0.0/10
- exit-address-family
-`)
+	write("bgpd.conf", demo.PeerBGP{Hostname: "bgp1", ASN: 65010, RouterID: "192.0.2.10", Router: "192.0.2.1", RouterASN: 65000, GracefulRestart: true,
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("100.64.0.0/10")}}.Config())
 	writeDataPathConfigs(dir, "t-sb", false, false)
 	for _, name := range []string{"vcp1", "vcp2"} {
 		write(name+".yaml", `name: t-sb-`+name+`

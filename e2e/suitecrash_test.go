@@ -105,6 +105,28 @@ func TestSuiteCrashes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("vcp2 active %v after the third death", time.Since(third).Round(time.Millisecond))
+	checkBothSuitesFail(t, third, birdPIDOf, peerUp)
+	if out := <-done; !strings.Contains(out, strconv.Itoa(pings)+" received") {
+		t.Errorf("pings across the router through three deaths of the suite and a takeover:\n%s", out)
+	}
+	logs := since(vcpLogPath, vcpLogFrom)
+	if n := strings.Count(logs, "routing suite died: restarting it in graceful-restart recovery"); n != 3 || !strings.Contains(logs, "status=\"signal: killed\"") ||
+		!strings.Contains(logs, "the routing suite keeps dying: handing the router over to the standby") ||
+		!strings.Contains(logs, "rejoining the election as a standby") {
+		t.Errorf("vcp1's log: %d deaths logged, want 3, each with its status, then the hand-over and the rejoining:\n%s", n, logs)
+	}
+	// BIRD's log kept what it said before (appended, not truncated), and
+	// has msr's line for each death and restart.
+	birdLog := since(birdLogPath, birdLogFrom)
+	if n := strings.Count(birdLog, "ended: signal: killed"); n != 3 || strings.Count(birdLog, "msr vcp: started bird") < 2 {
+		t.Errorf("BIRD's log since the first crash: %d deaths recorded, want 3, and the restarts:\n%s", n, birdLog)
+	}
+}
+
+// checkBothSuitesFail: vcp2's suite fails in turn (third: when it took
+// over) while vcp1 is still out of the election: vcp1 takes the router
+// back within its fault hold, and its session with bgp1 comes up.
+func checkBothSuitesFail(t *testing.T, third time.Time, birdPIDOf func(string) int, peerUp func() bool) {
 	// vcp2's suite fails in turn while vcp1 is still out of the election.
 	for deadline := time.Now().Add(10 * time.Second); birdPIDOf("vcp2") == 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -135,21 +157,6 @@ func TestSuiteCrashes(t *testing.T) {
 		if time.Since(start) > 15*time.Second {
 			t.Fatal("vcp1 took the router back, but its session with bgp1 did not come up")
 		}
-	}
-	if out := <-done; !strings.Contains(out, strconv.Itoa(pings)+" received") {
-		t.Errorf("pings across the router through three deaths of the suite and a takeover:\n%s", out)
-	}
-	logs := since(vcpLogPath, vcpLogFrom)
-	if n := strings.Count(logs, "routing suite died: restarting it in graceful-restart recovery"); n != 3 || !strings.Contains(logs, "status=\"signal: killed\"") ||
-		!strings.Contains(logs, "the routing suite keeps dying: handing the router over to the standby") ||
-		!strings.Contains(logs, "rejoining the election as a standby") {
-		t.Errorf("vcp1's log: %d deaths logged, want 3, each with its status, then the hand-over and the rejoining:\n%s", n, logs)
-	}
-	// BIRD's log kept what it said before (appended, not truncated), and
-	// has msr's line for each death and restart.
-	birdLog := since(birdLogPath, birdLogFrom)
-	if n := strings.Count(birdLog, "ended: signal: killed"); n != 3 || strings.Count(birdLog, "msr vcp: started bird") < 2 {
-		t.Errorf("BIRD's log since the first crash: %d deaths recorded, want 3, and the restarts:\n%s", n, birdLog)
 	}
 }
 

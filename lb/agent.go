@@ -814,7 +814,7 @@ func (a *Agent) Status() *lbapi.Status {
 	for _, p := range a.ports {
 		st, _ := a.dp.Stats(p.index)
 		ps := lbapi.PortStatus{Name: a.portName(p), Interface: p.name, Ifindex: p.ifindex, Index: p.index, Role: roleName(p.role), MAC: p.mac.String(),
-			VLAN: p.vlan, Default: p == d, URPF: p.urpf, CapacityPPS: p.capPPS, Stats: st,
+			VLAN: p.vlan, Default: p == d, URPF: p.urpf, CapacityPPS: p.capPPS, Stats: st.api(),
 			Link: lbapi.Link{Up: p.link.Up(), AdminUp: p.link.AdminUp, Carrier: p.link.Carrier, OperState: p.link.OperState, MTU: p.link.MTU,
 				SpeedMbps: p.link.SpeedMbps, FullDuplex: p.link.FullDuplex, Changes: p.linkChanges}}
 		if !p.linkSince.IsZero() {

@@ -381,26 +381,37 @@ func (d *Dataplane) SetFlowletGap(gap time.Duration) error {
 	return d.updateConfig(func(cur *lbxdpLbConfig) { cur.FlowletGapUs = flowletGapUs(gap) })
 }
 
+// PortCounters are a port's counters, summed over the CPUs: its frames
+// and bytes, what each module of Table 1 took, and the drops by reason.
+type PortCounters struct {
+	RxPackets, RxBytes, TxPackets, TxBytes uint64
+	Modules, Drops                         map[string]uint64
+}
+
 // Stats reads the counters of the port with the given index.
-func (d *Dataplane) Stats(index uint8) (*lbapi.PortStats, error) {
+func (d *Dataplane) Stats(index uint8) (*PortCounters, error) {
 	var per []lbxdpLbPortStats
 	if err := d.objs.LbStats.Lookup(uint32(index), &per); err != nil {
 		return nil, fmt.Errorf("read port %d counters: %w", index, err)
 	}
-	s := &lbapi.PortStats{Modules: map[string]uint64{}, Drops: map[string]uint64{}}
+	s := &PortCounters{Modules: map[string]uint64{}, Drops: map[string]uint64{}}
 	for _, c := range per {
 		s.RxPackets += c.RxPackets
 		s.RxBytes += c.RxBytes
 		s.TxPackets += c.TxPackets
 		s.TxBytes += c.TxBytes
-		for m, v := range c.Module {
-			s.Modules[ModuleNames[m]] += v
-		}
-		for r, v := range c.Drop {
-			s.Drops[DropNames[r]] += v
-		}
+		xdp.AddByName(s.Modules, ModuleNames[:], c.Module[:])
+		xdp.AddByName(s.Drops, DropNames[:], c.Drop[:])
 	}
 	return s, nil
+}
+
+// api is the counters as the LB's API gives them (nil: none read).
+func (c *PortCounters) api() *lbapi.PortStats {
+	if c == nil {
+		return nil
+	}
+	return &lbapi.PortStats{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes, Modules: c.Modules, Drops: c.Drops}
 }
 
 // Run processes one frame as if it arrived on the port ifindex

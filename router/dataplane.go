@@ -335,13 +335,23 @@ var (
 		"martian_src", "martian_dst", "acl", "tagged", "not_ip", "bad_nexthop", "cap", "infra", "urpf"}
 )
 
-// Stats reads the counters.
-func (d *Dataplane) Stats(nACL int) (*routerapi.Stats, error) {
+// Counters are the back-end's data path counters, summed over the CPUs:
+// frames in, forwarded, passed to the agent and reflected; the slow
+// path's reasons, and those over their rate; the drops by reason; each
+// ACL rule's permits and denials.
+type Counters struct {
+	RxPackets, RxBytes, Forwarded, ForwardedBytes, Passed, Probes uint64
+	Slow, SlowDropped, Drops                                      map[string]uint64
+	ACLPermit, ACLDeny                                            []uint64
+}
+
+// Stats reads the counters, of the first nACL ACL rules.
+func (d *Dataplane) Stats(nACL int) (*Counters, error) {
 	var per []rtxdpRtStats
 	if err := d.objs.RtCounters.Lookup(uint32(0), &per); err != nil {
 		return nil, err
 	}
-	s := &routerapi.Stats{Slow: map[string]uint64{}, SlowDropped: map[string]uint64{}, Drops: map[string]uint64{}, ACLPermit: make([]uint64, nACL), ACLDeny: make([]uint64, nACL)}
+	s := &Counters{Slow: map[string]uint64{}, SlowDropped: map[string]uint64{}, Drops: map[string]uint64{}, ACLPermit: make([]uint64, nACL), ACLDeny: make([]uint64, nACL)}
 	for _, c := range per {
 		s.RxPackets += c.RxPackets
 		s.RxBytes += c.RxBytes
@@ -349,21 +359,24 @@ func (d *Dataplane) Stats(nACL int) (*routerapi.Stats, error) {
 		s.ForwardedBytes += c.ForwardedBytes
 		s.Passed += c.Passed
 		s.Probes += c.Probes
-		for i, v := range c.Slow {
-			s.Slow[SlowNames[i]] += v
-		}
-		for i, v := range c.SlowDrop {
-			s.SlowDropped[SlowNames[i]] += v
-		}
-		for i, v := range c.Drop {
-			s.Drops[DropNames[i]] += v
-		}
+		xdp.AddByName(s.Slow, SlowNames[:], c.Slow[:])
+		xdp.AddByName(s.SlowDropped, SlowNames[:], c.SlowDrop[:])
+		xdp.AddByName(s.Drops, DropNames[:], c.Drop[:])
 		for i := 0; i < nACL; i++ {
 			s.ACLPermit[i] += c.AclPermit[i]
 			s.ACLDeny[i] += c.AclDeny[i]
 		}
 	}
 	return s, nil
+}
+
+// api is the counters as the back-end's API gives them (nil: none read).
+func (c *Counters) api() *routerapi.Stats {
+	if c == nil {
+		return nil
+	}
+	return &routerapi.Stats{RxPackets: c.RxPackets, RxBytes: c.RxBytes, Forwarded: c.Forwarded, ForwardedBytes: c.ForwardedBytes, Passed: c.Passed,
+		Probes: c.Probes, Slow: c.Slow, SlowDropped: c.SlowDropped, Drops: c.Drops, ACLPermit: c.ACLPermit, ACLDeny: c.ACLDeny}
 }
 
 // SlowReader opens the slow-path event stream, slowBufferBytes a CPU.

@@ -62,7 +62,7 @@ func (a *Agent) topology() (string, []vcpapi.ElementStatus, []vcpapi.TableStatus
 		names[e.mac.String()] = e.hello.Name
 		elements = append(elements, vcpapi.ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
 			MAC: e.mac.String(), Alive: e.alive, Drained: a.drained[e.hello.Name], Capacity: a.capacity(e),
-			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: e.hello.Ports,
+			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: elementPorts(e.hello),
 			Busy: float64(e.hello.Busy) / 10000})
 		if e.hello.Role == dist.RoleRouter {
 			elements[len(elements)-1].LoadFactor = a.loadFactor(e.hello.Name)
@@ -155,4 +155,15 @@ func (a *Agent) Handler() http.Handler {
 		w.Write(body)
 	})
 	return mux
+}
+
+// elementPorts are h's ports as the API gives them.
+func elementPorts(h *dist.Hello) []vcpapi.ElementPort {
+	ports := make([]vcpapi.ElementPort, 0, len(h.Ports))
+	for _, p := range h.Ports {
+		ports = append(ports, vcpapi.ElementPort{Name: dist.PortName(h.Name, p.Name), Index: p.Index, Role: p.Role.String(), VLAN: p.VLAN,
+			MAC: p.MAC.String(), Prefix: p.Prefix, Up: p.Up(), AdminUp: p.AdminUp(), SpeedMbps: p.SpeedMbps, MTU: p.MTU,
+			RxPackets: p.RxPackets, RxBytes: p.RxBytes, TxPackets: p.TxPackets, TxBytes: p.TxBytes, RxDropped: p.RxDropped})
+	}
+	return ports
 }

@@ -45,7 +45,7 @@ func (a *Agent) Metrics() *metrics.Collector {
 				continue
 			}
 			for _, p := range e.Ports {
-				if p.Role == dist.PortInternal {
+				if p.Role == dist.PortInternal.String() {
 					emit(vcpBackendRx, metrics.Counter, float64(p.RxPackets), e.Name)
 				}
 			}

@@ -38,3 +38,13 @@ func TestInfra(t *testing.T) {
 		t.Errorf("%d prefixes written of %d, room for %d", n4, len(many), InfraPrefixes)
 	}
 }
+
+// One CPU's counters add into the sums under their enum's names.
+func TestAddByName(t *testing.T) {
+	sums := map[string]uint64{"runt": 1}
+	AddByName(sums, []string{"runt", "bad_ip"}, []uint64{2, 0})
+	AddByName(sums, []string{"runt", "bad_ip"}, []uint64{0, 5})
+	if sums["runt"] != 3 || sums["bad_ip"] != 5 || len(sums) != 2 {
+		t.Errorf("sums %v, want runt 3, bad_ip 5", sums)
+	}
+}

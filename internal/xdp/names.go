@@ -31,3 +31,11 @@ func EnumNames(spec *ebpf.CollectionSpec, enum, prefix string) ([]string, error)
 	}
 	return names, nil
 }
+
+// AddByName adds one CPU's counters, numbered as the C enum names names,
+// into sums by name.
+func AddByName(sums map[string]uint64, names []string, counts []uint64) {
+	for i, v := range counts {
+		sums[names[i]] += v
+	}
+}

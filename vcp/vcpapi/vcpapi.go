@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/logging"
 	"github.com/msr-router/msr/router/routerapi"
@@ -79,8 +78,28 @@ type ElementStatus struct {
 	Busy        float64 `json:"busy,omitempty"`
 	LastHelloMs int64   `json:"last_hello_ms"`
 	// Installed: an LB's table generation, a back-end's FIB routes.
-	Installed uint32            `json:"installed"`
-	Ports     []dist.PortStatus `json:"ports"`
+	Installed uint32        `json:"installed"`
+	Ports     []ElementPort `json:"ports"`
+}
+
+// An ElementPort is one of an element's ports as its hellos report it.
+type ElementPort struct {
+	// Name is the router's name for it, ELEMENT/INTERFACE (lb1/e0).
+	Name      string       `json:"name"`
+	Index     uint8        `json:"index"`
+	Role      string       `json:"role"` // external, internal, or unknown
+	VLAN      uint16       `json:"vlan"`
+	MAC       string       `json:"mac"`
+	Prefix    netip.Prefix `json:"prefix"`
+	Up        bool         `json:"up"`
+	AdminUp   bool         `json:"admin_up"`
+	SpeedMbps uint32       `json:"speed_mbps"`
+	MTU       uint16       `json:"mtu"`
+	RxPackets uint64       `json:"rx_packets"`
+	RxBytes   uint64       `json:"rx_bytes"`
+	TxPackets uint64       `json:"tx_packets"`
+	TxBytes   uint64       `json:"tx_bytes"`
+	RxDropped uint64       `json:"rx_dropped"`
 }
 
 // PushStatus is one pass of the VCP over its LBs that sent new tables
