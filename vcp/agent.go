@@ -40,15 +40,8 @@ type Agent struct {
 	// only keeps the topology from hellos.
 	active   bool
 	elements map[uint64]*element
-	drained  map[string]bool // back-end names
-	// capacities set from the console (SetCapacity), by back-end name
-	capacities map[string]uint32
-	// operatorVersions are the versions of each back-end's drain and
-	// weight as this VCP holds them (dist.BackendConfig.OperatorVersion),
-	// by name: an operator's change here takes one above every one seen
-	// (nextOperatorVersion), and a hello with a newer one, sent the
-	// change through another VCP, is taken even while active.
-	operatorVersions map[string]uint64
+	// op is what the operator said of the back-ends (operator.go).
+	op operatorState
 	// links are the mirrors' link states followPorts wants, set outside
 	// a.mu (applyMirrorLinks).
 	links *mirrorLinks
@@ -114,7 +107,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
-		elements: map[uint64]*element{}, drained: map[string]bool{}, capacities: map[string]uint32{}, operatorVersions: map[string]uint64{}, links: newMirrorLinks(), loads: map[string]*loadState{},
+		elements: map[uint64]*element{}, op: newOperatorState(), links: newMirrorLinks(), loads: map[string]*loadState{},
 		pushed: map[uint64]*lbPush{}, backendPushes: map[uint64]*backendPush{}, limitHits: map[string]uint64{},
 		ribPassword: keys.RIB, started: time.Now(), ports: map[uint16]*PortState{}}
 	if a.sender, err = dist.NewSender(cfg.ID, keys.Seal); err != nil {
@@ -287,11 +280,11 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello, arrived ti
 		a.log.Info("element came back", "name", h.Name, "silent", silent)
 		a.event("%s %s came back (silent %v)", roleName(h.Role), h.Name, silent)
 	}
-	if h.Role == dist.RoleRouter && (!a.active || e.hello == nil || h.OperatorVersion > a.operatorVersions[h.Name]) {
+	if h.Role == dist.RoleRouter && (!a.active || e.hello == nil || h.OperatorVersion > a.op.versions[h.Name]) {
 		if a.active && e.hello != nil {
 			// Another VCP, active at the same time, was told later.
 			a.log.Warn("a back-end keeps a newer operator's state than this active VCP: taken", "backend", h.Name,
-				"version", h.OperatorVersion, "ours", a.operatorVersions[h.Name])
+				"version", h.OperatorVersion, "ours", a.op.versions[h.Name])
 			a.event("%s: the operator's newer drain and weight, sent by another VCP, taken", h.Name)
 		}
 		a.adoptOperator(h)

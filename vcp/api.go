@@ -61,7 +61,7 @@ func (a *Agent) topology() (string, []vcpapi.ElementStatus, []vcpapi.TableStatus
 	for _, e := range a.elements {
 		names[e.mac.String()] = e.hello.Name
 		elements = append(elements, vcpapi.ElementStatus{ID: fmt.Sprintf("%#x", e.id), Name: e.hello.Name, Role: roleName(e.hello.Role),
-			MAC: e.mac.String(), Alive: e.alive, Drained: a.drained[e.hello.Name], Capacity: a.capacity(e),
+			MAC: e.mac.String(), Alive: e.alive, Drained: a.op.drained[e.hello.Name], Capacity: a.capacity(e),
 			LastHelloMs: now.Sub(e.last).Milliseconds(), Installed: e.hello.Installed, Ports: elementPorts(e.hello),
 			Busy: float64(e.hello.Busy) / 10000})
 		if e.hello.Role == dist.RoleRouter {

@@ -101,8 +101,8 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 		return
 	}
 	m, acl := a.backendSettings()
-	m.Target, m.Drained, m.Capacity = r.id, a.drained[r.hello.Name], a.capacities[r.hello.Name]
-	m.OperatorVersion = a.operatorVersions[r.hello.Name]
+	m.Target, m.Drained, m.Capacity = r.id, a.op.drained[r.hello.Name], a.op.capacities[r.hello.Name]
+	m.OperatorVersion = a.op.versions[r.hello.Name]
 	links, generation, sendLinks := a.linkRoutes()
 	id := fmt.Sprint(m, acl, generation, a.staticNeighbors())
 	if id == p.id && backendPortsApplied(r.hello, m.Ports) && operatorApplied(r.hello, m) && now.Sub(p.sent) < backendRefresh {

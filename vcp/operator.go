@@ -11,6 +11,23 @@ import (
 // it outlives a VCP takeover: the back-ends keep the newest and report it
 // in their hellos.
 
+// operatorState is what the operator said of the back-ends, by name, as
+// this VCP holds it: drained, capacities set from the console
+// (SetCapacity), and the version of each back-end's pair
+// (dist.BackendConfig.OperatorVersion): an operator's change here takes
+// one above every one seen (nextOperatorVersion), and a hello with a
+// newer one, sent the change through another VCP, is taken even while
+// active.
+type operatorState struct {
+	drained    map[string]bool
+	capacities map[string]uint32
+	versions   map[string]uint64
+}
+
+func newOperatorState() operatorState {
+	return operatorState{drained: map[string]bool{}, capacities: map[string]uint32{}, versions: map[string]uint64{}}
+}
+
 // adoptOperator takes what the operator asked of a back-end (drained, a
 // weight) from its hello: the back-end keeps what the active VCP sent it
 // (BACKEND_CONFIG), so a standby follows it all along and has it when it
@@ -19,12 +36,12 @@ import (
 // of them is newer than this VCP's (another VCP was told later: a split
 // brain). Call with a.mu held.
 func (a *Agent) adoptOperator(h *dist.Hello) {
-	a.operatorVersions[h.Name] = h.OperatorVersion
-	a.drained[h.Name] = h.Flags&dist.HelloFlagDrained != 0
+	a.op.versions[h.Name] = h.OperatorVersion
+	a.op.drained[h.Name] = h.Flags&dist.HelloFlagDrained != 0
 	if h.Flags&dist.HelloFlagCapacitySet != 0 {
-		a.capacities[h.Name] = h.Capacity
+		a.op.capacities[h.Name] = h.Capacity
 	} else {
-		delete(a.capacities, h.Name)
+		delete(a.op.capacities, h.Name)
 	}
 }
 
@@ -32,7 +49,7 @@ func (a *Agent) adoptOperator(h *dist.Hello) {
 // it back. The back-end is told, keeps it and says so in its hellos
 // (configureBackend, adoptOperator): the drain outlives this VCP.
 func (a *Agent) Drain(name string, drain bool) error {
-	return a.operate(name, func() { a.drained[name] = drain })
+	return a.operate(name, func() { a.op.drained[name] = drain })
 }
 
 // SetCapacity sets a back-end's capacity, so its weight, until the config
@@ -41,9 +58,9 @@ func (a *Agent) Drain(name string, drain bool) error {
 func (a *Agent) SetCapacity(name string, mbps uint32) error {
 	return a.operate(name, func() {
 		if mbps == 0 {
-			delete(a.capacities, name)
+			delete(a.op.capacities, name)
 		} else {
-			a.capacities[name] = mbps
+			a.op.capacities[name] = mbps
 		}
 	})
 }
@@ -75,8 +92,8 @@ func (a *Agent) operate(name string, change func()) error {
 // change is newer than every one before it, whichever VCP took them.
 // Call with a.mu held.
 func (a *Agent) nextOperatorVersion(name string, now time.Time) uint64 {
-	v := max(uint64(now.UnixMilli()), a.operatorVersions[name]+1)
-	a.operatorVersions[name] = v
+	v := max(uint64(now.UnixMilli()), a.op.versions[name]+1)
+	a.op.versions[name] = v
 	return v
 }
 
@@ -112,7 +129,7 @@ func (a *Agent) untilBackendKeeps(e *element) error {
 			a.configureBackend(e, time.Now())
 			pushed = true
 		}
-		m := &dist.BackendConfig{Drained: a.drained[e.hello.Name], Capacity: a.capacities[e.hello.Name], OperatorVersion: a.operatorVersions[e.hello.Name]}
+		m := &dist.BackendConfig{Drained: a.op.drained[e.hello.Name], Capacity: a.op.capacities[e.hello.Name], OperatorVersion: a.op.versions[e.hello.Name]}
 		kept := e.alive && operatorApplied(e.hello, m)
 		a.mu.Unlock()
 		switch {

@@ -83,7 +83,7 @@ func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
 	}
 	a.mu.Lock()
 	a.cfg, a.suite = next, suite
-	clear(a.capacities) // the file's capacities now
+	clear(a.op.capacities) // the file's capacities now
 	a.mu.Unlock()
 	for _, c := range changes {
 		a.log.Info("reloaded", "change", c)

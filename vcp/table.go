@@ -1,6 +1,10 @@
 package vcp
 
-import "github.com/msr-router/msr/dist"
+import (
+	"net"
+
+	"github.com/msr-router/msr/dist"
+)
 
 // The balancing tables the VCP gives the LBs: which back-ends may carry
 // traffic, with what weight, and the frames that carry a table.
@@ -29,38 +33,57 @@ func (a *Agent) everyBackendSilent() bool {
 // mayCarry says whether a back-end may be in the tables when heard: not
 // drained by the operator, nor draining by its last hello.
 func (a *Agent) mayCarry(r *element) bool {
-	return !a.drained[r.hello.Name] && r.hello.Flags&dist.HelloFlagDraining == 0
+	return !a.op.drained[r.hello.Name] && r.hello.Flags&dist.HelloFlagDraining == 0
 }
 
-// table computes an LB's balancing table: every live, undrained back-end
-// through every internal port of the LB, weighted by capacity (configured,
-// else from its hellos) times its load factor (load.go), the largest 100.
-// When every back-end is silent at once (everyBackendSilent), every
-// undrained one: an empty table drops everything, and the data path of a
-// back-end whose hellos are late still forwards.
+// table computes an LB's balancing table from the router as the VCP
+// sees it (balanceTable): the back-ends in their order, with what the
+// operator said of them and their load factors.
 func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
-	mode := a.cfg.modeOf(lb.hello.Name)
-	var routers []*element
-	var caps []uint64
-	var maxCap uint64
+	var ports []uint8
+	for _, hp := range lb.hello.Ports {
+		if hp.Role == dist.PortInternal {
+			ports = append(ports, hp.Index)
+		}
+	}
+	var backends []tableBackend
 	for _, r := range a.sorted(dist.RoleRouter) {
-		if (r.alive || a.allSilent) && a.mayCarry(r) {
-			c := a.effectiveCapacity(r)
-			routers, caps = append(routers, r), append(caps, c)
-			maxCap = max(maxCap, c)
+		backends = append(backends, tableBackend{mac: r.mac, alive: r.alive, mayCarry: a.mayCarry(r), capacity: a.effectiveCapacity(r)})
+	}
+	return a.cfg.modeOf(lb.hello.Name), balanceTable(ports, backends, a.allSilent)
+}
+
+// A tableBackend is what an LB's table needs of a back-end: its MAC,
+// whether it is heard and may carry traffic (not drained, nor draining),
+// and its capacity (effectiveCapacity).
+type tableBackend struct {
+	mac             net.HardwareAddr
+	alive, mayCarry bool
+	capacity        uint64
+}
+
+// balanceTable is an LB's table through its internal ports: every live
+// back-end that may carry traffic, weighted by capacity, the largest 100.
+// When every back-end is silent at once (allSilent: everyBackendSilent),
+// every one that may carry: an empty table drops everything, and the data
+// path of a back-end whose hellos are late still forwards.
+func balanceTable(ports []uint8, backends []tableBackend, allSilent bool) []dist.TableEntry {
+	var carry []tableBackend
+	var maxCap uint64
+	for _, b := range backends {
+		if (b.alive || allSilent) && b.mayCarry {
+			carry = append(carry, b)
+			maxCap = max(maxCap, b.capacity)
 		}
 	}
 	var entries []dist.TableEntry
-	for _, hp := range lb.hello.Ports {
-		if hp.Role != dist.PortInternal {
-			continue
-		}
-		for i, r := range routers {
-			w := uint16(max(1, (caps[i]*100+maxCap/2)/max(maxCap, 1)))
-			entries = append(entries, dist.TableEntry{MAC: r.mac, Port: hp.Index, Weight: w})
+	for _, port := range ports {
+		for _, b := range carry {
+			w := uint16(max(1, (b.capacity*100+maxCap/2)/max(maxCap, 1)))
+			entries = append(entries, dist.TableEntry{MAC: b.mac, Port: port, Weight: w})
 		}
 	}
-	return mode, entries
+	return entries
 }
 
 // effectiveCapacity is a back-end's capacity times its load factor, in
@@ -71,7 +94,7 @@ func (a *Agent) effectiveCapacity(r *element) uint64 {
 }
 
 func (a *Agent) capacity(r *element) uint32 {
-	if c := a.capacities[r.hello.Name]; c > 0 {
+	if c := a.op.capacities[r.hello.Name]; c > 0 {
 		return c
 	}
 	if b := a.cfg.Backends[r.hello.Name]; b != nil && b.CapacityMbps > 0 {

@@ -2,6 +2,8 @@ package vcp
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"net"
 	"testing"
 	"time"
@@ -16,8 +18,8 @@ func tableAgent(t *testing.T, extra string) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Agent{cfg: cfg, log: quiet(), elements: map[uint64]*element{}, drained: map[string]bool{},
-		capacities: map[string]uint32{}, operatorVersions: map[string]uint64{}, links: newMirrorLinks(), loads: map[string]*loadState{}, pushed: map[uint64]*lbPush{}}
+	return &Agent{cfg: cfg, log: quiet(), elements: map[uint64]*element{}, op: newOperatorState(),
+		links: newMirrorLinks(), loads: map[string]*loadState{}, pushed: map[uint64]*lbPush{}}
 }
 
 func (a *Agent) hear(id uint64, mac string, h *dist.Hello) {
@@ -105,8 +107,8 @@ func TestOperatorStateFromHellos(t *testing.T) {
 	drained := uint8(dist.HelloFlagDraining | dist.HelloFlagDrained)
 	a.hear(11, "02:00:00:00:b0:01", router("r1", drained|dist.HelloFlagCapacitySet, 7000))
 	a.hear(12, "02:00:00:00:b0:02", router("r2", 0, 10000))
-	if !a.drained["r1"] || a.capacities["r1"] != 7000 || a.drained["r2"] || a.capacities["r2"] != 0 {
-		t.Fatalf("a standby's view of the hellos: drained %v, capacities %v", a.drained, a.capacities)
+	if !a.op.drained["r1"] || a.op.capacities["r1"] != 7000 || a.op.drained["r2"] || a.op.capacities["r2"] != 0 {
+		t.Fatalf("a standby's view of the hellos: drained %v, capacities %v", a.op.drained, a.op.capacities)
 	}
 	if err := a.Drain("r2", true); !errors.Is(err, errStandby) {
 		t.Errorf("drain on a standby: %v", err)
@@ -116,8 +118,8 @@ func TestOperatorStateFromHellos(t *testing.T) {
 	}
 	// The operator undrains r1 on the active VCP: its hellos follow.
 	a.hear(11, "02:00:00:00:b0:01", router("r1", 0, 10000))
-	if a.drained["r1"] || a.capacities["r1"] != 0 {
-		t.Fatalf("r1 undrained and unweighted: drained %v, capacities %v", a.drained, a.capacities)
+	if a.op.drained["r1"] || a.op.capacities["r1"] != 0 {
+		t.Fatalf("r1 undrained and unweighted: drained %v, capacities %v", a.op.drained, a.op.capacities)
 	}
 	// Taken over: the standby's view is the router's; its own word stands
 	// against a hello that does not carry it yet.
@@ -127,13 +129,13 @@ func TestOperatorStateFromHellos(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.hear(12, "02:00:00:00:b0:02", router("r2", 0, 10000))
-	if !a.drained["r1"] || a.capacities["r2"] != 2500 {
-		t.Errorf("after the takeover: drained %v, capacities %v", a.drained, a.capacities)
+	if !a.op.drained["r1"] || a.op.capacities["r2"] != 2500 {
+		t.Errorf("after the takeover: drained %v, capacities %v", a.op.drained, a.op.capacities)
 	}
 	// A back-end first heard while active brings its own.
 	a.hear(13, "02:00:00:00:b0:03", router("r3", drained, 10000))
-	if !a.drained["r3"] {
-		t.Errorf("r3, drained before this VCP knew it: %v", a.drained)
+	if !a.op.drained["r3"] {
+		t.Errorf("r3, drained before this VCP knew it: %v", a.op.drained)
 	}
 }
 
@@ -155,7 +157,7 @@ func TestOperatorVersionSplitBrain(t *testing.T) {
 	if err := a.Drain("r1", true); err != nil {
 		t.Fatal(err)
 	}
-	ours := a.operatorVersions["r1"]
+	ours := a.op.versions["r1"]
 	if now := uint64(time.Now().UnixMilli()); ours == 0 || ours > now || now-ours > 10_000 {
 		t.Fatalf("the drain's version %d, want about now (%d)", ours, now)
 	}
@@ -165,13 +167,13 @@ func TestOperatorVersionSplitBrain(t *testing.T) {
 	}
 	// The other VCP undrained it later: r1 says so with its version.
 	a.hear(11, "02:00:00:00:b0:01", router(0, ours+5))
-	if a.drained["r1"] || a.operatorVersions["r1"] != ours+5 {
-		t.Fatalf("an active VCP behind the back-end: drained %v, version %d, want false, %d", a.drained["r1"], a.operatorVersions["r1"], ours+5)
+	if a.op.drained["r1"] || a.op.versions["r1"] != ours+5 {
+		t.Fatalf("an active VCP behind the back-end: drained %v, version %d, want false, %d", a.op.drained["r1"], a.op.versions["r1"], ours+5)
 	}
 	// A hello behind this VCP's (an old one, late) changes nothing.
 	a.hear(11, "02:00:00:00:b0:01", router(drained, ours+1))
-	if a.drained["r1"] || a.operatorVersions["r1"] != ours+5 {
-		t.Errorf("a hello behind taken: drained %v, version %d", a.drained["r1"], a.operatorVersions["r1"])
+	if a.op.drained["r1"] || a.op.versions["r1"] != ours+5 {
+		t.Errorf("a hello behind taken: drained %v, version %d", a.op.drained["r1"], a.op.versions["r1"])
 	}
 	// A version far ahead (a VCP whose clock is ahead): the next change
 	// goes above it.
@@ -179,7 +181,7 @@ func TestOperatorVersionSplitBrain(t *testing.T) {
 	if err := a.SetCapacity("r1", 5000); err != nil {
 		t.Fatal(err)
 	}
-	if v := a.operatorVersions["r1"]; v != 1<<50+1 {
+	if v := a.op.versions["r1"]; v != 1<<50+1 {
 		t.Errorf("a weight after a version from a clock ahead: %d, want %d", v, uint64(1<<50+1))
 	}
 }
@@ -364,5 +366,46 @@ func TestEveryBackendSilentKeepsThem(t *testing.T) {
 	silent(12)
 	if got := inTable(); len(got) != 0 || a.allSilent {
 		t.Errorf("every back-end drained: table %v (all silent %v), want none", got, a.allSilent)
+	}
+}
+
+// An LB's table as a function of the back-ends alone: the live ones that
+// may carry, through each internal port, weighted by capacity to the
+// largest's 100 (never 0); every one that may carry when all are silent.
+func TestBalanceTable(t *testing.T) {
+	mac := func(i byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0xb0, i} }
+	backends := []tableBackend{
+		{mac: mac(1), alive: true, mayCarry: true, capacity: 10_000_000},
+		{mac: mac(2), alive: true, mayCarry: true, capacity: 5_000_000},
+		{mac: mac(3), alive: true, mayCarry: false, capacity: 10_000_000}, // drained
+		{mac: mac(4), alive: false, mayCarry: true, capacity: 10_000_000}, // dead
+		{mac: mac(5), alive: true, mayCarry: true, capacity: 1},
+	}
+	weights := func(es []dist.TableEntry) map[string]uint16 {
+		w := map[string]uint16{}
+		for _, e := range es {
+			w[fmt.Sprintf("%d/%s", e.Port, e.MAC)] = e.Weight
+		}
+		return w
+	}
+	got := weights(balanceTable([]uint8{1, 2}, backends, false))
+	want := map[string]uint16{}
+	for _, port := range []int{1, 2} {
+		want[fmt.Sprintf("%d/%s", port, mac(1))] = 100
+		want[fmt.Sprintf("%d/%s", port, mac(2))] = 50
+		want[fmt.Sprintf("%d/%s", port, mac(5))] = 1
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("table %v, want %v", got, want)
+	}
+	silent := []tableBackend{{mac: mac(1), mayCarry: true, capacity: 4}, {mac: mac(2), mayCarry: true, capacity: 2}, {mac: mac(3), capacity: 4}}
+	if got := weights(balanceTable([]uint8{1}, silent, true)); len(got) != 2 || got["1/"+mac(1).String()] != 100 || got["1/"+mac(2).String()] != 50 {
+		t.Errorf("every back-end silent: %v, want the two that may carry, 100 and 50", got)
+	}
+	if got := balanceTable([]uint8{1}, silent, false); len(got) != 0 {
+		t.Errorf("every back-end dead: %v, want none", got)
+	}
+	if got := balanceTable(nil, backends, false); len(got) != 0 {
+		t.Errorf("an LB with no internal port: %v", got)
 	}
 }

@@ -102,7 +102,7 @@ func (a *Agent) View() *vcpapi.View {
 	v.Active = a.active
 	var total float64
 	for _, e := range a.elements {
-		ve := vcpapi.ViewElement{Name: e.hello.Name, Role: roleName(e.hello.Role), Alive: e.alive, Drained: a.drained[e.hello.Name],
+		ve := vcpapi.ViewElement{Name: e.hello.Name, Role: roleName(e.hello.Role), Alive: e.alive, Drained: a.op.drained[e.hello.Name],
 			Installed: e.hello.Installed}
 		for _, p := range e.hello.Ports {
 			key := e.hello.Name + "/" + fmt.Sprint(p.Index)
