@@ -2,7 +2,6 @@ package lb
 
 import (
 	"encoding/binary"
-	"slices"
 	"testing"
 
 	"github.com/msr-router/msr/dist"
@@ -19,20 +18,11 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		enum, prefix string
-		names        []string
-	}{
-		{"lb_module", "LB_MOD_", ModuleNames[:]},
-		{"lb_drop", "LB_DROP_", DropNames[:]},
-	} {
-		want, err := xdp.EnumNames(spec, c.enum, c.prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(c.names, want) {
-			t.Errorf("enum %s names %q, Go %q", c.enum, want, c.names)
-		}
+	if err := xdp.CheckEnumNames(spec, "lb_module", "LB_MOD_", ModuleNames[:]); err != nil {
+		t.Error(err)
+	}
+	if err := xdp.CheckEnumNames(spec, "lb_drop", "LB_DROP_", DropNames[:]); err != nil {
+		t.Error(err)
 	}
 	if int(lbxdpIp6LimitIP6EXT_MAX) != inet.IP6ExtMax || int(lbxdpIp6LimitIP6EXT_BYTES) != inet.IP6ExtBytes {
 		t.Errorf("ipv6.h walks %d headers and %d bytes, inet.WalkIPv6 %d and %d", lbxdpIp6LimitIP6EXT_MAX, lbxdpIp6LimitIP6EXT_BYTES, inet.IP6ExtMax, inet.IP6ExtBytes)

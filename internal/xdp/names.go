@@ -2,6 +2,7 @@ package xdp
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -38,4 +39,18 @@ func AddByName(sums map[string]uint64, names []string, counts []uint64) {
 	for i, v := range counts {
 		sums[names[i]] += v
 	}
+}
+
+// CheckEnumNames says, as an error, where names (a Go table of a C enum's
+// values' names) and the enum in spec's BTF differ: the check each data
+// path's test makes of its counters' names.
+func CheckEnumNames(spec *ebpf.CollectionSpec, enum, prefix string, names []string) error {
+	want, err := EnumNames(spec, enum, prefix)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(names, want) {
+		return fmt.Errorf("enum %s names %q, Go %q", enum, want, names)
+	}
+	return nil
 }
