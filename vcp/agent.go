@@ -39,7 +39,7 @@ type Agent struct {
 	// active: this VCP configures the LBs and runs the suite; a standby
 	// only keeps the topology from hellos.
 	active   bool
-	elements map[uint64]*element
+	elements topology
 	// op is what the operator said of the back-ends (operator.go).
 	op operatorState
 	// links are the mirrors' link states followPorts wants, set outside
@@ -80,6 +80,32 @@ type Agent struct {
 	events []vcpapi.ViewEvent
 }
 
+// topology is the router as the elements' hellos show it: every LB and
+// back-end heard, by element id.
+type topology map[uint64]*element
+
+// sorted lists the elements of a role by name.
+func (t topology) sorted(role dist.Role) []*element {
+	var out []*element
+	for _, e := range t {
+		if e.hello.Role == role {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].hello.Name < out[j].hello.Name })
+	return out
+}
+
+// named is the element of a role called name, nil if none is heard.
+func (t topology) named(role dist.Role, name string) *element {
+	for _, e := range t {
+		if e.hello.Role == role && e.hello.Name == name {
+			return e
+		}
+	}
+	return nil
+}
+
 // element is one LB or back-end as its hellos describe it.
 type element struct {
 	id    uint64
@@ -107,7 +133,7 @@ func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
-		elements: map[uint64]*element{}, op: newOperatorState(), links: newMirrorLinks(), loads: map[string]*loadState{},
+		elements: topology{}, op: newOperatorState(), links: newMirrorLinks(), loads: map[string]*loadState{},
 		pushed: map[uint64]*lbPush{}, backendPushes: map[uint64]*backendPush{}, limitHits: map[string]uint64{},
 		ribPassword: keys.RIB, started: time.Now(), ports: map[uint16]*PortState{}}
 	if a.sender, err = dist.NewSender(cfg.ID, keys.Seal); err != nil {
@@ -339,12 +365,12 @@ func (a *Agent) tick(now time.Time) {
 		return
 	}
 	push := &vcpapi.PushStatus{At: now}
-	for _, r := range a.sorted(dist.RoleRouter) {
+	for _, r := range a.elements.sorted(dist.RoleRouter) {
 		if r.alive {
 			a.configureBackend(r, now)
 		}
 	}
-	for _, lb := range a.sorted(dist.RoleLB) {
+	for _, lb := range a.elements.sorted(dist.RoleLB) {
 		if lb.alive {
 			a.configure(lb, now, push)
 		}
@@ -353,18 +379,6 @@ func (a *Agent) tick(now time.Time) {
 		push.Ms = float64(time.Since(now).Microseconds()) / 1000
 		a.lastPush = push
 	}
-}
-
-// sorted lists the elements of a role by name.
-func (a *Agent) sorted(role dist.Role) []*element {
-	var out []*element
-	for _, e := range a.elements {
-		if e.hello.Role == role {
-			out = append(out, e)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].hello.Name < out[j].hello.Name })
-	return out
 }
 
 // configure sends one LB its port settings and table when they differ from

@@ -69,7 +69,7 @@ func (a *Agent) topology() (string, []vcpapi.ElementStatus, []vcpapi.TableStatus
 		}
 	}
 	sort.Slice(elements, func(i, j int) bool { return elements[i].Name < elements[j].Name })
-	for _, lb := range a.sorted(dist.RoleLB) {
+	for _, lb := range a.elements.sorted(dist.RoleLB) {
 		mode, entries := a.table(lb)
 		t := vcpapi.TableStatus{LB: lb.hello.Name, Mode: mode.String(), Weights: map[string]uint16{}}
 		if p := a.pushed[lb.id]; p != nil {

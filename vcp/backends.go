@@ -211,7 +211,7 @@ func (a *Agent) ACL() *vcpapi.ACLView {
 		v.Rules = append(v.Rules, vcpapi.ACLRuleView{Index: i, Rule: want[i]})
 	}
 	var names []string
-	for _, r := range a.sorted(dist.RoleRouter) {
+	for _, r := range a.elements.sorted(dist.RoleRouter) {
 		if r.alive {
 			names = append(names, r.hello.Name)
 		}

@@ -24,7 +24,7 @@ acl:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{cfg: c, elements: map[uint64]*element{}}
+	a := &Agent{cfg: c, elements: topology{}}
 	m, acl := a.backendSettings()
 	want := []dist.BackendPort{
 		{Name: "lb1/vlan10", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500},
@@ -57,7 +57,7 @@ acl:
 		t.Errorf("the back-end's API: %v %v", api, ok)
 	}
 	without, _ := load(t, goodVCP)
-	if _, acl := (&Agent{cfg: without, elements: map[uint64]*element{}}).backendSettings(); acl != nil {
+	if _, acl := (&Agent{cfg: without, elements: topology{}}).backendSettings(); acl != nil {
 		t.Errorf("no acl: in the config, yet ACL_CONFIG %+v", acl)
 	}
 	// A bad rule is refused at its line.

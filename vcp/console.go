@@ -25,7 +25,7 @@ func (a *Agent) Ports() *vcpapi.PortsView {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	v := &vcpapi.PortsView{Ports: []vcpapi.PortView{}}
-	for _, lb := range a.sorted(dist.RoleLB) {
+	for _, lb := range a.elements.sorted(dist.RoleLB) {
 		if !lb.alive {
 			continue
 		}
@@ -64,7 +64,7 @@ func portName(element string, p dist.PortStatus) string {
 // VLAN, as the LBs' hellos tell them; call it with a.mu held.
 func (a *Agent) externalPortNames() map[uint16]string {
 	names := map[uint16]string{}
-	for _, lb := range a.sorted(dist.RoleLB) {
+	for _, lb := range a.elements.sorted(dist.RoleLB) {
 		for _, p := range lb.hello.Ports {
 			if p.Role == dist.PortExternal && p.VLAN != 0 {
 				names[p.VLAN] = portName(lb.hello.Name, p)
@@ -122,7 +122,7 @@ func (a *Agent) Routes() (*vcpapi.RoutesView, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, r := range a.sorted(dist.RoleRouter) {
+	for _, r := range a.elements.sorted(dist.RoleRouter) {
 		b := vcpapi.BackendRoutes{Name: r.hello.Name, Alive: r.alive, Installed: r.hello.Installed}
 		if p, ok := byMAC[r.mac.String()]; ok {
 			b.Session, b.Neighbor, b.Exported = p.Info, p.Neighbor, p.Exported
@@ -164,7 +164,7 @@ func (a *Agent) Lookup(addr netip.Addr) *vcpapi.LookupView {
 	}
 	a.mu.Lock()
 	var names []string
-	for _, r := range a.sorted(dist.RoleRouter) {
+	for _, r := range a.elements.sorted(dist.RoleRouter) {
 		names = append(names, r.hello.Name)
 	}
 	a.mu.Unlock()

@@ -74,16 +74,15 @@ func (a *Agent) operate(name string, change func()) error {
 		a.mu.Unlock()
 		return errStandby
 	}
-	for _, e := range a.elements {
-		if e.hello.Role == dist.RoleRouter && e.hello.Name == name {
-			change()
-			a.nextOperatorVersion(name, time.Now())
-			a.mu.Unlock()
-			return a.untilBackendKeeps(e)
-		}
+	e := a.elements.named(dist.RoleRouter, name)
+	if e == nil {
+		a.mu.Unlock()
+		return fmt.Errorf("no back-end %q", name)
 	}
+	change()
+	a.nextOperatorVersion(name, time.Now())
 	a.mu.Unlock()
-	return fmt.Errorf("no back-end %q", name)
+	return a.untilBackendKeeps(e)
 }
 
 // nextOperatorVersion stamps an operator's change to a back-end's drain

@@ -139,7 +139,7 @@ type livePort struct {
 // call it with a.mu held.
 func (a *Agent) liveExternalPorts() map[uint16]livePort {
 	live := map[uint16]livePort{}
-	for _, lb := range a.sorted(dist.RoleLB) {
+	for _, lb := range a.elements.sorted(dist.RoleLB) {
 		if !lb.alive {
 			continue
 		}

@@ -47,7 +47,7 @@ func (a *Agent) table(lb *element) (dist.BalanceMode, []dist.TableEntry) {
 		}
 	}
 	var backends []tableBackend
-	for _, r := range a.sorted(dist.RoleRouter) {
+	for _, r := range a.elements.sorted(dist.RoleRouter) {
 		backends = append(backends, tableBackend{mac: r.mac, alive: r.alive, mayCarry: a.mayCarry(r), capacity: a.effectiveCapacity(r)})
 	}
 	return a.cfg.modeOf(lb.hello.Name), balanceTable(ports, backends, a.allSilent)

@@ -18,7 +18,7 @@ func tableAgent(t *testing.T, extra string) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Agent{cfg: cfg, log: quiet(), elements: map[uint64]*element{}, op: newOperatorState(),
+	return &Agent{cfg: cfg, log: quiet(), elements: topology{}, op: newOperatorState(),
 		links: newMirrorLinks(), loads: map[string]*loadState{}, pushed: map[uint64]*lbPush{}}
 }
 
