@@ -21,7 +21,7 @@ import (
 
 // Agent is `msr vcp`: discovery, topology, balancing control.
 type Agent struct {
-	cfg     *FileConfig
+	cfg     *Config
 	conn    *dist.Conn
 	sender  *dist.Sender
 	mirrors *Mirrors
@@ -127,7 +127,7 @@ type lbPush struct {
 }
 
 // NewAgent opens the VCP's DIST socket: call it in the VCP's namespace.
-func NewAgent(cfg *FileConfig, log *slog.Logger) (*Agent, error) {
+func NewAgent(cfg *Config, log *slog.Logger) (*Agent, error) {
 	keys, err := cfg.Keys(true)
 	if err != nil {
 		return nil, err

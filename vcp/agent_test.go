@@ -65,9 +65,10 @@ func startVCPLab(t *testing.T) *vcpLabT {
 	}
 	// r4 has the wrong key: the VCP and the LB must ignore it.
 	l.backend("r4", 1000, strings.Repeat("5a", 32))
-	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-vcp", KeyFile: filepath.Join(l.dir, "key")}, Interface: "eth0", Mode: "maglev",
+	file := &FileConfig{Config: elementcfg.Config{Name: "t-vcp", KeyFile: filepath.Join(l.dir, "key")}, Interface: "eth0", Mode: "maglev",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}}}
-	if err := cfg.complete(); err != nil {
+	cfg, err := file.Parse()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := netns.Do(lab.Namespace("t-vcp", "vcp"), func() (err error) {

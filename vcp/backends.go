@@ -43,10 +43,10 @@ func (a *Agent) backendSettings() (*dist.BackendConfig, *dist.ACLConfig) {
 	if r := a.cfg.Routing; r != nil && r.Backends != nil {
 		m.RIBNeighbor, m.RIBASN = r.Backends.Listen, r.ASN
 	}
-	if !a.cfg.hasACL {
+	if !a.cfg.HasACL {
 		return m, nil
 	}
-	return m, &dist.ACLConfig{Rules: a.cfg.acl}
+	return m, &dist.ACLConfig{Rules: a.cfg.ACLRules}
 }
 
 // staticNeighbors are the external ports' static neighbours, the whole
@@ -138,7 +138,7 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 		}
 	}
 	if id != p.id {
-		a.log.Info("back-end configured", "backend", r.hello.Name, "ports", len(m.Ports), "rib", m.RIBNeighbor, "acl_rules", len(a.cfg.acl))
+		a.log.Info("back-end configured", "backend", r.hello.Name, "ports", len(m.Ports), "rib", m.RIBNeighbor, "acl_rules", len(a.cfg.ACLRules))
 	}
 	p.id, p.sent = id, now
 }
@@ -204,9 +204,9 @@ func backendAPI(h *dist.Hello) (netip.AddrPort, bool) {
 // each back-end's API.
 func (a *Agent) ACL() *vcpapi.ACLView {
 	a.mu.Lock()
-	v := &vcpapi.ACLView{Configured: a.cfg.hasACL, Rules: []vcpapi.ACLRuleView{}, Backends: []vcpapi.ACLOfBackend{}}
+	v := &vcpapi.ACLView{Configured: a.cfg.HasACL, Rules: []vcpapi.ACLRuleView{}, Backends: []vcpapi.ACLOfBackend{}}
 	var want []string
-	for i, r := range a.cfg.acl {
+	for i, r := range a.cfg.ACLRules {
 		want = append(want, acl.Text(r))
 		v.Rules = append(v.Rules, vcpapi.ACLRuleView{Index: i, Rule: want[i]})
 	}

@@ -34,10 +34,6 @@ type FileConfig struct {
 	// ACL is the router's: every back-end applies it alike (backends.go);
 	// absent, a back-end keeps its own file's.
 	ACL []acl.Config `yaml:"acl"`
-	// acl is ACL checked; hasACL says the file has the key (an empty
-	// list: no ACL on any back-end).
-	acl    []dist.ACLRule
-	hasACL bool
 	// Routing configures the routing suite that terminates the router's
 	// protocols on the mirrors (none: no suite runs).
 	Routing *RoutingConfig `yaml:"routing"`
@@ -48,10 +44,23 @@ type FileConfig struct {
 	SNMP *SNMPConfig `yaml:"snmp"`
 	// AsStandby is `msr vcp --standby`: the lower VRRP priority, so the
 	// other VCP wins when both start together.
-	AsStandby bool             `yaml:"-"`
-	Warnings  config.Warnings  `yaml:"-"`
-	Pos       config.Pos       `yaml:"-"`
-	mode      dist.BalanceMode // Mode, parsed by complete
+	AsStandby bool            `yaml:"-"`
+	Warnings  config.Warnings `yaml:"-"`
+	Pos       config.Pos      `yaml:"-"`
+}
+
+// Config is a VCP's configuration as the agent runs it: its file,
+// checked and with its defaults filled (FileConfig.Parse), and what the
+// checks parsed from it.
+type Config struct {
+	*FileConfig
+	// DefaultMode is the balancing mode of every LB not in LBModes.
+	DefaultMode dist.BalanceMode
+	LBModes     map[string]dist.BalanceMode
+	// ACLRules is the router's ACL; HasACL says the file has the key (an
+	// empty list: no ACL on any back-end).
+	ACLRules []dist.ACLRule
+	HasACL   bool
 }
 
 // RoutingConfig is the routing suite and its protocols.
@@ -702,9 +711,8 @@ type LBConfig struct {
 	Mode string `yaml:"mode"`
 	// API is the LB agent's management API (its api_listen), where the
 	// console relays commands for it.
-	API  netip.AddrPort   `yaml:"api"`
-	Pos  config.Pos       `yaml:"-"`
-	mode dist.BalanceMode // Mode, parsed by complete (0: the router's)
+	API netip.AddrPort `yaml:"api"`
+	Pos config.Pos     `yaml:"-"`
 }
 
 // ExternalPortConfig makes one port of one LB an external port of the
@@ -766,13 +774,9 @@ type BackendConfig struct {
 	Pos config.Pos     `yaml:"-"`
 }
 
-// LoadConfig reads and checks a VCP config file.
-func LoadConfig(path string) (*FileConfig, error) {
-	c := &FileConfig{}
-	if err := config.DecodeFile(path, c); err != nil {
-		return nil, err
-	}
-	return c, c.complete()
+// LoadConfig reads, checks and parses a VCP config file.
+func LoadConfig(path string) (*Config, error) {
+	return config.Load[Config, FileConfig](path)
 }
 
 // neighborOn is a neighbour's address on the port of a VLAN (a
@@ -812,37 +816,40 @@ func (c *FileConfig) completeNeighbors(i int, seen *map[neighborOn]config.Pos) e
 	return nil
 }
 
-func (c *FileConfig) complete() error {
+// Parse checks the file, fills its defaults, and returns the
+// configuration the agent runs.
+func (c *FileConfig) Parse() (*Config, error) {
 	if err := c.Config.Complete("vcp", c.Pos); err != nil {
-		return err
+		return nil, err
 	}
-	for _, step := range []func() error{c.completeModes, c.completePorts, c.completeSNMP, c.completeStandby, c.completeRouting} {
+	cfg := &Config{FileConfig: c, LBModes: map[string]dist.BalanceMode{}}
+	for _, step := range []func() error{func() error { return c.parseModes(cfg) }, c.completePorts, c.completeSNMP, c.completeStandby, c.completeRouting} {
 		if err := step(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return cfg, nil
 }
 
-// completeModes parses the balancing modes and the ACL.
-func (c *FileConfig) completeModes() error {
+// parseModes parses the balancing modes and the ACL into cfg.
+func (c *FileConfig) parseModes(cfg *Config) error {
 	if c.Mode == "" {
 		c.Mode = "hash"
 	}
 	var err error
-	if c.mode, err = dist.ParseBalanceMode(c.Mode); err != nil {
+	if cfg.DefaultMode, err = dist.ParseBalanceMode(c.Mode); err != nil {
 		return c.Pos.Errorf("mode %q: wrr, hash, maglev or flowlet", c.Mode)
 	}
 	for name, l := range c.LBs {
 		if l.Mode == "" {
 			continue
 		}
-		if l.mode, err = dist.ParseBalanceMode(l.Mode); err != nil {
+		if cfg.LBModes[name], err = dist.ParseBalanceMode(l.Mode); err != nil {
 			return l.Pos.Errorf("lb %s: mode %q: wrr, hash, maglev or flowlet", name, l.Mode)
 		}
 	}
-	if c.hasACL = c.ACL != nil; c.hasACL {
-		if c.acl, err = acl.Parse(c.ACL, dist.MaxACLRules, c.Pos); err != nil {
+	if cfg.HasACL = c.ACL != nil; cfg.HasACL {
+		if cfg.ACLRules, err = acl.Parse(c.ACL, dist.MaxACLRules, c.Pos); err != nil {
 			return err
 		}
 	}
@@ -1203,9 +1210,9 @@ func (c *FileConfig) apiOf(name string) (netip.AddrPort, bool) {
 }
 
 // modeOf is the balancing mode of an LB.
-func (c *FileConfig) modeOf(lb string) dist.BalanceMode {
-	if l := c.LBs[lb]; l != nil && l.mode != 0 {
-		return l.mode
+func (c *Config) modeOf(lb string) dist.BalanceMode {
+	if m, ok := c.LBModes[lb]; ok {
+		return m
 	}
-	return c.mode
+	return c.DefaultMode
 }

@@ -15,7 +15,7 @@ import (
 
 var goodVCP = msrtest.Testdata("vcp1.yaml")
 
-func load(t *testing.T, text string) (*FileConfig, error) {
+func load(t *testing.T, text string) (*Config, error) {
 	path := filepath.Join(t.TempDir(), "vcp.yaml")
 	os.WriteFile(path, []byte(text), 0o644)
 	return LoadConfig(path)

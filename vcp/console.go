@@ -77,7 +77,7 @@ func (a *Agent) externalPortNames() map[uint16]string {
 // describePorts gives cfg's routing section the external ports, named as
 // the LBs' hellos name them, for the suite's config to describe, and the
 // RIB feed's TCP-MD5 key.
-func (a *Agent) describePorts(cfg *FileConfig) {
+func (a *Agent) describePorts(cfg *Config) {
 	if cfg.Routing == nil {
 		return
 	}

@@ -30,9 +30,10 @@ func TestMirrorCarriesControlTraffic(t *testing.T) {
 	labtest.Up(t, mirrorLab)
 	dir := t.TempDir()
 	disttest.Keys(t, dir, keyHex)
-	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-mirror", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
+	file := &FileConfig{Config: elementcfg.Config{Name: "t-mirror", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}}}
-	if err := cfg.complete(); err != nil {
+	cfg, err := file.Parse()
+	if err != nil {
 		t.Fatal(err)
 	}
 	var v *Agent
@@ -144,12 +145,13 @@ router bgp 65010
 			dir+"/bgpd.conf, -Z, -S, -i, "+dir+"/bgpd.pid, --vty_socket, "+dir+", -P, \"0\", --log, stdout]}\n", 1)
 	labtest.Up(t, labText)
 	disttest.Keys(t, dir, keyHex)
-	cfg := &FileConfig{Config: elementcfg.Config{Name: "t-bgp", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
+	file := &FileConfig{Config: elementcfg.Config{Name: "t-bgp", KeyFile: filepath.Join(dir, "key")}, Interface: "eth0",
 		ExternalPorts: []ExternalPortConfig{{LB: "lb1", MAC: "02:00:00:00:e0:00", Address: netip.MustParsePrefix("192.0.2.1/24"), VLAN: 10}},
 		Routing: &RoutingConfig{ASN: 65000, BGP: []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010,
 			// Documentation and benchmarking space: martians, but for the list.
 			ImportPrefixes: []PrefixPattern{mustPattern("203.0.113.0/24"), mustPattern("198.18.0.0/15")}}}, RunDir: filepath.Join(dir, "vcp")}}
-	if err := cfg.complete(); err != nil {
+	cfg, err := file.Parse()
+	if err != nil {
 		t.Fatal(err)
 	}
 	var v *Agent

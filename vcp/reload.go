@@ -96,7 +96,7 @@ func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
 
 // diffConfig lists what differs between two configs, one change per line,
 // sorted; or says what cannot change without a restart.
-func diffConfig(old, next *FileConfig) ([]string, error) {
+func diffConfig(old, next *Config) ([]string, error) {
 	var restart []string
 	same := func(what string, o, n any) {
 		if fmt.Sprint(o) != fmt.Sprint(n) {
@@ -170,7 +170,7 @@ func standbyText(s *StandbyConfig) string {
 	return fmt.Sprintf("address %s vrid %d priority %d advert %v", s.Address, s.VRID, s.Priority, s.AdvertInterval)
 }
 
-func portVLANs(c *FileConfig) []uint16 {
+func portVLANs(c *Config) []uint16 {
 	var vs []uint16
 	for _, p := range c.ExternalPorts {
 		vs = append(vs, p.VLAN)
@@ -179,7 +179,7 @@ func portVLANs(c *FileConfig) []uint16 {
 	return vs
 }
 
-func lbLines(c *FileConfig) map[string]string {
+func lbLines(c *Config) map[string]string {
 	m := map[string]string{}
 	for name, l := range c.LBs {
 		m[name] = "mode " + orDefault(l.Mode) + apiText(l.API)
@@ -189,18 +189,18 @@ func lbLines(c *FileConfig) map[string]string {
 
 // aclLines are the router's ACL rules by position ("rule 1"), or the
 // back-ends' own when the config has no acl:.
-func aclLines(c *FileConfig) map[string]string {
-	if !c.hasACL {
+func aclLines(c *Config) map[string]string {
+	if !c.HasACL {
 		return map[string]string{"rules": "each back-end's own"}
 	}
-	m := map[string]string{"rules": fmt.Sprint(len(c.acl))}
-	for i, r := range c.acl {
+	m := map[string]string{"rules": fmt.Sprint(len(c.ACLRules))}
+	for i, r := range c.ACLRules {
 		m[fmt.Sprintf("rule %d", i)] = acl.Text(r)
 	}
 	return m
 }
 
-func backendLines(c *FileConfig) map[string]string {
+func backendLines(c *Config) map[string]string {
 	m := map[string]string{}
 	for name, b := range c.Backends {
 		m[name] = fmt.Sprintf("capacity %d Mbit/s", b.CapacityMbps) + apiText(b.API)
@@ -222,7 +222,7 @@ func apiText(a netip.AddrPort) string {
 	return ", api " + a.String()
 }
 
-func portLines(c *FileConfig) map[string]string {
+func portLines(c *Config) map[string]string {
 	m := map[string]string{}
 	for _, p := range c.ExternalPorts {
 		line := fmt.Sprintf("lb %s mac %s address %s mtu %d", p.LB, p.MAC, p.Address, p.MTU)
