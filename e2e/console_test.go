@@ -160,7 +160,6 @@ func checkConsoleChanges(t *testing.T, dir string, keyed []string, routes func()
 	var elements []struct {
 		Capacity uint32 `json:"capacity_mbps"`
 	}
-	// Changes need the key: without it nothing happens.
 	if out, errOut, code := ctl("drain", "t-rib-r1"); code == 0 || !strings.Contains(errOut, "needs the admin token") {
 		t.Errorf("a drain without the key: %d %s %s", code, out, errOut)
 	}

@@ -158,8 +158,6 @@ func checkDefaultLabReaches(t *testing.T, plan *demo.Plan) {
 // across both LBs and the back-ends, intact.
 func checkDownload(t *testing.T) {
 	exec := func(host string, argv ...string) string { t.Helper(); return demoExec(t, host, argv...) }
-	// curl downloads 200 MB from nginx on h3's network, across both LBs
-	// and the back-ends, intact.
 	www := t.TempDir()
 	os.Chmod(www, 0o755)
 	os.Chmod(filepath.Dir(www), 0o755) // nginx's workers run as www-data

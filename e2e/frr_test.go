@@ -304,8 +304,6 @@ func checkFRRAnnounces(t *testing.T, dir string) {
 // second and says how it died, h1's session and the back-end's feed come
 // back.
 func checkBGPDRestart(t *testing.T, dir string) {
-	// bgpd killed: the VCP starts it again within a second, says how it
-	// died, and h1's session comes back.
 	bgpdPID := func() int {
 		out, _ := exec.Command("pgrep", "-f", "^/usr/lib/frr/bgpd -f "+filepath.Join(dir, "vcp", "frr", "bgpd.conf")).Output()
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))

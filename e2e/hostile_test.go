@@ -127,8 +127,6 @@ func TestDefaultLabHostileInput(t *testing.T) {
 // h1: ICMPv6 policed on its way to the VCP, the rest answered by the
 // back-ends, every process still there, ping -6 answered after.
 func checkRouterAddressFlood(t *testing.T, after *lbapi.Status) {
-	// The router's own IPv6 address, flooded: ICMPv6 policed on its way
-	// to the VCP, the rest answered by the back-ends.
 	policed := portDrop(after, "lb1/e0", "policed")
 	err := fromH1(func(ifi *net.Interface, send func([]byte) error) error {
 		r := rand.New(rand.NewPCG(3, 4))

@@ -132,8 +132,6 @@ func TestBackendJoinsAndLeaves(t *testing.T) {
 // checkACLHits: telnet to h1's network is denied on every back-end, r4
 // among them, and the console sums the hits.
 func checkACLHits(t *testing.T) {
-	// The router's ACL: telnet to h1's network is denied on every
-	// back-end, and the console sums the hits.
 	for range 5 {
 		demo.Exec("h3", "timeout", "0.3", "bash", "-c", "echo > /dev/tcp/"+demo.H1+"/23")
 	}

@@ -124,8 +124,6 @@ sendp(na, iface="eth0", count=3, inter=0.1, verbose=False)
 // nothing was asked, nothing is made.
 func checkAdvertisementFlood(t *testing.T) {
 	entries := func() map[string]map[string]string { return neighbourEntries(t) }
-	// An advertisement flood over h1's /64: nothing was asked, nothing is
-	// made.
 	neighbours := func() (n int) {
 		for _, e := range entries() {
 			n += len(e)
@@ -162,8 +160,6 @@ sendp(ps, iface="eth0", verbose=False)
 // checkInsideFromOutside: SYNs from h1 to every element's address and
 // API port, and packets claiming an inside source: lb1 drops them all.
 func checkInsideFromOutside(t *testing.T) {
-	// The inside from outside: SYNs to every element's address and API
-	// port, and packets claiming an inside source.
 	lbBefore, err := demo.LBStatus("lb1")
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +190,6 @@ func checkInsideFromOutside(t *testing.T) {
 // checkTTLFlood: a TTL-1 flood while the back-ends have forgotten every
 // neighbour: h2 must be resolved through it.
 func checkTTLFlood(t *testing.T) {
-	// A TTL-1 flood while the back-ends have forgotten every neighbour:
-	// h2 must be resolved through it.
 	before := slowPathCounters(t)
 	dropsBefore := backendSlowDrops(t)
 	flood := make(chan string, 1)

@@ -174,13 +174,12 @@ routing:
 	return dir, write, h3Conf
 }
 
-// checkTransit: each peer learns the other's prefix from the router, and
-// hosts behind them reach each other across it.
+// checkTransit: each peer learns the other's prefix from the router,
+// with the router's AS before the other's and its own address as next
+// hop (and h3 also by OSPF, as an external route), and hosts behind them
+// reach each other across it.
 func checkTransit(t *testing.T, dir string) {
 	h3 := func(args ...string) string { return birdcAt(filepath.Join(dir, "h3-bird.ctl"), args...) }
-	// Transit: each peer learns the other's prefix from the router, with
-	// the router's AS before the other's and its own address as next hop;
-	// and h3 also by OSPF, as an external route.
 	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
 		out, _, _ := msr(t, "lab", "exec", "--lab", "t-ospf", "h1", "--", "vtysh", "--vty_socket", dir, "-d", "bgpd", "-c", "show ip bgp 100.70.0.0/16")
 		b3 := h3("show", "route", "203.0.113.0/24", "all")

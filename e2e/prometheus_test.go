@@ -78,8 +78,6 @@ func TestPrometheus(t *testing.T) {
 // a change the admin one; refusals counted in the (public) metrics.
 func checkAPITokens(t *testing.T) {
 	query := func(q string) promVector { t.Helper(); return promQuery(t, q) }
-	// The API itself: TLS, a read needs the read token and gets 401
-	// without it, counted in the (public) metrics.
 	curl := func(args ...string) string {
 		out, _ := demo.Exec("mon", append([]string{"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", demo.APIFile("ca.crt")}, args...)...)
 		return strings.TrimSpace(out)
@@ -150,7 +148,6 @@ func checkLocalSockets(t *testing.T) {
 // data.
 func checkDashboard(t *testing.T) {
 	query := func(q string) promVector { t.Helper(); return promQuery(t, q) }
-	// The dashboard's every query runs and returns data.
 	b, err := os.ReadFile("../deploy/grafana/msr-router.json")
 	if err != nil {
 		t.Fatal(err)

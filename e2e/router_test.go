@@ -181,12 +181,6 @@ backends:
 // lab has not: TestDefaultLab pings the router's IPv6 addresses.)
 func checkRouterIPv6(t *testing.T, logs func() string) {
 	exec := func(host string, args ...string) (string, int) { return rtExec(t, host, args...) }
-	// IPv6: the LB answers h1's and h2's solicitations for the
-	// router's addresses; a back-end solicits h2 through the LB, holding
-	// the first packet; ping6 across with the hop limit less one,
-	// traceroute6 across and to the router's far address, no route, Packet
-	// Too Big. (ICMPv6 to the router goes to the VCP, which this lab has
-	// not: TestDefaultLab pings the router's IPv6 addresses.)
 	out, code := exec("h1", "ping", "-6", "-c", "3", "-i", "0.2", "-w", "10", "2001:db8:11::20")
 	if code != 0 || !strings.Contains(out, "ttl=63") {
 		t.Fatalf("ping -6 h1 -> h2 (exit %d):\n%s\n%s", code, out, logs())

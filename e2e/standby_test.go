@@ -179,9 +179,6 @@ routing:
 // resignation goes out; the standby must notice the silence (~3
 // adverts). It returns when.
 func crashVCPHost(t *testing.T, dir string) time.Time {
-	// Kill the active VCP as a crash of its host would: msr vcp and both
-	// keepalived processes at once, so that no VRRP "priority 0" resignation
-	// goes out; the standby must notice the silence (~3 adverts).
 	pids := []int{labPID(t, "t-sb", "vcp1")}
 	for _, f := range []string{"keepalived.pid", "vrrp.pid"} {
 		b, _ := os.ReadFile(filepath.Join(dir, "vcp1", f))

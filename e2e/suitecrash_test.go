@@ -127,7 +127,6 @@ func TestSuiteCrashes(t *testing.T) {
 // over) while vcp1 is still out of the election: vcp1 takes the router
 // back within its fault hold, and its session with bgp1 comes up.
 func checkBothSuitesFail(t *testing.T, third time.Time, birdPIDOf func(string) int, peerUp func() bool) {
-	// vcp2's suite fails in turn while vcp1 is still out of the election.
 	for deadline := time.Now().Add(10 * time.Second); birdPIDOf("vcp2") == 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("vcp2's BIRD not running after it took over")
