@@ -27,10 +27,12 @@ type FileConfig struct {
 	elementcfg.Config `yaml:",inline"`
 	Interface         string `yaml:"interface" msr:"required"` // on the interconnect
 	// Mode is the balancing mode of every LB not named in LBs.
-	Mode          string                    `yaml:"mode"`
-	LBs           map[string]*LBConfig      `yaml:"lbs"`
-	ExternalPorts []ExternalPortConfig      `yaml:"external_ports"`
-	Backends      map[string]*BackendConfig `yaml:"backends"`
+	Mode          string               `yaml:"mode"`
+	LBs           map[string]*LBConfig `yaml:"lbs"`
+	ExternalPorts []ExternalPortConfig `yaml:"external_ports"`
+	// ExternalPortRanges write many external ports each (portrange.go).
+	ExternalPortRanges []ExternalPortRange       `yaml:"external_port_ranges"`
+	Backends           map[string]*BackendConfig `yaml:"backends"`
 	// ACL is the router's: every back-end applies it alike (backends.go);
 	// absent, a back-end keeps its own file's.
 	ACL []acl.Config `yaml:"acl"`
@@ -823,7 +825,7 @@ func (c *FileConfig) Parse() (*Config, error) {
 		return nil, err
 	}
 	cfg := &Config{FileConfig: c, LBModes: map[string]dist.BalanceMode{}}
-	for _, step := range []func() error{func() error { return c.parseModes(cfg) }, c.completePorts, c.completeSNMP, c.completeStandby, c.completeRouting} {
+	for _, step := range []func() error{func() error { return c.parseModes(cfg) }, c.expandPortRanges, c.completePorts, c.completeSNMP, c.completeStandby, c.completeRouting} {
 		if err := step(); err != nil {
 			return nil, err
 		}
@@ -860,7 +862,8 @@ func (c *FileConfig) parseModes(cfg *Config) error {
 // addresses, MTU and neighbours.
 func (c *FileConfig) completePorts() error {
 	if len(c.ExternalPorts) > dist.MaxPorts-1 {
-		return c.Pos.Errorf("%d external ports: the back-ends take at most %d from the VCP", len(c.ExternalPorts), dist.MaxPorts-1)
+		// At the first port past the limit: a range's line, or a port's.
+		return c.ExternalPorts[dist.MaxPorts-1].Pos.Errorf("%d external ports: the back-ends take at most %d from the VCP", len(c.ExternalPorts), dist.MaxPorts-1)
 	}
 	vlans := map[uint16]config.Pos{}
 	macs := map[string]config.Pos{}

@@ -511,3 +511,46 @@ func TestMaxPrefixesDefault(t *testing.T) {
 		t.Errorf("a peer with max_prefixes 100: %q", got)
 	}
 }
+
+// A range of external ports: every LB of its range, the ports numbered
+// in each, MACs, addresses and descriptions from their templates, VLANs
+// one each from the first; checked as written ports are, at its line.
+func TestExternalPortRanges(t *testing.T) {
+	head := "name: vcp1\nkey_file: /etc/msr/key\ninterface: eth0\nexternal_ports:\n  - {lb: lb1, mac: \"02:00:00:00:e0:00\", address: 192.0.2.1/24, vlan: 10}\nexternal_port_ranges:\n"
+	rng := `  - {lbs: "lb[2-3]", ports: "[0-1]", mac: "02:00:00:{lb:02x}:e{port}:00", address: "10.{lb}.{port}.1/24", address6: "2001:db8:{lb}:{port}::1/64", vlan: 100, description: "lb{lb} port {port}", mtu: 1500}` + "\n"
+	c, err := load(t, head+rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range c.ExternalPorts {
+		got = append(got, fmt.Sprintf("%s %s %s %s %d %d %q", p.LB, p.MAC, p.Address, p.Address6, p.VLAN, p.MTU, p.Description))
+	}
+	want := []string{
+		`lb1 02:00:00:00:e0:00 192.0.2.1/24 invalid Prefix 10 0 ""`,
+		`lb2 02:00:00:02:e0:00 10.2.0.1/24 2001:db8:2::1/64 100 1500 "lb2 port 0"`,
+		`lb2 02:00:00:02:e1:00 10.2.1.1/24 2001:db8:2:1::1/64 101 1500 "lb2 port 1"`,
+		`lb3 02:00:00:03:e0:00 10.3.0.1/24 2001:db8:3::1/64 102 1500 "lb3 port 0"`,
+		`lb3 02:00:00:03:e1:00 10.3.1.1/24 2001:db8:3:1::1/64 103 1500 "lb3 port 1"`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ports:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Each refused at the range's line, 7.
+	for _, c := range []struct{ from, to, want string }{
+		{`lbs: "lb[2-3]"`, `lbs: "lb2-3"`, `is not NAME[FIRST-LAST]`},
+		{`lbs: "lb[2-3]"`, `lbs: "lb[3-2]"`, `FIRST no more than LAST`},
+		{`ports: "[0-1]"`, `ports: "e[0-1]"`, `a range of numbers alone`},
+		{`vlan: 100`, `vlan: 4093`, `VLANs 4093 to 4096: VLAN ids are 1-4094`},
+		{`vlan: 100`, `vlan: 9`, `VLAN 10 is already the port at`},     // the written port's VLAN
+		{`{lb:02x}:e{port}`, `01:e{port}`, `is already configured at`}, // lb2's and lb3's MACs the same
+		{`{lb:02x}:e{port}`, `{rack}:e{port}`, `{rack}: the placeholders are {lb} and {port}`},
+		{`address: "10.{lb}.{port}.1/24"`, `address: "10.{lb}.{port}.300/24"`, `lb2 port 0: address "10.2.0.300/24"`},
+		{`lbs: "lb[2-3]"`, `lbs: "lb[2-9]"`, `17 external ports: the back-ends take at most 15`},
+	} {
+		_, err := load(t, head+strings.Replace(rng, c.from, c.to, 1))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "vcp.yaml:7:") {
+			t.Errorf("%s -> %s: %v, want %q at line 7", c.from, c.to, err, c.want)
+		}
+	}
+}
