@@ -417,3 +417,14 @@ func startHostBIRD(t *testing.T, dir, lab, host string) {
 		}
 	})
 }
+
+// labLogs are the logs of a lab's processes (host.kind, as "r1.router"),
+// each under a "--- host.kind" line, for a failure's message.
+func labLogs(lab string, procs ...string) string {
+	var b strings.Builder
+	for _, f := range procs {
+		l, _ := os.ReadFile("/run/msr/labs/" + lab + "/logs/" + f + ".log")
+		b.WriteString("--- " + f + "\n" + string(l))
+	}
+	return b.String()
+}

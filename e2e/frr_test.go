@@ -386,10 +386,7 @@ func frrOwned(t *testing.T, dir string) {
 // FRR's routes and RIPng, and each FRR daemon's.
 func frrSuiteLogs(dir string) string {
 	var b strings.Builder
-	for _, f := range []string{"vcp.vcp", "r1.router", "h1.bgpd"} {
-		l, _ := os.ReadFile("/run/msr/labs/t-frr/logs/" + f + ".log")
-		b.WriteString("--- " + f + "\n" + string(l))
-	}
+	b.WriteString(labLogs("t-frr", "vcp.vcp", "r1.router", "h1.bgpd"))
 	for _, show := range []string{"show ipv6 route", "show ipv6 ripng", "show ipv6 ripng status"} {
 		out, _ := exec.Command("ip", "netns", "exec", "msr.t-frr.vcp", "vtysh", "--vty_socket", filepath.Join(dir, "vcp", "frr"), "-c", show).CombinedOutput()
 		b.WriteString("--- FRR " + show + "\n" + string(out))

@@ -166,11 +166,6 @@ routing:
 
 // ribLabLogs are t-rib's elements' and peers' logs, and BIRD's.
 func ribLabLogs(dir string) string {
-	var b strings.Builder
-	for _, f := range []string{"lb.lb", "vcp.vcp", "r1.router", "h1.bgpd", "h2.bgpd"} {
-		l, _ := os.ReadFile("/run/msr/labs/t-rib/logs/" + f + ".log")
-		b.WriteString("--- " + f + "\n" + string(l))
-	}
 	bird, _ := os.ReadFile(filepath.Join(dir, "vcp", "bird.log"))
-	return b.String() + "--- bird\n" + string(bird)
+	return labLogs("t-rib", "lb.lb", "vcp.vcp", "r1.router", "h1.bgpd", "h2.bgpd") + "--- bird\n" + string(bird)
 }

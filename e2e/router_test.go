@@ -113,14 +113,7 @@ backends:
 		}
 	})
 	exec := func(host string, args ...string) (string, int) { return rtExec(t, host, args...) }
-	logs := func() string {
-		var b strings.Builder
-		for _, f := range []string{"lb.lb", "r1.router", "r2.router"} {
-			l, _ := os.ReadFile("/run/msr/labs/t-rt/logs/" + f + ".log")
-			b.WriteString("--- " + f + "\n" + string(l))
-		}
-		return b.String()
-	}
+	logs := func() string { return labLogs("t-rt", "lb.lb", "r1.router", "r2.router") }
 
 	// Wait for the LB to balance to both back-ends.
 	deadline := time.Now().Add(15 * time.Second)

@@ -203,10 +203,7 @@ func crashVCPHost(t *testing.T, dir string) time.Time {
 // keepalived's, and the suite's processes.
 func standbyLogs(dir string) string {
 	var b strings.Builder
-	for _, f := range []string{"lb.lb", "vcp1.vcp", "vcp2.vcp", "r1.router", "h1.bgpd"} {
-		l, _ := os.ReadFile("/run/msr/labs/t-sb/logs/" + f + ".log")
-		b.WriteString("--- " + f + "\n" + string(l))
-	}
+	b.WriteString(labLogs("t-sb", "lb.lb", "vcp1.vcp", "vcp2.vcp", "r1.router", "h1.bgpd"))
 	for _, f := range []string{"vcp1/bird.log", "vcp2/bird.log", "vcp1/keepalived.log", "vcp2/keepalived.log"} {
 		l, _ := os.ReadFile(filepath.Join(dir, f))
 		b.WriteString("--- " + f + "\n" + string(l))
