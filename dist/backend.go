@@ -3,7 +3,9 @@ package dist
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
+	"slices"
 )
 
 // The VCP configures the back-ends as it configures the LBs (the virtual
@@ -21,6 +23,12 @@ const (
 	MaxACLRules    = 64
 	backendHdrLen  = 20
 	backendPortLen = 44
+	// backendPageLen is the paging header that follows the header when
+	// flag bit 3 says the ports are paged.
+	backendPageLen = 8
+	// MaxRouterPorts is the most external ports the router has: one per
+	// VLAN id inside (1-4094), each a back-end's rt_ports entry.
+	MaxRouterPorts = 4094
 	// backendPortLenV0 is a port without its IPv6 address: what VCPs sent
 	// before IPv6 (2026-11-23), still taken.
 	backendPortLenV0 = 28
@@ -105,6 +113,14 @@ type BackendConfig struct {
 	// undo the operator's last word: the one behind takes the newer from
 	// the hellos. 0: no version (the back-end takes it as any other).
 	OperatorVersion uint64 `json:"operator_version,omitempty"`
+	// Generation, Page and Pages page the ports of a router with more than
+	// MaxPorts (BackendConfigPages): every page carries all but the ports,
+	// and a back-end applies the config once it holds every page of one
+	// generation from one VCP (BackendConfigSet). Pages 0: one message,
+	// unpaged, as before 2026-11-28.
+	Generation uint32 `json:"generation,omitempty"`
+	Page       uint8  `json:"page,omitempty"`
+	Pages      uint8  `json:"pages,omitempty"`
 }
 
 // BACKEND_CONFIG's flags (byte 19, reserved before 2026-11-24).
@@ -114,13 +130,112 @@ const (
 	// backendFlagOperatorVersion: the operator's version (8 bytes) ends
 	// the message (since 2026-11-24).
 	backendFlagOperatorVersion = 1 << 2
+	// backendFlagPaged: the paging header follows the header (since
+	// 2026-11-28; a back-end from before refuses it, so back-ends are
+	// upgraded before a router passes MaxPorts external ports).
+	backendFlagPaged  = 1 << 3
+	backendFlagsKnown = backendFlagDrained | backendFlagCapacity | backendFlagOperatorVersion | backendFlagPaged
 )
+
+// BackendConfigPages splits m into the messages that carry it: m itself
+// when its ports fit one unpaged message (at most MaxPorts, which every
+// back-end takes), else pages of generation, each with as many ports as a
+// frame holds beside m's addresses and trailers.
+func BackendConfigPages(m *BackendConfig, generation uint32) ([]*BackendConfig, error) {
+	if len(m.Ports) > MaxRouterPorts {
+		return nil, fmt.Errorf("%d ports, at most %d", len(m.Ports), MaxRouterPorts)
+	}
+	if len(m.Ports) <= MaxPorts {
+		one := *m
+		one.Generation, one.Page, one.Pages = 0, 0, 0
+		return []*BackendConfig{&one}, nil
+	}
+	room := MaxBodyLen - backendHdrLen - backendPageLen - 4 - 8 // the capacity and the version, if any
+	for _, a := range m.Addrs {
+		room -= map[bool]int{true: 4, false: 16}[a.Is4()]
+	}
+	perPage := min(room/backendPortLen, 255)
+	n := (len(m.Ports) + perPage - 1) / perPage
+	if perPage < 1 || n > 255 {
+		return nil, fmt.Errorf("%d ports and %d addresses do not fit 255 pages", len(m.Ports), len(m.Addrs))
+	}
+	pages := make([]*BackendConfig, n)
+	for i := range pages {
+		page := *m
+		page.Ports = m.Ports[i*perPage : min((i+1)*perPage, len(m.Ports))]
+		page.Generation, page.Page, page.Pages = generation, uint8(i), uint8(n)
+		pages[i] = &page
+	}
+	return pages, nil
+}
+
+// PortsDigest is a digest of the router's external ports as a back-end
+// serves them (each port's VLAN, addresses, MTU, uRPF and name, in
+// order): its hello says it (Hello.PortsDigest), the VCP compares it with
+// the ports it sent. Never 0, which a hello reserves for none.
+func PortsDigest(ports []BackendPort) uint64 {
+	h := fnv.New64a()
+	var b []byte
+	for _, p := range ports {
+		b = binary.BigEndian.AppendUint16(b[:0], p.VLAN)
+		b = p.Prefix.AppendTo(append(b, ' '))
+		b = p.Prefix6.AppendTo(append(b, ' '))
+		b = binary.BigEndian.AppendUint16(b, p.MTU)
+		b = append(b, uint8(p.URPF))
+		b = append(append(b, p.Name...), 0)
+		h.Write(b)
+	}
+	return max(h.Sum64(), 1)
+}
+
+// BackendConfigSet gathers the pages of BACKEND_CONFIG into configs: a
+// config is whole when it holds every page of one generation from one
+// sender. A page of another sender or generation starts a new set.
+type BackendConfigSet struct {
+	sender     uint64
+	generation uint32
+	pages      []*BackendConfig
+	have       int
+}
+
+// Add takes one message; it returns the whole config when the message
+// completes one (an unpaged message at once), else nil.
+func (s *BackendConfigSet) Add(sender uint64, m *BackendConfig) *BackendConfig {
+	if m.Pages == 0 {
+		return m
+	}
+	if s.pages == nil || sender != s.sender || m.Generation != s.generation || len(s.pages) != int(m.Pages) {
+		*s = BackendConfigSet{sender: sender, generation: m.Generation, pages: make([]*BackendConfig, m.Pages)}
+	}
+	if s.pages[m.Page] == nil {
+		s.have++
+	}
+	s.pages[m.Page] = m
+	if s.have < len(s.pages) {
+		return nil
+	}
+	whole := *s.pages[0]
+	whole.Ports = nil
+	for _, p := range s.pages {
+		whole.Ports = append(whole.Ports, p.Ports...)
+	}
+	whole.Generation, whole.Page, whole.Pages = 0, 0, 0
+	*s = BackendConfigSet{}
+	return &whole
+}
 
 func (*BackendConfig) Type() MsgType { return TypeBackendConfig }
 
 func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
-	if len(m.Ports) > MaxPorts || len(m.Addrs) > MaxBackendAddrs {
-		return nil, fmt.Errorf("%d ports, %d addresses: at most %d, %d", len(m.Ports), len(m.Addrs), MaxPorts, MaxBackendAddrs)
+	maxPorts := MaxPorts
+	if m.Pages > 0 {
+		maxPorts = 255
+		if m.Page >= m.Pages {
+			return nil, fmt.Errorf("page %d of %d", m.Page, m.Pages)
+		}
+	}
+	if len(m.Ports) > maxPorts || len(m.Addrs) > MaxBackendAddrs {
+		return nil, fmt.Errorf("%d ports, %d addresses: at most %d, %d", len(m.Ports), len(m.Addrs), maxPorts, MaxBackendAddrs)
 	}
 	var rib [4]byte
 	if m.RIBNeighbor.IsValid() {
@@ -153,7 +268,14 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 	if m.OperatorVersion != 0 {
 		flags |= backendFlagOperatorVersion
 	}
+	if m.Pages > 0 {
+		flags |= backendFlagPaged
+	}
 	b = append(b, uint8(len(m.Ports)), uint8(len(addrs4)), uint8(len(addrs6)), flags)
+	if m.Pages > 0 {
+		b = binary.BigEndian.AppendUint32(b, m.Generation)
+		b = append(b, m.Page, m.Pages, 0, 0)
+	}
 	for _, p := range m.Ports {
 		addr, bits, err := encodePrefix(p.Prefix)
 		if err != nil {
@@ -203,8 +325,24 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 		return errShort
 	}
 	np, na, na6, flags := int(b[16]), int(b[17]), int(b[18]), b[19]
-	if flags&^(backendFlagDrained|backendFlagCapacity|backendFlagOperatorVersion) != 0 {
+	if flags&^backendFlagsKnown != 0 {
 		return errReserved
+	}
+	var generation uint32
+	var page, pages uint8
+	maxPorts := MaxPorts
+	if flags&backendFlagPaged != 0 {
+		if len(b) < backendHdrLen+backendPageLen {
+			return errShort
+		}
+		pg := b[backendHdrLen:][:backendPageLen]
+		generation, page, pages = binary.BigEndian.Uint32(pg[0:4]), pg[4], pg[5]
+		if pages == 0 || page >= pages || pg[6] != 0 || pg[7] != 0 {
+			return fmt.Errorf("page %d of %d: %w", page, pages, errReserved)
+		}
+		// The paging header read, the rest is laid out as unpaged.
+		b = append(slices.Clip(b[:backendHdrLen]), b[backendHdrLen+backendPageLen:]...)
+		maxPorts = 255
 	}
 	var version uint64
 	if flags&backendFlagOperatorVersion != 0 {
@@ -224,10 +362,11 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 	if na6 == 0 && flags == 0 && len(b) == backendHdrLen+np*backendPortLenV0+na*4 {
 		portLen = backendPortLenV0
 	}
-	if np > MaxPorts || na+na6 > MaxBackendAddrs || len(b) != backendHdrLen+np*portLen+na*4+na6*16+trailer {
+	if np > maxPorts || na+na6 > MaxBackendAddrs || len(b) != backendHdrLen+np*portLen+na*4+na6*16+trailer {
 		return fmt.Errorf("%d ports and %d+%d addresses in %d bytes", np, na, na6, len(b))
 	}
-	*m = BackendConfig{Target: binary.BigEndian.Uint64(b[0:8]), RIBASN: binary.BigEndian.Uint32(b[12:16]), Drained: flags&backendFlagDrained != 0, OperatorVersion: version}
+	*m = BackendConfig{Target: binary.BigEndian.Uint64(b[0:8]), RIBASN: binary.BigEndian.Uint32(b[12:16]), Drained: flags&backendFlagDrained != 0, OperatorVersion: version,
+		Generation: generation, Page: page, Pages: pages}
 	if trailer > 0 {
 		if m.Capacity = binary.BigEndian.Uint32(b[len(b)-4:]); m.Capacity == 0 {
 			return fmt.Errorf("operator's capacity 0: %w", errReserved)

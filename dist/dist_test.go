@@ -3,10 +3,12 @@ package dist
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -157,6 +159,16 @@ func goldenCases() (cases []struct {
 				{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("192.0.2.1/24"), MTU: 1500, URPF: URPFStrict},
 				{Name: "lb2/e0", VLAN: 12, Prefix: netip.MustParsePrefix("203.0.113.1/24"), MTU: 1500, URPF: URPFLoose},
 			}}}},
+		// A router of more than MaxPorts: its ports paged (page 2 of 35: 1,024 ports, 30 a page),
+		// and a back-end's hello with the digest of the ports it serves.
+		{"backend-config-paged", Frame{Dst: macR1, Src: macVCP, Header: hdr(22), Msg: &BackendConfig{
+			Target: 0x2222, Generation: 9, Page: 2, Pages: 35, Ports: []BackendPort{
+				{Name: "lb5/e0", VLAN: 164, Prefix: netip.MustParsePrefix("10.0.164.1/24"), Prefix6: netip.MustParsePrefix("2001:db8:164::1/64"), MTU: 1500},
+				{Name: "lb5/e1", VLAN: 165, Prefix: netip.MustParsePrefix("10.0.165.1/24"), MTU: 9000, URPF: URPFStrict},
+			}}}},
+		{"hello-router-ports-digest", Frame{Dst: GroupMAC, Src: macR1, Header: hdr(23), Msg: &Hello{
+			Role: RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Capacity: 10000, Name: "r2", PortsDigest: 0x0123_4567_89ab_cdef,
+			OperatorVersion: 0x19ab_cdef_0123, Ports: []PortStatus{{Index: 0, Role: PortInternal, MAC: macR1, Flags: PortFlagUp, Name: "eth0"}}}}},
 	}
 }
 
@@ -618,6 +630,95 @@ func TestBackendConfigOperatorFlags(t *testing.T) {
 	h[1] = 1 << 3
 	if err := new(Hello).decodeBody(h); err == nil {
 		t.Error("hello flag bit 3 taken")
+	}
+	// The ports' digest: its flag without its 8 bytes, or a digest 0.
+	h[1] = helloFlagPortsDigest
+	if err := new(Hello).decodeBody(h); err == nil {
+		t.Error("hello digest flag without a digest taken")
+	}
+	if err := new(Hello).decodeBody(append(h, make([]byte, 8)...)); err == nil {
+		t.Error("hello digest 0 taken")
+	}
+	var got Hello
+	if err := got.decodeBody(binary.BigEndian.AppendUint64(h, 77)); err != nil || got.PortsDigest != 77 || got.Flags != 0 {
+		t.Errorf("hello with digest 77: %v %+v", err, got)
+	}
+}
+
+// TestBackendConfigPages: the ports of a router of 1,024 go out in
+// pages that each fit a frame, come back whole only with the last page
+// (out of order, twice, through Marshal and Unmarshal), a page of
+// another generation or sender starts over, and a router of at most
+// MaxPorts keeps the one unpaged message every back-end takes.
+// Forged paging headers are refused.
+func TestBackendConfigPages(t *testing.T) {
+	m := &BackendConfig{Target: 7, RIBNeighbor: netip.MustParseAddr("10.0.0.1"), RIBASN: 65000, Drained: true, Capacity: 5000, OperatorVersion: 9,
+		Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1")}}
+	for i := range 1024 {
+		m.Ports = append(m.Ports, BackendPort{Name: fmt.Sprintf("lb%d/e%d", i/16+1, i%16), VLAN: uint16(100 + i),
+			Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), 24), MTU: 1500, URPF: URPFStrict,
+			Prefix6: netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i), 15: 1}), 64)})
+	}
+	pages, err := BackendConfigPages(m, 3)
+	if err != nil || len(pages) < 2 {
+		t.Fatalf("BackendConfigPages: %d pages, %v", len(pages), err)
+	}
+	wire := func(p *BackendConfig) *BackendConfig {
+		b, err := Marshal(&Frame{Dst: macR1, Src: macVCP, Msg: p}, testVCPKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Unmarshal(b, testRing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Msg.(*BackendConfig)
+	}
+	var set BackendConfigSet
+	last := len(pages) - 1
+	for _, i := range []int{last, 0, last} {
+		if got := set.Add(1, wire(pages[i])); got != nil {
+			t.Fatalf("a config of %d ports after page %d of %d", len(got.Ports), i, len(pages))
+		}
+	}
+	other, _ := BackendConfigPages(m, 4)
+	for i := 1; i < len(other); i++ {
+		if got := set.Add(1, wire(other[i])); got != nil {
+			t.Fatal("a config completed from two generations")
+		}
+	}
+	if got := set.Add(2, wire(other[0])); got != nil {
+		t.Fatal("a config completed from two senders")
+	}
+	for i := range other {
+		if got := set.Add(1, wire(other[i])); got != nil {
+			if i != len(other)-1 {
+				t.Fatalf("whole after page %d of %d", i, len(other))
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Fatalf("the config came back as %+v", got)
+			}
+		}
+	}
+	few, _ := BackendConfigPages(&BackendConfig{Target: 7, Ports: m.Ports[:MaxPorts]}, 5)
+	if b, _ := few[0].appendBody(nil); len(few) != 1 || few[0].Pages != 0 || b[19]&backendFlagPaged != 0 {
+		t.Errorf("%d ports paged: %d pages", MaxPorts, len(few))
+	}
+	if _, err := BackendConfigPages(&BackendConfig{Ports: make([]BackendPort, MaxRouterPorts+1)}, 1); err == nil {
+		t.Error("BackendConfigPages took more than MaxRouterPorts")
+	}
+	b, _ := pages[1].appendBody(nil)
+	for name, forge := range map[string]func(b []byte){
+		"page past the pages":  func(b []byte) { b[backendHdrLen+4] = b[backendHdrLen+5] },
+		"no pages":             func(b []byte) { b[backendHdrLen+4], b[backendHdrLen+5] = 0, 0 },
+		"reserved set":         func(b []byte) { b[backendHdrLen+7] = 1 },
+		"more ports than sent": func(b []byte) { b[16]++ },
+	} {
+		bad := slices.Clone(b)
+		forge(bad)
+		if err := new(BackendConfig).decodeBody(bad); err == nil {
+			t.Errorf("%s: taken", name)
+		}
 	}
 }
 

@@ -215,6 +215,10 @@ type Hello struct {
 	// VCPs active at once (a split brain) end with the operator's last
 	// word, not with whichever pushed last.
 	OperatorVersion uint64 `json:"operator_version,omitempty"`
+	// PortsDigest is a back-end's: PortsDigest of the router's external
+	// ports it serves (0: none sent), so that the VCP sees it serves every
+	// one it was sent where the hello lists no more than MaxPorts-1.
+	PortsDigest uint64 `json:"ports_digest,omitempty"`
 }
 
 // A back-end's hello flags. HelloFlagDraining marks a back-end that asks
@@ -235,6 +239,10 @@ const (
 	// not kept in Flags (since 2026-11-24; a receiver from before refuses
 	// it, so VCPs are upgraded first).
 	helloFlagOperatorVersion = 1 << 3
+	// helloFlagPortsDigest: the ports' digest (8 bytes) follows the ports,
+	// before the operator's version (since 2026-11-28; a receiver from
+	// before refuses it, so VCPs and LBs are upgraded first).
+	helloFlagPortsDigest = 1 << 4
 )
 
 func (*Hello) Type() MsgType { return TypeHello }
@@ -250,9 +258,12 @@ func (m *Hello) appendBody(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	flags := m.Flags &^ helloFlagOperatorVersion
+	flags := m.Flags &^ (helloFlagOperatorVersion | helloFlagPortsDigest)
 	if m.OperatorVersion != 0 {
 		flags |= helloFlagOperatorVersion
+	}
+	if m.PortsDigest != 0 {
+		flags |= helloFlagPortsDigest
 	}
 	b = append(b, uint8(m.Role), flags)
 	b = binary.BigEndian.AppendUint16(b, m.HelloIntervalMs)
@@ -265,6 +276,9 @@ func (m *Hello) appendBody(b []byte) ([]byte, error) {
 		if b, err = p.append(b); err != nil {
 			return nil, err
 		}
+	}
+	if m.PortsDigest != 0 {
+		b = binary.BigEndian.AppendUint64(b, m.PortsDigest)
 	}
 	if m.OperatorVersion != 0 {
 		b = binary.BigEndian.AppendUint64(b, m.OperatorVersion)
@@ -312,6 +326,16 @@ func (m *Hello) decodeBody(b []byte) error {
 		}
 		b = b[:len(b)-8]
 	}
+	var digest uint64
+	if b[1]&helloFlagPortsDigest != 0 {
+		if len(b) < helloFixedLen+8 {
+			return errShort
+		}
+		if digest = binary.BigEndian.Uint64(b[len(b)-8:]); digest == 0 {
+			return fmt.Errorf("ports' digest 0: %w", errReserved)
+		}
+		b = b[:len(b)-8]
+	}
 	n := int(b[5])
 	portLen := helloPortLen
 	if n > 0 && len(b) == helloFixedLen+n*helloPortLenV0 {
@@ -325,7 +349,7 @@ func (m *Hello) decodeBody(b []byte) error {
 		return err
 	}
 	*m = Hello{
-		Role: Role(b[0]), Flags: b[1] &^ helloFlagOperatorVersion, OperatorVersion: version,
+		Role: Role(b[0]), Flags: b[1] &^ (helloFlagOperatorVersion | helloFlagPortsDigest), OperatorVersion: version, PortsDigest: digest,
 		HelloIntervalMs: binary.BigEndian.Uint16(b[2:4]),
 		HoldMultiplier:  b[4],
 		Busy:            binary.BigEndian.Uint16(b[6:8]),
