@@ -126,7 +126,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RT_MAX_PORTS);
+	__uint(max_entries, RT_PORTS);
 	__type(key, __u32);
 	__type(value, struct rt_port);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);

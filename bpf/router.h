@@ -38,7 +38,11 @@ enum rt_limit {
 	RT_MAX_NHGROUPS = 65536,
 	RT_MAX_NEXTHOPS = 65536,
 	RT_ECMP_MAX = 8, /* a power of two (router.bpf.c masks with it) */
-	RT_MAX_PORTS = 64,
+	/* The router's external ports: one per VLAN id inside (1-4094,
+	 * dist.MaxRouterPorts). rt_ports is sized at load from the agent's
+	 * max_ports, RT_PORTS by default. */
+	RT_MAX_PORTS = 4094,
+	RT_PORTS = 1024,
 	RT_MAX_ACL = 64,
 	RT_MAX_NEIGHBORS = 65536,
 	RT_MAX_LOCAL = 1024,

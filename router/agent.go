@@ -75,6 +75,10 @@ type Agent struct {
 	// VCP's; aclFromVCP: the VCP sent an ACL (else the file's stays).
 	set        settings
 	aclFromVCP bool
+	// configsRefused counts the VCP's configs with more ports than the
+	// maps hold (portsFit), refusedPorts the last one's ports.
+	configsRefused uint64
+	refusedPorts   int
 	// adopted: the FIB was adopted from a previous run (so it is ready
 	// before the feed's End-of-RIB).
 	adopted   bool
@@ -200,7 +204,7 @@ func (a *Agent) setup() error {
 	if err := os.MkdirAll(a.cfg.PinDir, 0o700); err != nil {
 		return err
 	}
-	if a.dp, err = LoadDataplane(a.cfg.PinDir, a.cfg.FIB6Groups); err != nil {
+	if a.dp, err = LoadDataplane(a.cfg.PinDir, Sizes{FIB6Groups: a.cfg.FIB6Groups, Ports: a.cfg.MaxPorts}); err != nil {
 		return err
 	}
 	a.neighbors = a.dp
@@ -255,7 +259,7 @@ func (a *Agent) program(ifi *net.Interface) error {
 	if err := a.dp.SetInfra(a.inside); err != nil {
 		return err
 	}
-	if err := a.writePorts(MaxPorts); err != nil {
+	if err := a.writePorts(a.dp.Ports); err != nil {
 		return err
 	}
 	// Every VLAN's check, a previous run's too, as the settings say.
@@ -678,6 +682,9 @@ func (a *Agent) sendHello() {
 		h.Flags |= dist.HelloFlagCapacitySet
 	}
 	h.OperatorVersion = version
+	if len(ports) > 0 {
+		h.PortsDigest = dist.PortsDigest(backendPorts(ports))
+	}
 	h.Busy, _ = a.busy.Permyriad()
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
 	if err == nil {
@@ -955,7 +962,9 @@ func (a *Agent) Status() *routerapi.Status {
 	if a.conn != nil {
 		s.DIST = a.conn.Counters()
 		s.DISTRoleRefused = s.DIST["role_refused"]
+		s.DIST["config_too_many_ports"] = a.configsRefused
 	}
+	s.MaxPorts = a.dp.Ports
 	if st != nil {
 		s.CapDrop, s.InfraDropped, s.URPFDropped = st.Drops["cap"], st.Drops["infra"], st.Drops["urpf"]
 		if busy, ok := a.busy.Permyriad(); ok {

@@ -31,11 +31,14 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 	if uint8(rtxdpDistWireDIST_TYPE_PROBE) != uint8(dist.TypeProbe) {
 		t.Errorf("DIST's PROBE is type %d in common.h, %d in dist", rtxdpDistWireDIST_TYPE_PROBE, dist.TypeProbe)
 	}
-	for name, size := range map[string]int{"rt_nexthops": MaxNextHops, "rt_nhgroups": MaxNHGroups, "rt_ports": MaxPorts,
+	for name, size := range map[string]int{"rt_nexthops": MaxNextHops, "rt_nhgroups": MaxNHGroups, "rt_ports": DefaultPorts,
 		"rt_acl": MaxACL, "rt_tbl8": Tbl8Groups} {
 		if got := int(spec.Maps[name].MaxEntries); got != size {
 			t.Errorf("map %s holds %d, Go's limit is %d", name, got, size)
 		}
+	}
+	if MaxPorts != dist.MaxRouterPorts {
+		t.Errorf("router.h holds %d external ports, dist.MaxRouterPorts %d", MaxPorts, dist.MaxRouterPorts)
 	}
 	var chunk rtxdpRtTbl24Chunk
 	if got := int(spec.Maps["rt_tbl24"].MaxEntries) * len(chunk.E); got != Tbl24Entries {

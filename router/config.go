@@ -28,6 +28,10 @@ type FileConfig struct {
 	// each, allocated at start): default 16,384; a full table of today
 	// needs several hundred thousand (docs/router.md).
 	FIB6Groups int `yaml:"fib6_groups"`
+	// MaxPorts sizes the maps of the router's external ports: default
+	// 1,024, at most 4,094 (one per VLAN id). A VCP's BACKEND_CONFIG with
+	// more is refused and counted (configs_refused).
+	MaxPorts int `yaml:"max_ports"`
 	// Ports are the router's external ports; none: the VCP's (its
 	// BACKEND_CONFIG), a back-end's file then holding only its identity.
 	Ports  map[string]*PortConfig `yaml:"ports"`
@@ -64,6 +68,7 @@ type AgentConfig struct {
 	CapacityPPS  uint64 // 0: no cap
 	PinDir       string
 	FIB6Groups   int
+	MaxPorts     int
 	Ports        []PortSpec // by name: a port's index is its place here
 	Routes       []RouteConfig
 	RouteFiles   []RouteFileConfig
@@ -135,7 +140,7 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		return nil, err
 	}
 	a := &AgentConfig{Config: c.Config, Interface: c.Interface, CapacityMbps: c.CapacityMbps, CapacityPPS: c.CapacityPPS, PinDir: c.PinDir,
-		FIB6Groups: c.FIB6Groups, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, ICMPBurst: c.ICMPBurst,
+		FIB6Groups: c.FIB6Groups, MaxPorts: c.MaxPorts, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, ICMPBurst: c.ICMPBurst,
 		Infrastructure: c.Infrastructure, Warnings: c.Warnings}
 	if _, err := element.Inside(c.Infrastructure, nil, c.Pos); err != nil {
 		return nil, err
@@ -190,8 +195,14 @@ func (c *FileConfig) complete() error {
 	if c.FIB6Groups < 16 || c.FIB6Groups > 4<<20 {
 		return c.Pos.Errorf("fib6_groups %d: 16 to %d", c.FIB6Groups, 4<<20)
 	}
-	if len(c.Ports) > MaxPorts {
-		return c.Pos.Errorf("%d ports, at most %d", len(c.Ports), MaxPorts)
+	if c.MaxPorts == 0 {
+		c.MaxPorts = DefaultPorts
+	}
+	if c.MaxPorts < 1 || c.MaxPorts > MaxPorts {
+		return c.Pos.Errorf("max_ports %d: 1 to %d", c.MaxPorts, MaxPorts)
+	}
+	if len(c.Ports) > c.MaxPorts {
+		return c.Pos.Errorf("%d ports, more than max_ports (%d)", len(c.Ports), c.MaxPorts)
 	}
 	vlans := map[uint16]string{}
 	for _, name := range c.PortNames() {

@@ -6,6 +6,7 @@
 package router
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,8 +31,12 @@ import (
 const (
 	MaxNextHops = int(rtxdpRtLimitRT_MAX_NEXTHOPS)
 	MaxNHGroups = int(rtxdpRtLimitRT_MAX_NHGROUPS)
-	MaxPorts    = int(rtxdpRtLimitRT_MAX_PORTS)
-	MaxACL      = int(rtxdpRtLimitRT_MAX_ACL)
+	// MaxPorts is the most external ports a back-end's maps are sized
+	// for (max_ports): one per VLAN id inside, dist.MaxRouterPorts.
+	MaxPorts = int(rtxdpRtLimitRT_MAX_PORTS)
+	// DefaultPorts sizes them when the config does not.
+	DefaultPorts = int(rtxdpRtLimitRT_PORTS)
+	MaxACL       = int(rtxdpRtLimitRT_MAX_ACL)
 	// MaxNeighbors is each family's neighbour table (rt_neighbors,
 	// rt_neighbors6).
 	MaxNeighbors = int(rtxdpRtLimitRT_MAX_NEIGHBORS)
@@ -45,6 +50,8 @@ type Dataplane struct {
 	FIB   *FIB
 	FIB6  *FIB6
 	mmaps [][]byte
+	// Ports is how many external ports rt_ports holds (Sizes.Ports).
+	Ports int
 	// Reused says the maps were pinned already: the FIB arrays hold what a
 	// previous agent left (see Agent.adopt); else they are empty.
 	Reused bool
@@ -55,21 +62,35 @@ type Dataplane struct {
 // needs more (docs/router.md).
 const DefaultFIB6Groups = int(rtxdpRtLimitRT6GROUPS)
 
-// LoadDataplane loads the program; with pinDir, maps are pinned there and
-// maps already pinned are reused (a restarted agent adopts the FIB the
-// data path is using; its depths are rebuilt from the routes it reloads).
-// fib6Groups sizes the IPv6 FIB's pool of 256-entry groups (1 KiB each,
-// allocated whole; 0: DefaultFIB6Groups).
-func LoadDataplane(pinDir string, fib6Groups int) (*Dataplane, error) {
+// Sizes are the data path's maps sized at load, from the config; 0 takes
+// the default.
+type Sizes struct {
+	// FIB6Groups is the IPv6 FIB's pool of 256-entry groups (1 KiB each,
+	// allocated whole; DefaultFIB6Groups).
+	FIB6Groups int
+	// Ports is how many external ports rt_ports holds (DefaultPorts, at
+	// most MaxPorts).
+	Ports int
+}
+
+// LoadDataplane loads the program, its maps sized as sizes says; with
+// pinDir, maps are pinned there and maps already pinned are reused (a
+// restarted agent adopts the FIB the data path is using; its depths are
+// rebuilt from the routes it reloads). A pinned map of another size is
+// made anew.
+func LoadDataplane(pinDir string, sizes Sizes) (*Dataplane, error) {
 	spec, err := loadRtxdp()
 	if err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
 	}
-	if fib6Groups <= 0 {
-		fib6Groups = DefaultFIB6Groups
+	fib6Groups := cmp.Or(sizes.FIB6Groups, DefaultFIB6Groups)
+	ports := cmp.Or(sizes.Ports, DefaultPorts)
+	if fib6Groups < 0 || ports < 0 || ports > MaxPorts {
+		return nil, fmt.Errorf("load router program: %d IPv6 FIB groups, %d ports (at most %d)", fib6Groups, ports, MaxPorts)
 	}
 	spec.Maps[rtxdpMapRt6Groups].MaxEntries = uint32(fib6Groups)
-	d := &Dataplane{}
+	spec.Maps[rtxdpMapRtPorts].MaxEntries = uint32(ports)
+	d := &Dataplane{Ports: ports}
 	if pinDir != "" {
 		_, err := os.Stat(filepath.Join(pinDir, "rt_tbl24"))
 		d.Reused = err == nil
@@ -156,8 +177,8 @@ type Port struct {
 
 // SetPort writes one external port.
 func (d *Dataplane) SetPort(p Port) error {
-	if int(p.Index) >= MaxPorts {
-		return fmt.Errorf("port index %d, at most %d", p.Index, MaxPorts-1)
+	if int(p.Index) >= d.Ports {
+		return fmt.Errorf("port index %d, at most %d (max_ports)", p.Index, d.Ports-1)
 	}
 	v := rtxdpRtPort{Vlan: p.VLAN, Mtu: p.MTU}
 	if p.Addr.IsValid() {

@@ -41,7 +41,7 @@ var ports6 = []netip.Prefix{netip.MustParsePrefix("2001:db8:a::1/64"), netip.Mus
 
 func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *routerState {
 	t.Helper()
-	dp, err := LoadDataplane("", 0)
+	dp, err := LoadDataplane("", Sizes{})
 	if err != nil {
 		t.Fatal(err)
 	}

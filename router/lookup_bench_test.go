@@ -45,7 +45,7 @@ func BenchmarkRouterLookup(b *testing.B) {
 				b.Fatal(err)
 			}
 			groups := max(DefaultFIB6Groups, routerapi.FIB6GroupsFor(ps, 16))
-			dp, err := LoadDataplane("", groups)
+			dp, err := LoadDataplane("", Sizes{FIB6Groups: groups})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -153,7 +153,8 @@ const (
 	rtxdpRtLimitRT_MAX_NHGROUPS    rtxdpRtLimit = 65536
 	rtxdpRtLimitRT_MAX_NEXTHOPS    rtxdpRtLimit = 65536
 	rtxdpRtLimitRT_ECMP_MAX        rtxdpRtLimit = 8
-	rtxdpRtLimitRT_MAX_PORTS       rtxdpRtLimit = 64
+	rtxdpRtLimitRT_MAX_PORTS       rtxdpRtLimit = 4094
+	rtxdpRtLimitRT_PORTS           rtxdpRtLimit = 1024
 	rtxdpRtLimitRT_MAX_ACL         rtxdpRtLimit = 64
 	rtxdpRtLimitRT_MAX_NEIGHBORS   rtxdpRtLimit = 65536
 	rtxdpRtLimitRT_MAX_LOCAL       rtxdpRtLimit = 1024

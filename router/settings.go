@@ -101,6 +101,7 @@ func (a *Agent) receive(ctx context.Context) {
 	var cfg *dist.BackendConfig
 	var cfgFrom uint64 // the VCP that sent cfg
 	var links dist.LinkRouteSet
+	var pages dist.BackendConfigSet
 	for ctx.Err() == nil {
 		f, err := a.conn.Recv(200 * time.Millisecond)
 		if errors.Is(err, dist.ErrTimeout) {
@@ -125,7 +126,14 @@ func (a *Agent) receive(ctx context.Context) {
 			if m.Target != a.cfg.ID {
 				continue
 			}
-			cfg, cfgFrom = m, f.Header.Sender
+			whole := pages.Add(f.Header.Sender, m)
+			if whole == nil {
+				continue // more pages to come
+			}
+			if !a.portsFit(whole) {
+				continue
+			}
+			cfg, cfgFrom = whole, f.Header.Sender
 		case *dist.ACLConfig:
 			if m.Target != a.cfg.ID {
 				continue
@@ -170,6 +178,33 @@ func (a *Agent) receive(ctx context.Context) {
 			a.log.Error("settings from the VCP", "err", err)
 		}
 	}
+}
+
+// backendPorts are ports as the VCP sent them, for their digest.
+func backendPorts(ports []PortSpec) []dist.BackendPort {
+	bp := make([]dist.BackendPort, len(ports))
+	for i, p := range ports {
+		bp[i] = dist.BackendPort{Name: p.Name, VLAN: p.VLAN, Prefix: p.Address, Prefix6: p.Address6, MTU: p.MTU, URPF: p.URPF}
+	}
+	return bp
+}
+
+// portsFit says whether the data path holds the ports of m, the VCP's
+// whole config; one with more than max_ports is refused, counted, and
+// logged once for each size refused.
+func (a *Agent) portsFit(m *dist.BackendConfig) bool {
+	if len(m.Ports) <= a.dp.Ports {
+		return true
+	}
+	a.mu.Lock()
+	a.configsRefused++
+	logIt := a.refusedPorts != len(m.Ports)
+	a.refusedPorts = len(m.Ports)
+	a.mu.Unlock()
+	if logIt {
+		a.log.Error("BACKEND_CONFIG refused: more external ports than this back-end's maps hold", "ports", len(m.Ports), "max_ports", a.dp.Ports)
+	}
+	return false
 }
 
 // setLinkRoutes makes routes the link-local routes in force (the VCP's

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -198,5 +199,77 @@ func TestNewerOperator(t *testing.T) {
 			got.OperatorVersion != c.want.OperatorVersion || superseded != c.wantSuperseded {
 			t.Errorf("%s: %+v superseded %v, want %+v %v", c.name, got, superseded, c.want, c.wantSuperseded)
 		}
+	}
+}
+
+// TestRouterManyPorts: a router of 1,024 external ports reaches a
+// back-end in pages, sent last page first: it serves them all (each
+// port's VLAN in the data path, each subnet connected), and its hello
+// lists as many as fit and the digest of all of them. A config of more
+// ports than its maps hold (max_ports) is refused and counted, and the
+// ports it serves stay.
+func TestRouterManyPorts(t *testing.T) {
+	cfg, key, conn := identityBackend(t, "t-manyports", "msr-test-rtmanyports")
+	a, stop := startRouter(t, cfg)
+	defer func() { stop(); a.Remove() }()
+	vcp, _ := dist.NewSender(dist.ElementID("vcp", "t-vcp"), key)
+	send := func(m *dist.BackendConfig, generation uint32) {
+		t.Helper()
+		pages, err := dist.BackendConfigPages(m, generation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := len(pages) - 1; i >= 0; i-- {
+			f, err := vcp.Seal(a.mac, []byte{2, 0, 0x0a, 0x0a, 1, 2}, pages[i])
+			if err == nil {
+				err = conn.Send(f)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ports := func(n int) []dist.BackendPort {
+		var ps []dist.BackendPort
+		for i := range n {
+			ps = append(ps, dist.BackendPort{Name: fmt.Sprintf("lb%d/e%d", i/16+1, i%16), VLAN: uint16(10 + i), MTU: 1500,
+				Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), 24)})
+		}
+		return ps
+	}
+	want := ports(cfg.MaxPorts)
+	send(&dist.BackendConfig{Target: cfg.ID, Ports: want}, 1)
+	for deadline := time.Now().Add(5 * time.Second); len(a.Status().Ports) != len(want); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ports served of %d sent", len(a.Status().Ports), len(want))
+		}
+	}
+	st := a.Status()
+	if st.Routes != len(want) || st.MaxPorts != 1024 || !strings.HasPrefix(st.Ports[len(want)-1], "lb64/e15 vlan 1033 10.3.255.1/24") {
+		t.Errorf("%d connected routes, max_ports %d, last port %q", st.Routes, st.MaxPorts, st.Ports[len(want)-1])
+	}
+	var last rtxdpRtPort
+	if err := a.dp.objs.RtPorts.Lookup(uint32(len(want)-1), &last); err != nil || last.Vlan != 1033 {
+		t.Errorf("the data path's last port: %+v %v", last, err)
+	}
+	digest := dist.PortsDigest(want)
+	var h *dist.Hello
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && (h == nil || h.PortsDigest != digest); {
+		if f, err := conn.Recv(200 * time.Millisecond); err == nil && f.Header.Sender == cfg.ID {
+			h, _ = f.Msg.(*dist.Hello)
+		}
+	}
+	if h == nil || h.PortsDigest != digest || len(h.Ports) != dist.MaxPorts {
+		t.Fatalf("the back-end's hello: %+v, want the digest %#x and %d ports", h, digest, dist.MaxPorts)
+	}
+	// One port more than max_ports: refused, counted, the ports kept.
+	send(&dist.BackendConfig{Target: cfg.ID, Ports: ports(cfg.MaxPorts + 1)}, 2)
+	for deadline := time.Now().Add(2 * time.Second); a.Status().DIST["config_too_many_ports"] == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a config of more ports than max_ports not counted")
+		}
+	}
+	if st := a.Status(); len(st.Ports) != len(want) {
+		t.Errorf("after a config too large: %d ports served, want %d", len(st.Ports), len(want))
 	}
 }

@@ -137,6 +137,10 @@ type Status struct {
 	// without the VCP's key (reason "role_refused").
 	DIST            map[string]uint64 `json:"dist"`
 	DISTRoleRefused uint64            `json:"dist_role_refused"`
+	// MaxPorts is how many external ports the data path's maps hold
+	// (max_ports); a VCP's config with more is refused, and counted in DIST
+	// ("config_too_many_ports").
+	MaxPorts int `json:"max_ports"`
 	// SlowRates are the slow path's rates, by reason: what passes to the
 	// agent, on this back-end (Stats.SlowDropped counts the rest).
 	SlowRates map[string]SlowRate `json:"slow_rates"`
