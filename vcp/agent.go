@@ -50,6 +50,8 @@ type Agent struct {
 	pushed map[uint64]*lbPush
 	// backendPushes is what each back-end was last sent (backends.go).
 	backendPushes map[uint64]*backendPush
+	// backendGeneration names each paged BACKEND_CONFIG sent.
+	backendGeneration uint32
 	// lastPush is the last tick that sent a table (Status's last_push).
 	lastPush *vcpapi.PushStatus
 	// limitHits counts, by BGP peer, the sessions the suite shut for

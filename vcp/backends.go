@@ -29,7 +29,15 @@ const backendRefresh = 10 * time.Second
 type backendPush struct {
 	id   string // identity of the settings sent
 	sent time.Time
+	// unapplied counts the sends of the same settings its hellos did not
+	// show since: each waits twice as long as the one before.
+	unapplied int
 }
+
+// backendWarnAfter is how many sends of the same settings a back-end may
+// leave unapplied before the VCP says so (once): one that refuses them
+// (more ports than its max_ports) is sent them again less and less often.
+const backendWarnAfter = 4
 
 // backendSettings are what a back-end should serve: the router's external
 // ports in the config's order, named as the router names them, and the
@@ -105,10 +113,28 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 	m.OperatorVersion = a.op.versions[r.hello.Name]
 	links, generation, sendLinks := a.linkRoutes()
 	id := fmt.Sprint(m, acl, generation, a.staticNeighbors())
-	if id == p.id && backendPortsApplied(r.hello, m.Ports) && operatorApplied(r.hello, m) && now.Sub(p.sent) < backendRefresh {
+	applied := backendPortsApplied(r.hello, m.Ports) && operatorApplied(r.hello, m)
+	switch {
+	case id != p.id || applied:
+		p.unapplied = 0
+	case now.Sub(p.sent) < a.cfg.HelloInterval<<min(p.unapplied, 6):
+		return
+	default:
+		if p.unapplied++; p.unapplied == backendWarnAfter {
+			a.log.Warn("a back-end does not serve the settings sent; sent again less often", "backend", r.hello.Name, "ports", len(m.Ports), "sends", p.unapplied)
+		}
+	}
+	if id == p.id && applied && now.Sub(p.sent) < backendRefresh {
 		return
 	}
-	if err := a.send(r.mac, m); err != nil {
+	a.backendGeneration++
+	pages, err := dist.BackendConfigPages(m, a.backendGeneration)
+	for _, page := range pages {
+		if err == nil {
+			err = a.send(r.mac, page)
+		}
+	}
+	if err != nil {
 		a.log.Error("BACKEND_CONFIG", "backend", r.hello.Name, "err", err)
 		return
 	}
@@ -158,8 +184,13 @@ func (a *Agent) linkRoutes() (routes []dist.LinkRoute, generation uint32, ok boo
 }
 
 // backendPortsApplied says whether a back-end's hello shows the ports it
-// should serve (its external ports, after its interconnect port).
+// should serve: their digest, or (a back-end from before digests, which
+// serves at most MaxPorts-1) its external ports after its interconnect
+// port.
 func backendPortsApplied(h *dist.Hello, want []dist.BackendPort) bool {
+	if h.PortsDigest != 0 {
+		return len(want) > 0 && h.PortsDigest == dist.PortsDigest(want)
+	}
 	var got []dist.PortStatus
 	for _, p := range h.Ports {
 		if p.Role == dist.PortExternal {

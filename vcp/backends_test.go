@@ -3,6 +3,7 @@ package vcp
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,6 +53,17 @@ acl:
 	}
 	if !backendPortsApplied(h, m.Ports) {
 		t.Error("a back-end serving the router's ports does not")
+	}
+	// A back-end's digest of its ports stands for the list: of the ports
+	// sent, applied; of others (one port's uRPF changed), not.
+	h.PortsDigest = dist.PortsDigest(m.Ports)
+	if !backendPortsApplied(h, m.Ports) {
+		t.Error("a back-end with the ports' digest does not serve them")
+	}
+	other := slices.Clone(m.Ports)
+	other[1].URPF = dist.URPFStrict
+	if backendPortsApplied(h, other) {
+		t.Error("a back-end with another digest serves the ports")
 	}
 	if api, ok := backendAPI(h); !ok || api.String() != "10.0.0.14:8180" {
 		t.Errorf("the back-end's API: %v %v", api, ok)

@@ -861,14 +861,20 @@ func (c *FileConfig) parseModes(cfg *Config) error {
 // completePorts checks the external ports: each MAC and VLAN once, its
 // addresses, MTU and neighbours.
 func (c *FileConfig) completePorts() error {
-	if len(c.ExternalPorts) > dist.MaxPorts-1 {
+	if len(c.ExternalPorts) > dist.MaxRouterPorts {
 		// At the first port past the limit: a range's line, or a port's.
-		return c.ExternalPorts[dist.MaxPorts-1].Pos.Errorf("%d external ports: the back-ends take at most %d from the VCP", len(c.ExternalPorts), dist.MaxPorts-1)
+		return c.ExternalPorts[dist.MaxRouterPorts].Pos.Errorf("%d external ports: the router has at most %d, one per VLAN id", len(c.ExternalPorts), dist.MaxRouterPorts)
 	}
 	vlans := map[uint16]config.Pos{}
 	macs := map[string]config.Pos{}
 	statics := map[neighborOn]config.Pos{}
+	onLB := map[string]int{}
 	for i, p := range c.ExternalPorts {
+		// An LB's ports fit its hello and PORT_CONFIG, one at least
+		// internal: the router grows by LBs, not by ports on one.
+		if onLB[p.LB]++; onLB[p.LB] > dist.MaxPorts-1 {
+			return p.Pos.Errorf("more than %d external ports on %s: an LB holds %d ports, one at least internal", dist.MaxPorts-1, p.LB, dist.MaxPorts)
+		}
 		mac, err := net.ParseMAC(p.MAC)
 		if err != nil {
 			return p.Pos.Errorf("port MAC %q: %v", p.MAC, err)

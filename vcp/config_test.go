@@ -546,7 +546,7 @@ func TestExternalPortRanges(t *testing.T) {
 		{`{lb:02x}:e{port}`, `01:e{port}`, `is already configured at`}, // lb2's and lb3's MACs the same
 		{`{lb:02x}:e{port}`, `{rack}:e{port}`, `{rack}: the placeholders are {lb} and {port}`},
 		{`address: "10.{lb}.{port}.1/24"`, `address: "10.{lb}.{port}.300/24"`, `lb2 port 0: address "10.2.0.300/24"`},
-		{`lbs: "lb[2-3]"`, `lbs: "lb[2-9]"`, `17 external ports: the back-ends take at most 15`},
+		{`ports: "[0-1]", mac: "02:00:00:{lb:02x}:e{port}:00"`, `ports: "[0-15]", mac: "02:00:00:{lb:02x}:{port:02x}:00"`, `more than 15 external ports on lb2: an LB holds 16 ports`},
 	} {
 		_, err := load(t, head+strings.Replace(rng, c.from, c.to, 1))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "vcp.yaml:7:") {
