@@ -152,7 +152,7 @@ func BackendConfigPages(m *BackendConfig, generation uint32) ([]*BackendConfig, 
 	}
 	room := MaxBodyLen - backendHdrLen - backendPageLen - 4 - 8 // the capacity and the version, if any
 	for _, a := range m.Addrs {
-		room -= map[bool]int{true: 4, false: 16}[a.Is4()]
+		room -= a.BitLen() / 8
 	}
 	perPage := min(room/backendPortLen, 255)
 	n := (len(m.Ports) + perPage - 1) / perPage
@@ -346,13 +346,10 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 	}
 	var version uint64
 	if flags&backendFlagOperatorVersion != 0 {
-		if len(b) < backendHdrLen+8 {
-			return errShort
+		var err error
+		if version, b, err = cutTrailer64(b, backendHdrLen, "operator's version"); err != nil {
+			return err
 		}
-		if version = binary.BigEndian.Uint64(b[len(b)-8:]); version == 0 {
-			return fmt.Errorf("operator's version 0: %w", errReserved)
-		}
-		b = b[:len(b)-8]
 	}
 	trailer := 0
 	if flags&backendFlagCapacity != 0 {

@@ -316,25 +316,17 @@ func (m *Hello) decodeBody(b []byte) error {
 	if len(b) < helloFixedLen {
 		return errShort
 	}
-	var version uint64
+	var version, digest uint64
+	var err error
 	if b[1]&helloFlagOperatorVersion != 0 {
-		if len(b) < helloFixedLen+8 {
-			return errShort
+		if version, b, err = cutTrailer64(b, helloFixedLen, "operator's version"); err != nil {
+			return err
 		}
-		if version = binary.BigEndian.Uint64(b[len(b)-8:]); version == 0 {
-			return fmt.Errorf("operator's version 0: %w", errReserved)
-		}
-		b = b[:len(b)-8]
 	}
-	var digest uint64
 	if b[1]&helloFlagPortsDigest != 0 {
-		if len(b) < helloFixedLen+8 {
-			return errShort
+		if digest, b, err = cutTrailer64(b, helloFixedLen, "ports' digest"); err != nil {
+			return err
 		}
-		if digest = binary.BigEndian.Uint64(b[len(b)-8:]); digest == 0 {
-			return fmt.Errorf("ports' digest 0: %w", errReserved)
-		}
-		b = b[:len(b)-8]
 	}
 	n := int(b[5])
 	portLen := helloPortLen
@@ -719,6 +711,19 @@ func validRole(r Role) error {
 }
 
 // validVLAN accepts 0 (untagged) and the 802.1Q ids 1-4094.
+// cutTrailer64 reads the non-zero u64 (what) that ends b, whose header
+// is hdrLen bytes, and returns b without it.
+func cutTrailer64(b []byte, hdrLen int, what string) (uint64, []byte, error) {
+	if len(b) < hdrLen+8 {
+		return 0, nil, errShort
+	}
+	v := binary.BigEndian.Uint64(b[len(b)-8:])
+	if v == 0 {
+		return 0, nil, fmt.Errorf("%s 0: %w", what, errReserved)
+	}
+	return v, b[:len(b)-8], nil
+}
+
 func validVLAN(v uint16) error {
 	if v > 4094 {
 		return fmt.Errorf("VLAN id %d out of range", v)
