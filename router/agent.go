@@ -79,6 +79,9 @@ type Agent struct {
 	// maps hold (portsFit), refusedPorts the last one's ports.
 	configsRefused uint64
 	refusedPorts   int
+	// portsDigest is dist.PortsDigest of the ports served (0: none),
+	// kept by writePorts for the hellos.
+	portsDigest uint64
 	// adopted: the FIB was adopted from a previous run (so it is ready
 	// before the feed's End-of-RIB).
 	adopted   bool
@@ -663,7 +666,7 @@ func (a *Agent) sendHello() {
 		Capacity: a.cfg.CapacityMbps, Installed: uint32(hs.installed), Name: a.cfg.Name, Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: a.mac, Name: a.cfg.Interface,
 			Prefix: a.hostPrefix, Flags: flags, SpeedMbps: l.SpeedMbps, MTU: uint16(l.MTU), RxPackets: st.RxPackets, RxBytes: st.RxBytes,
 			TxPackets: st.Forwarded, TxBytes: st.ForwardedBytes, RxDropped: st.Drops["cap"]}}}
-	for i, p := range ports[:min(len(ports), dist.MaxPorts-1)] {
+	for i, p := range ports {
 		name := p.Name
 		if len(name) > dist.NameLen {
 			name = ""
@@ -682,9 +685,7 @@ func (a *Agent) sendHello() {
 		h.Flags |= dist.HelloFlagCapacitySet
 	}
 	h.OperatorVersion = version
-	if len(ports) > 0 {
-		h.PortsDigest = dist.PortsDigest(backendPorts(ports))
-	}
+	h.PortsDigest = hs.digest
 	h.Busy, _ = a.busy.Permyriad()
 	f, err := a.sender.Seal(dist.GroupMAC, a.mac, h)
 	if err == nil {
@@ -703,6 +704,7 @@ type helloState struct {
 	drained         bool
 	capacity        uint32
 	version         uint64
+	digest          uint64
 }
 
 // helloState reads what the hello says under a.mu, if a.mu is free, and
@@ -722,8 +724,9 @@ func (a *Agent) helloState() helloState {
 		}
 		a.mu.Lock() // the first hello: nothing said yet
 	}
-	hs := helloState{nACL: len(a.set.ACL), ports: slices.Clone(a.set.Ports), drained: a.set.Drained, capacity: a.set.CapacityMbps,
-		version: a.set.OperatorVersion, installed: a.dp.FIB.Len() + a.dp.FIB6.Len()}
+	// The hello lists the first ports only; the digest stands for all.
+	hs := helloState{nACL: len(a.set.ACL), ports: slices.Clone(a.set.Ports[:min(len(a.set.Ports), dist.MaxPorts-1)]), drained: a.set.Drained,
+		capacity: a.set.CapacityMbps, version: a.set.OperatorVersion, installed: a.dp.FIB.Len() + a.dp.FIB6.Len(), digest: a.portsDigest}
 	rib, nPorts, adopted := a.rib, len(a.ports), a.adopted
 	a.mu.Unlock()
 	hs.ready = isReady(nPorts, rib, adopted)

@@ -318,6 +318,10 @@ func (a *Agent) writePorts(previous int) error {
 		a.neighPorts = slices.Clone(a.ports)
 		a.neighMu.Unlock()
 	}()
+	a.portsDigest = 0
+	if len(a.set.Ports) > 0 {
+		a.portsDigest = dist.PortsDigest(backendPorts(a.set.Ports))
+	}
 	local := map[netip.Addr]uint32{}
 	for i, pc := range a.set.Ports {
 		p := Port{Index: uint16(i), VLAN: pc.VLAN, MTU: pc.MTU, Addr: pc.Address, Addr6: pc.Address6}
