@@ -73,10 +73,12 @@ type Agent struct {
 	faulted    bool
 	faultedAt  time.Time
 	// started is when the agent started; ports are the external ports'
-	// states (ports.go), told to portWatchers as they change.
-	started      time.Time
-	ports        map[uint16]*PortState
-	portWatchers []chan PortEvent
+	// states (ports.go), told to portWatchers as they change;
+	// ifTableChanged is when a reload last added or removed a port.
+	started        time.Time
+	ports          map[uint16]*PortState
+	portWatchers   []chan PortEvent
+	ifTableChanged time.Time
 	// rates and events are the web view's (view.go).
 	rates  rateMeter
 	events []vcpapi.ViewEvent

@@ -42,9 +42,13 @@ import (
 type Mirrors struct {
 	internal int // packet socket on the interconnect
 	mac      net.HardwareAddr
-	ports    map[uint16]*mirror
 	mu       sync.Mutex
+	ports    map[uint16]*mirror // by VLAN; Add and Remove change it while Run bridges
 	counters map[string]uint64
+	// run is Run's context while it bridges (nil before), and bridges
+	// counts its goroutines, so that Add starts a mirror's own.
+	run     context.Context
+	bridges sync.WaitGroup
 	// active: a standby VCP's mirrors send nothing out.
 	active atomic.Bool
 }
@@ -60,6 +64,8 @@ type mirror struct {
 	mac   net.HardwareAddr // of the suite side
 	fd    int              // packet socket on the bridge side
 	down  bool             // taken down with its port (SetUp)
+	// removed: Remove took it out; its outward bridge closes fd and ends.
+	removed atomic.Bool
 }
 
 // Describe names the mirror of the port with the VLAN as the router names
@@ -221,6 +227,56 @@ func readdressMirror(p ExternalPortConfig) error {
 	return nil
 }
 
+// Add makes the mirror of a port that joined while the VCP runs (an LB
+// with new external ports), and bridges it if Run is bridging.
+func (m *Mirrors) Add(p ExternalPortConfig) error {
+	m.mu.Lock()
+	_, ok := m.ports[p.VLAN]
+	m.mu.Unlock()
+	if ok {
+		return fmt.Errorf("mirror of VLAN %d: already there", p.VLAN)
+	}
+	mr, err := newMirror(p) // netlink, outside the lock: the RTNL lock can take seconds
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ports[p.VLAN] = mr
+	if m.run != nil {
+		m.bridge(mr)
+	}
+	return nil
+}
+
+// Remove takes away the mirror of a port the config no longer has: the
+// suite loses the interface, as a router does a line card's.
+func (m *Mirrors) Remove(vlan uint16) error {
+	m.mu.Lock()
+	mr := m.ports[vlan]
+	delete(m.ports, vlan)
+	running := m.run != nil
+	m.mu.Unlock()
+	if mr == nil {
+		return nil
+	}
+	mr.removed.Store(true)
+	if !running {
+		m.mu.Lock()
+		unix.Close(mr.fd)
+		mr.fd = -1
+		m.mu.Unlock()
+	}
+	l, err := netlink.LinkByName(mr.name)
+	if err == nil {
+		err = netlink.LinkDel(l) // its peer, the bridge side, goes with it
+	}
+	if err != nil {
+		return fmt.Errorf("remove mirror of VLAN %d: %w", vlan, err)
+	}
+	return nil
+}
+
 // SetUp brings the mirror of the port with the VLAN up or down with the
 // port: its bridge side goes down, so the suite's side loses carrier, as
 // a router's interface does when its cable is pulled, and the suite acts
@@ -263,18 +319,26 @@ const pollInterval = 200 * 1000 // microseconds
 func (m *Mirrors) Run(ctx context.Context) {
 	tv := unix.Timeval{Usec: pollInterval}
 	unix.SetsockoptTimeval(m.internal, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	var wg sync.WaitGroup
+	m.mu.Lock()
+	m.run = ctx
 	for _, mr := range m.ports {
-		unix.SetsockoptTimeval(mr.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.outward(ctx, mr)
-		}()
+		m.bridge(mr)
 	}
+	m.mu.Unlock()
 	m.inward(ctx)
-	wg.Wait()
+	m.bridges.Wait()
 	m.Close()
+}
+
+// bridge starts a mirror's outward bridge; call it with m.mu held.
+func (m *Mirrors) bridge(mr *mirror) {
+	tv := unix.Timeval{Usec: pollInterval}
+	unix.SetsockoptTimeval(mr.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	m.bridges.Add(1)
+	go func() {
+		defer m.bridges.Done()
+		m.outward(m.run, mr)
+	}()
 }
 
 // inward takes tagged frames from the interconnect to the mirrors.
@@ -291,8 +355,13 @@ func (m *Mirrors) inward(ctx context.Context) {
 			continue
 		}
 		vlan, frame, ok := untag(buf[:n], oob[:oobn])
+		if !ok {
+			continue
+		}
+		m.mu.Lock() // a removed mirror's socket is closed under it
 		mr := m.ports[vlan]
-		if !ok || mr == nil {
+		if mr == nil {
+			m.mu.Unlock()
 			continue
 		}
 		dst := frame[0:6]
@@ -300,9 +369,12 @@ func (m *Mirrors) inward(ctx context.Context) {
 		case bytes.Equal(dst, m.mac):
 			copy(dst, mr.mac)
 		case dst[0]&1 == 0:
+			m.mu.Unlock()
 			continue // another element's
 		}
-		if err := unix.Send(mr.fd, frame, 0); err != nil {
+		err = unix.Send(mr.fd, frame, 0)
+		m.mu.Unlock()
+		if err != nil {
 			m.count("inward_errors")
 			continue
 		}
@@ -340,7 +412,15 @@ func untag(b, oob []byte) (uint16, []byte, bool) {
 // tagged with the mirror's VLAN.
 func (m *Mirrors) outward(ctx context.Context, mr *mirror) {
 	buf := make([]byte, 9216)
-	for ctx.Err() == nil {
+	defer func() {
+		if mr.removed.Load() {
+			m.mu.Lock()
+			unix.Close(mr.fd)
+			mr.fd = -1
+			m.mu.Unlock()
+		}
+	}()
+	for ctx.Err() == nil && !mr.removed.Load() {
 		n, from, err := unix.Recvfrom(mr.fd, buf, 0)
 		if err != nil {
 			m.recvFailed("outward", err)
@@ -410,6 +490,8 @@ func (m *Mirrors) Close() {
 		unix.Close(m.internal)
 		m.internal = -1
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, mr := range m.ports {
 		if mr.fd >= 0 {
 			unix.Close(mr.fd)

@@ -112,6 +112,25 @@ func TestMirrorCarriesControlTraffic(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	connect("after the mirror went down and up")
+	// The port taken away and given again while the VCP runs, as a reload
+	// does when an LB leaves and joins: without its mirror nothing reaches
+	// the listener; the new mirror carries it again.
+	vcpDo := func(f func() error) {
+		t.Helper()
+		if err := netns.Do(lab.Namespace("t-mirror", "vcp"), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vcpDo(func() error { return v.mirrors.Remove(10) })
+	if out, err := exec.Command("nsenter", "--net="+netns.Path(lab.Namespace("t-mirror", "h1")), "--",
+		"timeout", "2", "bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/179 && timeout 1 head -1 <&3").CombinedOutput(); err == nil {
+		t.Errorf("with the mirror removed, TCP to the router's BGP port still answered %q", out)
+	}
+	vcpDo(func() error { return v.mirrors.Add(cfg.ExternalPorts[0]) })
+	if err := v.mirrors.Add(cfg.ExternalPorts[0]); err == nil {
+		t.Error("a second mirror of VLAN 10 was made")
+	}
+	connect("after the mirror was removed and added again")
 	c := v.mirrors.Counters()
 	if c["inward"] == 0 || c["outward"] == 0 {
 		t.Errorf("mirror counters %v", c)

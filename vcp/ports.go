@@ -207,6 +207,13 @@ func (l *mirrorLinks) want(vlan uint16, up bool, port string) {
 	}
 }
 
+// forget drops a removed mirror's wanted state.
+func (l *mirrorLinks) forget(vlan uint16) {
+	l.mu.Lock()
+	delete(l.links, vlan)
+	l.mu.Unlock()
+}
+
 // applyMirrorLinks sets the mirrors' links to what followPorts wants,
 // until ctx ends.
 func (a *Agent) applyMirrorLinks(ctx context.Context) {

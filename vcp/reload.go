@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/msr-router/msr/internal/acl"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // Reload: the router's config file read again, and the difference applied
-// while the VCP runs. Everything but the VCP's own identity and the set of
-// external ports (which are its mirrors' interfaces) can change; a file
-// that changes those is refused whole, with nothing applied, and says why.
+// while the VCP runs. Everything but the VCP's own identity can change; a
+// file that changes that is refused whole, with nothing applied, and says
+// why. External ports may come and go (an LB joining with its ports):
+// their mirrors are made or taken away, and the suite given them.
 
 // Reload reads the config file the VCP started with and applies what
 // differs. A bad file (with its line) or a change that needs a restart
@@ -54,6 +57,10 @@ func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
 	if f, ok := running.(*FRR); ok && next.Routing != nil && !sameRouting(old.Routing, next.Routing) {
 		return nil, f.Reconfigure(next.Routing)
 	}
+	added, removed := portSetChange(old, next)
+	if err := a.changePortSet(added, removed); err != nil {
+		return nil, err
+	}
 	// The mirrors first: their addresses and MTUs.
 	for _, np := range next.ExternalPorts {
 		for _, op := range old.ExternalPorts {
@@ -76,7 +83,12 @@ func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
 		if suite, err = StartSuite(next.Routing, false, a.log, a.suiteFailed); err != nil {
 			return nil, err
 		}
-	case next.Routing != nil && !sameRouting(old.Routing, next.Routing):
+	case next.Routing != nil && (!sameRouting(old.Routing, next.Routing) || len(added)+len(removed) > 0):
+		// FRR's zebra takes new interfaces from the kernel by itself;
+		// BIRD's config names the ports.
+		if _, frr := suite.(*FRR); frr && sameRouting(old.Routing, next.Routing) {
+			break
+		}
 		if err := suite.Reconfigure(next.Routing); err != nil {
 			return nil, err
 		}
@@ -116,7 +128,6 @@ func diffConfig(old, next *Config) ([]string, error) {
 	same("vcp_key_file", old.VCPKeyFile, next.VCPKeyFile)
 	same("state_dir", old.StateDir, next.StateDir)
 	same("standby", standbyText(old.Standby), standbyText(next.Standby))
-	same("external port VLANs", portVLANs(old), portVLANs(next))
 	same("snmp", snmpText(old.SNMP), snmpText(next.SNMP))
 	if old.Routing != nil && next.Routing != nil {
 		same("routing run_dir", old.Routing.RunDir, next.Routing.RunDir)
@@ -170,13 +181,53 @@ func standbyText(s *StandbyConfig) string {
 	return fmt.Sprintf("address %s vrid %d priority %d advert %v", s.Address, s.VRID, s.Priority, s.AdvertInterval)
 }
 
-func portVLANs(c *Config) []uint16 {
-	var vs []uint16
-	for _, p := range c.ExternalPorts {
-		vs = append(vs, p.VLAN)
+// portSetChange is the external ports next has and old has not (by VLAN),
+// and the VLANs old has and next has not.
+func portSetChange(old, next *Config) (added []ExternalPortConfig, removed []uint16) {
+	had := map[uint16]bool{}
+	for _, p := range old.ExternalPorts {
+		had[p.VLAN] = true
 	}
-	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
-	return vs
+	for _, p := range next.ExternalPorts {
+		if !had[p.VLAN] {
+			added = append(added, p)
+		}
+		delete(had, p.VLAN)
+	}
+	for v := range had {
+		removed = append(removed, v)
+	}
+	slices.Sort(removed)
+	return added, removed
+}
+
+// changePortSet makes the mirrors of added ports and takes away those of
+// removed ones, forgets the removed ports' states, and marks the ifTable
+// changed (ifTableLastChange). A port whose mirror cannot be made stops
+// the reload there.
+func (a *Agent) changePortSet(added []ExternalPortConfig, removed []uint16) error {
+	if len(added)+len(removed) == 0 {
+		return nil
+	}
+	for _, v := range removed {
+		if err := a.mirrors.Remove(v); err != nil {
+			a.log.Warn("mirror", "vlan", v, "err", err)
+		}
+		a.links.forget(v)
+	}
+	var err error
+	for _, p := range added {
+		if err = a.mirrors.Add(p); err != nil {
+			break
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, v := range removed {
+		delete(a.ports, v)
+	}
+	a.ifTableChanged = time.Now()
+	return err
 }
 
 func lbLines(c *Config) map[string]string {

@@ -105,11 +105,19 @@ func (m *routerMIB) Variables() []agentx.VarBind {
 	}
 	ports := m.ports()
 	vs = append(vs, agentx.VarBind{Name: oidIfNum, Type: agentx.Integer, Value: int32(len(ports))})
-	var lastChange uint32
 	for _, p := range ports {
 		vs = append(vs, m.ifEntry(p)...)
 		vs = append(vs, m.ifXEntry(p)...)
-		lastChange = max(lastChange, m.ticks(p.state.Since))
+	}
+	// ifTableLastChange: when an entry was last added or removed (a
+	// reload's ports), zero if never (RFC 2863); a port's state changing
+	// is its own ifLastChange.
+	m.agent.mu.Lock()
+	changed := m.agent.ifTableChanged
+	m.agent.mu.Unlock()
+	var lastChange uint32
+	if !changed.IsZero() {
+		lastChange = m.ticks(changed)
 	}
 	vs = append(vs, agentx.VarBind{Name: oidIfTableLastChange, Type: agentx.TimeTicks, Value: lastChange})
 	return vs
