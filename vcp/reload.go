@@ -384,7 +384,15 @@ func snmpText(s *SNMPConfig) string {
 	for _, u := range s.Users {
 		users = append(users, u.Name+"/"+u.Auth+"/"+u.Priv+"/"+u.AuthPassword+u.PrivPassword)
 	}
+	// A trap's receiver by its address, its community with the secrets:
+	// neither the file's line (a reload of a file with a line more is no
+	// change) nor a community is said.
+	var traps []string
+	for _, t := range s.Traps {
+		traps = append(traps, t.Host.String())
+		users = append(users, "trap "+t.Community)
+	}
 	secrets := sha256.Sum256([]byte(s.Community + strings.Join(users, ",")))
-	return fmt.Sprintf("{community set %v, users %d, traps %v, listen %s, sys %q %q %q, secrets %x}", s.Community != "", len(users), s.Traps, s.Listen,
+	return fmt.Sprintf("{community set %v, users %d, traps %v, listen %s, sys %q %q %q, secrets %x}", s.Community != "", len(s.Users), traps, s.Listen,
 		s.SysName, s.SysLocation, s.SysContact, secrets[:4])
 }

@@ -59,6 +59,21 @@ func TestDiffConfig(t *testing.T) {
 			t.Errorf("%q -> %q: %q %v, want %q", c.from, c.to, got, err, c.want)
 		}
 	}
+	// The same file with its lines moved is no change: positions are not
+	// settings.
+	withSNMP := goodVCP + "snmp:\n  community: public\n  sources: [10.0.0.0/24]\n  traps:\n    - {host: \"192.0.2.10:162\"}\n" + routing
+	a, errA := load(t, withSNMP)
+	b, errB := load(t, "# a comment that moves every line\n"+withSNMP)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	if got, err := diffConfig(a, b); err != nil || len(got) != 0 {
+		t.Errorf("a file with its lines moved: %q %v, want no change", got, err)
+	}
+	c, _ := load(t, strings.Replace(withSNMP, "{host: \"192.0.2.10:162\"}", "{host: \"192.0.2.10:162\", community: s3cret}", 1))
+	if _, err := diffConfig(a, c); err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "public") {
+		t.Errorf("a trap's community changed: %v, want a refusal that does not say the community", err)
+	}
 	for _, c := range []struct{ from, to, want string }{
 		{"name: vcp1", "name: vcp9", "name vcp1 -> vcp9"},
 		{"interface: eth0", "interface: eth1", "interface eth0 -> eth1"},
