@@ -52,7 +52,7 @@ test: deps check-generated lint build
 	@for l in $$($(BIN) lab list | grep -E '^(t|bench)-'); do echo "removing leftover lab $$l"; $(BIN) lab down $$l; done
 	@rm -rf /sys/fs/bpf/msr-test-* /run/msr/router-t-* /run/msr/router-bench-*
 	$(GO) build -o bin/testsum ./scripts/testsum
-	@bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 20m -json ./... | bin/testsum -summary bin/test-summary'
+	@bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 30m -json ./... | bin/testsum -summary bin/test-summary'
 
 # test-stress: make test with one core kept half busy by a CPU hog at the
 # lowest priority (stress-ng), as a machine with light background work

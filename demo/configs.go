@@ -59,7 +59,7 @@ ports:
 key_file: {{.Run}}/key
 {{template "apisec" .}}interface: eth0
 capacity_mbps: {{.Capacity}}
-pin_dir: /sys/fs/bpf/msr-default-{{.Name}}
+pin_dir: /sys/fs/bpf/msr-{{.Lab}}-{{.Name}}
 {{with .FIB6Groups}}fib6_groups: {{.}}   # sized for bgp1's IPv6 table (msr demo --prefixes6)
 {{end}}{{end}}
 {{define "vcp"}}name: {{.Name}}
@@ -274,7 +274,8 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 		return os.Chmod(path, mode)
 	}
 	type element struct {
-		Run, Name  string
+		Run, Lab   string
+		Name       string
 		Capacity   int
 		FIB6Groups int    // 0: the default pool
 		OSPFSecret string // the VCPs'
@@ -292,7 +293,7 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	}
 	for i, c := range []int{10000, 10000, 5000} { // r3 at half capacity
 		name := fmt.Sprintf("r%d", i+1)
-		steps = append(steps, write(name+".yaml", "router", element{Run: run, Name: name, Capacity: c, FIB6Groups: fib6Groups}))
+		steps = append(steps, write(name+".yaml", "router", element{Run: run, Lab: LabName, Name: name, Capacity: c, FIB6Groups: fib6Groups}))
 	}
 	for _, err := range steps {
 		if err != nil {

@@ -66,6 +66,9 @@ func UpWith(msr string, o Options) (*Plan, error) {
 // lab file before all else builds the lab it checked, not the file read
 // again.
 func UpLab(spec *lab.Spec, o Options) (*Plan, error) {
+	if labs, _ := lab.Labs(); slices.Contains(labs, LargeLab) {
+		return nil, fmt.Errorf("the large lab is up: msr demo down --size large first (the default lab's elements have its names)")
+	}
 	plan, err := WriteConfigs(RunDir, o.Prefixes, o.Prefixes6)
 	if err != nil {
 		return nil, err
@@ -83,12 +86,7 @@ func UpLab(spec *lab.Spec, o Options) (*Plan, error) {
 // too).
 func Down() error {
 	err := lab.Down(LabName)
-	pins, _ := filepath.Glob("/sys/fs/bpf/msr-default-*")
-	for _, p := range pins {
-		os.RemoveAll(p)
-		os.Remove(routerapi.StatePath(strings.TrimPrefix(filepath.Base(p), "msr-default-")))
-		os.Remove(routerapi.StatePath(strings.TrimPrefix(filepath.Base(p), "msr-default-")) + ".settings")
-	}
+	removePins("msr-default-")
 	return err
 }
 
@@ -104,10 +102,10 @@ func AddBackend(msr, name string, capacityMbps int) error {
 	}
 	var cfg strings.Builder
 	if err := configs.ExecuteTemplate(&cfg, "router", struct {
-		Run, Name  string
-		Capacity   int
-		FIB6Groups int
-	}{RunDir, name, capacityMbps, 0}); err != nil {
+		Run, Lab, Name string
+		Capacity       int
+		FIB6Groups     int
+	}{RunDir, LabName, name, capacityMbps, 0}); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(RunDir, name+".yaml"), []byte(cfg.String()), 0o600); err != nil {

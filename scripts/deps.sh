@@ -21,6 +21,7 @@ packages=(
 	ndisc6                    # rdisc6: a router solicitation and the advertisement it gets (tests)
 	stress-ng                 # make test-stress: a CPU hog beside the tests
 	python3-scapy hping3      # hostile neighbours: forged ARP and NDP, floods (tests)
+	fping                     # the large lab's ping matrix: one process a host (tests)
 )
 
 missing=()

@@ -31,6 +31,11 @@ var demoCommand = command{
   msr demo add-backend NAME [--capacity MBPS]   add a back-end (r4 ... r9) to the running lab: a
                                    new machine whose file holds only its identity; the VCP configures it
   msr demo down                    remove it
+  msr demo up|down --size large    the large lab instead (demo/large.go): 16 LBs x 4 external ports,
+                                   8 back-ends, both VCPs, a host on every port, 8 BGP and 4 OSPF
+                                   neighbours; it and the default lab are not up together
+  msr demo add-lb --size large     add the next LB (lb17 ...) with 4 ports and their hosts to the
+                                   running large lab; both VCPs reloaded take its ports
 `,
 	run:  runDemo,
 	root: true,
@@ -46,9 +51,17 @@ func runDemo(args []string) error {
 	monitoring := fs.Bool("monitoring", false, "run Prometheus on the lab's host mon, scraping every agent")
 	labFile := fs.String("lab", "", "a lab file built in place of labs/default.yaml (its variant: every host, address, MAC, process and link of the default lab kept)")
 	capacity := fs.Int("capacity", 10000, "add-backend: the new back-end's capacity, Mbit/s")
+	size := fs.String("size", "default", "which lab: default, or large (16 LBs x 4 ports)")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
+	}
+	switch *size {
+	case "default":
+	case "large":
+		return runLargeDemo(pos)
+	default:
+		return cli.Usagef("--size %q: default or large", *size)
 	}
 	if len(pos) == 1 && pos[0] == "down" {
 		return demo.Down()
@@ -145,4 +158,55 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// runLargeDemo is msr demo up, down and add-lb of the large lab.
+func runLargeDemo(pos []string) error {
+	if len(pos) != 1 {
+		return cli.Usagef("--size large: msr demo up, down or add-lb")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	w := os.Stderr
+	switch pos[0] {
+	case "down":
+		return demo.DownLarge()
+	case "add-lb":
+		plan, err := demo.LoadLargePlan()
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := demo.AddLargeLB(self, plan); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := demo.WaitLarge(ctx, plan, w); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "lb%d joined with %d ports in %.1f s: the router has %d external ports\n", plan.LBs, demo.LargePortsPerLB, time.Since(start).Seconds(), len(plan.Ports))
+		return nil
+	case "up":
+	default:
+		return cli.Usagef("--size large: msr demo up, down or add-lb")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintln(w, "bringing up the large lab ...")
+	start := time.Now()
+	plan, err := demo.UpLarge(self)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "up in %.1f s: %d LBs, %d external ports, %d back-ends; waiting for convergence ...\n", time.Since(start).Seconds(), plan.LBs, len(plan.Ports), demo.LargeBackends)
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	if err := demo.WaitLarge(wctx, plan, w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "the large lab is up, %.1f s after start: msr lab exec --lab large h1e0 -- ping 10.16.3.10; msr demo down --size large removes it\n", time.Since(start).Seconds())
+	return nil
 }

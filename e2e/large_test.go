@@ -1,0 +1,623 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/router/routerapi"
+	"github.com/msr-router/msr/vcp/vcpapi"
+)
+
+// TestLargeRouter: the large lab (msr demo up --size large: 16 LBs × 4
+// external ports, 8 back-ends, both VCPs, a host on every port, 8 BGP and
+// 4 OSPF neighbours) converges; every host reaches every other across the
+// router, IPv4 and IPv6 (the whole 64×63 matrix, fping from each host),
+// and the peers' and OSPF neighbours' addresses; traceroute shows the
+// router as one hop from every port; SNMP's ifTable and msr ctl ports
+// list the 64 external ports and no internal one. lb5's host dies (links
+// down, agent killed): its ports go down in SNMP with a linkDown trap,
+// its BGP peer's routes leave every back-end, and a flow between two
+// other ports loses nothing; it comes back, and so do they. lb17 joins
+// with 4 more ports while the router runs: the VCP takes them without a
+// restart and they carry traffic.
+func TestLargeRouter(t *testing.T) {
+	demo.Down()
+	start := time.Now()
+	plan, err := demo.UpLarge(msrBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { demo.DownLarge() })
+	up := time.Since(start)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := demo.WaitLarge(ctx, plan, io.Discard); err != nil {
+		t.Fatalf("%v\n%s", err, labLogs(demo.LargeLab, "vcp1.vcp", "r1.router"))
+	}
+	t.Logf("lab up in %.1f s, converged %.1f s after start", up.Seconds(), time.Since(start).Seconds())
+	logLargeUse(t)
+	checkLargeMatrix(t, plan)
+	checkLargeTraceroute(t, plan)
+	checkLargeInventory(t, plan)
+	checkLargeLBDeath(t, plan, 5)
+	checkLargeLBJoins(t, plan)
+}
+
+// largeTargets are the addresses of every port's host but from's, of a
+// family.
+func largeTargets(plan *demo.LargePlan, from string, v6 bool) []string {
+	var out []string
+	for _, p := range plan.Ports {
+		if p.Host == from {
+			continue
+		}
+		a := p.HostAddr
+		if v6 {
+			a = p.HostAddr6
+		}
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// fpingUnreachable runs fping from a host of the large lab to targets
+// (two tries each, 300 ms apart) and returns those that did not answer.
+func fpingUnreachable(host string, v6 bool, targets []string) ([]string, error) {
+	argv := []string{"fping", "-u", "-r", "2", "-t", "300", "-i", "5"}
+	if v6 {
+		argv = append(argv, "-6")
+	}
+	out, err := demo.ExecLarge(host, append(argv, targets...)...)
+	var lost []string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.Contains(l, "unreachable") {
+			lost = append(lost, f[0])
+		}
+	}
+	if err != nil && len(lost) == 0 {
+		return nil, err
+	}
+	return lost, nil
+}
+
+// checkLargeMatrix: every port's host reaches every other, both families,
+// and the addresses behind the peers' routes; no sample, the whole matrix.
+func checkLargeMatrix(t *testing.T, plan *demo.LargePlan) {
+	t.Helper()
+	start := time.Now()
+	type job struct {
+		host string
+		v6   bool
+	}
+	jobs := make(chan job)
+	var mu sync.Mutex
+	failed, tried := map[bool][]string{}, map[bool]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				targets := largeTargets(plan, j.host, j.v6)
+				lost, err := fpingUnreachable(j.host, j.v6, targets)
+				mu.Lock()
+				tried[j.v6] += len(targets)
+				if err != nil {
+					failed[j.v6] = append(failed[j.v6], fmt.Sprintf("%s: %v", j.host, err))
+				}
+				for _, l := range lost {
+					failed[j.v6] = append(failed[j.v6], j.host+" -> "+l)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, p := range plan.Ports {
+		jobs <- job{p.Host, false}
+		jobs <- job{p.Host, true}
+	}
+	close(jobs)
+	wg.Wait()
+	for _, v6 := range []bool{false, true} {
+		if len(failed[v6]) > 0 {
+			t.Errorf("ping matrix (IPv6 %v): %d of %d pairs failed: %v", v6, len(failed[v6]), tried[v6], failed[v6][:min(len(failed[v6]), 20)])
+		}
+	}
+	t.Logf("ping matrix: %d IPv4 and %d IPv6 pairs in %.1f s", tried[false], tried[true], time.Since(start).Seconds())
+	// What the neighbours route to: an address behind each BGP peer's
+	// first prefixes, and each OSPF neighbour's.
+	var learned, learned6 []string
+	for _, peer := range plan.Peers {
+		learned = append(learned, peer.Prefixes[0].Addr().Next().String())
+		learned6 = append(learned6, peer.Prefixes6[0].Addr().Next().String())
+	}
+	for _, o := range plan.OSPF {
+		learned = append(learned, demo.OSPFHostOf(o.LB).String())
+	}
+	last := plan.Ports[len(plan.Ports)-1].Host
+	for v6, targets := range map[bool][]string{false: learned, true: learned6} {
+		if lost, err := fpingUnreachable(last, v6, targets); err != nil || len(lost) > 0 {
+			t.Errorf("from %s to the neighbours' routes (IPv6 %v): unreachable %v %v", last, v6, lost, err)
+		}
+	}
+}
+
+// checkLargeTraceroute: from every port's host to the host of the port
+// half the router away, the router is one hop: its address on the
+// sender's port, then the destination.
+func checkLargeTraceroute(t *testing.T, plan *demo.LargePlan) {
+	t.Helper()
+	n := len(plan.Ports)
+	var wg sync.WaitGroup
+	errs := make([]string, n)
+	sem := make(chan struct{}, 8)
+	for i, p := range plan.Ports {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			dst := plan.Ports[(i+n/2)%n].HostAddr.String()
+			out, err := demo.ExecLarge(p.Host, "traceroute", "-n", "-q", "1", "-w", "1", "-m", "4", dst)
+			var hops []string
+			for _, l := range strings.Split(out, "\n")[1:] {
+				if f := strings.Fields(l); len(f) >= 2 {
+					hops = append(hops, f[1])
+				}
+			}
+			if err != nil || len(hops) != 2 || hops[0] != p.Router.String() || hops[1] != dst {
+				errs[i] = fmt.Sprintf("%s -> %s: hops %v (%v)", p.Host, dst, hops, err)
+			}
+		}()
+	}
+	wg.Wait()
+	var bad []string
+	for _, e := range errs {
+		if e != "" {
+			bad = append(bad, e)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("traceroute: %d of %d not one hop: %v", len(bad), n, bad)
+	}
+}
+
+// largeSNMP runs an SNMP tool from h1e0 (a source the router's SNMP
+// allows) at the router's address on its port.
+func largeSNMP(tool string, oids ...string) (string, error) {
+	argv := append([]string{tool, "-v2c", "-c", "public", "-On", "-t", "1", "-r", "2", "-m", "", "10.1.0.1"}, oids...)
+	return demo.ExecLarge("h1e0", argv...)
+}
+
+// Interface objects (IF-MIB).
+const (
+	oidIfName       = "1.3.6.1.2.1.31.1.1.1.1"
+	oidIfOperStatus = "1.3.6.1.2.1.2.2.1.8"
+	oidIfNumber     = "1.3.6.1.2.1.2.1.0"
+	oidIfTableLast  = "1.3.6.1.2.1.31.1.5.0"
+)
+
+// largeCtlPorts is msr ctl ports' external ports, from r1 (the
+// management network).
+func largeCtlPorts(t *testing.T) []vcpapi.PortView {
+	t.Helper()
+	api := filepath.Join(demo.LargeRunDir, "api")
+	var out strings.Builder
+	code, err := lab.Exec(demo.LargeLab, "r1", []string{msrBin, "ctl", "--api", "10.0.0.1:8179", "--ca", filepath.Join(api, "ca.crt"),
+		"--token-file", filepath.Join(api, "read.token"), "-o", "json", "ports"}, nil, &out, &out)
+	var v vcpapi.PortsView
+	if err != nil || code != 0 || json.Unmarshal([]byte(out.String()), &v) != nil {
+		t.Fatalf("msr ctl ports: %v %d %s", err, code, out.String())
+	}
+	var ext []vcpapi.PortView
+	for _, p := range v.Ports {
+		if p.Role == "external" {
+			ext = append(ext, p)
+		}
+	}
+	return ext
+}
+
+// checkLargeInventory: SNMP's ifTable and msr ctl ports list every
+// external port of the plan by its name, and nothing else.
+func checkLargeInventory(t *testing.T, plan *demo.LargePlan) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, p := range plan.Ports {
+		want[fmt.Sprintf("%d %s", p.VLAN, p.Name)] = true
+	}
+	out, err := largeSNMP("snmpwalk", oidIfName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	re := regexp.MustCompile(`\.(\d+) = STRING: "([^"]*)"`)
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		got[m[1]+" "+m[2]] = true
+	}
+	if fmt.Sprint(sortedSet(got)) != fmt.Sprint(sortedSet(want)) {
+		t.Errorf("SNMP ifName: %d entries %v, want the %d external ports %v", len(got), sortedSet(got), len(want), sortedSet(want))
+	}
+	if n, _ := largeSNMP("snmpget", oidIfNumber); !strings.Contains(n, fmt.Sprintf("INTEGER: %d", len(plan.Ports))) {
+		t.Errorf("ifNumber: %s, want %d", n, len(plan.Ports))
+	}
+	ctl := map[string]bool{}
+	for _, p := range largeCtlPorts(t) {
+		ctl[fmt.Sprintf("%d %s", p.VLAN, p.Name)] = true
+	}
+	if fmt.Sprint(sortedSet(ctl)) != fmt.Sprint(sortedSet(want)) {
+		t.Errorf("msr ctl ports: %d external %v, want %d", len(ctl), sortedSet(ctl), len(want))
+	}
+}
+
+func sortedSet(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// operStatus is the ifOperStatus of the ports with the VLANs, by VLAN.
+func operStatus(vlans []uint16) map[uint16]int {
+	var oids []string
+	for _, v := range vlans {
+		oids = append(oids, fmt.Sprintf("%s.%d", oidIfOperStatus, v))
+	}
+	out, _ := largeSNMP("snmpget", oids...)
+	st := map[uint16]int{}
+	re := regexp.MustCompile(`\.(\d+) = INTEGER: (\d+)`)
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.Atoi(m[1])
+		s, _ := strconv.Atoi(m[2])
+		st[uint16(v)] = s
+	}
+	return st
+}
+
+// routeOnAll says whether every back-end's FIB holds p.
+func routeOnAll(p netip.Prefix) (int, error) {
+	n := 0
+	for r := 1; r <= demo.LargeBackends; r++ {
+		rs, err := routerapi.Local(fmt.Sprintf("r%d", r), "").Lookup(p.Addr().Next())
+		if err != nil {
+			return 0, err
+		}
+		if len(rs) > 0 && rs[0].Prefix == p.String() {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// pingFlow pings from one host to another every 10 ms for d, in the
+// background; wait returns what was lost.
+func pingFlow(from string, to netip.Addr, d time.Duration) (wait func() (sent, lost int, err error)) {
+	n := int(d / (10 * time.Millisecond))
+	var out string
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out, err = demo.ExecLarge(from, "ping", "-q", "-i", "0.01", "-c", fmt.Sprint(n), "-W", "1", to.String())
+	}()
+	return func() (int, int, error) {
+		<-done
+		m := regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`).FindStringSubmatch(out)
+		if m == nil {
+			return 0, 0, fmt.Errorf("ping %s -> %s: %v %s", from, to, err, out)
+		}
+		s, _ := strconv.Atoi(m[1])
+		r, _ := strconv.Atoi(m[2])
+		return s, s - r, nil
+	}
+}
+
+// startTrapReceiver runs snmptrapd on h1e0 (the router's trap target),
+// logging to a file it returns; it is stopped when the test ends.
+func startTrapReceiver(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	log, pid := filepath.Join(dir, "traps.log"), filepath.Join(dir, "snmptrapd.pid")
+	os.WriteFile(filepath.Join(dir, "snmptrapd.conf"), []byte("[snmp] mibs :\ndisableAuthorization yes\n"), 0o644)
+	if _, err := demo.ExecLarge("h1e0", "snmptrapd", "-C", "-c", filepath.Join(dir, "snmptrapd.conf"), "-On", "-Lf", log, "-p", pid, "udp:162"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pid); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(n, syscall.SIGTERM)
+			}
+		}
+	})
+	return log
+}
+
+// lbLinks sets every link of an LB's host down or up.
+func lbLinks(t *testing.T, l int, up bool) {
+	t.Helper()
+	state := map[bool]string{true: "up", false: "down"}[up]
+	for _, dev := range []string{"e0", "e1", "e2", "e3", "i0", "m0"} {
+		if out, err := exec.Command("ip", "-n", lab.Namespace(demo.LargeLab, fmt.Sprintf("lb%d", l)), "link", "set", dev, state).CombinedOutput(); err != nil {
+			t.Fatalf("lb%d %s %s: %v %s", l, dev, state, err, out)
+		}
+	}
+}
+
+// checkLargeLBDeath: LB l's host dies, as a line card pulled out: every
+// link down and its agent killed. Its ports go down in SNMP (notPresent:
+// RFC 2863's state of a missing component) with a linkDown trap each, its
+// BGP peer's routes leave every back-end, and a flow between two other
+// LBs' ports loses nothing. Then it comes back: links up, agent started,
+// ports up and routes back.
+func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
+	t.Helper()
+	traps := startTrapReceiver(t)
+	var vlans []uint16
+	for _, p := range plan.Ports {
+		if p.LB == l {
+			vlans = append(vlans, p.VLAN)
+		}
+	}
+	peer := plan.Peers[l-1]
+	if peer.Port.LB != l {
+		t.Fatalf("lb%d has no BGP peer in the plan", l)
+	}
+	learned := peer.Prefixes[0]
+	if n, err := routeOnAll(learned); err != nil || n != demo.LargeBackends {
+		t.Fatalf("before: %s on %d back-ends (%v)", learned, n, err)
+	}
+	st, err := lab.ReadState(demo.LargeLab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for _, p := range st.Processes {
+		if p.Host == fmt.Sprintf("lb%d", l) && p.Name == "lb" {
+			pid = p.PID
+		}
+	}
+	a, b := plan.Ports[1], plan.Ports[len(plan.Ports)-2] // lb1/e1 and lb16/e2
+	wait := pingFlow(a.Host, b.HostAddr, 20*time.Second)
+	time.Sleep(2 * time.Second)
+	// The agent first: a host that dies says nothing, so the VCP finds
+	// out by the LB's silence.
+	died := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	lbLinks(t, l, false)
+	var portsDown, withdrawn time.Duration
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && (portsDown == 0 || withdrawn == 0); time.Sleep(100 * time.Millisecond) {
+		if portsDown == 0 {
+			down := 0
+			for _, s := range operStatus(vlans) {
+				if s == 6 || s == 2 {
+					down++
+				}
+			}
+			if down == len(vlans) {
+				portsDown = time.Since(died)
+			}
+		}
+		if n, err := routeOnAll(learned); withdrawn == 0 && err == nil && n == 0 {
+			withdrawn = time.Since(died)
+		}
+	}
+	if portsDown == 0 {
+		t.Errorf("lb%d's ports not down in SNMP 30 s after its host died: %v", l, operStatus(vlans))
+	}
+	if withdrawn == 0 {
+		t.Errorf("%s (lb%d's BGP peer's) still on some back-end 30 s after the LB died", learned, l)
+	}
+	t.Logf("lb%d died: its ports down in SNMP after %v, its peer's routes withdrawn from every back-end after %v", l, portsDown.Round(time.Millisecond), withdrawn.Round(time.Millisecond))
+	if sent, lost, err := wait(); err != nil || lost > 0 {
+		t.Errorf("%s -> %s while lb%d died: %d of %d lost (%v)", a.Host, b.Host, l, lost, sent, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		log, _ := os.ReadFile(traps)
+		n := 0
+		for _, v := range vlans {
+			if strings.Contains(string(log), fmt.Sprintf(".1.3.6.1.2.1.2.2.1.1.%d = INTEGER: %d", v, v)) {
+				n++
+			}
+		}
+		if strings.Count(string(log), ".1.3.6.1.6.3.1.1.5.3") >= len(vlans) && n == len(vlans) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("linkDown traps for lb%d's ports: %d of %d seen\n%s", l, n, len(vlans), log)
+			break
+		}
+	}
+	// Back: links up and the agent started again.
+	back := time.Now()
+	lbLinks(t, l, true)
+	if _, _, err := lab.Restart(demo.LargeLab, fmt.Sprintf("lb%d", l), "lb", syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var portsUp time.Duration
+	for deadline := time.Now().Add(30 * time.Second); portsUp == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		up := 0
+		for _, s := range operStatus(vlans) {
+			if s == 1 {
+				up++
+			}
+		}
+		if up == len(vlans) {
+			portsUp = time.Since(back)
+		}
+	}
+	if portsUp == 0 {
+		t.Errorf("lb%d's ports not up in SNMP 30 s after it came back: %v", l, operStatus(vlans))
+	}
+	// BIRD waits its "error wait time" (60 s) before it starts a session
+	// that failed again: the peer's routes come back after that.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := demo.WaitLarge(ctx, plan, io.Discard); err != nil {
+		t.Fatalf("after lb%d came back: %v", l, err)
+	}
+	t.Logf("lb%d back: its ports up in SNMP after %v, every route back after %v", l, portsUp.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+}
+
+// checkLargeLBJoins: lb17 joins the running router with 4 ports: its
+// ports are in SNMP (ifTable grows, ifTableLastChange set) and msr ctl
+// ports, its hosts reach the others both ways, and the VCPs were not
+// restarted.
+func checkLargeLBJoins(t *testing.T, plan *demo.LargePlan) {
+	t.Helper()
+	vcpPIDs := func() map[string]int {
+		st, err := lab.ReadState(demo.LargeLab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids := map[string]int{}
+		for _, p := range st.Processes {
+			if p.Name == "vcp" && p.Running() {
+				pids[p.Host] = p.PID
+			}
+		}
+		return pids
+	}
+	pids := vcpPIDs()
+	before := len(plan.Ports)
+	joined := time.Now()
+	if err := demo.AddLargeLB(msrBin, plan); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := demo.WaitLarge(ctx, plan, io.Discard); err != nil {
+		t.Fatalf("lb%d joining: %v\n%s", plan.LBs, err, labLogs(demo.LargeLab, "vcp1.vcp"))
+	}
+	converged := time.Since(joined)
+	added := plan.Ports[before:]
+	var targets []string
+	for _, p := range plan.Ports[:before] {
+		targets = append(targets, p.HostAddr.String())
+	}
+	for _, p := range added {
+		if lost, err := fpingUnreachable(p.Host, false, targets); err != nil || len(lost) > 0 {
+			t.Errorf("from %s (joined): unreachable %v %v", p.Host, lost, err)
+		}
+	}
+	var joinedTargets []string
+	for _, p := range added {
+		joinedTargets = append(joinedTargets, p.HostAddr6.String())
+	}
+	if lost, err := fpingUnreachable("h1e0", true, joinedTargets); err != nil || len(lost) > 0 {
+		t.Errorf("from h1e0 to the joined ports' hosts (IPv6): unreachable %v %v", lost, err)
+	}
+	t.Logf("lb%d joined: %d ports converged and carrying traffic %v after it was added", plan.LBs, len(added), converged.Round(time.Millisecond))
+	checkLargeInventory(t, plan)
+	if out, _ := largeSNMP("snmpget", oidIfTableLast); strings.Contains(out, "Timeticks: (0)") || !strings.Contains(out, "Timeticks") {
+		t.Errorf("ifTableLastChange after lb%d joined: %s", plan.LBs, out)
+	}
+	if now := vcpPIDs(); fmt.Sprint(now) != fmt.Sprint(pids) || len(now) != len(demo.VCPs) {
+		t.Errorf("the VCPs' processes were %v before lb%d joined, %v after: restarted", pids, plan.LBs, now)
+	}
+}
+
+// logLargeUse logs each kind of process's resident memory and CPU share
+// over 10 s of the converged, idle router (docs/scaling.md).
+func logLargeUse(t *testing.T) {
+	t.Helper()
+	st, err := lab.ReadState(demo.LargeLab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[int]string{}
+	for _, p := range st.Processes {
+		kinds[p.PID] = p.Name
+	}
+	// The VCPs' daemons: children of the VCP agents.
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 2 {
+			if ppid, _ := strconv.Atoi(f[1]); kinds[ppid] == "vcp" {
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				kinds[pid] = "vcp's " + strings.TrimSpace(string(comm))
+			}
+		}
+	}
+	cpu := func(pid int) float64 {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			return 0
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		s, _ := strconv.ParseFloat(f[12], 64)
+		return (u + s) / 100 // clock ticks
+	}
+	before := map[int]float64{}
+	for pid := range kinds {
+		before[pid] = cpu(pid)
+	}
+	const window = 10 * time.Second
+	time.Sleep(window)
+	type use struct {
+		n          int
+		rss, share []float64
+	}
+	byKind := map[string]*use{}
+	for pid, kind := range kinds {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		var kb float64
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") {
+				kb, _ = strconv.ParseFloat(strings.Fields(l)[1], 64)
+			}
+		}
+		u := byKind[kind]
+		if u == nil {
+			u = &use{}
+			byKind[kind] = u
+		}
+		u.n++
+		u.rss = append(u.rss, kb/1024)
+		u.share = append(u.share, 100*(cpu(pid)-before[pid])/window.Seconds())
+	}
+	var lines []string
+	var total float64
+	for kind, u := range byKind {
+		sort.Float64s(u.rss)
+		sort.Float64s(u.share)
+		sum := 0.0
+		for _, r := range u.rss {
+			sum += r
+		}
+		total += sum
+		lines = append(lines, fmt.Sprintf("  %-16s ×%-3d RSS %.0f-%.0f MB (%.0f MB in all), CPU %.1f-%.1f%% each", kind, u.n, u.rss[0], u.rss[len(u.rss)-1], sum, u.share[0], u.share[len(u.share)-1]))
+	}
+	sort.Strings(lines)
+	t.Logf("the large lab's processes, converged and idle (CPU over %v):\n%s\n  in all %.0f MB", window, strings.Join(lines, "\n"), total)
+}
