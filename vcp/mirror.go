@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -62,8 +63,13 @@ type mirror struct {
 	name  string
 	alias string           // the router's name of its port, once an LB said it
 	mac   net.HardwareAddr // of the suite side
-	fd    int              // packet socket on the bridge side
-	down  bool             // taken down with its port (SetUp)
+	// sock is the packet socket on the bridge side, non-blocking in the
+	// runtime's poller: a thousand mirrors wait in goroutines, not in a
+	// thousand OS threads blocked in recvfrom (each ~3 MB resident:
+	// docs/scaling.md, the VCP at 1,035 ports).
+	sock *os.File
+	raw  syscall.RawConn
+	down bool // taken down with its port (SetUp)
 	// removed: Remove took it out; its outward bridge closes fd and ends.
 	removed atomic.Bool
 }
@@ -116,7 +122,7 @@ func NewMirrors(internal string, ports []ExternalPortConfig) (*Mirrors, error) {
 }
 
 func newMirror(p ExternalPortConfig) (*mirror, error) {
-	mr := &mirror{vlan: p.VLAN, name: fmt.Sprintf("x%d", p.VLAN), fd: -1}
+	mr := &mirror{vlan: p.VLAN, name: fmt.Sprintf("x%d", p.VLAN)}
 	bridge := mr.name + "b"
 	if old, err := netlink.LinkByName(mr.name); err == nil {
 		netlink.LinkDel(old) // a previous run's
@@ -145,17 +151,30 @@ func newMirror(p ExternalPortConfig) (*mirror, error) {
 	if err := iflink.SetTxChecksum(mr.name, false); err != nil {
 		return fail("checksums", err)
 	}
-	ifi, err := net.InterfaceByName(mr.name)
+	// netlink's one link by name, not net.InterfaceByName: that dumps
+	// every link of the namespace, a thousand mirrors' each time
+	// (docs/scaling.md, the VCP at 1,035 ports).
+	l, err := netlink.LinkByName(mr.name)
+	if err != nil {
+		return fail("find", err)
+	}
+	mr.mac = l.Attrs().HardwareAddr
+	b, err := netlink.LinkByName(bridge)
+	if err != nil {
+		return fail("find", err)
+	}
+	fd, err := packetSocket(b.Attrs().Index)
 	if err != nil {
 		return nil, err
 	}
-	mr.mac = ifi.HardwareAddr
-	b, err := net.InterfaceByName(bridge)
-	if err != nil {
-		return nil, err
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return fail("non-blocking socket", err)
 	}
-	if mr.fd, err = packetSocket(b.Index); err != nil {
-		return nil, err
+	mr.sock = os.NewFile(uintptr(fd), bridge)
+	if mr.raw, err = mr.sock.SyscallConn(); err != nil {
+		mr.sock.Close()
+		return fail("socket", err)
 	}
 	return mr, nil
 }
@@ -255,18 +274,12 @@ func (m *Mirrors) Remove(vlan uint16) error {
 	m.mu.Lock()
 	mr := m.ports[vlan]
 	delete(m.ports, vlan)
-	running := m.run != nil
 	m.mu.Unlock()
 	if mr == nil {
 		return nil
 	}
 	mr.removed.Store(true)
-	if !running {
-		m.mu.Lock()
-		unix.Close(mr.fd)
-		mr.fd = -1
-		m.mu.Unlock()
-	}
+	mr.sock.Close() // its outward bridge, if any, ends
 	l, err := netlink.LinkByName(mr.name)
 	if err == nil {
 		err = netlink.LinkDel(l) // its peer, the bridge side, goes with it
@@ -310,9 +323,9 @@ func packetSocket(ifindex int) (int, error) {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// pollInterval bounds how long a blocked receive waits before checking
-// whether the bridge should stop (a packet socket's recv is not woken by
-// close).
+// pollInterval bounds how long the interconnect's blocked receive waits
+// before checking whether the bridge should stop (a packet socket's recv
+// is not woken by close); the mirrors' sockets, in the poller, are.
 const pollInterval = 200 * 1000 // microseconds
 
 // Run bridges until ctx ends, then closes the sockets.
@@ -326,14 +339,12 @@ func (m *Mirrors) Run(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	m.inward(ctx)
+	m.Close() // the outward bridges end at their sockets' close
 	m.bridges.Wait()
-	m.Close()
 }
 
 // bridge starts a mirror's outward bridge; call it with m.mu held.
 func (m *Mirrors) bridge(mr *mirror) {
-	tv := unix.Timeval{Usec: pollInterval}
-	unix.SetsockoptTimeval(mr.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	m.bridges.Add(1)
 	go func() {
 		defer m.bridges.Done()
@@ -358,10 +369,10 @@ func (m *Mirrors) inward(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		m.mu.Lock() // a removed mirror's socket is closed under it
+		m.mu.Lock()
 		mr := m.ports[vlan]
+		m.mu.Unlock()
 		if mr == nil {
-			m.mu.Unlock()
 			continue
 		}
 		dst := frame[0:6]
@@ -369,12 +380,14 @@ func (m *Mirrors) inward(ctx context.Context) {
 		case bytes.Equal(dst, m.mac):
 			copy(dst, mr.mac)
 		case dst[0]&1 == 0:
-			m.mu.Unlock()
 			continue // another element's
 		}
-		err = unix.Send(mr.fd, frame, 0)
-		m.mu.Unlock()
-		if err != nil {
+		var sendErr error
+		err = mr.raw.Write(func(fd uintptr) bool {
+			sendErr = unix.Send(int(fd), frame, 0)
+			return !errors.Is(sendErr, unix.EAGAIN)
+		})
+		if err != nil || sendErr != nil {
 			m.count("inward_errors")
 			continue
 		}
@@ -412,16 +425,16 @@ func untag(b, oob []byte) (uint16, []byte, bool) {
 // tagged with the mirror's VLAN.
 func (m *Mirrors) outward(ctx context.Context, mr *mirror) {
 	buf := make([]byte, 9216)
-	defer func() {
-		if mr.removed.Load() {
-			m.mu.Lock()
-			unix.Close(mr.fd)
-			mr.fd = -1
-			m.mu.Unlock()
-		}
-	}()
 	for ctx.Err() == nil && !mr.removed.Load() {
-		n, from, err := unix.Recvfrom(mr.fd, buf, 0)
+		var n int
+		var from unix.Sockaddr
+		var err error
+		if rerr := mr.raw.Read(func(fd uintptr) bool {
+			n, from, err = unix.Recvfrom(int(fd), buf, 0)
+			return !errors.Is(err, unix.EAGAIN)
+		}); rerr != nil {
+			return // closed: removed, or the mirrors closed
+		}
 		if err != nil {
 			m.recvFailed("outward", err)
 			continue
@@ -493,9 +506,6 @@ func (m *Mirrors) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, mr := range m.ports {
-		if mr.fd >= 0 {
-			unix.Close(mr.fd)
-			mr.fd = -1
-		}
+		mr.sock.Close() // a second close is harmless
 	}
 }
