@@ -2,11 +2,14 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,14 +39,20 @@ import (
 type VCPScaleOptions struct {
 	Backends int
 	LBs      int
-	Duration time.Duration // the CPU and memory measurement
-	Msr      string        // the msr binary the VCP runs (default: this one)
+	// PortsPerLB external ports on each LB (0 to 15), in the VCP's file
+	// as one port range: every back-end is sent them all, paged.
+	PortsPerLB int
+	Duration   time.Duration // the CPU and memory measurement
+	Msr        string        // the msr binary the VCP runs (default: this one)
 }
 
 // VCPScaleResult is what `msr bench vcp` reports.
 type VCPScaleResult struct {
-	Backends        int     `json:"backends"`
-	LBs             int     `json:"lbs"`
+	Backends int `json:"backends"`
+	LBs      int `json:"lbs"`
+	Ports    int `json:"ports"` // external ports in all
+	// StartS: the VCP's start to its API's first answer (its mirrors made).
+	StartS          float64 `json:"start_s"`
 	HelloIntervalMs int     `json:"hello_interval_ms"`
 	HellosPerSecond float64 `json:"hellos_per_s"` // sent to the VCP during the measurement
 	// VCPCPU is the VCP's CPU time over wall time during the measurement
@@ -53,6 +62,13 @@ type VCPScaleResult struct {
 	// FirstTablesS: the elements' first hellos to every LB holding a
 	// table of every back-end.
 	FirstTablesS float64 `json:"first_tables_s"`
+	// FirstPortsS: the first hellos to every back-end holding every
+	// external port (the digest its hello reports); 0 without ports.
+	FirstPortsS float64 `json:"first_ports_s,omitempty"`
+	// What the VCP sent during the measurement, on its interconnect
+	// port: DIST to every element (tables, configs, announcements).
+	TxBytesPerSecond  float64 `json:"tx_bytes_per_s"`
+	TxFramesPerSecond float64 `json:"tx_frames_per_s"`
 	// After one back-end's hellos stop: the VCP's pass that computed and
 	// sent every LB's table (its own clock), and the back-end's last
 	// hello to the last LB's complete table (the hold time included).
@@ -71,6 +87,9 @@ func VCPScale(o VCPScaleOptions, progress io.Writer) (*VCPScaleResult, error) {
 	if o.Backends < 1 || o.Backends > 4000 || o.LBs < 1 || o.LBs > 250 {
 		return nil, fmt.Errorf("--backends 1 to 4000, --lbs 1 to 250")
 	}
+	if o.PortsPerLB < 0 || o.PortsPerLB > dist.MaxPorts-1 || o.LBs*o.PortsPerLB > dist.MaxRouterPorts {
+		return nil, fmt.Errorf("--ports-per-lb 0 to %d, and %d in all at most", dist.MaxPorts-1, dist.MaxRouterPorts)
+	}
 	if o.Duration == 0 {
 		o.Duration = 30 * time.Second
 	}
@@ -87,7 +106,7 @@ func VCPScale(o VCPScaleOptions, progress io.Writer) (*VCPScaleResult, error) {
 	secret := strings.Repeat("5e", 32)
 	files := map[string]string{
 		"key":      secret,
-		"vcp.yaml": "name: bench-vcp\nkey_file: " + dir + "/key\ninterface: eth0\nsocket: " + dir + "/vcp.sock\n",
+		"vcp.yaml": "name: bench-vcp\nkey_file: " + dir + "/key\ninterface: eth0\nsocket: " + dir + "/vcp.sock\n" + portRange(o.LBs, o.PortsPerLB),
 		"lab.yaml": fmt.Sprintf(`name: bench-vcp
 hosts:
   vcp:
@@ -123,17 +142,21 @@ links:
 			pid = p.PID
 		}
 	}
+	// The VCP answers once it has made a mirror of every external port
+	// (a veth pair each): seconds at a thousand ports.
 	client := vcpapi.Local("", filepath.Join(dir, "vcp.sock"))
-	if err := waitFor(10*time.Second, 50*time.Millisecond, func() bool { _, err := client.Status(); return err == nil }); err != nil {
+	started := time.Now()
+	if err := waitFor(10*time.Second+time.Duration(o.LBs*o.PortsPerLB)*100*time.Millisecond, 50*time.Millisecond, func() bool { _, err := client.Status(); return err == nil }); err != nil {
 		return nil, fmt.Errorf("the VCP never answered: %w", err)
 	}
+	vcpStart := time.Since(started)
 	keys, err := (&element.Config{KeyFile: filepath.Join(dir, "key")}).Keys(false)
 	if err != nil {
 		return nil, err
 	}
 	var g *helloGen
 	err = netns.Do(lab.Namespace(spec.Name, "elements"), func() (err error) {
-		g, err = newHelloGen("eth0", keys, o.Backends, o.LBs)
+		g, err = newHelloGen("eth0", keys, o.Backends, o.LBs, o.PortsPerLB)
 		return err
 	})
 	if err != nil {
@@ -145,7 +168,7 @@ links:
 	start := time.Now()
 	go g.run(ctx)
 	go g.receive(ctx)
-	r := &VCPScaleResult{Backends: o.Backends, LBs: o.LBs, HelloIntervalMs: int(g.interval / time.Millisecond),
+	r := &VCPScaleResult{Backends: o.Backends, LBs: o.LBs, Ports: o.LBs * o.PortsPerLB, StartS: vcpStart.Seconds(), HelloIntervalMs: int(g.interval / time.Millisecond),
 		HoldMs: int(g.interval/time.Millisecond) * int(g.hold)}
 	fmt.Fprintf(progress, "%d back-ends and %d LBs sending hellos to the VCP\n", o.Backends, o.LBs)
 	if err := waitFor(60*time.Second, 20*time.Millisecond, func() bool { return g.everyLBHas(o.Backends) }); err != nil {
@@ -156,15 +179,25 @@ links:
 		return nil, fmt.Errorf("the LBs never held a table of every back-end (%s; %d hellos sent; the LBs hold %s): %w", known, g.sent(), g.holding(), err)
 	}
 	r.FirstTablesS = time.Since(start).Seconds()
-	// The steady state: what 500 elements' hellos cost the VCP.
+	if r.Ports > 0 {
+		if err := waitFor(60*time.Second, 20*time.Millisecond, g.everyBackendServes); err != nil {
+			return nil, fmt.Errorf("the back-ends never held every port (%s): %w", g.serving(), err)
+		}
+		r.FirstPortsS = time.Since(start).Seconds()
+	}
+	// The steady state: what the elements' hellos cost the VCP, and what
+	// it sends them.
 	time.Sleep(2 * time.Second)
-	cpu0, t0, sent0 := processCPU(pid), time.Now(), g.sent()
+	ns := lab.Namespace(spec.Name, "vcp")
+	cpu0, t0, sent0, tx0 := processCPU(pid), time.Now(), g.sent(), txCounters(ns)
 	time.Sleep(o.Duration)
-	cpu1, t1, sent1 := processCPU(pid), time.Now(), g.sent()
+	cpu1, t1, sent1, tx1 := processCPU(pid), time.Now(), g.sent(), txCounters(ns)
 	r.VCPCPU = (cpu1 - cpu0).Seconds() / t1.Sub(t0).Seconds()
 	r.HellosPerSecond = float64(sent1-sent0) / t1.Sub(t0).Seconds()
+	r.TxBytesPerSecond = float64(tx1[0]-tx0[0]) / t1.Sub(t0).Seconds()
+	r.TxFramesPerSecond = float64(tx1[1]-tx0[1]) / t1.Sub(t0).Seconds()
 	r.VCPRSSMB = rssMB(pid)
-	fmt.Fprintf(progress, "steady: VCP %.1f%% of a core, %.0f MB resident, %.0f hellos/s\n", 100*r.VCPCPU, r.VCPRSSMB, r.HellosPerSecond)
+	fmt.Fprintf(progress, "steady: VCP %.1f%% of a core, %.0f MB resident, %.0f hellos/s in, %.0f kB/s out\n", 100*r.VCPCPU, r.VCPRSSMB, r.HellosPerSecond, r.TxBytesPerSecond/1000)
 	// One back-end dies.
 	before, _ := client.Status()
 	died := g.silence(0)
@@ -190,13 +223,44 @@ links:
 
 // WriteText prints a result for people.
 func (r *VCPScaleResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "%d back-ends and %d LBs, hellos every %d ms (%.0f a second):\n", r.Backends, r.LBs, r.HelloIntervalMs, r.HellosPerSecond)
+	fmt.Fprintf(w, "%d back-ends and %d LBs with %d external ports, hellos every %d ms (%.0f a second):\n", r.Backends, r.LBs, r.Ports, r.HelloIntervalMs, r.HellosPerSecond)
 	fmt.Fprintf(w, "  the VCP: %.1f%% of a core, %.1f MB resident; every LB held every back-end %.1f s after the first hellos\n",
 		100*r.VCPCPU, r.VCPRSSMB, r.FirstTablesS)
+	if r.Ports > 0 {
+		fmt.Fprintf(w, "  the VCP answered %.1f s after its start (a mirror of every port made); every back-end held every port %.1f s after the first hellos\n", r.StartS, r.FirstPortsS)
+	}
+	fmt.Fprintf(w, "  the VCP sent %.1f kB/s in %.0f frames/s\n", r.TxBytesPerSecond/1000, r.TxFramesPerSecond)
 	fmt.Fprintf(w, "  one back-end dies: the VCP computed and sent %d LBs' tables (%d entries, %d frames) in %.1f ms;\n",
 		r.LBs, r.PushEntries, r.PushFrames, r.PushMs)
 	fmt.Fprintf(w, "  its last hello to the last LB's complete table: %.0f ms (the hold time is %d ms)\n", r.DeathToTables, r.HoldMs)
 	fmt.Fprintf(w, "  DIST frames the VCP refused: %d\n", r.Refused)
+}
+
+// portRange is the VCP file's external ports: portsPerLB on each of the
+// generator's LBs (lb000 ...), the LB's port 0 internal.
+func portRange(lbs, portsPerLB int) string {
+	if portsPerLB == 0 {
+		return ""
+	}
+	return fmt.Sprintf("external_port_ranges:\n  - {lbs: \"lb[000-%03d]\", ports: \"[1-%d]\", mac: \"02:0e:{lb:02x}:00:00:{port:02x}\", address: \"10.{lb}.{port}.1/24\", vlan: %d}\n",
+		lbs-1, portsPerLB, firstVLAN)
+}
+
+// firstVLAN is the generator's LBs' first external port's VLAN.
+const firstVLAN = 100
+
+// txCounters are the bytes and frames sent on eth0 of a namespace.
+func txCounters(ns string) [2]uint64 {
+	out, err := exec.Command("ip", "-j", "-s", "-n", ns, "link", "show", "eth0").Output()
+	var links []struct {
+		Stats struct {
+			TX struct{ Bytes, Packets uint64 } `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err != nil || json.Unmarshal(out, &links) != nil || len(links) == 0 {
+		return [2]uint64{}
+	}
+	return [2]uint64{links[0].Stats.TX.Bytes, links[0].Stats.TX.Packets}
 }
 
 // processCPU is a process's user and system CPU time so far, all its
@@ -221,6 +285,7 @@ type helloGen struct {
 	interval time.Duration
 	hold     uint8
 	elems    []*fakeElement
+	ports    int // external ports in all, which every back-end is sent
 	mu       sync.Mutex
 	frames   uint64
 	last     time.Time // the newest complete table any LB received
@@ -237,14 +302,18 @@ type fakeElement struct {
 	// An LB's table being received, and the last complete one.
 	gen, installed   uint32
 	entries, applied int
+	// A back-end's BACKEND_CONFIG being gathered, and the ports of the
+	// last whole one.
+	config dist.BackendConfigSet
+	served int
 }
 
-func newHelloGen(ifname string, keys element.Keys, backends, lbs int) (*helloGen, error) {
+func newHelloGen(ifname string, keys element.Keys, backends, lbs, portsPerLB int) (*helloGen, error) {
 	conn, err := dist.Listen(ifname, keys.Ring)
 	if err != nil {
 		return nil, err
 	}
-	g := &helloGen{conn: conn, interval: 100 * time.Millisecond, hold: 3}
+	g := &helloGen{conn: conn, interval: 100 * time.Millisecond, hold: 3, ports: lbs * portsPerLB}
 	add := func(role dist.Role, kind byte, i int, name string) error {
 		s, err := dist.NewSender(uint64(kind)<<32|uint64(i+1), keys.Seal)
 		if err != nil {
@@ -254,6 +323,14 @@ func newHelloGen(ifname string, keys element.Keys, backends, lbs int) (*helloGen
 		e := &fakeElement{sender: s, mac: mac, hello: dist.Hello{Role: role, HelloIntervalMs: uint16(g.interval / time.Millisecond),
 			HoldMultiplier: g.hold, Capacity: 10000, Name: name,
 			Ports: []dist.PortStatus{{Index: 0, Role: dist.PortInternal, MAC: mac, Flags: dist.PortFlagUp, SpeedMbps: 10000, MTU: 1500}}}}
+		if role == dist.RoleLB {
+			for p := 1; p <= portsPerLB; p++ {
+				e.hello.Ports = append(e.hello.Ports, dist.PortStatus{Index: uint8(p), Role: dist.PortExternal, VLAN: uint16(firstVLAN + i*portsPerLB + p - 1),
+					MAC:    net.HardwareAddr{0x02, 0x0e, byte(i), 0, 0, byte(p)},
+					Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), byte(p), 1}), 24), Flags: dist.PortFlagUp | dist.PortFlagAdminUp,
+					SpeedMbps: 10000, MTU: 1500, Name: fmt.Sprintf("e%d", p)})
+			}
+		}
 		g.elems = append(g.elems, e)
 		return nil
 	}
@@ -311,8 +388,16 @@ func (g *helloGen) receive(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		t, ok := f.Msg.(*dist.TableUpdate)
 		e := byMAC[f.Dst.String()]
+		if c, ok := f.Msg.(*dist.BackendConfig); ok && e != nil {
+			if whole := e.config.Add(f.Header.Sender, c); whole != nil {
+				g.mu.Lock()
+				e.served, e.hello.PortsDigest = len(whole.Ports), dist.PortsDigest(whole.Ports)
+				g.mu.Unlock()
+			}
+			continue
+		}
+		t, ok := f.Msg.(*dist.TableUpdate)
 		if !ok || e == nil {
 			continue
 		}
@@ -338,6 +423,31 @@ func (g *helloGen) everyLBHas(n int) bool {
 		}
 	}
 	return true
+}
+
+// everyBackendServes says whether every back-end holds every port.
+func (g *helloGen) everyBackendServes() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.elems {
+		if e.hello.Role == dist.RoleRouter && e.served != g.ports {
+			return false
+		}
+	}
+	return true
+}
+
+// serving counts the back-ends by how many ports they hold.
+func (g *helloGen) serving() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := map[int]int{}
+	for _, e := range g.elems {
+		if e.hello.Role == dist.RoleRouter {
+			n[e.served]++
+		}
+	}
+	return fmt.Sprintf("back-ends by ports held: %v of %d", n, g.ports)
 }
 
 // holding lists the LBs' tables: entries of the last complete one.

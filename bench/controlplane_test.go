@@ -9,21 +9,22 @@ import (
 )
 
 // TestVCPScale runs `msr bench vcp` small: a real VCP, 100 back-ends and 4
-// LBs from the DIST load generator. Every LB installs a table of every
-// back-end, the VCP refuses none of the generator's frames (each identity
-// is authenticated and in sequence), and one back-end's death reaches
-// every LB within its hold time and two ticks.
+// LBs of 15 external ports each from the DIST load generator. Every LB
+// installs a table of every back-end, every back-end gathers the 60
+// ports' paged config, the VCP refuses none of the generator's frames
+// (each identity is authenticated and in sequence), and one back-end's
+// death reaches every LB within its hold time and two ticks.
 func TestVCPScale(t *testing.T) {
 	msr := filepath.Join(t.TempDir(), "msr")
 	if out, err := exec.Command("go", "build", "-o", msr, "../cmd/msr").CombinedOutput(); err != nil {
 		t.Fatalf("build msr: %v\n%s", err, out)
 	}
-	r, err := VCPScale(VCPScaleOptions{Backends: 100, LBs: 4, Duration: 3 * time.Second, Msr: msr}, io.Discard)
+	r, err := VCPScale(VCPScaleOptions{Backends: 100, LBs: 4, PortsPerLB: 15, Duration: 3 * time.Second, Msr: msr}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%+v", r)
-	if r.Refused != 0 || r.PushEntries != 4*99 || r.PushFrames < 4 || r.VCPCPU <= 0 || r.VCPRSSMB <= 0 {
+	if r.Refused != 0 || r.PushEntries != 4*99 || r.PushFrames < 4 || r.VCPCPU <= 0 || r.VCPRSSMB <= 0 || r.Ports != 60 || r.FirstPortsS <= 0 || r.TxBytesPerSecond <= 0 {
 		t.Errorf("%+v", r)
 	}
 	if r.HellosPerSecond < 0.8*104*10 {

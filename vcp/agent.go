@@ -48,8 +48,11 @@ type Agent struct {
 	// loads are the back-ends' load states, by name (load.go)
 	loads  map[string]*loadState
 	pushed map[uint64]*lbPush
-	// backendPushes is what each back-end was last sent (backends.go).
+	// backendPushes is what each back-end was last sent (backends.go),
+	// backendSnap what every one is sent at the latest tick.
 	backendPushes map[uint64]*backendPush
+	backendSnap   *backendSnapshot
+	backendBudget sendBudget
 	// backendGeneration names each paged BACKEND_CONFIG sent.
 	backendGeneration uint32
 	// lastPush is the last tick that sent a table (Status's last_push).
@@ -79,6 +82,9 @@ type Agent struct {
 	ports          map[uint16]*PortState
 	portWatchers   []chan PortEvent
 	ifTableChanged time.Time
+	// unknownPorts are the external ports LBs announced that the config
+	// does not have, each logged once (ports.go).
+	unknownPorts map[string]bool
 	// rates and events are the web view's (view.go).
 	rates  rateMeter
 	events []vcpapi.ViewEvent

@@ -44,8 +44,14 @@ const backendWarnAfter = 4
 // RIB feed when the suite distributes one.
 func (a *Agent) backendSettings() (*dist.BackendConfig, *dist.ACLConfig) {
 	m := &dist.BackendConfig{}
+	lbs := map[string]*element{}
+	for _, e := range a.elements {
+		if e.hello.Role == dist.RoleLB {
+			lbs[e.hello.Name] = e
+		}
+	}
 	for _, ep := range a.cfg.ExternalPorts {
-		m.Ports = append(m.Ports, dist.BackendPort{Name: a.externalPortName(ep), VLAN: ep.VLAN, Prefix: ep.Address, Prefix6: ep.Address6, MTU: ep.mtu(),
+		m.Ports = append(m.Ports, dist.BackendPort{Name: externalPortName(ep, lbs[ep.LB]), VLAN: ep.VLAN, Prefix: ep.Address, Prefix6: ep.Address6, MTU: ep.mtu(),
 			URPF: a.cfg.urpfOf(ep)})
 	}
 	if r := a.cfg.Routing; r != nil && r.Backends != nil {
@@ -70,14 +76,11 @@ func (a *Agent) staticNeighbors() *dist.StaticNeighbors {
 }
 
 // externalPortName is what the router calls an external port: LB/PORT
-// as its LB names it in hellos (lb1/e0), or LB/vlanN until that LB is
-// heard.
-func (a *Agent) externalPortName(ep ExternalPortConfig) string {
-	for _, e := range a.elements {
-		if e.hello.Role != dist.RoleLB || e.hello.Name != ep.LB {
-			continue
-		}
-		for _, p := range e.hello.Ports {
+// as its LB (nil: not heard) names it in hellos (lb1/e0), or LB/vlanN
+// until that LB is heard.
+func externalPortName(ep ExternalPortConfig, lb *element) string {
+	if lb != nil {
+		for _, p := range lb.hello.Ports {
 			if bytes.Equal(p.MAC, ep.mac) && p.Name != "" {
 				if n := dist.PortName(ep.LB, p.Name); len(n) <= dist.NameLen {
 					return n
@@ -108,27 +111,33 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 	if now.Sub(p.sent) < a.cfg.HelloInterval {
 		return
 	}
-	m, acl := a.backendSettings()
+	s := a.backendSnapshotAt(now)
+	m := s.m // each back-end's copy: its own target and operator's settings
 	m.Target, m.Drained, m.Capacity = r.id, a.op.drained[r.hello.Name], a.op.capacities[r.hello.Name]
 	m.OperatorVersion = a.op.versions[r.hello.Name]
-	links, generation, sendLinks := a.linkRoutes()
-	id := fmt.Sprint(m, acl, generation, a.staticNeighbors())
-	applied := backendPortsApplied(r.hello, m.Ports) && operatorApplied(r.hello, m)
+	id := s.id + fmt.Sprint(m.Drained, m.Capacity, m.OperatorVersion)
+	applied := backendPortsApplied(r.hello, m.Ports, s.digest) && operatorApplied(r.hello, &m)
+	unapplied := p.unapplied
 	switch {
 	case id != p.id || applied:
-		p.unapplied = 0
+		unapplied = 0
 	case now.Sub(p.sent) < a.cfg.HelloInterval<<min(p.unapplied, 6):
 		return
 	default:
-		if p.unapplied++; p.unapplied == backendWarnAfter {
-			a.log.Warn("a back-end does not serve the settings sent; sent again less often", "backend", r.hello.Name, "ports", len(m.Ports), "sends", p.unapplied)
-		}
+		unapplied++
 	}
 	if id == p.id && applied && now.Sub(p.sent) < backendRefresh {
+		p.unapplied = unapplied
 		return
 	}
+	if !a.backendBudget.take(now, len(m.Ports)) {
+		return // the next tick's
+	}
+	if p.unapplied = unapplied; unapplied == backendWarnAfter {
+		a.log.Warn("a back-end does not serve the settings sent; sent again less often", "backend", r.hello.Name, "ports", len(m.Ports), "sends", unapplied)
+	}
 	a.backendGeneration++
-	pages, err := dist.BackendConfigPages(m, a.backendGeneration)
+	pages, err := dist.BackendConfigPages(&m, a.backendGeneration)
 	for _, page := range pages {
 		if err == nil {
 			err = a.send(r.mac, page)
@@ -138,21 +147,22 @@ func (a *Agent) configureBackend(r *element, now time.Time) {
 		a.log.Error("BACKEND_CONFIG", "backend", r.hello.Name, "err", err)
 		return
 	}
-	if acl != nil {
+	if s.acl != nil {
+		acl := *s.acl
 		acl.Target = r.id
-		if err := a.send(r.mac, acl); err != nil {
+		if err := a.send(r.mac, &acl); err != nil {
 			a.log.Error("ACL_CONFIG", "backend", r.hello.Name, "err", err)
 			return
 		}
 	}
-	statics := a.staticNeighbors()
+	statics := *s.statics
 	statics.Target = r.id
-	if err := a.send(r.mac, statics); err != nil {
+	if err := a.send(r.mac, &statics); err != nil {
 		a.log.Error("STATIC_NEIGHBORS", "backend", r.hello.Name, "err", err)
 		return
 	}
-	if sendLinks {
-		pages, err := dist.LinkRoutePages(r.id, generation, links)
+	if s.sendLinks {
+		pages, err := dist.LinkRoutePages(r.id, s.generation, s.links)
 		for _, page := range pages {
 			if err == nil {
 				err = a.send(r.mac, page)
@@ -183,13 +193,69 @@ func (a *Agent) linkRoutes() (routes []dist.LinkRoute, generation uint32, ok boo
 	return s.LinkRoutes()
 }
 
+// backendPortsPerTick paces BACKEND_CONFIG: the ports sent to back-ends
+// in one tick, at most (about 550 frames; one back-end always goes). A
+// thousand ports to 512 back-ends at once is 18,000 frames, which the
+// VCP's own hellos would queue behind; paced, they are sent over 3.4 s
+// (docs/scaling.md, the VCP at 1,035 ports).
+const backendPortsPerTick = 16384
+
+// sendBudget is what one tick may still send.
+type sendBudget struct {
+	at   time.Time
+	left int
+}
+
+// take says whether cost fits in the tick now's budget, and takes it;
+// the first of a tick always fits.
+func (b *sendBudget) take(now time.Time, cost int) bool {
+	if !b.at.Equal(now) {
+		b.at, b.left = now, backendPortsPerTick
+	}
+	if cost > b.left && b.left < backendPortsPerTick {
+		return false
+	}
+	b.left -= cost
+	return true
+}
+
+// backendSnapshot is what every back-end is sent but for its own target
+// and operator's settings, computed once a tick rather than once a
+// back-end: with a thousand ports and hundreds of back-ends the ports'
+// names, digest and identity string are most of the VCP's work.
+type backendSnapshot struct {
+	at         time.Time
+	m          dist.BackendConfig
+	acl        *dist.ACLConfig
+	statics    *dist.StaticNeighbors
+	links      []dist.LinkRoute
+	generation uint32
+	sendLinks  bool
+	digest     uint64 // of m.Ports
+	id         string // identity of all the above
+}
+
+// backendSnapshotAt is the settings at the tick now, computed at its
+// first back-end. Call with a.mu held.
+func (a *Agent) backendSnapshotAt(now time.Time) *backendSnapshot {
+	if s := a.backendSnap; s != nil && s.at.Equal(now) {
+		return s
+	}
+	m, acl := a.backendSettings()
+	s := &backendSnapshot{at: now, m: *m, acl: acl, statics: a.staticNeighbors(), digest: dist.PortsDigest(m.Ports)}
+	s.links, s.generation, s.sendLinks = a.linkRoutes()
+	s.id = fmt.Sprint(m, acl, s.generation, s.statics)
+	a.backendSnap = s
+	return s
+}
+
 // backendPortsApplied says whether a back-end's hello shows the ports it
-// should serve: their digest, or (a back-end from before digests, which
-// serves at most MaxPorts-1) its external ports after its interconnect
-// port.
-func backendPortsApplied(h *dist.Hello, want []dist.BackendPort) bool {
+// should serve: their digest (of want), or (a back-end from before
+// digests, which serves at most MaxPorts-1) its external ports after its
+// interconnect port.
+func backendPortsApplied(h *dist.Hello, want []dist.BackendPort, digest uint64) bool {
 	if h.PortsDigest != 0 {
-		return len(want) > 0 && h.PortsDigest == dist.PortsDigest(want)
+		return len(want) > 0 && h.PortsDigest == digest
 	}
 	var got []dist.PortStatus
 	for _, p := range h.Ports {

@@ -45,24 +45,24 @@ acl:
 	}
 	// A back-end's hello shows whether it serves them.
 	h := &dist.Hello{Role: dist.RoleRouter, Ports: []dist.PortStatus{{Role: dist.PortInternal, Prefix: netip.MustParsePrefix("10.0.0.14/24")}}}
-	if backendPortsApplied(h, m.Ports) {
+	if backendPortsApplied(h, m.Ports, dist.PortsDigest(m.Ports)) {
 		t.Error("a back-end without ports serves the router's")
 	}
 	for _, p := range m.Ports {
 		h.Ports = append(h.Ports, dist.PortStatus{Role: dist.PortExternal, VLAN: p.VLAN, Prefix: p.Prefix, MTU: p.MTU})
 	}
-	if !backendPortsApplied(h, m.Ports) {
+	if !backendPortsApplied(h, m.Ports, dist.PortsDigest(m.Ports)) {
 		t.Error("a back-end serving the router's ports does not")
 	}
 	// A back-end's digest of its ports stands for the list: of the ports
 	// sent, applied; of others (one port's uRPF changed), not.
 	h.PortsDigest = dist.PortsDigest(m.Ports)
-	if !backendPortsApplied(h, m.Ports) {
+	if !backendPortsApplied(h, m.Ports, dist.PortsDigest(m.Ports)) {
 		t.Error("a back-end with the ports' digest does not serve them")
 	}
 	other := slices.Clone(m.Ports)
 	other[1].URPF = dist.URPFStrict
-	if backendPortsApplied(h, other) {
+	if backendPortsApplied(h, other, dist.PortsDigest(other)) {
 		t.Error("a back-end with another digest serves the ports")
 	}
 	if api, ok := backendAPI(h); !ok || api.String() != "10.0.0.14:8180" {

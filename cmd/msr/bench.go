@@ -48,10 +48,12 @@ var benchCommand = command{
       scale-out: for each N1 LBs, N2 back-ends and n internal ports,
       a lab with one switch, every element capped, the aggregate zero-loss
       rate beside rho_min = min(N1 x R_LB, N2 x R_R) (docs/scaling.md).
-  msr bench vcp [--backends 500] [--lbs 8] [--duration 30s] [-o json]
+  msr bench vcp [--backends 500] [--lbs 8] [--ports-per-lb 0] [--duration 30s] [-o json]
       the VCP at scale: one msr vcp and a DIST load generator speaking for
       that many elements (authenticated hellos at the default interval): the
-      VCP's CPU and memory, and every LB's new table after a back-end dies.
+      VCP's CPU, memory and DIST bytes sent, and every LB's new table after
+      a back-end dies; --ports-per-lb gives each LB external ports, which
+      every back-end is sent (paged) and reports holding.
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -153,6 +155,7 @@ func runBenchVCP(args []string) error {
 	o := bench.VCPScaleOptions{}
 	fs.IntVar(&o.Backends, "backends", 500, "back-ends the generator speaks for")
 	fs.IntVar(&o.LBs, "lbs", 8, "LBs the generator speaks for (they install the tables sent)")
+	fs.IntVar(&o.PortsPerLB, "ports-per-lb", 0, "external ports on each LB (0-15), one port range in the VCP's file; every back-end is sent them all")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long the VCP's CPU is measured")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err
