@@ -268,7 +268,7 @@ func (a *Agent) apply(ctx context.Context, s settings) error {
 	if portsChanged {
 		var restarted bool
 		restarted, err = a.changePorts(old.Ports)
-		if !restarted {
+		if !restarted && err == nil {
 			err = a.writePorts(len(old.Ports)) // new names, or the router's other addresses
 		}
 		ribChanged = ribChanged || (restarted && s.RIB != nil)
@@ -386,18 +386,26 @@ func samePorts(a, b []PortSpec) bool {
 }
 
 // changePorts serves new ports at run time. Every next hop names a port by
-// its index, so new ports start the FIB again: every route goes, the new
-// ports' connected routes and the file's static routes come, and the
+// its index, so changed ports start the FIB again: every route goes, the
+// new ports' connected routes and the file's static routes come, and the
 // caller restarts the RIB feed, whose suite sends its table again (until
 // its End-of-RIB the back-end is not ready, so the LBs send it nothing).
-// Ports that differ only in their names are relabelled. Call with a.mu
-// held; it says whether the FIB started again.
+// Ports that differ only in their names are relabelled; ports added after
+// the ones served (an LB that joined) keep every index and route, and
+// only their connected routes come. Call with a.mu held; it says whether
+// the FIB started again.
 func (a *Agent) changePorts(old []PortSpec) (bool, error) {
 	if err := a.writeURPF(old); err != nil {
 		return false, err
 	}
 	if samePorts(old, a.set.Ports) {
 		return false, nil
+	}
+	if n := len(old); len(a.set.Ports) > n && samePorts(old, a.set.Ports[:n]) {
+		if err := a.writePorts(n); err != nil {
+			return false, err
+		}
+		return false, a.setConnected()
 	}
 	for _, fib := range []table{a.dp.FIB, a.dp.FIB6} {
 		for p, g := range maps.Collect(maps.All(fib.Routes())) {

@@ -92,6 +92,21 @@ func TestRouterSettingsFromVCP(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, w.Body)
 		}
 	}
+	// A port added after the one it serves (an LB joining): every route
+	// stays, the new port's subnet is connected besides.
+	if err := a.AddRoute(netip.MustParsePrefix("198.19.0.0/16"), []netip.Addr{netip.MustParseAddr("10.10.2.2")}); err != nil {
+		t.Fatal(err)
+	}
+	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500},
+		{Name: "lb2/e0", VLAN: 11, Prefix: netip.MustParsePrefix("10.11.1.1/24"), MTU: 1500}}})
+	waitFor("a port added", func(s *routerapi.Status) bool { return len(s.Ports) == 2 })
+	prefixes = prefixes[:0]
+	for _, r := range a.Routes() {
+		prefixes = append(prefixes, r.Prefix)
+	}
+	if slices.Sort(prefixes); !slices.Equal(prefixes, []string{"10.10.2.0/24", "10.11.1.0/24", "198.19.0.0/16"}) {
+		t.Errorf("routes after a port was added: %v, want the route through the first port kept and both connected", prefixes)
+	}
 	// The operator drains it and sets its weight through the VCP: it
 	// keeps both and says so in its hellos, for any VCP to take.
 	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500}},
