@@ -42,6 +42,7 @@ func (a *Agent) Status() *vcpapi.Status {
 	s.LastPush = a.lastPush
 	s.PrefixLimitHits = maps.Clone(a.limitHits)
 	s.AllBackendsSilent = a.allSilentCount
+	s.UnknownPorts = uint64(len(a.unknownPorts))
 	a.mu.Unlock()
 	return s
 }

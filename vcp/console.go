@@ -64,9 +64,10 @@ func portName(element string, p dist.PortStatus) string {
 // VLAN, as the LBs' hellos tell them; call it with a.mu held.
 func (a *Agent) externalPortNames() map[uint16]string {
 	names := map[uint16]string{}
+	known := a.knownPorts()
 	for _, lb := range a.elements.sorted(dist.RoleLB) {
 		for _, p := range lb.hello.Ports {
-			if p.Role == dist.PortExternal && p.VLAN != 0 {
+			if p.Role == dist.PortExternal && p.VLAN != 0 && a.portKnown(known, lb.hello.Name, p) {
 				names[p.VLAN] = portName(lb.hello.Name, p)
 			}
 		}

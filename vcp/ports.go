@@ -2,6 +2,7 @@ package vcp
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -139,17 +140,47 @@ type livePort struct {
 // call it with a.mu held.
 func (a *Agent) liveExternalPorts() map[uint16]livePort {
 	live := map[uint16]livePort{}
+	known := a.knownPorts()
 	for _, lb := range a.elements.sorted(dist.RoleLB) {
 		if !lb.alive {
 			continue
 		}
 		for _, p := range lb.hello.Ports {
-			if p.Role == dist.PortExternal && p.VLAN != 0 {
+			if p.Role == dist.PortExternal && p.VLAN != 0 && a.portKnown(known, lb.hello.Name, p) {
 				live[p.VLAN] = livePort{p, lb.hello.Name}
 			}
 		}
 	}
 	return live
+}
+
+// knownPorts are the config's external ports, LB and VLAN.
+func (a *Agent) knownPorts() map[string]bool {
+	known := make(map[string]bool, len(a.cfg.ExternalPorts))
+	for _, ep := range a.cfg.ExternalPorts {
+		known[fmt.Sprintf("%s %d", ep.LB, ep.VLAN)] = true
+	}
+	return known
+}
+
+// portKnown says whether the config has the external port an LB's hello
+// announces. One it does not have (an LB's own file ahead of the
+// router's, or an LB claiming another's VLAN) is neither a port of the
+// router nor configured: it is counted and logged once, so that it can
+// never take a configured port's state or name. Call with a.mu held.
+func (a *Agent) portKnown(known map[string]bool, lb string, p dist.PortStatus) bool {
+	if known[fmt.Sprintf("%s %d", lb, p.VLAN)] {
+		return true
+	}
+	key := fmt.Sprintf("%s VLAN %d", dist.PortName(lb, p.Name), p.VLAN)
+	if a.unknownPorts == nil {
+		a.unknownPorts = map[string]bool{}
+	}
+	if !a.unknownPorts[key] {
+		a.unknownPorts[key] = true
+		a.log.Warn("an LB announces an external port the config does not have: not a port of the router", "port", key)
+	}
+	return false
 }
 
 // WatchPorts returns a channel that receives every change of an external

@@ -59,6 +59,9 @@ type Status struct {
 	// AllBackendsSilent counts the times every back-end fell silent at
 	// once to this VCP and the LBs' tables kept them all.
 	AllBackendsSilent uint64 `json:"all_backends_silent"`
+	// UnknownPorts counts the external ports LBs announced that the
+	// config does not have: not ports of the router, never configured.
+	UnknownPorts uint64 `json:"unknown_ports"`
 }
 
 // ElementStatus is one element.
