@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,7 +33,8 @@ import (
 // router, IPv4 and IPv6 (the whole 64×63 matrix, fping from each host),
 // and the peers' and OSPF neighbours' addresses; traceroute shows the
 // router as one hop from every port; SNMP's ifTable and msr ctl ports
-// list the 64 external ports and no internal one. lb5's host dies (links
+// list the 64 external ports and no internal one, and the web view draws
+// them grouped by LB, with a filter. lb5's host dies (links
 // down, agent killed): its ports go down in SNMP with a linkDown trap,
 // its BGP peer's routes leave every back-end, and a flow between two
 // other ports loses nothing; it comes back, and so do they. lb17 joins
@@ -55,6 +59,7 @@ func TestLargeRouter(t *testing.T) {
 	checkLargeMatrix(t, plan)
 	checkLargeTraceroute(t, plan)
 	checkLargeInventory(t, plan)
+	checkLargeWebView(t)
 	checkLargeLBDeath(t, plan, 5)
 	checkLargeLBJoins(t, plan)
 }
@@ -275,6 +280,50 @@ func sortedSet(m map[string]bool) []string {
 	return out
 }
 
+// checkLargeWebView: a real browser on the management network opens the
+// web view of the 64 ports: the picture draws the 16 LBs with their
+// ports up of all, the ports table groups them by LB, and the filter of
+// the page's link (?ports=lb16/e) shows lb16's external ports alone.
+func checkLargeWebView(t *testing.T) {
+	t.Helper()
+	pemBytes, err := os.ReadFile(filepath.Join(demo.LargeRunDir, "api", "api.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := pemDecode(pemBytes)
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	profile := t.TempDir()
+	dom := func(url string) string {
+		t.Helper()
+		out, err := demo.ExecLarge("r1", "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+			"--user-data-dir="+profile, "--virtual-time-budget=3000",
+			"--ignore-certificate-errors-spki-list="+base64.StdEncoding.EncodeToString(spki[:]), "--dump-dom", url)
+		if err != nil {
+			t.Fatalf("chromium: %v\n%s", err, out)
+		}
+		return out
+	}
+	count := func(dom, re string) int { return len(regexp.MustCompile(re).FindAllString(dom, -1)) }
+	all := dom("https://10.0.0.1:8179/")
+	if n := count(all, `<g data-name="lb\d+" data-role="lb" data-ports="4" data-up="4">`); n != demo.LargeLBs {
+		t.Errorf("the picture draws %d LBs with 4 of 4 ports up, want %d", n, demo.LargeLBs)
+	}
+	// 80 ports with the LBs' internal ones: past 64, each LB's are shown
+	// when its group is opened or the filter names them.
+	if groups, ports := count(all, `<tr class="lbgroup"`), count(all, `<tr class="port"`); groups != demo.LargeLBs || ports != 0 {
+		t.Errorf("the ports table: %d LB groups and %d ports, want %d groups, closed", groups, ports, demo.LargeLBs)
+	}
+	one := dom("https://10.0.0.1:8179/?ports=lb16/e")
+	ports := regexp.MustCompile(`<tr class="port" data-name="([^"]+)"`).FindAllStringSubmatch(one, -1)
+	if groups := count(one, `<tr class="lbgroup"`); groups != 1 || len(ports) != 4 || ports[0][1] != "lb16/e0" {
+		t.Errorf("filtered to lb16/e: %d groups and ports %v, want lb16's 4 external", groups, ports)
+	}
+}
+
 // operStatus is the ifOperStatus of the ports with the VLANs, by VLAN.
 func operStatus(vlans []uint16) map[uint16]int {
 	var oids []string
@@ -481,8 +530,8 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 
 // checkLargeLBJoins: lb17 joins the running router with 4 ports: its
 // ports are in SNMP (ifTable grows, ifTableLastChange set) and msr ctl
-// ports, its hosts reach the others both ways, and the VCPs were not
-// restarted.
+// ports, its hosts reach the others both ways, a flow between two other
+// ports loses nothing meanwhile, and the VCPs were not restarted.
 func checkLargeLBJoins(t *testing.T, plan *demo.LargePlan) {
 	t.Helper()
 	vcpPIDs := func() map[string]int {
@@ -500,6 +549,9 @@ func checkLargeLBJoins(t *testing.T, plan *demo.LargePlan) {
 	}
 	pids := vcpPIDs()
 	before := len(plan.Ports)
+	a, b := plan.Ports[2], plan.Ports[before-3] // lb1/e2 and lb16/e1
+	wait := pingFlow(a.Host, b.HostAddr, 15*time.Second)
+	time.Sleep(time.Second)
 	joined := time.Now()
 	if err := demo.AddLargeLB(msrBin, plan); err != nil {
 		t.Fatal(err)
@@ -510,6 +562,9 @@ func checkLargeLBJoins(t *testing.T, plan *demo.LargePlan) {
 		t.Fatalf("lb%d joining: %v\n%s", plan.LBs, err, labLogs(demo.LargeLab, "vcp1.vcp"))
 	}
 	converged := time.Since(joined)
+	if sent, lost, err := wait(); err != nil || lost > 0 {
+		t.Errorf("%s -> %s while lb%d joined: %d of %d lost (%v)", a.Host, b.Host, plan.LBs, lost, sent, err)
+	}
 	added := plan.Ports[before:]
 	var targets []string
 	for _, p := range plan.Ports[:before] {
