@@ -185,32 +185,40 @@ links:
 		}
 		r.FirstPortsS = time.Since(start).Seconds()
 	}
-	// The steady state: what the elements' hellos cost the VCP, and what
-	// it sends them.
+	r.measureSteady(g, lab.Namespace(spec.Name, "vcp"), pid, o.Duration)
+	fmt.Fprintf(progress, "steady: VCP %.1f%% of a core, %.0f MB resident, %.0f hellos/s in, %.0f kB/s out\n", 100*r.VCPCPU, r.VCPRSSMB, r.HellosPerSecond, r.TxBytesPerSecond/1000)
+	return r, r.measureDeath(g, client, o.Backends)
+}
+
+// measureSteady measures the steady state for d: what the elements'
+// hellos cost the VCP (pid, in namespace ns), and what it sends them.
+func (r *VCPScaleResult) measureSteady(g *helloGen, ns string, pid int, d time.Duration) {
 	time.Sleep(2 * time.Second)
-	ns := lab.Namespace(spec.Name, "vcp")
 	cpu0, t0, sent0, tx0 := processCPU(pid), time.Now(), g.sent(), txCounters(ns)
-	time.Sleep(o.Duration)
+	time.Sleep(d)
 	cpu1, t1, sent1, tx1 := processCPU(pid), time.Now(), g.sent(), txCounters(ns)
 	r.VCPCPU = (cpu1 - cpu0).Seconds() / t1.Sub(t0).Seconds()
 	r.HellosPerSecond = float64(sent1-sent0) / t1.Sub(t0).Seconds()
 	r.TxBytesPerSecond = float64(tx1[0]-tx0[0]) / t1.Sub(t0).Seconds()
 	r.TxFramesPerSecond = float64(tx1[1]-tx0[1]) / t1.Sub(t0).Seconds()
 	r.VCPRSSMB = rssMB(pid)
-	fmt.Fprintf(progress, "steady: VCP %.1f%% of a core, %.0f MB resident, %.0f hellos/s in, %.0f kB/s out\n", 100*r.VCPCPU, r.VCPRSSMB, r.HellosPerSecond, r.TxBytesPerSecond/1000)
-	// One back-end dies.
+}
+
+// measureDeath stops the first of backends' hellos and times every LB's
+// table without it, and the VCP's pass that made them.
+func (r *VCPScaleResult) measureDeath(g *helloGen, client *vcpapi.Client, backends int) error {
 	before, _ := client.Status()
 	died := g.silence(0)
-	if err := waitFor(10*time.Second, time.Millisecond, func() bool { return g.everyLBHas(o.Backends - 1) }); err != nil {
-		return nil, fmt.Errorf("the LBs never lost the dead back-end: %w", err)
+	if err := waitFor(10*time.Second, time.Millisecond, func() bool { return g.everyLBHas(backends - 1) }); err != nil {
+		return fmt.Errorf("the LBs never lost the dead back-end: %w", err)
 	}
 	r.DeathToTables = float64(g.lastComplete().Sub(died).Microseconds()) / 1000
 	after, err := client.Status()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if after.LastPush == nil || (before.LastPush != nil && !after.LastPush.At.After(before.LastPush.At)) {
-		return nil, errors.New("the VCP reports no table push after the back-end died")
+		return errors.New("the VCP reports no table push after the back-end died")
 	}
 	r.PushMs, r.PushEntries, r.PushFrames = after.LastPush.Ms, after.LastPush.Entries, after.LastPush.Frames
 	for reason, n := range after.DIST {
@@ -218,7 +226,7 @@ links:
 			r.Refused += n
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // WriteText prints a result for people.

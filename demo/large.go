@@ -400,16 +400,21 @@ func WriteLargeConfigs(lbs int) (*LargePlan, error) {
 		}
 	}
 	for _, o := range p.OSPF {
-		data := struct {
-			Port   LargePort
-			Route  netip.Prefix
-			Secret string
-		}{o, OSPFRouteOf(o.LB), p.OSPFSecret}
-		if err := p.writeLarge(o.Host+"-bird.conf", "large-ospf", data, 0o644); err != nil {
+		if err := p.writeOSPF(o); err != nil {
 			return nil, err
 		}
 	}
 	return p, p.save()
+}
+
+// writeOSPF writes the BIRD config of the OSPF neighbour on port o.
+func (p *LargePlan) writeOSPF(o LargePort) error {
+	data := struct {
+		Port   LargePort
+		Route  netip.Prefix
+		Secret string
+	}{o, OSPFRouteOf(o.LB), p.OSPFSecret}
+	return p.writeLarge(o.Host+"-bird.conf", "large-ospf", data, 0o644)
 }
 
 // save keeps the plan in the run directory, for add-lb.
@@ -477,7 +482,8 @@ func removePins(prefix string) {
 }
 
 // AddLargeLB adds the next LB to the running large lab with its 4 ports
-// and their hosts, as an operator racks a line card: its file written,
+// and their hosts (an OSPF neighbour on its e0), as an operator racks a
+// line card: its file written,
 // its host, links and agent started, then both VCPs' files given its
 // ports and reloaded (the standby first), so that the router takes them
 // while it runs.
@@ -489,6 +495,14 @@ func AddLargeLB(msr string, p *LargePlan) error {
 	ports := lbPorts(l)
 	if err := p.writeLarge(fmt.Sprintf("lb%d.yaml", l), "large-lb", largeLB{Run: p.Run, LB: l, Ports: ports}, 0o600); err != nil {
 		return err
+	}
+	// An OSPF neighbour on its e0, which the VCPs' suite takes at the
+	// reload (OSPFRouteOf's addressing holds to LB 55).
+	if l <= 55 {
+		p.OSPF = append(p.OSPF, ports[0])
+		if err := p.writeOSPF(ports[0]); err != nil {
+			return err
+		}
 	}
 	text, err := p.labText(msr, l, l, false)
 	if err != nil {

@@ -528,10 +528,12 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 	t.Logf("lb%d back: its ports up in SNMP after %v, every route back after %v", l, portsUp.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 }
 
-// checkLargeLBJoins: lb17 joins the running router with 4 ports: its
-// ports are in SNMP (ifTable grows, ifTableLastChange set) and msr ctl
-// ports, its hosts reach the others both ways, a flow between two other
-// ports loses nothing meanwhile, and the VCPs were not restarted.
+// checkLargeLBJoins: lb17 joins the running router with 4 ports and an
+// OSPF neighbour on its e0: its ports are in SNMP (ifTable grows,
+// ifTableLastChange set) and msr ctl ports, its hosts reach the others
+// both ways, the suite runs OSPF on its port (the neighbour's route on
+// every back-end), a flow between two other ports loses nothing
+// meanwhile, and the VCPs were not restarted.
 func checkLargeLBJoins(t *testing.T, plan *demo.LargePlan) {
 	t.Helper()
 	vcpPIDs := func() map[string]int {
@@ -555,6 +557,14 @@ func checkLargeLBJoins(t *testing.T, plan *demo.LargePlan) {
 	joined := time.Now()
 	if err := demo.AddLargeLB(msrBin, plan); err != nil {
 		t.Fatal(err)
+	}
+	// Its first port carries traffic: h1e0 answers its host.
+	first := plan.Ports[before]
+	var carries time.Duration
+	for deadline := time.Now().Add(time.Minute); carries == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if lost, err := fpingUnreachable(first.Host, false, []string{plan.Ports[0].HostAddr.String()}); err == nil && len(lost) == 0 {
+			carries = time.Since(joined)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -582,7 +592,16 @@ func checkLargeLBJoins(t *testing.T, plan *demo.LargePlan) {
 	if lost, err := fpingUnreachable("h1e0", true, joinedTargets); err != nil || len(lost) > 0 {
 		t.Errorf("from h1e0 to the joined ports' hosts (IPv6): unreachable %v %v", lost, err)
 	}
-	t.Logf("lb%d joined: %d ports converged and carrying traffic %v after it was added", plan.LBs, len(added), converged.Round(time.Millisecond))
+	// Its OSPF neighbour's route (WaitLarge waited for it on every
+	// back-end) leads there.
+	if lost, err := fpingUnreachable("h1e0", false, []string{demo.OSPFHostOf(plan.LBs).String()}); err != nil || len(lost) > 0 {
+		t.Errorf("from h1e0 to lb%d's OSPF neighbour's route: unreachable %v %v", plan.LBs, lost, err)
+	}
+	if carries == 0 {
+		t.Errorf("%s never reached %s after lb%d joined", first.Host, plan.Ports[0].Host, plan.LBs)
+	}
+	t.Logf("lb%d joined: its first port carried traffic %v after it was added, every route on every back-end (its OSPF neighbour's too) after %v",
+		plan.LBs, carries.Round(time.Millisecond), converged.Round(time.Millisecond))
 	checkLargeInventory(t, plan)
 	if out, _ := largeSNMP("snmpget", oidIfTableLast); strings.Contains(out, "Timeticks: (0)") || !strings.Contains(out, "Timeticks") {
 		t.Errorf("ifTableLastChange after lb%d joined: %s", plan.LBs, out)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/dist"
-	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/xdp"
 )
 
@@ -18,14 +17,10 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := xdp.CheckEnumNames(spec, "lb_module", "LB_MOD_", ModuleNames[:]); err != nil {
+	if err := xdp.CheckCodes(spec, xdp.Codes{Enums: []xdp.Enum{{Name: "lb_module", Prefix: "LB_MOD_", Names: ModuleNames[:]}, {Name: "lb_drop", Prefix: "LB_DROP_", Names: DropNames[:]}},
+		IP6ExtMax: int(lbxdpIp6LimitIP6EXT_MAX), IP6ExtBytes: int(lbxdpIp6LimitIP6EXT_BYTES),
+		InfraPrefixes: int(lbxdpMsrInfraLimitMSR_INFRA_PREFIXES), InfraSize: binary.Size(lbxdpMsrInfra{})}); err != nil {
 		t.Error(err)
-	}
-	if err := xdp.CheckEnumNames(spec, "lb_drop", "LB_DROP_", DropNames[:]); err != nil {
-		t.Error(err)
-	}
-	if int(lbxdpIp6LimitIP6EXT_MAX) != inet.IP6ExtMax || int(lbxdpIp6LimitIP6EXT_BYTES) != inet.IP6ExtBytes {
-		t.Errorf("ipv6.h walks %d headers and %d bytes, inet.WalkIPv6 %d and %d", lbxdpIp6LimitIP6EXT_MAX, lbxdpIp6LimitIP6EXT_BYTES, inet.IP6ExtMax, inet.IP6ExtBytes)
 	}
 	for _, m := range []struct {
 		lb   Mode
@@ -42,8 +37,5 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 		if got := int(spec.Maps[name].MaxEntries); got != size {
 			t.Errorf("map %s holds %d, Go's limit is %d", name, got, size)
 		}
-	}
-	if int(lbxdpMsrInfraLimitMSR_INFRA_PREFIXES) != xdp.InfraPrefixes || binary.Size(lbxdpMsrInfra{}) != xdp.InfraSize {
-		t.Errorf("infra.h holds %d prefixes a family in %d bytes, xdp.Infra %d in %d", lbxdpMsrInfraLimitMSR_INFRA_PREFIXES, binary.Size(lbxdpMsrInfra{}), xdp.InfraPrefixes, xdp.InfraSize)
 	}
 }

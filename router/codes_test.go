@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/dist"
-	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/xdp"
 )
 
@@ -19,14 +18,10 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := xdp.CheckEnumNames(spec, "rt_slow", "RT_SLOW_", SlowNames[:]); err != nil {
+	if err := xdp.CheckCodes(spec, xdp.Codes{Enums: []xdp.Enum{{Name: "rt_slow", Prefix: "RT_SLOW_", Names: SlowNames[:]}, {Name: "rt_drop", Prefix: "RT_DROP_", Names: DropNames[:]}},
+		IP6ExtMax: int(rtxdpIp6LimitIP6EXT_MAX), IP6ExtBytes: int(rtxdpIp6LimitIP6EXT_BYTES),
+		InfraPrefixes: int(rtxdpMsrInfraLimitMSR_INFRA_PREFIXES), InfraSize: binary.Size(rtxdpMsrInfra{})}); err != nil {
 		t.Error(err)
-	}
-	if err := xdp.CheckEnumNames(spec, "rt_drop", "RT_DROP_", DropNames[:]); err != nil {
-		t.Error(err)
-	}
-	if int(rtxdpIp6LimitIP6EXT_MAX) != inet.IP6ExtMax || int(rtxdpIp6LimitIP6EXT_BYTES) != inet.IP6ExtBytes {
-		t.Errorf("ipv6.h walks %d headers and %d bytes, inet.WalkIPv6 %d and %d", rtxdpIp6LimitIP6EXT_MAX, rtxdpIp6LimitIP6EXT_BYTES, inet.IP6ExtMax, inet.IP6ExtBytes)
 	}
 	if uint8(rtxdpDistWireDIST_TYPE_PROBE) != uint8(dist.TypeProbe) {
 		t.Errorf("DIST's PROBE is type %d in common.h, %d in dist", rtxdpDistWireDIST_TYPE_PROBE, dist.TypeProbe)
@@ -47,8 +42,5 @@ func TestCodesMatchTheDataPath(t *testing.T) {
 	var nhg rtxdpRtNhgroup
 	if len(nhg.Nh) != ECMPMax {
 		t.Errorf("a next-hop group holds %d next hops, Go's ECMP limit is %d", len(nhg.Nh), ECMPMax)
-	}
-	if int(rtxdpMsrInfraLimitMSR_INFRA_PREFIXES) != xdp.InfraPrefixes || binary.Size(rtxdpMsrInfra{}) != xdp.InfraSize {
-		t.Errorf("infra.h holds %d prefixes a family in %d bytes, xdp.Infra %d in %d", rtxdpMsrInfraLimitMSR_INFRA_PREFIXES, binary.Size(rtxdpMsrInfra{}), xdp.InfraPrefixes, xdp.InfraSize)
 	}
 }
