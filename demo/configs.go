@@ -202,7 +202,7 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	p := &Plan{Run: run}
 	step := max(len(all)/n, 1)
 	for i := 0; i < len(all) && len(p.Prefixes) < n; i += step {
-		if q := all[i]; q.Bits() >= 8 && q.Bits() <= 24 && !labNet(q) && !routetable.Martian(q) {
+		if q := all[i]; peerPrefix(q) {
 			p.Prefixes = append(p.Prefixes, q)
 		}
 	}
@@ -219,10 +219,9 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	if n6 > len(all6)*3/4 {
 		all6 = routetable.Synthesize6(all6, n6*3/2, 1) // some fall outside /32-/48
 	}
-	doc := netip.MustParsePrefix("2001:db8::/32") // the lab's own networks
-	var fit []netip.Prefix                        // /32 to /48, off the lab's networks
+	var fit []netip.Prefix
 	for _, q := range all6 {
-		if q.Bits() >= 32 && q.Bits() <= 48 && !doc.Overlaps(q) && !routetable.Martian(q) {
+		if peerPrefix6(q) {
 			fit = append(fit, q)
 		}
 	}
@@ -338,6 +337,21 @@ func writeMonitoring(run string, on bool) error {
 	}
 	return nil
 }
+
+// peerPrefix says whether a RouteViews prefix is one the labs' BGP peers
+// announce: /8 to /24, off the lab's networks, no Martian.
+func peerPrefix(q netip.Prefix) bool {
+	return q.Bits() >= 8 && q.Bits() <= 24 && !labNet(q) && !routetable.Martian(q)
+}
+
+// peerPrefix6 is peerPrefix for IPv6: /32 to /48, off the lab's
+// 2001:db8::/32, no Martian.
+func peerPrefix6(q netip.Prefix) bool {
+	return q.Bits() >= 32 && q.Bits() <= 48 && !labNet6.Overlaps(q) && !routetable.Martian(q)
+}
+
+// labNet6 holds the labs' own IPv6 networks.
+var labNet6 = netip.MustParsePrefix("2001:db8::/32")
 
 // labNet says whether a prefix overlaps the lab's own networks.
 func labNet(p netip.Prefix) bool {

@@ -272,9 +272,13 @@ func logTail(proc string, n int) string {
 }
 
 // Exec runs a command in a host of the lab, returning its output.
-func Exec(host string, argv ...string) (string, error) {
+func Exec(host string, argv ...string) (string, error) { return execIn(LabName, host, argv) }
+
+// execIn runs a command in a host of the lab labName, returning its
+// output; an exit status but 0 is an error that says it.
+func execIn(labName, host string, argv []string) (string, error) {
 	var out bytes.Buffer
-	code, err := lab.Exec(LabName, host, argv, nil, &out, &out)
+	code, err := lab.Exec(labName, host, argv, nil, &out, &out)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("%s: %s exited %d: %s", host, strings.Join(argv, " "), code, strings.TrimSpace(out.String()))
 	}

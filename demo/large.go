@@ -138,15 +138,14 @@ func drawPeerPrefixes(n int) (v4, v6 []netip.Prefix, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("the peers' IPv6 prefixes: %w", err)
 	}
-	doc := netip.MustParsePrefix("2001:db8::/32")
 	var fit, fit6 []netip.Prefix
 	for _, q := range all {
-		if q.Bits() >= 8 && q.Bits() <= 24 && !labNet(q) && !routetable.Martian(q) {
+		if peerPrefix(q) {
 			fit = append(fit, q)
 		}
 	}
 	for _, q := range all6 {
-		if q.Bits() >= 32 && q.Bits() <= 48 && !doc.Overlaps(q) && !routetable.Martian(q) {
+		if peerPrefix6(q) {
 			fit6 = append(fit6, q)
 		}
 	}
@@ -624,11 +623,4 @@ func WaitLarge(ctx context.Context, p *LargePlan, w io.Writer) error {
 }
 
 // ExecLarge runs a command in a host of the large lab.
-func ExecLarge(host string, argv ...string) (string, error) {
-	var out strings.Builder
-	code, err := lab.Exec(LargeLab, host, argv, nil, &out, &out)
-	if err == nil && code != 0 {
-		err = fmt.Errorf("%s: %s exited %d: %s", host, strings.Join(argv, " "), code, strings.TrimSpace(out.String()))
-	}
-	return out.String(), err
-}
+func ExecLarge(host string, argv ...string) (string, error) { return execIn(LargeLab, host, argv) }

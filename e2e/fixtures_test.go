@@ -428,3 +428,25 @@ func labLogs(lab string, procs ...string) string {
 	}
 	return b.String()
 }
+
+// startTrapReceiver runs snmptrapd on a lab's host (run: a command in
+// it), logging what it receives to a file it returns; it is stopped when
+// the test ends.
+func startTrapReceiver(t *testing.T, run func(argv ...string) (string, error)) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	log, pid := filepath.Join(dir, "traps.log"), filepath.Join(dir, "snmptrapd.pid")
+	os.WriteFile(filepath.Join(dir, "snmptrapd.conf"), []byte("[snmp] mibs :\ndisableAuthorization yes\n"), 0o644)
+	if _, err := run("snmptrapd", "-C", "-c", filepath.Join(dir, "snmptrapd.conf"), "-On", "-Lf", log, "-p", pid, "udp:162"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pid); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(n, syscall.SIGTERM)
+			}
+		}
+	})
+	return log
+}

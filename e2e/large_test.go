@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -256,8 +258,8 @@ func checkLargeInventory(t *testing.T, plan *demo.LargePlan) {
 	for _, m := range re.FindAllStringSubmatch(out, -1) {
 		got[m[1]+" "+m[2]] = true
 	}
-	if fmt.Sprint(sortedSet(got)) != fmt.Sprint(sortedSet(want)) {
-		t.Errorf("SNMP ifName: %d entries %v, want the %d external ports %v", len(got), sortedSet(got), len(want), sortedSet(want))
+	if !maps.Equal(got, want) {
+		t.Errorf("SNMP ifName: %d entries %v, want the %d external ports %v", len(got), slices.Sorted(maps.Keys(got)), len(want), slices.Sorted(maps.Keys(want)))
 	}
 	if n, _ := largeSNMP("snmpget", oidIfNumber); !strings.Contains(n, fmt.Sprintf("INTEGER: %d", len(plan.Ports))) {
 		t.Errorf("ifNumber: %s, want %d", n, len(plan.Ports))
@@ -266,18 +268,9 @@ func checkLargeInventory(t *testing.T, plan *demo.LargePlan) {
 	for _, p := range largeCtlPorts(t) {
 		ctl[fmt.Sprintf("%d %s", p.VLAN, p.Name)] = true
 	}
-	if fmt.Sprint(sortedSet(ctl)) != fmt.Sprint(sortedSet(want)) {
-		t.Errorf("msr ctl ports: %d external %v, want %d", len(ctl), sortedSet(ctl), len(want))
+	if !maps.Equal(ctl, want) {
+		t.Errorf("msr ctl ports: %d external %v, want %d", len(ctl), slices.Sorted(maps.Keys(ctl)), len(want))
 	}
-}
-
-func sortedSet(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // checkLargeWebView: a real browser on the management network opens the
@@ -379,27 +372,6 @@ func pingFlow(from string, to netip.Addr, d time.Duration) (wait func() (sent, l
 	}
 }
 
-// startTrapReceiver runs snmptrapd on h1e0 (the router's trap target),
-// logging to a file it returns; it is stopped when the test ends.
-func startTrapReceiver(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	log, pid := filepath.Join(dir, "traps.log"), filepath.Join(dir, "snmptrapd.pid")
-	os.WriteFile(filepath.Join(dir, "snmptrapd.conf"), []byte("[snmp] mibs :\ndisableAuthorization yes\n"), 0o644)
-	if _, err := demo.ExecLarge("h1e0", "snmptrapd", "-C", "-c", filepath.Join(dir, "snmptrapd.conf"), "-On", "-Lf", log, "-p", pid, "udp:162"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(pid); err == nil {
-			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(n, syscall.SIGTERM)
-			}
-		}
-	})
-	return log
-}
-
 // lbLinks sets every link of an LB's host down or up.
 func lbLinks(t *testing.T, l int, up bool) {
 	t.Helper()
@@ -419,7 +391,7 @@ func lbLinks(t *testing.T, l int, up bool) {
 // ports up and routes back.
 func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 	t.Helper()
-	traps := startTrapReceiver(t)
+	traps := startTrapReceiver(t, func(argv ...string) (string, error) { return demo.ExecLarge("h1e0", argv...) })
 	var vlans []uint16
 	for _, p := range plan.Ports {
 		if p.LB == l {

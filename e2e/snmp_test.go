@@ -3,11 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,20 +24,7 @@ import (
 // all of it is undone when the link comes back.
 func TestSNMP(t *testing.T) {
 	upDefaultLab(t, 100)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	trapLog, trapPid := filepath.Join(dir, "traps.log"), filepath.Join(dir, "snmptrapd.pid")
-	os.WriteFile(filepath.Join(dir, "snmptrapd.conf"), []byte("[snmp] mibs :\ndisableAuthorization yes\n"), 0o644)
-	if _, err := demo.Exec("h1", "snmptrapd", "-C", "-c", filepath.Join(dir, "snmptrapd.conf"), "-On", "-Lf", trapLog, "-p", trapPid, "udp:162"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(trapPid); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(pid, syscall.SIGTERM)
-			}
-		}
-	})
+	trapLog := startTrapReceiver(t, func(argv ...string) (string, error) { return demo.Exec("h1", argv...) })
 	v2c := []string{"-v2c", "-c", "public", "-On", "-t", "1", "-r", "2", "-m", ""}
 	snmp := func(host, tool, addr string, opts []string, oids ...string) string {
 		t.Helper()

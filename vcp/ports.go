@@ -154,11 +154,17 @@ func (a *Agent) liveExternalPorts() map[uint16]livePort {
 	return live
 }
 
-// knownPorts are the config's external ports, LB and VLAN.
-func (a *Agent) knownPorts() map[string]bool {
-	known := make(map[string]bool, len(a.cfg.ExternalPorts))
+// lbPort is an external port by its LB and VLAN.
+type lbPort struct {
+	lb   string
+	vlan uint16
+}
+
+// knownPorts are the config's external ports.
+func (a *Agent) knownPorts() map[lbPort]bool {
+	known := make(map[lbPort]bool, len(a.cfg.ExternalPorts))
 	for _, ep := range a.cfg.ExternalPorts {
-		known[fmt.Sprintf("%s %d", ep.LB, ep.VLAN)] = true
+		known[lbPort{ep.LB, ep.VLAN}] = true
 	}
 	return known
 }
@@ -168,8 +174,8 @@ func (a *Agent) knownPorts() map[string]bool {
 // router's, or an LB claiming another's VLAN) is neither a port of the
 // router nor configured: it is counted and logged once, so that it can
 // never take a configured port's state or name. Call with a.mu held.
-func (a *Agent) portKnown(known map[string]bool, lb string, p dist.PortStatus) bool {
-	if known[fmt.Sprintf("%s %d", lb, p.VLAN)] {
+func (a *Agent) portKnown(known map[lbPort]bool, lb string, p dist.PortStatus) bool {
+	if known[lbPort{lb, p.VLAN}] {
 		return true
 	}
 	key := fmt.Sprintf("%s VLAN %d", dist.PortName(lb, p.Name), p.VLAN)
