@@ -43,7 +43,10 @@ const (
 
 // BackendPort is one external port of the router as a back-end serves it:
 // the VLAN its frames carry inside, the router's address on it, its MTU,
-// and the name the router gives it (lb1/e0).
+// and the name the router gives it (lb1/e0). Down says the port is down
+// (its link, or its LB dead): the back-end keeps its index but routes
+// nothing to its subnets, as a router drops a down interface's connected
+// routes.
 type BackendPort struct {
 	Name    string       `json:"name"`
 	VLAN    uint16       `json:"vlan"`
@@ -51,7 +54,12 @@ type BackendPort struct {
 	Prefix6 netip.Prefix `json:"prefix6,omitzero"` // none: IPv4 only
 	MTU     uint16       `json:"mtu"`
 	URPF    URPFMode     `json:"urpf,omitzero"`
+	Down    bool         `json:"down,omitzero"`
 }
+
+// portFlagDown is BackendPort.Down in a port's flags byte; its other bits
+// are reserved.
+const portFlagDown = 0x01
 
 // URPFMode is an external port's unicast reverse-path check (RFC 3704)
 // of the sources of what arrives on it: none, a route to the source
@@ -170,7 +178,7 @@ func BackendConfigPages(m *BackendConfig, generation uint32) ([]*BackendConfig, 
 }
 
 // PortsDigest is a digest of the router's external ports as a back-end
-// serves them (each port's VLAN, addresses, MTU, uRPF and name, in
+// serves them (each port's VLAN, addresses, MTU, uRPF, name and state, in
 // order): its hello says it (Hello.PortsDigest), the VCP compares it with
 // the ports it sent. Never 0, which a hello reserves for none.
 func PortsDigest(ports []BackendPort) uint64 {
@@ -183,6 +191,9 @@ func PortsDigest(ports []BackendPort) uint64 {
 		b = binary.BigEndian.AppendUint16(b, p.MTU)
 		b = append(b, uint8(p.URPF))
 		b = append(append(b, p.Name...), 0)
+		if p.Down {
+			b = append(b, 'd')
+		}
 		h.Write(b)
 	}
 	return max(h.Sum64(), 1)
@@ -299,7 +310,11 @@ func (m *BackendConfig) appendBody(b []byte) ([]byte, error) {
 			return nil, fmt.Errorf("port %q: uRPF mode %d", p.Name, p.URPF)
 		}
 		b = binary.BigEndian.AppendUint16(b, p.MTU)
-		b = append(b, uint8(p.URPF), 0)
+		var pflags uint8
+		if p.Down {
+			pflags |= portFlagDown
+		}
+		b = append(b, uint8(p.URPF), pflags)
 		b = append(b, name...)
 		b = append(b, addr6[:]...)
 	}
@@ -391,7 +406,7 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 		if e[10] > uint8(URPFStrict) {
 			return fmt.Errorf("port %d: uRPF mode %d", i, e[10])
 		}
-		if e[11] != 0 {
+		if e[11]&^portFlagDown != 0 {
 			return fmt.Errorf("port %d: %w", i, errReserved)
 		}
 		name, err := decodeName(e[12:28])
@@ -399,7 +414,7 @@ func (m *BackendConfig) decodeBody(b []byte) error {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
 		p := BackendPort{Name: name, VLAN: binary.BigEndian.Uint16(e[0:2]), Prefix: prefix, Prefix6: prefix6, MTU: binary.BigEndian.Uint16(e[8:10]),
-			URPF: URPFMode(e[10])}
+			URPF: URPFMode(e[10]), Down: e[11]&portFlagDown != 0}
 		if p.VLAN == 0 || validVLAN(p.VLAN) != nil || !p.Prefix.IsValid() {
 			return fmt.Errorf("port %d: VLAN %d, address %v", i, p.VLAN, p.Prefix)
 		}

@@ -657,7 +657,7 @@ func TestBackendConfigPages(t *testing.T) {
 	for i := range 1024 {
 		m.Ports = append(m.Ports, BackendPort{Name: fmt.Sprintf("lb%d/e%d", i/16+1, i%16), VLAN: uint16(100 + i),
 			Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), 24), MTU: 1500, URPF: URPFStrict,
-			Prefix6: netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i), 15: 1}), 64)})
+			Prefix6: netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i), 15: 1}), 64), Down: i%5 == 3})
 	}
 	pages, err := BackendConfigPages(m, 3)
 	if err != nil || len(pages) < 2 {
@@ -712,6 +712,7 @@ func TestBackendConfigPages(t *testing.T) {
 		"page past the pages":  func(b []byte) { b[backendHdrLen+4] = b[backendHdrLen+5] },
 		"no pages":             func(b []byte) { b[backendHdrLen+4], b[backendHdrLen+5] = 0, 0 },
 		"reserved set":         func(b []byte) { b[backendHdrLen+7] = 1 },
+		"port flag reserved":   func(b []byte) { b[backendHdrLen+8+11] |= 0x02 },
 		"more ports than sent": func(b []byte) { b[16]++ },
 	} {
 		bad := slices.Clone(b)

@@ -390,19 +390,46 @@ func (a *Agent) isConnected(p netip.Prefix) bool {
 	return false
 }
 
-// setConnected routes each port's subnets to the port. Call with a.mu
-// held (or before Run).
+// setConnected routes each port's subnets to the port, and those of a
+// port the VCP has down nowhere: as a router drops a down interface's
+// connected routes, so that what is sent there is unreachable (ICMP) and
+// not lost silently into a dead LB. A learned route for such a subnet is
+// still ignored (addLearned): it was never kept. Call with a.mu held (or
+// before Run).
 func (a *Agent) setConnected() error {
-	for _, p := range a.ports {
-		if err := a.setRoute(p.Addr.Masked(), nil); err != nil {
-			return err
-		}
+	for i, p := range a.ports {
+		subnets := []netip.Prefix{p.Addr.Masked()}
 		if p.Addr6.IsValid() {
-			if err := a.setRoute(p.Addr6.Masked(), nil); err != nil {
+			subnets = append(subnets, p.Addr6.Masked())
+		}
+		for _, s := range subnets {
+			if err := a.connect(s, a.portDown(i)); err != nil {
 				return err
 			}
 		}
 	}
+	return nil
+}
+
+// portDown says whether the VCP has port i down. Call with a.mu held.
+func (a *Agent) portDown(i int) bool { return i < len(a.set.Ports) && a.set.Ports[i].Down }
+
+// connect sets a port's connected route, or deletes it when the port is
+// down. Call with a.mu held.
+func (a *Agent) connect(p netip.Prefix, down bool) error {
+	if !down {
+		return a.setRoute(p, nil)
+	}
+	fib := a.fib(p.Addr())
+	g, ok := fib.Routes()[p]
+	if !ok {
+		return nil
+	}
+	if err := fib.Delete(p); err != nil {
+		return err
+	}
+	a.nh.release(g)
+	a.dirty, a.lastChange = true, time.Now()
 	return nil
 }
 

@@ -95,6 +95,9 @@ type PortSpec struct {
 	// URPF is the port's unicast RPF (RFC 3704): what its LB balances
 	// from it arrives tagged with its VLAN and is checked by the data path.
 	URPF dist.URPFMode
+	// Down: the VCP has the port down (its link, or its LB dead). It
+	// keeps its index and addresses, not its connected routes.
+	Down bool `json:",omitempty"`
 }
 
 // PortConfig is one external port of the router, mirrored on the back-end.

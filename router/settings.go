@@ -81,7 +81,7 @@ func (a *Agent) saveSettings(s settings) error {
 func vcpSettings(m *dist.BackendConfig, acl []dist.ACLRule) settings {
 	s := settings{Addrs: m.Addrs, Drained: m.Drained, CapacityMbps: m.Capacity, OperatorVersion: m.OperatorVersion}
 	for _, p := range m.Ports {
-		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, Address6: p.Prefix6, MTU: max(p.MTU, 576), URPF: p.URPF})
+		s.Ports = append(s.Ports, PortSpec{Name: p.Name, VLAN: p.VLAN, Address: p.Prefix, Address6: p.Prefix6, MTU: max(p.MTU, 576), URPF: p.URPF, Down: p.Down})
 	}
 	for _, r := range acl {
 		s.ACL = append(s.ACL, aclRule(r))
@@ -184,7 +184,7 @@ func (a *Agent) receive(ctx context.Context) {
 func backendPorts(ports []PortSpec) []dist.BackendPort {
 	bp := make([]dist.BackendPort, len(ports))
 	for i, p := range ports {
-		bp[i] = dist.BackendPort{Name: p.Name, VLAN: p.VLAN, Prefix: p.Address, Prefix6: p.Address6, MTU: p.MTU, URPF: p.URPF}
+		bp[i] = dist.BackendPort{Name: p.Name, VLAN: p.VLAN, Prefix: p.Address, Prefix6: p.Address6, MTU: p.MTU, URPF: p.URPF, Down: p.Down}
 	}
 	return bp
 }
@@ -304,6 +304,9 @@ func portsText(ps []PortSpec) []string {
 		if p.URPF != dist.URPFOff {
 			t += " urpf " + p.URPF.String()
 		}
+		if p.Down {
+			t += " down"
+		}
 		out = append(out, t)
 	}
 	return out
@@ -378,7 +381,8 @@ func (a *Agent) writeURPF(old []PortSpec) error {
 }
 
 // samePorts says whether two lists of ports are the same but for their
-// names (a relabelling changes nothing in the data path).
+// names and states (a relabelling or a port going down changes no index
+// in the data path).
 func samePorts(a, b []PortSpec) bool {
 	return slices.EqualFunc(a, b, func(x, y PortSpec) bool {
 		return x.VLAN == y.VLAN && x.Address == y.Address && x.Address6 == y.Address6 && x.MTU == y.MTU
@@ -399,7 +403,7 @@ func (a *Agent) changePorts(old []PortSpec) (bool, error) {
 		return false, err
 	}
 	if samePorts(old, a.set.Ports) {
-		return false, nil
+		return false, a.setConnected()
 	}
 	if n := len(old); len(a.set.Ports) > n && samePorts(old, a.set.Ports[:n]) {
 		if err := a.writePorts(n); err != nil {

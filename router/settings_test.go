@@ -107,6 +107,30 @@ func TestRouterSettingsFromVCP(t *testing.T) {
 	if slices.Sort(prefixes); !slices.Equal(prefixes, []string{"10.10.2.0/24", "10.11.1.0/24", "198.19.0.0/16"}) {
 		t.Errorf("routes after a port was added: %v, want the route through the first port kept and both connected", prefixes)
 	}
+	// The second port goes down (its LB dead): its subnet is connected no
+	// more, the other routes stay; up again, it is back.
+	routesNow := func() []string {
+		var out []string
+		for _, r := range a.Routes() {
+			out = append(out, r.Prefix)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, down := range []bool{true, false} {
+		send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500},
+			{Name: "lb2/e0", VLAN: 11, Prefix: netip.MustParsePrefix("10.11.1.1/24"), MTU: 1500, Down: down}}})
+		waitFor("lb2/e0's state", func(s *routerapi.Status) bool {
+			return len(s.Ports) == 2 && strings.HasSuffix(s.Ports[1], " down") == down
+		})
+		want := []string{"10.10.2.0/24", "10.11.1.0/24", "198.19.0.0/16"}
+		if down {
+			want = []string{"10.10.2.0/24", "198.19.0.0/16"}
+		}
+		if got := routesNow(); !slices.Equal(got, want) {
+			t.Errorf("routes with lb2/e0 down %v: %v, want %v", down, got, want)
+		}
+	}
 	// The operator drains it and sets its weight through the VCP: it
 	// keeps both and says so in its hellos, for any VCP to take.
 	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500}},

@@ -40,8 +40,10 @@ type backendPush struct {
 const backendWarnAfter = 4
 
 // backendSettings are what a back-end should serve: the router's external
-// ports in the config's order, named as the router names them, and the
-// RIB feed when the suite distributes one.
+// ports in the config's order, named as the router names them, those
+// known down so (a port not heard of yet is not: a VCP just started or
+// taking over must not withdraw every connected route), and the RIB feed
+// when the suite distributes one.
 func (a *Agent) backendSettings() (*dist.BackendConfig, *dist.ACLConfig) {
 	m := &dist.BackendConfig{}
 	lbs := map[string]*element{}
@@ -52,7 +54,7 @@ func (a *Agent) backendSettings() (*dist.BackendConfig, *dist.ACLConfig) {
 	}
 	for _, ep := range a.cfg.ExternalPorts {
 		m.Ports = append(m.Ports, dist.BackendPort{Name: externalPortName(ep, lbs[ep.LB]), VLAN: ep.VLAN, Prefix: ep.Address, Prefix6: ep.Address6, MTU: ep.mtu(),
-			URPF: a.cfg.urpfOf(ep)})
+			URPF: a.cfg.urpfOf(ep), Down: a.ports[ep.VLAN] != nil && !a.ports[ep.VLAN].Up})
 	}
 	if r := a.cfg.Routing; r != nil && r.Backends != nil {
 		m.RIBNeighbor, m.RIBASN = r.Backends.Listen, r.ASN

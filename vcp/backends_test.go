@@ -43,6 +43,21 @@ acl:
 	if m, _ := a.backendSettings(); m.Ports[0].Name != "lb1/e0" {
 		t.Errorf("port named %q once lb1 is heard, want lb1/e0", m.Ports[0].Name)
 	}
+	// A port the VCP has down is sent down (its connected routes go);
+	// one not heard of yet is not (a VCP just started withdraws nothing).
+	a.ports = map[uint16]*PortState{10: {VLAN: 10, Up: false}}
+	if m, _ := a.backendSettings(); !m.Ports[0].Down || m.Ports[1].Down {
+		t.Errorf("lb1's port down, lb2's not heard: sent down %v, %v", m.Ports[0].Down, m.Ports[1].Down)
+	}
+	a.ports[10].Up = true
+	if m, _ := a.backendSettings(); m.Ports[0].Down {
+		t.Error("lb1's port up, sent down")
+	}
+	down := slices.Clone(m.Ports)
+	down[0].Down = true
+	if dist.PortsDigest(down) == dist.PortsDigest(m.Ports) {
+		t.Error("a port's state is not in the ports' digest")
+	}
 	// A back-end's hello shows whether it serves them.
 	h := &dist.Hello{Role: dist.RoleRouter, Ports: []dist.PortStatus{{Role: dist.PortInternal, Prefix: netip.MustParsePrefix("10.0.0.14/24")}}}
 	if backendPortsApplied(h, m.Ports, dist.PortsDigest(m.Ports)) {
