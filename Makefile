@@ -8,7 +8,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unkn
 COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: deb all deps build generate check-generated lint test test-stress bench study compare lb-table scale sim controlplane soak demo fuzz clean hooks
+.PHONY: deb all deps build generate check-generated lint test test-stress bench study compare lb-table scale sim controlplane soak soak-large demo fuzz clean hooks
 
 all: build
 
@@ -140,6 +140,11 @@ controlplane: build
 # (bench's TestSoak).
 soak: build
 	$(BIN) soak --duration 10m --seed 1 --report soak-report
+
+# soak-large: the large lab (16 LBs × 4 ports) for 10 minutes, its LBs'
+# hosts dying and coming back (docs/reliability.md).
+soak-large: build
+	$(BIN) soak --size large --duration 10m --seed 1 --report soak-large-report
 
 # demo: the main job: the default lab (labs/default.yaml) up, converged,
 # real traffic through it with a live view, a summary, torn down.

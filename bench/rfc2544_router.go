@@ -33,10 +33,12 @@ import (
 // and, unless asked otherwise, in the soak's.
 const RouterLabPrefixes = 1000
 
-// A routerSession is the default lab under the instrument.
+// A routerSession is the default lab under the instrument, or the large
+// lab (large set, plan nil).
 type routerSession struct {
 	*session
-	plan *demo.Plan
+	plan  *demo.Plan
+	large *demo.LargePlan
 }
 
 // openRouterSession brings the default lab up with msrBin as every
@@ -149,6 +151,9 @@ func (l *routerLab) Close() {
 // alive, both LBs' tables, every back-end's routes), and a second more
 // for the LBs' tables to settle.
 func (r *routerSession) converge() error {
+	if r.large != nil {
+		return convergeLarge(r.large, 2*time.Minute)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := demo.Wait(ctx, r.plan, io.Discard); err != nil {

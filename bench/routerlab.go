@@ -13,7 +13,7 @@ import (
 
 // A RouterLab is the default lab under the instrument, for a harness
 // outside this package (the soak): the generator on h1, the sink on h3,
-// the router converged. It is the reset test's routerSession, with the
+// the router converged; or the large lab (OpenLargeLab). It is the reset test's routerSession, with the
 // few handles such a harness needs.
 type RouterLab struct {
 	r *routerSession
@@ -33,7 +33,8 @@ func OpenRouterLab(msrBin string, flows int, o demo.Options) (*RouterLab, error)
 // Close takes the lab down.
 func (l *RouterLab) Close() { l.r.Close() }
 
-// Plan is the lab's plan: its elements, and bgp1's prefixes.
+// Plan is the default lab's plan: its elements, and bgp1's prefixes (nil
+// in the large lab).
 func (l *RouterLab) Plan() *demo.Plan { return l.r.plan }
 
 // Flows is how many flows the generator sends, and the sink counts.
@@ -51,7 +52,7 @@ func (l *RouterLab) SetDestinations(ipv6 bool, dsts []netip.Addr) {
 // (traffic.Sink.AttachHost): a switch flooding a frame for one host to
 // another, its port down, is not delivering it.
 func (l *RouterLab) SinkAlsoOn(e lab.Endpoint) error {
-	if err := lab.DetachXDP(demo.LabName, e); err != nil {
+	if err := lab.DetachXDP(l.r.spec.Name, e); err != nil {
 		return err
 	}
 	r := l.r
@@ -59,7 +60,7 @@ func (l *RouterLab) SinkAlsoOn(e lab.Endpoint) error {
 		return err
 	}
 	for _, e := range []lab.Endpoint{r.sinkEnd, e} {
-		if err := netns.Do(lab.Namespace(demo.LabName, e.Node), func() error { return r.sink.AttachHost(e.Iface) }); err != nil {
+		if err := netns.Do(lab.Namespace(r.spec.Name, e.Node), func() error { return r.sink.AttachHost(e.Iface) }); err != nil {
 			return err
 		}
 	}

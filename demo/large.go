@@ -9,9 +9,11 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/template"
 	"time"
 
@@ -447,11 +449,7 @@ func UpLarge(msr string) (*LargePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	text, err := p.labText(msr, 1, p.LBs, true)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := lab.Load("large.yaml", []byte(text))
+	spec, err := p.Spec(msr)
 	if err != nil {
 		return nil, err
 	}
@@ -459,6 +457,60 @@ func UpLarge(msr string) (*LargePlan, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// Spec is the large lab of the plan's LBs as a lab, msr every element's
+// program.
+func (p *LargePlan) Spec(msr string) (*lab.Spec, error) {
+	text, err := p.labText(msr, 1, p.LBs, true)
+	if err != nil {
+		return nil, err
+	}
+	return lab.Load("large.yaml", []byte(text))
+}
+
+// KillLargeLB kills LB l's host as a line card pulled out: its agent
+// first (SIGKILL: a host that dies says nothing, so the VCP finds out by
+// its silence), then every link of it down.
+func KillLargeLB(l int) error {
+	st, err := lab.ReadState(LargeLab)
+	if err != nil {
+		return err
+	}
+	host := fmt.Sprintf("lb%d", l)
+	for _, p := range st.Processes {
+		if p.Host == host && p.Name == "lb" {
+			if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+				return fmt.Errorf("%s's agent: %w", host, err)
+			}
+		}
+	}
+	return largeLBLinks(l, "down")
+}
+
+// ReviveLargeLB brings LB l's host back: every link up, its agent started
+// again.
+func ReviveLargeLB(l int) error {
+	if err := largeLBLinks(l, "up"); err != nil {
+		return err
+	}
+	_, _, err := lab.Restart(LargeLab, fmt.Sprintf("lb%d", l), "lb", syscall.SIGKILL)
+	return err
+}
+
+// largeLBLinks sets every link of LB l's host down or up.
+func largeLBLinks(l int, state string) error {
+	var batch strings.Builder
+	for p := range LargePortsPerLB {
+		fmt.Fprintf(&batch, "link set e%d %s\n", p, state)
+	}
+	batch.WriteString("link set i0 " + state + "\nlink set m0 " + state + "\n")
+	cmd := exec.Command("ip", "-n", lab.Namespace(LargeLab, fmt.Sprintf("lb%d", l)), "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("lb%d's links %s: %v %s", l, state, err, out)
+	}
+	return nil
 }
 
 // DownLarge removes the large lab and what its agents pinned.

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -334,6 +332,17 @@ func operStatus(vlans []uint16) map[uint16]int {
 	return st
 }
 
+// routesOff says whether no back-end routes any of ps (the lookup of an
+// address in it finds no route, or a shorter one).
+func routesOff(ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if n, err := routeOnAll(p); err != nil || n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // routeOnAll says whether every back-end's FIB holds p.
 func routeOnAll(p netip.Prefix) (int, error) {
 	n := 0
@@ -372,17 +381,6 @@ func pingFlow(from string, to netip.Addr, d time.Duration) (wait func() (sent, l
 	}
 }
 
-// lbLinks sets every link of an LB's host down or up.
-func lbLinks(t *testing.T, l int, up bool) {
-	t.Helper()
-	state := map[bool]string{true: "up", false: "down"}[up]
-	for _, dev := range []string{"e0", "e1", "e2", "e3", "i0", "m0"} {
-		if out, err := exec.Command("ip", "-n", lab.Namespace(demo.LargeLab, fmt.Sprintf("lb%d", l)), "link", "set", dev, state).CombinedOutput(); err != nil {
-			t.Fatalf("lb%d %s %s: %v %s", l, dev, state, err, out)
-		}
-	}
-}
-
 // checkLargeLBDeath: LB l's host dies, as a line card pulled out: every
 // link down and its agent killed. Its ports go down in SNMP (notPresent:
 // RFC 2863's state of a missing component) with a linkDown trap each, its
@@ -393,9 +391,11 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 	t.Helper()
 	traps := startTrapReceiver(t, func(argv ...string) (string, error) { return demo.ExecLarge("h1e0", argv...) })
 	var vlans []uint16
+	var subnets []netip.Prefix // its ports', connected on every back-end
 	for _, p := range plan.Ports {
 		if p.LB == l {
 			vlans = append(vlans, p.VLAN)
+			subnets = append(subnets, netip.PrefixFrom(p.Router, 24).Masked())
 		}
 	}
 	peer := plan.Peers[l-1]
@@ -406,26 +406,13 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 	if n, err := routeOnAll(learned); err != nil || n != demo.LargeBackends {
 		t.Fatalf("before: %s on %d back-ends (%v)", learned, n, err)
 	}
-	st, err := lab.ReadState(demo.LargeLab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := 0
-	for _, p := range st.Processes {
-		if p.Host == fmt.Sprintf("lb%d", l) && p.Name == "lb" {
-			pid = p.PID
-		}
-	}
 	a, b := plan.Ports[1], plan.Ports[len(plan.Ports)-2] // lb1/e1 and lb16/e2
 	wait := pingFlow(a.Host, b.HostAddr, 20*time.Second)
 	time.Sleep(2 * time.Second)
-	// The agent first: a host that dies says nothing, so the VCP finds
-	// out by the LB's silence.
 	died := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := demo.KillLargeLB(l); err != nil {
 		t.Fatal(err)
 	}
-	lbLinks(t, l, false)
 	var portsDown, withdrawn time.Duration
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && (portsDown == 0 || withdrawn == 0); time.Sleep(100 * time.Millisecond) {
 		if portsDown == 0 {
@@ -439,7 +426,7 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 				portsDown = time.Since(died)
 			}
 		}
-		if n, err := routeOnAll(learned); withdrawn == 0 && err == nil && n == 0 {
+		if withdrawn == 0 && routesOff(append(subnets, learned)) {
 			withdrawn = time.Since(died)
 		}
 	}
@@ -447,9 +434,9 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 		t.Errorf("lb%d's ports not down in SNMP 30 s after its host died: %v", l, operStatus(vlans))
 	}
 	if withdrawn == 0 {
-		t.Errorf("%s (lb%d's BGP peer's) still on some back-end 30 s after the LB died", learned, l)
+		t.Errorf("%s (lb%d's BGP peer's) or its ports' subnets %v still on some back-end 30 s after the LB died", learned, l, subnets)
 	}
-	t.Logf("lb%d died: its ports down in SNMP after %v, its peer's routes withdrawn from every back-end after %v", l, portsDown.Round(time.Millisecond), withdrawn.Round(time.Millisecond))
+	t.Logf("lb%d died: its ports down in SNMP after %v, its ports' and its peer's routes withdrawn from every back-end after %v", l, portsDown.Round(time.Millisecond), withdrawn.Round(time.Millisecond))
 	if sent, lost, err := wait(); err != nil || lost > 0 {
 		t.Errorf("%s -> %s while lb%d died: %d of %d lost (%v)", a.Host, b.Host, l, lost, sent, err)
 	}
@@ -471,8 +458,7 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 	}
 	// Back: links up and the agent started again.
 	back := time.Now()
-	lbLinks(t, l, true)
-	if _, _, err := lab.Restart(demo.LargeLab, fmt.Sprintf("lb%d", l), "lb", syscall.SIGKILL); err != nil {
+	if err := demo.ReviveLargeLB(l); err != nil {
 		t.Fatal(err)
 	}
 	var portsUp time.Duration

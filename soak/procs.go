@@ -16,8 +16,12 @@ import (
 // labProcesses counts the processes in the default lab's hosts'
 // namespaces, by command (the routing suite moves between the VCPs with
 // the mastership: counted together).
-func labProcesses() (map[string]int, error) {
-	st, err := lab.ReadState(demo.LabName)
+func labProcesses() (map[string]int, error) { return processesOf(demo.LabName) }
+
+// processesOf counts the processes in a lab's hosts' namespaces, by
+// command.
+func processesOf(name string) (map[string]int, error) {
+	st, err := lab.ReadState(name)
 	if err != nil {
 		return nil, err
 	}

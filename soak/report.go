@@ -19,7 +19,12 @@ import (
 // "") and says where, so that a failed soak's lab can go down with its
 // evidence kept.
 func keepLogs(dir string, suite map[string]int64, progress io.Writer) {
-	from := filepath.Join(lab.RunDir, demo.LabName, "logs")
+	keepLabLogs(demo.LabName, demo.RunDir, dir, suite, progress)
+}
+
+// keepLabLogs is keepLogs of the lab name, its VCPs' suites' logs in run.
+func keepLabLogs(name, run, dir string, suite map[string]int64, progress io.Writer) {
+	from := filepath.Join(lab.RunDir, name, "logs")
 	var err error
 	if dir == "" {
 		dir, err = os.MkdirTemp("", "msr-soak-logs-")
@@ -30,7 +35,7 @@ func keepLogs(dir string, suite map[string]int64, progress io.Writer) {
 		err = os.CopyFS(dir, os.DirFS(from))
 	}
 	if err == nil {
-		err = keepSuiteLogs(dir, demo.RunDir, suite)
+		err = keepSuiteLogs(dir, run, suite)
 	}
 	if err != nil {
 		fmt.Fprintf(progress, "soak: keeping the lab's logs: %v\n", err)
@@ -99,9 +104,13 @@ func (r *Report) WriteText(w io.Writer) {
 	if !r.InvariantsOK {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "soak %s: %.0f s, seed %d, %.0f pps from h1 to h3 and bgp1's prefixes, %d sent, %d received; lost outside faults %d, duplicated %d\n",
-		verdict, r.DurationS, r.Seed, r.RatePPS, r.Sent, r.Received, r.LostOutsideFaults, r.Duplicated)
-	if r.Lab != demo.DefaultLabFile {
+	flows := "from h1 to h3 and bgp1's prefixes"
+	if r.Lab == demo.LargeLab {
+		flows = "from h1e1 (lb1/e1) to every other port's host in the large lab"
+	}
+	fmt.Fprintf(w, "soak %s: %.0f s, seed %d, %.0f pps %s, %d sent, %d received; lost outside faults %d, duplicated %d\n",
+		verdict, r.DurationS, r.Seed, r.RatePPS, flows, r.Sent, r.Received, r.LostOutsideFaults, r.Duplicated)
+	if r.Lab != demo.DefaultLabFile && r.Lab != demo.LargeLab {
 		fmt.Fprintf(w, "lab: %s in the default lab's place\n", r.Lab)
 	}
 	if c := r.Churn; c != nil {

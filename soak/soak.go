@@ -147,9 +147,14 @@ type FaultReport struct {
 	Overlaps string `json:"overlaps,omitempty"`
 	// WithdrawnMS and RestoredMS are an external-link-down's: from the
 	// link going down until no back-end had a route to bgp1's prefix, and
-	// from the link coming up until every back-end had it again.
+	// from the link coming up until every back-end had it again. An
+	// lb-host's (the large lab's): from the LB's death until no back-end
+	// routed to its ports' subnets, and from its return until the active
+	// VCP had its ports up; PortsDownMS from its death until the VCP had
+	// them down.
 	WithdrawnMS float64 `json:"withdrawn_ms,omitempty"`
 	RestoredMS  float64 `json:"restored_ms,omitempty"`
+	PortsDownMS float64 `json:"ports_down_ms,omitempty"`
 	// DISTSent, JunkSent and DISTDropped are a hostile fault's: the DIST
 	// frames (forged or replayed) and the random ones it sent, and the
 	// DIST frames the router's edge dropped and counted meanwhile;

@@ -14,7 +14,7 @@ import (
 
 var soakCommand = command{
 	summary: "the whole router under accounted traffic and faults for a long time: what it lost, and why",
-	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate 10000] [--churn 1000] [--prefixes 600000] [--prefixes6 1000] [--overlap=true] [--ops=true] [--clients=true] [--lab FILE] [--report DIR] [-o json]
+	usage: `  msr soak [--duration 10m] [--seed N] [--faults all|LIST] [--rate N] [--churn 1000] [--prefixes 600000] [--prefixes6 1000] [--overlap=true] [--ops=true] [--clients=true] [--lab FILE] [--size large] [--report DIR] [-o json]
       brings up the default lab (or --lab FILE in its place: a copy of
       labs/default.yaml changed, keeping its hosts, their addresses, MACs and
       processes, its switch ports and links; a line it cannot take is refused
@@ -39,6 +39,14 @@ var soakCommand = command{
       FIB equals the suite's RIB, and the router holds what the operator last
       asked.
       Faults: ` + strings.Join(soak.FaultKinds, ", ") + `.
+      With --size large (or --lab large) the large lab instead (msr demo up
+      --size large: 16 LBs × 4 ports, 8 back-ends): sequenced UDP from h1e1
+      to the hosts of the 63 other ports (8 flows each, IPv4 and IPv6 in
+      turn), and every other step an LB's host dies (its agent killed, its
+      links down) for 6 s and comes back: only its ports' flows may lose
+      frames, its ports must go down and their routes leave every back-end,
+      and the router must converge again. Faults: ` + strings.Join(soak.LargeFaultKinds, ", ") + `; --churn,
+      --prefixes, --overlap, --ops and --clients are the default lab's.
       Exits 1 when an invariant broke or a fault missed its goal. The
       lab's logs are kept in DIR/logs with --report (pass or fail), and
       without it in a new directory under $TMPDIR when the run fails or
@@ -55,7 +63,7 @@ func runSoak(args []string) error {
 	fs.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long the soak runs")
 	fs.Uint64Var(&o.Seed, "seed", 1, "the seed the faults are drawn with")
 	faults := fs.String("faults", "all", "the faults drawn from, comma-separated, or all: "+strings.Join(soak.FaultKinds, ", "))
-	fs.Float64Var(&o.Rate, "rate", soak.DefaultRate, "the traffic, frames per second (halved until a step loses nothing)")
+	fs.Float64Var(&o.Rate, "rate", 0, fmt.Sprintf("the traffic, frames per second (halved until a step loses nothing; 0: %d, %d in the large lab)", soak.DefaultRate, soak.LargeDefaultRate))
 	fs.BoolVar(&o.Overlap, "overlap", true, "in half the fault steps, a second fault 100-600 ms after the first, while it heals")
 	fs.Float64Var(&o.ChurnRate, "churn", 1000, "route changes a second bgp1 sends while the traffic runs, withdrawing and announcing the IPv4 prefixes the traffic does not cross (0: none)")
 	fs.IntVar(&o.Prefixes, "prefixes", 600_000, "the IPv4 prefixes bgp1 announces (the RouteViews table, grown beyond its 512,621: 600,000 is a full table of today); the churn swings 500 of them")
@@ -63,6 +71,7 @@ func runSoak(args []string) error {
 	fs.BoolVar(&o.Ops, "ops", true, "the operator drains, weights and reloads once a step (msr ctl drain|undrain|weight|reload)")
 	fs.BoolVar(&o.Clients, "clients", true, "real clients every step: iperf3 UDP h3 -> h1, iperf3 TCP h1 -> h3, HTTP downloads h3 -> h1 checked by sha256")
 	fs.StringVar(&o.LabFile, "lab", "", "a lab file built in place of labs/default.yaml (its variant: every host, address, MAC, process and link of the default lab kept)")
+	size := fs.String("size", "default", "default, or large: the large lab (16 LBs × 4 ports) with LB hosts dying")
 	report := fs.String("report", "", "write report.json and report.md into this directory")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err
@@ -78,7 +87,21 @@ func runSoak(args []string) error {
 	if o.MSRBin, err = os.Executable(); err != nil {
 		return err
 	}
-	r, err := soak.Run(o, os.Stderr)
+	if o.LabFile == "large" {
+		*size, o.LabFile = "large", ""
+	}
+	run := soak.Run
+	switch *size {
+	case "default":
+	case "large":
+		if o.LabFile != "" {
+			return fmt.Errorf("--size large takes no --lab file")
+		}
+		run = soak.RunLarge
+	default:
+		return fmt.Errorf("--size %q: default or large", *size)
+	}
+	r, err := run(o, os.Stderr)
 	if err != nil {
 		return err
 	}
