@@ -36,6 +36,9 @@ func setupDUT(o FwdOptions, spec *lab.Spec, routes []netip.Prefix) (map[string]*
 	case "router":
 		p, undo, err := setupRouter(spec, routes, ipv6, o.URPF)
 		return map[string]*ebpf.Program{"router": p}, undo, err
+	case "xdp-fib":
+		p, undo, err := setupXDPFib(spec, routes, ipv6)
+		return map[string]*ebpf.Program{"xdp-fib": p}, undo, err
 	case "msr", "msr-switch", "msr-xdpswitch":
 		return setupMsr(spec, routes, ipv6)
 	case "linux":

@@ -20,15 +20,16 @@ import (
 )
 
 // DUTs are the devices under test `msr bench fwd` knows, each a shipped
-// lab (bench-DUT.yaml) with hosts gen (interface g0) and, but for router
-// and lb-both, sink (interface s0); setupDUT loads the data paths of all
-// but none and linux. lb, lb-int-ext and lb-both are the LB's three
+// lab (bench-DUT.yaml) with hosts gen (interface g0) and, but for router,
+// xdp-fib and lb-both, sink (interface s0); setupDUT loads the data paths
+// of all but none and linux. lb, lb-int-ext and lb-both are the LB's three
 // setups: the LB from outside in, from a back-end out, and both
-// at once.
-var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "msr", "msr-switch", "msr-xdpswitch"}
+// at once. xdp-fib is the back-end's peer: XDP forwarding by the kernel's
+// FIB (bench/xdpfib.go).
+var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "xdp-fib", "msr", "msr-switch", "msr-xdpswitch"}
 
 // fibDUTs are the DUTs that hold a routing table (--fib).
-var fibDUTs = []string{"linux", "router", "msr", "msr-switch", "msr-xdpswitch"}
+var fibDUTs = []string{"linux", "router", "xdp-fib", "msr", "msr-switch", "msr-xdpswitch"}
 
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
@@ -202,7 +203,7 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 // generator's two interfaces both receive.
 func openSink(spec *lab.Spec, o FwdOptions) (*traffic.Sink, lab.Endpoint, error) {
 	end := lab.Endpoint{Node: "sink", Iface: "s0"}
-	if o.DUT == "router" || o.DUT == "lb-both" {
+	if o.DUT == "router" || o.DUT == "xdp-fib" || o.DUT == "lb-both" {
 		end = lab.Endpoint{Node: "gen", Iface: "g0"}
 	}
 	var sink *traffic.Sink

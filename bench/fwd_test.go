@@ -78,10 +78,11 @@ func TestProg(t *testing.T) {
 	noThreadPinned(t)
 }
 
-// TestFwdFIB runs the router and Linux with 10,000 real prefixes and the
-// flows spread over them: every flow must come through.
+// TestFwdFIB runs the router, its peer xdp-fib and Linux with 10,000
+// real prefixes and the flows spread over them: every flow must come
+// through.
 func TestFwdFIB(t *testing.T) {
-	for _, dut := range []string{"router", "linux"} {
+	for _, dut := range []string{"router", "xdp-fib", "linux"} {
 		r, err := Fwd(FwdOptions{DUT: dut, Size: 64, Flows: 100, Duration: time.Second, FIB: "10000", ProgStats: true})
 		if err != nil {
 			t.Fatal(err)
@@ -89,9 +90,9 @@ func TestFwdFIB(t *testing.T) {
 		if r.Routes != 10000 || r.FlowsSeen != 100 || r.ReceivedPackets == 0 {
 			t.Errorf("%s: %+v", dut, r)
 		}
-		// The router's program time comes from BPF statistics; Linux has
-		// no program.
-		if (dut == "router") != (r.DUTNsPerPacket > 0) {
+		// The XDP programs' time comes from BPF statistics; Linux has no
+		// program.
+		if (dut != "linux") != (r.DUTNsPerPacket > 0) {
 			t.Errorf("%s: DUT ns/packet %v", dut, r.DUTNsPerPacket)
 		}
 	}
@@ -104,7 +105,7 @@ func TestFwdFIB(t *testing.T) {
 // over 2,000 prefixes of the 2015 IPv6 table, the LB's columns with their
 // tagged frames, every flow counted at the sink, at a rate they take.
 func TestFwdIPv6(t *testing.T) {
-	for _, dut := range []string{"none", "linux", "router", "msr", "lb", "lb-int-ext", "lb-both"} {
+	for _, dut := range []string{"none", "linux", "router", "xdp-fib", "msr", "lb", "lb-int-ext", "lb-both"} {
 		o := FwdOptions{DUT: dut, Size: traffic.MinFrameSize6, Flows: 100, Duration: time.Second, Rate: 50_000, IPv6: true}
 		if slices.Contains(fibDUTs, dut) {
 			o.FIB = "2000v6"
