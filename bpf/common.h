@@ -16,6 +16,7 @@
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
+#include <linux/ip.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -96,6 +97,21 @@ static __always_inline int push_vlan(struct xdp_md *ctx, __u16 vid)
 	vh->tci = bpf_htons(vid & 0x0fff);
 	vh->proto = proto;
 	return 0;
+}
+
+/* ttl_down decrements an IPv4 header's TTL and mends its checksum: RFC
+ * 1624 eqn. 3, HC' = ~(~HC + ~m + m'), m the 16-bit word holding TTL and
+ * protocol. */
+static __always_inline void ttl_down(struct iphdr *ip)
+{
+	__u16 old = *(__u16 *)&ip->ttl;
+
+	ip->ttl--;
+	__u16 new = *(__u16 *)&ip->ttl;
+	__u32 sum = (__u16)~ip->check + (__u16)~old + new;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	ip->check = ~sum;
 }
 
 /* pop_vlan removes the outer tag. The frame's pointers are invalid

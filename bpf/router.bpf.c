@@ -552,15 +552,7 @@ static __always_inline int forward(struct pkt *p, struct iphdr *ip, struct rt_po
 
 	if ((void *)(ip + 1) > end)
 		return drop(p, RT_DROP_RUNT);
-	/* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), m the 16-bit word holding
-	 * TTL and protocol. */
-	__u16 old = *(__u16 *)&ip->ttl;
-	ip->ttl--;
-	__u16 new = *(__u16 *)&ip->ttl;
-	__u32 sum = (__u16)~ip->check + (__u16)~old + new;
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	ip->check = ~sum;
+	ttl_down(ip);
 	return egress(p, port, nb, cfg, end - (void *)ip + sizeof(struct ethhdr));
 }
 

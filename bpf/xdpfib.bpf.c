@@ -24,7 +24,6 @@
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
-#include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -77,20 +76,6 @@ static __always_inline int outcome(enum fib_outcome o, int verdict)
 	if (n)
 		(*n)++;
 	return verdict;
-}
-
-/* ttl_down decrements an IPv4 header's TTL: RFC 1624 eqn. 3, HC' = ~(~HC
- * + ~m + m'), m the 16-bit word holding TTL and protocol. */
-static __always_inline void ttl_down(struct iphdr *ip)
-{
-	__u16 old = *(__u16 *)&ip->ttl;
-
-	ip->ttl--;
-	__u16 new = *(__u16 *)&ip->ttl;
-	__u32 sum = (__u16)~ip->check + (__u16)~old + new;
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	ip->check = ~sum;
 }
 
 SEC("xdp")
