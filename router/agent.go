@@ -981,9 +981,10 @@ func (a *Agent) Status() *routerapi.Status {
 		ribStatus = &rs
 	}
 	ready := a.ready()
+	mem := a.memory()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &routerapi.Status{Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Drained: a.set.Drained, CapacityMbps: a.set.CapacityMbps, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes() + a.dp.FIB6.Changes(),
+	s := &routerapi.Status{Memory: mem, Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Drained: a.set.Drained, CapacityMbps: a.set.CapacityMbps, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes() + a.dp.FIB6.Changes(),
 		Routes6: a.dp.FIB6.Len(), FIB6GroupsUsed: a.dp.FIB6.GroupsUsed(), FIB6Groups: a.dp.FIB6.Groups(),
 		Neighbors: map[string]string{}, Stats: st.api(), SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
 	a.helloMu.Lock()

@@ -1,11 +1,16 @@
 package router
 
 import (
+	"net/netip"
 	"os"
+	"reflect"
 	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/msr-router/msr/router/routerapi"
 )
@@ -16,13 +21,7 @@ import (
 // objects held at the last collection's end, which the release ran), its
 // heap's fragmentation and all it holds.
 func measureRelease() routerapi.MemoryRelease {
-	m := routerapi.MemoryRelease{PID: os.Getpid(), At: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")}
-	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 1 {
-			pages, _ := strconv.ParseInt(f[1], 10, 64)
-			m.ResidentKB = pages * int64(os.Getpagesize()) / 1024
-		}
-	}
+	m := routerapi.MemoryRelease{PID: os.Getpid(), At: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), ResidentKB: int64(residentBytes() / 1024)}
 	ms := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(ms)
@@ -34,4 +33,74 @@ func measureRelease() routerapi.MemoryRelease {
 	}
 	m.HeapLiveKB, m.HeapUnusedKB, m.GoKB = kB(0), kB(1), kB(2)-kB(3)
 	return m
+}
+
+// residentBytes is the process's resident memory (/proc/self/statm).
+func residentBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}
+
+// memory is the back-end's memory by part (routerapi.Memory). Call it
+// without a.mu: the RIB feed's lock comes first.
+func (a *Agent) memory() routerapi.Memory {
+	a.mu.Lock()
+	rib := a.rib
+	a.mu.Unlock()
+	m := routerapi.Memory{MapsBytes: a.dp.mapsBytes(), HeapBytes: heapBytes(), RSSBytes: residentBytes()}
+	if rib != nil {
+		m.RIBBytes = rib.bytes()
+	}
+	return m
+}
+
+// ribEntryBytes is what a prefix costs the feed's map: its key and its
+// slice's header, over the map's fill (Go's maps keep their groups of 8
+// slots at most 7/8 full), and a slot's control byte.
+const ribEntryBytes = (unsafe.Sizeof(netip.Prefix{})+unsafe.Sizeof([]ribPath(nil)))*8/7 + 1
+
+// bytes reckons what the feed's paths hold from their counts: every
+// prefix's entry in the map, and its paths (a slice of one path each
+// mostly: the suite sends the best path of each prefix).
+func (f *ribFeed) bytes() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return uint64(len(f.paths))*uint64(ribEntryBytes) + uint64(f.nPaths)*uint64(unsafe.Sizeof(ribPath{}))
+}
+
+// mapsBytes is what the kernel charges for the data path's maps
+// (memlock, from each map's info).
+func (d *Dataplane) mapsBytes() uint64 {
+	var n uint64
+	v := reflect.ValueOf(d.objs.rtxdpMaps)
+	for i := range v.NumField() {
+		m, ok := v.Field(i).Interface().(*ebpf.Map)
+		if !ok || m == nil {
+			continue
+		}
+		if info, err := m.Info(); err == nil {
+			if b, ok := info.Memlock(); ok {
+				n += b
+			}
+		}
+	}
+	return n
+}
+
+// heapBytes is what the Go heap's objects hold.
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }

@@ -30,6 +30,7 @@ var (
 	rtCapDrop   = metrics.Desc("router_cap_dropped_packets_total", "Frames the back-end's capacity cap dropped (capacity_pps).")
 	rtHellos    = metrics.Desc("router_hellos_total", "Hellos the back-end sent, and of them those sent two intervals or more after the one before.", "kind")
 	rtDIST      = metrics.Desc("router_dist_frames_total", "DIST control frames the back-end sent, accepted and refused, by counter (role_refused: configuring frames without the VCP's key).", "counter")
+	rtMemory    = metrics.Desc("router_memory_bytes", "The back-end's memory by part: the RIB feed's paths (reckoned), the data path's BPF maps (as the kernel charges them), the agent's Go heap, its resident set.", "part")
 	rtHelloGap  = metrics.Desc("router_hello_longest_gap_seconds", "The longest time between two of the back-end's hellos since it started (the LBs and VCPs drop it after a hold, 3 intervals).")
 )
 
@@ -79,9 +80,13 @@ func (a *Agent) Metrics() *metrics.Collector {
 		emit(rtHellos, metrics.Counter, float64(s.Hellos.Sent), "sent")
 		emit(rtHellos, metrics.Counter, float64(s.Hellos.Late), "late")
 		emit(rtHelloGap, metrics.Gauge, s.Hellos.LongestGapMs/1000)
+		emit(rtMemory, metrics.Gauge, float64(s.Memory.RIBBytes), "rib")
+		emit(rtMemory, metrics.Gauge, float64(s.Memory.MapsBytes), "maps")
+		emit(rtMemory, metrics.Gauge, float64(s.Memory.HeapBytes), "heap")
+		emit(rtMemory, metrics.Gauge, float64(s.Memory.RSSBytes), "resident")
 		for _, k := range slices.Sorted(maps.Keys(s.DIST)) {
 			emit(rtDIST, metrics.Counter, float64(s.DIST[k]), k)
 		}
 	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowDrop, rtSlowEvent, rtRoutes, rtRoutes6, rtGroups6, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop,
-		rtHellos, rtHelloGap, rtDIST)
+		rtHellos, rtHelloGap, rtDIST, rtMemory)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -310,5 +311,26 @@ func TestRouterManyPorts(t *testing.T) {
 	}
 	if st := a.Status(); len(st.Ports) != len(want) {
 		t.Errorf("after a config too large: %d ports served, want %d", len(st.Ports), len(want))
+	}
+}
+
+// TestMemoryStatus: a back-end's status gives its memory by part: the
+// data path's maps at least its IPv4 FIB's 64 MiB of tbl24, a heap and a
+// resident set, no RIB without a feed; and a feed's paths reckoned from
+// their counts.
+func TestMemoryStatus(t *testing.T) {
+	cfg, _, _ := identityBackend(t, "t-memory", "msr-test-rtmemory")
+	a, stop := startRouter(t, cfg)
+	defer stop()
+	m := a.Status().Memory
+	if m.MapsBytes < 64<<20 || m.HeapBytes == 0 || m.RSSBytes == 0 || m.RIBBytes != 0 {
+		t.Errorf("memory %+v: want maps of 64 MiB or more, a heap, a resident set, no RIB", m)
+	}
+	f := &ribFeed{paths: map[netip.Prefix][]ribPath{
+		netip.MustParsePrefix("192.0.2.0/24"):    {{}, {}},
+		netip.MustParsePrefix("198.51.100.0/24"): {{}},
+	}, nPaths: 3}
+	if got, want := f.bytes(), 2*uint64(ribEntryBytes)+3*uint64(unsafe.Sizeof(ribPath{})); got != want || want < 2*32+3*48 {
+		t.Errorf("a feed of 2 prefixes and 3 paths: %d bytes, want %d", got, want)
 	}
 }

@@ -66,6 +66,9 @@ func runRouter(args []string) error {
 			if s.Busy > 0 {
 				fmt.Fprintf(w, "  data path busy %.3f cores (program run time, sampled 100 ms a second)\n", s.Busy)
 			}
+			m := s.Memory
+			fmt.Fprintf(w, "  memory: resident %.1f MB; RIB %.1f MB, Go heap %.1f MB, BPF maps %.1f MB (the FIBs mmapped: resident as touched)\n",
+				float64(m.RSSBytes)/1e6, float64(m.RIBBytes)/1e6, float64(m.HeapBytes)/1e6, float64(m.MapsBytes)/1e6)
 			if s.CapacityPPS > 0 || s.CapDrop > 0 {
 				fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
 			}

@@ -141,6 +141,8 @@ type Status struct {
 	// (max_ports); a VCP's config with more is refused, and counted in DIST
 	// ("config_too_many_ports").
 	MaxPorts int `json:"max_ports"`
+	// Memory is what the back-end holds, by part.
+	Memory Memory `json:"memory"`
 	// SlowRates are the slow path's rates, by reason: what passes to the
 	// agent, on this back-end (Stats.SlowDropped counts the rest).
 	SlowRates map[string]SlowRate `json:"slow_rates"`
@@ -227,6 +229,19 @@ type Stats struct {
 type SlowRate struct {
 	PPS   uint64 `json:"pps"`
 	Burst uint64 `json:"burst"`
+}
+
+// Memory is a back-end's memory by part: the RIB feed's paths
+// (RIBBytes, reckoned from their counts and sizes, not walked), the data
+// path's BPF maps as the kernel charges them (MapsBytes: the FIBs'
+// arrays, mmapped into the agent, and every other map), the agent's Go
+// heap in use (HeapBytes, the RIB among it), and the process's resident
+// set (RSSBytes: the heap, the maps' pages it touched, its code).
+type Memory struct {
+	RIBBytes  uint64 `json:"rib_bytes"`
+	MapsBytes uint64 `json:"maps_bytes"`
+	HeapBytes uint64 `json:"heap_bytes"`
+	RSSBytes  uint64 `json:"rss_bytes"`
 }
 
 // RIBStatus is the feed's state, for the agent's status.
