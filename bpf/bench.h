@@ -92,6 +92,21 @@ struct gen_config {
 	/* Some flows are tagged: a run's frames are 4 bytes longer than an
 	 * untagged frame, and untagged flows give those 4 bytes back. */
 	__u32 tag_room;
+	/* More destinations than flow ids: each frame goes to the next of
+	 * gen_dsts' dsts entries, whatever its flow (0: each flow's own). */
+	__u32 dsts;
+};
+
+/* The most destinations a generator walks: a million and more, so that
+ * a router's lookups miss its caches as an edge router's do. */
+#define BENCH_MAX_DSTS (1 << 20)
+
+/* A walked destination: its IPv4 address, or its IPv6 one (the flows'
+ * family says which). A walking flow's checksums are precomputed with
+ * the destination zero; the generator adds each frame's. */
+struct gen_dst {
+	__be32 daddr;
+	__u8 daddr6[16];
 };
 
 /* A flow's window of recent sequence numbers: the sink remembers which of

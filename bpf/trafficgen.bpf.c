@@ -12,7 +12,10 @@
  * carries its own sequence number, and may name the interface it leaves
  * by (several sources from one generator: a redirect, which live-frames
  * mode supports). The frame length is the data length
- * the run was given (60..1514 bytes).
+ * the run was given (60..1514 bytes). With cfg.dsts, each frame goes to
+ * the next of gen_dsts' destinations instead of its flow's own: more
+ * destinations than the payload's 16-bit flow ids, each flow's sequence
+ * counted as ever.
  *
  * With gap_ns set, frames are paced a batch at a time: the kernel
  * builds cfg.batch frames and transmits them together, so the first frame
@@ -96,6 +99,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct gen_flow);
 } gen_flows SEC(".maps");
+
+/* The destinations walked (cfg.dsts of them; the loader sizes it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_dst);
+} gen_dsts SEC(".maps");
 
 static __always_inline void write_eth(struct ethhdr *eth, const struct gen_flow *f, int tagged)
 {
@@ -223,9 +234,20 @@ static __always_inline int build_flood(struct iphdr *ip, struct gen_flow *f)
 	return f->ifindex ? bpf_redirect(f->ifindex, 0) : XDP_TX;
 }
 
+/* fold16 folds a one's complement sum to 16 bits. */
+static __always_inline __u16 fold16(__u64 sum)
+{
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)((sum & 0xffff) + (sum >> 16));
+}
+
 /* build writes flow idx's frame, tagged or not (a constant in each
- * inlined copy, so that every offset is one the verifier knows). */
-static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 idx, const int tagged)
+ * inlined copy, so that every offset is one the verifier knows), to the
+ * walked destination d if there is one: its address, and its words added
+ * to the checksum the flow's holds without it. */
+static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 idx, const struct gen_dst *d, const int tagged)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -241,6 +263,10 @@ static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 i
 	if (f->proto == IPPROTO_TCP || f->proto == IPPROTO_ICMP)
 		return build_flood(ip, f);
 	write_ip(ip, f, len, IPPROTO_UDP);
+	if (d) {
+		ip->daddr = d->daddr;
+		ip->check = ~fold16((__u16)~f->ip_check + (d->daddr & 0xffff) + (d->daddr >> 16));
+	}
 	write_udp(udp, f, len - sizeof(*ip));
 	pl->magic = bpf_htons(BENCH_MAGIC);
 	pl->flow = (__u16)idx;
@@ -254,19 +280,10 @@ static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 i
 	return f->ifindex ? bpf_redirect(f->ifindex, 0) : XDP_TX;
 }
 
-/* fold16 folds a one's complement sum to 16 bits. */
-static __always_inline __u16 fold16(__u64 sum)
-{
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)((sum & 0xffff) + (sum >> 16));
-}
-
 /* build6 writes flow idx's IPv6/UDP test frame (RFC 5180), tagged or not: the
  * UDP checksum is the flow's sum of everything constant plus this frame's
  * seq and tx_ns, as they lie in memory. */
-static __always_inline int build6(struct xdp_md *ctx, struct gen_flow *f, __u32 idx, const int tagged)
+static __always_inline int build6(struct xdp_md *ctx, struct gen_flow *f, __u32 idx, const struct gen_dst *d, const int tagged)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -295,7 +312,16 @@ static __always_inline int build6(struct xdp_md *ctx, struct gen_flow *f, __u32 
 	ip6->nexthdr = IPPROTO_UDP;
 	ip6->hop_limit = 64;
 	__builtin_memcpy(&ip6->saddr, f->saddr6, 16);
-	__builtin_memcpy(&ip6->daddr, f->daddr6, 16);
+	__u64 sum = f->csum6;
+	if (d) {
+		__builtin_memcpy(&ip6->daddr, d->daddr6, 16);
+		const __u16 *w = (const __u16 *)d->daddr6;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			sum += w[i];
+	} else {
+		__builtin_memcpy(&ip6->daddr, f->daddr6, 16);
+	}
 	udp->source = f->sport;
 	udp->dest = f->dport;
 	udp->len = bpf_htons(len);
@@ -305,8 +331,7 @@ static __always_inline int build6(struct xdp_md *ctx, struct gen_flow *f, __u32 
 	__u64 tx = bpf_ktime_get_ns();
 	pl->seq = seq;
 	pl->tx_ns = tx;
-	__u64 sum = (__u64)f->csum6 + (seq & 0xffff) + (seq >> 16) + (tx & 0xffff) + ((tx >> 16) & 0xffff) +
-		    ((tx >> 32) & 0xffff) + (tx >> 48);
+	sum += (seq & 0xffff) + (seq >> 16) + (tx & 0xffff) + ((tx >> 16) & 0xffff) + ((tx >> 32) & 0xffff) + (tx >> 48);
 	__u16 check = ~fold16(sum);
 	udp->check = check ? check : 0xffff; /* RFC 768: zero is "none", not allowed over IPv6 */
 	if (!first_tx_ns)
@@ -329,15 +354,22 @@ int trafficgen(struct xdp_md *ctx)
 	struct gen_flow *f = bpf_map_lookup_elem(&gen_flows, &idx);
 	if (!f)
 		return XDP_ABORTED;
+	struct gen_dst *d = NULL;
+	if (cfg.dsts) {
+		__u32 k = sent % cfg.dsts;
+		d = bpf_map_lookup_elem(&gen_dsts, &k);
+		if (!d)
+			return XDP_ABORTED;
+	}
 	sent++;
 	if (gap_ns && cfg.batch && run_frames++ % cfg.batch == 0)
 		pace();
 
 	if (f->vlan)
-		return f->ipv6 ? build6(ctx, f, idx, 1) : build(ctx, f, idx, 1);
+		return f->ipv6 ? build6(ctx, f, idx, d, 1) : build(ctx, f, idx, d, 1);
 	if (cfg.tag_room && bpf_xdp_adjust_tail(ctx, -(int)sizeof(struct vlan_hdr)))
 		return XDP_ABORTED;
-	return f->ipv6 ? build6(ctx, f, idx, 0) : build(ctx, f, idx, 0);
+	return f->ipv6 ? build6(ctx, f, idx, d, 0) : build(ctx, f, idx, d, 0);
 }
 
 SEC("xdp")

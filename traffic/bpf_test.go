@@ -207,6 +207,53 @@ func TestTrafficgenFrames(t *testing.T) {
 	}
 }
 
+// TestTrafficgenWalk: with more destinations than flows, frame k goes to
+// the k-th destination whatever its flow, each flow keeps its sequence,
+// and the IPv4 header's and the IPv6 UDP checksums verify.
+func TestTrafficgenWalk(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		var dsts []netip.Addr
+		for i := range 7 {
+			if ipv6 {
+				dsts = append(dsts, netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i), 0xff, 15: byte(3 * i)}))
+			} else {
+				dsts = append(dsts, netip.AddrFrom4([4]byte{203, byte(i), 113, byte(250 - i)}))
+			}
+		}
+		size := 128
+		g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: size, Flows: 2, IPv6: ipv6, Dsts: dsts}, macGen, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		for k := range 9 {
+			out := make([]byte, size-FCSLen)
+			if ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: make([]byte, size-FCSLen), DataOut: out}); err != nil || ret != xdpTx {
+				t.Fatalf("ipv6 %v frame %d: verdict %d, %v", ipv6, k, ret, err)
+			}
+			want := dsts[k%len(dsts)]
+			var got netip.Addr
+			var pl []byte
+			if ipv6 {
+				src := netip.AddrFrom16([16]byte(out[22:38]))
+				got, pl = netip.AddrFrom16([16]byte(out[38:54])), out[62:]
+				if inet.PseudoChecksum6(src, got, unix.IPPROTO_UDP, out[54:]) != 0 {
+					t.Errorf("frame %d to %v: UDP checksum does not verify", k, got)
+				}
+			} else {
+				got, pl = netip.AddrFrom4([4]byte(out[30:34])), out[42:]
+				if inet.Checksum(out[14:34]) != 0 {
+					t.Errorf("frame %d to %v: IPv4 header checksum does not verify", k, got)
+				}
+			}
+			flow, seq := binary.NativeEndian.Uint16(pl[2:]), binary.NativeEndian.Uint32(pl[4:])
+			if got != want || int(flow) != k%2 || int(seq) != k/2 {
+				t.Errorf("ipv6 %v frame %d: to %v flow %d seq %d, want %v flow %d seq %d", ipv6, k, got, flow, seq, want, k%2, k/2)
+			}
+		}
+	}
+}
+
 // Flows with ports leave by a redirect to their port, with its MACs:
 // flow 0 by the first port, flow 1 by the second, flow 2 by the first.
 func TestTrafficgenPorts(t *testing.T) {
@@ -295,6 +342,8 @@ func TestGenConfigChecks(t *testing.T) {
 		{DstMAC: macSink, Size: 128, Flows: 1, IPv6: true, Dsts: []netip.Addr{netip.MustParseAddr("198.19.0.1")}}, // an IPv4 destination
 		{DstMAC: macSink, Size: 128, Flows: 1, Dsts: []netip.Addr{netip.MustParseAddr("2001:2::1")}},              // and the other way
 		{DstMAC: macSink, Size: 128, Flows: 1, IPv6: true, Protos: []Proto{ProtoTCP}},
+		{DstMAC: macSink, Size: 64, Flows: 1, Dsts: make([]netip.Addr, MaxDsts+1)},                                                             // more destinations than it walks
+		{DstMAC: macSink, Size: 64, Flows: 1, Protos: []Proto{ProtoTCP}, Dsts: []netip.Addr{netip.IPv4Unspecified(), netip.IPv4Unspecified()}}, // a flood does not walk
 	} {
 		if err := c.Check(); err == nil {
 			t.Errorf("%+v accepted", c)

@@ -31,6 +31,9 @@ const (
 	FCSLen        = 4
 	// MaxFlows is the number of distinct flow ids the payload can carry.
 	MaxFlows = 65536
+	// MaxDsts is the most destinations a generator walks (bench.h's
+	// BENCH_MAX_DSTS): more than MaxFlows, a million and more.
+	MaxDsts = 1 << 20
 )
 
 // benchMagic marks a test frame's payload: bench.h's BENCH_MAGIC.
@@ -68,7 +71,10 @@ type GenConfig struct {
 	Rate float64
 	// Dsts, if set, gives flow i the destination Dsts[i % len(Dsts)]
 	// instead of one in 198.19.0.0/16 (a FIB benchmark spreads its flows
-	// over a routing table).
+	// over a routing table). With more Dsts than Flows (up to MaxDsts),
+	// the frames walk them instead: frame k goes to Dsts[k % len(Dsts)],
+	// whatever its flow, so that a DUT sees as many destinations as there
+	// are Dsts and the sink counts Flows sequences (UDP test frames only).
 	Dsts []netip.Addr
 	// IPv6 makes the frames IPv6/UDP test frames (RFC 5180), tagged as
 	// Ports say, from 2001:2::/49 to 2001:2:0:8000::/49 or Dsts (then IPv6's).
@@ -134,6 +140,9 @@ func (c *GenConfig) Check() error {
 	case c.IPv6 && (c.Src.IsValid() || c.DstPort != 0 || len(c.Protos) > 0):
 		return errors.New("IPv6 test frames are UDP from the test addresses: no source, port or protocol to set")
 	}
+	if c.walks() && (len(c.Dsts) > MaxDsts || len(c.Protos) > 0) {
+		return fmt.Errorf("%d destinations for %d flows: at most %d, of UDP test frames", len(c.Dsts), c.Flows, MaxDsts)
+	}
 	for _, d := range c.Dsts {
 		if d.Is6() != c.IPv6 {
 			return fmt.Errorf("destination %v: the frames are %s", d, map[bool]string{false: "IPv4", true: "IPv6"}[c.IPv6])
@@ -153,6 +162,10 @@ func (c *GenConfig) Check() error {
 	}
 	return nil
 }
+
+// walks says whether the frames walk Dsts rather than each flow having
+// its own.
+func (c *GenConfig) walks() bool { return len(c.Dsts) > c.Flows }
 
 // Generator transmits test frames out of one interface.
 type Generator struct {
@@ -241,6 +254,10 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 		return nil, fmt.Errorf("load generator: %w", err)
 	}
 	cfg := trafficgenGenConfig{Flows: uint32(c.Flows), Batch: batchSize(c.Rate)}
+	if c.walks() {
+		cfg.Dsts = uint32(len(c.Dsts))
+		spec.Maps["gen_dsts"].MaxEntries = cfg.Dsts
+	}
 	copy(cfg.DstMac[:], c.DstMAC)
 	copy(cfg.SrcMac[:], src)
 	frameLen := c.Size - FCSLen
@@ -260,16 +277,27 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 		g.Close()
 		return nil, fmt.Errorf("configure generator: %w", err)
 	}
+	if err := g.fillDsts(c); err != nil {
+		g.Close()
+		return nil, err
+	}
 	for i := 0; i < c.Flows; i++ {
+		// A walking flow's checksums are made with the destination zero:
+		// the program adds each frame's.
+		dst := netip.Addr{}
+		switch {
+		case c.walks() && c.IPv6:
+			dst = netip.IPv6Unspecified()
+		case c.walks():
+			dst = netip.IPv4Unspecified()
+		case len(c.Dsts) > 0:
+			dst = c.Dsts[i%len(c.Dsts)]
+		}
 		f := FlowOf(i, c.Size-FCSLen)
-		if len(c.Dsts) > 0 && !c.IPv6 {
-			f = flowTo(f, c.Dsts[i%len(c.Dsts)], c.Size-FCSLen)
+		if dst.IsValid() && !c.IPv6 {
+			f = flowTo(f, dst, c.Size-FCSLen)
 		}
 		if c.IPv6 {
-			dst := netip.Addr{}
-			if len(c.Dsts) > 0 {
-				dst = c.Dsts[i%len(c.Dsts)]
-			}
 			f = flowOf6(i, f, dst, c.Size-FCSLen)
 		}
 		if c.Src.IsValid() || c.DstPort != 0 || len(c.Protos) > 0 {
@@ -295,6 +323,28 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 		}
 	}
 	return g, nil
+}
+
+// fillDsts puts the destinations walked into gen_dsts, in batches.
+func (g *Generator) fillDsts(c GenConfig) error {
+	if !c.walks() {
+		return nil
+	}
+	keys := make([]uint32, len(c.Dsts))
+	vals := make([]trafficgenGenDst, len(c.Dsts))
+	for i, d := range c.Dsts {
+		keys[i] = uint32(i)
+		if c.IPv6 {
+			vals[i].Daddr6 = d.As16()
+		} else {
+			a := d.As4()
+			vals[i].Daddr = binary.NativeEndian.Uint32(a[:])
+		}
+	}
+	if _, err := g.objs.GenDsts.BatchUpdate(keys, vals, nil); err != nil {
+		return fmt.Errorf("fill the generator's destinations: %w", err)
+	}
+	return nil
 }
 
 // FlowOf returns flow i of a run with frames of frameLen bytes (no FCS).

@@ -28,6 +28,13 @@ type trafficgenGenConfig struct {
 	Flows   uint32
 	Batch   uint32
 	TagRoom uint32
+	Dsts    uint32
+}
+
+type trafficgenGenDst struct {
+	_      structs.HostLayout
+	Daddr  uint32
+	Daddr6 [16]uint8
 }
 
 type trafficgenGenFlow struct {
@@ -73,6 +80,7 @@ type trafficgenXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	trafficgenMapGenDsts            = "gen_dsts"
 	trafficgenMapGenFlows           = "gen_flows"
 	trafficgenProgTrafficgen        = "trafficgen"
 	trafficgenProgXdpPass           = "xdp_pass"
@@ -145,6 +153,7 @@ type trafficgenProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficgenMapSpecs struct {
+	GenDsts  *ebpf.MapSpec `ebpf:"gen_dsts"`
 	GenFlows *ebpf.MapSpec `ebpf:"gen_flows"`
 }
 
@@ -191,11 +200,13 @@ func (o *trafficgenObjects) Close() error {
 //
 // It can be passed to loadTrafficgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficgenMaps struct {
+	GenDsts  *ebpf.Map `ebpf:"gen_dsts"`
 	GenFlows *ebpf.Map `ebpf:"gen_flows"`
 }
 
 func (m *trafficgenMaps) Close() error {
 	return _TrafficgenClose(
+		m.GenDsts,
 		m.GenFlows,
 	)
 }
