@@ -75,7 +75,7 @@ bench: build
 	@for dut in none linux lb; do $(BIN) bench fwd --dut $$dut --size 1518 --flows 1000 --duration 5s || exit 1; done
 	$(BIN) bench rfc2544 --dut linux,msr --sizes 64,1518 --report bench-rfc2544
 	$(BIN) bench prog --repeat 1000000 --rounds 5
-	$(BIN) bench flat --tables 10,pyasn,1000000 --rounds 7
+	$(BIN) bench flat --tables 10,pyasn,1000000 --duts router,xdp-fib,linux --rounds 7
 	$(BIN) bench fwd --dut linux --size 64 --flows 1000 --duration 5s --fib pyasn
 	$(GO) test -run '^$$' -bench . ./router
 	$(BIN) bench rib --routes pyasn --backends 3 --changes 20

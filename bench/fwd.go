@@ -58,6 +58,11 @@ type FwdOptions struct {
 	URPF string
 }
 
+// flowIDs is how many flows the generator sends and the sink counts:
+// Flows, or with more than traffic.MaxFlows (the payload's 16-bit flow
+// ids), that many, their frames walking Flows destinations.
+func (o FwdOptions) flowIDs() int { return min(o.Flows, traffic.MaxFlows) }
+
 // Stage is one DUT program's run time.
 type Stage struct {
 	NsPerRun      float64 `json:"ns_per_run"`
@@ -66,14 +71,20 @@ type Stage struct {
 
 // FwdResult is what `msr bench fwd` reports.
 type FwdResult struct {
-	DUT             string  `json:"dut"`
-	IPv6            bool    `json:"ipv6,omitempty"`
-	Size            int     `json:"size"`
-	Flows           int     `json:"flows"`
-	DurationSeconds float64 `json:"duration_s"`
-	OfferedPackets  uint64  `json:"offered_packets"`
-	ReceivedPackets uint64  `json:"received_packets"`
-	OfferedPPS      float64 `json:"offered_pps"`
+	DUT   string `json:"dut"`
+	IPv6  bool   `json:"ipv6,omitempty"`
+	Size  int    `json:"size"`
+	Flows int    `json:"flows"`
+	// FlowIDs are the flows the sink counted apart, each with its own
+	// sequence and window: Flows, or with more than the payload's 65,536
+	// flow ids that many, the frames walking Flows destinations (each
+	// frame to the next, whatever its flow: DestinationsWalked).
+	FlowIDs            int     `json:"flow_ids"`
+	DestinationsWalked bool    `json:"destinations_walked,omitempty"`
+	DurationSeconds    float64 `json:"duration_s"`
+	OfferedPackets     uint64  `json:"offered_packets"`
+	ReceivedPackets    uint64  `json:"received_packets"`
+	OfferedPPS         float64 `json:"offered_pps"`
 	// ScheduledPPS is the rate offered while the generator kept its
 	// schedule, and BehindSeconds the time it gave up when the machine
 	// left it behind (traffic.Generator.PaceStats): with --rate, offered
@@ -159,9 +170,12 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 // check refuses options the run could not honour, before anything is
 // built, and finds the lab, the table and the MAC the generator sends to.
 func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error) {
-	gc := traffic.GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.Flows, Rate: o.Rate, IPv6: o.IPv6}
+	gc := traffic.GenConfig{DstMAC: make(net.HardwareAddr, 6), Size: o.Size, Flows: o.flowIDs(), Rate: o.Rate, IPv6: o.IPv6}
 	if err := gc.Check(); err != nil {
 		return nil, nil, nil, err
+	}
+	if o.Flows > traffic.MaxDsts {
+		return nil, nil, nil, fmt.Errorf("%d flows: at most %d (destinations the generator walks)", o.Flows, traffic.MaxDsts)
 	}
 	if o.Duration <= 0 {
 		return nil, nil, nil, fmt.Errorf("duration %v: must be positive", o.Duration)
@@ -208,7 +222,7 @@ func openSink(spec *lab.Spec, o FwdOptions) (*traffic.Sink, lab.Endpoint, error)
 	}
 	var sink *traffic.Sink
 	err := netns.Do(lab.Namespace(spec.Name, end.Node), func() (err error) {
-		if sink, err = traffic.NewSink(end.Iface, o.Flows); err != nil {
+		if sink, err = traffic.NewSink(end.Iface, o.flowIDs()); err != nil {
 			return err
 		}
 		if o.DUT == "lb-both" {
@@ -286,7 +300,7 @@ func (ps *progStats) Close() {
 func result(o FwdOptions, t *trialResult) *FwdResult {
 	secs, sent, rep := t.seconds(), t.sent, t.rep
 	r := &FwdResult{
-		DUT: o.DUT, IPv6: o.IPv6, Size: o.Size, Flows: o.Flows, DurationSeconds: secs,
+		DUT: o.DUT, IPv6: o.IPv6, Size: o.Size, Flows: o.Flows, FlowIDs: o.flowIDs(), DestinationsWalked: o.Flows > o.flowIDs(), DurationSeconds: secs,
 		OfferedPackets: sent, ReceivedPackets: rep.RxPackets,
 		OfferedPPS: float64(sent) / secs, ReceivedPPS: float64(rep.RxPackets) / secs,
 		ReceivedMbps: float64(rep.RxPackets) * float64(o.Size) * 8 / secs / 1e6,
@@ -318,6 +332,9 @@ func (r *FwdResult) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  received %12.0f pps (%d frames, %.0f Mbit/s)\n", r.ReceivedPPS, r.ReceivedPackets, r.ReceivedMbps)
 	fmt.Fprintf(w, "  loss %.4f  reordered %d  duplicated %d  flows seen %d\n", r.LossRatio, r.Reordered, r.Duplicated, r.FlowsSeen)
+	if r.DestinationsWalked {
+		fmt.Fprintf(w, "  %d destinations walked frame by frame by %d flow ids (each counted apart, not each destination)\n", r.Flows, r.FlowIDs)
+	}
 	fmt.Fprintf(w, "  latency p50 %.1f us  p99 %.1f us  max %.1f us\n", r.Latency.P50, r.Latency.P99, r.Latency.Max)
 	if r.DUTNsPerPacket > 0 {
 		fmt.Fprintf(w, "  DUT program %.1f ns/packet (kernel.bpf_stats)\n", r.DUTNsPerPacket)

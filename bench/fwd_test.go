@@ -143,25 +143,46 @@ func TestFwdMsr(t *testing.T) {
 }
 
 // TestFlat runs the flat-lookup benchmark for one round of two small
-// tables, an IPv4 and an IPv6 one (IPv6 test frames): each table's ratio
-// is its rate over the first's in the round.
+// tables, an IPv4 and an IPv6 one (IPv6 test frames), with the back-end
+// and xdp-fib: each table's ratio is its rate over the first's in the
+// round, each DUT's cost its NAPI time per packet, and the back-end is
+// set against xdp-fib.
 func TestFlat(t *testing.T) {
-	r, err := Flat(FlatOptions{Tables: []string{"10", "100v6"}, Rounds: 1, Flows: 100, Duration: time.Second})
+	r, err := Flat(FlatOptions{Tables: []string{"10", "100v6"}, DUTs: []string{"router", "xdp-fib"}, Rounds: 1, Flows: []int{100}, Duration: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, other := r.Tables[0], r.Tables[1]
-	if base.Routes != 10 || other.Routes != 100 || len(other.ReceivedPPS) != 1 || base.ReceivedPPS[0] <= 0 || other.ReceivedPPS[0] <= 0 {
-		t.Fatalf("%+v", r)
+	if len(r.Tables) != 4 || len(r.Versus) != 2 {
+		t.Fatalf("%d tables, %d comparisons: want 2 DUTs × 2 tables, and 2", len(r.Tables), len(r.Versus))
 	}
-	if want := other.ReceivedPPS[0] / base.ReceivedPPS[0]; other.Ratio[0] != want || other.MedianRatio != want || base.MedianRatio != 1 {
-		t.Errorf("ratios %v (median %v), want %v; baseline's median %v", other.Ratio, other.MedianRatio, want, base.MedianRatio)
+	for _, dut := range []string{"router", "xdp-fib"} {
+		i := slices.IndexFunc(r.Tables, func(ft FlatTable) bool { return ft.DUT == dut && ft.FIB == "10" })
+		base, other := r.Tables[i], r.Tables[slices.IndexFunc(r.Tables, func(ft FlatTable) bool { return ft.DUT == dut && ft.FIB == "100v6" })]
+		if base.Routes != 10 || other.Routes != 100 || len(other.ReceivedPPS) != 1 || base.ReceivedPPS[0] <= 0 || other.ReceivedPPS[0] <= 0 {
+			t.Fatalf("%s: %+v", dut, r)
+		}
+		if want := other.ReceivedPPS[0] / base.ReceivedPPS[0]; other.Ratio[0] != want || other.MedianRatio != want || base.MedianRatio != 1 {
+			t.Errorf("%s: ratios %v (median %v), want %v; baseline's median %v", dut, other.Ratio, other.MedianRatio, want, base.MedianRatio)
+		}
+		if base.NAPINsPerPacket[0] <= 0 || other.NAPINsPerPacket[0] <= 0 || other.NsPerPacketMedian != other.NAPINsPerPacket[0] || other.NsPerPacketIQR != 0 {
+			t.Fatalf("%s: DUT cost per packet %v, %v (median %v, IQR %v): want the NAPI thread's time", dut, base.NAPINsPerPacket, other.NAPINsPerPacket,
+				other.NsPerPacketMedian, other.NsPerPacketIQR)
+		}
+		if want := base.NAPINsPerPacket[0] / other.NAPINsPerPacket[0]; other.MedianCapacityRatio != want {
+			t.Errorf("%s: capacity ratio %v, want %v", dut, other.MedianCapacityRatio, want)
+		}
+		if len(other.StealPct) != 1 {
+			t.Errorf("%s: steal %v, want one run's", dut, other.StealPct)
+		}
 	}
-	if base.NAPINsPerPacket[0] <= 0 || other.NAPINsPerPacket[0] <= 0 {
-		t.Fatalf("DUT cost per packet %v, %v: want the NAPI thread's time", base.NAPINsPerPacket, other.NAPINsPerPacket)
+	v := r.Versus[0]
+	peer := r.Tables[slices.IndexFunc(r.Tables, func(ft FlatTable) bool { return ft.DUT == "xdp-fib" && ft.FIB == v.FIB })]
+	own := r.Tables[slices.IndexFunc(r.Tables, func(ft FlatTable) bool { return ft.DUT == "router" && ft.FIB == v.FIB })]
+	if v.DUT != "router" || v.Against != "xdp-fib" || v.Median != peer.NAPINsPerPacket[0]/own.NAPINsPerPacket[0] {
+		t.Errorf("versus %+v", v)
 	}
-	if want := base.NAPINsPerPacket[0] / other.NAPINsPerPacket[0]; other.MedianCapacityRatio != want {
-		t.Errorf("capacity ratio %v, want %v", other.MedianCapacityRatio, want)
+	if _, err := Flat(FlatOptions{Tables: []string{"10", "100"}, DUTs: []string{"lb"}, Rounds: 1}); err == nil {
+		t.Error("bench flat took the lb DUT, which routes over no table")
 	}
 }
 
@@ -206,5 +227,37 @@ func TestLBDirections(t *testing.T) {
 				t.Errorf("%d of 100 flows arrived", rep.FlowsSeen)
 			}
 		})
+	}
+}
+
+// TestQuartiles: Tukey's hinges, the middle value of an odd count in
+// neither half.
+func TestQuartiles(t *testing.T) {
+	for _, c := range []struct {
+		xs     []float64
+		q1, q3 float64
+	}{
+		{[]float64{5}, 5, 5},
+		{[]float64{4, 1}, 1, 4},
+		{[]float64{7, 1, 3, 5, 9, 11, 13}, 3, 11},
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8}, 2.5, 6.5},
+	} {
+		if q1, q3 := quartiles(c.xs); q1 != c.q1 || q3 != c.q3 {
+			t.Errorf("quartiles(%v) = %v, %v, want %v, %v", c.xs, q1, q3, c.q1, c.q3)
+		}
+	}
+}
+
+// TestStealPct: the most any CPU's steal grew, over the time between
+// the samples.
+func TestStealPct(t *testing.T) {
+	at := time.Now()
+	a := stealSample{at: at, ticks: map[string]uint64{"cpu0": 10, "cpu1": 100}}
+	b := stealSample{at: at.Add(2 * time.Second), ticks: map[string]uint64{"cpu0": 12, "cpu1": 106}}
+	if got := a.pctTo(b); got != 3 {
+		t.Errorf("steal %v%%, want 3%% (cpu1: 6 ticks of 10 ms in 2 s)", got)
+	}
+	if s := readSteal(); len(s.ticks) == 0 {
+		t.Error("no CPU's steal read from /proc/stat")
 	}
 }

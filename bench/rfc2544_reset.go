@@ -36,6 +36,14 @@ func resetActions(dut string) []resetAction {
 		return []resetAction{{name: "back-end host links", do: func(s *session) error { return bounceLinks(s, "r1", 0) }}}
 	case "router", "lb":
 		return []resetAction{{name: "host links", do: func(s *session) error { return bounceLinks(s, "dut", 0) }}}
+	case "xdp-fib":
+		// The links' return flushed the kernel's routes it forwards by.
+		return []resetAction{{name: "host links", do: func(s *session) error {
+			if err := bounceLinks(s, "dut", 0); err != nil {
+				return err
+			}
+			return xdpFibKernel(s.spec, s.routes, s.o.IPv6)
+		}}}
 	}
 	return nil
 }

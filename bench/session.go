@@ -233,9 +233,13 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 	err := netns.Do(lab.Namespace(s.spec.Name, s.gen.Node), func() error {
 		dsts := s.dsts
 		if dsts == nil {
-			dsts = flowDsts(s.routes, s.o.Flows)
+			routes := s.routes
+			if routes == nil && s.o.Flows > s.o.flowIDs() {
+				routes = benchRoutes(nil, s.o.IPv6) // destinations to walk without a table
+			}
+			dsts = flowDsts(routes, s.o.Flows)
 		}
-		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: s.gen.Iface, DstMAC: s.dstMAC, Size: sp.size, Flows: s.o.Flows, Rate: sp.rate,
+		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: s.gen.Iface, DstMAC: s.dstMAC, Size: sp.size, Flows: s.o.flowIDs(), Rate: sp.rate,
 			Dsts: dsts, IPv6: s.o.IPv6, HasXDP: s.genHasXDP, Ports: s.ports})
 		if err != nil {
 			return err

@@ -25,26 +25,13 @@ import (
 // and the program's fib_vlans tags it, as the back-end's ports' table
 // does; on a kernel with them, eth0.10 → (eth0, 10) is the same map.
 
-// setupXDPFib builds the kernel's side in host dut (eth0's addresses, the
-// neighbours, the routes in one `ip -batch`), loads the program and
-// attaches it to eth0.
+// setupXDPFib builds the kernel's side in host dut (xdpFibKernel), loads
+// the program and attaches it to eth0.
 func setupXDPFib(spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (*ebpf.Program, func(), error) {
-	m, err := macs(spec, lab.Endpoint{Node: "gen", Iface: "g0"})
-	if err != nil {
+	if err := xdpFibKernel(spec, routes, ipv6); err != nil {
 		return nil, nil, err
 	}
-	gw := benchGateway(netip.MustParseAddr("10.10.1.2"), ipv6)
-	var b strings.Builder
-	b.WriteString("addr add 10.10.1.1/24 dev eth0\naddr add 2001:db8:1::1/64 dev eth0 nodad\n")
-	fmt.Fprintf(&b, "neigh replace %s lladdr %s dev eth0 nud permanent\n", gw, m[0])
-	for _, p := range benchRoutes(routes, ipv6) {
-		fmt.Fprintf(&b, "route replace %s via %s dev eth0\n", p, gw)
-	}
-	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, "dut"), "-batch", "-")
-	cmd.Stdin = strings.NewReader(b.String())
-	if out, err := onGenCPU(cmd); err != nil {
-		return nil, nil, fmt.Errorf("the kernel's FIB for xdp-fib: %v: %s", err, out)
-	}
+	var err error
 	var d dataPaths
 	var prog *ebpf.Program
 	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() error {
@@ -56,6 +43,30 @@ func setupXDPFib(spec *lab.Spec, routes []netip.Prefix, ipv6 bool) (*ebpf.Progra
 		return nil, nil, err
 	}
 	return prog, d.undo, nil
+}
+
+// xdpFibKernel gives the kernel in host dut eth0's addresses, the next
+// hop's neighbour entry and the routes, in one `ip -batch` that can be run
+// again (after the reset test's bounce of the host's links, which flushes
+// them).
+func xdpFibKernel(spec *lab.Spec, routes []netip.Prefix, ipv6 bool) error {
+	m, err := macs(spec, lab.Endpoint{Node: "gen", Iface: "g0"})
+	if err != nil {
+		return err
+	}
+	gw := benchGateway(netip.MustParseAddr("10.10.1.2"), ipv6)
+	var b strings.Builder
+	b.WriteString("addr replace 10.10.1.1/24 dev eth0\naddr replace 2001:db8:1::1/64 dev eth0 nodad\n")
+	fmt.Fprintf(&b, "neigh replace %s lladdr %s dev eth0 nud permanent\n", gw, m[0])
+	for _, p := range benchRoutes(routes, ipv6) {
+		fmt.Fprintf(&b, "route replace %s via %s dev eth0\n", p, gw)
+	}
+	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, "dut"), "-batch", "-")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := onGenCPU(cmd); err != nil {
+		return fmt.Errorf("the kernel's FIB for xdp-fib: %v: %s", err, out)
+	}
+	return nil
 }
 
 // loadXDPFib loads xdpfib on ifname, in the calling thread's namespace:

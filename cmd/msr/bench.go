@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,22 +14,31 @@ import (
 
 var benchCommand = command{
 	summary: "measure forwarding: msr's own RFC 2544-style instrument",
-	usage: `  msr bench fwd --dut none|linux|lb|router|msr|msr-switch|msr-xdpswitch [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
+	usage: `  msr bench fwd --dut none|linux|lb|router|xdp-fib|msr|msr-switch|msr-xdpswitch [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
                 [--fib pyasn|N|FILE] [--ipv6 [--fib pyasn6|Nv6]] [--prog-stats] [--urpf off|loose|strict] [-o json]
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
-      --dut none connects gen straight to sink: the instrument's ceiling.
+      --dut none connects gen straight to sink: the instrument's ceiling;
+      --dut xdp-fib is the back-end's peer, XDP forwarding by the kernel's
+      FIB (bpf_fib_lookup). More than 65,536 --flows (up to 1,048,576):
+      the frames walk that many destinations, each to the next, and the
+      sink counts 65,536 flow ids (flow_ids, destinations_walked).
       --ipv6 sends IPv6/UDP test frames (RFC 5180, 2001:2::/48; 82 bytes
       at least), tagged where the DUT's frames are (the LB's columns).
   msr bench rib [--routes pyasn|N|pyasn6|Nv6] [--backends 3] [--changes 20] [--clients N] [-o json]
       the RIB from the VCP's BIRD to every back-end's FIB: load time, and one
       BGP change's time to every FIB, in a lab of msr processes.
-  msr bench flat [--tables 10,pyasn,1000000] [--rounds 7] [--flows 1000] [--duration 4s]
+  msr bench flat [--tables 10,pyasn,1000000] [--duts router,xdp-fib,linux] [--rounds 7] [--flows 1000,65536] [--duration 4s] [--max-steal 2]
                  [--prog-stats] [-o json]
-      the back-end with each table, round after round: each table's rate over
-      the first's in the same round, and the median of those ratios. IPv6
-      tables (pyasn6, Nv6) get IPv6 test frames: --tables 10v6,pyasn6,250000v6,600000
-  msr bench rfc2544 --dut linux|lb|router|msr[,...] [--sizes 64,128,256,512,1024,1280,1518] [--ipv6]
+      each routing DUT (the back-end; its peer xdp-fib, XDP over the kernel's
+      FIB; Linux) with each table and flow count, round after round, the DUTs
+      alternating: each DUT's NAPI CPU per packet (median and IQR over the
+      rounds: ns_per_packet_median, ns_per_packet_iqr), each table's rate and
+      capacity over the first's in the same round, and the first DUT's
+      capacity over each other's. A run during which the hypervisor took more
+      than --max-steal of a CPU is run again. IPv6 tables (pyasn6, Nv6) get
+      IPv6 test frames: --tables 10v6,pyasn6,250000v6,600000
+  msr bench rfc2544 --dut linux|lb|router|xdp-fib|msr[,...] [--sizes 64,128,256,512,1024,1280,1518] [--ipv6]
                     [--tests throughput,latency,loss,back-to-back,recovery,reset,single,overload]
                     [--flows 1000] [--fib N|pyasn] [--trial 500ms] [--ndr-resolution 1%] [--trials 3]
                     [--confirmations 3] [--overload 1.1] [--overload-time 30s] [--report DIR] [-o json]
@@ -83,7 +93,7 @@ func runBench(args []string) error {
 	o := bench.FwdOptions{}
 	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux, lb, router, msr, msr-switch (msr through a Linux bridge) or msr-xdpswitch (through the bridge with its XDP fast path)")
 	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS, 64..1518")
-	fs.IntVar(&o.Flows, "flows", 1, "number of flows, 1..65536")
+	fs.IntVar(&o.Flows, "flows", 1, "number of flows (destinations), 1..1048576: past 65536 the frames walk them")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
 	fs.Float64Var(&o.Rate, "rate", 0, "offered frames per second; 0 is flat out")
 	fs.BoolVar(&o.ProgStats, "prog-stats", false, "report the DUT program's ns/packet from kernel BPF statistics (lowers rates)")
@@ -173,13 +183,22 @@ func runBenchFlat(args []string) error {
 	o := bench.FlatOptions{}
 	tables := fs.String("tables", "10,pyasn,1000000", "--fib values, comma-separated; the first is the baseline")
 	fs.IntVar(&o.Rounds, "rounds", 7, "rounds of every table")
-	fs.IntVar(&o.Flows, "flows", 1000, "flows, their destinations spread over each table")
+	duts := fs.String("duts", "router", "the routing DUTs, comma-separated (router, xdp-fib, linux); the first is set against the others")
+	flows := fs.String("flows", "1000", "flow counts, comma-separated: each run's flows, their destinations spread over each table")
+	fs.Float64Var(&o.MaxStealPct, "max-steal", 2, "run again (twice at most) a run during which the hypervisor took more than this share of a CPU, percent")
 	fs.DurationVar(&o.Duration, "duration", 4*time.Second, "how long each run sends")
 	fs.BoolVar(&o.ProgStats, "prog-stats", false, "also report the router program's ns/packet (lowers rates)")
 	if _, _, err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	o.Tables = strings.Split(*tables, ",")
+	o.Tables, o.DUTs = strings.Split(*tables, ","), strings.Split(*duts, ",")
+	for _, f := range strings.Split(*flows, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return cli.Usagef("--flows %q: flow counts, comma-separated", *flows)
+		}
+		o.Flows = append(o.Flows, n)
+	}
 	if len(o.Tables) < 2 || o.Rounds < 1 || o.Duration <= 0 {
 		return cli.Usagef("at least two tables, one round and a positive duration")
 	}
