@@ -75,11 +75,7 @@ func TestRouterSettingsFromVCP(t *testing.T) {
 	waitFor("the new address", func(s *routerapi.Status) bool {
 		return len(s.Ports) == 1 && strings.Contains(s.Ports[0], "10.10.2.1/24")
 	})
-	var prefixes []string
-	for _, r := range a.Routes() {
-		prefixes = append(prefixes, r.Prefix)
-	}
-	if !slices.Equal(prefixes, []string{"10.10.2.0/24"}) {
+	if prefixes := routePrefixes(a); !slices.Equal(prefixes, []string{"10.10.2.0/24"}) {
 		t.Errorf("routes after the port's address changed: %v, want only 10.10.2.0/24", prefixes)
 	}
 	// Its metrics say so, and pass Prometheus's lint.
@@ -93,45 +89,7 @@ func TestRouterSettingsFromVCP(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, w.Body)
 		}
 	}
-	// A port added after the one it serves (an LB joining): every route
-	// stays, the new port's subnet is connected besides.
-	if err := a.AddRoute(netip.MustParsePrefix("198.19.0.0/16"), []netip.Addr{netip.MustParseAddr("10.10.2.2")}); err != nil {
-		t.Fatal(err)
-	}
-	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500},
-		{Name: "lb2/e0", VLAN: 11, Prefix: netip.MustParsePrefix("10.11.1.1/24"), MTU: 1500}}})
-	waitFor("a port added", func(s *routerapi.Status) bool { return len(s.Ports) == 2 })
-	prefixes = prefixes[:0]
-	for _, r := range a.Routes() {
-		prefixes = append(prefixes, r.Prefix)
-	}
-	if slices.Sort(prefixes); !slices.Equal(prefixes, []string{"10.10.2.0/24", "10.11.1.0/24", "198.19.0.0/16"}) {
-		t.Errorf("routes after a port was added: %v, want the route through the first port kept and both connected", prefixes)
-	}
-	// The second port goes down (its LB dead): its subnet is connected no
-	// more, the other routes stay; up again, it is back.
-	routesNow := func() []string {
-		var out []string
-		for _, r := range a.Routes() {
-			out = append(out, r.Prefix)
-		}
-		slices.Sort(out)
-		return out
-	}
-	for _, down := range []bool{true, false} {
-		send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500},
-			{Name: "lb2/e0", VLAN: 11, Prefix: netip.MustParsePrefix("10.11.1.1/24"), MTU: 1500, Down: down}}})
-		waitFor("lb2/e0's state", func(s *routerapi.Status) bool {
-			return len(s.Ports) == 2 && strings.HasSuffix(s.Ports[1], " down") == down
-		})
-		want := []string{"10.10.2.0/24", "10.11.1.0/24", "198.19.0.0/16"}
-		if down {
-			want = []string{"10.10.2.0/24", "198.19.0.0/16"}
-		}
-		if got := routesNow(); !slices.Equal(got, want) {
-			t.Errorf("routes with lb2/e0 down %v: %v, want %v", down, got, want)
-		}
-	}
+	checkPortAppendedAndDown(t, a, cfg.ID, send, waitFor)
 	// The operator drains it and sets its weight through the VCP: it
 	// keeps both and says so in its hellos, for any VCP to take.
 	send(&dist.BackendConfig{Target: cfg.ID, Ports: []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500}},
@@ -312,6 +270,50 @@ func TestRouterManyPorts(t *testing.T) {
 	if st := a.Status(); len(st.Ports) != len(want) {
 		t.Errorf("after a config too large: %d ports served, want %d", len(st.Ports), len(want))
 	}
+}
+
+// checkPortAppendedAndDown: a port added after the one a back-end serves
+// (an LB joining) keeps every route and connects the new port's subnet;
+// the new port going down (its LB dead) takes its subnet away and nothing
+// else, and up again it is back.
+func checkPortAppendedAndDown(t *testing.T, a *Agent, id uint64, send func(dist.Message), waitFor func(string, func(*routerapi.Status) bool) *routerapi.Status) {
+	t.Helper()
+	if err := a.AddRoute(netip.MustParsePrefix("198.19.0.0/16"), []netip.Addr{netip.MustParseAddr("10.10.2.2")}); err != nil {
+		t.Fatal(err)
+	}
+	ports := func(down bool) []dist.BackendPort {
+		return []dist.BackendPort{{Name: "lb1/e0", VLAN: 10, Prefix: netip.MustParsePrefix("10.10.2.1/24"), MTU: 1500},
+			{Name: "lb2/e0", VLAN: 11, Prefix: netip.MustParsePrefix("10.11.1.1/24"), MTU: 1500, Down: down}}
+	}
+	all := []string{"10.10.2.0/24", "10.11.1.0/24", "198.19.0.0/16"}
+	send(&dist.BackendConfig{Target: id, Ports: ports(false)})
+	waitFor("a port added", func(s *routerapi.Status) bool { return len(s.Ports) == 2 })
+	if got := routePrefixes(a); !slices.Equal(got, all) {
+		t.Errorf("routes after a port was added: %v, want the route through the first port kept and both connected", got)
+	}
+	for _, down := range []bool{true, false} {
+		send(&dist.BackendConfig{Target: id, Ports: ports(down)})
+		waitFor("lb2/e0's state", func(s *routerapi.Status) bool {
+			return len(s.Ports) == 2 && strings.HasSuffix(s.Ports[1], " down") == down
+		})
+		want := all
+		if down {
+			want = []string{"10.10.2.0/24", "198.19.0.0/16"}
+		}
+		if got := routePrefixes(a); !slices.Equal(got, want) {
+			t.Errorf("routes with lb2/e0 down %v: %v, want %v", down, got, want)
+		}
+	}
+}
+
+// routePrefixes are the back-end's routes' prefixes, sorted.
+func routePrefixes(a *Agent) []string {
+	var out []string
+	for _, r := range a.Routes() {
+		out = append(out, r.Prefix)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestMemoryStatus: a back-end's status gives its memory by part: the
