@@ -254,18 +254,13 @@ func (s *largeSoak) judgeFault(f *lbHostFault, st Step, lost map[int]uint64, tri
 	return nil
 }
 
-// lostByLB is the frames each LB's ports' flows lost: the generator sends
-// its flows round-robin, flow i to s.dsts[i%len(s.dsts)].
+// lostByLB is the frames each LB's ports' flows lost: flow i goes to
+// s.dsts[i%len(s.dsts)].
 func (s *largeSoak) lostByLB(counts []uint64, sent uint64) map[int]uint64 {
 	lost := map[int]uint64{}
-	flows := uint64(len(counts))
-	for i, got := range counts {
-		want := sent / flows
-		if uint64(i) < sent%flows {
-			want++
-		}
-		if got < want {
-			lost[s.dsts[i%len(s.dsts)].LB] += want - got
+	for i, n := range flowLoss(counts, sent) {
+		if n > 0 {
+			lost[s.dsts[i%len(s.dsts)].LB] += n
 		}
 	}
 	return lost

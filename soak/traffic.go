@@ -53,30 +53,38 @@ func soakDsts(r *bench.RouterLab, ipv6 bool) []netip.Addr {
 func flowToH3(i int) bool { return i%2 == 0 }
 
 // lostByDestination splits the frames a step lost between the flows to
-// h3 and those to bgp1's prefixes (flowToH3): the
-// generator sends its flows round-robin, so flow i was sent sent/flows
-// frames, one more for the first sent%flows.
+// h3 and those to bgp1's prefixes (flowToH3).
 func lostByDestination(r *bench.RouterLab, sent uint64) (toH3, toBGP1 uint64) {
 	counts, err := r.FlowCounts()
 	if err != nil {
 		return 0, 0
 	}
+	for i, lost := range flowLoss(counts, sent) {
+		if flowToH3(i) {
+			toH3 += lost
+		} else {
+			toBGP1 += lost
+		}
+	}
+	return toH3, toBGP1
+}
+
+// flowLoss is what each flow lost of sent frames, its count given: the
+// generator sends its flows round-robin, so flow i was sent sent/flows
+// frames, one more for the first sent%flows.
+func flowLoss(counts []uint64, sent uint64) []uint64 {
+	lost := make([]uint64, len(counts))
 	flows := uint64(len(counts))
 	for i, got := range counts {
 		want := sent / flows
 		if uint64(i) < sent%flows {
 			want++
 		}
-		if got >= want {
-			continue
-		}
-		if flowToH3(i) {
-			toH3 += want - got
-		} else {
-			toBGP1 += want - got
+		if got < want {
+			lost[i] = want - got
 		}
 	}
-	return toH3, toBGP1
+	return lost
 }
 
 // ms is d in milliseconds, as the report gives times.
