@@ -119,7 +119,7 @@ func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []be
 			v6 = append(v6, p)
 		}
 	}
-	dp, err := router.LoadDataplane("", router.Sizes{FIB6Groups: max(router.DefaultFIB6Groups, routerapi.FIB6GroupsFor(v6, 16))})
+	dp, err := router.LoadDataplane("", router.Sizes{FIB6Lines: max(router.DefaultFIB6Lines, routerapi.FIB6LinesFor(v6, 16)*5/4)})
 	if err != nil {
 		return nil, err
 	}

@@ -312,7 +312,7 @@ func writeRIBFiles(dir, msr string, prefixes []netip.Prefix, backends, clients i
 	if ipv6 {
 		port6, via = `, address6: "2001:db8:10::1/64"`, `"2001:db8:10::20"`
 		// The IPv6 group pool sized for the table, as an operator sizes it.
-		pool = fmt.Sprintf("fib6_groups: %d\n", max(routerapi.DefaultFIB6Groups, routerapi.FIB6GroupsFor(prefixes, 16)*11/10))
+		pool = fmt.Sprintf("fib6_lines: %d\n", max(routerapi.DefaultFIB6Lines, routerapi.FIB6LinesFor(prefixes, 16)*5/4))
 	}
 	files := map[string]string{
 		"key": hex.EncodeToString(ribBenchKey),

@@ -82,15 +82,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt6_tbl16 SEC(".maps");
 
-/* Its size is the agent's to set before loading (fib6_groups). */
+/* Its size is the agent's to set before loading (fib6_lines). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RT6_GROUPS);
+	__uint(max_entries, RT6_LINES);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, struct rt_tbl8_group);
+	__type(value, struct rt6_line);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} rt6_groups SEC(".maps");
+} rt6_pool SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -675,9 +675,11 @@ static __always_inline int route(struct pkt *p, struct iphdr *ip, void *end, str
 	return forward(p, ip, port, nb, cfg);
 }
 
-/* fib6_lookup walks the IPv6 trie: rt6_tbl16, then one group per 8 bits
- * while the entry names a group. Returns the next-hop group, 0 for no
- * route. */
+/* fib6_lookup walks the IPv6 trie: rt6_tbl16, then one compressed group
+ * per 8 bits while the entry names a group. The address's byte picks its
+ * entry's run: the runs begun before the byte's 64-bit word, plus those
+ * its bitmap word marks up to the byte. Returns the next-hop group, 0 for
+ * no route. */
 static __always_inline __u32 fib6_lookup(const struct in6_addr *daddr)
 {
 	__u32 zero = 0;
@@ -692,11 +694,21 @@ static __always_inline __u32 fib6_lookup(const struct in6_addr *daddr)
 	for (int k = 0; k < RT6_LEVELS; k++) {
 		if (!(v & RT_TBL8_FLAG))
 			return v;
-		__u32 g = v & ~RT_TBL8_FLAG;
-		struct rt_tbl8_group *grp = bpf_map_lookup_elem(&rt6_groups, &g);
-		if (!grp)
+		__u32 line = v & ~RT_TBL8_FLAG;
+		struct rt6_line *l = bpf_map_lookup_elem(&rt6_pool, &line);
+		if (!l)
 			return 0;
-		v = grp->e[a[2 + k]];
+		__u32 b = a[2 + k], wi = b >> 6;
+		__u64 bm = (__u64)l->w[2 * wi + 1] << 32 | l->w[2 * wi];
+		__u32 pos = RT6_HEADER_WORDS - 1 + ((l->w[RT6_COUNTS] >> (wi * 8)) & 0xff) +
+			    (__u32)__builtin_popcountll(bm & ((2ULL << (b & 63)) - 1));
+		if (pos >= RT6_LINE_WORDS) {
+			line += pos / RT6_LINE_WORDS;
+			l = bpf_map_lookup_elem(&rt6_pool, &line);
+			if (!l)
+				return 0;
+		}
+		v = l->w[pos % RT6_LINE_WORDS];
 	}
 	return v & RT_TBL8_FLAG ? 0 : v;
 }

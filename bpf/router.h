@@ -12,11 +12,17 @@
  * half of one.
  *
  * The IPv6 FIB (router/fib6.go) is a multibit trie of the same kind: rt6_tbl16
- * has one entry per /16, and below it groups of 256 entries (rt6_groups,
- * struct rt_tbl8_group) each take 8 more bits, as deep as the longest
- * prefix: a /48 is five reads, a /64 seven, whatever the table holds
- * (docs/router.md: the strides, measured). Entries are next-hop groups,
- * shared with IPv4, or RT_TBL8_FLAG | group.
+ * has one entry per /16, and below it groups of 256 entries each take 8
+ * more bits, as deep as the longest prefix: a /48 is five reads, a /64
+ * seven, whatever the table holds. The groups are compressed, as
+ * Poptrie's leaves are (Asai and Ohara, SIGCOMM 2015): in rt6_pool, a
+ * group's first line holds a bitmap of where each run of equal entries
+ * begins (RT6_BITMAP_WORDS) and the runs before each of its 64-bit words
+ * (one byte each, in word RT6_COUNTS), and the runs' values follow from
+ * word RT6_HEADER_WORDS on, into the lines after it: a group of a few
+ * prefixes is one 64-byte line (docs/router.md, "The IPv6 FIB"). Entries
+ * are next-hop groups, shared with IPv4, or RT_TBL8_FLAG | the group's
+ * first line.
  */
 #ifndef MSR_ROUTER_H
 #define MSR_ROUTER_H
@@ -48,10 +54,14 @@ enum rt_limit {
 	RT_MAX_LOCAL = 1024,
 	RT_SLOW_SNAPLEN = 1518,
 	RT6_TBL16_ENTRIES = 1 << 16,
-	/* The group pool's size when the agent does not set it (fib6_groups
-	 * in its config; a full table needs far more: docs/router.md). */
-	RT6_GROUPS = 16384,
+	/* The pool's lines when the agent does not set it (fib6_lines in its
+	 * config: 16 MiB; docs/router.md says what a full table needs). */
+	RT6_LINES = 262144,
 	RT6_LEVELS = 14, /* groups below rt6_tbl16: (128 - 16) / 8 */
+	RT6_LINE_WORDS = 16,
+	RT6_BITMAP_WORDS = 8,
+	RT6_COUNTS = 8,
+	RT6_HEADER_WORDS = 9,
 	RT_MAX_NEIGHBORS6 = 65536,
 	RT_MAX_LOCAL6 = 1024,
 };
@@ -113,6 +123,10 @@ struct rt_tbl24_chunk {
 
 struct rt_tbl8_group {
 	__u32 e[256];
+};
+
+struct rt6_line {
+	__u32 w[RT6_LINE_WORDS];
 };
 
 struct rt6_tbl16 {

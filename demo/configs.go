@@ -60,7 +60,7 @@ key_file: {{.Run}}/key
 {{template "apisec" .}}interface: eth0
 capacity_mbps: {{.Capacity}}
 pin_dir: /sys/fs/bpf/msr-{{.Lab}}-{{.Name}}
-{{with .FIB6Groups}}fib6_groups: {{.}}   # sized for bgp1's IPv6 table (msr demo --prefixes6)
+{{with .FIB6Lines}}fib6_lines: {{.}}   # sized for bgp1's IPv6 table (msr demo --prefixes6)
 {{end}}{{end}}
 {{define "vcp"}}name: {{.Name}}
 key_file: {{.Run}}/key
@@ -276,12 +276,12 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 		Run, Lab   string
 		Name       string
 		Capacity   int
-		FIB6Groups int    // 0: the default pool
+		FIB6Lines  int    // 0: the default pool
 		OSPFSecret string // the VCPs'
 	}
-	fib6Groups := 0
-	if groups := routerapi.FIB6GroupsFor(p.Prefixes6, 16); groups > routerapi.DefaultFIB6Groups*3/4 {
-		fib6Groups = groups*11/10 + 1024 // and room for what the peers add later
+	fib6Lines := 0
+	if lines := routerapi.FIB6LinesFor(p.Prefixes6, 16); lines > routerapi.DefaultFIB6Lines*3/4 {
+		fib6Lines = lines*5/4 + 16384 // room for what the peers add later, and copies on write
 	}
 	steps := []error{
 		write("lb1.yaml", "lb1", p), write("lb2.yaml", "lb2", p),
@@ -292,7 +292,7 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 	}
 	for i, c := range []int{10000, 10000, 5000} { // r3 at half capacity
 		name := fmt.Sprintf("r%d", i+1)
-		steps = append(steps, write(name+".yaml", "router", element{Run: run, Lab: LabName, Name: name, Capacity: c, FIB6Groups: fib6Groups}))
+		steps = append(steps, write(name+".yaml", "router", element{Run: run, Lab: LabName, Name: name, Capacity: c, FIB6Lines: fib6Lines}))
 	}
 	for _, err := range steps {
 		if err != nil {

@@ -46,8 +46,8 @@ func TestWriteConfigsFullTable(t *testing.T) {
 // TestWriteConfigsIPv6Table: asked for more IPv6 prefixes than the 2015
 // snapshot holds, bgp1 announces that many, grown from it (distinct,
 // /32 to /48, none in the lab's 2001:db8::/32), and every back-end's
-// IPv6 group pool is sized to hold them; the default table leaves the
-// pool at its default.
+// IPv6 pool is sized to hold them, with room; the default table leaves
+// the pool at its default.
 func TestWriteConfigsIPv6Table(t *testing.T) {
 	dir := t.TempDir()
 	plan, err := WriteConfigs(dir, 3000, 60_000)
@@ -65,19 +65,30 @@ func TestWriteConfigsIPv6Table(t *testing.T) {
 	if len(plan.Prefixes6) != 60_000 {
 		t.Fatalf("%d IPv6 prefixes, want 60,000", len(plan.Prefixes6))
 	}
-	conf, _ := os.ReadFile(filepath.Join(dir, "r1.yaml"))
-	_, line, _ := strings.Cut(string(conf), "fib6_groups:")
-	var groups int
-	if _, err := fmt.Sscanf(line, "%d", &groups); err != nil {
-		t.Fatalf("r1.yaml has no fib6_groups:\n%s", conf)
-	}
-	if need := routerapi.FIB6GroupsFor(plan.Prefixes6, 16); groups < need {
-		t.Errorf("fib6_groups %d, the table needs %d", groups, need)
+	// 60,000 prefixes fit the default pool with room; 250,000 need more,
+	// and the pool the config sets holds them.
+	for _, n := range []int{60_000, 250_000} {
+		if n != len(plan.Prefixes6) {
+			if plan, err = WriteConfigs(dir, 3000, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conf, _ := os.ReadFile(filepath.Join(dir, "r1.yaml"))
+		pool := routerapi.DefaultFIB6Lines
+		if _, line, ok := strings.Cut(string(conf), "fib6_lines:"); ok {
+			if _, err := fmt.Sscanf(line, "%d", &pool); err != nil {
+				t.Fatalf("r1.yaml: bad fib6_lines:\n%s", conf)
+			}
+		}
+		need := routerapi.FIB6LinesFor(plan.Prefixes6, 16)
+		if pool < need*5/4 || (n == 60_000) != (pool == routerapi.DefaultFIB6Lines) {
+			t.Errorf("%d prefixes: a pool of %d lines, the table needs %d", n, pool, need)
+		}
 	}
 	if _, err := WriteConfigs(dir, 3000, 0); err != nil {
 		t.Fatal(err)
 	}
-	if conf, _ := os.ReadFile(filepath.Join(dir, "r1.yaml")); strings.Contains(string(conf), "fib6_groups") {
+	if conf, _ := os.ReadFile(filepath.Join(dir, "r1.yaml")); strings.Contains(string(conf), "fib6_lines") {
 		t.Errorf("the default table sizes the pool:\n%s", conf)
 	}
 }

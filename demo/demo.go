@@ -104,7 +104,7 @@ func AddBackend(msr, name string, capacityMbps int) error {
 	if err := configs.ExecuteTemplate(&cfg, "router", struct {
 		Run, Lab, Name string
 		Capacity       int
-		FIB6Groups     int
+		FIB6Lines      int
 	}{RunDir, LabName, name, capacityMbps, 0}); err != nil {
 		return err
 	}

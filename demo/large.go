@@ -379,8 +379,8 @@ func WriteLargeConfigs(lbs int) (*LargePlan, error) {
 	}
 	for r := 1; r <= LargeBackends; r++ {
 		data := struct {
-			Run, Lab, Name       string
-			Capacity, FIB6Groups int
+			Run, Lab, Name      string
+			Capacity, FIB6Lines int
 		}{p.Run, LargeLab, fmt.Sprintf("r%d", r), 10000, 0}
 		if err := p.writeLarge(data.Name+".yaml", "router", data, 0o600); err != nil {
 			return nil, err

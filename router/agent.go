@@ -207,7 +207,7 @@ func (a *Agent) setup() error {
 	if err := os.MkdirAll(a.cfg.PinDir, 0o700); err != nil {
 		return err
 	}
-	if a.dp, err = LoadDataplane(a.cfg.PinDir, Sizes{FIB6Groups: a.cfg.FIB6Groups, Ports: a.cfg.MaxPorts}); err != nil {
+	if a.dp, err = LoadDataplane(a.cfg.PinDir, Sizes{FIB6Lines: a.cfg.FIB6Lines, Ports: a.cfg.MaxPorts}); err != nil {
 		return err
 	}
 	a.neighbors = a.dp
@@ -985,7 +985,7 @@ func (a *Agent) Status() *routerapi.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := &routerapi.Status{Memory: mem, Ready: ready, ACL: []string{}, Ports: portsText(a.set.Ports), RIB: ribStatus, Drained: a.set.Drained, CapacityMbps: a.set.CapacityMbps, Name: a.cfg.Name, ID: a.cfg.ID, Routes: a.dp.FIB.Len(), Tbl8Used: a.dp.FIB.Tbl8Used(), FIBChanges: a.dp.FIB.Changes() + a.dp.FIB6.Changes(),
-		Routes6: a.dp.FIB6.Len(), FIB6GroupsUsed: a.dp.FIB6.GroupsUsed(), FIB6Groups: a.dp.FIB6.Groups(),
+		Routes6: a.dp.FIB6.Len(), FIB6LinesUsed: a.dp.FIB6.LinesUsed(), FIB6Lines: a.dp.FIB6.Lines(), FIB6Groups: a.dp.FIB6.Groups(),
 		Neighbors: map[string]string{}, Stats: st.api(), SlowPath: map[string]uint64{}, CapacityPPS: a.capPPS}
 	a.helloMu.Lock()
 	s.Hellos = a.hellos

@@ -24,10 +24,10 @@ type FileConfig struct {
 	// (bpf/cap.h): a slower machine, for the scale benchmarks. 0: no cap.
 	CapacityPPS uint64 `yaml:"capacity_pps"`
 	PinDir      string `yaml:"pin_dir"`
-	// FIB6Groups sizes the IPv6 FIB's pool of 256-entry groups (1 KiB
-	// each, allocated at start): default 16,384; a full table of today
-	// needs several hundred thousand (docs/router.md).
-	FIB6Groups int `yaml:"fib6_groups"`
+	// FIB6Lines sizes the IPv6 FIB's pool of 64-byte lines (allocated at
+	// start): default 262,144 (16 MiB); a full table of today takes about
+	// one line a prefix (docs/router.md).
+	FIB6Lines int `yaml:"fib6_lines"`
 	// MaxPorts sizes the maps of the router's external ports: default
 	// 1,024, at most 4,094 (one per VLAN id). A VCP's BACKEND_CONFIG with
 	// more is refused and counted (configs_refused).
@@ -67,7 +67,7 @@ type AgentConfig struct {
 	CapacityMbps uint32
 	CapacityPPS  uint64 // 0: no cap
 	PinDir       string
-	FIB6Groups   int
+	FIB6Lines    int
 	MaxPorts     int
 	Ports        []PortSpec // by name: a port's index is its place here
 	Routes       []RouteConfig
@@ -143,7 +143,7 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 		return nil, err
 	}
 	a := &AgentConfig{Config: c.Config, Interface: c.Interface, CapacityMbps: c.CapacityMbps, CapacityPPS: c.CapacityPPS, PinDir: c.PinDir,
-		FIB6Groups: c.FIB6Groups, MaxPorts: c.MaxPorts, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, ICMPBurst: c.ICMPBurst,
+		FIB6Lines: c.FIB6Lines, MaxPorts: c.MaxPorts, Routes: c.Routes, RouteFiles: c.RouteFiles, RouterAddresses: c.RouterAddresses, RIB: c.RIB, ICMPRate: c.ICMPRate, ICMPBurst: c.ICMPBurst,
 		Infrastructure: c.Infrastructure, Warnings: c.Warnings}
 	if _, err := element.Inside(c.Infrastructure, nil, c.Pos); err != nil {
 		return nil, err
@@ -192,11 +192,11 @@ func (c *FileConfig) complete() error {
 	if c.PinDir == "" {
 		c.PinDir = "/sys/fs/bpf/msr/router-" + c.Name
 	}
-	if c.FIB6Groups == 0 {
-		c.FIB6Groups = DefaultFIB6Groups
+	if c.FIB6Lines == 0 {
+		c.FIB6Lines = DefaultFIB6Lines
 	}
-	if c.FIB6Groups < 16 || c.FIB6Groups > 4<<20 {
-		return c.Pos.Errorf("fib6_groups %d: 16 to %d", c.FIB6Groups, 4<<20)
+	if c.FIB6Lines < 1024 || c.FIB6Lines > 16<<20 {
+		return c.Pos.Errorf("fib6_lines %d: 1024 to %d", c.FIB6Lines, 16<<20)
 	}
 	if c.MaxPorts == 0 {
 		c.MaxPorts = DefaultPorts

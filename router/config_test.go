@@ -27,8 +27,8 @@ func TestLoadConfig(t *testing.T) {
 		c.RIB.ASN != 65000 || c.Socket != "/run/msr/router-r1.sock" || c.HoldMultiplier != 3 || len(c.Warnings) != 0 {
 		t.Errorf("%+v", c)
 	}
-	if c.Ports[1].Address6.String() != "2001:db8:11::2/64" || c.Ports[0].Address6.IsValid() || c.FIB6Groups != 1024 {
-		t.Errorf("IPv6: ports %+v, fib6_groups %d", c.Ports, c.FIB6Groups)
+	if c.Ports[1].Address6.String() != "2001:db8:11::2/64" || c.Ports[0].Address6.IsValid() || c.FIB6Lines != 4096 {
+		t.Errorf("IPv6: ports %+v, fib6_lines %d", c.Ports, c.FIB6Lines)
 	}
 	if strict, err := loadRouter(t, strings.Replace(goodRouter, "mtu: 9000}", "mtu: 9000, urpf: strict}", 1)); err != nil || strict.Ports[1].URPF != dist.URPFStrict || c.Ports[1].URPF != dist.URPFOff {
 		t.Errorf("urpf strict: %v, %+v (absent: %v)", err, strict, c.Ports[1].URPF)
@@ -64,7 +64,7 @@ func TestLoadConfig(t *testing.T) {
 		{`address6: "2001:db8:11::2/64"`, `address6: "192.0.2.9/24"`, ":7:6: port y: address6 192.0.2.9/24 is not a global IPv6 address"},
 		{`via: ["2001:db8:11::10"]`, `via: [192.0.2.10]`, ":10:5: route to 2001:db8:99::/48: gateway 192.0.2.10 is of the other address family"},
 		{`via: ["2001:db8:11::10"]`, `via: ["2001:db8:12::10"]`, ":10:5: route to 2001:db8:99::/48: gateway 2001:db8:12::10 is on no port's subnet"},
-		{"fib6_groups: 1024", "fib6_groups: 8", ":1:1: fib6_groups 8: 16 to"},
+		{"fib6_lines: 4096", "fib6_lines: 8", ":1:1: fib6_lines 8: 1024 to"},
 		{"via: [192.0.2.10, 198.51.100.10]", "via: [203.0.113.9]", ":9:5: route to 203.0.113.0/24: gateway 203.0.113.9 is on no port's subnet"},
 		{"via: [192.0.2.10, 198.51.100.10]", "via: []", ":9:5: route to 203.0.113.0/24: 1 to"},
 		{"action: deny", "action: drop", ":12:5: ACL rule: action \"drop\""},

@@ -57,17 +57,17 @@ type Dataplane struct {
 	Reused bool
 }
 
-// DefaultFIB6Groups is the IPv6 FIB's group pool when the config does not
-// size it: 16 MiB, enough for the 2015 snapshot; a full table of today
-// needs more (docs/router.md).
-const DefaultFIB6Groups = int(rtxdpRtLimitRT6GROUPS)
+// DefaultFIB6Lines is the IPv6 FIB's pool of 64-byte lines when the
+// config does not size it: 16 MiB (docs/router.md says what a table
+// needs).
+const DefaultFIB6Lines = int(rtxdpRtLimitRT6LINES)
 
 // Sizes are the data path's maps sized at load, from the config; 0 takes
 // the default.
 type Sizes struct {
-	// FIB6Groups is the IPv6 FIB's pool of 256-entry groups (1 KiB each,
-	// allocated whole; DefaultFIB6Groups).
-	FIB6Groups int
+	// FIB6Lines is the IPv6 FIB's pool of 64-byte lines (allocated whole;
+	// DefaultFIB6Lines).
+	FIB6Lines int
 	// Ports is how many external ports rt_ports holds (DefaultPorts, at
 	// most MaxPorts).
 	Ports int
@@ -83,12 +83,12 @@ func LoadDataplane(pinDir string, sizes Sizes) (*Dataplane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
 	}
-	fib6Groups := cmp.Or(sizes.FIB6Groups, DefaultFIB6Groups)
+	fib6Lines := cmp.Or(sizes.FIB6Lines, DefaultFIB6Lines)
 	ports := cmp.Or(sizes.Ports, DefaultPorts)
-	if fib6Groups < 0 || ports < 0 || ports > MaxPorts {
-		return nil, fmt.Errorf("load router program: %d IPv6 FIB groups, %d ports (at most %d)", fib6Groups, ports, MaxPorts)
+	if fib6Lines < 2 || ports < 0 || ports > MaxPorts {
+		return nil, fmt.Errorf("load router program: %d IPv6 FIB lines, %d ports (at most %d)", fib6Lines, ports, MaxPorts)
 	}
-	spec.Maps[rtxdpMapRt6Groups].MaxEntries = uint32(fib6Groups)
+	spec.Maps[rtxdpMapRt6Pool].MaxEntries = uint32(fib6Lines)
 	spec.Maps[rtxdpMapRtPorts].MaxEntries = uint32(ports)
 	d := &Dataplane{Ports: ports}
 	if pinDir != "" {
@@ -117,7 +117,7 @@ func LoadDataplane(pinDir string, sizes Sizes) (*Dataplane, error) {
 		d.Close()
 		return nil, err
 	}
-	g6, err := d.mmap(d.objs.Rt6Groups, fib6Groups*256)
+	g6, err := d.mmap(d.objs.Rt6Pool, fib6Lines*fib6LineWords)
 	if err != nil {
 		d.Close()
 		return nil, err

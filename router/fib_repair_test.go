@@ -104,7 +104,7 @@ func TestFIB6Repair(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	tbl0, groups := make([]uint32, 1<<16), make([]uint32, 16384*256)
+	tbl0, groups := make([]uint32, 1<<16), make([]uint32, 65536*fib6LineWords)
 	f, err := NewFIB6(16, tbl0, groups)
 	if err != nil {
 		t.Fatal(err)
@@ -151,8 +151,8 @@ func TestFIB6Repair(t *testing.T) {
 			t.Fatalf("after the repair: %s -> %d, want %d", x, g.Lookup(x), lpm6(saved, x))
 		}
 	}
-	if h, _ := NewFIB6(16, tbl0, groups); h.Adopt(saved) != nil || h.GroupsUsed() != g.GroupsUsed() {
-		t.Errorf("after the repair the arrays do not hold the saved routes alone (%d groups in use, repairer says %d)", h.GroupsUsed(), g.GroupsUsed())
+	if h, _ := NewFIB6(16, tbl0, groups); h.Adopt(saved) != nil || h.LinesUsed() != g.LinesUsed() {
+		t.Errorf("after the repair the arrays do not hold the saved routes alone (%d lines in use, repairer says %d)", h.LinesUsed(), g.LinesUsed())
 	}
 	for i, p := range table {
 		if i%5 == 2 {

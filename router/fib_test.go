@@ -267,7 +267,7 @@ func TestFIBAdopt(t *testing.T) {
 // it is already is no change.
 func TestFIBChangedAt(t *testing.T) {
 	f := newTestFIB(t)
-	f6, err := NewFIB6(16, make([]uint32, 1<<16), make([]uint32, 64*256))
+	f6, err := NewFIB6(16, make([]uint32, 1<<16), make([]uint32, 64*fib6LineWords))
 	if err != nil {
 		t.Fatal(err)
 	}

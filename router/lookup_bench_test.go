@@ -44,8 +44,8 @@ func BenchmarkRouterLookup(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			groups := max(DefaultFIB6Groups, routerapi.FIB6GroupsFor(ps, 16))
-			dp, err := LoadDataplane("", Sizes{FIB6Groups: groups})
+			lines := max(DefaultFIB6Lines, routerapi.FIB6LinesFor(ps, 16)*5/4)
+			dp, err := LoadDataplane("", Sizes{FIB6Lines: lines})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -75,7 +75,7 @@ func BenchmarkRouterLookup(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Logf("%d prefixes loaded in %v; IPv6 groups used %d", len(ps), time.Since(start).Round(time.Millisecond), dp.FIB6.GroupsUsed())
+			b.Logf("%d prefixes loaded in %v; IPv6 groups %d in %d lines", len(ps), time.Since(start).Round(time.Millisecond), dp.FIB6.Groups(), dp.FIB6.LinesUsed())
 			r := rand.New(rand.NewPCG(1, 2))
 			frames := make([][]byte, 256)
 			for i := range frames {
@@ -110,7 +110,7 @@ func BenchmarkRouterLookup(b *testing.B) {
 				b.Fatalf("the frames did not take the lookup path: %+v %v", st, err)
 			}
 			b.ReportMetric(float64(total.Nanoseconds())/float64(len(frames)), "ns/packet")
-			b.ReportMetric(float64(dp.FIB6.GroupsUsed()), "fib6-groups")
+			b.ReportMetric(float64(dp.FIB6.LinesUsed()), "fib6-lines")
 		})
 	}
 }

@@ -18,7 +18,8 @@ var (
 	rtSlowEvent = metrics.Desc("router_slow_path_events_total", "What the slow path did: ICMP errors sent and rate-limited, ARP, packets held and released.", "event")
 	rtRoutes    = metrics.Desc("router_fib_routes", "Routes in the back-end's FIB.")
 	rtRoutes6   = metrics.Desc("router_fib6_routes", "Routes in the back-end's IPv6 FIB.")
-	rtGroups6   = metrics.Desc("router_fib6_groups", "The IPv6 FIB's 256-entry groups: in use, and in the pool (fib6_groups, allocated at start).", "kind")
+	rtGroups6   = metrics.Desc("router_fib6_groups", "The IPv6 FIB's trie groups (each compressed into 64-byte lines).")
+	rtLines6    = metrics.Desc("router_fib6_lines", "The IPv6 FIB's 64-byte lines: in use, and in the pool (fib6_lines, allocated at start).", "kind")
 	rtFIBChange = metrics.Desc("router_fib_changes_total", "Routes added, changed and deleted in the FIBs since the agent started.")
 	rtReady     = metrics.Desc("router_ready", "1 when the back-end serves the router's ports and its FIB holds the RIB feed's table (it takes flows).")
 	rtRIBUp     = metrics.Desc("router_rib_session_up", "1 while the RIB feed's iBGP session with the VCP is established.")
@@ -63,8 +64,9 @@ func (a *Agent) Metrics() *metrics.Collector {
 		}
 		emit(rtRoutes, metrics.Gauge, float64(s.Routes))
 		emit(rtRoutes6, metrics.Gauge, float64(s.Routes6))
-		emit(rtGroups6, metrics.Gauge, float64(s.FIB6GroupsUsed), "used")
-		emit(rtGroups6, metrics.Gauge, float64(s.FIB6Groups), "pool")
+		emit(rtGroups6, metrics.Gauge, float64(s.FIB6Groups))
+		emit(rtLines6, metrics.Gauge, float64(s.FIB6LinesUsed), "used")
+		emit(rtLines6, metrics.Gauge, float64(s.FIB6Lines), "pool")
 		emit(rtFIBChange, metrics.Counter, float64(s.FIBChanges))
 		emit(rtReady, metrics.Gauge, metrics.Bool(s.Ready))
 		if r := s.RIB; r != nil {
@@ -87,6 +89,6 @@ func (a *Agent) Metrics() *metrics.Collector {
 		for _, k := range slices.Sorted(maps.Keys(s.DIST)) {
 			emit(rtDIST, metrics.Counter, float64(s.DIST[k]), k)
 		}
-	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowDrop, rtSlowEvent, rtRoutes, rtRoutes6, rtGroups6, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop,
+	}, rtPackets, rtBytes, rtDropped, rtSlow, rtSlowDrop, rtSlowEvent, rtRoutes, rtRoutes6, rtGroups6, rtLines6, rtFIBChange, rtReady, rtRIBUp, rtRIBPrefix, rtRIBUpdate, rtACL, rtNeighbors, rtBusy, rtCapDrop,
 		rtHellos, rtHelloGap, rtDIST, rtMemory)
 }

@@ -83,6 +83,11 @@ const (
 	rtxdpMsrInfraLimitMSR_INFRA_PREFIXES rtxdpMsrInfraLimit = 16
 )
 
+type rtxdpRt6Line struct {
+	_ structs.HostLayout
+	W [16]uint32
+}
+
 type rtxdpRt6Tbl16 struct {
 	_ structs.HostLayout
 	E [65536]uint32
@@ -160,8 +165,12 @@ const (
 	rtxdpRtLimitRT_MAX_LOCAL       rtxdpRtLimit = 1024
 	rtxdpRtLimitRT_SLOW_SNAPLEN    rtxdpRtLimit = 1518
 	rtxdpRtLimitRT6TBL16ENTRIES    rtxdpRtLimit = 65536
-	rtxdpRtLimitRT6GROUPS          rtxdpRtLimit = 16384
+	rtxdpRtLimitRT6LINES           rtxdpRtLimit = 262144
 	rtxdpRtLimitRT6LEVELS          rtxdpRtLimit = 14
+	rtxdpRtLimitRT6LINE_WORDS      rtxdpRtLimit = 16
+	rtxdpRtLimitRT6BITMAP_WORDS    rtxdpRtLimit = 8
+	rtxdpRtLimitRT6COUNTS          rtxdpRtLimit = 8
+	rtxdpRtLimitRT6HEADER_WORDS    rtxdpRtLimit = 9
 	rtxdpRtLimitRT_MAX_NEIGHBORS6  rtxdpRtLimit = 65536
 	rtxdpRtLimitRT_MAX_LOCAL6      rtxdpRtLimit = 1024
 )
@@ -292,7 +301,7 @@ type rtxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	rtxdpMapRt6Groups           = "rt6_groups"
+	rtxdpMapRt6Pool             = "rt6_pool"
 	rtxdpMapRt6Tbl16            = "rt6_tbl16"
 	rtxdpMapRtAcl               = "rt_acl"
 	rtxdpMapRtCap               = "rt_cap"
@@ -380,7 +389,7 @@ type rtxdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpMapSpecs struct {
-	Rt6Groups    *ebpf.MapSpec `ebpf:"rt6_groups"`
+	Rt6Pool      *ebpf.MapSpec `ebpf:"rt6_pool"`
 	Rt6Tbl16     *ebpf.MapSpec `ebpf:"rt6_tbl16"`
 	RtAcl        *ebpf.MapSpec `ebpf:"rt_acl"`
 	RtCap        *ebpf.MapSpec `ebpf:"rt_cap"`
@@ -444,7 +453,7 @@ func (o *rtxdpObjects) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpMaps struct {
-	Rt6Groups    *ebpf.Map `ebpf:"rt6_groups"`
+	Rt6Pool      *ebpf.Map `ebpf:"rt6_pool"`
 	Rt6Tbl16     *ebpf.Map `ebpf:"rt6_tbl16"`
 	RtAcl        *ebpf.Map `ebpf:"rt_acl"`
 	RtCap        *ebpf.Map `ebpf:"rt_cap"`
@@ -467,7 +476,7 @@ type rtxdpMaps struct {
 
 func (m *rtxdpMaps) Close() error {
 	return _RtxdpClose(
-		m.Rt6Groups,
+		m.Rt6Pool,
 		m.Rt6Tbl16,
 		m.RtAcl,
 		m.RtCap,

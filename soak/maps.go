@@ -19,7 +19,7 @@ import (
 // bounds). After every step it counts the entries of every hash map
 // the default lab's elements pinned (arrays are their size for good), and
 // reads the back-ends' FIB group pools (arrays managed by their agents:
-// rt_tbl8's IPv4 groups, rt6_groups's IPv6 ones). A map that fills loses
+// rt_tbl8's IPv4 groups, rt6_pool's IPv6 lines). A map that fills loses
 // what it cannot insert: a neighbour, a local address, a route. The
 // invariant breaks when a map or a pool is full, or when one grew by more
 // than a tenth (and 8 entries) from its first look after the soak's
@@ -159,8 +159,8 @@ func labMapFills() (map[string]mapFill, error) {
 		if tbl8[b] > 0 {
 			fills[b+"/rt_tbl8 (IPv4 groups)"] = mapFill{st.Tbl8Used, tbl8[b], false}
 		}
-		if st.FIB6Groups > 0 {
-			fills[b+"/rt6_groups (IPv6 groups)"] = mapFill{st.FIB6GroupsUsed, st.FIB6Groups, false}
+		if st.FIB6Lines > 0 {
+			fills[b+"/rt6_pool (IPv6 lines)"] = mapFill{st.FIB6LinesUsed, st.FIB6Lines, false}
 		}
 	}
 	return fills, errors.Join(errs...)

@@ -61,8 +61,8 @@ func runRouter(args []string) error {
 			return err
 		}
 		return out.Print(os.Stdout, s, func(w io.Writer) {
-			fmt.Fprintf(w, "router %s: %d routes, %d tbl8 groups; %d IPv6 routes, %d of %d IPv6 groups; forwarded %d\n",
-				s.Name, s.Routes, s.Tbl8Used, s.Routes6, s.FIB6GroupsUsed, s.FIB6Groups, s.Stats.Forwarded)
+			fmt.Fprintf(w, "router %s: %d routes, %d tbl8 groups; %d IPv6 routes in %d groups, %d of %d lines; forwarded %d\n",
+				s.Name, s.Routes, s.Tbl8Used, s.Routes6, s.FIB6Groups, s.FIB6LinesUsed, s.FIB6Lines, s.Stats.Forwarded)
 			if s.Busy > 0 {
 				fmt.Fprintf(w, "  data path busy %.3f cores (program run time, sampled 100 ms a second)\n", s.Busy)
 			}
@@ -81,7 +81,7 @@ func runRouter(args []string) error {
 				fmt.Fprintf(w, "  RIB feed %s %s: %d prefixes, %d paths (%d stale), %d updates, add-path %v, graceful restart %v\n",
 					r.Neighbor, r.State, r.Prefixes, r.Paths, r.Stale, r.Updates, r.AddPath, r.GR)
 				if r.Refused > 0 {
-					fmt.Fprintf(w, "  RIB routes the FIB refused: %d (the agent's log says why; a full IPv6 pool: raise fib6_groups)\n", r.Refused)
+					fmt.Fprintf(w, "  RIB routes the FIB refused: %d (the agent's log says why; a full IPv6 pool: raise fib6_lines)\n", r.Refused)
 				}
 			}
 			for i, rule := range s.ACL {

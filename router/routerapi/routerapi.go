@@ -102,11 +102,12 @@ type Status struct {
 	ID       uint64 `json:"id"`
 	Routes   int    `json:"routes"` // IPv4
 	Tbl8Used int    `json:"tbl8_groups_used"`
-	// Routes6 are the IPv6 FIB's routes; FIB6Groups its groups in use and
-	// in its pool.
-	Routes6        int `json:"routes6"`
-	FIB6GroupsUsed int `json:"fib6_groups_used"`
-	FIB6Groups     int `json:"fib6_groups"`
+	// Routes6 are the IPv6 FIB's routes; FIB6Groups its trie's groups;
+	// FIB6Lines its pool of 64-byte lines, and those the groups take.
+	Routes6       int `json:"routes6"`
+	FIB6Groups    int `json:"fib6_groups"`
+	FIB6LinesUsed int `json:"fib6_lines_used"`
+	FIB6Lines     int `json:"fib6_lines"`
 	// FIBChanges counts routes added, changed and deleted since start.
 	FIBChanges uint64 `json:"fib_changes"`
 	// RIB is the RIB feed's session and paths, with a feed.
@@ -257,8 +258,8 @@ type RIBStatus struct {
 	LastError   string `json:"last_error,omitempty"`
 	AddPath     bool   `json:"add_path"`
 	GR          bool   `json:"graceful_restart"` // the suite keeps our routes, and we its
-	// Refused counts the routes the FIB would not take (a full IPv6 group
-	// pool: raise fib6_groups; a gateway on no port), since the agent
+	// Refused counts the routes the FIB would not take (a full IPv6 pool:
+	// raise fib6_lines; a gateway on no port), since the agent
 	// started.
 	Refused uint64 `json:"refused"`
 	// TableArrived is when this session's table arrived whole: the
