@@ -49,6 +49,13 @@ enum flow_seed {
 	FLOW_SEED_POLICE = 0x165667b1, /* the LB's policing buckets */
 };
 
+/* Address families, as linux/socket.h has them (not includable here):
+ * bpf_fib_lookup's params.family. */
+enum {
+	FIB_AF_INET = 2,
+	FIB_AF_INET6 = 10,
+};
+
 /* Keep the shared enums in BTF, so that bpf2go generates their Go names
  * for every program that includes this header. */
 const enum flow_seed *unused_flow_seed __attribute__((unused));

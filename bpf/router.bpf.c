@@ -34,6 +34,7 @@
 
 #include "cap.h"
 #include "common.h"
+#include "fib.h"
 #include "infra.h"
 #include "ipv6.h"
 #include "router.h"
@@ -54,43 +55,6 @@ const enum rt_acl_action *unused_rt_acl_action __attribute__((unused));
 const struct rt_neigh6_key *unused_rt_neigh6_key __attribute__((unused));
 const struct msr_infra *unused_msr_infra __attribute__((unused));
 const enum msr_infra_limit *unused_msr_infra_limit __attribute__((unused));
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RT_TBL24_CHUNKS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rt_tbl24_chunk);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} rt_tbl24 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RT_TBL8_GROUPS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rt_tbl8_group);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} rt_tbl8 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rt6_tbl16);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} rt6_tbl16 SEC(".maps");
-
-/* Its size is the agent's to set before loading (fib6_lines). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RT6_LINES);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rt6_line);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} rt6_pool SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -279,28 +243,6 @@ static __always_inline int deny(struct pkt *p)
 {
 	p->st->drop[RT_DROP_ACL]++;
 	return slow(p, RT_SLOW_ACL, 0);
-}
-
-/* fib_lookup is DIR-24-8: one or two array reads. Returns the next-hop
- * group, 0 for no route. */
-static __always_inline __u32 fib_lookup(__be32 daddr)
-{
-	__u32 d = bpf_ntohl(daddr);
-	__u32 idx = d >> 8;
-	__u32 chunk = idx >> RT_TBL24_CHUNK_BITS;
-	struct rt_tbl24_chunk *c = bpf_map_lookup_elem(&rt_tbl24, &chunk);
-
-	if (!c)
-		return 0;
-	__u32 v = c->e[idx & ((1 << RT_TBL24_CHUNK_BITS) - 1)];
-	if (v & RT_TBL8_FLAG) {
-		__u32 g = v & ~RT_TBL8_FLAG;
-		struct rt_tbl8_group *grp = bpf_map_lookup_elem(&rt_tbl8, &g);
-		if (!grp)
-			return 0;
-		v = grp->e[d & 0xff];
-	}
-	return v;
 }
 
 /* ipv4_csum_ok verifies the checksum of a 20-byte header (the caller has
@@ -673,44 +615,6 @@ static __always_inline int route(struct pkt *p, struct iphdr *ip, void *end, str
 	if (!nb)
 		return slow(p, RT_SLOW_UNRESOLVED, nhid);
 	return forward(p, ip, port, nb, cfg);
-}
-
-/* fib6_lookup walks the IPv6 trie: rt6_tbl16, then one compressed group
- * per 8 bits while the entry names a group. The address's byte picks its
- * entry's run: the runs begun before the byte's 64-bit word, plus those
- * its bitmap word marks up to the byte. Returns the next-hop group, 0 for
- * no route. */
-static __always_inline __u32 fib6_lookup(const struct in6_addr *daddr)
-{
-	__u32 zero = 0;
-	struct rt6_tbl16 *t = bpf_map_lookup_elem(&rt6_tbl16, &zero);
-	__u8 a[16];
-
-	if (!t)
-		return 0;
-	__builtin_memcpy(a, daddr, 16);
-	__u32 v = t->e[(__u32)a[0] << 8 | a[1]];
-#pragma unroll
-	for (int k = 0; k < RT6_LEVELS; k++) {
-		if (!(v & RT_TBL8_FLAG))
-			return v;
-		__u32 line = v & ~RT_TBL8_FLAG;
-		struct rt6_line *l = bpf_map_lookup_elem(&rt6_pool, &line);
-		if (!l)
-			return 0;
-		__u32 b = a[2 + k], wi = b >> 6;
-		__u64 bm = (__u64)l->w[2 * wi + 1] << 32 | l->w[2 * wi];
-		__u32 pos = RT6_HEADER_WORDS - 1 + ((l->w[RT6_COUNTS] >> (wi * 8)) & 0xff) +
-			    (__u32)__builtin_popcountll(bm & ((2ULL << (b & 63)) - 1));
-		if (pos >= RT6_LINE_WORDS) {
-			line += pos / RT6_LINE_WORDS;
-			l = bpf_map_lookup_elem(&rt6_pool, &line);
-			if (!l)
-				return 0;
-		}
-		v = l->w[pos % RT6_LINE_WORDS];
-	}
-	return v & RT_TBL8_FLAG ? 0 : v;
 }
 
 /* ip6_martian_src: RFC 4291 §2.5: the unspecified and loopback addresses

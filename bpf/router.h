@@ -125,8 +125,12 @@ struct rt_tbl8_group {
 	__u32 e[256];
 };
 
+/* A line of rt6_pool: words, or a group's bitmap as 64-bit words. */
 struct rt6_line {
-	__u32 w[RT6_LINE_WORDS];
+	union {
+		__u32 w[RT6_LINE_WORDS];
+		__u64 bm[RT6_LINE_WORDS / 2];
+	};
 };
 
 struct rt6_tbl16 {

@@ -31,12 +31,6 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-/* Address families, as linux/socket.h has them (not includable here). */
-enum {
-	FIB_AF_INET = 2,
-	FIB_AF_INET6 = 10,
-};
-
 /* An egress device's VLAN: the device to send by and the VLAN id. */
 struct fib_vlan {
 	__u32 lower;

@@ -70,6 +70,9 @@ const (
 	fib6Levels   = 14 // groups below a 16-bit tbl0: bpf/router.h's RT6_LEVELS
 )
 
+// FIB6LineWords is the u32 words of a line of the IPv6 pool (rt6_pool).
+const FIB6LineWords = fib6LineWords
+
 // fib6Quiet is how long lines a group left wait before they are reused:
 // far longer than a data path run, even one the hypervisor stalls.
 const fib6Quiet = 50 * time.Millisecond

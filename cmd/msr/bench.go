@@ -64,6 +64,11 @@ var benchCommand = command{
       VCP's CPU, memory and DIST bytes sent, and every LB's new table after
       a back-end dies; --ports-per-lb gives each LB external ports, which
       every back-end is sent (paged) and reports holding.
+  msr bench lookup [--tables 1000000,250000v6] [--dsts 1000,100000,1000000] [--runs 7] [--count 1000000] [-o json]
+      the FIB lookup alone, in the kernel (BPF_PROG_RUN): ns per lookup of
+      that many destinations drawn from each table, in a random order, by
+      msr's FIB (the back-end's code) and by the kernel's (bpf_fib_lookup,
+      the table loaded in a namespace), alternating, less the loop's own.
   msr bench prog [--repeat N] [--rounds R] [-o json]
       ns per packet of the LB program on a data frame (kernel test run),
       beside a minimal MAC-rewrite-and-redirect program, same run.
@@ -76,7 +81,7 @@ var benchCommand = command{
 var benchCommands = map[string]func([]string) error{
 	"prog": runBenchProg, "rib": runBenchRIB, "flat": runBenchFlat,
 	"rfc2544": runBenchRFC2544, "study": runBenchStudy, "transfers": runBenchTransfers,
-	"scale": runBenchScale, "vcp": runBenchVCP,
+	"scale": runBenchScale, "vcp": runBenchVCP, "lookup": runBenchLookup,
 }
 
 func runBench(args []string) error {
@@ -203,6 +208,35 @@ func runBenchFlat(args []string) error {
 		return cli.Usagef("at least two tables, one round and a positive duration")
 	}
 	r, err := bench.Flat(o)
+	if err != nil {
+		return err
+	}
+	return out.Print(os.Stdout, r, r.WriteText)
+}
+
+func runBenchLookup(args []string) error {
+	fs := flag.NewFlagSet("bench lookup", flag.ContinueOnError)
+	out := cli.AddOutput(fs)
+	o := bench.LookupOptions{}
+	tables := fs.String("tables", "1000000,250000v6", "tables, comma-separated: pyasn, N, FILE (IPv4); pyasn6, Nv6 (IPv6)")
+	dsts := fs.String("dsts", "1000,100000,1000000", "destinations drawn from each table, comma-separated")
+	fs.IntVar(&o.Runs, "runs", 7, "runs of each FIB, alternating")
+	fs.IntVar(&o.Count, "count", 1_000_000, "lookups a run makes")
+	if _, _, err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	o.Tables = strings.Split(*tables, ",")
+	for _, f := range strings.Split(*dsts, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 1<<21 {
+			return cli.Usagef("--dsts %q: destination counts up to %d, comma-separated", *dsts, 1<<21)
+		}
+		o.Dsts = append(o.Dsts, n)
+	}
+	if o.Runs < 1 || o.Count < 1 {
+		return cli.Usagef("at least one run of one lookup")
+	}
+	r, err := bench.Lookup(o)
 	if err != nil {
 		return err
 	}
