@@ -1,7 +1,6 @@
 package router
 
 import (
-	"net/netip"
 	"os"
 	"reflect"
 	"runtime/metrics"
@@ -62,18 +61,30 @@ func (a *Agent) memory() routerapi.Memory {
 	return m
 }
 
-// ribEntryBytes is what a prefix costs the feed's map: its key and its
-// slice's header, over the map's fill (Go's maps keep their groups of 8
-// slots at most 7/8 full), and a slot's control byte.
-const ribEntryBytes = (unsafe.Sizeof(netip.Prefix{})+unsafe.Sizeof([]ribPath(nil)))*8/7 + 1
-
-// bytes reckons what the feed's paths hold from their counts: every
-// prefix's entry in the map, and its paths (a slice of one path each
-// mostly: the suite sends the best path of each prefix).
+// bytes reckons what the feed's paths hold from their counts: each
+// prefix's slot in its family's map (its key and its set's number, over
+// the map's fill: Go's maps keep their groups of 8 slots at most 7/8
+// full, and a control byte a slot), and each shared set's paths, slice
+// header and encoding (ribStore).
 func (f *ribFeed) bytes() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return uint64(len(f.paths))*uint64(ribEntryBytes) + uint64(f.nPaths)*uint64(unsafe.Sizeof(ribPath{}))
+	return f.paths.bytes()
+}
+
+func (s *ribStore) bytes() uint64 {
+	slot4 := (unsafe.Sizeof(uint64(0))+unsafe.Sizeof(uint32(0)))*8/7 + 1
+	slot6 := unsafe.Sizeof(struct {
+		k [17]byte
+		v uint32
+	}{})*8/7 + 1
+	n := uint64(len(s.v4))*uint64(slot4) + uint64(len(s.v6))*uint64(slot6)
+	for _, set := range s.sets {
+		if set != nil {
+			n += uint64(len(set))*uint64(unsafe.Sizeof(ribPath{})+60) + uint64(unsafe.Sizeof(set)) + 24
+		}
+	}
+	return n
 }
 
 // mapsBytes is what the kernel charges for the data path's maps

@@ -91,7 +91,7 @@ type ribFeed struct {
 	done     chan struct{}
 
 	mu     sync.Mutex
-	paths  map[netip.Prefix][]ribPath
+	paths  *ribStore
 	nPaths int // paths in paths, and how many of them are stale (stale6: IPv6's)
 	nStale int
 	stale6 int
@@ -141,7 +141,7 @@ func startRIB(ctx context.Context, cfg *RIBConfig, routerID netip.Addr, log *slo
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	f := &ribFeed{cfg: cfg, routerID: routerID, log: log.With("rib", cfg.Neighbor), add: add, del: del,
-		cancel: cancel, done: make(chan struct{}), paths: map[netip.Prefix][]ribPath{}, refusedFor: map[string]bool{},
+		cancel: cancel, done: make(chan struct{}), paths: newRIBStore(), refusedFor: map[string]bool{},
 		arriving: tableArriving, release: tableHeld, releaseMin: releaseMin, releaseEvery: heldRelease}
 	f.st.Neighbor, f.st.State = cfg.Neighbor.String(), "connecting"
 	f.holdStale(held)
@@ -169,7 +169,7 @@ func (f *ribFeed) holdStale(held map[netip.Prefix][]netip.Addr) {
 		for _, gw := range gws {
 			ps = append(ps, ribPath{nh: gw, from: routeOrigin{rank: math.MaxUint16}, stale: true})
 		}
-		f.paths[p] = ps
+		f.paths.put(p, ps)
 		f.nPaths += len(ps)
 		f.nStale += len(ps)
 		if family(p) {
@@ -195,7 +195,7 @@ func (f *ribFeed) Status() routerapi.RIBStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.st
-	s.Prefixes, s.Paths, s.Stale = len(f.paths), f.nPaths, f.nStale
+	s.Prefixes, s.Paths, s.Stale = f.paths.len(), f.nPaths, f.nStale
 	s.TableArrived = f.TableArrived()
 	return s
 }
@@ -236,7 +236,8 @@ func (f *ribFeed) sessionLost() {
 	defer f.mu.Unlock()
 	if f.st.GR {
 		f.nStale, f.stale6 = 0, 0
-		for p, ps := range f.paths {
+		for p, shared := range f.paths.all() {
+			ps := slices.Clone(shared)
 			for i := range ps {
 				if !ps[i].link {
 					ps[i].stale = true
@@ -246,11 +247,12 @@ func (f *ribFeed) sessionLost() {
 					}
 				}
 			}
+			f.paths.put(p, ps)
 		}
 		f.staleUntil = time.Now().Add(ribRestartTime * time.Second)
 		return
 	}
-	for p, ps := range f.paths {
+	for p, ps := range f.paths.all() {
 		links := slices.DeleteFunc(slices.Clone(ps), func(r ribPath) bool { return !r.link })
 		f.nPaths -= len(ps) - len(links)
 		f.set(p, links)
@@ -283,21 +285,17 @@ func (f *ribFeed) sweepStale(v6 bool) {
 		}
 		return
 	}
-	for p, ps := range f.paths {
+	for p, ps := range f.paths.all() {
 		if family(p) != v6 {
 			continue
 		}
-		fresh := slices.DeleteFunc(ps, func(r ribPath) bool { return r.stale })
+		fresh := slices.DeleteFunc(slices.Clone(ps), func(r ribPath) bool { return r.stale })
 		if gone := len(ps) - len(fresh); gone > 0 || len(fresh) == 0 {
 			f.nPaths, f.nStale = f.nPaths-gone, f.nStale-gone
 			if v6 {
 				f.stale6 -= gone
 			}
-			// A refresh whose paths came under new ids via other next
-			// hops (a new suite's) appended them beside the stale: the
-			// prefix's array, longer than its paths now, would be held
-			// for the table's life.
-			f.set(p, slices.Clone(fresh))
+			f.set(p, fresh)
 		}
 	}
 	if f.nStale == 0 {
@@ -314,11 +312,9 @@ func (f *ribFeed) update(msg *bgp.BGPUpdate) {
 	defer f.mu.Unlock()
 	f.st.Updates++
 	if u.eor >= 0 {
-		n := 0 // the family's prefixes
-		for p := range f.paths {
-			if p.Addr().Is6() == (u.eor == 1) {
-				n++
-			}
+		n := f.paths.len() - f.paths.len6() // the family's prefixes
+		if u.eor == 1 {
+			n = f.paths.len6()
 		}
 		f.log.Info("RIB feed: End-of-RIB", "family", []string{"ipv4", "ipv6"}[u.eor], "prefixes", n)
 		if u.eor == 0 {
@@ -339,7 +335,7 @@ func (f *ribFeed) update(msg *bgp.BGPUpdate) {
 		if !ok {
 			continue
 		}
-		ps := f.paths[p]
+		ps := f.paths.get(p)
 		if i := slices.IndexFunc(ps, func(r ribPath) bool { return !r.link && r.id == w.ID }); i >= 0 {
 			f.nPaths--
 			if ps[i].stale {
@@ -359,7 +355,7 @@ func (f *ribFeed) update(msg *bgp.BGPUpdate) {
 		if linkLocal {
 			r.nh = a.nh.WithZone(strconv.Itoa(int(u.attr.linkVLAN))) // the port's VLAN names the link
 		}
-		ps := f.paths[p]
+		ps := f.paths.get(p)
 		i := slices.IndexFunc(ps, func(x ribPath) bool { return !x.link && x.id == a.nlri.ID })
 		if i < 0 {
 			// A new suite's refresh sends the routes again under ids of
@@ -396,14 +392,10 @@ func (f *ribFeed) unstale(p netip.Prefix) {
 // set records a prefix's paths and applies its best ones. Call with f.mu
 // held.
 func (f *ribFeed) set(p netip.Prefix, ps []ribPath) {
-	if len(ps) == 0 {
-		if _, had := f.paths[p]; !had {
-			return
-		}
-		delete(f.paths, p)
-	} else {
-		f.paths[p] = ps
+	if len(ps) == 0 && !f.paths.has(p) {
+		return
 	}
+	f.paths.put(p, ps)
 	f.apply(p, bestHops(ps))
 }
 
@@ -435,7 +427,7 @@ func (f *ribFeed) apply(p netip.Prefix, hops []netip.Addr) {
 func (f *ribFeed) bestOrigin(p netip.Prefix) (routeOrigin, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if best := bestPaths(f.paths[p]); len(best) > 0 {
+	if best := bestPaths(f.paths.shared(p)); len(best) > 0 {
 		return best[0].from, true
 	}
 	return routeOrigin{}, false
@@ -460,7 +452,7 @@ func (f *ribFeed) setLinkRoutes(routes []dist.LinkRoute) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	changed := 0
-	for p, ps := range f.paths {
+	for p, ps := range f.paths.all() {
 		if _, kept := want[p]; kept || !slices.ContainsFunc(ps, func(r ribPath) bool { return r.link }) {
 			continue
 		}
@@ -470,7 +462,7 @@ func (f *ribFeed) setLinkRoutes(routes []dist.LinkRoute) {
 		changed++
 	}
 	for p, links := range want {
-		ps := f.paths[p]
+		ps := f.paths.shared(p)
 		rest := slices.DeleteFunc(slices.Clone(ps), func(r ribPath) bool { return r.link })
 		had := slices.DeleteFunc(slices.Clone(ps), func(r ribPath) bool { return !r.link })
 		if slices.Equal(had, links) {

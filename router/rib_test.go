@@ -29,7 +29,7 @@ type fakeFIB struct {
 
 func newTestFeed() (*ribFeed, *fakeFIB) {
 	fib := &fakeFIB{routes: map[netip.Prefix][]netip.Addr{}}
-	f := &ribFeed{cfg: &RIBConfig{ASN: 65000}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), paths: map[netip.Prefix][]ribPath{}, refusedFor: map[string]bool{},
+	f := &ribFeed{cfg: &RIBConfig{ASN: 65000}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), paths: newRIBStore(), refusedFor: map[string]bool{},
 		add: func(p netip.Prefix, via []netip.Addr) error {
 			if !reflect.DeepEqual(fib.routes[p], via) {
 				fib.changes++
@@ -110,7 +110,7 @@ func TestRIBFeedMultipath(t *testing.T) {
 	for _, id := range []uint32{1, 2, 3} {
 		f.update(withdraw(id, "100.64.0.0/10"))
 	}
-	if _, ok := fib.routes[p]; ok || len(f.paths) != 0 {
+	if _, ok := fib.routes[p]; ok || f.paths.len() != 0 {
 		t.Fatalf("withdrawn everywhere, still %v, %v", fib.routes, f.paths)
 	}
 	f.update(withdraw(9, "10.0.0.0/8")) // unknown: nothing happens
@@ -187,8 +187,8 @@ func TestRIBFeedGracefulRestart(t *testing.T) {
 	}
 	// Each path sent again took the place of its stale twin (the same
 	// next hop): only 10.3's is left stale, and no prefix holds more.
-	if st := f.Status(); st.Stale != 1 || st.Paths != 4 || cap(f.paths[netip.MustParsePrefix("10.2.0.0/16")]) != 1 {
-		t.Fatalf("after the resync: %d paths, %d stale, 10.2's in an array of %d; want 4, 1 and 1", st.Paths, st.Stale, cap(f.paths[netip.MustParsePrefix("10.2.0.0/16")]))
+	if st := f.Status(); st.Stale != 1 || st.Paths != 4 || len(f.paths.shared(netip.MustParsePrefix("10.2.0.0/16"))) != 1 {
+		t.Fatalf("after the resync: %d paths, %d stale, 10.2's %+v; want 4, 1 and one path", st.Paths, st.Stale, f.paths.shared(netip.MustParsePrefix("10.2.0.0/16")))
 	}
 	f.update(&bgp.BGPUpdate{}) // End-of-RIB
 	want := map[netip.Prefix][]netip.Addr{
@@ -201,7 +201,7 @@ func TestRIBFeedGracefulRestart(t *testing.T) {
 	// Without graceful restart a lost session takes every route.
 	f.st.GR = false
 	f.sessionLost()
-	if len(fib.routes) != 0 || len(f.paths) != 0 {
+	if len(fib.routes) != 0 || f.paths.len() != 0 {
 		t.Fatalf("without graceful restart: %v", fib.routes)
 	}
 }
@@ -485,7 +485,7 @@ func TestRIBFeedIPv6(t *testing.T) {
 func checkStaleCounts(t *testing.T, f *ribFeed) {
 	t.Helper()
 	all, v6 := 0, 0
-	for p, ps := range f.paths {
+	for p, ps := range f.paths.all() {
 		for _, r := range ps {
 			if r.stale {
 				all++
@@ -580,10 +580,13 @@ func TestRIBFeedReleasesMemory(t *testing.T) {
 		if n := count(); n != want {
 			t.Fatalf("refresh %d ended: %d releases, want %d", i+1, n, want)
 		}
-		for p, ps := range f.paths {
-			if len(ps) != 1 || cap(ps) != 1 || ps[0].id != id {
-				t.Errorf("refresh %d: %v's paths %+v in an array of %d", i+1, p, ps, cap(ps))
+		for p, ps := range f.paths.all() {
+			if len(ps) != 1 || ps[0].id != id {
+				t.Errorf("refresh %d: %v's paths %+v", i+1, p, ps)
 			}
+		}
+		if n := f.paths.sharedSets(); n != 1 {
+			t.Errorf("refresh %d: the prefixes' paths in %d sets, want 1 (the same path each)", i+1, n)
 		}
 	}
 }
@@ -729,7 +732,7 @@ func TestRIBFeedLinkRoutes(t *testing.T) {
 		t.Error("the same set again changed the FIB")
 	}
 	f.setLinkRoutes([]dist.LinkRoute{})
-	if len(fib.routes) != 0 || len(f.paths) != 0 || f.nPaths != 0 {
+	if len(fib.routes) != 0 || f.paths.len() != 0 || f.nPaths != 0 {
 		t.Fatalf("after an empty set: %v, %d paths", fib.routes, f.nPaths)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -319,7 +318,7 @@ func routePrefixes(a *Agent) []string {
 // TestMemoryStatus: a back-end's status gives its memory by part: the
 // data path's maps at least its IPv4 FIB's 64 MiB of tbl24, a heap and a
 // resident set, no RIB without a feed; and a feed's paths reckoned from
-// their counts.
+// their counts, the prefixes' alike paths kept once.
 func TestMemoryStatus(t *testing.T) {
 	cfg, _, _ := identityBackend(t, "t-memory", "msr-test-rtmemory")
 	a, stop := startRouter(t, cfg)
@@ -328,11 +327,14 @@ func TestMemoryStatus(t *testing.T) {
 	if m.MapsBytes < 64<<20 || m.HeapBytes == 0 || m.RSSBytes == 0 || m.RIBBytes != 0 {
 		t.Errorf("memory %+v: want maps of 64 MiB or more, a heap, a resident set, no RIB", m)
 	}
-	f := &ribFeed{paths: map[netip.Prefix][]ribPath{
-		netip.MustParsePrefix("192.0.2.0/24"):    {{}, {}},
-		netip.MustParsePrefix("198.51.100.0/24"): {{}},
-	}, nPaths: 3}
-	if got, want := f.bytes(), 2*uint64(ribEntryBytes)+3*uint64(unsafe.Sizeof(ribPath{})); got != want || want < 2*32+3*48 {
-		t.Errorf("a feed of 2 prefixes and 3 paths: %d bytes, want %d", got, want)
+	// A thousand prefixes with one path each, of four kinds: four sets
+	// shared, each prefix a slot of 8 bytes of key and 4 of set.
+	f := &ribFeed{paths: newRIBStore()}
+	for i := range 1000 {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)
+		f.paths.put(p, []ribPath{{nh: netip.MustParseAddr("192.0.2.1"), asLen: uint16(i % 4)}})
+	}
+	if n, b := f.paths.sharedSets(), f.bytes(); n != 4 || b < 1000*12 || b > 1000*24 {
+		t.Errorf("a feed of 1,000 prefixes, 4 kinds of path: %d sets, %d bytes, want 4 and 12-24 kB", n, b)
 	}
 }
