@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"net"
 	"net/netip"
@@ -421,7 +420,7 @@ func (a *Agent) connect(p netip.Prefix, down bool) error {
 		return a.setRoute(p, nil)
 	}
 	fib := a.fib(p.Addr())
-	g, ok := fib.Routes()[p]
+	g, ok := fib.Routes().Get(p)
 	if !ok {
 		return nil
 	}
@@ -437,7 +436,7 @@ func (a *Agent) connect(p netip.Prefix, down bool) error {
 type table interface {
 	Set(netip.Prefix, uint32) error
 	Delete(netip.Prefix) error
-	Routes() map[netip.Prefix]uint32
+	Routes() *routeSet
 	Lookup(netip.Addr) uint32
 	Len() int
 }
@@ -477,7 +476,7 @@ func (a *Agent) DeleteRoute(p netip.Prefix) error {
 	defer a.mu.Unlock()
 	p = p.Masked()
 	fib := a.fib(p.Addr())
-	old := fib.Routes()[p]
+	old, _ := fib.Routes().Get(p)
 	if err := fib.Delete(p); err != nil {
 		return err
 	}
@@ -515,7 +514,7 @@ func (a *Agent) setRoute(p netip.Prefix, via []netip.Addr) error {
 		return err
 	}
 	fib := a.fib(p.Addr())
-	old := fib.Routes()[p]
+	old, _ := fib.Routes().Get(p)
 	if err := fib.Set(p, g); err != nil {
 		a.nh.release(g)
 		return err
@@ -817,8 +816,11 @@ func (a *Agent) Routes() []routerapi.RouteInfo {
 func (a *Agent) RoutesPage(after netip.Prefix, limit int) []routerapi.RouteInfo {
 	a.mu.Lock()
 	all := make([]netip.Prefix, 0, a.dp.FIB.Len()+a.dp.FIB6.Len())
-	all = slices.AppendSeq(all, maps.Keys(a.dp.FIB.Routes()))
-	all = slices.AppendSeq(all, maps.Keys(a.dp.FIB6.Routes()))
+	for _, fib := range []table{a.dp.FIB, a.dp.FIB6} {
+		for p := range fib.Routes().All() {
+			all = append(all, p)
+		}
+	}
 	a.mu.Unlock()
 	// IPv4 first, each family by address then length; sorted without
 	// the agent's lock, which a full table would hold for long.
@@ -834,7 +836,7 @@ func (a *Agent) RoutesPage(after netip.Prefix, limit int) []routerapi.RouteInfo 
 	a.mu.Lock()
 	for _, p := range all[from:min(len(all), from+min(limit, len(all)))] {
 		// A route the FIB dropped while the list was sorted is left out.
-		if g, ok := a.fib(p.Addr()).Routes()[p]; ok {
+		if g, ok := a.fib(p.Addr()).Routes().Get(p); ok {
 			out = append(out, a.routeInfo(p, g))
 		}
 	}
@@ -877,10 +879,10 @@ func (a *Agent) RoutesDigest() routerapi.RoutesDigest {
 		d.Routes++
 		sum += routerapi.PrefixHash(p)
 	}
-	for p, g := range a.dp.FIB.Routes() {
+	for p, g := range a.dp.FIB.Routes().All() {
 		add(p, g)
 	}
-	for p, g := range a.dp.FIB6.Routes() {
+	for p, g := range a.dp.FIB6.Routes().All() {
 		add(p, g)
 	}
 	d.Sum = routerapi.DigestSum(sum)
@@ -913,7 +915,7 @@ func (a *Agent) longestMatch(addr netip.Addr, most, least int) []routerapi.Route
 	routes := a.fib(addr).Routes()
 	for bits := most; bits >= least; bits-- {
 		p := netip.PrefixFrom(addr, bits).Masked()
-		if g, ok := routes[p]; ok {
+		if g, ok := routes.Get(p); ok {
 			return []routerapi.RouteInfo{a.routeInfo(p, g)}
 		}
 	}

@@ -160,7 +160,7 @@ func testRouterRestart(t *testing.T, behind bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range changed {
-		routes := a.fib(p.Addr()).Routes()
+		routes := a.fib(p.Addr()).Routes().Map()
 		if _, ok := routes[p]; ok {
 			t.Errorf("%s, added after the save, is in the restarted agent's FIB", p)
 		}

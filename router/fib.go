@@ -30,7 +30,7 @@ type FIB struct {
 	tbl24, tbl8     []uint32
 	depth24, depth8 []uint8
 	free            []uint32 // unused tbl8 groups
-	routes          map[netip.Prefix]uint32
+	routes          *routeSet
 	cov             *coverIndex // what Delete falls back to (fib_cover.go)
 	changes         uint64      // routes added, changed or deleted
 	changedAt       int64       // when the last of them was (Unix nanoseconds; 0: none yet)
@@ -63,7 +63,7 @@ func NewFIB(tbl24, tbl8 []uint32) (*FIB, error) {
 		return nil, fmt.Errorf("FIB arrays of %d and %d entries, want %d and %d", len(tbl24), len(tbl8), Tbl24Entries, Tbl8Groups*256)
 	}
 	f := &FIB{tbl24: tbl24, tbl8: tbl8, depth24: make([]uint8, Tbl24Entries), depth8: make([]uint8, Tbl8Groups*256),
-		routes: map[netip.Prefix]uint32{}, cov: newCoverIndex()}
+		routes: newRouteSet(nil), cov: newCoverIndex()}
 	for g := Tbl8Groups - 1; g >= 0; g-- {
 		f.free = append(f.free, uint32(g))
 	}
@@ -71,13 +71,13 @@ func NewFIB(tbl24, tbl8 []uint32) (*FIB, error) {
 }
 
 // Len is the number of routes.
-func (f *FIB) Len() int { return len(f.routes) }
+func (f *FIB) Len() int { return f.routes.Len() }
 
 // Tbl8Used is the number of tbl8 groups in use.
 func (f *FIB) Tbl8Used() int { return Tbl8Groups - len(f.free) }
 
 // Routes returns every prefix and its next-hop group, sorted.
-func (f *FIB) Routes() map[netip.Prefix]uint32 { return f.routes }
+func (f *FIB) Routes() *routeSet { return f.routes }
 
 func store(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
 
@@ -87,7 +87,7 @@ func (f *FIB) Set(p netip.Prefix, nhg uint32) error {
 		return fmt.Errorf("route %s -> %d: IPv4 prefix and a next-hop group 1..%d", p, nhg, tbl8Flag-1)
 	}
 	p = p.Masked()
-	old, had := f.routes[p]
+	old, had := f.routes.Get(p)
 	if had && old == nhg {
 		return nil
 	}
@@ -98,7 +98,7 @@ func (f *FIB) Set(p netip.Prefix, nhg uint32) error {
 	}
 	f.changes++
 	f.changedAt = time.Now().UnixNano()
-	f.routes[p] = nhg
+	f.routes.set(p, nhg)
 	f.cov.set(p, nhg, !had)
 	f.fill(p, nhg, uint8(p.Bits()), func(d uint8) bool { return d <= uint8(p.Bits()) })
 	return nil
@@ -108,10 +108,10 @@ func (f *FIB) Set(p netip.Prefix, nhg uint32) error {
 // longest shorter prefix that covers them.
 func (f *FIB) Delete(p netip.Prefix) error {
 	p = p.Masked()
-	if _, ok := f.routes[p]; !ok {
+	if _, ok := f.routes.Get(p); !ok {
 		return fmt.Errorf("no route %s", p)
 	}
-	delete(f.routes, p)
+	f.routes.del(p)
 	f.cov.remove(p)
 	f.changes++
 	f.changedAt = time.Now().UnixNano()
@@ -283,19 +283,19 @@ func (f *FIB) Adopt(routes map[netip.Prefix]uint32) error {
 	return nil
 }
 
-// adopted is what an adopting FIB keeps (FIB.Adopt, FIB6.Adopt): the
+// adopted is what an adopting FIB keeps (FIB.Adopt, FIB.Repair): the
 // groups no entry uses, free, the lowest last as a new FIB has them, and
 // the routes.
-func adopted(used []bool, routes map[netip.Prefix]uint32) ([]uint32, map[netip.Prefix]uint32) {
+func adopted(used []bool, routes map[netip.Prefix]uint32) ([]uint32, *routeSet) {
 	var free []uint32
 	for g := len(used) - 1; g >= 0; g-- {
 		if !used[g] {
 			free = append(free, uint32(g))
 		}
 	}
-	rs := make(map[netip.Prefix]uint32, len(routes))
+	rs := newRouteSet(nil)
 	for p, v := range routes {
-		rs[p.Masked()] = v
+		rs.set(p.Masked(), v)
 	}
 	return free, rs
 }
@@ -311,6 +311,6 @@ func (f *FIB) Reset() {
 	for g := Tbl8Groups - 1; g >= 0; g-- {
 		f.free = append(f.free, uint32(g))
 	}
-	f.routes = map[netip.Prefix]uint32{}
+	f.routes = newRouteSet(nil)
 	f.cov.rebuild(nil)
 }

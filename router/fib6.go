@@ -34,7 +34,7 @@ type FIB6 struct {
 	depth0 []uint8 // the length of the prefix that set each tbl0 entry
 	top    map[uint32]*node6
 	pool   pool6
-	routes map[netip.Prefix]uint32
+	routes *routeSet
 	nodes  int
 
 	changes   uint64
@@ -87,13 +87,13 @@ func NewFIB6(first int, tbl0, pool []uint32) (*FIB6, error) {
 		return nil, fmt.Errorf("IPv6 FIB: first stride %d (8, 16, 24 or 32) with %d entries, a pool of %d words", first, len(tbl0), len(pool))
 	}
 	f := &FIB6{first: first, tbl0: tbl0, depth0: make([]uint8, len(tbl0)), top: map[uint32]*node6{},
-		routes: map[netip.Prefix]uint32{}}
+		routes: newRouteSet(nil)}
 	f.pool.reset(pool)
 	return f, nil
 }
 
 // Len is the number of routes.
-func (f *FIB6) Len() int { return len(f.routes) }
+func (f *FIB6) Len() int { return f.routes.Len() }
 
 // LinesUsed is the lines that live groups take; Lines the pool's.
 func (f *FIB6) LinesUsed() int { return f.pool.used }
@@ -109,7 +109,7 @@ func (f *FIB6) Changes() uint64 { return f.changes }
 func (f *FIB6) ChangedAt() time.Time { return unixNano(f.changedAt) }
 
 // Routes returns every prefix and its next-hop group.
-func (f *FIB6) Routes() map[netip.Prefix]uint32 { return f.routes }
+func (f *FIB6) Routes() *routeSet { return f.routes }
 
 // level is the trie level a prefix of bits ends in: 0 for tbl0, k for
 // the groups k strides below it.
@@ -155,7 +155,7 @@ func (f *FIB6) Set(p netip.Prefix, nhg uint32) error {
 		return fmt.Errorf("route %s -> %d: IPv6 prefix and a next-hop group 1..%d", p, nhg, fib6GroupFlag-1)
 	}
 	p = p.Masked()
-	old, had := f.routes[p]
+	old, had := f.routes.Get(p)
 	if had && old == nhg {
 		return nil
 	}
@@ -171,7 +171,7 @@ func (f *FIB6) Set(p netip.Prefix, nhg uint32) error {
 	}
 	f.changes++
 	f.changedAt = time.Now().UnixNano()
-	f.routes[p] = nhg
+	f.routes.set(p, nhg)
 	return nil
 }
 
@@ -179,7 +179,7 @@ func (f *FIB6) Set(p netip.Prefix, nhg uint32) error {
 // shorter route that covers it.
 func (f *FIB6) Delete(p netip.Prefix) error {
 	p = p.Masked()
-	if _, ok := f.routes[p]; !ok {
+	if _, ok := f.routes.Get(p); !ok {
 		return fmt.Errorf("no route %s", p)
 	}
 	a, n := p.Addr().As16(), p.Bits()
@@ -188,7 +188,7 @@ func (f *FIB6) Delete(p netip.Prefix) error {
 		cover, coverLen := 0, 0
 		for l := n - 1; l >= 0; l-- {
 			q, _ := p.Addr().Prefix(l)
-			if v, ok := f.routes[q]; ok {
+			if v, ok := f.routes.Get(q); ok {
 				cover, coverLen = int(v), l
 				break
 			}
@@ -200,7 +200,7 @@ func (f *FIB6) Delete(p netip.Prefix) error {
 	if err != nil {
 		return err
 	}
-	delete(f.routes, p)
+	f.routes.del(p)
 	f.changes++
 	f.changedAt = time.Now().UnixNano()
 	return nil
@@ -446,7 +446,7 @@ func (f *FIB6) Reset() {
 	f.top = map[uint32]*node6{}
 	f.nodes = 0
 	f.pool.reset(f.pool.w)
-	f.routes = map[netip.Prefix]uint32{}
+	f.routes = newRouteSet(nil)
 }
 
 // encode writes entries e, compressed, into w: the bitmap of where runs

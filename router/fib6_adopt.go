@@ -2,7 +2,6 @@ package router
 
 import (
 	"fmt"
-	"maps"
 	"math/bits"
 	"net/netip"
 	"slices"
@@ -14,7 +13,7 @@ import (
 // group written: what Adopt and Repair hold the arrays to.
 func (f *FIB6) plan(routes map[netip.Prefix]uint32) *FIB6 {
 	s := &FIB6{first: f.first, tbl0: make([]uint32, len(f.tbl0)), depth0: make([]uint8, len(f.tbl0)),
-		top: map[uint32]*node6{}, routes: maps.Clone(routes)}
+		top: map[uint32]*node6{}, routes: newRouteSet(routes)}
 	_ = setShortestFirst(routes, func(p netip.Prefix, nhg uint32) error {
 		a, n := p.Addr().As16(), p.Bits()
 		k := s.level(n)

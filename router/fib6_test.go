@@ -364,7 +364,7 @@ func TestFIB6Concurrent(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for n := 0; time.Now().Before(deadline) || n < 2000; n++ {
 		p := changing[r.IntN(len(changing))]
-		if _, ok := f.Routes()[p]; ok && r.IntN(2) == 0 {
+		if _, ok := f.Routes().Get(p); ok && r.IntN(2) == 0 {
 			if err := f.Delete(p); err != nil {
 				t.Fatal(err)
 			}

@@ -70,12 +70,12 @@ func (c *coverIndex) remove(p netip.Prefix) {
 }
 
 // rebuild makes the index hold routes alone.
-func (c *coverIndex) rebuild(routes map[netip.Prefix]uint32) {
+func (c *coverIndex) rebuild(routes *routeSet) {
 	for l := range c.short {
 		clear(c.short[l])
 	}
 	clear(c.long)
-	for p, nhg := range routes {
+	for p, nhg := range routes.All() {
 		c.set(p, nhg, true)
 	}
 }
@@ -89,7 +89,7 @@ func (f *FIB) cover(p netip.Prefix) (uint32, uint8) {
 			continue
 		}
 		q, _ := p.Addr().Prefix(l)
-		if nhg, ok := f.routes[q]; ok {
+		if nhg, ok := f.routes.Get(q); ok {
 			return nhg, uint8(l)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -412,7 +411,7 @@ func (a *Agent) changePorts(old []PortSpec) (bool, error) {
 		return false, a.setConnected()
 	}
 	for _, fib := range []table{a.dp.FIB, a.dp.FIB6} {
-		for p, g := range maps.Collect(maps.All(fib.Routes())) {
+		for p, g := range fib.Routes().Map() {
 			if err := fib.Delete(p); err != nil {
 				return true, err
 			}
@@ -494,7 +493,7 @@ func (a *Agent) heldRoutes() map[netip.Prefix][]netip.Addr {
 	}
 	held := map[netip.Prefix][]netip.Addr{}
 	for _, fib := range []table{a.dp.FIB, a.dp.FIB6} {
-		for p, g := range fib.Routes() {
+		for p, g := range fib.Routes().All() {
 			if static[p] || a.operator[p] || a.isConnected(p) {
 				continue
 			}

@@ -39,9 +39,9 @@ type savedState struct {
 
 // packRoutes packs routes whose addresses are n bytes long (4 or 16), as
 // savedState keeps them: address, length, group.
-func packRoutes(routes map[netip.Prefix]uint32, n int) []byte {
-	b := make([]byte, 0, len(routes)*(n+5))
-	for p, g := range routes {
+func packRoutes(routes *routeSet, n int) []byte {
+	b := make([]byte, 0, routes.Len()*(n+5))
+	for p, g := range routes.All() {
 		if n == 4 { // the address's bytes without a slice made for each
 			a := p.Addr().As4()
 			b = append(b, a[:]...)

@@ -22,7 +22,7 @@ func TestSavedStateEncode(t *testing.T) {
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(rng.IntN(224)), byte(rng.Uint32()), byte(rng.Uint32()), 0}), bits).Masked()
 		routes[p] = 1 + uint32(rng.IntN(3))
 	}
-	full := &savedState{Routes: packRoutes(routes, 4), Routes6: packRoutes(map[netip.Prefix]uint32{netip.MustParsePrefix("2001:db8::/32"): 2}, 16),
+	full := &savedState{Routes: packRoutes(newRouteSet(routes), 4), Routes6: packRoutes(newRouteSet(map[netip.Prefix]uint32{netip.MustParsePrefix("2001:db8::/32"): 2}), 16),
 		NextHops: []savedNextHop{{ID: 1, GW: netip.MustParseAddr("10.0.0.1"), Port: 3}, {ID: 2, GW: netip.MustParseAddr("fe80::1%7"), Port: 4}},
 		Groups:   map[uint32][]uint32{1: {1}, 2: {1, 2}, 3: {2}}, Operator: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}
 	for name, s := range map[string]*savedState{"full table": full, "empty": {Groups: map[uint32][]uint32{}}, "no IPv6": {Routes: full.Routes[:9*3], Routes6: []byte{}}} {
