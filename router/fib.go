@@ -312,5 +312,5 @@ func (f *FIB) Reset() {
 		f.free = append(f.free, uint32(g))
 	}
 	f.routes = newRouteSet(nil)
-	f.cov.rebuild(nil)
+	f.cov.rebuild(f.routes)
 }
