@@ -80,7 +80,7 @@ func (s *ribStore) bytes() uint64 {
 		k [17]byte
 		v uint32
 	}{})*3/2 + 1
-	n := uint64(len(s.v4))*uint64(slot4) + uint64(len(s.v6))*uint64(slot6)
+	n := uint64(len(s.ids.v4))*uint64(slot4) + uint64(len(s.ids.v6))*uint64(slot6)
 	for _, set := range s.sets {
 		if set != nil {
 			n += uint64(len(set))*uint64(unsafe.Sizeof(ribPath{})+60) + uint64(unsafe.Sizeof(set)) + 24

@@ -18,8 +18,7 @@ import (
 // A set is shared: what get returns is the caller's own copy; what all
 // yields is the shared set, to be read only.
 type ribStore struct {
-	v4    map[uint64]uint32
-	v6    map[[17]byte]uint32
+	ids   *routeSet   // each prefix's set's number
 	sets  [][]ribPath // by number; nil: free
 	refs  []uint32
 	index map[string]uint32 // a set's encoding to its number
@@ -28,47 +27,25 @@ type ribStore struct {
 }
 
 func newRIBStore() *ribStore {
-	return &ribStore{v4: map[uint64]uint32{}, v6: map[[17]byte]uint32{}, index: map[string]uint32{}}
-}
-
-func key4(p netip.Prefix) uint64 {
-	a := p.Addr().As4()
-	return uint64(binary.BigEndian.Uint32(a[:]))<<8 | uint64(p.Bits())
-}
-
-func key6(p netip.Prefix) [17]byte {
-	var k [17]byte
-	a := p.Addr().As16()
-	copy(k[:], a[:])
-	k[16] = byte(p.Bits())
-	return k
-}
-
-func (s *ribStore) id(p netip.Prefix) (uint32, bool) {
-	if p.Addr().Is4() {
-		id, ok := s.v4[key4(p)]
-		return id, ok
-	}
-	id, ok := s.v6[key6(p)]
-	return id, ok
+	return &ribStore{ids: newRouteSet(nil), index: map[string]uint32{}}
 }
 
 // len is the prefixes held; len6 the IPv6 ones.
-func (s *ribStore) len() int  { return len(s.v4) + len(s.v6) }
-func (s *ribStore) len6() int { return len(s.v6) }
+func (s *ribStore) len() int  { return s.ids.Len() }
+func (s *ribStore) len6() int { return len(s.ids.v6) }
 
 // sharedSets is how many distinct sets the prefixes share.
 func (s *ribStore) sharedSets() int { return len(s.index) }
 
 // has says whether p has paths.
 func (s *ribStore) has(p netip.Prefix) bool {
-	_, ok := s.id(p)
+	_, ok := s.ids.Get(p)
 	return ok
 }
 
 // get returns a copy of p's paths (nil: none).
 func (s *ribStore) get(p netip.Prefix) []ribPath {
-	id, ok := s.id(p)
+	id, ok := s.ids.Get(p)
 	if !ok {
 		return nil
 	}
@@ -77,7 +54,7 @@ func (s *ribStore) get(p netip.Prefix) []ribPath {
 
 // shared returns p's paths, to be read only.
 func (s *ribStore) shared(p netip.Prefix) []ribPath {
-	if id, ok := s.id(p); ok {
+	if id, ok := s.ids.Get(p); ok {
 		return s.sets[id]
 	}
 	return nil
@@ -85,24 +62,15 @@ func (s *ribStore) shared(p netip.Prefix) []ribPath {
 
 // put makes ps p's paths; none removes p.
 func (s *ribStore) put(p netip.Prefix, ps []ribPath) {
-	old, had := s.id(p)
+	old, had := s.ids.Get(p)
 	if len(ps) == 0 {
 		if had {
-			if p.Addr().Is4() {
-				delete(s.v4, key4(p))
-			} else {
-				delete(s.v6, key6(p))
-			}
+			s.ids.del(p)
 			s.release(old)
 		}
 		return
 	}
-	id := s.intern(ps)
-	if p.Addr().Is4() {
-		s.v4[key4(p)] = id
-	} else {
-		s.v6[key6(p)] = id
-	}
+	s.ids.set(p, s.intern(ps))
 	if had {
 		s.release(old)
 	}
@@ -112,14 +80,8 @@ func (s *ribStore) put(p netip.Prefix, ps []ribPath) {
 // prefixes may be given new paths meanwhile (put), none added.
 func (s *ribStore) all() iter.Seq2[netip.Prefix, []ribPath] {
 	return func(yield func(netip.Prefix, []ribPath) bool) {
-		for k, id := range s.v4 {
-			a := netip.AddrFrom4([4]byte{byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8)})
-			if !yield(netip.PrefixFrom(a, int(k&0xff)), s.sets[id]) {
-				return
-			}
-		}
-		for k, id := range s.v6 {
-			if !yield(netip.PrefixFrom(netip.AddrFrom16([16]byte(k[:16])), int(k[16])), s.sets[id]) {
+		for p, id := range s.ids.All() {
+			if !yield(p, s.sets[id]) {
 				return
 			}
 		}

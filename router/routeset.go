@@ -1,17 +1,31 @@
 package router
 
 import (
+	"encoding/binary"
 	"iter"
 	"net/netip"
 )
 
-// routeSet is a FIB's routes, each prefix's next-hop group, keyed
-// compactly as the RIB feed's prefixes are (ribStore): 8 bytes of key for
-// IPv4, 17 for IPv6, where a netip.Prefix takes 32. With a million IPv4
-// routes that is 16 bytes a slot for 40.
+// routeSet maps prefixes to a number (a FIB's routes to their next-hop
+// groups, the RIB feed's prefixes to their sets of paths), keyed
+// compactly: 8 bytes of key for IPv4, 17 for IPv6, where a netip.Prefix
+// takes 32. With a million IPv4 routes that is 16 bytes a slot for 40.
 type routeSet struct {
 	v4 map[uint64]uint32
 	v6 map[[17]byte]uint32
+}
+
+func key4(p netip.Prefix) uint64 {
+	a := p.Addr().As4()
+	return uint64(binary.BigEndian.Uint32(a[:]))<<8 | uint64(p.Bits())
+}
+
+func key6(p netip.Prefix) [17]byte {
+	var k [17]byte
+	a := p.Addr().As16()
+	copy(k[:], a[:])
+	k[16] = byte(p.Bits())
+	return k
 }
 
 func newRouteSet(routes map[netip.Prefix]uint32) *routeSet {
