@@ -249,7 +249,8 @@ func (f *FIB6) fillTop(a [16]byte, bits int, value uint32, depth uint8, take fun
 func (f *FIB6) setDeep(a [16]byte, bits, k int, nhg uint32) error {
 	path, made := f.descend(a, k)
 	nd := path[k-1]
-	r := route6{key: uint8(f.slot(a, k)) &^ (0xff >> (bits - f.base(k))), bits: uint8(bits - f.base(k)), nhg: nhg}
+	key, n := f.stride(a, bits, k)
+	r := route6{key: key, bits: n, nhg: nhg}
 	i, found := nd.find(r.key, r.bits)
 	var old route6
 	if found {
@@ -291,7 +292,7 @@ func (f *FIB6) deleteDeep(a [16]byte, bits, k int) error {
 		return fmt.Errorf("no group at level %d", len(path)+1)
 	}
 	nd := path[k-1]
-	key, n := uint8(f.slot(a, k))&^(0xff>>(bits-f.base(k))), uint8(bits-f.base(k))
+	key, n := f.stride(a, bits, k)
 	i, found := nd.find(key, n)
 	if !found {
 		return fmt.Errorf("no route of %d bits at %d in its group", n, key)
@@ -334,6 +335,13 @@ func (f *FIB6) deleteDeep(a [16]byte, bits, k int) error {
 	t.publish(top)
 	t.commit()
 	return nil
+}
+
+// stride is where a prefix of bits ending at level k lies in its group:
+// its first entry, and its length past the group's base (1 to 8).
+func (f *FIB6) stride(a [16]byte, bits, k int) (key, n uint8) {
+	n = uint8(bits - f.base(k))
+	return uint8(f.slot(a, k)) &^ (0xff >> n), n
 }
 
 // base is how many bits lie above level k's entries.
@@ -574,19 +582,25 @@ func (p *pool6) coalesce() {
 	for p.next > 1 && free[p.next-1] {
 		p.next--
 	}
-	for l := uint32(1); l < p.next; {
-		if !free[l] {
+	eachRun(int(p.next), func(l int) bool { return free[l] }, p.give)
+	p.freed = false
+}
+
+// eachRun calls f for each run of lines from 1 up to end that in takes,
+// in blocks of at most fib6MaxLines.
+func eachRun(end int, in func(int) bool, f func(line uint32, n int)) {
+	for l := 1; l < end; {
+		if !in(l) {
 			l++
 			continue
 		}
-		n := uint32(1)
-		for l+n < p.next && free[l+n] && n < fib6MaxLines {
+		n := 1
+		for l+n < end && in(l+n) && n < fib6MaxLines {
 			n++
 		}
-		p.free[n] = append(p.free[n], l)
+		f(uint32(l), n)
 		l += n
 	}
-	p.freed = false
 }
 
 // retire takes lines out of use: they are free after fib6Quiet.

@@ -28,7 +28,8 @@ func (f *FIB6) plan(routes map[netip.Prefix]uint32) *FIB6 {
 		}
 		path, _ := s.descend(a, k)
 		nd := path[k-1]
-		r := route6{key: uint8(s.slot(a, k)) &^ (0xff >> (n - s.base(k))), bits: uint8(n - s.base(k)), nhg: nhg}
+		key, bits := s.stride(a, n, k)
+		r := route6{key: key, bits: bits, nhg: nhg}
 		i, _ := nd.find(r.key, r.bits)
 		nd.routes = slices.Insert(nd.routes, i, r)
 		return nil
@@ -176,18 +177,7 @@ func (p *pool6) fromUsed(used []bool) {
 		}
 	}
 	p.next = uint32(last + 1)
-	for l := 1; l < last; {
-		if used[l] {
-			l++
-			continue
-		}
-		n := 1
-		for l+n < last && !used[l+n] && n < fib6MaxLines {
-			n++
-		}
-		p.give(uint32(l), n)
-		l += n
-	}
+	eachRun(last, func(l int) bool { return !used[l] }, p.give)
 }
 
 // Repair is FIB.Repair for the IPv6 trie: each tbl0 entry's subtree held
@@ -239,18 +229,7 @@ func (f *FIB6) Repair(routes map[netip.Prefix]uint32) (int, error) {
 	}
 	t.commit()
 	now := time.Now().UnixNano()
-	for l := 1; l < lines; {
-		if !referenced[l] || used[l] {
-			l++
-			continue
-		}
-		n := 1
-		for l+n < lines && referenced[l+n] && !used[l+n] && n < fib6MaxLines {
-			n++
-		}
-		f.pool.retire(uint32(l), n, now)
-		l += n
-	}
+	eachRun(lines, func(l int) bool { return referenced[l] && !used[l] }, func(line uint32, n int) { f.pool.retire(line, n, now) })
 	return written, nil
 }
 
