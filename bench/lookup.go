@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -126,13 +125,13 @@ func newLookupBench(dsts, lines int) (*lookupBench, error) {
 		m *ebpf.Map
 		n int
 	}{{l.objs.RtTbl24, router.Tbl24Entries}, {l.objs.RtTbl8, router.Tbl8Groups * 256}, {l.objs.Rt6Tbl16, 1 << 16}, {l.objs.Rt6Pool, lines * router.FIB6LineWords}} {
-		b, err := unix.Mmap(m.m.FD(), 0, m.n*4, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		w, b, err := xdp.MmapWords(m.m, m.n)
 		if err != nil {
 			l.close()
-			return nil, fmt.Errorf("mmap %s: %w", m.m, err)
+			return nil, err
 		}
 		l.maps = append(l.maps, b)
-		l.arr[i] = unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), m.n)
+		l.arr[i] = w
 	}
 	return l, nil
 }
@@ -206,13 +205,7 @@ func (l *lookupBench) load(routes []netip.Prefix) error {
 		return err
 	}
 	var b strings.Builder
-	for _, p := range routes {
-		gw := "10.10.1.2"
-		if p.Addr().Is6() {
-			gw = "2001:db8:1::2"
-		}
-		fmt.Fprintf(&b, "route replace %s via %s dev eth0 proto static\n", p, gw)
-	}
+	writeRoutes(&b, routes, "10.10.1.2", "2001:db8:1::2", "eth0")
 	cmd := exec.Command("ip", "-n", lookupNS, "-batch", "-")
 	cmd.Stdin = strings.NewReader(b.String())
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -131,12 +130,12 @@ func LoadDataplane(pinDir string, sizes Sizes) (*Dataplane, error) {
 
 // mmap maps an mmapable array of n u32 entries into this process.
 func (d *Dataplane) mmap(m *ebpf.Map, n int) ([]uint32, error) {
-	b, err := unix.Mmap(m.FD(), 0, n*4, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	w, b, err := xdp.MmapWords(m, n)
 	if err != nil {
-		return nil, fmt.Errorf("mmap %s: %w", m, err)
+		return nil, err
 	}
 	d.mmaps = append(d.mmaps, b)
-	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n), nil
+	return w, nil
 }
 
 // Program is the XDP program.
