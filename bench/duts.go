@@ -54,19 +54,28 @@ func installLinuxRoutes(spec *lab.Spec, routes []netip.Prefix) error {
 		return nil
 	}
 	var b strings.Builder
-	for _, p := range routes {
-		via := "10.10.2.2"
-		if p.Addr().Is6() {
-			via = "2001:db8:2::2"
-		}
-		fmt.Fprintf(&b, "route replace %s via %s\n", p, via)
-	}
+	writeRoutes(&b, routes, "10.10.2.2", "2001:db8:2::2", "")
 	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, "dut"), "-batch", "-")
 	cmd.Stdin = strings.NewReader(b.String())
 	if out, err := onGenCPU(cmd); err != nil {
 		return fmt.Errorf("install %d routes in Linux: %v: %s", len(routes), err, out)
 	}
 	return nil
+}
+
+// writeRoutes writes an `ip -batch` line for each route, via via4 or via6
+// by its family, and with " dev DEV" when dev is set.
+func writeRoutes(b *strings.Builder, routes []netip.Prefix, via4, via6, dev string) {
+	if dev != "" {
+		dev = " dev " + dev
+	}
+	for _, p := range routes {
+		via := via4
+		if p.Addr().Is6() {
+			via = via6
+		}
+		fmt.Fprintf(b, "route replace %s via %s%s\n", p, via, dev)
+	}
 }
 
 // dataPaths are the programs, links and data paths a bench DUT loaded,

@@ -58,9 +58,7 @@ func xdpFibKernel(spec *lab.Spec, routes []netip.Prefix, ipv6 bool) error {
 	var b strings.Builder
 	b.WriteString("addr replace 10.10.1.1/24 dev eth0\naddr replace 2001:db8:1::1/64 dev eth0 nodad\n")
 	fmt.Fprintf(&b, "neigh replace %s lladdr %s dev eth0 nud permanent\n", gw, m[0])
-	for _, p := range benchRoutes(routes, ipv6) {
-		fmt.Fprintf(&b, "route replace %s via %s dev eth0\n", p, gw)
-	}
+	writeRoutes(&b, benchRoutes(routes, ipv6), gw.String(), gw.String(), "eth0")
 	cmd := exec.Command("ip", "-n", lab.Namespace(spec.Name, "dut"), "-batch", "-")
 	cmd.Stdin = strings.NewReader(b.String())
 	if out, err := onGenCPU(cmd); err != nil {
