@@ -135,7 +135,7 @@ func (c *Conn) Recv(timeout time.Duration) (*Frame, error) {
 		// The caller has handled every frame Recv returned before: with
 		// nothing queued, it has handled every frame that arrived.
 		if !c.queued() {
-			c.caughtUp.Store(time.Now().UnixNano())
+			c.advance(time.Now().UnixNano())
 			c.waiting.Store(true)
 		}
 		n, oobn, _, from, err := unix.Recvmsg(c.fd, buf, oob, 0)
@@ -174,13 +174,29 @@ func (c *Conn) CaughtUp() time.Time {
 	// waits has woken its thread, which may not run for a while on a
 	// busy machine (the soak: both VCPs took the same back-ends for dead
 	// in the same millisecond, their hellos in the queue).
+	// Kept: a frame queued next must not take it back to when Recv
+	// began to wait, or a sender judged silent now would come alive
+	// again until the frame is read (the LB put a back-end it had just
+	// dropped back in its table for 50 ms).
 	if c.waiting.Load() && !c.queued() {
-		return time.Now()
+		now := time.Now()
+		c.advance(now.UnixNano())
+		return now
 	}
 	if ns := c.caughtUp.Load(); ns != 0 {
 		return time.Unix(0, ns)
 	}
 	return time.Time{}
+}
+
+// advance moves caughtUp forward to ns, never back.
+func (c *Conn) advance(ns int64) {
+	for {
+		cur := c.caughtUp.Load()
+		if cur >= ns || c.caughtUp.CompareAndSwap(cur, ns) {
+			return
+		}
+	}
 }
 
 // HeardUpTo is the time a receiver judges its senders' silence against:

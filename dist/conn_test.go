@@ -209,4 +209,21 @@ func TestConnCaughtUp(t *testing.T) {
 	if err := <-done; err != ErrTimeout {
 		t.Errorf("extra frame: %v", err)
 	}
+	// Seen caught up at a time, a reader stays caught up to it when a
+	// frame is queued next: it never goes back to when Recv began to
+	// wait.
+	b.waiting.Store(true)
+	seen := b.CaughtUp()
+	frame, _ = sender.Seal(GroupMAC, a.MAC(), &Hello{Role: RoleRouter, HelloIntervalMs: 100, HoldMultiplier: 3, Name: "r1"})
+	if err := a.Send(frame); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if c := b.CaughtUp(); c.Before(seen) {
+		t.Errorf("a hello queued after CaughtUp said %v: CaughtUp went back to %v", seen, c)
+	}
+	b.waiting.Store(false)
+	if _, err := b.Recv(time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
