@@ -34,13 +34,19 @@ func pinGenerator() (restore func(), err error) {
 	if runtime.NumCPU() < 2 {
 		return func() {}, nil
 	}
+	return pinCPU(genCPU)
+}
+
+// pinCPU binds the calling (locked) thread to cpu, and returns what puts
+// its CPUs back (see pinGenerator).
+func pinCPU(cpu int) (restore func(), err error) {
 	var was, set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &was); err != nil {
 		return nil, fmt.Errorf("read the generator thread's CPUs: %w", err)
 	}
-	set.Set(genCPU)
+	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("pin generator to CPU %d: %w", genCPU, err)
+		return nil, fmt.Errorf("pin generator to CPU %d: %w", cpu, err)
 	}
 	return func() { unix.SchedSetaffinity(0, &was) }, nil
 }
@@ -98,6 +104,30 @@ func onGenCPU(cmd *exec.Cmd) ([]byte, error) {
 	}
 	defer unpin()
 	return cmd.CombinedOutput()
+}
+
+// unthreadNAPI turns threaded NAPI off on every interface of the lab
+// whose file turned it on: over several queues, each queue's frames are
+// then handled in the softirq of the CPU that sent them, as a NIC's RSS
+// queues are each on their own core.
+func unthreadNAPI(spec *lab.Spec) error {
+	nodes := map[string]map[string]*lab.IfaceSpec{}
+	for name, h := range spec.Hosts {
+		nodes[name] = h.Interfaces
+	}
+	for name, sw := range spec.Switches {
+		nodes[name] = sw.Interfaces
+	}
+	for node, ifaces := range nodes {
+		for name, ifc := range ifaces {
+			if ifc.Threaded != nil && *ifc.Threaded {
+				if err := lab.SetThreaded(lab.Namespace(spec.Name, node), name, false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // placeNAPI turns threaded NAPI back on for every interface of the lab

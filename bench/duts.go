@@ -21,30 +21,82 @@ import (
 	"github.com/msr-router/msr/traffic"
 )
 
+// A loadedDUT is a device under test set up in its lab: its XDP programs
+// by stage (none for none and linux), whose run times the bench reads;
+// what undoes it; and, for the LB and the back-end alone, what reads the
+// frames it forwarded by CPU (its own per-CPU counters: the frames it
+// took that the lab's hosts sent of their own, neighbour discovery and
+// the like, are not among them).
+type loadedDUT struct {
+	progs           map[string]*ebpf.Program
+	undo            func()
+	forwardedPerCPU func() ([]uint64, error)
+}
+
 // setupDUT prepares the device under test once its lab is up and the sink
-// is attached; it returns the DUT's XDP programs by stage (none for none
-// and linux), whose run times the bench reads, and what undoes it.
-func setupDUT(o FwdOptions, spec *lab.Spec, routes []netip.Prefix) (map[string]*ebpf.Program, func(), error) {
+// is attached, with its element's cap if o sets one.
+func setupDUT(o FwdOptions, spec *lab.Spec, routes []netip.Prefix) (*loadedDUT, error) {
 	dut, ipv6 := o.DUT, o.IPv6
 	switch dut {
 	case "lb", "lb-int-ext", "lb-both":
 		dp, undo, err := setupLB(dut, spec)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return map[string]*ebpf.Program{"lb": dp.Program()}, undo, nil
+		l := &loadedDUT{progs: map[string]*ebpf.Program{"lb": dp.Program()}, undo: undo, forwardedPerCPU: func() ([]uint64, error) {
+			// e0 (index 0) from outside, i0 (1) from a back-end.
+			var sum []uint64
+			for i := range uint8(2) {
+				c, err := dp.Stats(i)
+				if err != nil {
+					return nil, err
+				}
+				sum = addPerCPU(sum, c.TxPerCPU)
+			}
+			return sum, nil
+		}}
+		if err := dp.SetCap(lb.CapElement, o.CapPPS); err != nil {
+			undo()
+			return nil, err
+		}
+		return l, nil
 	case "router":
-		p, undo, err := setupRouter(spec, routes, ipv6, o.URPF)
-		return map[string]*ebpf.Program{"router": p}, undo, err
+		dp, undo, err := setupRouter(spec, routes, ipv6, o.URPF)
+		if err != nil {
+			return nil, err
+		}
+		if err := dp.SetCap(o.CapPPS); err != nil {
+			undo()
+			return nil, err
+		}
+		return &loadedDUT{progs: map[string]*ebpf.Program{"router": dp.Program()}, undo: undo, forwardedPerCPU: func() ([]uint64, error) {
+			c, err := dp.Stats(0)
+			if err != nil {
+				return nil, err
+			}
+			return c.ForwardedPerCPU, nil
+		}}, nil
 	case "xdp-fib":
 		p, undo, err := setupXDPFib(spec, routes, ipv6)
-		return map[string]*ebpf.Program{"xdp-fib": p}, undo, err
+		return &loadedDUT{progs: map[string]*ebpf.Program{"xdp-fib": p}, undo: undo}, err
 	case "msr", "msr-switch", "msr-xdpswitch":
-		return setupMsr(spec, routes, ipv6)
+		progs, undo, err := setupMsr(spec, routes, ipv6)
+		return &loadedDUT{progs: progs, undo: undo}, err
 	case "linux":
-		return nil, func() {}, installLinuxRoutes(spec, routes)
+		return &loadedDUT{undo: func() {}}, installLinuxRoutes(spec, routes)
 	}
-	return nil, func() {}, nil
+	return &loadedDUT{undo: func() {}}, nil
+}
+
+// addPerCPU adds b to a, CPU by CPU.
+func addPerCPU(a, b []uint64) []uint64 {
+	for len(a) < len(b) {
+		a = append(a, 0)
+	}
+	for i, v := range b {
+		a[i] += v
+	}
+	return a
 }
 
 // installLinuxRoutes puts the routes into the Linux DUT's FIB, all via the
@@ -292,7 +344,7 @@ func benchGateway(gw netip.Addr, ipv6 bool) netip.Addr {
 // setupRouter loads the back-end router's data path on host dut: one
 // external port (VLAN 10), one next hop (the generator's side, whose MAC
 // is the sink's), the routes all through it.
-func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool, urpf string) (*ebpf.Program, func(), error) {
+func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool, urpf string) (*router.Dataplane, func(), error) {
 	m, err := macs(spec, lab.Endpoint{Node: "gen", Iface: "g0"})
 	if err != nil {
 		return nil, nil, err
@@ -322,7 +374,7 @@ func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool, urpf string) 
 		d.undo()
 		return nil, nil, err
 	}
-	return dp.Program(), d.undo, nil
+	return dp, d.undo, nil
 }
 
 // routerBenchVLAN is the bench back-end's one port's VLAN.

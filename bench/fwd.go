@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"time"
 
@@ -56,6 +57,13 @@ type FwdOptions struct {
 	// port checks their sources so (off, loose, strict); the sources'
 	// prefix is in its FIB through that port. "": untagged, no check.
 	URPF string
+	// Queues, above 1, gives the lab's links that many queues and sends
+	// from as many CPUs, each its own flows: the DUT receives on every
+	// one of those CPUs (session.sendQueues).
+	Queues int
+	// CapPPS sets the DUT element's capacity (lb, router), frames a
+	// second: its bucket is one for all CPUs.
+	CapPPS uint64
 }
 
 // flowIDs is how many flows the generator sends and the sink counts:
@@ -111,9 +119,13 @@ type FwdResult struct {
 	Stages    map[string]Stage `json:"stages,omitempty"`
 	Reordered uint64           `json:"reordered"`
 	// Duplicated counts frames the sink received twice (traffic.SinkReport).
-	Duplicated uint64    `json:"duplicated"`
-	FlowsSeen  int       `json:"flows_seen"`
-	Latency    LatencyUS `json:"latency_us"`
+	Duplicated uint64 `json:"duplicated"`
+	// Queues are the queues of the lab's links, and DUTForwardedPerCPU
+	// the frames the DUT (lb, router) counted out by CPU in the trial.
+	Queues             int       `json:"queues,omitempty"`
+	DUTForwardedPerCPU []uint64  `json:"dut_forwarded_per_cpu,omitempty"`
+	FlowsSeen          int       `json:"flows_seen"`
+	Latency            LatencyUS `json:"latency_us"`
 }
 
 // LatencyUS is latency in microseconds, generator to sink.
@@ -146,11 +158,27 @@ func Fwd(o FwdOptions) (*FwdResult, error) {
 		return nil, err
 	}
 	defer stats.Close()
+	var fwdBefore []uint64
+	if s.forwardedPerCPU != nil {
+		if fwdBefore, err = s.forwardedPerCPU(); err != nil {
+			return nil, err
+		}
+	}
 	t, err := s.trial(o.Size, o.Rate, o.Duration)
 	if err != nil {
 		return nil, err
 	}
 	r := result(o, t)
+	if s.forwardedPerCPU != nil {
+		after, err := s.forwardedPerCPU()
+		if err != nil {
+			return nil, err
+		}
+		for i := range after {
+			r.DUTForwardedPerCPU = append(r.DUTForwardedPerCPU, after[i]-fwdBefore[i])
+		}
+	}
+	r.Queues = max(o.Queues, 1)
 	r.NAPINsPerPacket, r.NAPIBusy = t.napiNsPerPacket, t.napiBusy
 	if r.Stages, err = stats.stages(t.rep.RxPackets); err != nil {
 		return nil, err
@@ -186,9 +214,21 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 	if _, err := dist.ParseURPF(o.URPF); err != nil || o.URPF != "" && o.DUT != "router" {
 		return nil, nil, nil, fmt.Errorf("--urpf %q: off, loose or strict, for the router DUT", o.URPF)
 	}
+	if o.CapPPS > 0 && !slices.Contains([]string{"lb", "lb-int-ext", "lb-both", "router"}, o.DUT) {
+		return nil, nil, nil, fmt.Errorf("--cap is for the lb and router DUTs, whose element it caps")
+	}
+	if o.Queues < 0 || o.Queues > min(runtime.NumCPU(), lab.MaxQueues) {
+		return nil, nil, nil, fmt.Errorf("%d queues: this machine sends from 1 to %d CPUs", o.Queues, min(runtime.NumCPU(), lab.MaxQueues))
+	}
+	if o.Queues > o.flowIDs() {
+		return nil, nil, nil, fmt.Errorf("%d queues for %d flows: each queue's generator sends flows of its own", o.Queues, o.flowIDs())
+	}
 	spec, err := labs.Load("bench-" + o.DUT)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	for i := range spec.Links {
+		spec.Links[i].Queues = o.Queues
 	}
 	named := routetable.Named
 	if o.IPv6 {
@@ -356,5 +396,8 @@ func (r *FwdResult) WriteText(w io.Writer) {
 	}
 	if r.Routes > 0 {
 		fmt.Fprintf(w, "  %d routes, loaded in %.1fs\n", r.Routes, r.FIBLoadSeconds)
+	}
+	if r.Queues > 1 || len(r.DUTForwardedPerCPU) > 0 {
+		fmt.Fprintf(w, "  %d queues; the DUT forwarded by CPU %v\n", r.Queues, r.DUTForwardedPerCPU)
 	}
 }

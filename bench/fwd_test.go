@@ -2,10 +2,12 @@ package bench
 
 import (
 	"net/netip"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/traffic"
 )
 
@@ -260,4 +262,82 @@ func TestStealPct(t *testing.T) {
 	if s := readSteal(); len(s.ticks) == 0 {
 		t.Error("no CPU's steal read from /proc/stat")
 	}
+}
+
+// TestFwdMultiQueue: each element's data path on veths of two queues,
+// both CPUs sending and so both receiving, as a NIC's RSS spreads its
+// queues over the cores. The DUT's per-CPU counts of the frames it
+// forwarded add up to the sink's count, exactly; each CPU takes its
+// generator's half; no flow is
+// reordered (each stays on its queue, as RSS keeps it); and a cap holds
+// across the CPUs to within its bucket, one bucket for both.
+func TestFwdMultiQueue(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Fatalf("two queues on two CPUs: this machine has %d", runtime.NumCPU())
+	}
+	const pps = 50_000 // far below either DUT's capacity on one core
+	for _, dut := range []string{"router", "lb", "lb-int-ext"} {
+		t.Run(dut, func(t *testing.T) {
+			r := fwdLossless(t, FwdOptions{DUT: dut, Size: 64, Flows: 1000, Duration: 2 * time.Second, Rate: pps, Queues: 2})
+			if r.Queues != 2 || len(r.DUTForwardedPerCPU) < 2 {
+				t.Fatalf("%d queues, the DUT's per-CPU counts %v", r.Queues, r.DUTForwardedPerCPU)
+			}
+			var sum uint64
+			for _, n := range r.DUTForwardedPerCPU {
+				sum += n
+			}
+			if sum != r.OfferedPackets || r.ReceivedPackets != r.OfferedPackets {
+				t.Errorf("offered %d, the DUT's CPUs forwarded %v (sum %d), the sink counted %d", r.OfferedPackets, r.DUTForwardedPerCPU, sum, r.ReceivedPackets)
+			}
+			for cpu, n := range r.DUTForwardedPerCPU[:2] {
+				if n < sum*2/5 {
+					t.Errorf("CPU %d forwarded %d of %d frames: each queue's generator sent half", cpu, n, sum)
+				}
+			}
+			if r.Reordered != 0 || r.Duplicated != 0 || r.FlowsSeen != 1000 {
+				t.Errorf("reordered %d, duplicated %d, %d of 1000 flows seen", r.Reordered, r.Duplicated, r.FlowsSeen)
+			}
+		})
+	}
+	for _, dut := range []string{"router", "lb"} {
+		t.Run(dut+"-cap", func(t *testing.T) {
+			const capPPS = 20_000
+			r, err := Fwd(FwdOptions{DUT: dut, Size: 64, Flows: 1000, Duration: 2 * time.Second, Rate: 3 * capPPS, Queues: 2, CapPPS: capPPS})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// GCRA lets through one frame an interval and a burst ahead:
+			// in the sending window, at most that; at least the rate's
+			// worth, the offered load being three times it.
+			most := uint64(capPPS*r.DurationSeconds) + element.CapBurst + 1
+			least := uint64(0.95 * capPPS * r.DurationSeconds)
+			if r.ReceivedPackets > most || r.ReceivedPackets < least {
+				t.Errorf("cap %d pps over %.3f s from two CPUs: %d frames through, want %d to %d (offered %d, per CPU %v)",
+					capPPS, r.DurationSeconds, r.ReceivedPackets, least, most, r.OfferedPackets, r.DUTForwardedPerCPU)
+			}
+			if len(r.DUTForwardedPerCPU) < 2 || r.DUTForwardedPerCPU[0] == 0 || r.DUTForwardedPerCPU[1] == 0 {
+				t.Errorf("both CPUs must meet the cap: per CPU %v", r.DUTForwardedPerCPU)
+			}
+		})
+	}
+}
+
+// fwdLossless runs o until a run loses nothing, three times at most: at
+// a rate far below the DUT's capacity only the machine loses frames (a
+// stall of the hypervisor's longer than a veth ring holds).
+func fwdLossless(t *testing.T, o FwdOptions) *FwdResult {
+	t.Helper()
+	var r *FwdResult
+	for try := 0; try < 3; try++ {
+		var err error
+		if r, err = Fwd(o); err != nil {
+			t.Fatal(err)
+		}
+		if r.ReceivedPackets == r.OfferedPackets {
+			return r
+		}
+		t.Logf("run %d: offered %d, received %d: again", try+1, r.OfferedPackets, r.ReceivedPackets)
+	}
+	t.Fatalf("three runs at %.0f pps lost frames: the machine cannot carry this rate without loss", o.Rate)
+	return nil
 }

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,9 +32,12 @@ type session struct {
 	sinkEnd lab.Endpoint
 	progs   map[string]*ebpf.Program
 	undo    func()
-	awake   func() // releases keepCPUsAwake
-	fibLoad time.Duration
-	last    *traffic.SinkReport // the sink's counters after the last trial
+	// forwardedPerCPU reads the frames the DUT forwarded by CPU (nil: not
+	// counted).
+	forwardedPerCPU func() ([]uint64, error)
+	awake           func() // releases keepCPUsAwake
+	fibLoad         time.Duration
+	last            *traffic.SinkReport // the sink's counters after the last trial
 	// gen is where the generator sends from: gen:g0 in the bench labs;
 	// genHasXDP says its interfaces have an XDP program already (a sink's,
 	// or the lab's xdp_pass).
@@ -67,12 +72,19 @@ func openSession(o FwdOptions) (*session, error) {
 		return nil, err
 	}
 	s.genHasXDP = s.sinkEnd.Node == s.gen.Node
+	if o.Queues > 1 {
+		if err := unthreadNAPI(spec); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	loadStart := time.Now()
-	if s.progs, s.undo, err = setupDUT(o, spec, routes); err != nil {
-		s.undo = func() {}
+	dut, err := setupDUT(o, spec, routes)
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.progs, s.undo, s.forwardedPerCPU = dut.progs, dut.undo, dut.forwardedPerCPU
 	s.fibLoad = time.Since(loadStart)
 	if s.ports, err = lbPorts(o.DUT, spec); err != nil {
 		s.Close()
@@ -223,6 +235,9 @@ type sendSpec struct {
 // reads what the sink counted since the last trial and the DUT's CPU time
 // meanwhile.
 func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, error)) (*trialResult, error) {
+	if s.o.Queues > 1 {
+		return s.sendQueues(sp, transmit)
+	}
 	t := &trialResult{}
 	var napi []int
 	var napiStart time.Duration
@@ -231,16 +246,7 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 	}
 	var stopSampling func() []float64
 	err := netns.Do(lab.Namespace(s.spec.Name, s.gen.Node), func() error {
-		dsts := s.dsts
-		if dsts == nil {
-			routes := s.routes
-			if routes == nil && s.o.Flows > s.o.flowIDs() {
-				routes = benchRoutes(nil, s.o.IPv6) // destinations to walk without a table
-			}
-			dsts = flowDsts(routes, s.o.Flows)
-		}
-		g, err := traffic.NewGenerator(traffic.GenConfig{Ifname: s.gen.Iface, DstMAC: s.dstMAC, Size: sp.size, Flows: s.o.flowIDs(), Rate: sp.rate,
-			Dsts: dsts, IPv6: s.o.IPv6, HasXDP: s.genHasXDP, Ports: s.ports})
+		g, err := traffic.NewGenerator(s.genConfig(sp, 0, s.o.flowIDs(), s.genHasXDP))
 		if err != nil {
 			return err
 		}
@@ -290,6 +296,114 @@ func (s *session) send(sp sendSpec, transmit func(*traffic.Generator) (uint64, e
 		t.napiNsPerPacket = float64(busy.Nanoseconds()) / float64(t.rep.RxPackets)
 		t.napiBusy = busy.Seconds() / (t.elapsed + drainTime).Seconds()
 	}
+	return t, nil
+}
+
+// genConfig is a trial's generator of flows first..first+n-1, at the
+// share of the trial's rate they are of all the flows.
+func (s *session) genConfig(sp sendSpec, first, n int, hasXDP bool) traffic.GenConfig {
+	dsts := s.dsts
+	if dsts == nil {
+		routes := s.routes
+		if routes == nil && s.o.Flows > s.o.flowIDs() {
+			routes = benchRoutes(nil, s.o.IPv6) // destinations to walk without a table
+		}
+		dsts = flowDsts(routes, s.o.Flows)
+	}
+	return traffic.GenConfig{Ifname: s.gen.Iface, DstMAC: s.dstMAC, Size: sp.size, Flows: n, FirstFlow: first,
+		Rate: sp.rate * float64(n) / float64(s.o.flowIDs()), Dsts: dsts, IPv6: s.o.IPv6, HasXDP: hasXDP, Ports: s.ports}
+}
+
+// sendQueues is send with a generator on each of the first o.Queues
+// CPUs, each sending a share of the flows at that share of the rate. A
+// veth hands a frame to its peer's queue of the sending CPU, and the
+// lab's NAPI is not threaded (unthreadNAPI), so each of the DUT's queues
+// receives on a CPU of its own, as a NIC's RSS queues do; each flow stays
+// on one CPU, its frames in order. No NAPI time is taken (the DUT's work
+// is softirq time on the generators' CPUs) and nothing is sampled.
+func (s *session) sendQueues(sp sendSpec, transmit func(*traffic.Generator) (uint64, error)) (*trialResult, error) {
+	n, flows := s.o.Queues, s.o.flowIDs()
+	if sp.sample > 0 {
+		return nil, errors.New("a trial over several queues is not sampled")
+	}
+	if err := s.sink.Restart(); err != nil {
+		return nil, err
+	}
+	ns := lab.Namespace(s.spec.Name, s.gen.Node)
+	gens := make([]*traffic.Generator, n)
+	defer func() {
+		for _, g := range gens {
+			if g != nil {
+				g.Close()
+			}
+		}
+	}()
+	// One after another, so that the first has attached xdp_pass (if
+	// any) before any sends.
+	err := netns.Do(ns, func() (err error) {
+		for q := range n {
+			first, last := q*flows/n, (q+1)*flows/n
+			if gens[q], err = traffic.NewGenerator(s.genConfig(sp, first, last-first, s.genHasXDP || q > 0)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]trialResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for q := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[q] = netns.Do(ns, func() error {
+				unpin, err := pinCPU(q)
+				if err != nil {
+					return err
+				}
+				defer unpin()
+				g, p := gens[q], &parts[q]
+				if err := g.ResetWindow(); err != nil {
+					return err
+				}
+				start := time.Now()
+				p.sent, err = transmit(g)
+				p.elapsed = time.Since(start)
+				p.paceRestarts, p.paceSkipped = g.PaceStats()
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	// The window is from the first frame of any generator to the last of
+	// any: they start milliseconds apart.
+	t := &trialResult{}
+	var first, last time.Duration
+	for q, p := range parts {
+		t.sent += p.sent
+		t.elapsed = max(t.elapsed, p.elapsed)
+		t.paceRestarts, t.paceSkipped = t.paceRestarts+p.paceRestarts, max(t.paceSkipped, p.paceSkipped)
+		f, l := gens[q].TxSpan()
+		if f > 0 && (first == 0 || f < first) {
+			first = f
+		}
+		last = max(last, l)
+	}
+	if first > 0 && last > first {
+		t.window = last - first
+	}
+	time.Sleep(drainTime)
+	now, err := s.sink.Read()
+	if err != nil {
+		return nil, err
+	}
+	t.rep, s.last = now.Since(s.last), now
 	return t, nil
 }
 

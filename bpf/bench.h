@@ -95,6 +95,9 @@ struct gen_config {
 	/* More destinations than flow ids: each frame goes to the next of
 	 * gen_dsts' dsts entries, whatever its flow (0: each flow's own). */
 	__u32 dsts;
+	/* The first flow's id: generators on several CPUs send flows of
+	 * their own, each flow's frames in order from one CPU. */
+	__u32 first_flow;
 };
 
 /* The most destinations a generator walks: a million and more, so that

@@ -269,7 +269,7 @@ static __always_inline int build(struct xdp_md *ctx, struct gen_flow *f, __u32 i
 	}
 	write_udp(udp, f, len - sizeof(*ip));
 	pl->magic = bpf_htons(BENCH_MAGIC);
-	pl->flow = (__u16)idx;
+	pl->flow = (__u16)(cfg.first_flow + idx);
 	/* One Run executes on one CPU; the atomic keeps two concurrent
 	 * generators on one map honest. */
 	pl->seq = __sync_fetch_and_add(&f->seq, 1);
@@ -326,7 +326,7 @@ static __always_inline int build6(struct xdp_md *ctx, struct gen_flow *f, __u32 
 	udp->dest = f->dport;
 	udp->len = bpf_htons(len);
 	pl->magic = bpf_htons(BENCH_MAGIC);
-	pl->flow = (__u16)idx;
+	pl->flow = (__u16)(cfg.first_flow + idx);
 	__u32 seq = __sync_fetch_and_add(&f->seq, 1);
 	__u64 tx = bpf_ktime_get_ns();
 	pl->seq = seq;

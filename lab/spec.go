@@ -110,9 +110,17 @@ type ProcessSpec struct {
 
 // LinkSpec joins two interfaces, each written "node:interface".
 type LinkSpec struct {
-	Ends []string   `yaml:"ends" msr:"required"`
-	Pos  config.Pos `yaml:"-"`
+	Ends []string `yaml:"ends" msr:"required"`
+	// Queues gives each end that many receive and transmit queues (0 or
+	// 1: one). A veth hands a frame to the peer's queue of the sending
+	// CPU, so with one queue a CPU, every CPU that sends also receives, as
+	// a NIC's RSS spreads its queues over the cores.
+	Queues int        `yaml:"queues"`
+	Pos    config.Pos `yaml:"-"`
 }
+
+// MaxQueues is the most queues a lab's link has.
+const MaxQueues = 16
 
 // Endpoint is one end of a link.
 type Endpoint struct{ Node, Iface string }
@@ -295,6 +303,9 @@ func (s *Spec) checkLinks() error {
 	for _, l := range s.Links {
 		if len(l.Ends) != 2 {
 			return l.Pos.Errorf("a link has exactly two ends, not %d", len(l.Ends))
+		}
+		if l.Queues < 0 || l.Queues > MaxQueues {
+			return l.Pos.Errorf("a link has 1 to %d queues, not %d", MaxQueues, l.Queues)
 		}
 		for _, end := range l.Ends {
 			e, err := ParseEndpoint(end)

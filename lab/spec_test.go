@@ -28,6 +28,7 @@ func TestLoadRefusesMalformedFiles(t *testing.T) {
 		{"unlinked interface", "hosts:\n  h1:\n    interfaces:\n      e0: {}\n", "x.yaml:4:11: interface h1:e0 is not the end of any link"},
 		{"link to nowhere", "hosts:\n  h1: {}\nlinks:\n  - ends: [h1:e0, h9:e0]\n", "x.yaml:4:5: link end \"h9:e0\": no host or switch \"h9\""},
 		{"interface linked twice", "hosts:\n  h1: {}\n  h2: {}\nlinks:\n  - ends: [h1:e0, h2:e0]\n  - ends: [h1:e0, h2:e1]\n", "x.yaml:6:5: interface h1:e0 is already linked at x.yaml:5:5"},
+		{"too many queues", "hosts:\n  h1: {}\nlinks:\n  - {ends: [h1:a, h1:b], queues: 17}\n", "x.yaml:4:5: a link has 1 to 16 queues, not 17"},
 		{"three ends", "hosts:\n  h1: {}\nlinks:\n  - ends: [h1:a, h1:b, h1:c]\n", "x.yaml:4:5: a link has exactly two ends"},
 		{"bad lab name", "name: Big_Lab\nhosts:\n  h1: {}\n", "x.yaml:1:1: lab name \"Big_Lab\""},
 		{"syntax", "hosts:\n  h1: {\n", "x.yaml:2:1: YAML syntax"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -125,8 +126,14 @@ func (b *builder) links() error {
 	for _, l := range b.spec.Links {
 		a, _ := ParseEndpoint(l.Ends[0])
 		z, _ := ParseEndpoint(l.Ends[1])
-		if err := run("ip", "link", "add", a.Iface, "netns", b.ns(a.Node), "type", "veth",
-			"peer", "name", z.Iface, "netns", b.ns(z.Node)); err != nil {
+		var queues []string
+		if l.Queues > 1 {
+			n := strconv.Itoa(l.Queues)
+			queues = []string{"numtxqueues", n, "numrxqueues", n}
+		}
+		args := append(append([]string{"link", "add", a.Iface, "netns", b.ns(a.Node)}, queues...), "type", "veth")
+		args = append(append(args, "peer", "name", z.Iface, "netns", b.ns(z.Node)), queues...)
+		if err := run("ip", args...); err != nil {
 			return fmt.Errorf("link %s -- %s: %w", l.Ends[0], l.Ends[1], err)
 		}
 		for _, e := range []Endpoint{a, z} {

@@ -382,10 +382,12 @@ func (d *Dataplane) SetFlowletGap(gap time.Duration) error {
 }
 
 // PortCounters are a port's counters, summed over the CPUs: its frames
-// and bytes, what each module of Table 1 took, and the drops by reason.
+// and bytes, what each module of Table 1 took, and the drops by reason;
+// and the frames it received and sent by CPU.
 type PortCounters struct {
 	RxPackets, RxBytes, TxPackets, TxBytes uint64
 	Modules, Drops                         map[string]uint64
+	RxPerCPU, TxPerCPU                     []uint64
 }
 
 // Stats reads the counters of the port with the given index.
@@ -396,6 +398,8 @@ func (d *Dataplane) Stats(index uint8) (*PortCounters, error) {
 	}
 	s := &PortCounters{Modules: map[string]uint64{}, Drops: map[string]uint64{}}
 	for _, c := range per {
+		s.RxPerCPU = append(s.RxPerCPU, c.RxPackets)
+		s.TxPerCPU = append(s.TxPerCPU, c.TxPackets)
 		s.RxPackets += c.RxPackets
 		s.RxBytes += c.RxBytes
 		s.TxPackets += c.TxPackets
@@ -411,7 +415,7 @@ func (c *PortCounters) api() *lbapi.PortStats {
 	if c == nil {
 		return nil
 	}
-	return &lbapi.PortStats{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes, Modules: c.Modules, Drops: c.Drops}
+	return &lbapi.PortStats{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes, Modules: c.Modules, Drops: c.Drops, RxPerCPU: c.RxPerCPU}
 }
 
 // Run processes one frame as if it arrived on the port ifindex

@@ -358,11 +358,12 @@ var (
 // Counters are the back-end's data path counters, summed over the CPUs:
 // frames in, forwarded, passed to the agent and reflected; the slow
 // path's reasons, and those over their rate; the drops by reason; each
-// ACL rule's permits and denials.
+// ACL rule's permits and denials. RxPerCPU and ForwardedPerCPU are the
+// frames in and forwarded by CPU.
 type Counters struct {
 	RxPackets, RxBytes, Forwarded, ForwardedBytes, Passed, Probes uint64
 	Slow, SlowDropped, Drops                                      map[string]uint64
-	ACLPermit, ACLDeny                                            []uint64
+	ACLPermit, ACLDeny, RxPerCPU, ForwardedPerCPU                 []uint64
 }
 
 // Stats reads the counters, of the first nACL ACL rules.
@@ -373,6 +374,8 @@ func (d *Dataplane) Stats(nACL int) (*Counters, error) {
 	}
 	s := &Counters{Slow: map[string]uint64{}, SlowDropped: map[string]uint64{}, Drops: map[string]uint64{}, ACLPermit: make([]uint64, nACL), ACLDeny: make([]uint64, nACL)}
 	for _, c := range per {
+		s.RxPerCPU = append(s.RxPerCPU, c.RxPackets)
+		s.ForwardedPerCPU = append(s.ForwardedPerCPU, c.Forwarded)
 		s.RxPackets += c.RxPackets
 		s.RxBytes += c.RxBytes
 		s.Forwarded += c.Forwarded
@@ -396,7 +399,7 @@ func (c *Counters) api() *routerapi.Stats {
 		return nil
 	}
 	return &routerapi.Stats{RxPackets: c.RxPackets, RxBytes: c.RxBytes, Forwarded: c.Forwarded, ForwardedBytes: c.ForwardedBytes, Passed: c.Passed,
-		Probes: c.Probes, Slow: c.Slow, SlowDropped: c.SlowDropped, Drops: c.Drops, ACLPermit: c.ACLPermit, ACLDeny: c.ACLDeny}
+		Probes: c.Probes, Slow: c.Slow, SlowDropped: c.SlowDropped, Drops: c.Drops, ACLPermit: c.ACLPermit, ACLDeny: c.ACLDeny, RxPerCPU: c.RxPerCPU}
 }
 
 // SlowReader opens the slow-path event stream, slowBufferBytes a CPU.

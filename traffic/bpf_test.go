@@ -207,6 +207,28 @@ func TestTrafficgenFrames(t *testing.T) {
 	}
 }
 
+// TestTrafficgenFirstFlow: a generator from flow 5 sends flows 5, 6, 7,
+// frame for frame those a generator of every flow sends.
+func TestTrafficgenFirstFlow(t *testing.T) {
+	g, err := loadGenerator(GenConfig{DstMAC: macSink, Size: 64, Flows: 3, FirstFlow: 5}, macGen, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for run := 0; run < 4; run++ {
+		in := make([]byte, 64-FCSLen)
+		out := make([]byte, len(in))
+		if ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: in, DataOut: out}); err != nil || ret != xdpTx {
+			t.Fatalf("run %d: verdict %d, %v", run, ret, err)
+		}
+		want := referenceFrame(5+run%3, uint32(run/3), 64)
+		copy(out[50:58], want[50:58])
+		if !bytes.Equal(out[:58], want[:58]) {
+			t.Fatalf("run %d:\n got %x\nwant %x", run, out[:58], want[:58])
+		}
+	}
+}
+
 // TestTrafficgenWalk: with more destinations than flows, frame k goes to
 // the k-th destination whatever its flow, each flow keeps its sequence,
 // and the IPv4 header's and the IPv6 UDP checksums verify.
@@ -337,6 +359,8 @@ func TestGenConfigChecks(t *testing.T) {
 		{DstMAC: macSink, Size: 1519, Flows: 1},
 		{DstMAC: macSink, Size: 64, Flows: 0},
 		{DstMAC: macSink, Size: 64, Flows: MaxFlows + 1},
+		{DstMAC: macSink, Size: 64, Flows: 2, FirstFlow: MaxFlows - 1}, // past the last flow id
+		{DstMAC: macSink, Size: 64, Flows: 1, FirstFlow: -1},
 		{Size: 64, Flows: 1},
 		{DstMAC: macSink, Size: 78, Flows: 1, IPv6: true}, // RFC 5180's smallest: no room for the payload
 		{DstMAC: macSink, Size: 128, Flows: 1, IPv6: true, Dsts: []netip.Addr{netip.MustParseAddr("198.19.0.1")}}, // an IPv4 destination

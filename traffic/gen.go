@@ -67,6 +67,10 @@ type GenConfig struct {
 	DstMAC net.HardwareAddr
 	Size   int // frame size with FCS, 64..1518
 	Flows  int // 1..65536
+	// FirstFlow is the first flow's id (0 by default): generators on
+	// several CPUs send flows FirstFlow..FirstFlow+Flows-1 each, every
+	// flow's frames from one CPU, in order.
+	FirstFlow int
 	// Rate is the offered load in frames per second; 0 is flat out.
 	Rate float64
 	// Dsts, if set, gives flow i the destination Dsts[i % len(Dsts)]
@@ -129,6 +133,8 @@ func (c *GenConfig) Check() error {
 		return fmt.Errorf("frame size %d: use %d to %d bytes", c.Size, MinFrameSize, MaxFrameSize)
 	case c.Flows < 1 || c.Flows > MaxFlows:
 		return fmt.Errorf("%d flows: use 1 to %d", c.Flows, MaxFlows)
+	case c.FirstFlow < 0 || c.FirstFlow+c.Flows > MaxFlows:
+		return fmt.Errorf("flows %d to %d: flow ids are 0 to %d", c.FirstFlow, c.FirstFlow+c.Flows-1, MaxFlows-1)
 	case c.Rate < 0 || (c.Rate > 0 && c.Rate < 1):
 		return fmt.Errorf("rate %v: use at least 1 frame per second, or 0 for flat out", c.Rate)
 	case len(c.DstMAC) != 6:
@@ -253,7 +259,7 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 	if err != nil {
 		return nil, fmt.Errorf("load generator: %w", err)
 	}
-	cfg := trafficgenGenConfig{Flows: uint32(c.Flows), Batch: batchSize(c.Rate)}
+	cfg := trafficgenGenConfig{Flows: uint32(c.Flows), Batch: batchSize(c.Rate), FirstFlow: uint32(c.FirstFlow)}
 	if c.walks() {
 		cfg.Dsts = uint32(len(c.Dsts))
 		spec.Maps["gen_dsts"].MaxEntries = cfg.Dsts
@@ -291,28 +297,29 @@ func loadGenerator(c GenConfig, src net.HardwareAddr, ports []port) (*Generator,
 		case c.walks():
 			dst = netip.IPv4Unspecified()
 		case len(c.Dsts) > 0:
-			dst = c.Dsts[i%len(c.Dsts)]
+			dst = c.Dsts[(c.FirstFlow+i)%len(c.Dsts)]
 		}
-		f := FlowOf(i, c.Size-FCSLen)
+		id := c.FirstFlow + i
+		f := FlowOf(id, c.Size-FCSLen)
 		if dst.IsValid() && !c.IPv6 {
 			f = flowTo(f, dst, c.Size-FCSLen)
 		}
 		if c.IPv6 {
-			f = flowOf6(i, f, dst, c.Size-FCSLen)
+			f = flowOf6(id, f, dst, c.Size-FCSLen)
 		}
 		if c.Src.IsValid() || c.DstPort != 0 || len(c.Protos) > 0 {
 			proto := ProtoUDP
 			if len(c.Protos) > 0 {
-				proto = c.Protos[i%len(c.Protos)]
+				proto = c.Protos[id%len(c.Protos)]
 			}
 			f = reshape(f, c, proto, c.Size-FCSLen)
 		}
 		if len(ports) > 0 {
-			p := ports[i%len(ports)]
+			p := ports[id%len(ports)]
 			f.Ifindex = uint32(p.ifindex)
 			copy(f.SrcMac[:], p.src)
 			if len(p.srcs) > 0 {
-				copy(f.SrcMac[:], p.srcs[i/len(ports)%len(p.srcs)])
+				copy(f.SrcMac[:], p.srcs[id/len(ports)%len(p.srcs)])
 			}
 			copy(f.DstMac[:], p.dst)
 			f.Vlan = p.vlan
@@ -614,6 +621,16 @@ func (g *Generator) Window() time.Duration {
 		return 0
 	}
 	return time.Duration(last - first)
+}
+
+// TxSpan is when (CLOCK_MONOTONIC) the program built its first frame
+// since ResetWindow and its last: generators on several CPUs offered
+// their frames from the earliest first to the latest last.
+func (g *Generator) TxSpan() (first, last time.Duration) {
+	var f, l uint64
+	g.objs.FirstTxNs.Get(&f)
+	g.objs.LastTxNs.Get(&l)
+	return time.Duration(f), time.Duration(l)
 }
 
 // ResetWindow starts a new sending window at the next frame.

@@ -22,13 +22,14 @@ type trafficgenBenchPayload struct {
 }
 
 type trafficgenGenConfig struct {
-	_       structs.HostLayout
-	DstMac  [6]uint8
-	SrcMac  [6]uint8
-	Flows   uint32
-	Batch   uint32
-	TagRoom uint32
-	Dsts    uint32
+	_         structs.HostLayout
+	DstMac    [6]uint8
+	SrcMac    [6]uint8
+	Flows     uint32
+	Batch     uint32
+	TagRoom   uint32
+	Dsts      uint32
+	FirstFlow uint32
 }
 
 type trafficgenGenDst struct {

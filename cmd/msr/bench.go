@@ -105,6 +105,8 @@ func runBench(args []string) error {
 	fs.StringVar(&o.FIB, "fib", "", "routes in the DUT (linux, router): pyasn, a number of prefixes, or a pyasn-format file; with --ipv6, pyasn6 or Nv6")
 	fs.BoolVar(&o.IPv6, "ipv6", false, "IPv6/UDP test frames (RFC 5180); the size defaults to the smallest, 82 bytes")
 	fs.StringVar(&o.URPF, "urpf", "", "router: frames tagged as an LB balances them from a port with unicast RPF off, loose or strict (the sources routed through it)")
+	fs.IntVar(&o.Queues, "queues", 1, "queues of the lab's links, and CPUs sending, each its own flows: the DUT receives on that many CPUs")
+	fs.Uint64Var(&o.CapPPS, "cap", 0, "lb, router: the element's capacity in frames a second (0: none)")
 	pos, _, err := cli.Parse(fs, args[1:])
 	if err != nil {
 		return err

@@ -197,6 +197,9 @@ type PortStats struct {
 	TxBytes   uint64            `json:"tx_bytes"`
 	Modules   map[string]uint64 `json:"modules"`
 	Drops     map[string]uint64 `json:"drops"`
+	// RxPerCPU is the frames each CPU received on the port: how its
+	// queues (RSS) spread the load over the cores.
+	RxPerCPU []uint64 `json:"rx_per_cpu"`
 }
 
 // Client is a client of one LB agent's API.

@@ -224,6 +224,9 @@ type Stats struct {
 	Drops          map[string]uint64 `json:"drops"`
 	ACLPermit      []uint64          `json:"acl_permit"`
 	ACLDeny        []uint64          `json:"acl_deny"`
+	// RxPerCPU is the frames each CPU received: how the NIC's queues
+	// (RSS) spread the load over the cores.
+	RxPerCPU []uint64 `json:"rx_per_cpu"`
 }
 
 // SlowRate is a slow-path reason's rate, frames a second, and burst.
