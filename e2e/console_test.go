@@ -231,6 +231,99 @@ func checkConsoleChanges(t *testing.T, dir string, keyed []string, routes func()
 	if len(res.Changes) != 0 {
 		t.Errorf("a second reload of the same file changed %q", res.Changes)
 	}
+	checkCommitConfirmed(t, vcpFile, keyed, routes)
+}
+
+// checkCommitConfirmed: a change applied with --confirm and left
+// unconfirmed rolls back by itself, the file too; one confirmed stays;
+// rollback 1 undoes the last change; the history says who did each.
+func checkCommitConfirmed(t *testing.T, vcpFile string, keyed []string, routes func() string) {
+	ctl, ctlJSON := consoleCtl(t)
+	has := func(prefix string, want bool, within time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(within); strings.Contains(routes(), `"`+prefix+`"`) != want; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s on the back-end: %v after %v, want %v", prefix, !want, within, want)
+			}
+		}
+	}
+	base, _ := os.ReadFile(vcpFile)
+	with := func(prefix string) []byte {
+		return []byte(strings.Replace(string(base), "  static:\n", "  static:\n    - {to: "+prefix+", via: 192.0.2.20}\n", 1))
+	}
+	type entry struct {
+		Seq         int
+		Who, How    string
+		Pending     bool
+		ConfirmedBy string `json:"confirmed_by"`
+		RolledBack  bool   `json:"rolled_back"`
+	}
+	var res struct {
+		Changes []string
+		Entry   *entry
+	}
+	if _, errOut, code := ctl(append(keyed, "reload", "--confirm", "5s")...); code == 0 || !strings.Contains(errOut, "10s to 1h") {
+		t.Errorf("reload --confirm 5s: %d %s", code, errOut)
+	}
+
+	// Not confirmed: back by itself, file and all.
+	os.WriteFile(vcpFile, with("198.51.102.0/24"), 0o644)
+	start := time.Now()
+	ctlJSON(&res, append(keyed, "reload", "--confirm", "10s")...)
+	if res.Entry == nil || !res.Entry.Pending || len(res.Changes) != 1 {
+		t.Fatalf("reload --confirm 10s: %+v", res)
+	}
+	has("198.51.102.0/24", true, 5*time.Second)
+	has("198.51.102.0/24", false, 20*time.Second)
+	if d := time.Since(start); d < 10*time.Second {
+		t.Errorf("rolled back %v after the reload, before its 10 s", d)
+	}
+	if b, _ := os.ReadFile(vcpFile); string(b) != string(base) {
+		t.Errorf("the config file after the rollback is not the one before the change:\n%s", b)
+	}
+	if !strings.Contains(routes(), `"198.51.101.0/24"`) {
+		t.Errorf("the rollback took the confirmed config's route away too")
+	}
+
+	// Confirmed: stays past its time.
+	os.WriteFile(vcpFile, with("198.51.103.0/24"), 0o644)
+	ctlJSON(&res, append(keyed, "reload", "--confirm", "10s")...)
+	has("198.51.103.0/24", true, 5*time.Second)
+	if out, errOut, code := ctl(append(keyed, "confirm")...); code != 0 || !strings.Contains(out, "confirmed") {
+		t.Fatalf("confirm: %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := ctl(append(keyed, "confirm")...); code == 0 || !strings.Contains(errOut, "nothing to confirm") {
+		t.Errorf("a second confirm: %d %s", code, errOut)
+	}
+	time.Sleep(11 * time.Second)
+	has("198.51.103.0/24", true, 0)
+
+	// rollback 1: the change undone, the file with it.
+	ctlJSON(&res, append(keyed, "rollback")...)
+	if len(res.Changes) != 1 || !strings.Contains(res.Changes[0], "198.51.103.0/24") {
+		t.Errorf("rollback said %+v", res)
+	}
+	has("198.51.103.0/24", false, 5*time.Second)
+	if b, _ := os.ReadFile(vcpFile); string(b) != string(base) {
+		t.Errorf("the config file after rollback 1 is not the one before:\n%s", b)
+	}
+	if _, errOut, code := ctl(append(keyed, "rollback", "10")...); code == 0 || !strings.Contains(errOut, "history holds") {
+		t.Errorf("rollback 10: %d %s", code, errOut)
+	}
+
+	var h struct{ Entries []entry }
+	ctlJSON(&h, "history")
+	if len(h.Entries) < 5 {
+		t.Fatalf("history: %+v", h)
+	}
+	e := h.Entries
+	if !strings.HasPrefix(e[0].How, "rollback 1") || !strings.Contains(e[1].How, "confirm within 10s") || !strings.Contains(e[1].ConfirmedBy, "admin token") ||
+		!strings.Contains(e[2].How, "not confirmed within 10s") || e[3].Pending || !e[3].RolledBack || !strings.Contains(e[4].Who, "admin token from 10.0.0.") {
+		t.Errorf("history: %+v", e[:5])
+	}
+	if out, _, _ := ctl("history"); !strings.Contains(out, "rollback 1") {
+		t.Errorf("history as text:\n%s", out)
+	}
 }
 
 // consoleCtl runs `msr ctl` in t-rib's r1 against the VCP's management

@@ -35,7 +35,12 @@ type Agent struct {
 	ribPassword string
 
 	reloadMu sync.Mutex // one reload at a time
-	mu       sync.Mutex
+	// history is the configs applied (nil without a state dir), pending
+	// the commit-confirmed change waiting for its confirm; both under
+	// reloadMu (confirm.go).
+	history *configHistory
+	pending *pendingConfirm
+	mu      sync.Mutex
 	// active: this VCP configures the LBs and runs the suite; a standby
 	// only keeps the topology from hellos.
 	active   bool
@@ -163,6 +168,10 @@ func NewAgent(cfg *Config, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	if err := cfg.PersistReplay(a.conn, ""); err != nil {
+		a.conn.Close()
+		return nil, err
+	}
+	if err := a.openHistory(); err != nil {
 		a.conn.Close()
 		return nil, err
 	}

@@ -26,7 +26,10 @@ import (
 //	GET  /routes/lookup?addr=A     vcpapi.LookupView: the suite's and every back-end's routes for A
 //	POST /drain?name=B, /undrain?name=B
 //	POST /weight?name=B&capacity=MBPS   (0: the configured or announced one again)
-//	POST /reload[?dry_run=1]       vcpapi.ReloadResult: the config file read again, the difference applied (or only said)
+//	POST /reload[?dry_run=1][&confirm=2m]  vcpapi.ReloadResult: the config file read again, the difference applied (or only said); rolled back unless confirmed in time
+//	POST /confirm                  vcpapi.HistoryView: the changes waiting for a confirm kept
+//	POST /rollback?n=N             vcpapi.ReloadResult: the config applied N changes ago applied again
+//	GET  /history                  vcpapi.HistoryView: the last ten configs applied, who, when, how
 //	ANY  /relay/ELEMENT/PATH       the request, passed to ELEMENT's own API (by name or id)
 
 // Status reports elements and tables, the suite, mirrors and DIST.
@@ -131,8 +134,33 @@ func (a *Agent) Handler() http.Handler {
 		api.Reply(w, map[string]any{"name": name, "capacity_mbps": mbps}, a.SetCapacity(name, uint32(mbps)))
 	})
 	mux.HandleFunc("POST "+vcpapi.PathReload, func(w http.ResponseWriter, r *http.Request) {
-		res, err := a.Reload(r.URL.Query().Get("dry_run") == "1")
+		o := ReloadOptions{DryRun: r.URL.Query().Get("dry_run") == "1", Who: api.Who(r)}
+		if c := r.URL.Query().Get("confirm"); c != "" {
+			var err error
+			if o.Confirm, err = vcpapi.ParseConfirm(c); err != nil {
+				api.Reply(w, nil, err)
+				return
+			}
+		}
+		res, err := a.Reload(o)
 		api.Reply(w, res, err)
+	})
+	mux.HandleFunc("POST "+vcpapi.PathConfirm, func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.Confirm(api.Who(r))
+		api.Reply(w, v, err)
+	})
+	mux.HandleFunc("POST "+vcpapi.PathRollback, func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.URL.Query().Get("n"))
+		if err != nil {
+			api.Reply(w, nil, fmt.Errorf("rollback %q: the number of changes back, 1 to %d", r.URL.Query().Get("n"), historyKeep-1))
+			return
+		}
+		res, err := a.Rollback(n, api.Who(r))
+		api.Reply(w, res, err)
+	})
+	mux.HandleFunc("GET "+vcpapi.PathHistory, func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.History()
+		api.Reply(w, v, err)
 	})
 	mux.HandleFunc(vcpapi.PathRelay+"/{element}/{path...}", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))

@@ -363,6 +363,11 @@ func (s *BIRD) socketDir(cfg *RoutingConfig) (*daemonCreds, error) {
 // writeConfig writes BIRD's configuration (and its static route files)
 // into the run directory and returns its path.
 func (s *BIRD) writeConfig(cfg *RoutingConfig) (string, error) {
+	return s.writeConfigAs(cfg, "bird.conf")
+}
+
+// writeConfigAs writes cfg's BIRD config as name in the run dir.
+func (s *BIRD) writeConfigAs(cfg *RoutingConfig, name string) (string, error) {
 	if err := os.MkdirAll(cfg.RunDir, runDirMode(cfg)); err != nil {
 		return "", err
 	}
@@ -379,8 +384,33 @@ func (s *BIRD) writeConfig(cfg *RoutingConfig) (string, error) {
 		}
 	}
 	// BIRD reads it again, as its own user, at each reconfiguration.
-	path := filepath.Join(cfg.RunDir, "bird.conf")
+	path := filepath.Join(cfg.RunDir, name)
 	return path, writePrivate(path, conf.Bytes(), runAs("bird", cfg.RunDir))
+}
+
+// Check has BIRD parse the config cfg renders (`configure check` of a
+// file beside its own), applying nothing: its error names the line.
+func (s *BIRD) Check(cfg *RoutingConfig) error {
+	path, err := s.writeConfigAs(cfg, "bird-check.conf")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	out, err := s.Query(fmt.Sprintf("configure check %q", path))
+	if err == nil && strings.Contains(out, "Configuration OK") {
+		return nil
+	}
+	// BIRD's own words, its greeting and "Reading configuration" left out.
+	var why []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, "BIRD ") && !strings.HasPrefix(l, "Reading configuration") {
+			why = append(why, strings.TrimSpace(l))
+		}
+	}
+	if len(why) == 0 && err != nil {
+		why = append(why, err.Error())
+	}
+	return fmt.Errorf("BIRD refused the new configuration, nothing applied: %s", strings.Join(why, "; "))
 }
 
 // Reconfigure gives the running suite a new configuration: BIRD compares

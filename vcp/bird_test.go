@@ -254,3 +254,52 @@ func TestHostileNamesRender(t *testing.T) {
 	}
 	t.Logf("%d of %d names passed the decoder; BIRD and FRR took every one as a description", len(passed), len(names))
 }
+
+// TestBIRDCheck: a routing section BIRD would refuse (a hold time of 1 s:
+// it takes 3 to 65,535) is refused by Check with BIRD's own error and
+// line, and the running BIRD and its file are as they were; one it takes
+// passes, and applies.
+func TestBIRDCheck(t *testing.T) {
+	cfg := &RoutingConfig{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: t.TempDir()}
+	s, err := StartBIRD(cfg, false, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := s.Query("show status"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("BIRD's socket: %v", err)
+		}
+	}
+	conf := filepath.Join(cfg.RunDir, "bird.conf")
+	before, _ := os.ReadFile(conf)
+	bad := *cfg
+	bad.BGP = []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 1}}
+	err = s.Check(&bad)
+	if err == nil || !strings.Contains(err.Error(), "bird-check.conf:") || !strings.Contains(err.Error(), "nothing applied") {
+		t.Fatalf("Check of a hold time of 1 s: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	if after, _ := os.ReadFile(conf); !bytes.Equal(before, after) {
+		t.Error("a refused check changed bird.conf")
+	}
+	if _, err := os.Stat(filepath.Join(cfg.RunDir, "bird-check.conf")); !os.IsNotExist(err) {
+		t.Errorf("the checked file was left behind: %v", err)
+	}
+	if out, err := s.Query("show protocols"); err != nil || strings.Contains(out, "bgp") {
+		t.Errorf("BIRD after a refused check: %v %s", err, out)
+	}
+	good := *cfg
+	good.BGP = []BGPPeer{{Neighbor: netip.MustParseAddr("192.0.2.10"), ASN: 65010, HoldTime: 6}}
+	if err := s.Check(&good); err != nil {
+		t.Fatalf("Check of a good section: %v", err)
+	}
+	if err := s.Reconfigure(&good); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := s.Query("show protocols"); !strings.Contains(out, "BGP") {
+		t.Errorf("the good section not applied: %s", out)
+	}
+}

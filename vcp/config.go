@@ -781,6 +781,11 @@ func LoadConfig(path string) (*Config, error) {
 	return config.Load[Config, FileConfig](path)
 }
 
+// ParseConfig parses data, the contents of the config file path.
+func ParseConfig(path string, data []byte) (*Config, error) {
+	return config.Parse[Config, FileConfig](path, data)
+}
+
 // neighborOn is a neighbour's address on the port of a VLAN (a
 // link-local one may be on several).
 type neighborOn struct {

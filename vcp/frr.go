@@ -840,6 +840,9 @@ func (f *FRR) Reconfigure(cfg *RoutingConfig) error {
 	return fmt.Errorf("nothing applied: with FRR a change of the routing section needs a restart of msr vcp")
 }
 
+// Check refuses what Reconfigure would.
+func (f *FRR) Check(cfg *RoutingConfig) error { return f.Reconfigure(cfg) }
+
 // Stop ends FRR's daemons.
 func (f *FRR) Stop() {
 	f.mu.Lock()

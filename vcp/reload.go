@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -21,15 +22,33 @@ import (
 // their mirrors are made or taken away, and the suite given them.
 
 // Reload reads the config file the VCP started with and applies what
-// differs. A bad file (with its line) or a change that needs a restart
-// leaves everything as it was.
-func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
+// differs. A bad file (with its line), a change that needs a restart or
+// one the suite refuses leaves everything as it was. An applied change is
+// kept in the history (confirm.go).
+func (a *Agent) Reload(o ReloadOptions) (*vcpapi.ReloadResult, error) {
+	return a.reload(o, nil)
+}
+
+// reload is Reload, of o.data if set; with p set (an unconfirmed change's
+// timer), only if p is still the change pending.
+func (a *Agent) reload(o ReloadOptions, p *pendingConfirm) (*vcpapi.ReloadResult, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
+	if p != nil && a.pending != p {
+		return &vcpapi.ReloadResult{Changes: []string{}}, nil
+	}
+	dryRun := o.DryRun
 	a.mu.Lock()
 	old := a.cfg
 	a.mu.Unlock()
-	next, err := LoadConfig(old.Pos.File)
+	data := o.data
+	if data == nil {
+		var err error
+		if data, err = os.ReadFile(old.Pos.File); err != nil {
+			return nil, err
+		}
+	}
+	next, err := ParseConfig(old.Pos.File, data)
 	if err != nil {
 		return nil, err
 	}
@@ -45,19 +64,32 @@ func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
 		return nil, err
 	}
 	res := &vcpapi.ReloadResult{Changes: changes, DryRun: dryRun}
+	if len(changes) == 0 && o.data != nil && !dryRun {
+		// A rollback to what runs: the file back, any wait ended.
+		if err := writeConfigFile(old.Pos.File, data); err != nil {
+			return nil, err
+		}
+		if a.pending != nil {
+			if err := a.settlePending(func(e *vcpapi.ConfigEntry) { e.RolledBack = true }); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if len(changes) == 0 || dryRun {
 		return res, nil
 	}
+	added, removed := portSetChange(old, next)
 	// A suite that cannot take the change refuses it before anything else
 	// changes.
 	a.describePorts(next)
 	a.mu.Lock()
-	running := a.suite
+	running, active := a.suite, a.active
 	a.mu.Unlock()
-	if f, ok := running.(*FRR); ok && next.Routing != nil && !sameRouting(old.Routing, next.Routing) {
-		return nil, f.Reconfigure(next.Routing)
+	if running != nil && active && next.Routing != nil && (!sameRouting(old.Routing, next.Routing) || len(added)+len(removed) > 0) {
+		if err := running.Check(next.Routing); err != nil {
+			return nil, err
+		}
 	}
-	added, removed := portSetChange(old, next)
 	if err := a.changePortSet(added, removed); err != nil {
 		return nil, err
 	}
@@ -97,8 +129,16 @@ func (a *Agent) Reload(dryRun bool) (*vcpapi.ReloadResult, error) {
 	a.cfg, a.suite = next, suite
 	clear(a.op.capacities) // the file's capacities now
 	a.mu.Unlock()
+	if o.data != nil {
+		if err := writeConfigFile(old.Pos.File, data); err != nil {
+			return nil, err
+		}
+	}
+	if res.Entry, err = a.record(o, changes, data); err != nil {
+		return nil, err
+	}
 	for _, c := range changes {
-		a.log.Info("reloaded", "change", c)
+		a.log.Info("reloaded", "change", c, "by", o.Who)
 	}
 	a.mu.Lock()
 	a.event("config reloaded: %d changes", len(changes))

@@ -22,7 +22,10 @@ type Suite interface {
 	// IGPNeighbors are the OSPF and RIP neighbours it hears now, on
 	// the external ports' mirrors.
 	IGPNeighbors() []IGPNeighbor
-	// Reconfigure applies a changed routing section.
+	// Check says whether the suite would take a changed routing section
+	// (its own error, with the line, if not), changing nothing;
+	// Reconfigure applies it.
+	Check(cfg *RoutingConfig) error
 	Reconfigure(cfg *RoutingConfig) error
 	Stop()
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
@@ -59,6 +60,7 @@ func runCtl(args []string) error {
 	tokenFile := fs.String("token-file", os.Getenv("MSR_TOKEN_FILE"), "the management API's read or admin token (api_security)")
 	caFile := fs.String("ca", os.Getenv("MSR_CA"), "the deployment's API certificate: https, trusting it (api_security)")
 	dryRun := fs.Bool("dry-run", false, "reload: say what would change, apply nothing")
+	confirm := fs.String("confirm", "", "reload: roll the change back unless `msr ctl confirm` comes within this time (10s to 1h, such as 2m)")
 	insecure := fs.Bool("insecure", false, "send the token over plain http to an address not this host's (no --ca)")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
@@ -102,10 +104,16 @@ func runCtl(args []string) error {
 	if !ok || len(pos)-1 < cmd.args || (!cmd.more && len(pos)-1 > cmd.args) {
 		return cli.Usagef("unknown ctl command %q", strings.Join(pos, " "))
 	}
-	if *dryRun && pos[0] != "reload" {
-		return cli.Usagef("--dry-run is for reload")
+	if (*dryRun || *confirm != "") && pos[0] != "reload" {
+		return cli.Usagef("--dry-run and --confirm are for reload")
 	}
-	return cmd.run(&console{c: c, out: *out, dryRun: *dryRun}, pos[1:])
+	k := &console{c: c, out: *out, dryRun: *dryRun}
+	if *confirm != "" {
+		if k.confirm, err = vcpapi.ParseConfirm(*confirm); err != nil {
+			return cli.Usagef("--confirm: %v", err)
+		}
+	}
+	return cmd.run(k, pos[1:])
 }
 
 // clearToken refuses to send a token in clear across the network: over
@@ -128,9 +136,10 @@ func clearToken(addr, token, ca string, insecure bool) error {
 
 // console is one `msr ctl` command's client and output.
 type console struct {
-	c      *vcpapi.Client
-	out    cli.Output
-	dryRun bool // reload --dry-run
+	c       *vcpapi.Client
+	out     cli.Output
+	dryRun  bool          // reload --dry-run
+	confirm time.Duration // reload --confirm
 }
 
 // A consoleCommand takes args arguments (at least, with more).
@@ -153,6 +162,9 @@ var ctlCommands = map[string]consoleCommand{
 	"undrain":  {1, false, func(k *console, args []string) error { return k.drain(args[0], false) }},
 	"weight":   {2, false, (*console).weight},
 	"reload":   {0, false, (*console).reload},
+	"confirm":  {0, false, (*console).confirmChange},
+	"rollback": {0, true, (*console).rollback},
+	"history":  {0, false, (*console).history},
 	"element":  {1, true, (*console).element},
 	"log":      {0, true, (*console).logLevel},
 }
@@ -330,21 +342,81 @@ func (k *console) weight(args []string) error {
 }
 
 func (k *console) reload(_ []string) error {
-	v, err := k.c.Reload(k.dryRun)
+	v, err := k.c.ReloadConfirm(k.dryRun, k.confirm)
+	if err != nil {
+		return err
+	}
+	return k.print(v, func(w io.Writer) { writeReload(w, v) })
+}
+
+func writeReload(w io.Writer, v *vcpapi.ReloadResult) {
+	if len(v.Changes) == 0 {
+		fmt.Fprintln(w, "no change")
+	}
+	for _, c := range v.Changes {
+		fmt.Fprintln(w, c)
+	}
+	if v.DryRun && len(v.Changes) > 0 {
+		fmt.Fprintln(w, "(dry run: nothing applied)")
+	}
+	if e := v.Entry; e != nil && e.Pending {
+		fmt.Fprintf(w, "config %d applied: rolled back at %s unless `msr ctl confirm` comes first\n", e.Seq, e.ConfirmBy.Format(time.TimeOnly))
+	}
+}
+
+// confirmChange keeps a change applied with reload --confirm.
+func (k *console) confirmChange(_ []string) error {
+	v, err := k.c.Confirm()
 	if err != nil {
 		return err
 	}
 	return k.print(v, func(w io.Writer) {
-		if len(v.Changes) == 0 {
-			fmt.Fprintln(w, "no change")
-		}
-		for _, c := range v.Changes {
-			fmt.Fprintln(w, c)
-		}
-		if v.DryRun && len(v.Changes) > 0 {
-			fmt.Fprintln(w, "(dry run: nothing applied)")
-		}
+		fmt.Fprintln(w, "confirmed: the change stays")
+		writeHistory(w, v)
 	})
+}
+
+// rollback applies the config applied N changes ago (default 1).
+func (k *console) rollback(args []string) error {
+	n := 1
+	switch {
+	case len(args) > 1:
+		return cli.Usagef("rollback [N]: one number")
+	case len(args) == 1:
+		var err error
+		if n, err = strconv.Atoi(args[0]); err != nil || n < 1 {
+			return cli.Usagef("rollback %q: the number of changes back, 1 or more (msr ctl history)", args[0])
+		}
+	}
+	v, err := k.c.Rollback(n)
+	if err != nil {
+		return err
+	}
+	return k.print(v, func(w io.Writer) { writeReload(w, v) })
+}
+
+// history lists the configs applied, newest first: N is what
+// `msr ctl rollback N` returns to.
+func (k *console) history(_ []string) error {
+	v, err := k.c.History()
+	if err != nil {
+		return err
+	}
+	return k.print(v, func(w io.Writer) { writeHistory(w, v) })
+}
+
+func writeHistory(w io.Writer, v *vcpapi.HistoryView) {
+	fmt.Fprintf(w, "%-3s %-7s %-20s %-8s %-40s %s\n", "N", "CONFIG", "APPLIED", "CHANGES", "BY", "HOW")
+	for i, e := range v.Entries {
+		how := e.How
+		switch {
+		case e.Pending:
+			how += fmt.Sprintf(" (waiting: rolled back at %s)", e.ConfirmBy.Format(time.TimeOnly))
+		case e.ConfirmedBy != "":
+			how += ", confirmed by " + e.ConfirmedBy
+		}
+		fmt.Fprintf(w, "%-3d %-7d %-20s %-8d %-40s %s\n", i, e.Seq, e.Time.Format(time.DateTime), len(e.Changes), e.Who, how)
+	}
 }
 
 // element relays a request to one element's own API: the raw escape

@@ -60,7 +60,7 @@ func runVCP(args []string) error {
 		signal.Notify(hup, syscall.SIGHUP)
 		go func() {
 			for range hup {
-				if res, err := a.Reload(false); err != nil {
+				if res, err := a.Reload(vcp.ReloadOptions{Who: "SIGHUP"}); err != nil {
 					log.Error("reload", "err", err)
 				} else {
 					log.Info("reload", "changes", len(res.Changes))

@@ -14,7 +14,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -85,6 +87,23 @@ func withPeerUID(ctx context.Context, c net.Conn) context.Context {
 		return ctx
 	}
 	return context.WithValue(ctx, peerUIDKey{}, cred.Uid)
+}
+
+// Who names the client of a request that changed something, for a log
+// or a history: a local user by name and id (the Unix socket's peer), or
+// the management API's admin token and the address it came from.
+func Who(r *http.Request) string {
+	if uid, ok := r.Context().Value(peerUIDKey{}).(uint32); ok {
+		if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+			return fmt.Sprintf("%s (uid %d) on the local socket", u.Username, uid)
+		}
+		return fmt.Sprintf("uid %d on the local socket", uid)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "the admin token from " + host
 }
 
 // localPeer lets reads (GET, HEAD) through from anyone and changes only

@@ -85,6 +85,16 @@ func Load[C any, F any, PF File[C, F]](path string) (*C, error) {
 	return f.Parse()
 }
 
+// Parse decodes data, the file's contents, and parses it (Load without
+// reading the file: a caller that keeps what it applied reads it once).
+func Parse[C any, F any, PF File[C, F]](path string, data []byte) (*C, error) {
+	f := PF(new(F))
+	if err := Decode(path, data, f); err != nil {
+		return nil, err
+	}
+	return f.Parse()
+}
+
 // Decode parses one YAML document from data (read from file, used in
 // messages) into out, a pointer to a struct.
 func Decode(file string, data []byte, out any) error {

@@ -6,6 +6,7 @@
 package vcpapi
 
 import (
+	"fmt"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -29,7 +30,10 @@ const (
 	PathUndrain  = "/undrain"       // POST ?name=B
 	PathWeight   = "/weight"        // POST ?name=B&capacity=MBPS (0: the configured or announced one again)
 	PathView     = "/view"          // GET: View, for the web view at /
-	PathReload   = "/reload"        // POST: ReloadResult, the config file read again, the difference applied (?dry_run=1: not applied)
+	PathReload   = "/reload"        // POST: ReloadResult, the config file read again, the difference applied (?dry_run=1: not applied; ?confirm=2m: rolled back unless confirmed)
+	PathConfirm  = "/confirm"       // POST: HistoryView, the change waiting for its confirm kept
+	PathRollback = "/rollback"      // POST ?n=N: ReloadResult, the config applied N changes ago applied again
+	PathHistory  = "/history"       // GET: HistoryView
 	PathACL      = "/acl"           // GET: ACLView, the router's ACL and its hits summed over the back-ends
 	// PathRelay/ELEMENT/PATH (any method): the request, passed to
 	// ELEMENT's own API (by name or id), its answer passed back as it is.
@@ -292,6 +296,46 @@ type ReloadResult struct {
 	Changes []string `json:"changes"`
 	// DryRun: the file was checked and compared, nothing applied.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Entry is the applied config's place in the history (none for a
+	// dry run or no change).
+	Entry *ConfigEntry `json:"entry,omitempty"`
+}
+
+// ConfigEntry is a config the VCP applied, as its history keeps it: who
+// applied it (a local user, or the management API's admin token from an
+// address), when, how (start, reload, reload confirmed within a time,
+// rollback, an unconfirmed change rolled back), what changed, the file's
+// digest; Pending while a commit-confirmed change waits for `msr ctl
+// confirm` (until ConfirmBy), and who confirmed it, or RolledBack if a
+// rollback ended it unconfirmed.
+type ConfigEntry struct {
+	Seq         int       `json:"seq"`
+	Time        time.Time `json:"time"`
+	Who         string    `json:"who"`
+	How         string    `json:"how"`
+	Changes     []string  `json:"changes"`
+	SHA256      string    `json:"sha256"`
+	Pending     bool      `json:"pending,omitempty"`
+	ConfirmBy   time.Time `json:"confirm_by,omitzero"`
+	ConfirmedBy string    `json:"confirmed_by,omitempty"`
+	RolledBack  bool      `json:"rolled_back,omitempty"`
+}
+
+// ParseConfirm reads `--confirm`'s time: from 10 s to 1 h (Junos takes
+// 1 to 65,535 minutes; less than 10 s is too short to confirm over a slow
+// link, more than an hour is a change left to chance).
+func ParseConfirm(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 10*time.Second || d > time.Hour {
+		return 0, fmt.Errorf("confirm within %q: a time from 10s to 1h, such as 2m", s)
+	}
+	return d, nil
+}
+
+// HistoryView is the configs applied, newest first: `msr ctl rollback N`
+// returns to Entries[N].
+type HistoryView struct {
+	Entries []ConfigEntry `json:"entries"`
 }
 
 // Client is a client of the VCP's API.
@@ -397,12 +441,43 @@ func (c *Client) Weight(name string, mbps uint32) error {
 
 // Reload has the VCP read its config again and apply the difference.
 func (c *Client) Reload(dryRun bool) (*ReloadResult, error) {
+	return c.ReloadConfirm(dryRun, 0)
+}
+
+// ReloadConfirm is Reload, rolled back unless Confirm comes within
+// confirm (0: kept).
+func (c *Client) ReloadConfirm(dryRun bool, confirm time.Duration) (*ReloadResult, error) {
 	v := &ReloadResult{}
-	path := PathReload
+	q := url.Values{}
 	if dryRun {
-		path += "?dry_run=1"
+		q.Set("dry_run", "1")
+	}
+	if confirm > 0 {
+		q.Set("confirm", confirm.String())
+	}
+	path := PathReload
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	return v, c.c.Do("POST", path, nil, v)
+}
+
+// Confirm keeps the change waiting for its confirm.
+func (c *Client) Confirm() (*HistoryView, error) {
+	v := &HistoryView{}
+	return v, c.c.Do("POST", PathConfirm, nil, v)
+}
+
+// Rollback applies the config applied n changes ago again.
+func (c *Client) Rollback(n int) (*ReloadResult, error) {
+	v := &ReloadResult{}
+	return v, c.c.Do("POST", PathRollback+"?n="+strconv.Itoa(n), nil, v)
+}
+
+// History is the configs applied, newest first.
+func (c *Client) History() (*HistoryView, error) {
+	v := &HistoryView{}
+	return v, c.c.Do("GET", PathHistory, nil, v)
 }
 
 // Element is a client of one element's own API (by name or id) through
