@@ -14,6 +14,7 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/lb"
 	"github.com/msr-router/msr/router"
@@ -82,6 +83,9 @@ func setupDUT(o FwdOptions, spec *lab.Spec, routes []netip.Prefix) (*loadedDUT, 
 	case "msr", "msr-switch", "msr-xdpswitch":
 		progs, undo, err := setupMsr(spec, routes, ipv6)
 		return &loadedDUT{progs: progs, undo: undo}, err
+	case "xdp-min":
+		p, undo, err := setupXDPMin(spec)
+		return &loadedDUT{progs: map[string]*ebpf.Program{"xdp-min": p}, undo: undo}, err
 	case "linux":
 		return &loadedDUT{undo: func() {}}, installLinuxRoutes(spec, routes)
 	}
@@ -409,6 +413,44 @@ func setupLB(dut string, spec *lab.Spec) (*lb.Dataplane, func(), error) {
 		return nil, nil, err
 	}
 	return dp, d.undo, nil
+}
+
+// setupXDPMin attaches the minimal forwarder to the DUT's e0: every frame
+// to the sink's MAC out of i0.
+func setupXDPMin(spec *lab.Spec) (*ebpf.Program, func(), error) {
+	m, err := macs(spec, lab.Endpoint{Node: "sink", Iface: "s0"})
+	if err != nil {
+		return nil, nil, err
+	}
+	var d dataPaths
+	var p *ebpf.Program
+	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() error {
+		in, err := net.InterfaceByName("e0")
+		if err != nil {
+			return err
+		}
+		out, err := net.InterfaceByName("i0")
+		if err != nil {
+			return err
+		}
+		objs, err := newMinfwd(out, m[0])
+		if err != nil {
+			return err
+		}
+		d.closers = append(d.closers, objs)
+		l, err := xdp.Attach(objs.Minfwd, in.Index)
+		if err != nil {
+			return err
+		}
+		d.links = append(d.links, l)
+		p = objs.Minfwd
+		return nil
+	})
+	if err != nil {
+		d.undo()
+		return nil, nil, err
+	}
+	return p, d.undo, nil
 }
 
 // lbBenchVLAN is the VLAN of the bench LB's external port e0.

@@ -26,8 +26,10 @@ import (
 // of all but none and linux. lb, lb-int-ext and lb-both are the LB's three
 // setups: the LB from outside in, from a back-end out, and both
 // at once. xdp-fib is the back-end's peer: XDP forwarding by the kernel's
-// FIB (bench/xdpfib.go).
-var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "xdp-fib", "msr", "msr-switch", "msr-xdpswitch"}
+// FIB (bench/xdpfib.go). xdp-min is the least an XDP forwarder does (both
+// MACs, a redirect: bpf/minfwd.bpf.c) on the LB's topology, the ceiling
+// the LB is measured against.
+var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "xdp-fib", "xdp-min", "msr", "msr-switch", "msr-xdpswitch"}
 
 // fibDUTs are the DUTs that hold a routing table (--fib).
 var fibDUTs = []string{"linux", "router", "xdp-fib", "msr", "msr-switch", "msr-xdpswitch"}

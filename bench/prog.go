@@ -61,7 +61,7 @@ func Prog(repeat uint32, rounds int) (*ProgResult, error) {
 			return err
 		}
 		defer unpin()
-		min, err := newMinfwd(out)
+		min, err := newMinfwd(out, net.HardwareAddr{2, 0, 0, 0, 0, 1})
 		if err != nil {
 			return err
 		}
@@ -116,14 +116,15 @@ func benchmark(p *ebpf.Program, frame []byte, ctx minfwdXdpMd, repeat uint32) (t
 	return time.Since(start) / time.Duration(repeat), nil
 }
 
-func newMinfwd(out *net.Interface) (*minfwdObjects, error) {
+// newMinfwd loads the minimal forwarder: every frame to dst out of out.
+func newMinfwd(out *net.Interface, dst net.HardwareAddr) (*minfwdObjects, error) {
 	spec, err := loadMinfwd()
 	if err != nil {
 		return nil, err
 	}
 	cfg := minfwdMinfwdConfig{Ifindex: uint32(out.Index)}
 	copy(cfg.SrcMac[:], out.HardwareAddr)
-	copy(cfg.DstMac[:], []byte{2, 0, 0, 0, 0, 1})
+	copy(cfg.DstMac[:], dst)
 	if err := spec.Variables["cfg"].Set(cfg); err != nil {
 		return nil, err
 	}
