@@ -184,7 +184,7 @@ func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []be
 			v6 = append(v6, p)
 		}
 	}
-	dp, err := router.LoadDataplane("", router.Sizes{FIB6Lines: max(router.DefaultFIB6Lines, routerapi.FIB6LinesFor(v6, 16)*5/4)})
+	dp, err := router.LoadDataplane("", router.Sizes{FIB6Lines: max(router.DefaultFIB6Lines, routerapi.FIB6LinesFor(v6, 16)*5/4)}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ type lbPort struct {
 // 1 each), flowlets ended by the default gap; then attaches it to every
 // port. It returns the ports as loaded and the table.
 func (d *dataPaths) loadLB(ports []lbPort, backends []net.HardwareAddr, weights []uint16, mode lb.Mode) (*lb.Dataplane, []lb.Port, *lb.Table, error) {
-	dp, err := lb.LoadDataplane("")
+	dp, err := lb.LoadDataplane("", false)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -118,7 +118,7 @@ func newLookupBench(dsts, lines int) (*lookupBench, error) {
 	spec.Maps["lk_dsts"].MaxEntries = uint32(dsts)
 	spec.Maps["rt6_pool"].MaxEntries = uint32(lines)
 	l := &lookupBench{}
-	if err := xdp.Load(spec, &l.objs, ""); err != nil {
+	if _, err := xdp.Load(spec, &l.objs, "", xdp.LoadOptions{}); err != nil {
 		return nil, fmt.Errorf("load lookup program: %w", err)
 	}
 	for i, m := range []struct {

@@ -150,11 +150,14 @@ func (a *Agent) setup(keys dist.Keyring) error {
 	if err := os.MkdirAll(a.cfg.PinDir, 0o700); err != nil {
 		return fmt.Errorf("pin directory: %w", err)
 	}
-	dp, err := LoadDataplane(a.cfg.PinDir)
+	dp, err := LoadDataplane(a.cfg.PinDir, a.cfg.Force)
 	if err != nil {
 		return err
 	}
 	a.dp = dp
+	for _, m := range dp.Migrated {
+		a.log.Warn("data path map of an older layout migrated", "map", m.Map, "entries", m.Entries, "empty", m.Empty, "why", m.Why)
+	}
 	for i, pc := range a.cfg.Ports {
 		ifi, err := net.InterfaceByName(pc.Name)
 		if err != nil {

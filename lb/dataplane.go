@@ -66,6 +66,8 @@ type Dataplane struct {
 	// the tables.
 	installMu sync.Mutex
 	flipped   time.Time
+	// Migrated are the pinned maps of an older layout the load migrated.
+	Migrated []xdp.Migrated
 }
 
 // tableReuseDelay is how long a balancing table that was just swapped out
@@ -76,16 +78,24 @@ type Dataplane struct {
 // the agent reports).
 const tableReuseDelay = 50 * time.Millisecond
 
+// LayoutVersion is the layout of the LB's pinned maps: bumped with every
+// change to one of them, so that an upgrade migrates them and a
+// downgrade is refused (internal/xdp.Load). TestLayoutVersion holds it
+// to the maps' layouts.
+const LayoutVersion = 1
+
 // LoadDataplane loads the program. With pinDir set, maps are pinned there
 // and maps already pinned there are reused: a restarted agent adopts the
-// running state (ports, tables, counters) instead of starting empty.
-func LoadDataplane(pinDir string) (*Dataplane, error) {
+// running state (ports, tables, counters) instead of starting empty. A
+// pinned map of an older layout is migrated; over a later build's maps
+// the load is refused unless force.
+func LoadDataplane(pinDir string, force bool) (*Dataplane, error) {
 	spec, err := loadLbxdp()
 	if err != nil {
 		return nil, fmt.Errorf("load lb program: %w", err)
 	}
 	d := &Dataplane{}
-	if err := xdp.Load(spec, &d.objs, pinDir); err != nil {
+	if d.Migrated, err = xdp.Load(spec, &d.objs, pinDir, xdp.LoadOptions{Layout: LayoutVersion, Force: force}); err != nil {
 		return nil, fmt.Errorf("load lb program: %w", err)
 	}
 	if err := d.seedRoundRobin(); err != nil {

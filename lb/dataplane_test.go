@@ -64,7 +64,7 @@ func withFixture(t *testing.T, mode Mode, fn func(f *fixture)) {
 }
 
 func newFixture(mode Mode) (*fixture, error) {
-	dp, err := LoadDataplane("")
+	dp, err := LoadDataplane("", false)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +412,7 @@ func netAddrMAC(n byte) net.HardwareAddr { return net.HardwareAddr{1, 0, 0x5e, 0
 func TestLBRoundRobinSeeded(t *testing.T) {
 	starts := map[uint32]bool{}
 	for range 2 {
-		dp, err := LoadDataplane("")
+		dp, err := LoadDataplane("", false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -690,10 +690,11 @@ func TestLBHostKeepsItsInternalPort(t *testing.T) {
 	}
 }
 
-// TestLoadDataplaneReplacesIncompatiblePin: a map pinned by an older
-// version with another layout (lb_stats with fewer drop reasons) is made
-// anew, and the maps that still fit are adopted with their contents.
-func TestLoadDataplaneReplacesIncompatiblePin(t *testing.T) {
+// TestLoadDataplaneMigratesOlderPin: a map pinned by an older version
+// with another layout (lb_stats with fewer drop reasons) is migrated into
+// the new layout, and the maps that still fit are adopted with their
+// contents.
+func TestLoadDataplaneMigratesOlderPin(t *testing.T) {
 	if err := netns.EnsureBPFFS(); err != nil {
 		t.Fatal(err)
 	}
@@ -710,15 +711,18 @@ func TestLoadDataplaneReplacesIncompatiblePin(t *testing.T) {
 	if err := old.Pin(filepath.Join(dir, "lb_stats")); err != nil {
 		t.Fatal(err)
 	}
-	dp, err := LoadDataplane(dir)
+	dp, err := LoadDataplane(dir, false)
 	if err != nil {
 		t.Fatalf("an incompatible pinned map stops the load: %v", err)
+	}
+	if len(dp.Migrated) != 1 || dp.Migrated[0].Map != "lb_stats" || dp.Migrated[0].Entries != MaxPorts || dp.Migrated[0].Empty {
+		t.Errorf("migrated %+v, want lb_stats's %d entries", dp.Migrated, MaxPorts)
 	}
 	if err := dp.SetCap(CapElement, 1234); err != nil {
 		t.Fatal(err)
 	}
 	dp.Close()
-	again, err := LoadDataplane(dir)
+	again, err := LoadDataplane(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}

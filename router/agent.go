@@ -206,8 +206,11 @@ func (a *Agent) setup() error {
 	if err := os.MkdirAll(a.cfg.PinDir, 0o700); err != nil {
 		return err
 	}
-	if a.dp, err = LoadDataplane(a.cfg.PinDir, Sizes{FIB6Lines: a.cfg.FIB6Lines, Ports: a.cfg.MaxPorts}); err != nil {
+	if a.dp, err = LoadDataplane(a.cfg.PinDir, Sizes{FIB6Lines: a.cfg.FIB6Lines, Ports: a.cfg.MaxPorts}, a.cfg.Force); err != nil {
 		return err
+	}
+	for _, m := range a.dp.Migrated {
+		a.log.Warn("data path map of an older layout migrated", "map", m.Map, "entries", m.Entries, "empty", m.Empty, "why", m.Why)
 	}
 	a.neighbors = a.dp
 	a.nh = newNextHops(a.dp)

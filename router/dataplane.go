@@ -54,6 +54,8 @@ type Dataplane struct {
 	// Reused says the maps were pinned already: the FIB arrays hold what a
 	// previous agent left (see Agent.adopt); else they are empty.
 	Reused bool
+	// Migrated are the pinned maps of an older layout the load migrated.
+	Migrated []xdp.Migrated
 }
 
 // DefaultFIB6Lines is the IPv6 FIB's pool of 64-byte lines when the
@@ -72,12 +74,22 @@ type Sizes struct {
 	Ports int
 }
 
+// LayoutVersion is the layout of the back-end's pinned maps: bumped with
+// every change to one of them (a field, a size), so that an upgrade
+// migrates them and a downgrade is refused (internal/xdp.Load).
+// TestLayoutVersion holds it to the maps' layouts.
+const LayoutVersion = 1
+
+// resizableMaps are the maps the config sizes.
+var resizableMaps = []string{rtxdpMapRt6Pool, rtxdpMapRtPorts}
+
 // LoadDataplane loads the program, its maps sized as sizes says; with
 // pinDir, maps are pinned there and maps already pinned are reused (a
 // restarted agent adopts the FIB the data path is using; its depths are
-// rebuilt from the routes it reloads). A pinned map of another size is
-// made anew.
-func LoadDataplane(pinDir string, sizes Sizes) (*Dataplane, error) {
+// rebuilt from the routes it reloads). A pinned map of an older layout
+// is migrated; over a later build's maps the load is refused unless
+// force. The maps the config sizes start empty if made smaller.
+func LoadDataplane(pinDir string, sizes Sizes, force bool) (*Dataplane, error) {
 	spec, err := loadRtxdp()
 	if err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
@@ -94,7 +106,8 @@ func LoadDataplane(pinDir string, sizes Sizes) (*Dataplane, error) {
 		_, err := os.Stat(filepath.Join(pinDir, "rt_tbl24"))
 		d.Reused = err == nil
 	}
-	if err := xdp.Load(spec, &d.objs, pinDir); err != nil {
+	o := xdp.LoadOptions{Layout: LayoutVersion, Force: force, Resizable: resizableMaps}
+	if d.Migrated, err = xdp.Load(spec, &d.objs, pinDir, o); err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
 	}
 	t24, err := d.mmap(d.objs.RtTbl24, Tbl24Entries)

@@ -47,7 +47,7 @@ func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *router
 
 func newRouterStateSized(t *testing.T, prefixes []netip.Prefix, r *rand.Rand, sizes Sizes) *routerState {
 	t.Helper()
-	dp, err := LoadDataplane("", sizes)
+	dp, err := LoadDataplane("", sizes, false)
 	if err != nil {
 		t.Fatal(err)
 	}

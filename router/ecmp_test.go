@@ -81,7 +81,7 @@ links:
 	backendA, backendB := net.HardwareAddr{2, 0, 0, 0, 0xb0, 1}, net.HardwareAddr{2, 0, 0, 0, 0xb0, 2}
 	var toA [][]byte
 	err := netns.Do(lab.Namespace(spec.Name, "lb"), func() error {
-		dp, err := lb.LoadDataplane("")
+		dp, err := lb.LoadDataplane("", false)
 		if err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ func BenchmarkRouterLookup(b *testing.B) {
 				b.Fatal(err)
 			}
 			lines := max(DefaultFIB6Lines, routerapi.FIB6LinesFor(ps, 16)*5/4)
-			dp, err := LoadDataplane("", Sizes{FIB6Lines: lines})
+			dp, err := LoadDataplane("", Sizes{FIB6Lines: lines}, false)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -34,6 +34,7 @@ func runLB(args []string) error {
 	name := fs.String("name", "", "LB name (status)")
 	socket := fs.String("socket", "", "API socket (status)")
 	check := fs.Bool("check", false, "check --config and exit")
+	force := fs.Bool("force", false, "load the data path over maps a later build pinned (a downgrade), starting empty those it cannot migrate")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
@@ -57,16 +58,17 @@ func runLB(args []string) error {
 		}
 		return os.RemoveAll(cfg.PinDir)
 	case len(pos) == 0 && *file != "":
-		return runLBAgent(*file)
+		return runLBAgent(*file, *force)
 	}
 	return cli.Usagef("run msr lb --config FILE.yaml, or msr lb status")
 }
 
-func runLBAgent(file string) error {
+func runLBAgent(file string, force bool) error {
 	cfg, err := lb.LoadConfig(file)
 	if err != nil {
 		return err
 	}
+	cfg.Force = force
 	log, level := newLogger(cfg.Log, cfg.Warnings)
 	a, err := lb.NewAgent(cfg, log)
 	if err != nil {

@@ -40,6 +40,7 @@ func runRouter(args []string) error {
 	name := fs.String("name", "", "router name")
 	socket := fs.String("socket", "", "API socket")
 	check := fs.Bool("check", false, "check --config and exit")
+	force := fs.Bool("force", false, "load the data path over maps a later build pinned (a downgrade), starting empty those it cannot migrate")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
@@ -48,7 +49,7 @@ func runRouter(args []string) error {
 		return checkConfig(*file, func(f string) error { _, err := router.LoadConfig(f); return err })
 	}
 	if len(pos) == 0 && *file != "" {
-		return runRouterAgent(*file)
+		return runRouterAgent(*file, *force)
 	}
 	if err := needAgent("router", *name, *socket); err != nil {
 		return err
@@ -137,11 +138,12 @@ func runRouter(args []string) error {
 	return cli.Usagef("unknown router command %q", strings.Join(pos, " "))
 }
 
-func runRouterAgent(file string) error {
+func runRouterAgent(file string, force bool) error {
 	cfg, err := router.LoadConfig(file)
 	if err != nil {
 		return err
 	}
+	cfg.Force = force
 	log, level := newLogger(cfg.Log, cfg.Warnings)
 	a, err := router.NewAgent(cfg, log)
 	if err != nil {

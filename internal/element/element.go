@@ -39,6 +39,10 @@ type Config struct {
 	StateDir string `yaml:"state_dir"`
 	// Socket is the local API's Unix socket (default api.SocketPath).
 	Socket string `yaml:"socket"`
+	// Force is `--force` on the agent's command line: its data path loads
+	// over maps a later build pinned (a downgrade), and starts empty the
+	// maps whose layout changed beyond migrating (internal/xdp.Load).
+	Force bool `yaml:"-"`
 	// APIListen is the API's address on the management network
 	// (HOST:PORT), beside the local socket; changes need the key's token.
 	APIListen netip.AddrPort `yaml:"api_listen"`

@@ -3,6 +3,7 @@ package xdp
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -13,60 +14,58 @@ import (
 // Load loads spec into objs (a bpf2go objects struct). With pinDir, maps
 // marked for pinning are pinned there, and maps already pinned there are
 // reused: a restarted agent adopts the running state. A pinned map that
-// an older version of the program left with another layout (a counter
-// added to a value) is unpinned and made anew: its state is lost, the
-// rest is adopted. Without pinDir nothing is pinned. A verifier rejection
-// comes back with the verifier's log.
-func Load(spec *ebpf.CollectionSpec, objs any, pinDir string) error {
+// an older build left with another layout (a field added to a value, a
+// table grown) is migrated into one of the new layout (migrate.go), its
+// state kept; Migrated says which. Over maps a later layout pinned, the
+// load is refused (ErrDowngrade) unless o.Force. Without pinDir nothing
+// is pinned. A verifier rejection comes back with the verifier's log.
+func Load(spec *ebpf.CollectionSpec, objs any, pinDir string, o LoadOptions) ([]Migrated, error) {
 	opts := &ebpf.CollectionOptions{}
 	if pinDir != "" {
 		opts.Maps.PinPath = pinDir
+		if was := pinnedLayout(pinDir); o.Layout > 0 && was > o.Layout && !o.Force {
+			return nil, fmt.Errorf("%w: the data path pinned in %s is of map layout %d, this build's is %d: what the later build keeps would be lost (force it to start anyway)",
+				ErrDowngrade, pinDir, was, o.Layout)
+		}
 	} else {
 		for _, m := range spec.Maps {
 			m.Pinning = ebpf.PinNone
 		}
 	}
+	var migrated []Migrated
 	err := spec.LoadAndAssign(objs, opts)
 	if errors.Is(err, ebpf.ErrMapIncompatible) && pinDir != "" {
-		if n := unpinIncompatible(spec, pinDir); n > 0 {
-			err = spec.LoadAndAssign(objs, opts)
+		aside, serr := setAside(spec, pinDir)
+		if serr != nil {
+			return nil, serr
+		}
+		if err = spec.LoadAndAssign(objs, opts); err == nil {
+			if migrated, err = migrateAside(aside, pinDir, o); err != nil {
+				if c, ok := objs.(io.Closer); ok {
+					c.Close()
+				}
+			}
+		}
+		if err != nil {
+			putBack(aside, pinDir)
 		}
 	}
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return fmt.Errorf("%+v", ve)
+			return nil, fmt.Errorf("%+v", ve)
 		}
-		return err
+		return nil, err
 	}
-	return nil
-}
-
-// unpinIncompatible removes the maps pinned in pinDir whose type, key,
-// value or size differ from spec's, and says how many it removed.
-func unpinIncompatible(spec *ebpf.CollectionSpec, pinDir string) int {
-	n := 0
-	for name, ms := range spec.Maps {
-		if ms.Pinning != ebpf.PinByName {
-			continue
-		}
-		path := filepath.Join(pinDir, name)
-		m, err := ebpf.LoadPinnedMap(path, nil)
-		if err != nil {
-			continue
-		}
-		info, err := m.Info()
-		m.Close()
-		if err != nil {
-			continue
-		}
-		if info.Type != ms.Type || info.KeySize != ms.KeySize || info.ValueSize != ms.ValueSize || info.MaxEntries != ms.MaxEntries {
-			if os.Remove(path) == nil {
-				n++
+	if pinDir != "" && o.Layout > 0 {
+		if err := pinLayout(pinDir, o.Layout); err != nil {
+			if c, ok := objs.(io.Closer); ok {
+				c.Close()
 			}
+			return nil, err
 		}
 	}
-	return n
+	return migrated, nil
 }
 
 // Attach attaches prog to an interface in native (driver) mode.
