@@ -14,13 +14,18 @@ import (
 
 var benchCommand = command{
 	summary: "measure forwarding: msr's own RFC 2544-style instrument",
-	usage: `  msr bench fwd --dut none|linux|lb|router|xdp-fib|msr|msr-switch|msr-xdpswitch [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
-                [--fib pyasn|N|FILE] [--ipv6 [--fib pyasn6|Nv6]] [--prog-stats] [--urpf off|loose|strict] [-o json]
+	usage: `  msr bench fwd --dut none|linux|lb|router|xdp-fib|xdp-min|msr|msr-switch|msr-xdpswitch [--size 64] [--flows 1000] [--duration 5s] [--rate PPS]
+                [--fib pyasn|N|FILE] [--ipv6 [--fib pyasn6|Nv6]] [--prog-stats] [--urpf off|loose|strict]
+                [--queues 2] [--cap PPS] [-o json]
       builds its own lab (gen -> DUT -> sink), runs, tears it down, and prints
       offered_pps, received_pps, loss_ratio, reordered and latency_us.
       --dut none connects gen straight to sink: the instrument's ceiling;
       --dut xdp-fib is the back-end's peer, XDP forwarding by the kernel's
-      FIB (bpf_fib_lookup). More than 65,536 --flows (up to 1,048,576):
+      FIB (bpf_fib_lookup); --dut xdp-min the least XDP forwarder (both
+      MACs, a redirect) on the LB's topology. --queues N: links of N queues,
+      N CPUs sending, each its own flows, the DUT receiving on each
+      (dut_forwarded_per_cpu); --cap the LB's or back-end's cap.
+      More than 65,536 --flows (up to 1,048,576):
       the frames walk that many destinations, each to the next, and the
       sink counts 65,536 flow ids (flow_ids, destinations_walked).
       --ipv6 sends IPv6/UDP test frames (RFC 5180, 2001:2::/48; 82 bytes
@@ -96,7 +101,7 @@ func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench fwd", flag.ContinueOnError)
 	out := cli.AddOutput(fs)
 	o := bench.FwdOptions{}
-	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux, lb, router, msr, msr-switch (msr through a Linux bridge) or msr-xdpswitch (through the bridge with its XDP fast path)")
+	fs.StringVar(&o.DUT, "dut", "linux", "device under test: none, linux, lb, lb-int-ext, lb-both, router, xdp-fib, xdp-min, msr, msr-switch (msr through a Linux bridge) or msr-xdpswitch (through the bridge with its XDP fast path)")
 	fs.IntVar(&o.Size, "size", 64, "frame size in bytes with FCS, 64..1518")
 	fs.IntVar(&o.Flows, "flows", 1, "number of flows (destinations), 1..1048576: past 65536 the frames walk them")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to send")
