@@ -330,14 +330,16 @@ func (a *Agent) adoptNeighbors() {
 	defer a.neighMu.Unlock()
 	now := time.Now()
 	var k rtxdpRtNeighKey
-	var v rtxdpRtNeigh
-	for it := a.dp.objs.RtNeighbors.Iterate(); it.Next(&k, &v); {
+	// An entry's MAC is its first 6 bytes, whatever the layout's length.
+	v := make([]byte, a.dp.objs.RtNeighbors.ValueSize())
+	for it := a.dp.objs.RtNeighbors.Iterate(); it.Next(&k, v); {
 		ip := netip.AddrFrom4([4]byte{byte(k.Ip), byte(k.Ip >> 8), byte(k.Ip >> 16), byte(k.Ip >> 24)})
-		a.setNeigh(NeighborKey{ip, k.Vlan}, &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)})
+		a.setNeigh(NeighborKey{ip, k.Vlan}, &neighbor{mac: net.HardwareAddr(bytes.Clone(v[:6])), updated: now.Add(-neighExpire + 3*arpRetry)})
 	}
 	var k6 rtxdpRtNeigh6Key
-	for it := a.dp.objs.RtNeighbors6.Iterate(); it.Next(&k6, &v); {
-		a.setNeigh(NeighborKey{netip.AddrFrom16(k6.Ip), k6.Vlan}, &neighbor{mac: net.HardwareAddr(bytes.Clone(v.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)})
+	var v6 rtxdpRtNeigh
+	for it := a.dp.objs.RtNeighbors6.Iterate(); it.Next(&k6, &v6); {
+		a.setNeigh(NeighborKey{netip.AddrFrom16(k6.Ip), k6.Vlan}, &neighbor{mac: net.HardwareAddr(bytes.Clone(v6.Mac[:])), updated: now.Add(-neighExpire + 3*arpRetry)})
 	}
 	for key := range a.neigh {
 		if port, ok := a.portOfVLAN(key.VLAN); ok {

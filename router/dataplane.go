@@ -83,6 +83,9 @@ const LayoutVersion = 1
 // resizableMaps are the maps the config sizes.
 var resizableMaps = []string{rtxdpMapRt6Pool, rtxdpMapRtPorts}
 
+// nextLayout is 1 in a test build of the next layout (layout_next.go).
+var nextLayout uint32
+
 // LoadDataplane loads the program, its maps sized as sizes says; with
 // pinDir, maps are pinned there and maps already pinned are reused (a
 // restarted agent adopts the FIB the data path is using; its depths are
@@ -106,7 +109,10 @@ func LoadDataplane(pinDir string, sizes Sizes, force bool) (*Dataplane, error) {
 		_, err := os.Stat(filepath.Join(pinDir, "rt_tbl24"))
 		d.Reused = err == nil
 	}
-	o := xdp.LoadOptions{Layout: LayoutVersion, Force: force, Resizable: resizableMaps}
+	if nextLayout > 0 {
+		spec.Maps[rtxdpMapRtNeighbors].ValueSize += 8
+	}
+	o := xdp.LoadOptions{Layout: LayoutVersion + nextLayout, Force: force, Resizable: resizableMaps}
 	if d.Migrated, err = xdp.Load(spec, &d.objs, pinDir, o); err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
 	}
@@ -261,9 +267,10 @@ func (d *Dataplane) SetNeighbor(ip netip.Addr, vlan uint16, mac net.HardwareAddr
 		}
 		return err
 	}
-	var v rtxdpRtNeigh
-	copy(v.Mac[:], mac)
-	return m.Put(k, &v)
+	// The MAC first, the rest of the layout's entry zero.
+	v := make([]byte, m.ValueSize())
+	copy(v, mac)
+	return m.Put(k, v)
 }
 
 // Local address kinds (enum rt_local_kind).

@@ -13,7 +13,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
@@ -83,7 +85,8 @@ func checkConfig(file string, load func(string) error) error {
 // socket. With MSR_CPUPROFILE=DIR it writes a CPU profile of its whole run
 // to DIR/WHAT-NAME.pprof.
 func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger, level *slog.LevelVar) error {
-	defer a.Close()
+	closeAgent := sync.OnceValue(a.Close)
+	defer closeAgent()
 	if dir := os.Getenv("MSR_CPUPROFILE"); dir != "" {
 		f, err := os.Create(filepath.Join(dir, what+"-"+name+".pprof"))
 		if err != nil {
@@ -118,8 +121,12 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger, level 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	up := &upgrader{stop: cancel, started: time.Now()}
 	mux := http.NewServeMux()
 	mux.Handle(logging.PathLevel, logging.LevelHandler(level, log))
+	up.register(mux)
 	mux.Handle("/", a.Handler())
 	var h http.Handler = mux
 	// The local socket serves Go's profiles too, /debug/pprof/ (heap,
@@ -146,7 +153,16 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger, level 
 		}()
 	}
 	log.Info(what+" running", "name", name, "socket", ep.socket, "api", ep.listen)
-	return a.Run(ctx)
+	err := a.Run(ctx)
+	bin := up.pending()
+	if bin == "" {
+		return err
+	}
+	// As on SIGTERM: the data path stays pinned, forwarding. The API's
+	// socket is gone with ctx; the new build makes it again.
+	closeAgent()
+	log.Info(what+" upgrading in place", "name", name, "binary", bin)
+	return up.exec(bin)
 }
 
 // newLogger is an agent's logger, as its config's log: says (repeated

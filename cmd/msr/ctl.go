@@ -61,6 +61,8 @@ func runCtl(args []string) error {
 	caFile := fs.String("ca", os.Getenv("MSR_CA"), "the deployment's API certificate: https, trusting it (api_security)")
 	dryRun := fs.Bool("dry-run", false, "reload: say what would change, apply nothing")
 	confirm := fs.String("confirm", "", "reload: roll the change back unless `msr ctl confirm` comes within this time (10s to 1h, such as 2m)")
+	binary := fs.String("binary", "", "upgrade: the new build, at this path on every element's host")
+	drainWait := fs.Duration("drain-wait", 2*time.Second, "upgrade: how long a drained back-end is left before its upgrade")
 	insecure := fs.Bool("insecure", false, "send the token over plain http to an address not this host's (no --ca)")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
@@ -107,7 +109,10 @@ func runCtl(args []string) error {
 	if (*dryRun || *confirm != "") && pos[0] != "reload" {
 		return cli.Usagef("--dry-run and --confirm are for reload")
 	}
-	k := &console{c: c, out: *out, dryRun: *dryRun}
+	if (*binary != "") != (pos[0] == "upgrade") {
+		return cli.Usagef("--binary is for upgrade, and upgrade needs it")
+	}
+	k := &console{c: c, out: *out, dryRun: *dryRun, binary: *binary, drainWait: *drainWait}
 	if *confirm != "" {
 		if k.confirm, err = vcpapi.ParseConfirm(*confirm); err != nil {
 			return cli.Usagef("--confirm: %v", err)
@@ -140,6 +145,9 @@ type console struct {
 	out     cli.Output
 	dryRun  bool          // reload --dry-run
 	confirm time.Duration // reload --confirm
+	// upgrade --binary, --drain-wait
+	binary    string
+	drainWait time.Duration
 }
 
 // A consoleCommand takes args arguments (at least, with more).
@@ -165,6 +173,7 @@ var ctlCommands = map[string]consoleCommand{
 	"confirm":  {0, false, (*console).confirmChange},
 	"rollback": {0, true, (*console).rollback},
 	"history":  {0, false, (*console).history},
+	"upgrade":  {0, false, (*console).rollUpgrade},
 	"element":  {1, true, (*console).element},
 	"log":      {0, true, (*console).logLevel},
 }
