@@ -22,6 +22,7 @@ packages=(
 	stress-ng                 # make test-stress: a CPU hog beside the tests
 	python3-scapy hping3      # hostile neighbours: forged ARP and NDP, floods (tests)
 	fping                     # the large lab's ping matrix: one process a host (tests)
+	tshark pmacct             # sFlow: Wireshark's decoder, pmacct's collector (tests)
 )
 
 missing=()
