@@ -8,9 +8,11 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/perf"
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/netns"
@@ -60,6 +62,12 @@ func setupDUT(o FwdOptions, spec *lab.Spec, routes []netip.Prefix) (*loadedDUT, 
 			undo()
 			return nil, err
 		}
+		if o.SFlowRate > 0 {
+			if l.undo, err = sampleLB(spec, dp, o.SFlowRate, undo); err != nil {
+				undo()
+				return nil, err
+			}
+		}
 		return l, nil
 	case "router":
 		dp, undo, err := setupRouter(spec, routes, ipv6, o.URPF)
@@ -90,6 +98,47 @@ func setupDUT(o FwdOptions, spec *lab.Spec, routes []netip.Prefix) (*loadedDUT, 
 		return &loadedDUT{undo: func() {}}, installLinuxRoutes(spec, routes)
 	}
 	return &loadedDUT{undo: func() {}}, nil
+}
+
+// sampleLB has the LB sample 1 in rate of the frames into e0, and reads
+// the samples as its agent does, until the returned undo (which then
+// does undo's work).
+func sampleLB(spec *lab.Spec, dp *lb.Dataplane, rate uint32, undo func()) (func(), error) {
+	err := netns.Do(lab.Namespace(spec.Name, "dut"), func() error {
+		e0, err := net.InterfaceByName("e0")
+		if err != nil {
+			return err
+		}
+		return dp.SetSampleRate(e0.Index, rate)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rd, err := dp.SampleReader()
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := rd.Read(); errors.Is(err, perf.ErrClosed) {
+				return
+			}
+		}
+	}()
+	go func() { // the samples short of a wakeup, as the agent flushes them
+		for t := time.NewTicker(100 * time.Millisecond); ; <-t.C {
+			select {
+			case <-done:
+				t.Stop()
+				return
+			default:
+				rd.Flush()
+			}
+		}
+	}()
+	return func() { rd.Close(); <-done; undo() }, nil
 }
 
 // addPerCPU adds b to a, CPU by CPU.

@@ -66,6 +66,9 @@ type FwdOptions struct {
 	// CapPPS sets the DUT element's capacity (lb, router), frames a
 	// second: its bucket is one for all CPUs.
 	CapPPS uint64
+	// SFlowRate has the lb DUT sample 1 in SFlowRate of the frames into
+	// e0 for sFlow, a reader taking the samples as the agent does.
+	SFlowRate uint32
 }
 
 // flowIDs is how many flows the generator sends and the sink counts:
@@ -215,6 +218,9 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 	}
 	if _, err := dist.ParseURPF(o.URPF); err != nil || o.URPF != "" && o.DUT != "router" {
 		return nil, nil, nil, fmt.Errorf("--urpf %q: off, loose or strict, for the router DUT", o.URPF)
+	}
+	if o.SFlowRate > 0 && o.DUT != "lb" {
+		return nil, nil, nil, fmt.Errorf("--sflow-rate is for the lb DUT")
 	}
 	if o.CapPPS > 0 && !slices.Contains([]string{"lb", "lb-int-ext", "lb-both", "router"}, o.DUT) {
 		return nil, nil, nil, fmt.Errorf("--cap is for the lb and router DUTs, whose element it caps")

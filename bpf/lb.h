@@ -26,6 +26,9 @@ enum lb_limit {
 	LB_CAPS = LB_CAP_PORT + LB_MAX_PORTS,
 	/* Flows lb_flowlets remembers; the least recently seen goes first. */
 	LB_FLOWLETS = 65536,
+	/* The most of a sampled frame sent to the agent: sFlow's default
+	 * header size. */
+	LB_SAMPLE_HEADER = 128,
 	/* Control-plane policing: buckets per class for its sources (by
 	 * hash of source address and ingress port), a power of two. */
 	LB_POLICE_SOURCES = 1024,
@@ -168,7 +171,9 @@ struct lb_port {
 	__u8 urpf;
 	__u8 pad;
 	__be32 ip; /* external ports: the address Ext ARP answers for */
-	__u32 pad2;
+	/* external ports: sFlow's 1 in sample_rate frames in sent to the
+	 * agent (lb_samples); 0: none */
+	__u32 sample_rate;
 	/* external ports: the addresses Ext NDP answers for, the port's
 	 * global IPv6 address (zero: none) and its link-local one */
 	struct in6_addr ip6;
@@ -222,6 +227,25 @@ struct lb_port_stats {
 	__u64 tx_bytes;
 	__u64 module[LB_MOD_MAX];
 	__u64 drop[LB_DROP_MAX];
+};
+
+/* A sampled frame, as the agent reads it from lb_samples: the port it
+ * came in by and its length (without the FCS), then its first bytes (at
+ * most LB_SAMPLE_HEADER), which the perf buffer appends. */
+struct lb_sample {
+	__u32 frame_len;
+	__u8 port;
+	__u8 pad[3];
+};
+
+/* A port's sampler, per CPU: the frames it saw up to its last sample
+ * (sFlow's sample pool), the samples the perf buffer had no room for, and
+ * the frames to skip before the next sample, of the interval drawn. */
+struct lb_sample_pool {
+	__u64 pool;
+	__u64 drops;
+	__u32 countdown;
+	__u32 interval;
 };
 
 /* lb_router_addrs6's key: an IPv6 address of the router. */

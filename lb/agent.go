@@ -40,6 +40,9 @@ type Agent struct {
 	conns  map[string]*dist.Conn
 	log    *slog.Logger
 
+	// sflow is the sFlow export (nil: none configured).
+	sflow *exporter
+
 	mu        sync.Mutex
 	ports     []*agentPort   // by index
 	inside    []netip.Prefix // the router's infrastructure (lb_infra)
@@ -88,6 +91,7 @@ type agentPort struct {
 	isDefault bool
 	speed     uint32 // the configured capacity (capacity_mbps)
 	capPPS    uint64 // internal ports: DTX-n's cap; 0: none
+	sflowRate uint32 // external ports: 1 in N sampled for sFlow; 0: none
 	// link is the port's state as the kernel says (links.go); linkChanges
 	// counts its operational changes since the agent started, the last
 	// at linkSince.
@@ -155,6 +159,11 @@ func (a *Agent) setup(keys dist.Keyring) error {
 		return err
 	}
 	a.dp = dp
+	if a.cfg.SFlow != nil {
+		if a.sflow, err = newExporter(a); err != nil {
+			return fmt.Errorf("sflow: %w", err)
+		}
+	}
 	for _, m := range dp.Migrated {
 		a.log.Warn("data path map of an older layout migrated", "map", m.Map, "entries", m.Entries, "empty", m.Empty, "why", m.Why)
 	}
@@ -164,7 +173,7 @@ func (a *Agent) setup(keys dist.Keyring) error {
 			return fmt.Errorf("port %s: %w", pc.Name, err)
 		}
 		a.ports = append(a.ports, &agentPort{name: pc.Name, ifindex: ifi.Index, index: uint8(i), mac: ifi.HardwareAddr, role: pc.Role,
-			vlan: pc.VLAN, prefix: pc.Address, prefix6: pc.Address6, isDefault: pc.Default, speed: pc.CapacityMbps, capPPS: pc.CapacityPPS, auto: pc.Auto})
+			vlan: pc.VLAN, prefix: pc.Address, prefix6: pc.Address6, isDefault: pc.Default, speed: pc.CapacityMbps, capPPS: pc.CapacityPPS, auto: pc.Auto, sflowRate: pc.SFlowRate})
 	}
 	a.readLinks()
 	skip := func(ifname string) bool {
@@ -333,7 +342,7 @@ func (p *agentPort) routerAddrs() []netip.Addr {
 }
 
 func (a *Agent) writePort(p *agentPort) error {
-	return a.dp.SetPort(Port{Ifindex: p.ifindex, Index: p.index, Role: p.role, MAC: p.mac, VLAN: p.vlan, Addr: p.prefix.Addr(), Addr6: p.prefix6.Addr(), URPF: p.urpf})
+	return a.dp.SetPort(Port{Ifindex: p.ifindex, Index: p.index, Role: p.role, MAC: p.mac, VLAN: p.vlan, Addr: p.prefix.Addr(), Addr6: p.prefix6.Addr(), URPF: p.urpf, SampleRate: p.sflowRate})
 }
 
 func (a *Agent) defaultPort() *agentPort {
@@ -362,6 +371,17 @@ func (a *Agent) writeConfig() error {
 func (a *Agent) Run(ctx context.Context) error {
 	a.listening = time.Now()
 	var wg sync.WaitGroup
+	if a.sflow != nil {
+		rd, err := a.dp.SampleReader()
+		if err != nil {
+			return fmt.Errorf("sflow: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.sflow.run(ctx, rd)
+		}()
+	}
 	for name, c := range a.conns {
 		wg.Add(1)
 		go func() {
@@ -769,6 +789,9 @@ func (a *Agent) Close() error {
 	for _, c := range a.conns {
 		c.Close()
 	}
+	if a.sflow != nil {
+		a.sflow.conn.Close() // run closes it too, if it ran
+	}
 	for _, l := range a.links {
 		l.Close()
 	}
@@ -850,6 +873,9 @@ func (a *Agent) Status() *lbapi.Status {
 		s.Backends = append(s.Backends, bs)
 	}
 	sort.Slice(s.Backends, func(i, j int) bool { return s.Backends[i].MAC < s.Backends[j].MAC })
+	if a.sflow != nil {
+		s.SFlow = a.sflow.status()
+	}
 	s.Table = lbapi.TableStatus{Generation: a.tableGen, Shares: map[string]int{}}
 	if a.table != nil {
 		s.Table.Mode = a.table.Mode.String()

@@ -74,7 +74,16 @@ func startAgentLab(t *testing.T, mode string) *agentLabT {
 }
 
 func startAgentLabWith(t *testing.T, cfg *AgentConfig) *agentLabT {
+	return startAgentLabWithHook(t, cfg, nil)
+}
+
+// startAgentLabWithHook is startAgentLabWith, calling up (if set) once
+// the lab is up, before the agent starts.
+func startAgentLabWithHook(t *testing.T, cfg *AgentConfig, up func()) *agentLabT {
 	spec, _ := labtest.Up(t, agentLab)
+	if up != nil {
+		up()
+	}
 	l := &agentLabT{t: t, sinks: map[string]*traffic.Sink{}, hellos: map[string]context.CancelFunc{}, cfg: cfg}
 	for _, r := range []string{"r1", "r2", "r3"} {
 		l.startBackend(r)

@@ -46,8 +46,24 @@ type FileConfig struct {
 	// prefixes (element.HostInfra): a frame from outside to or from it is
 	// dropped (infra_dropped).
 	Infrastructure []element.InfraPrefix `yaml:"infrastructure"`
-	Warnings       config.Warnings       `yaml:"-"`
-	Pos            config.Pos            `yaml:"-"`
+	// SFlow exports sFlow v5 from the external ports (sflow.go).
+	SFlow    *SFlowFileConfig `yaml:"sflow"`
+	Warnings config.Warnings  `yaml:"-"`
+	Pos      config.Pos       `yaml:"-"`
+}
+
+// SFlowFileConfig is the LB's sFlow export as written: the collectors
+// (ADDR:PORT), the router's agent address and this LB's sub-agent id in
+// it (default: the first external port's address, the LB's id), the
+// external ports' sampling rate (1 in N; a port's sflow_rate overrides
+// it, 0 off), and how often each port's counters are sent.
+type SFlowFileConfig struct {
+	Collectors      []netip.AddrPort `yaml:"collectors" msr:"required"`
+	AgentAddress    netip.Addr       `yaml:"agent_address"`
+	SubAgent        uint32           `yaml:"sub_agent"`
+	SamplingRate    uint32           `yaml:"sampling_rate"`
+	CounterInterval time.Duration    `yaml:"counter_interval"`
+	Pos             config.Pos       `yaml:"-"`
 }
 
 // PortConfig is one port in the file.
@@ -63,8 +79,11 @@ type PortConfig struct {
 	CapacityMbps uint32       `yaml:"capacity_mbps" was:"speed_mbps"`
 	// CapacityPPS caps the frames balanced out of an internal port a
 	// second, as a DTX-n back-NIC is a bottleneck of its own.
-	CapacityPPS uint64     `yaml:"capacity_pps"`
-	Pos         config.Pos `yaml:"-"`
+	CapacityPPS uint64 `yaml:"capacity_pps"`
+	// SFlowRate is an external port's sampling rate, 1 in N (0: off),
+	// instead of sflow's sampling_rate.
+	SFlowRate *uint32    `yaml:"sflow_rate"`
+	Pos       config.Pos `yaml:"-"`
 }
 
 // BackendConfig is a statically known back-end. It is balanced to only
@@ -93,6 +112,7 @@ type AgentConfig struct {
 	Police          [PoliceClasses]PoliceRate
 	FlowLabel       bool
 	Infrastructure  []element.InfraPrefix
+	SFlow           *SFlowConfig // nil: no export
 	// Warnings are the file's deprecated keys, for the agent to log.
 	Warnings config.Warnings
 }
@@ -108,7 +128,24 @@ type PortSpec struct {
 	Default      bool
 	CapacityMbps uint32
 	CapacityPPS  uint64 // internal ports; 0: no cap
+	SFlowRate    uint32 // external ports: 1 in N frames sampled; 0: none
 }
+
+// SFlowConfig is the LB's sFlow export (SFlowFileConfig, checked and
+// completed).
+type SFlowConfig struct {
+	Collectors      []netip.AddrPort
+	AgentAddress    netip.Addr
+	SubAgent        uint32
+	CounterInterval time.Duration
+}
+
+// sFlow's defaults: the specification's counter interval; a sampling
+// rate suited to links of a few Gbit/s.
+const (
+	DefaultSFlowRate            = 1000
+	DefaultSFlowCounterInterval = 20 * time.Second
+)
 
 // StaticBackend is a back-end the file names.
 type StaticBackend struct {
@@ -220,7 +257,66 @@ func (c *FileConfig) Parse() (*AgentConfig, error) {
 			return nil, c.Pos.Errorf("vcp_mac %q: %v", c.VCPMAC, err)
 		}
 	}
+	if a.SFlow, err = c.parseSFlow(a.Ports); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// parseSFlow checks the sFlow section and gives each external port its
+// sampling rate.
+func (c *FileConfig) parseSFlow(ports []PortSpec) (*SFlowConfig, error) {
+	s := c.SFlow
+	if s == nil {
+		for _, p := range c.Ports {
+			if p.SFlowRate != nil {
+				return nil, p.Pos.Errorf("sflow_rate without an sflow section: no collector to send to")
+			}
+		}
+		return nil, nil
+	}
+	out := &SFlowConfig{Collectors: s.Collectors, AgentAddress: s.AgentAddress, SubAgent: s.SubAgent, CounterInterval: s.CounterInterval}
+	for _, col := range s.Collectors {
+		if !col.IsValid() || col.Port() == 0 || col.Addr().IsUnspecified() || col.Addr().IsMulticast() {
+			return nil, s.Pos.Errorf("sflow collector %s: a unicast ADDR:PORT", col)
+		}
+	}
+	if len(s.Collectors) == 0 {
+		return nil, s.Pos.Errorf("sflow: no collectors")
+	}
+	if out.CounterInterval == 0 {
+		out.CounterInterval = DefaultSFlowCounterInterval
+	}
+	if out.CounterInterval < time.Second || out.CounterInterval > time.Hour {
+		return nil, s.Pos.Errorf("sflow counter_interval %v: 1s to 1h", out.CounterInterval)
+	}
+	if out.SubAgent == 0 {
+		out.SubAgent = uint32(c.ID)
+	}
+	rate := s.SamplingRate
+	if rate == 0 {
+		rate = DefaultSFlowRate
+	}
+	for i := range ports {
+		p := c.Ports[ports[i].Name]
+		if ports[i].Role != RoleExternal {
+			if p.SFlowRate != nil {
+				return nil, p.Pos.Errorf("port %s: sflow_rate samples an external port's frames", ports[i].Name)
+			}
+			continue
+		}
+		ports[i].SFlowRate = rate
+		if p.SFlowRate != nil {
+			ports[i].SFlowRate = *p.SFlowRate
+		}
+		if !out.AgentAddress.IsValid() {
+			out.AgentAddress = ports[i].Address.Addr()
+		}
+	}
+	if !out.AgentAddress.IsValid() {
+		return nil, s.Pos.Errorf("sflow: no agent_address and no external port to take one from")
+	}
+	return out, nil
 }
 
 // parsePorts checks the ports: roles, external ports' addresses and

@@ -2,6 +2,7 @@ package lb
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,13 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal}\ninfrastructure: [192.0.0.0/16]\n",
 			":4:7: port e0's 192.0.2.1/24 overlaps infrastructure 192.0.0.0/16"},
 		{"name: a\nkey_file: k\nports:\n  i0: {role: internal}\ninfrastructure: [" + manyPrefixes(17) + "]\n", "infrastructure: more than 16 prefixes of one family"},
+		// sFlow.
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10, sflow_rate: 100}\n", ":4:7: sflow_rate without an sflow section"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal, sflow_rate: 10}\nsflow: {collectors: [192.0.2.50:6343]}\n", ":5:7: port i0: sflow_rate samples an external port's frames"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {collectors: [0.0.0.0:6343]}\n", ":5:8: sflow collector 0.0.0.0:6343: a unicast ADDR:PORT"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {collectors: [192.0.2.50]}\n", ":5:"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {sampling_rate: 10}\n", ":5:8: missing required key \"collectors\""},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {collectors: [192.0.2.50:6343], counter_interval: 10ms}\n", ":5:8: sflow counter_interval 10ms: 1s to 1h"},
 	}
 	dir := t.TempDir()
 	for i, c := range cases {
@@ -119,4 +127,26 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("error without a position: %v", err)
 		}
 	})
+}
+
+// TestLoadConfigSFlow: an sflow section's defaults: the agent address the
+// first external port's, the sub-agent the LB's id, every external port
+// sampled 1 in 1000 but one that says otherwise, counters every 20 s.
+func TestLoadConfigSFlow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lb.yaml")
+	os.WriteFile(path, []byte("name: lb1\nid: 9\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n"+
+		"  e1: {role: external, address: 198.51.100.1/24, vlan: 11, sflow_rate: 0}\n  i0: {role: internal}\nsflow:\n  collectors: [192.0.2.50:6343, \"[2001:db8::50]:6343\"]\n"), 0o644)
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.SFlow
+	if s == nil || s.AgentAddress != netip.MustParseAddr("192.0.2.1") || s.SubAgent != 9 || s.CounterInterval != DefaultSFlowCounterInterval || len(s.Collectors) != 2 {
+		t.Fatalf("sflow: %+v", s)
+	}
+	for _, p := range c.Ports {
+		if want := map[string]uint32{"e0": DefaultSFlowRate}[p.Name]; p.SFlowRate != want {
+			t.Errorf("port %s samples 1 in %d, want %d", p.Name, p.SFlowRate, want)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package lb
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/perf"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/msrtest"
@@ -803,4 +805,81 @@ func (d *Dataplane) roundRobin(cpu int) (uint32, error) {
 		return 0, fmt.Errorf("CPU %d of %d", cpu, len(per))
 	}
 	return per[cpu], nil
+}
+
+// TestLBSampling: an external port samples 1 in its rate of the frames
+// that come in (sFlow): at rate 1 every frame, each sample the frame's
+// length and first bytes (at most SampleHeader) from its port; at rate 4
+// about a quarter, at gaps drawn at random; the pool counts the frames;
+// with no rate, nothing is sampled or counted. The frames go on as
+// without sampling.
+func TestLBSampling(t *testing.T) {
+	withFixture(t, ModeWRR, func(f *fixture) {
+		rd, err := f.dp.SampleReader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		e0 := f.ports["e0"]
+		short := eth(macExt0, macHost, etherTypeIPv4, udp(ipHostA, ipHostB, 1, 2))
+		long := eth(macExt0, macHost, etherTypeIPv4, inet.IPv4(ipHostA, ipHostB, 17, l4(1, 2, 300)))
+		run := func(frame []byte, n int) {
+			for range n {
+				if v, _, err := f.dp.Run(e0.Ifindex, frame); err != nil || v != XDPRedirect {
+					t.Fatalf("verdict %d, %v: sampling must not change what happens to a frame", v, err)
+				}
+			}
+		}
+		read := func() (n int) {
+			rd.Flush() // the samples short of a wakeup too
+			rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+			for {
+				rec, err := rd.Read()
+				if errors.Is(err, perf.ErrFlushed) {
+					continue
+				}
+				if err != nil {
+					return n
+				}
+				port, length, header, err := ParseSample(rec.RawSample)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := short
+				if int(length) == len(long) {
+					want = long[:SampleHeader]
+				}
+				if port != e0.Index || (int(length) != len(short) && int(length) != len(long)) || !bytes.Equal(header, want) {
+					t.Fatalf("sample: port %d, length %d, header %x", port, length, header)
+				}
+				n++
+			}
+		}
+		run(short, 10)
+		if n := read(); n != 0 {
+			t.Errorf("no rate: %d samples", n)
+		}
+		e0.SampleRate = 1
+		if err := f.dp.SetPort(e0); err != nil {
+			t.Fatal(err)
+		}
+		run(short, 10)
+		run(long, 10)
+		if n := read(); n != 20 {
+			t.Errorf("rate 1: %d samples of 20 frames", n)
+		}
+		e0.SampleRate = 4
+		f.dp.SetPort(e0)
+		run(short, 4000)
+		// Gaps drawn from 1 to 7, mean 4: 1,000 samples, their spread
+		// less than a binomial's (± 27 for 1/4 each); 5σ of that.
+		if n := read(); n < 865 || n > 1135 {
+			t.Errorf("rate 4: %d samples of 4,000 frames, want 1,000 ± 135", n)
+		}
+		// The pool counts the frames up to the last sample: all 4,020
+		// sampled at rate 1 or 4 but the last gap's (at most 6).
+		if pool, drops, err := f.dp.SamplePool(e0.Index); err != nil || pool > 4020 || pool < 4014 || drops != 0 {
+			t.Errorf("pool %d, drops %d (%v): want 4,014 to 4,020 frames seen, none lost", pool, drops, err)
+		}
+	})
 }

@@ -115,6 +115,7 @@ const (
 	lbxdpLbLimitLB_CAP_PORT         lbxdpLbLimit = 1
 	lbxdpLbLimitLB_CAPS             lbxdpLbLimit = 17
 	lbxdpLbLimitLB_FLOWLETS         lbxdpLbLimit = 65536
+	lbxdpLbLimitLB_SAMPLE_HEADER    lbxdpLbLimit = 128
 	lbxdpLbLimitLB_POLICE_SOURCES   lbxdpLbLimit = 1024
 	lbxdpLbLimitLB_MAX_PEERS        lbxdpLbLimit = 1024
 )
@@ -208,17 +209,17 @@ type lbxdpLbPoliceRate struct {
 }
 
 type lbxdpLbPort struct {
-	_     structs.HostLayout
-	Mac   [6]uint8
-	Role  uint8
-	Index uint8
-	Vlan  uint16
-	Urpf  uint8
-	Pad   uint8
-	Ip    uint32
-	Pad2  uint32
-	Ip6   lbxdpIn6Addr
-	Ll6   lbxdpIn6Addr
+	_          structs.HostLayout
+	Mac        [6]uint8
+	Role       uint8
+	Index      uint8
+	Vlan       uint16
+	Urpf       uint8
+	Pad        uint8
+	Ip         uint32
+	SampleRate uint32
+	Ip6        lbxdpIn6Addr
+	Ll6        lbxdpIn6Addr
 }
 
 type lbxdpLbPortRole uint32
@@ -237,6 +238,14 @@ type lbxdpLbPortStats struct {
 	TxBytes   uint64
 	Module    [10]uint64
 	Drop      [24]uint64
+}
+
+type lbxdpLbSamplePool struct {
+	_         structs.HostLayout
+	Pool      uint64
+	Drops     uint64
+	Countdown uint32
+	Interval  uint32
 }
 
 type lbxdpLbSlot struct {
@@ -319,6 +328,8 @@ const (
 	lbxdpMapLbRouterAddrs        = "lb_router_addrs"
 	lbxdpMapLbRouterAddrs6       = "lb_router_addrs6"
 	lbxdpMapLbRr                 = "lb_rr"
+	lbxdpMapLbSamplePool         = "lb_sample_pool"
+	lbxdpMapLbSamples            = "lb_samples"
 	lbxdpMapLbStats              = "lb_stats"
 	lbxdpMapLbTable0             = "lb_table_0"
 	lbxdpMapLbTable1             = "lb_table_1"
@@ -404,6 +415,8 @@ type lbxdpMapSpecs struct {
 	LbRouterAddrs   *ebpf.MapSpec `ebpf:"lb_router_addrs"`
 	LbRouterAddrs6  *ebpf.MapSpec `ebpf:"lb_router_addrs6"`
 	LbRr            *ebpf.MapSpec `ebpf:"lb_rr"`
+	LbSamplePool    *ebpf.MapSpec `ebpf:"lb_sample_pool"`
+	LbSamples       *ebpf.MapSpec `ebpf:"lb_samples"`
 	LbStats         *ebpf.MapSpec `ebpf:"lb_stats"`
 	LbTable0        *ebpf.MapSpec `ebpf:"lb_table_0"`
 	LbTable1        *ebpf.MapSpec `ebpf:"lb_table_1"`
@@ -465,6 +478,8 @@ type lbxdpMaps struct {
 	LbRouterAddrs   *ebpf.Map `ebpf:"lb_router_addrs"`
 	LbRouterAddrs6  *ebpf.Map `ebpf:"lb_router_addrs6"`
 	LbRr            *ebpf.Map `ebpf:"lb_rr"`
+	LbSamplePool    *ebpf.Map `ebpf:"lb_sample_pool"`
+	LbSamples       *ebpf.Map `ebpf:"lb_samples"`
 	LbStats         *ebpf.Map `ebpf:"lb_stats"`
 	LbTable0        *ebpf.Map `ebpf:"lb_table_0"`
 	LbTable1        *ebpf.Map `ebpf:"lb_table_1"`
@@ -487,6 +502,8 @@ func (m *lbxdpMaps) Close() error {
 		m.LbRouterAddrs,
 		m.LbRouterAddrs6,
 		m.LbRr,
+		m.LbSamplePool,
+		m.LbSamples,
 		m.LbStats,
 		m.LbTable0,
 		m.LbTable1,

@@ -112,6 +112,11 @@ func runBench(args []string) error {
 	fs.StringVar(&o.URPF, "urpf", "", "router: frames tagged as an LB balances them from a port with unicast RPF off, loose or strict (the sources routed through it)")
 	fs.IntVar(&o.Queues, "queues", 1, "queues of the lab's links, and CPUs sending, each its own flows: the DUT receives on that many CPUs")
 	fs.Uint64Var(&o.CapPPS, "cap", 0, "lb, router: the element's capacity in frames a second (0: none)")
+	fs.Func("sflow-rate", "lb: sample 1 in N of the frames into e0 for sFlow, the samples read as the agent does", func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 32)
+		o.SFlowRate = uint32(n)
+		return err
+	})
 	pos, _, err := cli.Parse(fs, args[1:])
 	if err != nil {
 		return err

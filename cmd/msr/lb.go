@@ -93,6 +93,9 @@ func writeLBStatus(w io.Writer, s *lbapi.Status) {
 	if s.CapacityPPS > 0 || s.CapDrop > 0 {
 		fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
 	}
+	if f := s.SFlow; f != nil {
+		fmt.Fprintf(w, "  sflow: %d samples, %d lost, %d malformed; %d datagrams sent, %d failed\n", f.Samples, f.Lost, f.Malformed, f.Datagrams, f.SendErrors)
+	}
 	for _, p := range s.Ports {
 		capText := ""
 		if p.CapacityPPS > 0 {

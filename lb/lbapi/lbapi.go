@@ -29,12 +29,14 @@ type Status struct {
 	// host's prefixes and the file's); InfraDropped the frames from
 	// outside to or from it that it dropped (drop "infra" summed
 	// over its ports).
-	Infrastructure []string                     `json:"infrastructure"`
-	InfraDropped   uint64                       `json:"infra_dropped"`
-	Ports          []PortStatus                 `json:"ports"`
-	Backends       []BackendStatus              `json:"backends"`
-	Table          TableStatus                  `json:"table"`
-	DIST           map[string]map[string]uint64 `json:"dist"`
+	Infrastructure []string        `json:"infrastructure"`
+	InfraDropped   uint64          `json:"infra_dropped"`
+	Ports          []PortStatus    `json:"ports"`
+	Backends       []BackendStatus `json:"backends"`
+	Table          TableStatus     `json:"table"`
+	// SFlow is the sFlow export (absent: none configured).
+	SFlow *SFlowStatus                 `json:"sflow,omitempty"`
+	DIST  map[string]map[string]uint64 `json:"dist"`
 	// DISTRoleRefused counts DIST frames that asked to configure this LB
 	// without the VCP's key (dist reason "role_refused", every port).
 	DISTRoleRefused uint64 `json:"dist_role_refused"`
@@ -200,6 +202,17 @@ type PortStats struct {
 	// RxPerCPU is the frames each CPU received on the port: how its
 	// queues (RSS) spread the load over the cores.
 	RxPerCPU []uint64 `json:"rx_per_cpu"`
+}
+
+// SFlowStatus is the LB's sFlow export: samples read from the data path,
+// those the perf buffer lost and those it could not read, datagrams sent
+// (to each collector) and failed.
+type SFlowStatus struct {
+	Samples    uint64 `json:"samples"`
+	Lost       uint64 `json:"lost"`
+	Malformed  uint64 `json:"malformed"`
+	Datagrams  uint64 `json:"datagrams"`
+	SendErrors uint64 `json:"send_errors"`
 }
 
 // Client is a client of one LB agent's API.
