@@ -45,6 +45,15 @@ ports:
   e0: {role: external, address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10}
   e1: {role: external, address: 198.51.100.1/24, address6: "2001:db8:11::1/64", vlan: 11}
   i0: {role: internal, default: true}
+{{if .SFlow.IsValid}}{{template "sflow" .}}  sub_agent: 1
+{{end}}{{end}}
+{{define "sflow"}}# sFlow from the external ports, the router one agent (its address on
+# h1's network), each LB a sub-agent (msr demo up --sflow).
+sflow:
+  collectors: ["{{.SFlow}}"]
+  agent_address: 192.0.2.1
+  sampling_rate: {{.SFlowRate}}
+  counter_interval: 5s
 {{end}}
 {{define "lb2"}}name: lb2
 key_file: {{.Run}}/key
@@ -54,7 +63,8 @@ ports:
   e0: {role: external, address: 203.0.113.1/24, address6: "2001:db8:12::1/64", vlan: 12}
   i0: {role: internal, default: true}
   i1: {role: internal}
-{{end}}
+{{if .SFlow.IsValid}}{{template "sflow" .}}  sub_agent: 2
+{{end}}{{end}}
 {{define "router"}}name: {{.Name}}
 key_file: {{.Run}}/key
 {{template "apisec" .}}interface: eth0
@@ -175,6 +185,10 @@ type Plan struct {
 	// OSPFSecret signs OSPF and OSPFv3 between the router and ospf1
 	// (HMAC-SHA-256), fresh for each lab.
 	OSPFSecret string
+	// SFlow and SFlowRate are the LBs' sFlow collector and sampling
+	// rate (Options).
+	SFlow     netip.AddrPort
+	SFlowRate uint32
 }
 
 // Prefixes6 is how many IPv6 prefixes bgp1 announces unless asked for
@@ -185,8 +199,9 @@ const Prefixes6 = 200
 // prefixes (n real ones from the RouteViews snapshot, grown beyond it if
 // n is larger; a few with a host behind them) into run; n6 IPv6 ones
 // likewise from the 2015 IPv6 snapshot (0: Prefixes6), the back-ends'
-// IPv6 FIB pool sized for them.
-func WriteConfigs(run string, n, n6 int) (*Plan, error) {
+// IPv6 FIB pool sized for them; the LBs' sFlow export as o says.
+func WriteConfigs(run string, o Options) (*Plan, error) {
+	n, n6 := o.Prefixes, o.Prefixes6
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		return nil, err
 	}
@@ -199,7 +214,7 @@ func WriteConfigs(run string, n, n6 int) (*Plan, error) {
 		// with its prefix-length distribution, for a full-table lab.
 		all = routetable.Synthesize(all, n*5/4, 1)
 	}
-	p := &Plan{Run: run}
+	p := &Plan{Run: run, SFlow: o.SFlow, SFlowRate: o.SFlowRate}
 	step := max(len(all)/n, 1)
 	for i := 0; i < len(all) && len(p.Prefixes) < n; i += step {
 		if q := all[i]; peerPrefix(q) {

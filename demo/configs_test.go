@@ -16,7 +16,7 @@ import (
 // on the lab's own networks, each a network line of bgp1's config.
 func TestWriteConfigsFullTable(t *testing.T) {
 	dir := t.TempDir()
-	plan, err := WriteConfigs(dir, 600_000, 0)
+	plan, err := WriteConfigs(dir, Options{Prefixes: 600_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestWriteConfigsFullTable(t *testing.T) {
 // the pool at its default.
 func TestWriteConfigsIPv6Table(t *testing.T) {
 	dir := t.TempDir()
-	plan, err := WriteConfigs(dir, 3000, 60_000)
+	plan, err := WriteConfigs(dir, Options{Prefixes: 3000, Prefixes6: 60_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestWriteConfigsIPv6Table(t *testing.T) {
 	// and the pool the config sets holds them.
 	for _, n := range []int{60_000, 250_000} {
 		if n != len(plan.Prefixes6) {
-			if plan, err = WriteConfigs(dir, 3000, n); err != nil {
+			if plan, err = WriteConfigs(dir, Options{Prefixes: 3000, Prefixes6: n}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -85,10 +85,27 @@ func TestWriteConfigsIPv6Table(t *testing.T) {
 			t.Errorf("%d prefixes: a pool of %d lines, the table needs %d", n, pool, need)
 		}
 	}
-	if _, err := WriteConfigs(dir, 3000, 0); err != nil {
+	if _, err := WriteConfigs(dir, Options{Prefixes: 3000}); err != nil {
 		t.Fatal(err)
 	}
 	if conf, _ := os.ReadFile(filepath.Join(dir, "r1.yaml")); strings.Contains(string(conf), "fib6_lines") {
 		t.Errorf("the default table sizes the pool:\n%s", conf)
+	}
+}
+
+// TestWriteConfigsSFlow: with a collector, both LBs' configs say sFlow
+// to it from the router's one agent address, each LB its sub-agent.
+func TestWriteConfigsSFlow(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := WriteConfigs(dir, Options{Prefixes: 3000, SFlow: netip.MustParseAddrPort("10.0.0.40:6343"), SFlowRate: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for i, lb := range []string{"lb1", "lb2"} {
+		b, _ := os.ReadFile(filepath.Join(dir, lb+".yaml"))
+		for _, want := range []string{"sflow:\n  collectors: [\"10.0.0.40:6343\"]\n  agent_address: 192.0.2.1\n  sampling_rate: 100\n", fmt.Sprintf("  sub_agent: %d\n", i+1)} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s.yaml lacks %q:\n%s", lb, want, b)
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -48,6 +49,10 @@ type Options struct {
 	// (checkVariant) and settings, hosts or processes of its own. Its
 	// MSR_BIN and MSR_RUN are filled as the default lab's.
 	LabFile string
+	// SFlow, if set, has the LBs send sFlow to this collector, sampling
+	// 1 in SFlowRate (0: lb.DefaultSFlowRate) of the frames in.
+	SFlow     netip.AddrPort
+	SFlowRate uint32
 }
 
 // Up writes the configs and builds the default lab (msr is this binary).
@@ -69,7 +74,7 @@ func UpLab(spec *lab.Spec, o Options) (*Plan, error) {
 	if labs, _ := lab.Labs(); slices.Contains(labs, LargeLab) {
 		return nil, fmt.Errorf("the large lab is up: msr demo down --size large first (the default lab's elements have its names)")
 	}
-	plan, err := WriteConfigs(RunDir, o.Prefixes, o.Prefixes6)
+	plan, err := WriteConfigs(RunDir, o)
 	if err != nil {
 		return nil, err
 	}

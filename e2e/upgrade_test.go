@@ -14,7 +14,7 @@ import (
 // TestUpgradeInPlace: `msr ctl upgrade` rolls a build of the next map
 // layout (-tags msr_next_layout: the back-ends' neighbour entries 8
 // bytes longer) over the default lab's back-ends and LBs while h1 pings
-// h3 every 10 ms and iperf3 carries 4 TCP streams: every back-end is
+// h3 every 10 ms and iperf3 carries 4 TCP streams of 50 Mbit/s: every back-end is
 // drained, upgraded in place and undrained, every LB upgraded in place;
 // no ping is lost, no stream stalls, and each back-end migrated its
 // neighbours into the new layout rather than starting them empty.
@@ -31,7 +31,10 @@ func TestUpgradeInPlace(t *testing.T) {
 	iperf3Server(t)
 	streams := make(chan []float64, 1)
 	go func() {
-		intervals, _, err := iperf3(t, "h1", 12*time.Second, 4)
+		// Paced, 4 x 50 Mbit/s: the path is not full, so a ping lost is
+		// the upgrade's, not a queue's (CI's machine lost 5 of 1,200 with
+		// the streams flat out).
+		intervals, _, err := iperf3(t, "h1", 12*time.Second, 4, "-b", "50M")
 		if err != nil {
 			t.Errorf("iperf3 across the upgrade: %v", err)
 		}

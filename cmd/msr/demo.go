@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"sort"
@@ -23,9 +24,10 @@ var demoCommand = command{
       3 external hosts, a BGP and an OSPF neighbour), wait until it has
       converged, push traffic (ping, traceroute, iperf3 h1 -> h3) with a live
       view, print a summary and tear it down (Ctrl-C too; --keep leaves it up)
-  msr demo up [--prefixes 3000] [--prefixes6 200] [--monitoring] [--lab FILE]
+  msr demo up [--prefixes 3000] [--prefixes6 200] [--monitoring] [--lab FILE] [--sflow ADDR:PORT [--sflow-rate N]]
                                    bring it up and wait; it prints the web view's URL and the console's command;
                                    --monitoring runs Prometheus on mon (10.0.0.40:9090), scraping every agent;
+                                   --sflow has the LBs send sFlow to a collector (10.0.0.40:6343: mon), 1 in N sampled;
                                    --lab builds FILE in labs/default.yaml's place (a variant of it: every host,
                                    address, MAC, process and link of the default lab kept), as msr soak --lab
   msr demo add-backend NAME [--capacity MBPS]   add a back-end (r4 ... r9) to the running lab: a
@@ -49,6 +51,12 @@ func runDemo(args []string) error {
 	prefixes6 := fs.Int("prefixes6", demo.Prefixes6, "how many IPv6 prefixes bgp1 announces (the 2015 snapshot, grown beyond its 27,693)")
 	keep := fs.Bool("keep", false, "leave the lab up at the end")
 	monitoring := fs.Bool("monitoring", false, "run Prometheus on the lab's host mon, scraping every agent")
+	var sflowTo netip.AddrPort
+	fs.Func("sflow", "the LBs send sFlow to this collector, ADDR:PORT (mon: 10.0.0.40:6343)", func(s string) (err error) {
+		sflowTo, err = netip.ParseAddrPort(s)
+		return err
+	})
+	sflowRate := fs.Uint("sflow-rate", 0, "with --sflow: sample 1 in N frames (0: 1000)")
 	labFile := fs.String("lab", "", "a lab file built in place of labs/default.yaml (its variant: every host, address, MAC, process and link of the default lab kept)")
 	capacity := fs.Int("capacity", 10000, "add-backend: the new back-end's capacity, Mbit/s")
 	size := fs.String("size", "default", "which lab: default, or large (16 LBs x 4 ports)")
@@ -86,7 +94,7 @@ func runDemo(args []string) error {
 	if *prefixes < 1 || *prefixes6 < 3 {
 		return cli.Usagef("--prefixes at least 1, --prefixes6 at least 3")
 	}
-	o := demo.Options{Prefixes: *prefixes, Prefixes6: *prefixes6, Monitoring: *monitoring, LabFile: *labFile}
+	o := demo.Options{Prefixes: *prefixes, Prefixes6: *prefixes6, Monitoring: *monitoring, LabFile: *labFile, SFlow: sflowTo, SFlowRate: uint32(*sflowRate)}
 	spec, err := demo.LabSpec(self, o)
 	if err != nil {
 		return err // before a previous run's lab is taken down

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msr-router/msr/demo"
+)
+
+// TestSFlow: the default lab's LBs export sFlow, 1 in 100 of the frames
+// into their external ports, to pmacct's sfacctd on mon; iperf3 sends
+// from h1 to h3 for 5 s. The collector's bytes from h1 to h3, scaled by
+// the sampling rate (-R), come within 10% to what h1 sent for them: the
+// frames' bytes h1's interface counted, with their FCS (sFlow's frame
+// length has it). The samples say the router's one agent address.
+// h1Sent is the bytes h1's interface sent, with an FCS for each frame.
+func h1Sent(t *testing.T) float64 {
+	t.Helper()
+	out, err := demo.Exec("h1", "ip", "-j", "-s", "link", "show", "eth0")
+	var links []struct {
+		Stats64 struct {
+			TX struct{ Bytes, Packets float64 } `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &links) != nil || len(links) != 1 {
+		t.Fatalf("h1's counters: %v %q", err, out)
+	}
+	return links[0].Stats64.TX.Bytes + 4*links[0].Stats64.TX.Packets
+}
+
+func TestSFlow(t *testing.T) {
+	upDefaultLabWith(t, demo.Options{Prefixes: 300, SFlow: netip.MustParseAddrPort("10.0.0.40:6343"), SFlowRate: 100})
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777) // sfacctd may drop privileges to write
+	out := filepath.Join(dir, "sfacct.csv")
+	collector := exec.Command(msrBin, "lab", "exec", "--lab", demo.LabName, "mon", "--", "sfacctd", "-L", "10.0.0.40", "-l", "6343",
+		"-P", "print", "-O", "csv", "-c", "src_host,dst_host,proto,peer_src_ip", "-R", "-r", "1", "-A", "-o", out)
+	if err := collector.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() {
+		demo.Exec("mon", "pkill", "-INT", "-x", "sfacctd")
+		collector.Wait()
+	}
+	defer stop()
+	time.Sleep(time.Second)
+
+	// sfacctd renormalizes by the sample pool's growth (the frames the
+	// sampler saw since the last sample), a stream's first sample by its
+	// whole pool: every frame since the LB started. A flood of pings from
+	// h1 to h2 first takes that sample, so that the transfer's are counted
+	// by what crossed the port while it ran.
+	if _, err := demo.Exec("h1", "ping", "-f", "-c", "3000", "-q", demo.H2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	iperf3Server(t)
+	sentBefore := h1Sent(t)
+	res, err := demo.Exec("h1", "iperf3", "-c", demo.H3, "-t", "5", "-J")
+	sent := h1Sent(t) - sentBefore
+	if err != nil {
+		t.Fatalf("iperf3: %v", err)
+	}
+	var r struct {
+		End struct {
+			SumSent struct {
+				Bytes       float64 `json:"bytes"`
+				Retransmits float64 `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(res), &r); err != nil || r.End.SumSent.Bytes == 0 {
+		t.Fatalf("iperf3's answer: %v %.200s", err, res)
+	}
+	time.Sleep(3 * time.Second) // the LBs' last datagrams, sfacctd's last dump
+	stop()
+
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("sfacctd wrote nothing: %v", err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
+	if err != nil {
+		t.Fatalf("sfacctd's CSV: %v\n%s", err, b)
+	}
+	var bytes, packets float64
+	agents := map[string]bool{}
+	var header []string
+	for _, row := range rows {
+		if len(row) > 0 && row[0] == "SRC_IP" || len(row) > 1 && row[1] == "SRC_IP" {
+			header = row
+			continue
+		}
+		field := func(name string) string {
+			for i, h := range header {
+				if h == name && i < len(row) {
+					return row[i]
+				}
+			}
+			return ""
+		}
+		if field("SRC_IP") == demo.H1 && field("DST_IP") == demo.H3 && field("PROTOCOL") == "tcp" {
+			n, _ := strconv.ParseFloat(field("BYTES"), 64)
+			bytes += n
+			n, _ = strconv.ParseFloat(field("PACKETS"), 64)
+			packets += n
+			agents[field("PEER_SRC_IP")] = true
+		}
+	}
+	t.Logf("iperf3 sent %.0f bytes of payload (%.0f retransmits), h1 %.0f bytes of frames; sfacctd counted %.0f bytes in %.0f packets from h1 to h3 (%.3f of h1's), agents %v",
+		r.End.SumSent.Bytes, r.End.SumSent.Retransmits, sent, bytes, packets, bytes/sent, agents)
+	if ratio := bytes / sent; ratio < 0.9 || ratio > 1.1 {
+		t.Errorf("sFlow's bytes over h1's: %.3f, want 1 ± 0.1\n%s", ratio, lastLines(string(b), 20))
+	}
+	if len(agents) != 1 || !agents["192.0.2.1"] && !agents["10.0.0.31"] {
+		t.Errorf("the samples came from agents %v, want the router's one, 192.0.2.1", agents)
+	}
+}
