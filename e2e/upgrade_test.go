@@ -13,11 +13,12 @@ import (
 
 // TestUpgradeInPlace: `msr ctl upgrade` rolls a build of the next map
 // layout (-tags msr_next_layout: the back-ends' neighbour entries 8
-// bytes longer) over the default lab's back-ends and LBs while h1 pings
-// h3 every 10 ms and iperf3 carries 4 TCP streams of 50 Mbit/s: every back-end is
-// drained, upgraded in place and undrained, every LB upgraded in place;
-// no ping is lost, no stream stalls, and each back-end migrated its
-// neighbours into the new layout rather than starting them empty.
+// bytes longer) over the default lab while h1 pings h3 every 10 ms and
+// iperf3 carries 4 TCP streams of 50 Mbit/s: every back-end is drained,
+// upgraded in place and undrained, every LB upgraded in place, then the
+// standby VCP and the active one, whose stop hands the router to the
+// other; no ping is lost, no stream stalls, and each back-end migrated
+// its neighbours into the new layout rather than starting them empty.
 func TestUpgradeInPlace(t *testing.T) {
 	upDefaultLab(t, 300)
 	dir := t.TempDir()
@@ -34,7 +35,7 @@ func TestUpgradeInPlace(t *testing.T) {
 		// Paced, 4 x 50 Mbit/s: the path is not full, so a ping lost is
 		// the upgrade's, not a queue's (CI's machine lost 5 of 1,200 with
 		// the streams flat out).
-		intervals, _, err := iperf3(t, "h1", 12*time.Second, 4, "-b", "50M")
+		intervals, _, err := iperf3(t, "h1", 20*time.Second, 4, "-b", "50M")
 		if err != nil {
 			t.Errorf("iperf3 across the upgrade: %v", err)
 		}
@@ -42,21 +43,21 @@ func TestUpgradeInPlace(t *testing.T) {
 	}()
 	ping := make(chan string, 1)
 	go func() {
-		out, _ := demo.Exec("h1", "ping", "-c", "1200", "-i", "0.01", "-q", demo.H3)
+		out, _ := demo.Exec("h1", "ping", "-c", "2000", "-i", "0.01", "-q", demo.H3)
 		ping <- out
 	}()
 	time.Sleep(time.Second)
-	out, errOut, code := msr(t, "ctl", "--name", "vcp1", "upgrade", "--binary", next, "--drain-wait", "1s")
+	out, errOut, code := msr(t, "ctl", "--name", "vcp1", "upgrade", "--binary", next, "--drain-wait", "1s", "--vcps", "vcp1,vcp2")
 	t.Logf("msr ctl upgrade:\n%s%s", out, errOut)
 	if code != 0 {
 		t.Fatalf("msr ctl upgrade: exit %d", code)
 	}
-	for _, e := range []string{"r1", "r2", "r3", "lb1", "lb2"} {
+	for _, e := range []string{"r1", "r2", "r3", "lb1", "lb2", "vcp1", "vcp2"} {
 		if !strings.Contains(out, e+" ") || !strings.Contains(out, "next-layout") {
 			t.Errorf("the upgrade did not report %s on the new build", e)
 		}
 	}
-	if p := <-ping; !strings.Contains(p, " 1200 received") {
+	if p := <-ping; !strings.Contains(p, " 2000 received") {
 		t.Errorf("pings across the upgrade: %s", p)
 	}
 	for i, bps := range <-streams {
@@ -72,8 +73,11 @@ func TestUpgradeInPlace(t *testing.T) {
 		}
 	}
 	ps, _ := exec.Command("ps", "-eo", "args").Output()
-	if n := strings.Count(string(ps), next+" "); n != 5 {
-		t.Errorf("%d agents run the new build, want 5 (3 back-ends, 2 LBs):\n%s", n, ps)
+	if n := strings.Count(string(ps), next+" "); n != 7 {
+		t.Errorf("%d agents run the new build, want 7 (3 back-ends, 2 LBs, 2 VCPs):\n%s", n, ps)
+	}
+	if v := demo.Look().VCP; v != "vcp2" {
+		t.Errorf("the active VCP after the upgrade: %q, want vcp2 (vcp1 upgraded last, handing it over)", v)
 	}
 }
 

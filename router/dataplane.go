@@ -86,6 +86,10 @@ var resizableMaps = []string{rtxdpMapRt6Pool, rtxdpMapRtPorts}
 // nextLayout is 1 in a test build of the next layout (layout_next.go).
 var nextLayout uint32
 
+// MapLayout is this build's layout of the pinned maps: LayoutVersion,
+// or the next one in a test build of it.
+func MapLayout() uint32 { return LayoutVersion + nextLayout }
+
 // LoadDataplane loads the program, its maps sized as sizes says; with
 // pinDir, maps are pinned there and maps already pinned are reused (a
 // restarted agent adopts the FIB the data path is using; its depths are
@@ -112,7 +116,7 @@ func LoadDataplane(pinDir string, sizes Sizes, force bool) (*Dataplane, error) {
 	if nextLayout > 0 {
 		spec.Maps[rtxdpMapRtNeighbors].ValueSize += 8
 	}
-	o := xdp.LoadOptions{Layout: LayoutVersion + nextLayout, Force: force, Resizable: resizableMaps}
+	o := xdp.LoadOptions{Layout: MapLayout(), Force: force, Resizable: resizableMaps}
 	if d.Migrated, err = xdp.Load(spec, &d.objs, pinDir, o); err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
 	}

@@ -123,7 +123,7 @@ func runAgent(what, name string, ep endpoints, a agent, log *slog.Logger, level 
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	up := &upgrader{stop: cancel, started: time.Now()}
+	up := &upgrader{kind: what, stop: cancel, started: time.Now()}
 	mux := http.NewServeMux()
 	mux.Handle(logging.PathLevel, logging.LevelHandler(level, log))
 	up.register(mux)

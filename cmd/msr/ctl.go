@@ -36,8 +36,16 @@ var ctlCommand = command{
     acl                            the router's ACL, each rule's hits summed over the back-ends
     drain|undrain BACKEND          no new flows to a back-end, or again
     weight BACKEND MBPS            a back-end's capacity (its weight); 0: the configured one
-    reload [--dry-run]             read the router's config again, apply and say what changed
-                                   (--dry-run: check it and say what would change, apply nothing)
+    reload [--dry-run] [--confirm 2m]   read the router's config again, apply and say what changed
+                                   (--dry-run: check it and say what would change, apply nothing;
+                                   --confirm: rolled back unless confirm comes within the time)
+    confirm                        keep the change applied with reload --confirm
+    rollback [N]                   apply the config applied N changes ago (default 1)
+    history                        the last ten configs applied: who, when, how, what changed
+    upgrade --binary PATH [--drain-wait 2s] [--vcps VCP,VCP] [--force]
+                                   roll a new build (at PATH on every host) over the elements in
+                                   place: each back-end drained, upgraded, undrained when ready,
+                                   then each LB; with --vcps the VCPs too, the standby first
     element ELEMENT [METHOD PATH [JSON]]   relay a request to one element's API (default GET /status)
     log [ELEMENT] [LEVEL]          the VCP's or an element's log level; with LEVEL (debug, info,
                                    warn, error) set it until the agent restarts
@@ -63,6 +71,8 @@ func runCtl(args []string) error {
 	confirm := fs.String("confirm", "", "reload: roll the change back unless `msr ctl confirm` comes within this time (10s to 1h, such as 2m)")
 	binary := fs.String("binary", "", "upgrade: the new build, at this path on every element's host")
 	drainWait := fs.Duration("drain-wait", 2*time.Second, "upgrade: how long a drained back-end is left before its upgrade")
+	force := fs.Bool("force", false, "upgrade: to a build of an earlier map layout too (a downgrade: its agents start with --force)")
+	vcps := fs.String("vcps", "", "upgrade: the VCPs too, by name through their local sockets (vcp1,vcp2): the standby first, then the active")
 	insecure := fs.Bool("insecure", false, "send the token over plain http to an address not this host's (no --ca)")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
@@ -112,7 +122,10 @@ func runCtl(args []string) error {
 	if (*binary != "") != (pos[0] == "upgrade") {
 		return cli.Usagef("--binary is for upgrade, and upgrade needs it")
 	}
-	k := &console{c: c, out: *out, dryRun: *dryRun, binary: *binary, drainWait: *drainWait}
+	k := &console{c: c, out: *out, dryRun: *dryRun, binary: *binary, drainWait: *drainWait, force: *force}
+	if *vcps != "" {
+		k.vcps = strings.Split(*vcps, ",")
+	}
 	if *confirm != "" {
 		if k.confirm, err = vcpapi.ParseConfirm(*confirm); err != nil {
 			return cli.Usagef("--confirm: %v", err)
@@ -145,9 +158,11 @@ type console struct {
 	out     cli.Output
 	dryRun  bool          // reload --dry-run
 	confirm time.Duration // reload --confirm
-	// upgrade --binary, --drain-wait
+	// upgrade --binary, --drain-wait, --force, --vcps
 	binary    string
 	drainWait time.Duration
+	force     bool
+	vcps      []string
 }
 
 // A consoleCommand takes args arguments (at least, with more).

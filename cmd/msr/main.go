@@ -66,6 +66,7 @@ func main() {
 		return
 	case os.Args[1] == "version" || os.Args[1] == "--version":
 		fmt.Println(versionText())
+		fmt.Println(layoutsText())
 		return
 	case os.Args[1] == "completion":
 		if err := runCompletion(os.Args[2:]); err != nil {

@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/lb"
 	"github.com/msr-router/msr/lb/lbapi"
+	"github.com/msr-router/msr/router"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // An upgrade in place: POST /upgrade?binary=PATH on an agent's API (a
@@ -40,12 +43,15 @@ type upgradeStatus struct {
 	To string `json:"to,omitempty"`
 }
 
-// upgrader is an agent's upgrade: the binary it execs once Run returns.
+// upgrader is an agent's upgrade: the binary it execs once Run returns
+// (with --force added if the upgrade was forced over a downgrade).
 type upgrader struct {
+	kind    string // lb, router, vcp
 	stop    context.CancelFunc
 	started time.Time
 	mu      sync.Mutex
 	binary  string
+	force   bool
 }
 
 func (u *upgrader) register(mux *http.ServeMux) {
@@ -54,10 +60,19 @@ func (u *upgrader) register(mux *http.ServeMux) {
 		api.Reply(w, upgradeStatus{Running: versionText(), Started: u.started, Binary: self}, nil)
 	})
 	mux.HandleFunc("POST "+pathUpgrade, func(w http.ResponseWriter, r *http.Request) {
-		bin := r.URL.Query().Get("binary")
-		to, err := checkBinary(bin)
+		bin, force := r.URL.Query().Get("binary"), r.URL.Query().Get("force") == "1"
+		to, out, err := checkBinaryLayouts(bin)
 		if err != nil {
 			api.Reply(w, nil, err)
+			return
+		}
+		// A build of an earlier map layout would refuse this one's pinned
+		// data path at start, leaving the element down: refused here,
+		// unless forced (then it starts with --force).
+		cur, next := currentLayout(u.kind), layoutOf(out, u.kind)
+		downgrade := cur > 0 && next < cur
+		if downgrade && !force {
+			api.Reply(w, nil, fmt.Errorf("upgrade: %s is a downgrade of the %s's map layout (%d, this build's %d): what this build keeps would be lost; force=1 (msr ctl upgrade --force) execs it with --force", bin, u.kind, next, cur))
 			return
 		}
 		u.mu.Lock()
@@ -66,7 +81,7 @@ func (u *upgrader) register(mux *http.ServeMux) {
 			api.Reply(w, nil, errors.New("an upgrade is under way already"))
 			return
 		}
-		u.binary = bin
+		u.binary, u.force = bin, downgrade
 		u.mu.Unlock()
 		self, _ := os.Executable()
 		api.Reply(w, upgradeStatus{Running: versionText(), Started: u.started, Binary: self, To: to}, nil)
@@ -87,7 +102,46 @@ func (u *upgrader) pending() string {
 // environment the same. It returns only if exec fails.
 func (u *upgrader) exec(bin string) error {
 	argv := append([]string{bin}, os.Args[1:]...)
+	if u.force {
+		argv = append(argv, "--force")
+	}
 	return fmt.Errorf("upgrade: exec %s: %w", bin, syscall.Exec(bin, argv, os.Environ()))
+}
+
+// layoutsText is `msr version`'s second line: the map layouts of the
+// elements' pinned data paths in this build, which an upgrade compares.
+func layoutsText() string {
+	return fmt.Sprintf("map layouts: lb %d, router %d", lb.LayoutVersion, router.MapLayout())
+}
+
+// currentLayout is this build's map layout of an agent's kind, 0 for one
+// without a data path (the VCP).
+func currentLayout(kind string) uint32 {
+	switch kind {
+	case "lb":
+		return lb.LayoutVersion
+	case "router":
+		return router.MapLayout()
+	}
+	return 0
+}
+
+// layoutOf reads a kind's map layout from `msr version`'s output, 0 if it
+// says none (a build before layouts were numbered).
+func layoutOf(out, kind string) uint32 {
+	_, rest, ok := strings.Cut(out, "map layouts: ")
+	if !ok {
+		return 0
+	}
+	rest, _, _ = strings.Cut(rest, "\n")
+	for _, f := range strings.Split(rest, ", ") {
+		var k string
+		var v uint32
+		if n, _ := fmt.Sscanf(f, "%s %d", &k, &v); n == 2 && k == kind {
+			return v
+		}
+	}
+	return 0
 }
 
 // checkBinary refuses what an agent, running as root, must not exec on
@@ -96,32 +150,39 @@ func (u *upgrader) exec(bin string) error {
 // than root or the agent's own user, a program that does not say it is
 // msr. It returns the binary's version line.
 func checkBinary(bin string) (string, error) {
+	line, _, err := checkBinaryLayouts(bin)
+	return line, err
+}
+
+// checkBinaryLayouts is checkBinary, and the whole of what the binary's
+// `version` said (its map layouts).
+func checkBinaryLayouts(bin string) (string, string, error) {
 	if !filepath.IsAbs(bin) {
-		return "", fmt.Errorf("upgrade: binary %q: an absolute path", bin)
+		return "", "", fmt.Errorf("upgrade: binary %q: an absolute path", bin)
 	}
 	for _, p := range []string{bin, filepath.Dir(bin)} {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return "", fmt.Errorf("upgrade: %w", err)
+			return "", "", fmt.Errorf("upgrade: %w", err)
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		switch {
 		case p == bin && !fi.Mode().IsRegular():
-			return "", fmt.Errorf("upgrade: %s is not a regular file", p)
+			return "", "", fmt.Errorf("upgrade: %s is not a regular file", p)
 		case fi.Mode().Perm()&0o022 != 0:
-			return "", fmt.Errorf("upgrade: %s is writable by others than its owner (mode %v)", p, fi.Mode().Perm())
+			return "", "", fmt.Errorf("upgrade: %s is writable by others than its owner (mode %v)", p, fi.Mode().Perm())
 		case !ok || st.Uid != 0 && int(st.Uid) != os.Geteuid():
-			return "", fmt.Errorf("upgrade: %s is owned by neither root nor this agent's user", p)
+			return "", "", fmt.Errorf("upgrade: %s is owned by neither root nor this agent's user", p)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "version").Output()
-	line := strings.TrimSpace(string(out))
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	if err != nil || !strings.HasPrefix(line, "msr ") {
-		return "", fmt.Errorf("upgrade: %s version: %v %q: not an msr binary", bin, err, line)
+		return "", "", fmt.Errorf("upgrade: %s version: %v %q: not an msr binary", bin, err, line)
 	}
-	return line, nil
+	return line, string(out), nil
 }
 
 // decodeUpgrade reads an /upgrade answer.
@@ -175,14 +236,64 @@ func (k *console) rollUpgrade(_ []string) error {
 			return err
 		}
 	}
-	fmt.Printf("upgraded %d back-ends and %d LBs in %.1f s; now the VCPs: the standby, then the active\n",
-		len(backends), len(lbs), time.Since(start).Seconds())
+	if len(k.vcps) == 0 {
+		fmt.Printf("upgraded %d back-ends and %d LBs in %.1f s; now the VCPs: the standby, then the active (--vcps)\n",
+			len(backends), len(lbs), time.Since(start).Seconds())
+		return nil
+	}
+	if err := k.upgradeVCPs(); err != nil {
+		return err
+	}
+	fmt.Printf("upgraded %d back-ends, %d LBs and %d VCPs in %.1f s\n", len(backends), len(lbs), len(k.vcps), time.Since(start).Seconds())
 	return nil
 }
 
-// upgradeElement upgrades one element in place, drained around it if a
-// back-end, and waits for it to run the new build and be ready.
+// upgradeVCPs upgrades the VCPs named by --vcps through their local
+// sockets: the standbys first, then the active one, whose stop hands the
+// router to an upgraded standby (a takeover, 0.3-0.4 s) before it comes
+// back as a standby itself.
+func (k *console) upgradeVCPs() error {
+	var standbys, active []string
+	for _, name := range k.vcps {
+		s, err := vcpapi.Local(name, "").Status()
+		if err != nil {
+			return fmt.Errorf("VCP %s: %w", name, err)
+		}
+		if s.Role == "active" {
+			active = append(active, name)
+		} else {
+			standbys = append(standbys, name)
+		}
+	}
+	if len(active) > 0 && len(standbys) == 0 {
+		return fmt.Errorf("VCPs %v: no standby to take the router while the active one restarts: upgrade it by hand", k.vcps)
+	}
+	for _, name := range append(standbys, active...) {
+		c := vcpapi.Local(name, "")
+		ready := func() bool {
+			s, err := c.Status()
+			return err == nil && (s.Role == "active" || s.Role == "standby")
+		}
+		if err := k.upgradeOne(name, c.Raw, ready, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upgradeElement upgrades one element in place through the VCP's relay,
+// drained around it if a back-end.
 func (k *console) upgradeElement(name string, backend bool) error {
+	call := func(method, path string, body []byte) (int, []byte, error) {
+		return k.c.Relay(name, method, path, body)
+	}
+	return k.upgradeOne(name, call, func() bool { return k.ready(name, backend) }, backend)
+}
+
+// upgradeOne upgrades one agent in place through call (its API), drained
+// around it if a back-end, and waits for it to run the new build and be
+// ready.
+func (k *console) upgradeOne(name string, call func(method, path string, body []byte) (int, []byte, error), ready func() bool, backend bool) error {
 	start := time.Now()
 	if backend {
 		if err := k.c.Drain(name, true); err != nil {
@@ -190,7 +301,11 @@ func (k *console) upgradeElement(name string, backend bool) error {
 		}
 		time.Sleep(k.drainWait)
 	}
-	status, answer, err := k.c.Relay(name, "POST", pathUpgrade+"?binary="+url.QueryEscape(k.binary), nil)
+	q := url.Values{"binary": {k.binary}}
+	if k.force {
+		q.Set("force", "1")
+	}
+	status, answer, err := call("POST", pathUpgrade+"?"+q.Encode(), nil)
 	if err != nil || status != http.StatusOK {
 		return fmt.Errorf("%s: upgrade refused: %v %s (it runs the old build%s)", name, err, answer, drainedNote(backend))
 	}
@@ -203,11 +318,11 @@ func (k *console) upgradeElement(name string, backend bool) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: not back on %s within %v (last: %+v)%s", name, asked.To, upgradeWait, now, drainedNote(backend))
 		}
-		status, answer, err := k.c.Relay(name, "GET", pathUpgrade, nil)
+		status, answer, err := call("GET", pathUpgrade, nil)
 		if err != nil || status != http.StatusOK {
 			continue
 		}
-		if now, err = decodeUpgrade(answer); err == nil && now.Running == asked.To && now.Started.After(asked.Started) && k.ready(name, backend) {
+		if now, err = decodeUpgrade(answer); err == nil && now.Running == asked.To && now.Started.After(asked.Started) && ready() {
 			break
 		}
 	}

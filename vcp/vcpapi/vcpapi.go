@@ -486,6 +486,12 @@ func (c *Client) Element(element string) *api.Client {
 	return c.c.Under(PathRelay + "/" + url.PathEscape(element))
 }
 
+// Raw sends a request to the VCP itself and returns its status and body
+// as they are: a path of every agent's API, not the VCP's own.
+func (c *Client) Raw(method, path string, body []byte) (int, []byte, error) {
+	return c.c.Raw(method, path, body)
+}
+
 // Relay sends a request to one element's own API through the VCP, and
 // returns its answer as it is.
 func (c *Client) Relay(element, method, path string, body []byte) (int, []byte, error) {
