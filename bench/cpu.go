@@ -111,23 +111,38 @@ func onGenCPU(cmd *exec.Cmd) ([]byte, error) {
 // then handled in the softirq of the CPU that sent them, as a NIC's RSS
 // queues are each on their own core.
 func unthreadNAPI(spec *lab.Spec) error {
-	nodes := map[string]map[string]*lab.IfaceSpec{}
-	for name, h := range spec.Hosts {
-		nodes[name] = h.Interfaces
-	}
-	for name, sw := range spec.Switches {
-		nodes[name] = sw.Interfaces
-	}
-	for node, ifaces := range nodes {
-		for name, ifc := range ifaces {
-			if ifc.Threaded != nil && *ifc.Threaded {
-				if err := lab.SetThreaded(lab.Namespace(spec.Name, node), name, false); err != nil {
-					return err
-				}
+	for node, names := range threadedIfaces(spec, true) {
+		for _, name := range names {
+			if err := lab.SetThreaded(lab.Namespace(spec.Name, node), name, false); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// threadedIfaces returns, by node, the interfaces of the lab's hosts and
+// switches whose file asks for threaded NAPI; the generator's only if
+// withGen.
+func threadedIfaces(spec *lab.Spec, withGen bool) map[string][]string {
+	nodes := map[string]map[string]*lab.IfaceSpec{}
+	for name, h := range spec.Hosts {
+		if withGen || name != "gen" {
+			nodes[name] = h.Interfaces
+		}
+	}
+	for name, sw := range spec.Switches {
+		nodes[name] = sw.Interfaces
+	}
+	out := map[string][]string{}
+	for node, ifaces := range nodes {
+		for name, ifc := range ifaces {
+			if ifc.Threaded != nil && *ifc.Threaded {
+				out[node] = append(out[node], name)
+			}
+		}
+	}
+	return out
 }
 
 // placeNAPI turns threaded NAPI back on for every interface of the lab
@@ -136,23 +151,12 @@ func unthreadNAPI(spec *lab.Spec) error {
 // and returns them.
 func placeNAPI(spec *lab.Spec) ([]int, error) {
 	var devs []string
-	nodes := map[string]map[string]*lab.IfaceSpec{}
-	for name, h := range spec.Hosts {
-		if name != "gen" {
-			nodes[name] = h.Interfaces
-		}
-	}
-	for name, sw := range spec.Switches {
-		nodes[name] = sw.Interfaces
-	}
-	for host, ifaces := range nodes {
-		for name, ifc := range ifaces {
-			if ifc.Threaded != nil && *ifc.Threaded {
-				if err := lab.SetThreaded(lab.Namespace(spec.Name, host), name, true); err != nil {
-					return nil, err
-				}
-				devs = append(devs, name)
+	for node, names := range threadedIfaces(spec, false) {
+		for _, name := range names {
+			if err := lab.SetThreaded(lab.Namespace(spec.Name, node), name, true); err != nil {
+				return nil, err
 			}
+			devs = append(devs, name)
 		}
 	}
 	byDev := napiThreads(devs)

@@ -54,12 +54,12 @@ func newExporter(a *Agent) (*exporter, error) {
 // until ctx ends.
 func (e *exporter) run(ctx context.Context, rd *perf.Reader) {
 	defer e.conn.Close()
-	var pending []sflow.FlowSample
+	var pending []portSample
 	flush := time.NewTicker(sflowFlush)
 	defer flush.Stop()
 	counters := time.NewTicker(e.cfg.CounterInterval)
 	defer counters.Stop()
-	samples := make(chan sflow.FlowSample, 1024)
+	samples := make(chan portSample, 1024)
 	go e.read(ctx, rd, samples)
 	for {
 		select {
@@ -67,14 +67,14 @@ func (e *exporter) run(ctx context.Context, rd *perf.Reader) {
 			return
 		case s := <-samples:
 			if pending = append(pending, s); len(pending) >= sflowBatch {
-				e.send(&sflow.Datagram{Flows: pending})
+				e.sendFlows(pending)
 				pending = nil
 			}
 		case <-flush.C:
 			// The samples short of a wakeup, out to the reader.
 			rd.Flush()
 			if len(pending) > 0 {
-				e.send(&sflow.Datagram{Flows: pending})
+				e.sendFlows(pending)
 				pending = nil
 			}
 		case <-counters.C:
@@ -83,8 +83,33 @@ func (e *exporter) run(ctx context.Context, rd *perf.Reader) {
 	}
 }
 
+// portSample is a flow sample and the index of the port it was taken on.
+type portSample struct {
+	index uint8
+	sflow.FlowSample
+}
+
+// sendFlows sends samples as one datagram, each with its port's sample
+// pool and drops, read once per port for the datagram.
+func (e *exporter) sendFlows(samples []portSample) {
+	type pool struct{ pool, drops uint32 }
+	pools := map[uint8]pool{}
+	d := &sflow.Datagram{Flows: make([]sflow.FlowSample, 0, len(samples))}
+	for _, s := range samples {
+		p, ok := pools[s.index]
+		if !ok {
+			n, drops, _ := e.a.dp.SamplePool(s.index)
+			p = pool{uint32(n), uint32(drops)}
+			pools[s.index] = p
+		}
+		s.Pool, s.Drops = p.pool, p.drops
+		d.Flows = append(d.Flows, s.FlowSample)
+	}
+	e.send(d)
+}
+
 // read turns the data path's records into flow samples.
-func (e *exporter) read(ctx context.Context, rd *perf.Reader, out chan<- sflow.FlowSample) {
+func (e *exporter) read(ctx context.Context, rd *perf.Reader, out chan<- portSample) {
 	go func() { <-ctx.Done(); rd.Close() }()
 	for {
 		rec, err := rd.Read()
@@ -108,11 +133,10 @@ func (e *exporter) read(ctx context.Context, rd *perf.Reader, out chan<- sflow.F
 			e.mu.Unlock()
 			continue
 		}
-		pool, drops, _ := e.a.dp.SamplePool(index)
 		e.mu.Lock()
 		e.flowSeq[index]++
-		s := sflow.FlowSample{Sequence: e.flowSeq[index], SourceIndex: uint32(p.vlan), Rate: p.sflowRate, Pool: uint32(pool), Drops: uint32(drops),
-			Input: uint32(p.vlan), FrameLength: length + 4, Stripped: 4, Header: header}
+		s := portSample{index, sflow.FlowSample{Sequence: e.flowSeq[index], SourceIndex: uint32(p.vlan), Rate: p.sflowRate,
+			Input: uint32(p.vlan), FrameLength: length + 4, Stripped: 4, Header: header}}
 		e.stats.Samples++
 		e.mu.Unlock()
 		select {

@@ -67,14 +67,14 @@ func (a *Agent) openHistory() error {
 	a.history = h
 	sum := sha256.Sum256(data)
 	if n := len(all); n > 0 && all[n-1].SHA256 == hex.EncodeToString(sum[:]) {
-		back := 0
-		for _, e := range all {
-			switch {
-			case !all[n-1].Pending:
-			case !e.Pending:
-				back = e.Seq
-			default:
-				a.pending = a.armConfirm(a.pending, time.Until(all[n-1].ConfirmBy), e.Seq)
+		if last := all[n-1]; last.Pending {
+			back := 0
+			for _, e := range all {
+				if !e.Pending {
+					back = e.Seq
+					continue
+				}
+				a.pending = a.armConfirm(a.pending, time.Until(last.ConfirmBy), e.Seq)
 				a.pending.back = back
 			}
 		}
