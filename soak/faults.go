@@ -103,6 +103,10 @@ var faultTable = []struct {
 	{"hostile", func(drawing) fault { return &flood{} }},
 	{"backend-memory", func(d drawing) fault { return &pressure{backend: d.pick(demo.Backends)} }},
 	{"backend-join", func(d drawing) fault { return d.join.turn() }},
+	{"upgrade", func(d drawing) fault {
+		host := d.pick(append(slices.Clone(demo.LBs), demo.Backends...))
+		return &upgradeInPlace{host: host, backend: slices.Contains(demo.Backends, host)}
+	}},
 }
 
 // FaultKinds are the faults a soak draws from (faultTable's).

@@ -31,18 +31,6 @@ import (
 // older layout (internal/xdp.Load). GET /upgrade says what runs and since
 // when. `msr ctl upgrade` rolls it over the router's elements.
 
-// pathUpgrade is the upgrade's path on every agent's API.
-const pathUpgrade = "/upgrade"
-
-// upgradeStatus is what GET /upgrade answers, and POST's answer.
-type upgradeStatus struct {
-	Running string    `json:"running"` // msr version's line
-	Started time.Time `json:"started"`
-	Binary  string    `json:"binary"`
-	// To is the build the agent is about to exec (POST's answer).
-	To string `json:"to,omitempty"`
-}
-
 // upgrader is an agent's upgrade: the binary it execs once Run returns
 // (with --force added if the upgrade was forced over a downgrade).
 type upgrader struct {
@@ -55,11 +43,11 @@ type upgrader struct {
 }
 
 func (u *upgrader) register(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+pathUpgrade, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PathUpgrade, func(w http.ResponseWriter, r *http.Request) {
 		self, _ := os.Executable()
-		api.Reply(w, upgradeStatus{Running: versionText(), Started: u.started, Binary: self}, nil)
+		api.Reply(w, api.UpgradeStatus{Running: versionText(), Started: u.started, Binary: self}, nil)
 	})
-	mux.HandleFunc("POST "+pathUpgrade, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathUpgrade, func(w http.ResponseWriter, r *http.Request) {
 		bin, force := r.URL.Query().Get("binary"), r.URL.Query().Get("force") == "1"
 		to, out, err := checkBinaryLayouts(bin)
 		if err != nil {
@@ -84,7 +72,7 @@ func (u *upgrader) register(mux *http.ServeMux) {
 		u.binary, u.force = bin, downgrade
 		u.mu.Unlock()
 		self, _ := os.Executable()
-		api.Reply(w, upgradeStatus{Running: versionText(), Started: u.started, Binary: self, To: to}, nil)
+		api.Reply(w, api.UpgradeStatus{Running: versionText(), Started: u.started, Binary: self, To: to}, nil)
 		http.NewResponseController(w).Flush()
 		// The answer out first, then the stop.
 		time.AfterFunc(100*time.Millisecond, u.stop)
@@ -186,8 +174,8 @@ func checkBinaryLayouts(bin string) (string, string, error) {
 }
 
 // decodeUpgrade reads an /upgrade answer.
-func decodeUpgrade(b []byte) (*upgradeStatus, error) {
-	var s upgradeStatus
+func decodeUpgrade(b []byte) (*api.UpgradeStatus, error) {
+	var s api.UpgradeStatus
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("upgrade answer %q: %w", b, err)
 	}
@@ -305,7 +293,7 @@ func (k *console) upgradeOne(name string, call func(method, path string, body []
 	if k.force {
 		q.Set("force", "1")
 	}
-	status, answer, err := call("POST", pathUpgrade+"?"+q.Encode(), nil)
+	status, answer, err := call("POST", api.PathUpgrade+"?"+q.Encode(), nil)
 	if err != nil || status != http.StatusOK {
 		return fmt.Errorf("%s: upgrade refused: %v %s (it runs the old build%s)", name, err, answer, drainedNote(backend))
 	}
@@ -313,12 +301,12 @@ func (k *console) upgradeOne(name string, call func(method, path string, body []
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	var now *upgradeStatus
+	var now *api.UpgradeStatus
 	for deadline := time.Now().Add(upgradeWait); ; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: not back on %s within %v (last: %+v)%s", name, asked.To, upgradeWait, now, drainedNote(backend))
 		}
-		status, answer, err := call("GET", pathUpgrade, nil)
+		status, answer, err := call("GET", api.PathUpgrade, nil)
 		if err != nil || status != http.StatusOK {
 			continue
 		}

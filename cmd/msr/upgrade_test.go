@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/lb"
 	"github.com/msr-router/msr/router"
 )
@@ -63,7 +64,7 @@ func TestUpgradeRefusesDowngrade(t *testing.T) {
 		mux := http.NewServeMux()
 		u.register(mux)
 		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, httptest.NewRequest("POST", pathUpgrade+"?"+q, nil))
+		mux.ServeHTTP(w, httptest.NewRequest("POST", api.PathUpgrade+"?"+q, nil))
 		return w
 	}
 	u := &upgrader{kind: "router", stop: func() {}}
