@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"io"
 	"net/netip"
 	"time"
@@ -75,6 +76,42 @@ func (l *RouterLab) FlowCounts() ([]uint64, error) { return l.r.sink.FlowCounts(
 func (l *RouterLab) SteadyRate(size int, rate float64, progress io.Writer) (float64, error) {
 	return l.r.steadyRate(size, rate, progress)
 }
+
+// PDR is the router's partial drop rate for frames of size (RFC 2544's
+// throughput at 0.5% loss): a trial flat out, whose offered rate bounds
+// the search (the instrument's ceiling in this lab) and whose receive
+// rate is its first guess, then a bisection of second-long trials, one
+// per rate, pdrTrials in all. A rate passes if it lost at most 0.5% and
+// the generator kept up with it (95%); the PDR is the highest passed.
+func (l *RouterLab) PDR(size int, progress io.Writer) (float64, error) {
+	flat, err := l.r.trial(size, 0, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	lo, hi, rate := 0.0, flat.offeredPPS(), flat.receivedPPS()
+	for range pdrTrials {
+		t, err := l.r.trial(size, rate, time.Second)
+		if err != nil {
+			return 0, err
+		}
+		passed := t.lossRatio() <= PDR.LossRatio && t.offeredPPS() >= 0.95*rate
+		fmt.Fprintf(progress, "  msr %4d B  PDR search: %9.0f pps offered %9.0f, loss %.6f, passed %v%s\n", size, rate, t.offeredPPS(), t.lossRatio(), passed, t.behind())
+		if passed {
+			lo = rate
+		} else {
+			hi = rate
+		}
+		rate = (lo + hi) / 2
+	}
+	if lo == 0 {
+		return 0, fmt.Errorf("no rate up to %.0f pps lost under 0.5%% of its frames", flat.offeredPPS())
+	}
+	return lo, nil
+}
+
+// pdrTrials bounds RouterLab.PDR's search: a harness wants the router's
+// rate within a few percent, not a report.
+const pdrTrials = 8
 
 // A Trial is what one Send sent and what the sink counted of it.
 type Trial struct {
