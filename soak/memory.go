@@ -87,12 +87,15 @@ type memWatch struct {
 	releasing map[string]bool
 	// backends are the back-ends' hosts, asked for their releases.
 	backends map[string]bool
-	done     chan struct{}
+	// young are the hosts whose agent was upgraded in place, until its
+	// new program is a minute old (restarted).
+	young map[string]time.Time
+	done  chan struct{}
 }
 
 func newMemWatch(backends []string) *memWatch {
 	w := &memWatch{samples: map[string][]rssSample{}, releases: map[string][]releaseSample{}, releasing: map[string]bool{},
-		backends: map[string]bool{}, done: make(chan struct{})}
+		backends: map[string]bool{}, young: map[string]time.Time{}, done: make(chan struct{})}
 	for _, b := range backends {
 		w.backends[b] = true
 	}
@@ -158,7 +161,29 @@ func (w *memWatch) sample(rss map[string]int64, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for proc, kB := range rss {
+		host, _, _ := strings.Cut(proc, " pid ")
+		if now.Before(w.young[host]) {
+			continue
+		}
 		w.samples[proc] = append(w.samples[proc], rssSample{kB, now})
+	}
+}
+
+// restarted says host's agent was upgraded in place at: the same pid, a
+// new program. What was watched of the old one is kept apart, judged on
+// its own; the new one is watched once a minute old, as a new process.
+func (w *memWatch) restarted(host string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.young[host] = at.Add(time.Minute)
+	old := " (its program before " + at.Format(time.TimeOnly) + ")"
+	for proc := range w.samples {
+		if strings.HasPrefix(proc, host+" pid ") {
+			w.samples[proc+old], w.releases[proc+old], w.releasing[proc+old] = w.samples[proc], w.releases[proc], w.releasing[proc]
+			delete(w.samples, proc)
+			delete(w.releases, proc)
+			delete(w.releasing, proc)
+		}
 	}
 }
 

@@ -150,3 +150,42 @@ func TestMemWatchReleases(t *testing.T) {
 		t.Errorf("r4, no release, not judged on its floors: %q", levels)
 	}
 }
+
+// TestMemWatchRestarted: an agent upgraded in place keeps its pid (a
+// process over a minute old), but its new program is watched apart from
+// the old one, once a minute old: the old flat at 330 MB, the new one
+// loading its table from 150 MB for 45 s, then flat at 330 MB, breaks
+// nothing; the same samples under one watch (no restart said) break it.
+func TestMemWatchRestarted(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	feed := func(w *memWatch, restart bool) {
+		for i := 0; i <= 200; i++ { // 10 minutes, every 3 s
+			at := t0.Add(time.Duration(i) * memEvery)
+			kB := int64(330_000)
+			if i == 100 && restart {
+				w.restarted("r1", at)
+			}
+			if i >= 100 && i < 115 {
+				kB = 150_000 + int64(i-100)*12_000
+			}
+			if i < 100 && !restart {
+				continue // the old program not watched: under a minute old
+			}
+			w.sample(map[string]int64{"r1 pid 7": kB}, at)
+		}
+	}
+	w := newMemWatch(nil)
+	feed(w, true)
+	broken, compared, _ := w.grown()
+	if len(broken) != 0 || compared != 2 {
+		t.Errorf("upgraded in place: broken %q, %d compared; want none broken, the old program and the new one compared", broken, compared)
+	}
+	if ss := w.samples["r1 pid 7"]; len(ss) == 0 || ss[0].at.Before(t0.Add(100*memEvery+time.Minute)) {
+		t.Errorf("the new program's first sample is from its first minute")
+	}
+	w = newMemWatch(nil)
+	feed(w, false)
+	if broken, _, _ := w.grown(); len(broken) != 1 {
+		t.Errorf("the same without the restart said: broken %q, want r1", broken)
+	}
+}

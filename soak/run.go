@@ -234,6 +234,14 @@ func (s *soak) inject(p *stepPlan, res *stepResult) error {
 	}
 	err := injectWaiting(p.fault, s.lab)
 	wg.Wait()
+	for _, f := range []*soakFault{p.fault, p.second} {
+		if f == nil {
+			continue
+		}
+		if u, ok := f.fault.(*upgradeInPlace); ok {
+			s.mem.restarted(u.host, f.at)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("soak: fault %s on %s: %w", p.fault.kind(), p.fault.target(), err)
 	}
