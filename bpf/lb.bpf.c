@@ -57,6 +57,7 @@
 #include "infra.h"
 #include "ipv6.h"
 #include "lb.h"
+#include "trace.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -71,6 +72,9 @@ const enum lb_police_class *unused_lb_police_class __attribute__((unused));
 const struct lb_police_bucket *unused_lb_police_bucket __attribute__((unused));
 const enum lb_peer_flags *unused_lb_peer_flags __attribute__((unused));
 const struct msr_infra *unused_msr_infra __attribute__((unused));
+const struct msr_trace_event *unused_msr_trace_event __attribute__((unused));
+const enum msr_trace_verdict *unused_msr_trace_verdict __attribute__((unused));
+const enum msr_trace_limit *unused_msr_trace_limit __attribute__((unused));
 const enum msr_infra_limit *unused_msr_infra_limit __attribute__((unused));
 
 #define ARPOP_REQUEST 1
@@ -260,23 +264,54 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_sample_pool SEC(".maps");
 
+/* msr trace's match (trace.h), set by the agent, and its reports. Not
+ * pinned: a trace lasts seconds, and an agent started again has none. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct msr_trace);
+} lb_trace SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} lb_trace_events SEC(".maps");
+
 static __always_inline struct msr_cap *lb_cap(__u32 i)
 {
 	return bpf_map_lookup_elem(&lb_caps, &i);
 }
 
 /* One frame being processed. */
+/* A frame under way: its port, counters, and, if traced (trace: the
+ * trace's id), what the modules decided for its report. */
 struct pkt {
 	struct xdp_md *ctx;
 	struct lb_port *port;
 	struct lb_port_stats *st;
 	__u32 ifindex;
+	__u32 trace;
+	__u32 module; /* enum lb_module */
+	__u32 slot;   /* balance: the table's slot */
+	__u32 mode;   /* balance: the table's enum lb_mode */
 };
+
+/* lb_trace_report reports a traced frame's verdict (trace.h). */
+static __noinline void lb_trace_report(struct pkt *p, __u16 verdict, __u16 reason, __u32 out)
+{
+	struct msr_trace_event ev = {.id = p->trace, .verdict = verdict, .reason = reason, .in_port = p->port->index,
+				     .out_port = out, .detail = {p->slot, p->mode, p->module}};
+	trace_emit(p->ctx, &lb_trace_events, &ev);
+}
 
 static __always_inline int drop(struct pkt *p, enum lb_drop why)
 {
 	if (why < LB_DROP_MAX)
 		p->st->drop[why]++;
+	if (p->trace)
+		lb_trace_report(p, MSR_TRACE_DROPPED, why, 0);
 	return XDP_DROP;
 }
 
@@ -284,11 +319,14 @@ static __always_inline void count_module(struct pkt *p, enum lb_module m)
 {
 	if (m < LB_MOD_MAX)
 		p->st->module[m]++;
+	p->module = m;
 }
 
 /* send counts a frame against its egress port and sends it there. */
 static __always_inline int send(struct pkt *p, __u32 ifindex, __u32 index)
 {
+	if (p->trace)
+		lb_trace_report(p, MSR_TRACE_SENT, p->module, index);
 	struct lb_port_stats *st = bpf_map_lookup_elem(&lb_stats, &index);
 
 	if (st) {
@@ -543,6 +581,8 @@ static __always_inline int balance(struct pkt *p, struct ethhdr *eth, __u32 hash
 	if (!cap_admit(lb_cap(LB_CAP_PORT + (via->index & (LB_MAX_PORTS - 1)))))
 		return drop(p, LB_DROP_PORT_CAP);
 	__builtin_memcpy(eth->h_dest, slot->mac, ETH_ALEN);
+	p->slot = idx;
+	p->mode = meta->mode;
 	/* A port with unicast RPF: the back-end learns from the tag where
 	 * the frame came in. */
 	if (p->port->urpf && push_vlan(p->ctx, p->port->vlan))
@@ -1074,6 +1114,7 @@ int lb(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end)
 		return drop(&p, LB_DROP_RUNT);
+	p.trace = trace_frame(&lb_trace, data, end, p.port->role == LB_PORT_EXTERNAL);
 	switch (p.port->role) {
 	case LB_PORT_EXTERNAL:
 		if (p.port->sample_rate)

@@ -38,6 +38,7 @@
 #include "infra.h"
 #include "ipv6.h"
 #include "router.h"
+#include "trace.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -54,6 +55,9 @@ const enum rt_local_kind *unused_rt_local_kind __attribute__((unused));
 const enum rt_acl_action *unused_rt_acl_action __attribute__((unused));
 const struct rt_neigh6_key *unused_rt_neigh6_key __attribute__((unused));
 const struct msr_infra *unused_msr_infra __attribute__((unused));
+const struct msr_trace_event *unused_msr_trace_event __attribute__((unused));
+const enum msr_trace_verdict *unused_msr_trace_verdict __attribute__((unused));
+const enum msr_trace_limit *unused_msr_trace_limit __attribute__((unused));
 const enum msr_infra_limit *unused_msr_infra_limit __attribute__((unused));
 
 struct {
@@ -181,6 +185,21 @@ struct {
 	__uint(value_size, sizeof(__u32));
 } rt_slowpath SEC(".maps");
 
+/* msr trace's match (trace.h), set by the agent, and its reports. Not
+ * pinned: a trace lasts seconds, and an agent started again has none. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct msr_trace);
+} rt_trace SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} rt_trace_events SEC(".maps");
+
 /* A frame being routed: its context and counters, and for data from an
  * external port with unicast RPF the port's VLAN (in_vlan) and check
  * (urpf). Such a frame keeps the tag its LB gave it (tagged): forwarding
@@ -192,12 +211,25 @@ struct pkt {
 	__u16 in_vlan;
 	__u8 urpf;
 	__u8 tagged;
+	__u32 trace; /* the id of the trace it matched, 0: none (trace.h) */
+	__u32 nhid;  /* its next hop's id, once chosen */
 };
+
+/* rt_trace_report reports a traced frame's verdict (trace.h): out is the
+ * egress VLAN. */
+static __noinline void rt_trace_report(struct pkt *p, __u16 verdict, __u16 reason, __u32 out)
+{
+	struct msr_trace_event ev = {.id = p->trace, .verdict = verdict, .reason = reason, .in_port = p->in_vlan,
+				     .out_port = out, .detail = {p->nhid}};
+	trace_emit(p->ctx, &rt_trace_events, &ev);
+}
 
 static __always_inline int drop(struct pkt *p, enum rt_drop why)
 {
 	if (why < RT_DROP_MAX)
 		p->st->drop[why]++;
+	if (p->trace)
+		rt_trace_report(p, MSR_TRACE_DROPPED, why, 0);
 	return XDP_DROP;
 }
 
@@ -216,6 +248,12 @@ static __always_inline int untag(struct pkt *p)
 static __always_inline int slow(struct pkt *p, enum rt_slow why, __u32 nexthop)
 {
 	__u32 key = why;
+
+	if (p->trace) {
+		p->nhid = nexthop;
+		rt_trace_report(p, MSR_TRACE_SLOW, why, 0);
+		p->trace = 0; /* reported: not again as a drop */
+	}
 
 	/* Each index checked where it is used: the verifier loses a bound
 	 * kept across the helper calls. */
@@ -242,6 +280,10 @@ static __always_inline int slow(struct pkt *p, enum rt_slow why, __u32 nexthop)
 static __always_inline int deny(struct pkt *p)
 {
 	p->st->drop[RT_DROP_ACL]++;
+	if (p->trace) {
+		rt_trace_report(p, MSR_TRACE_DROPPED, RT_DROP_ACL, 0);
+		p->trace = 0; /* its answer from the slow path is no verdict */
+	}
 	return slow(p, RT_SLOW_ACL, 0);
 }
 
@@ -407,6 +449,8 @@ static __always_inline int to_local(struct pkt *p, __u32 kind, int inside)
 		if (untag(p))
 			return drop(p, RT_DROP_RUNT);
 		p->st->passed++;
+		if (p->trace)
+			rt_trace_report(p, MSR_TRACE_PASSED, 0, 0);
 		return XDP_PASS;
 	}
 	return slow(p, RT_SLOW_LOCAL, 0);
@@ -482,6 +526,8 @@ static __always_inline int egress(struct pkt *p, struct rt_port *port, struct rt
 	__builtin_memcpy(eth->h_source, cfg->mac, ETH_ALEN);
 	p->st->forwarded++;
 	p->st->forwarded_bytes += len;
+	if (p->trace)
+		rt_trace_report(p, MSR_TRACE_SENT, 0, port->vlan);
 	return XDP_TX;
 }
 
@@ -610,6 +656,7 @@ static __always_inline int route(struct pkt *p, struct iphdr *ip, void *end, str
 		return drop(p, RT_DROP_BAD_NEXTHOP);
 	if (tot > port->mtu)
 		return slow(p, (ip->frag_off & bpf_htons(0x4000)) ? RT_SLOW_FRAG_NEEDED : RT_SLOW_FRAGMENT, nhid);
+	p->nhid = nhid;
 	struct rt_neigh_key k = {.ip = nh->gw ? nh->gw : ip->daddr, .vlan = port->vlan};
 	struct rt_neigh *nb = bpf_map_lookup_elem(&rt_neighbors, &k);
 	if (!nb)
@@ -713,6 +760,7 @@ static __always_inline int route6(struct pkt *p, struct ipv6hdr *ip, void *end, 
 		return drop(p, RT_DROP_BAD_NEXTHOP);
 	if (tot > port->mtu)
 		return slow(p, RT_SLOW_FRAG_NEEDED, nhid);
+	p->nhid = nhid;
 	struct rt_neigh6_key k = {.vlan = port->vlan};
 	if (ip6_is_zero((struct in6_addr *)nh->gw6))
 		__builtin_memcpy(k.ip, &ip->daddr, 16);
@@ -750,6 +798,7 @@ int router(struct xdp_md *ctx)
 		p.st->passed++;
 		return XDP_PASS;
 	}
+	p.trace = trace_frame(&rt_trace, data, end, 0);
 	__be16 proto = eth->h_proto;
 	void *l3 = eth + 1;
 	if (proto == bpf_htons(ETH_P_8021Q)) {

@@ -24,6 +24,7 @@ import (
 	"github.com/msr-router/msr/internal/iflink"
 	"github.com/msr-router/msr/internal/inet"
 	"github.com/msr-router/msr/internal/netns"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/lb/lbapi"
 )
@@ -42,6 +43,8 @@ type Agent struct {
 
 	// sflow is the sFlow export (nil: none configured).
 	sflow *exporter
+	// trace is msr trace's reports (trace.go).
+	trace trace.Recorder
 
 	mu        sync.Mutex
 	ports     []*agentPort   // by index
@@ -371,6 +374,11 @@ func (a *Agent) writeConfig() error {
 func (a *Agent) Run(ctx context.Context) error {
 	a.listening = time.Now()
 	var wg sync.WaitGroup
+	stopTrace, err := a.startTrace()
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 	if a.sflow != nil {
 		rd, err := a.dp.SampleReader()
 		if err != nil {

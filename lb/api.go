@@ -16,5 +16,6 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle("GET "+metrics.Path, metrics.Handler(a.Metrics()))
 	mux.HandleFunc("GET "+lbapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
 	mux.HandleFunc("GET "+lbapi.PathTable, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.SlotTable(), nil) })
+	a.registerTrace(mux)
 	return mux
 }

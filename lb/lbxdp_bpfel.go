@@ -301,6 +301,45 @@ const (
 	lbxdpMsrInfraLimitMSR_INFRA_PREFIXES lbxdpMsrInfraLimit = 16
 )
 
+type lbxdpMsrTrace struct {
+	_         structs.HostLayout
+	Id        uint32
+	Remaining uint32
+	Budget    uint32
+	Family    uint8
+	Proto     uint8
+	Dport     uint16
+	Src       [16]uint8
+	Dst       [16]uint8
+}
+
+type lbxdpMsrTraceEvent struct {
+	_        structs.HostLayout
+	Ns       uint64
+	Id       uint32
+	Verdict  uint16
+	Reason   uint16
+	InPort   uint32
+	OutPort  uint32
+	Detail   [3]uint32
+	FrameLen uint32
+}
+
+type lbxdpMsrTraceLimit uint32
+
+const (
+	lbxdpMsrTraceLimitMSR_TRACE_HEADER lbxdpMsrTraceLimit = 96
+)
+
+type lbxdpMsrTraceVerdict uint32
+
+const (
+	lbxdpMsrTraceVerdictMSR_TRACE_SENT    lbxdpMsrTraceVerdict = 1
+	lbxdpMsrTraceVerdictMSR_TRACE_DROPPED lbxdpMsrTraceVerdict = 2
+	lbxdpMsrTraceVerdictMSR_TRACE_SLOW    lbxdpMsrTraceVerdict = 3
+	lbxdpMsrTraceVerdictMSR_TRACE_PASSED  lbxdpMsrTraceVerdict = 4
+)
+
 type lbxdpXdpMd struct {
 	_              structs.HostLayout
 	Data           uint32
@@ -315,42 +354,47 @@ type lbxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lbxdpMapLbCaps               = "lb_caps"
-	lbxdpMapLbCfg                = "lb_cfg"
-	lbxdpMapLbFlowlets           = "lb_flowlets"
-	lbxdpMapLbInfra              = "lb_infra"
-	lbxdpMapLbOwnMacs            = "lb_own_macs"
-	lbxdpMapLbPeers              = "lb_peers"
-	lbxdpMapLbPoliceBuckets      = "lb_police_buckets"
-	lbxdpMapLbPoliceRates        = "lb_police_rates"
-	lbxdpMapLbPoliceStats        = "lb_police_stats"
-	lbxdpMapLbPorts              = "lb_ports"
-	lbxdpMapLbRouterAddrs        = "lb_router_addrs"
-	lbxdpMapLbRouterAddrs6       = "lb_router_addrs6"
-	lbxdpMapLbRr                 = "lb_rr"
-	lbxdpMapLbSamplePool         = "lb_sample_pool"
-	lbxdpMapLbSamples            = "lb_samples"
-	lbxdpMapLbStats              = "lb_stats"
-	lbxdpMapLbTable0             = "lb_table_0"
-	lbxdpMapLbTable1             = "lb_table_1"
-	lbxdpMapLbTables             = "lb_tables"
-	lbxdpMapLbVlans              = "lb_vlans"
-	lbxdpProgLb                  = "lb"
-	lbxdpVarUnusedFlowSeed       = "unused_flow_seed"
-	lbxdpVarUnusedIp6Limit       = "unused_ip6_limit"
-	lbxdpVarUnusedIp6Nexthdr     = "unused_ip6_nexthdr"
-	lbxdpVarUnusedLbAddrFlag     = "unused_lb_addr_flag"
-	lbxdpVarUnusedLbDrop         = "unused_lb_drop"
-	lbxdpVarUnusedLbLimit        = "unused_lb_limit"
-	lbxdpVarUnusedLbMode         = "unused_lb_mode"
-	lbxdpVarUnusedLbModule       = "unused_lb_module"
-	lbxdpVarUnusedLbPeerFlags    = "unused_lb_peer_flags"
-	lbxdpVarUnusedLbPoliceBucket = "unused_lb_police_bucket"
-	lbxdpVarUnusedLbPoliceClass  = "unused_lb_police_class"
-	lbxdpVarUnusedLbPortRole     = "unused_lb_port_role"
-	lbxdpVarUnusedMsrEthertype   = "unused_msr_ethertype"
-	lbxdpVarUnusedMsrInfra       = "unused_msr_infra"
-	lbxdpVarUnusedMsrInfraLimit  = "unused_msr_infra_limit"
+	lbxdpMapLbCaps                = "lb_caps"
+	lbxdpMapLbCfg                 = "lb_cfg"
+	lbxdpMapLbFlowlets            = "lb_flowlets"
+	lbxdpMapLbInfra               = "lb_infra"
+	lbxdpMapLbOwnMacs             = "lb_own_macs"
+	lbxdpMapLbPeers               = "lb_peers"
+	lbxdpMapLbPoliceBuckets       = "lb_police_buckets"
+	lbxdpMapLbPoliceRates         = "lb_police_rates"
+	lbxdpMapLbPoliceStats         = "lb_police_stats"
+	lbxdpMapLbPorts               = "lb_ports"
+	lbxdpMapLbRouterAddrs         = "lb_router_addrs"
+	lbxdpMapLbRouterAddrs6        = "lb_router_addrs6"
+	lbxdpMapLbRr                  = "lb_rr"
+	lbxdpMapLbSamplePool          = "lb_sample_pool"
+	lbxdpMapLbSamples             = "lb_samples"
+	lbxdpMapLbStats               = "lb_stats"
+	lbxdpMapLbTable0              = "lb_table_0"
+	lbxdpMapLbTable1              = "lb_table_1"
+	lbxdpMapLbTables              = "lb_tables"
+	lbxdpMapLbTrace               = "lb_trace"
+	lbxdpMapLbTraceEvents         = "lb_trace_events"
+	lbxdpMapLbVlans               = "lb_vlans"
+	lbxdpProgLb                   = "lb"
+	lbxdpVarUnusedFlowSeed        = "unused_flow_seed"
+	lbxdpVarUnusedIp6Limit        = "unused_ip6_limit"
+	lbxdpVarUnusedIp6Nexthdr      = "unused_ip6_nexthdr"
+	lbxdpVarUnusedLbAddrFlag      = "unused_lb_addr_flag"
+	lbxdpVarUnusedLbDrop          = "unused_lb_drop"
+	lbxdpVarUnusedLbLimit         = "unused_lb_limit"
+	lbxdpVarUnusedLbMode          = "unused_lb_mode"
+	lbxdpVarUnusedLbModule        = "unused_lb_module"
+	lbxdpVarUnusedLbPeerFlags     = "unused_lb_peer_flags"
+	lbxdpVarUnusedLbPoliceBucket  = "unused_lb_police_bucket"
+	lbxdpVarUnusedLbPoliceClass   = "unused_lb_police_class"
+	lbxdpVarUnusedLbPortRole      = "unused_lb_port_role"
+	lbxdpVarUnusedMsrEthertype    = "unused_msr_ethertype"
+	lbxdpVarUnusedMsrInfra        = "unused_msr_infra"
+	lbxdpVarUnusedMsrInfraLimit   = "unused_msr_infra_limit"
+	lbxdpVarUnusedMsrTraceEvent   = "unused_msr_trace_event"
+	lbxdpVarUnusedMsrTraceLimit   = "unused_msr_trace_limit"
+	lbxdpVarUnusedMsrTraceVerdict = "unused_msr_trace_verdict"
 )
 
 // loadLbxdp returns the embedded CollectionSpec for lbxdp.
@@ -421,6 +465,8 @@ type lbxdpMapSpecs struct {
 	LbTable0        *ebpf.MapSpec `ebpf:"lb_table_0"`
 	LbTable1        *ebpf.MapSpec `ebpf:"lb_table_1"`
 	LbTables        *ebpf.MapSpec `ebpf:"lb_tables"`
+	LbTrace         *ebpf.MapSpec `ebpf:"lb_trace"`
+	LbTraceEvents   *ebpf.MapSpec `ebpf:"lb_trace_events"`
 	LbVlans         *ebpf.MapSpec `ebpf:"lb_vlans"`
 }
 
@@ -428,21 +474,24 @@ type lbxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbxdpVariableSpecs struct {
-	UnusedFlowSeed       *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
-	UnusedIp6Limit       *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
-	UnusedIp6Nexthdr     *ebpf.VariableSpec `ebpf:"unused_ip6_nexthdr"`
-	UnusedLbAddrFlag     *ebpf.VariableSpec `ebpf:"unused_lb_addr_flag"`
-	UnusedLbDrop         *ebpf.VariableSpec `ebpf:"unused_lb_drop"`
-	UnusedLbLimit        *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
-	UnusedLbMode         *ebpf.VariableSpec `ebpf:"unused_lb_mode"`
-	UnusedLbModule       *ebpf.VariableSpec `ebpf:"unused_lb_module"`
-	UnusedLbPeerFlags    *ebpf.VariableSpec `ebpf:"unused_lb_peer_flags"`
-	UnusedLbPoliceBucket *ebpf.VariableSpec `ebpf:"unused_lb_police_bucket"`
-	UnusedLbPoliceClass  *ebpf.VariableSpec `ebpf:"unused_lb_police_class"`
-	UnusedLbPortRole     *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
-	UnusedMsrEthertype   *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
-	UnusedMsrInfra       *ebpf.VariableSpec `ebpf:"unused_msr_infra"`
-	UnusedMsrInfraLimit  *ebpf.VariableSpec `ebpf:"unused_msr_infra_limit"`
+	UnusedFlowSeed        *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit        *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr      *ebpf.VariableSpec `ebpf:"unused_ip6_nexthdr"`
+	UnusedLbAddrFlag      *ebpf.VariableSpec `ebpf:"unused_lb_addr_flag"`
+	UnusedLbDrop          *ebpf.VariableSpec `ebpf:"unused_lb_drop"`
+	UnusedLbLimit         *ebpf.VariableSpec `ebpf:"unused_lb_limit"`
+	UnusedLbMode          *ebpf.VariableSpec `ebpf:"unused_lb_mode"`
+	UnusedLbModule        *ebpf.VariableSpec `ebpf:"unused_lb_module"`
+	UnusedLbPeerFlags     *ebpf.VariableSpec `ebpf:"unused_lb_peer_flags"`
+	UnusedLbPoliceBucket  *ebpf.VariableSpec `ebpf:"unused_lb_police_bucket"`
+	UnusedLbPoliceClass   *ebpf.VariableSpec `ebpf:"unused_lb_police_class"`
+	UnusedLbPortRole      *ebpf.VariableSpec `ebpf:"unused_lb_port_role"`
+	UnusedMsrEthertype    *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
+	UnusedMsrInfra        *ebpf.VariableSpec `ebpf:"unused_msr_infra"`
+	UnusedMsrInfraLimit   *ebpf.VariableSpec `ebpf:"unused_msr_infra_limit"`
+	UnusedMsrTraceEvent   *ebpf.VariableSpec `ebpf:"unused_msr_trace_event"`
+	UnusedMsrTraceLimit   *ebpf.VariableSpec `ebpf:"unused_msr_trace_limit"`
+	UnusedMsrTraceVerdict *ebpf.VariableSpec `ebpf:"unused_msr_trace_verdict"`
 }
 
 // lbxdpObjects contains all objects after they have been loaded into the kernel.
@@ -484,6 +533,8 @@ type lbxdpMaps struct {
 	LbTable0        *ebpf.Map `ebpf:"lb_table_0"`
 	LbTable1        *ebpf.Map `ebpf:"lb_table_1"`
 	LbTables        *ebpf.Map `ebpf:"lb_tables"`
+	LbTrace         *ebpf.Map `ebpf:"lb_trace"`
+	LbTraceEvents   *ebpf.Map `ebpf:"lb_trace_events"`
 	LbVlans         *ebpf.Map `ebpf:"lb_vlans"`
 }
 
@@ -508,6 +559,8 @@ func (m *lbxdpMaps) Close() error {
 		m.LbTable0,
 		m.LbTable1,
 		m.LbTables,
+		m.LbTrace,
+		m.LbTraceEvents,
 		m.LbVlans,
 	)
 }
@@ -516,21 +569,24 @@ func (m *lbxdpMaps) Close() error {
 //
 // It can be passed to loadLbxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbxdpVariables struct {
-	UnusedFlowSeed       *ebpf.Variable `ebpf:"unused_flow_seed"`
-	UnusedIp6Limit       *ebpf.Variable `ebpf:"unused_ip6_limit"`
-	UnusedIp6Nexthdr     *ebpf.Variable `ebpf:"unused_ip6_nexthdr"`
-	UnusedLbAddrFlag     *ebpf.Variable `ebpf:"unused_lb_addr_flag"`
-	UnusedLbDrop         *ebpf.Variable `ebpf:"unused_lb_drop"`
-	UnusedLbLimit        *ebpf.Variable `ebpf:"unused_lb_limit"`
-	UnusedLbMode         *ebpf.Variable `ebpf:"unused_lb_mode"`
-	UnusedLbModule       *ebpf.Variable `ebpf:"unused_lb_module"`
-	UnusedLbPeerFlags    *ebpf.Variable `ebpf:"unused_lb_peer_flags"`
-	UnusedLbPoliceBucket *ebpf.Variable `ebpf:"unused_lb_police_bucket"`
-	UnusedLbPoliceClass  *ebpf.Variable `ebpf:"unused_lb_police_class"`
-	UnusedLbPortRole     *ebpf.Variable `ebpf:"unused_lb_port_role"`
-	UnusedMsrEthertype   *ebpf.Variable `ebpf:"unused_msr_ethertype"`
-	UnusedMsrInfra       *ebpf.Variable `ebpf:"unused_msr_infra"`
-	UnusedMsrInfraLimit  *ebpf.Variable `ebpf:"unused_msr_infra_limit"`
+	UnusedFlowSeed        *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit        *ebpf.Variable `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr      *ebpf.Variable `ebpf:"unused_ip6_nexthdr"`
+	UnusedLbAddrFlag      *ebpf.Variable `ebpf:"unused_lb_addr_flag"`
+	UnusedLbDrop          *ebpf.Variable `ebpf:"unused_lb_drop"`
+	UnusedLbLimit         *ebpf.Variable `ebpf:"unused_lb_limit"`
+	UnusedLbMode          *ebpf.Variable `ebpf:"unused_lb_mode"`
+	UnusedLbModule        *ebpf.Variable `ebpf:"unused_lb_module"`
+	UnusedLbPeerFlags     *ebpf.Variable `ebpf:"unused_lb_peer_flags"`
+	UnusedLbPoliceBucket  *ebpf.Variable `ebpf:"unused_lb_police_bucket"`
+	UnusedLbPoliceClass   *ebpf.Variable `ebpf:"unused_lb_police_class"`
+	UnusedLbPortRole      *ebpf.Variable `ebpf:"unused_lb_port_role"`
+	UnusedMsrEthertype    *ebpf.Variable `ebpf:"unused_msr_ethertype"`
+	UnusedMsrInfra        *ebpf.Variable `ebpf:"unused_msr_infra"`
+	UnusedMsrInfraLimit   *ebpf.Variable `ebpf:"unused_msr_infra_limit"`
+	UnusedMsrTraceEvent   *ebpf.Variable `ebpf:"unused_msr_trace_event"`
+	UnusedMsrTraceLimit   *ebpf.Variable `ebpf:"unused_msr_trace_limit"`
+	UnusedMsrTraceVerdict *ebpf.Variable `ebpf:"unused_msr_trace_verdict"`
 }
 
 // lbxdpPrograms contains all programs after they have been loaded into the kernel.

@@ -29,6 +29,7 @@ import (
 	"github.com/msr-router/msr/internal/iflink"
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/internal/routetable"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/router/routerapi"
 )
@@ -88,6 +89,7 @@ type Agent struct {
 	inside    []netip.Prefix // the router's infrastructure (rt_infra)
 	ports     []Port         // by index
 	nh        *nextHops
+	trace     trace.Recorder // msr trace's reports (trace.go)
 	// operator: the routes the operator added (AddOperatorRoute).
 	operator map[netip.Prefix]bool
 	icmp     *icmpLimiter
@@ -557,6 +559,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.stopRIB()
+	stopTrace, err := a.startTrace()
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 	go a.receive(ctx)
 	go func() {
 		<-ctx.Done()

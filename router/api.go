@@ -20,6 +20,7 @@ func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metrics.Path, metrics.Handler(a.Metrics()))
 	mux.HandleFunc("GET "+routerapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
+	a.registerTrace(mux)
 	mux.HandleFunc("GET "+routerapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query().Get("prefix"); q != "" {
 			p, err := netip.ParsePrefix(q)

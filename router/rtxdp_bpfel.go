@@ -83,6 +83,45 @@ const (
 	rtxdpMsrInfraLimitMSR_INFRA_PREFIXES rtxdpMsrInfraLimit = 16
 )
 
+type rtxdpMsrTrace struct {
+	_         structs.HostLayout
+	Id        uint32
+	Remaining uint32
+	Budget    uint32
+	Family    uint8
+	Proto     uint8
+	Dport     uint16
+	Src       [16]uint8
+	Dst       [16]uint8
+}
+
+type rtxdpMsrTraceEvent struct {
+	_        structs.HostLayout
+	Ns       uint64
+	Id       uint32
+	Verdict  uint16
+	Reason   uint16
+	InPort   uint32
+	OutPort  uint32
+	Detail   [3]uint32
+	FrameLen uint32
+}
+
+type rtxdpMsrTraceLimit uint32
+
+const (
+	rtxdpMsrTraceLimitMSR_TRACE_HEADER rtxdpMsrTraceLimit = 96
+)
+
+type rtxdpMsrTraceVerdict uint32
+
+const (
+	rtxdpMsrTraceVerdictMSR_TRACE_SENT    rtxdpMsrTraceVerdict = 1
+	rtxdpMsrTraceVerdictMSR_TRACE_DROPPED rtxdpMsrTraceVerdict = 2
+	rtxdpMsrTraceVerdictMSR_TRACE_SLOW    rtxdpMsrTraceVerdict = 3
+	rtxdpMsrTraceVerdictMSR_TRACE_PASSED  rtxdpMsrTraceVerdict = 4
+)
+
 type rtxdpRt6Line struct {
 	_ structs.HostLayout
 	W [16]uint32
@@ -301,43 +340,48 @@ type rtxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	rtxdpMapRt6Pool             = "rt6_pool"
-	rtxdpMapRt6Tbl16            = "rt6_tbl16"
-	rtxdpMapRtAcl               = "rt_acl"
-	rtxdpMapRtCap               = "rt_cap"
-	rtxdpMapRtCfg               = "rt_cfg"
-	rtxdpMapRtCounters          = "rt_counters"
-	rtxdpMapRtInfra             = "rt_infra"
-	rtxdpMapRtLocal             = "rt_local"
-	rtxdpMapRtLocal6            = "rt_local6"
-	rtxdpMapRtNeighbors         = "rt_neighbors"
-	rtxdpMapRtNeighbors6        = "rt_neighbors6"
-	rtxdpMapRtNexthops          = "rt_nexthops"
-	rtxdpMapRtNhgroups          = "rt_nhgroups"
-	rtxdpMapRtPorts             = "rt_ports"
-	rtxdpMapRtSlowCaps          = "rt_slow_caps"
-	rtxdpMapRtSlowpath          = "rt_slowpath"
-	rtxdpMapRtTbl24             = "rt_tbl24"
-	rtxdpMapRtTbl8              = "rt_tbl8"
-	rtxdpMapRtVlans             = "rt_vlans"
-	rtxdpProgRouter             = "router"
-	rtxdpVarUnusedDistWire      = "unused_dist_wire"
-	rtxdpVarUnusedFlowSeed      = "unused_flow_seed"
-	rtxdpVarUnusedIp6Limit      = "unused_ip6_limit"
-	rtxdpVarUnusedIp6Nexthdr    = "unused_ip6_nexthdr"
-	rtxdpVarUnusedMsrEthertype  = "unused_msr_ethertype"
-	rtxdpVarUnusedMsrInfra      = "unused_msr_infra"
-	rtxdpVarUnusedMsrInfraLimit = "unused_msr_infra_limit"
-	rtxdpVarUnusedRtAclAction   = "unused_rt_acl_action"
-	rtxdpVarUnusedRtDrop        = "unused_rt_drop"
-	rtxdpVarUnusedRtLimit       = "unused_rt_limit"
-	rtxdpVarUnusedRtLocalKind   = "unused_rt_local_kind"
-	rtxdpVarUnusedRtNeigh6Key   = "unused_rt_neigh6_key"
-	rtxdpVarUnusedRtNhgroup     = "unused_rt_nhgroup"
-	rtxdpVarUnusedRtSlow        = "unused_rt_slow"
-	rtxdpVarUnusedRtSlowMeta    = "unused_rt_slow_meta"
-	rtxdpVarUnusedRtTbl24Chunk  = "unused_rt_tbl24_chunk"
-	rtxdpVarUnusedRtUrpf        = "unused_rt_urpf"
+	rtxdpMapRt6Pool               = "rt6_pool"
+	rtxdpMapRt6Tbl16              = "rt6_tbl16"
+	rtxdpMapRtAcl                 = "rt_acl"
+	rtxdpMapRtCap                 = "rt_cap"
+	rtxdpMapRtCfg                 = "rt_cfg"
+	rtxdpMapRtCounters            = "rt_counters"
+	rtxdpMapRtInfra               = "rt_infra"
+	rtxdpMapRtLocal               = "rt_local"
+	rtxdpMapRtLocal6              = "rt_local6"
+	rtxdpMapRtNeighbors           = "rt_neighbors"
+	rtxdpMapRtNeighbors6          = "rt_neighbors6"
+	rtxdpMapRtNexthops            = "rt_nexthops"
+	rtxdpMapRtNhgroups            = "rt_nhgroups"
+	rtxdpMapRtPorts               = "rt_ports"
+	rtxdpMapRtSlowCaps            = "rt_slow_caps"
+	rtxdpMapRtSlowpath            = "rt_slowpath"
+	rtxdpMapRtTbl24               = "rt_tbl24"
+	rtxdpMapRtTbl8                = "rt_tbl8"
+	rtxdpMapRtTrace               = "rt_trace"
+	rtxdpMapRtTraceEvents         = "rt_trace_events"
+	rtxdpMapRtVlans               = "rt_vlans"
+	rtxdpProgRouter               = "router"
+	rtxdpVarUnusedDistWire        = "unused_dist_wire"
+	rtxdpVarUnusedFlowSeed        = "unused_flow_seed"
+	rtxdpVarUnusedIp6Limit        = "unused_ip6_limit"
+	rtxdpVarUnusedIp6Nexthdr      = "unused_ip6_nexthdr"
+	rtxdpVarUnusedMsrEthertype    = "unused_msr_ethertype"
+	rtxdpVarUnusedMsrInfra        = "unused_msr_infra"
+	rtxdpVarUnusedMsrInfraLimit   = "unused_msr_infra_limit"
+	rtxdpVarUnusedMsrTraceEvent   = "unused_msr_trace_event"
+	rtxdpVarUnusedMsrTraceLimit   = "unused_msr_trace_limit"
+	rtxdpVarUnusedMsrTraceVerdict = "unused_msr_trace_verdict"
+	rtxdpVarUnusedRtAclAction     = "unused_rt_acl_action"
+	rtxdpVarUnusedRtDrop          = "unused_rt_drop"
+	rtxdpVarUnusedRtLimit         = "unused_rt_limit"
+	rtxdpVarUnusedRtLocalKind     = "unused_rt_local_kind"
+	rtxdpVarUnusedRtNeigh6Key     = "unused_rt_neigh6_key"
+	rtxdpVarUnusedRtNhgroup       = "unused_rt_nhgroup"
+	rtxdpVarUnusedRtSlow          = "unused_rt_slow"
+	rtxdpVarUnusedRtSlowMeta      = "unused_rt_slow_meta"
+	rtxdpVarUnusedRtTbl24Chunk    = "unused_rt_tbl24_chunk"
+	rtxdpVarUnusedRtUrpf          = "unused_rt_urpf"
 )
 
 // loadRtxdp returns the embedded CollectionSpec for rtxdp.
@@ -389,48 +433,53 @@ type rtxdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpMapSpecs struct {
-	Rt6Pool      *ebpf.MapSpec `ebpf:"rt6_pool"`
-	Rt6Tbl16     *ebpf.MapSpec `ebpf:"rt6_tbl16"`
-	RtAcl        *ebpf.MapSpec `ebpf:"rt_acl"`
-	RtCap        *ebpf.MapSpec `ebpf:"rt_cap"`
-	RtCfg        *ebpf.MapSpec `ebpf:"rt_cfg"`
-	RtCounters   *ebpf.MapSpec `ebpf:"rt_counters"`
-	RtInfra      *ebpf.MapSpec `ebpf:"rt_infra"`
-	RtLocal      *ebpf.MapSpec `ebpf:"rt_local"`
-	RtLocal6     *ebpf.MapSpec `ebpf:"rt_local6"`
-	RtNeighbors  *ebpf.MapSpec `ebpf:"rt_neighbors"`
-	RtNeighbors6 *ebpf.MapSpec `ebpf:"rt_neighbors6"`
-	RtNexthops   *ebpf.MapSpec `ebpf:"rt_nexthops"`
-	RtNhgroups   *ebpf.MapSpec `ebpf:"rt_nhgroups"`
-	RtPorts      *ebpf.MapSpec `ebpf:"rt_ports"`
-	RtSlowCaps   *ebpf.MapSpec `ebpf:"rt_slow_caps"`
-	RtSlowpath   *ebpf.MapSpec `ebpf:"rt_slowpath"`
-	RtTbl24      *ebpf.MapSpec `ebpf:"rt_tbl24"`
-	RtTbl8       *ebpf.MapSpec `ebpf:"rt_tbl8"`
-	RtVlans      *ebpf.MapSpec `ebpf:"rt_vlans"`
+	Rt6Pool       *ebpf.MapSpec `ebpf:"rt6_pool"`
+	Rt6Tbl16      *ebpf.MapSpec `ebpf:"rt6_tbl16"`
+	RtAcl         *ebpf.MapSpec `ebpf:"rt_acl"`
+	RtCap         *ebpf.MapSpec `ebpf:"rt_cap"`
+	RtCfg         *ebpf.MapSpec `ebpf:"rt_cfg"`
+	RtCounters    *ebpf.MapSpec `ebpf:"rt_counters"`
+	RtInfra       *ebpf.MapSpec `ebpf:"rt_infra"`
+	RtLocal       *ebpf.MapSpec `ebpf:"rt_local"`
+	RtLocal6      *ebpf.MapSpec `ebpf:"rt_local6"`
+	RtNeighbors   *ebpf.MapSpec `ebpf:"rt_neighbors"`
+	RtNeighbors6  *ebpf.MapSpec `ebpf:"rt_neighbors6"`
+	RtNexthops    *ebpf.MapSpec `ebpf:"rt_nexthops"`
+	RtNhgroups    *ebpf.MapSpec `ebpf:"rt_nhgroups"`
+	RtPorts       *ebpf.MapSpec `ebpf:"rt_ports"`
+	RtSlowCaps    *ebpf.MapSpec `ebpf:"rt_slow_caps"`
+	RtSlowpath    *ebpf.MapSpec `ebpf:"rt_slowpath"`
+	RtTbl24       *ebpf.MapSpec `ebpf:"rt_tbl24"`
+	RtTbl8        *ebpf.MapSpec `ebpf:"rt_tbl8"`
+	RtTrace       *ebpf.MapSpec `ebpf:"rt_trace"`
+	RtTraceEvents *ebpf.MapSpec `ebpf:"rt_trace_events"`
+	RtVlans       *ebpf.MapSpec `ebpf:"rt_vlans"`
 }
 
 // rtxdpVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpVariableSpecs struct {
-	UnusedDistWire      *ebpf.VariableSpec `ebpf:"unused_dist_wire"`
-	UnusedFlowSeed      *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
-	UnusedIp6Limit      *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
-	UnusedIp6Nexthdr    *ebpf.VariableSpec `ebpf:"unused_ip6_nexthdr"`
-	UnusedMsrEthertype  *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
-	UnusedMsrInfra      *ebpf.VariableSpec `ebpf:"unused_msr_infra"`
-	UnusedMsrInfraLimit *ebpf.VariableSpec `ebpf:"unused_msr_infra_limit"`
-	UnusedRtAclAction   *ebpf.VariableSpec `ebpf:"unused_rt_acl_action"`
-	UnusedRtDrop        *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
-	UnusedRtLimit       *ebpf.VariableSpec `ebpf:"unused_rt_limit"`
-	UnusedRtLocalKind   *ebpf.VariableSpec `ebpf:"unused_rt_local_kind"`
-	UnusedRtNeigh6Key   *ebpf.VariableSpec `ebpf:"unused_rt_neigh6_key"`
-	UnusedRtNhgroup     *ebpf.VariableSpec `ebpf:"unused_rt_nhgroup"`
-	UnusedRtSlow        *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
-	UnusedRtSlowMeta    *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
-	UnusedRtTbl24Chunk  *ebpf.VariableSpec `ebpf:"unused_rt_tbl24_chunk"`
-	UnusedRtUrpf        *ebpf.VariableSpec `ebpf:"unused_rt_urpf"`
+	UnusedDistWire        *ebpf.VariableSpec `ebpf:"unused_dist_wire"`
+	UnusedFlowSeed        *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit        *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr      *ebpf.VariableSpec `ebpf:"unused_ip6_nexthdr"`
+	UnusedMsrEthertype    *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
+	UnusedMsrInfra        *ebpf.VariableSpec `ebpf:"unused_msr_infra"`
+	UnusedMsrInfraLimit   *ebpf.VariableSpec `ebpf:"unused_msr_infra_limit"`
+	UnusedMsrTraceEvent   *ebpf.VariableSpec `ebpf:"unused_msr_trace_event"`
+	UnusedMsrTraceLimit   *ebpf.VariableSpec `ebpf:"unused_msr_trace_limit"`
+	UnusedMsrTraceVerdict *ebpf.VariableSpec `ebpf:"unused_msr_trace_verdict"`
+	UnusedRtAclAction     *ebpf.VariableSpec `ebpf:"unused_rt_acl_action"`
+	UnusedRtDrop          *ebpf.VariableSpec `ebpf:"unused_rt_drop"`
+	UnusedRtLimit         *ebpf.VariableSpec `ebpf:"unused_rt_limit"`
+	UnusedRtLocalKind     *ebpf.VariableSpec `ebpf:"unused_rt_local_kind"`
+	UnusedRtNeigh6Key     *ebpf.VariableSpec `ebpf:"unused_rt_neigh6_key"`
+	UnusedRtNhgroup       *ebpf.VariableSpec `ebpf:"unused_rt_nhgroup"`
+	UnusedRtSlow          *ebpf.VariableSpec `ebpf:"unused_rt_slow"`
+	UnusedRtSlowMeta      *ebpf.VariableSpec `ebpf:"unused_rt_slow_meta"`
+	UnusedRtTbl24Chunk    *ebpf.VariableSpec `ebpf:"unused_rt_tbl24_chunk"`
+	UnusedRtUrpf          *ebpf.VariableSpec `ebpf:"unused_rt_urpf"`
 }
 
 // rtxdpObjects contains all objects after they have been loaded into the kernel.
@@ -453,25 +502,27 @@ func (o *rtxdpObjects) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpMaps struct {
-	Rt6Pool      *ebpf.Map `ebpf:"rt6_pool"`
-	Rt6Tbl16     *ebpf.Map `ebpf:"rt6_tbl16"`
-	RtAcl        *ebpf.Map `ebpf:"rt_acl"`
-	RtCap        *ebpf.Map `ebpf:"rt_cap"`
-	RtCfg        *ebpf.Map `ebpf:"rt_cfg"`
-	RtCounters   *ebpf.Map `ebpf:"rt_counters"`
-	RtInfra      *ebpf.Map `ebpf:"rt_infra"`
-	RtLocal      *ebpf.Map `ebpf:"rt_local"`
-	RtLocal6     *ebpf.Map `ebpf:"rt_local6"`
-	RtNeighbors  *ebpf.Map `ebpf:"rt_neighbors"`
-	RtNeighbors6 *ebpf.Map `ebpf:"rt_neighbors6"`
-	RtNexthops   *ebpf.Map `ebpf:"rt_nexthops"`
-	RtNhgroups   *ebpf.Map `ebpf:"rt_nhgroups"`
-	RtPorts      *ebpf.Map `ebpf:"rt_ports"`
-	RtSlowCaps   *ebpf.Map `ebpf:"rt_slow_caps"`
-	RtSlowpath   *ebpf.Map `ebpf:"rt_slowpath"`
-	RtTbl24      *ebpf.Map `ebpf:"rt_tbl24"`
-	RtTbl8       *ebpf.Map `ebpf:"rt_tbl8"`
-	RtVlans      *ebpf.Map `ebpf:"rt_vlans"`
+	Rt6Pool       *ebpf.Map `ebpf:"rt6_pool"`
+	Rt6Tbl16      *ebpf.Map `ebpf:"rt6_tbl16"`
+	RtAcl         *ebpf.Map `ebpf:"rt_acl"`
+	RtCap         *ebpf.Map `ebpf:"rt_cap"`
+	RtCfg         *ebpf.Map `ebpf:"rt_cfg"`
+	RtCounters    *ebpf.Map `ebpf:"rt_counters"`
+	RtInfra       *ebpf.Map `ebpf:"rt_infra"`
+	RtLocal       *ebpf.Map `ebpf:"rt_local"`
+	RtLocal6      *ebpf.Map `ebpf:"rt_local6"`
+	RtNeighbors   *ebpf.Map `ebpf:"rt_neighbors"`
+	RtNeighbors6  *ebpf.Map `ebpf:"rt_neighbors6"`
+	RtNexthops    *ebpf.Map `ebpf:"rt_nexthops"`
+	RtNhgroups    *ebpf.Map `ebpf:"rt_nhgroups"`
+	RtPorts       *ebpf.Map `ebpf:"rt_ports"`
+	RtSlowCaps    *ebpf.Map `ebpf:"rt_slow_caps"`
+	RtSlowpath    *ebpf.Map `ebpf:"rt_slowpath"`
+	RtTbl24       *ebpf.Map `ebpf:"rt_tbl24"`
+	RtTbl8        *ebpf.Map `ebpf:"rt_tbl8"`
+	RtTrace       *ebpf.Map `ebpf:"rt_trace"`
+	RtTraceEvents *ebpf.Map `ebpf:"rt_trace_events"`
+	RtVlans       *ebpf.Map `ebpf:"rt_vlans"`
 }
 
 func (m *rtxdpMaps) Close() error {
@@ -494,6 +545,8 @@ func (m *rtxdpMaps) Close() error {
 		m.RtSlowpath,
 		m.RtTbl24,
 		m.RtTbl8,
+		m.RtTrace,
+		m.RtTraceEvents,
 		m.RtVlans,
 	)
 }
@@ -502,23 +555,26 @@ func (m *rtxdpMaps) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpVariables struct {
-	UnusedDistWire      *ebpf.Variable `ebpf:"unused_dist_wire"`
-	UnusedFlowSeed      *ebpf.Variable `ebpf:"unused_flow_seed"`
-	UnusedIp6Limit      *ebpf.Variable `ebpf:"unused_ip6_limit"`
-	UnusedIp6Nexthdr    *ebpf.Variable `ebpf:"unused_ip6_nexthdr"`
-	UnusedMsrEthertype  *ebpf.Variable `ebpf:"unused_msr_ethertype"`
-	UnusedMsrInfra      *ebpf.Variable `ebpf:"unused_msr_infra"`
-	UnusedMsrInfraLimit *ebpf.Variable `ebpf:"unused_msr_infra_limit"`
-	UnusedRtAclAction   *ebpf.Variable `ebpf:"unused_rt_acl_action"`
-	UnusedRtDrop        *ebpf.Variable `ebpf:"unused_rt_drop"`
-	UnusedRtLimit       *ebpf.Variable `ebpf:"unused_rt_limit"`
-	UnusedRtLocalKind   *ebpf.Variable `ebpf:"unused_rt_local_kind"`
-	UnusedRtNeigh6Key   *ebpf.Variable `ebpf:"unused_rt_neigh6_key"`
-	UnusedRtNhgroup     *ebpf.Variable `ebpf:"unused_rt_nhgroup"`
-	UnusedRtSlow        *ebpf.Variable `ebpf:"unused_rt_slow"`
-	UnusedRtSlowMeta    *ebpf.Variable `ebpf:"unused_rt_slow_meta"`
-	UnusedRtTbl24Chunk  *ebpf.Variable `ebpf:"unused_rt_tbl24_chunk"`
-	UnusedRtUrpf        *ebpf.Variable `ebpf:"unused_rt_urpf"`
+	UnusedDistWire        *ebpf.Variable `ebpf:"unused_dist_wire"`
+	UnusedFlowSeed        *ebpf.Variable `ebpf:"unused_flow_seed"`
+	UnusedIp6Limit        *ebpf.Variable `ebpf:"unused_ip6_limit"`
+	UnusedIp6Nexthdr      *ebpf.Variable `ebpf:"unused_ip6_nexthdr"`
+	UnusedMsrEthertype    *ebpf.Variable `ebpf:"unused_msr_ethertype"`
+	UnusedMsrInfra        *ebpf.Variable `ebpf:"unused_msr_infra"`
+	UnusedMsrInfraLimit   *ebpf.Variable `ebpf:"unused_msr_infra_limit"`
+	UnusedMsrTraceEvent   *ebpf.Variable `ebpf:"unused_msr_trace_event"`
+	UnusedMsrTraceLimit   *ebpf.Variable `ebpf:"unused_msr_trace_limit"`
+	UnusedMsrTraceVerdict *ebpf.Variable `ebpf:"unused_msr_trace_verdict"`
+	UnusedRtAclAction     *ebpf.Variable `ebpf:"unused_rt_acl_action"`
+	UnusedRtDrop          *ebpf.Variable `ebpf:"unused_rt_drop"`
+	UnusedRtLimit         *ebpf.Variable `ebpf:"unused_rt_limit"`
+	UnusedRtLocalKind     *ebpf.Variable `ebpf:"unused_rt_local_kind"`
+	UnusedRtNeigh6Key     *ebpf.Variable `ebpf:"unused_rt_neigh6_key"`
+	UnusedRtNhgroup       *ebpf.Variable `ebpf:"unused_rt_nhgroup"`
+	UnusedRtSlow          *ebpf.Variable `ebpf:"unused_rt_slow"`
+	UnusedRtSlowMeta      *ebpf.Variable `ebpf:"unused_rt_slow_meta"`
+	UnusedRtTbl24Chunk    *ebpf.Variable `ebpf:"unused_rt_tbl24_chunk"`
+	UnusedRtUrpf          *ebpf.Variable `ebpf:"unused_rt_urpf"`
 }
 
 // rtxdpPrograms contains all programs after they have been loaded into the kernel.
