@@ -16,6 +16,7 @@ import (
 
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
@@ -93,6 +94,7 @@ type Agent struct {
 	// rates and events are the web view's (view.go).
 	rates  rateMeter
 	events []vcpapi.ViewEvent
+	traces []trace.Walk // the last walks traced, oldest first (maxTraces)
 }
 
 // topology is the router as the elements' hellos show it: every LB and

@@ -1,6 +1,7 @@
 package vcp
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/metrics"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
@@ -161,6 +163,23 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET "+vcpapi.PathHistory, func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.History()
 		api.Reply(w, v, err)
+	})
+	mux.HandleFunc("POST "+vcpapi.PathTrace, func(w http.ResponseWriter, r *http.Request) {
+		wait := 5 * time.Second
+		if q := r.URL.Query().Get("wait"); q != "" {
+			var err error
+			if wait, err = time.ParseDuration(q); err != nil {
+				api.Reply(w, nil, fmt.Errorf("trace: wait %q: %v", q, err))
+				return
+			}
+		}
+		var spec trace.Spec
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&spec); err != nil {
+			api.Reply(w, nil, fmt.Errorf("trace: %w", err))
+			return
+		}
+		res, err := a.Trace(spec, wait)
+		api.Reply(w, res, err)
 	})
 	mux.HandleFunc(vcpapi.PathRelay+"/{element}/{path...}", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))

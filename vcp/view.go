@@ -136,5 +136,7 @@ func (a *Agent) View() *vcpapi.View {
 	})
 	v.Events = slices.Clone(a.events)
 	slices.Reverse(v.Events) // newest first
+	v.Traces = slices.Clone(a.traces)
+	slices.Reverse(v.Traces)
 	return v
 }

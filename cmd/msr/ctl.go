@@ -19,6 +19,7 @@ import (
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/cli"
 	"github.com/msr-router/msr/internal/logging"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/lb/lbapi"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
@@ -46,6 +47,9 @@ var ctlCommand = command{
                                    roll a new build (at PATH on every host) over the elements in
                                    place: each back-end drained, upgraded, undrained when ready,
                                    then each LB; with --vcps the VCPs too, the standby first
+    trace --src ADDR --dst ADDR [--proto udp|tcp|icmp|N] [--dport N] [--count 1] [--wait 5s]
+                                   follow the next packets from ADDR to ADDR through every stage:
+                                   one walk a packet, what each LB and back-end did and why, when
     element ELEMENT [METHOD PATH [JSON]]   relay a request to one element's API (default GET /status)
     log [ELEMENT] [LEVEL]          the VCP's or an element's log level; with LEVEL (debug, info,
                                    warn, error) set it until the agent restarts
@@ -73,6 +77,12 @@ func runCtl(args []string) error {
 	drainWait := fs.Duration("drain-wait", 2*time.Second, "upgrade: how long a drained back-end is left before its upgrade")
 	force := fs.Bool("force", false, "upgrade: to a build of an earlier map layout too (a downgrade: its agents start with --force)")
 	vcps := fs.String("vcps", "", "upgrade: the VCPs too, by name through their local sockets (vcp1,vcp2): the standby first, then the active")
+	src := fs.String("src", "", "trace: the packets' source address")
+	dst := fs.String("dst", "", "trace: the packets' destination address")
+	proto := fs.String("proto", "", "trace: their protocol: udp, tcp, icmp, icmpv6 or a number (default any)")
+	dport := fs.Uint("dport", 0, "trace: their destination port (udp or tcp; default any)")
+	count := fs.Uint("count", 1, "trace: how many packets to follow")
+	wait := fs.Duration("wait", 5*time.Second, "trace: how long to wait for them")
 	insecure := fs.Bool("insecure", false, "send the token over plain http to an address not this host's (no --ca)")
 	pos, _, err := cli.Parse(fs, args)
 	if err != nil {
@@ -122,7 +132,15 @@ func runCtl(args []string) error {
 	if (*binary != "") != (pos[0] == "upgrade") {
 		return cli.Usagef("--binary is for upgrade, and upgrade needs it")
 	}
-	k := &console{c: c, out: *out, dryRun: *dryRun, binary: *binary, drainWait: *drainWait, force: *force}
+	if (*src != "" || *dst != "") != (pos[0] == "trace") {
+		return cli.Usagef("--src and --dst are for trace, and trace needs them")
+	}
+	k := &console{c: c, out: *out, dryRun: *dryRun, binary: *binary, drainWait: *drainWait, force: *force, wait: *wait}
+	if pos[0] == "trace" {
+		if k.trace, err = traceSpec(*src, *dst, *proto, *dport, *count); err != nil {
+			return cli.Usagef("trace: %v", err)
+		}
+	}
 	if *vcps != "" {
 		k.vcps = strings.Split(*vcps, ",")
 	}
@@ -163,6 +181,9 @@ type console struct {
 	drainWait time.Duration
 	force     bool
 	vcps      []string
+	// trace's packets and --wait
+	trace trace.Spec
+	wait  time.Duration
 }
 
 // A consoleCommand takes args arguments (at least, with more).
@@ -189,6 +210,7 @@ var ctlCommands = map[string]consoleCommand{
 	"rollback": {0, true, (*console).rollback},
 	"history":  {0, false, (*console).history},
 	"upgrade":  {0, false, (*console).rollUpgrade},
+	"trace":    {0, false, (*console).traceWalks},
 	"element":  {1, true, (*console).element},
 	"log":      {0, true, (*console).logLevel},
 }

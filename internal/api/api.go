@@ -240,6 +240,16 @@ func (c *Client) Under(prefix string) *Client {
 	return &u
 }
 
+// WithTimeout is the same client waiting up to d for an answer (10 s
+// unless said): for a request that waits on purpose, as a trace does.
+func (c *Client) WithTimeout(d time.Duration) *Client {
+	u := *c
+	h := *c.http
+	h.Timeout = d
+	u.http = &h
+	return &u
+}
+
 // Do sends a request with body (JSON, or nil) and decodes the answer into
 // out; an error answer becomes an error.
 func (c *Client) Do(method, path string, body any, out any) error {

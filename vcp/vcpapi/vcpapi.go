@@ -14,6 +14,7 @@ import (
 
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/logging"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/router/routerapi"
 )
 
@@ -35,6 +36,9 @@ const (
 	PathRollback = "/rollback"      // POST ?n=N: ReloadResult, the config applied N changes ago applied again
 	PathHistory  = "/history"       // GET: HistoryView
 	PathACL      = "/acl"           // GET: ACLView, the router's ACL and its hits summed over the back-ends
+	// PathTrace (POST a trace.Spec, ?wait=DURATION): TraceResult, the
+	// walks of the packets that matched through every stage.
+	PathTrace = trace.Path
 	// PathRelay/ELEMENT/PATH (any method): the request, passed to
 	// ELEMENT's own API (by name or id), its answer passed back as it is.
 	PathRelay = "/relay"
@@ -252,6 +256,9 @@ type View struct {
 	Routes   map[string]int `json:"routes"` // imported, by protocol (BGP, OSPF, Static, Direct, RIP)
 	Sessions []ViewSession  `json:"sessions"`
 	Events   []ViewEvent    `json:"events"`
+	// Traces are the walks of the last packets traced (msr ctl trace),
+	// newest first.
+	Traces []trace.Walk `json:"traces"`
 }
 
 // ViewElement is an LB, a back-end or a VCP.
@@ -478,6 +485,21 @@ func (c *Client) Rollback(n int) (*ReloadResult, error) {
 func (c *Client) History() (*HistoryView, error) {
 	v := &HistoryView{}
 	return v, c.c.Do("GET", PathHistory, nil, v)
+}
+
+// TraceResult is what a trace caught: one walk a packet, the elements
+// that took the trace, and those that could not.
+type TraceResult struct {
+	Spec     trace.Spec   `json:"spec"`
+	Walks    []trace.Walk `json:"walks"`
+	Elements []string     `json:"elements"`
+	Errors   []string     `json:"errors,omitempty"`
+}
+
+// Trace follows spec's packets through the router for at most wait.
+func (c *Client) Trace(spec trace.Spec, wait time.Duration) (*TraceResult, error) {
+	v := &TraceResult{}
+	return v, c.c.WithTimeout(wait+10*time.Second).Do("POST", PathTrace+"?wait="+url.QueryEscape(wait.String()), spec, v)
 }
 
 // Element is a client of one element's own API (by name or id) through

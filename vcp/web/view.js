@@ -178,6 +178,10 @@ function render(v) {
     row([{ text: k }, { text: String(v.routes[k]), cls: "num" }])));
   fill(document.querySelector("#sessions tbody"), (v.sessions || []).map((s) =>
     row([{ text: s.name }, { text: s.proto }, { text: s.info || s.state, cls: s.state === "up" ? "up" : "down" }, { text: String(s.routes), cls: "num" }])));
+  // msr ctl trace's last walks: each stage's element and verdict.
+  fill(document.querySelector("#traces tbody"), (v.traces || []).map((w) =>
+    row([{ text: w.packet }, { text: w.stages.map((e) => e.element + " " + (e.verdict === "sent" ? (e.decision || "sent") : e.verdict + " " + (e.reason || ""))).join(" → ") },
+      { text: w.ends }], { class: "trace" })));
   const ol = document.getElementById("events");
   ol.replaceChildren(...(v.events || []).map((e) => {
     const li = el("li");
