@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
 // TestSFlow: the default lab's LBs export sFlow, 1 in 100 of the frames
@@ -20,7 +21,8 @@ import (
 // from h1 to h3 for 5 s. The collector's bytes from h1 to h3, scaled by
 // the sampling rate (-R), come within 10% to what h1 sent for them: the
 // frames' bytes h1's interface counted, with their FCS (sFlow's frame
-// length has it). The samples say the router's one agent address.
+// length has it). The samples say the router's one agent address. The
+// web view's top talkers put h1 to h3 first, within 15% of h1's bytes.
 // h1Sent is the bytes h1's interface sent, with an FCS for each frame.
 func h1Sent(t *testing.T) float64 {
 	t.Helper()
@@ -82,6 +84,7 @@ func TestSFlow(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // the LBs' last datagrams, sfacctd's last dump
 	stop()
+	checkTopTalkers(t, sent)
 
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -122,5 +125,31 @@ func TestSFlow(t *testing.T) {
 	}
 	if len(agents) != 1 || !agents["192.0.2.1"] && !agents["10.0.0.31"] {
 		t.Errorf("the samples came from agents %v, want the router's one, 192.0.2.1", agents)
+	}
+}
+
+// checkTopTalkers: the VCP's view (what the web view draws) has h1 to h3
+// first among the LBs' top talkers, its bytes within 15% of sent (h1's
+// frames, with their FCS: the talkers' are without).
+func checkTopTalkers(t *testing.T, sent float64) {
+	t.Helper()
+	var view vcpapi.View
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Second) {
+		status, body, err := vcpapi.Local("vcp1", "").Raw("GET", vcpapi.PathView, nil)
+		if err == nil && status == 200 && json.Unmarshal(body, &view) == nil && len(view.Talkers) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the view has no top talkers: %v %d", err, status)
+		}
+	}
+	top := view.Talkers[0]
+	t.Logf("top talkers: %+v", view.Talkers)
+	if top.Src != demo.H1 || top.Dst != demo.H3 || top.Proto != "tcp" {
+		t.Fatalf("the top talker: %+v, want h1 to h3, tcp", top)
+	}
+	withFCS := float64(top.Bytes + 4*top.Frames)
+	if ratio := withFCS / sent; ratio < 0.85 || ratio > 1.15 {
+		t.Errorf("the top talker's bytes over h1's: %.3f, want 1 ± 0.15", ratio)
 	}
 }

@@ -40,6 +40,7 @@ type exporter struct {
 	seq                 uint32
 	flowSeq, counterSeq [MaxPorts]uint32
 	stats               lbapi.SFlowStatus
+	talkers             talkers
 }
 
 func newExporter(a *Agent) (*exporter, error) {
@@ -134,6 +135,7 @@ func (e *exporter) read(ctx context.Context, rd *perf.Reader, out chan<- portSam
 			continue
 		}
 		e.mu.Lock()
+		e.talkers.add(time.Now(), header, length, p.sflowRate)
 		e.flowSeq[index]++
 		s := portSample{index, sflow.FlowSample{Sequence: e.flowSeq[index], SourceIndex: uint32(p.vlan), Rate: p.sflowRate,
 			Input: uint32(p.vlan), FrameLength: length + 4, Stripped: 4, Header: header}}
@@ -202,6 +204,7 @@ func (e *exporter) status() *lbapi.SFlowStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.stats
+	s.Top = e.talkers.top(time.Now())
 	return &s
 }
 

@@ -95,6 +95,8 @@ type Agent struct {
 	rates  rateMeter
 	events []vcpapi.ViewEvent
 	traces []trace.Walk // the last walks traced, oldest first (maxTraces)
+	// talkers is the LBs' top talkers, asked every few seconds.
+	talkers talkersCache
 }
 
 // topology is the router as the elements' hellos show it: every LB and

@@ -90,7 +90,7 @@ func (a *Agent) event(format string, args ...any) {
 // View is what the web view draws, now.
 func (a *Agent) View() *vcpapi.View {
 	now := time.Now()
-	v := &vcpapi.View{Name: a.cfg.Name, At: now.UTC(), Routes: map[string]int{}}
+	v := &vcpapi.View{Name: a.cfg.Name, At: now.UTC(), Routes: map[string]int{}, Talkers: a.topTalkers()}
 	if suite := a.currentSuite(); suite != nil {
 		for _, p := range suite.Protocols() {
 			v.Sessions = append(v.Sessions, vcpapi.ViewSession{Name: p.Name, Proto: p.Proto, State: p.State, Info: p.Info, Routes: p.Imported})

@@ -213,6 +213,20 @@ type SFlowStatus struct {
 	Malformed  uint64 `json:"malformed"`
 	Datagrams  uint64 `json:"datagrams"`
 	SendErrors uint64 `json:"send_errors"`
+	// Top are the top talkers of the samples over the last minute.
+	Top []Talker `json:"top"`
+}
+
+// A Talker is the sampled traffic from Src to Dst of Proto, scaled by the
+// sampling rate: Bytes (of frames, without the FCS) and Frames over
+// Seconds.
+type Talker struct {
+	Src     string  `json:"src"`
+	Dst     string  `json:"dst"`
+	Proto   string  `json:"proto"`
+	Bytes   uint64  `json:"bytes"`
+	Frames  uint64  `json:"frames"`
+	Seconds float64 `json:"seconds"`
 }
 
 // Client is a client of one LB agent's API.

@@ -15,6 +15,7 @@ import (
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/logging"
 	"github.com/msr-router/msr/internal/trace"
+	"github.com/msr-router/msr/lb/lbapi"
 	"github.com/msr-router/msr/router/routerapi"
 )
 
@@ -259,6 +260,9 @@ type View struct {
 	// Traces are the walks of the last packets traced (msr ctl trace),
 	// newest first.
 	Traces []trace.Walk `json:"traces"`
+	// Talkers are the top talkers of the LBs' sFlow samples over the last
+	// minute, summed over the LBs (none: no LB samples).
+	Talkers []lbapi.Talker `json:"talkers"`
 }
 
 // ViewElement is an LB, a back-end or a VCP.

@@ -178,6 +178,10 @@ function render(v) {
     row([{ text: k }, { text: String(v.routes[k]), cls: "num" }])));
   fill(document.querySelector("#sessions tbody"), (v.sessions || []).map((s) =>
     row([{ text: s.name }, { text: s.proto }, { text: s.info || s.state, cls: s.state === "up" ? "up" : "down" }, { text: String(s.routes), cls: "num" }])));
+  // The LBs' sFlow samples, scaled by their rate, over the last minute.
+  fill(document.querySelector("#talkers tbody"), (v.talkers || []).map((k) =>
+    row([{ text: k.src }, { text: k.dst }, { text: k.proto }, { text: fmt(8 * k.bytes / Math.max(k.seconds, 1) / 1e6, 1), cls: "num" },
+      { text: fmt(k.frames / Math.max(k.seconds, 1)), cls: "num" }], { class: "talker" })));
   // msr ctl trace's last walks: each stage's element and verdict.
   fill(document.querySelector("#traces tbody"), (v.traces || []).map((w) =>
     row([{ text: w.packet }, { text: w.stages.map((e) => e.element + " " + (e.verdict === "sent" ? (e.decision || "sent") : e.verdict + " " + (e.reason || ""))).join(" → ") },
