@@ -5,6 +5,7 @@ import (
 
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/metrics"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/lb/lbapi"
 )
 
@@ -16,6 +17,6 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle("GET "+metrics.Path, metrics.Handler(a.Metrics()))
 	mux.HandleFunc("GET "+lbapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
 	mux.HandleFunc("GET "+lbapi.PathTable, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.SlotTable(), nil) })
-	a.registerTrace(mux)
+	trace.Register(mux, &a.trace, a.dp.SetTrace)
 	return mux
 }

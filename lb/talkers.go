@@ -1,8 +1,6 @@
 package lb
 
 import (
-	"cmp"
-	"slices"
 	"time"
 
 	"github.com/msr-router/msr/internal/trace"
@@ -90,8 +88,6 @@ func (t *talkers) top(now time.Time) []lbapi.Talker {
 	for k, c := range sum {
 		out = append(out, lbapi.Talker{Src: k.src, Dst: k.dst, Proto: trace.ProtoName(k.proto), Bytes: c.bytes, Frames: c.frames, Seconds: secs})
 	}
-	slices.SortFunc(out, func(a, b lbapi.Talker) int {
-		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Proto, b.Proto))
-	})
+	lbapi.SortTalkers(out)
 	return out[:min(len(out), talkerTop)]
 }

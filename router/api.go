@@ -10,6 +10,7 @@ import (
 
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/metrics"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/router/routerapi"
 )
 
@@ -20,7 +21,7 @@ func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metrics.Path, metrics.Handler(a.Metrics()))
 	mux.HandleFunc("GET "+routerapi.PathStatus, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.Status(), nil) })
-	a.registerTrace(mux)
+	trace.Register(mux, &a.trace, a.dp.SetTrace)
 	mux.HandleFunc("GET "+routerapi.PathRoutes, func(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query().Get("prefix"); q != "" {
 			p, err := netip.ParsePrefix(q)

@@ -1,12 +1,9 @@
 package router
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/internal/xdp"
 )
@@ -89,33 +86,4 @@ func (a *Agent) nextHopWords(id uint32) string {
 		return fmt.Sprintf("next hop: the destination, connected on vlan %d", vlan)
 	}
 	return fmt.Sprintf("next hop %s on vlan %d", k.gw, vlan)
-}
-
-// registerTrace serves the trace on the agent's API: POST a spec starts
-// it (a change: the admin's), GET says what it caught, DELETE ends it.
-func (a *Agent) registerTrace(mux *http.ServeMux) {
-	mux.HandleFunc("POST "+trace.Path, func(w http.ResponseWriter, r *http.Request) {
-		var spec trace.Spec
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&spec); err != nil {
-			api.Reply(w, nil, fmt.Errorf("trace: %w", err))
-			return
-		}
-		if err := spec.Check(); err != nil {
-			api.Reply(w, nil, err)
-			return
-		}
-		a.trace.Start(spec)
-		if err := a.dp.SetTrace(&spec); err != nil {
-			a.trace.Stop()
-			api.Reply(w, nil, err)
-			return
-		}
-		api.Reply(w, a.trace.Capture(), nil)
-	})
-	mux.HandleFunc("GET "+trace.Path, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, a.trace.Capture(), nil) })
-	mux.HandleFunc("DELETE "+trace.Path, func(w http.ResponseWriter, r *http.Request) {
-		err := a.dp.SetTrace(nil)
-		a.trace.Stop()
-		api.Reply(w, a.trace.Capture(), err)
-	})
 }

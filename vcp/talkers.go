@@ -1,10 +1,8 @@
 package vcp
 
 import (
-	"cmp"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -59,9 +57,7 @@ func (a *Agent) topTalkers() []lbapi.Talker {
 	for _, t := range sum {
 		top = append(top, t)
 	}
-	slices.SortFunc(top, func(a, b lbapi.Talker) int {
-		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Proto, b.Proto))
-	})
+	lbapi.SortTalkers(top)
 	c.at, c.top = time.Now(), top[:min(len(top), talkersTop)]
 	return c.top
 }

@@ -10,8 +10,10 @@ package trace
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"slices"
 	"sort"
@@ -20,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/msr-router/msr/internal/api"
 )
 
 // Path is the trace on every agent's API (and the VCP's): POST a Spec
@@ -373,4 +377,34 @@ func (r *Recorder) Capture() Capture {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return Capture{Spec: r.spec, Events: slices.Clone(r.events), Malformed: r.malformed}
+}
+
+// Register serves an agent's trace on mux: POST a Spec starts it (a
+// change: the admin's), GET says what it caught, DELETE ends it. set
+// writes the agent's data path's match (nil: none).
+func Register(mux *http.ServeMux, rec *Recorder, set func(*Spec) error) {
+	mux.HandleFunc("POST "+Path, func(w http.ResponseWriter, r *http.Request) {
+		var spec Spec
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&spec); err != nil {
+			api.Reply(w, nil, fmt.Errorf("trace: %w", err))
+			return
+		}
+		if err := spec.Check(); err != nil {
+			api.Reply(w, nil, err)
+			return
+		}
+		rec.Start(spec)
+		if err := set(&spec); err != nil {
+			rec.Stop()
+			api.Reply(w, nil, err)
+			return
+		}
+		api.Reply(w, rec.Capture(), nil)
+	})
+	mux.HandleFunc("GET "+Path, func(w http.ResponseWriter, r *http.Request) { api.Reply(w, rec.Capture(), nil) })
+	mux.HandleFunc("DELETE "+Path, func(w http.ResponseWriter, r *http.Request) {
+		err := set(nil)
+		rec.Stop()
+		api.Reply(w, rec.Capture(), err)
+	})
 }

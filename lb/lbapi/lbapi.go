@@ -6,6 +6,9 @@
 package lbapi
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/msr-router/msr/internal/api"
 )
 
@@ -227,6 +230,14 @@ type Talker struct {
 	Bytes   uint64  `json:"bytes"`
 	Frames  uint64  `json:"frames"`
 	Seconds float64 `json:"seconds"`
+}
+
+// SortTalkers orders talkers the most bytes first, then by source,
+// destination and protocol.
+func SortTalkers(ts []Talker) {
+	slices.SortFunc(ts, func(a, b Talker) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Proto, b.Proto))
+	})
 }
 
 // Client is a client of one LB agent's API.
