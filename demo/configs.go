@@ -120,11 +120,11 @@ protocol static { ipv4; route 10.99.0.0/16 blackhole; }
 protocol static static6 { ipv6; route 2001:db8:f0::/48 blackhole; route 2001:db8:f1::/48 blackhole; }
 protocol ospf v2 {
 	ipv4 { import all; export where source = RTS_STATIC; };
-	area 0 { interface "eth0" { hello 1; dead 4; authentication cryptographic; password "{{.OSPFSecret}}" { id 1; algorithm hmac sha256; }; }; };
+	area 0 { interface "eth0" { hello 1; dead 4; retransmit 2; authentication cryptographic; password "{{.OSPFSecret}}" { id 1; algorithm hmac sha256; }; }; };
 }
 protocol ospf v3 ospf6 {
 	ipv6 { import all; export where net = 2001:db8:f0::/48; };
-	area 0 { interface "eth0" { hello 1; dead 4; authentication cryptographic; password "{{.OSPFSecret}}" { id 1; algorithm hmac sha256; }; }; };
+	area 0 { interface "eth0" { hello 1; dead 4; retransmit 2; authentication cryptographic; password "{{.OSPFSecret}}" { id 1; algorithm hmac sha256; }; }; };
 }
 protocol rip ng ripng {
 	ipv6 { import all; export where net = 2001:db8:f1::/48; };

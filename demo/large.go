@@ -207,7 +207,7 @@ protocol device {}
 protocol static { ipv4; route {{.Route}} blackhole; }
 protocol ospf v2 {
 	ipv4 { import all; export where source = RTS_STATIC; };
-	area 0 { interface "eth0" { hello 1; dead 4; authentication cryptographic; password "{{.Secret}}" { id 1; algorithm hmac sha256; }; }; };
+	area 0 { interface "eth0" { hello 1; dead 4; retransmit 2; authentication cryptographic; password "{{.Secret}}" { id 1; algorithm hmac sha256; }; }; };
 }
 {{end}}
 {{define "large-bgp.sh"}}# {{.Host}}: an address behind its first prefixes, then FRR's bgpd.

@@ -476,8 +476,9 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 	if portsUp == 0 {
 		t.Errorf("lb%d's ports not up in SNMP 30 s after it came back: %v", l, operStatus(vlans))
 	}
-	// BIRD waits its "error wait time" (60 s) before it starts a session
-	// that failed again: the peer's routes come back after that.
+	// The peer's session ended by its hold time: BIRD starts it again
+	// after its error wait time (5 s, the router's), and its routes come
+	// back once it is up.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := demo.WaitLarge(ctx, plan, io.Discard); err != nil {

@@ -54,6 +54,9 @@ type Agent struct {
 	// loads are the back-ends' load states, by name (load.go)
 	loads  map[string]*loadState
 	pushed map[uint64]*lbPush
+	// askedRIP: since it became active, the suite's RIP asked its
+	// neighbours again once every LB followed this VCP (askRIP).
+	askedRIP bool
 	// backendPushes is what each back-end was last sent (backends.go),
 	// backendSnap what every one is sent at the latest tick.
 	backendPushes map[uint64]*backendPush
@@ -401,6 +404,33 @@ func (a *Agent) tick(now time.Time) {
 	if push.LBs > 0 {
 		push.Ms = float64(time.Since(now).Microseconds()) / 1000
 		a.lastPush = push
+	}
+	a.askRIP()
+}
+
+// askRIP has the suite's RIP ask its neighbours again, once after this
+// VCP became active, when every live LB holds the table it sent: the LBs
+// relay a VCP's mirrors from then on (Suite.AskRIP). Call it with a.mu
+// held.
+func (a *Agent) askRIP() {
+	r := a.cfg.Routing
+	if a.askedRIP || a.suite == nil || r == nil || len(r.RIP)+len(r.RIPng) == 0 {
+		return
+	}
+	lbs := 0
+	for _, lb := range a.elements.sorted(dist.RoleLB) {
+		if !lb.alive {
+			continue
+		}
+		p := a.pushed[lb.id]
+		if p == nil || p.table == "" || lb.hello.Installed != p.generation {
+			return
+		}
+		lbs++
+	}
+	if lbs > 0 {
+		a.askedRIP = true
+		go a.suite.AskRIP()
 	}
 }
 

@@ -81,6 +81,7 @@ protocol bgp peer{{$i}} {
 {{end}}{{if $b.BFD}}	bfd on;   # down when BFD says the peer is gone
 {{end}}{{if $b.GTSM}}	ttl security on;   # GTSM: sent at TTL 255, taken only at 255 (RFC 5082)
 {{end}}{{if $b.MaxPrefixesRestart}}	error wait time {{$b.RestartSeconds}}, {{$b.RestartSeconds}};   # max_prefixes_restart
+{{else}}	error wait time 5, 300;   # not BIRD's 60 s: a session ended by an error (its hold time, while the port was down) starts again 5 s later; a flapping one backs off to 300 s
 {{end}}	# What the router announces (export: {{$b.Exports}}), with its own
 	# address on the peer's port as next hop: one router, not its gateways.
 {{range $.PeerChannels $b}}	{{.Family}} {
@@ -501,6 +502,26 @@ func (s *BIRD) Status() vcpapi.SuiteStatus {
 	}
 	wg.Wait()
 	return vcpapi.SuiteStatus{Protocols: p, Routes: r}
+}
+
+// AskRIP restarts BIRD's RIP protocols, which then send their requests
+// (BIRD has no command that sends one alone). What they learned before is
+// learned again within a round trip.
+func (s *BIRD) AskRIP() {
+	s.mu.Lock()
+	cfg := s.cfg
+	s.mu.Unlock()
+	for _, p := range []struct {
+		name  string
+		ports []RIPPort
+	}{{"rip", cfg.RIP}, {"ripng", cfg.RIPng}} {
+		if len(p.ports) == 0 {
+			continue
+		}
+		if out, err := s.Query("restart " + p.name); err != nil || !strings.Contains(out, "restarted") {
+			s.log.Warn("asking the RIP neighbours again", "protocol", p.name, "err", err, "birdc", strings.TrimSpace(out))
+		}
+	}
 }
 
 // Stop ends BIRD.

@@ -528,7 +528,7 @@ func (a *Agent) become(active bool) {
 	}
 	a.mu.Lock()
 	old := a.suite
-	a.active, a.suite = active, suite
+	a.active, a.suite, a.askedRIP = active, suite, false
 	for _, p := range a.pushed {
 		p.ports, p.table, p.sent = "", "", time.Time{}
 	}

@@ -843,6 +843,11 @@ func (f *FRR) Reconfigure(cfg *RoutingConfig) error {
 // Check refuses what Reconfigure would.
 func (f *FRR) Check(cfg *RoutingConfig) error { return f.Reconfigure(cfg) }
 
+// AskRIP does nothing: ripd and ripngd ask only when an interface comes
+// up, and have no command to ask again, so with FRR a RIP neighbour's
+// routes come with its next periodic update (docs/vcp.md).
+func (f *FRR) AskRIP() {}
+
 // Stop ends FRR's daemons.
 func (f *FRR) Stop() {
 	f.mu.Lock()

@@ -27,6 +27,12 @@ type Suite interface {
 	// Reconfigure applies it.
 	Check(cfg *RoutingConfig) error
 	Reconfigure(cfg *RoutingConfig) error
+	// AskRIP has RIP and RIPng ask their neighbours for their tables
+	// again. The request each sends when it starts went out before the
+	// LBs relayed this VCP's mirrors (they follow a VCP once its first
+	// table is in), and without it the neighbours' routes come only with
+	// their next periodic update, up to 30 s later.
+	AskRIP()
 	Stop()
 }
 
