@@ -202,10 +202,16 @@ func Down(name string) error {
 		return fmt.Errorf("%w: %s", ErrNotUp, name)
 	}
 	var errs []error
+	killAll(nss...)
+	var batch strings.Builder
 	for _, ns := range nss {
-		killAll(ns)
-		if err := run("ip", "netns", "del", ns); err != nil {
-			errs = append(errs, err)
+		fmt.Fprintf(&batch, "netns del %s\n", ns)
+	}
+	if len(nss) > 0 {
+		del := exec.Command("ip", "-force", "-batch", "-")
+		del.Stdin = strings.NewReader(batch.String())
+		if out, err := del.CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip netns del: %v: %s", err, out))
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -217,35 +223,50 @@ func Down(name string) error {
 	return errors.Join(errs...)
 }
 
-// killAll ends every process in a namespace: SIGTERM, then SIGKILL after
-// two seconds for those still there.
-func killAll(ns string) {
-	pids := nsPIDs(ns)
+// killAll ends every process in the namespaces: SIGTERM, then SIGKILL
+// after two seconds for those still there. All the lab's at once: one
+// namespace after the other took a second and a half to take the default
+// lab down.
+func killAll(nss ...string) {
+	pids := nsPIDs(nss...)
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGTERM)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for len(pids) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		pids = nsPIDs(ns)
+		time.Sleep(20 * time.Millisecond)
+		pids = nsPIDs(nss...)
 	}
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	for i := 0; i < 40 && len(nsPIDs(ns)) > 0; i++ {
-		time.Sleep(50 * time.Millisecond)
+	for i := 0; i < 100 && len(nsPIDs(nss...)) > 0; i++ {
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// nsPIDs lists the processes whose network namespace is ns.
-func nsPIDs(ns string) []int {
-	out, err := exec.Command("ip", "netns", "pids", ns).Output()
-	if err != nil {
+// nsPIDs lists the processes whose network namespace is one of nss (by
+// the inode of /run/netns/NS, against each process's /proc/PID/ns/net),
+// not this one.
+func nsPIDs(nss ...string) []int {
+	inodes := map[string]bool{}
+	for _, ns := range nss {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join("/run/netns", ns), &st); err == nil {
+			inodes[fmt.Sprintf("net:[%d]", st.Ino)] = true
+		}
+	}
+	if len(inodes) == 0 {
 		return nil
 	}
+	procs, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if link, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns", "net")); err == nil && inodes[link] {
 			pids = append(pids, pid)
 		}
 	}
