@@ -45,8 +45,9 @@ import (
 // more than twice what that control lost and 0.1% of its frames (20 ms
 // of traffic).
 func TestRollingUpgrade(t *testing.T) {
-	next := buildNextLayout(t)
+	built := startNextLayout(t)
 	r, err := bench.OpenRouterLab(msrBin, 64, demo.Options{Prefixes: 300})
+	next := built()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,17 +116,26 @@ const (
 	tcpRate    = "1M"
 )
 
-// buildNextLayout builds msr with the next map layout, its version
-// "next-layout", and returns its path.
-func buildNextLayout(t *testing.T) string {
+// startNextLayout starts building msr with the next map layout, its
+// version "next-layout", and returns what waits for the build and gives
+// the binary's path (the lab comes up meanwhile).
+func startNextLayout(t *testing.T) func() string {
 	t.Helper()
 	next := filepath.Join(t.TempDir(), "msr")
 	build := exec.Command("go", "build", "-tags", "msr_next_layout", "-ldflags", "-X main.version=next-layout", "-o", next, "./cmd/msr")
 	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the next layout: %v\n%s", err, out)
+	var out bytes.Buffer
+	build.Stdout, build.Stderr = &out, &out
+	if err := build.Start(); err != nil {
+		t.Fatal(err)
 	}
-	return next
+	return func() string {
+		t.Helper()
+		if err := build.Wait(); err != nil {
+			t.Fatalf("build the next layout: %v\n%s", err, out.String())
+		}
+		return next
+	}
 }
 
 // wwwBlob is the size of the file nginx on h3 serves, and curl's pace:
