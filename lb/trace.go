@@ -37,7 +37,7 @@ func (a *Agent) describeTrace(r trace.Raw, _ trace.Packet) trace.Event {
 		module = ModuleNames[m]
 	}
 	switch r.Verdict {
-	case 1: // sent
+	case uint16(lbxdpMsrTraceVerdictMSR_TRACE_SENT):
 		p := a.portByIndex(uint8(r.OutPort))
 		if p != nil {
 			e.Out = p.name
@@ -49,7 +49,7 @@ func (a *Agent) describeTrace(r trace.Raw, _ trace.Packet) trace.Event {
 			mac := net.HardwareAddr(r.Frame[:6])
 			e.Decision = fmt.Sprintf("balance: slot %d of the %s table, to %s", r.Detail[0], Mode(r.Detail[1]), a.backendName(mac))
 		}
-	case 2: // dropped
+	case uint16(lbxdpMsrTraceVerdictMSR_TRACE_DROPPED):
 		if int(r.Reason) < len(DropNames) {
 			e.Reason = DropNames[r.Reason]
 		}

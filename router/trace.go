@@ -47,14 +47,14 @@ func (a *Agent) describeTrace(r trace.Raw, p trace.Packet) trace.Event {
 		words = append(words, "no route")
 	}
 	switch r.Verdict {
-	case 1: // sent
+	case uint16(rtxdpMsrTraceVerdictMSR_TRACE_SENT):
 		e.Out = fmt.Sprintf("vlan %d", r.OutPort)
 		words = append(words, a.nextHopWords(r.Detail[0]), fmt.Sprintf("ttl %d -> %d", p.TTL+1, p.TTL))
-	case 2: // dropped
+	case uint16(rtxdpMsrTraceVerdictMSR_TRACE_DROPPED):
 		if int(r.Reason) < len(DropNames) {
 			e.Reason = DropNames[r.Reason]
 		}
-	case 3: // slow path
+	case uint16(rtxdpMsrTraceVerdictMSR_TRACE_SLOW):
 		if int(r.Reason) < len(SlowNames) {
 			e.Reason = SlowNames[r.Reason]
 		}
@@ -62,7 +62,7 @@ func (a *Agent) describeTrace(r trace.Raw, p trace.Packet) trace.Event {
 			words = append(words, a.nextHopWords(r.Detail[0]))
 		}
 		words = append(words, fmt.Sprintf("ttl %d", p.TTL))
-	case 4:
+	case uint16(rtxdpMsrTraceVerdictMSR_TRACE_PASSED):
 		e.Reason = "this host"
 	}
 	e.Decision = strings.Join(words, ", ")
