@@ -130,6 +130,11 @@ func (t *tally) line() string {
 		len(t.passed), t.failedTop, len(t.skipped), t.packages, t.failedPkgs)
 }
 
+// slowest is how many of the slowest tests the summary names: enough to
+// see where the run's time goes (the whole run should keep under 30
+// minutes, docs/testing.md).
+const slowest = 15
+
 // summary is the run's outcome: the failed, the skipped and the slowest
 // tests, then the line.
 func (t *tally) summary(w io.Writer) {
@@ -146,7 +151,7 @@ func (t *tally) summary(w io.Writer) {
 	}
 	sort.Slice(names, func(i, j int) bool { return t.elapsed[names[i]] > t.elapsed[names[j]] })
 	var slow []string
-	for _, n := range names[:min(5, len(names))] {
+	for _, n := range names[:min(slowest, len(names))] {
 		slow = append(slow, fmt.Sprintf("%s %v", n, time.Duration(t.elapsed[n]*float64(time.Second)).Round(time.Second)))
 	}
 	fmt.Fprintf(w, "  slowest: %s\n", strings.Join(slow, ", "))
