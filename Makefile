@@ -41,8 +41,10 @@ lint: deps
 # test: unit, BPF fixture (prog.Run) and privileged lab tests; needs root.
 # testsum prints what plain go test would and ends with the outcome in
 # one line: N passed, M failed, K skipped.
-# Packages run one at a time (-p 1): the benchmark tests load both cores
-# and would starve the other packages' lab tests.
+# The lab packages run one at a time (-p 1): the benchmark tests load
+# both cores and would starve the other packages' lab tests. The packages
+# that build no lab and load no XDP program (UNIT_PKGS; a package not
+# named there counts as a lab one) run first, two at a time.
 # A run cut short (a machine restarted mid-test) leaves its labs up; the
 # tests' labs (t-*) and the benchmarks' (bench-*) are theirs alone, so the
 # next run removes them first rather than failing on "already up", with
@@ -52,7 +54,14 @@ test: deps check-generated lint build
 	@for l in $$($(BIN) lab list | grep -E '^(t|bench)-'); do echo "removing leftover lab $$l"; $(BIN) lab down $$l; done
 	@rm -rf /sys/fs/bpf/msr-test-* /run/msr/router-t-* /run/msr/router-bench-*
 	$(GO) build -o bin/testsum ./scripts/testsum
-	@bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 30m -json ./... | bin/testsum -summary bin/test-summary'
+	@bash -o pipefail -c '{ $(GO) test -count=1 -p 2 -timeout 10m -json $(UNIT_PKGS); \
+		$(GO) test -count=1 -p 1 -timeout 30m -json $$($(GO) list ./... | grep -vxF "$$(printf "%s\n" $(UNIT_PKGS:./%=$(MODULE)/%))"); } | bin/testsum -summary bin/test-summary'
+
+MODULE    := github.com/msr-router/msr
+UNIT_PKGS := ./cmd/msr ./demo ./deploy ./deploy/grafana ./internal/acl ./internal/agentx \
+	./internal/api ./internal/config ./internal/element ./internal/flow ./internal/inet \
+	./internal/logging ./internal/report ./internal/routetable ./internal/sflow \
+	./internal/trace ./scripts/hooks ./scripts/testsum ./sim
 
 # test-stress: make test with one core kept half busy by a CPU hog at the
 # lowest priority (stress-ng), as a machine with light background work
