@@ -407,7 +407,7 @@ func checkLargeLBDeath(t *testing.T, plan *demo.LargePlan, l int) {
 		t.Fatalf("before: %s on %d back-ends (%v)", learned, n, err)
 	}
 	a, b := plan.Ports[1], plan.Ports[len(plan.Ports)-2] // lb1/e1 and lb16/e2
-	wait := pingFlow(a.Host, b.HostAddr, 20*time.Second)
+	wait := pingFlow(a.Host, b.HostAddr, 12*time.Second) // 2 s before the death, the withdrawal (~4 s) and as long again
 	time.Sleep(2 * time.Second)
 	died := time.Now()
 	if err := demo.KillLargeLB(l); err != nil {
