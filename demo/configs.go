@@ -45,15 +45,6 @@ ports:
   e0: {role: external, address: 192.0.2.1/24, address6: "2001:db8:10::1/64", vlan: 10}
   e1: {role: external, address: 198.51.100.1/24, address6: "2001:db8:11::1/64", vlan: 11}
   i0: {role: internal, default: true}
-{{if .SFlow.IsValid}}{{template "sflow" .}}  sub_agent: 1
-{{end}}{{end}}
-{{define "sflow"}}# sFlow from the external ports, the router one agent (its address on
-# h1's network), each LB a sub-agent (msr demo up --sflow).
-sflow:
-  collectors: ["{{.SFlow}}"]
-  agent_address: 192.0.2.1
-  sampling_rate: {{.SFlowRate}}
-  counter_interval: 5s
 {{end}}
 {{define "lb2"}}name: lb2
 key_file: {{.Run}}/key
@@ -63,8 +54,7 @@ ports:
   e0: {role: external, address: 203.0.113.1/24, address6: "2001:db8:12::1/64", vlan: 12}
   i0: {role: internal, default: true}
   i1: {role: internal}
-{{if .SFlow.IsValid}}{{template "sflow" .}}  sub_agent: 2
-{{end}}{{end}}
+{{end}}
 {{define "router"}}name: {{.Name}}
 key_file: {{.Run}}/key
 {{template "apisec" .}}interface: eth0
@@ -98,7 +88,14 @@ snmp:
     - {name: msrops, auth: SHA-256, auth_password: msr-auth-secret, priv: AES, priv_password: msr-priv-secret}
   traps:
     - {host: "192.0.2.10:162"}
-acl:
+{{if .SFlow.IsValid}}# sFlow from the external ports, the router one agent (its address on
+# h1's network), each LB a sub-agent (msr demo up --sflow).
+sflow:
+  collectors: ["{{.SFlow}}"]
+  agent_address: 192.0.2.1
+  sampling_rate: {{.SFlowRate}}
+  counter_interval: 5s
+{{end}}acl:
   - {action: deny, proto: tcp, dst: 192.0.2.0/24, dport: 23}
 routing:
   asn: 65000
@@ -185,8 +182,8 @@ type Plan struct {
 	// OSPFSecret signs OSPF and OSPFv3 between the router and ospf1
 	// (HMAC-SHA-256), fresh for each lab.
 	OSPFSecret string
-	// SFlow and SFlowRate are the LBs' sFlow collector and sampling
-	// rate (Options).
+	// SFlow and SFlowRate are the router's sFlow collector and sampling
+	// rate (Options), in the VCPs' configs.
 	SFlow     netip.AddrPort
 	SFlowRate uint32
 }
@@ -293,6 +290,9 @@ func WriteConfigs(run string, o Options) (*Plan, error) {
 		Capacity   int
 		FIB6Lines  int    // 0: the default pool
 		OSPFSecret string // the VCPs'
+		// SFlow and SFlowRate: the VCPs' sFlow export (none: invalid).
+		SFlow     netip.AddrPort
+		SFlowRate uint32
 	}
 	fib6Lines := 0
 	if lines := routerapi.FIB6LinesFor(p.Prefixes6, 16); lines > routerapi.DefaultFIB6Lines*3/4 {
@@ -300,8 +300,8 @@ func WriteConfigs(run string, o Options) (*Plan, error) {
 	}
 	steps := []error{
 		write("lb1.yaml", "lb1", p), write("lb2.yaml", "lb2", p),
-		write("vcp1.yaml", "vcp", element{Run: run, Name: "vcp1", OSPFSecret: p.OSPFSecret}),
-		write("vcp2.yaml", "vcp", element{Run: run, Name: "vcp2", OSPFSecret: p.OSPFSecret}),
+		write("vcp1.yaml", "vcp", element{Run: run, Name: "vcp1", OSPFSecret: p.OSPFSecret, SFlow: p.SFlow, SFlowRate: p.SFlowRate}),
+		write("vcp2.yaml", "vcp", element{Run: run, Name: "vcp2", OSPFSecret: p.OSPFSecret, SFlow: p.SFlow, SFlowRate: p.SFlowRate}),
 		write("ospf1-bird.conf", "ospf1", p),
 		write("bgp1-bgpd.conf", "text", BGP1(p).Config()), write("bgp1.sh", "bgp1.sh", p),
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/router/routerapi"
+	"github.com/msr-router/msr/vcp"
 )
 
 // TestWriteConfigsFullTable: asked for more prefixes than the RouteViews
@@ -93,19 +94,23 @@ func TestWriteConfigsIPv6Table(t *testing.T) {
 	}
 }
 
-// TestWriteConfigsSFlow: with a collector, both LBs' configs say sFlow
-// to it from the router's one agent address, each LB its sub-agent.
+// TestWriteConfigsSFlow: with a collector, both VCPs' configs say sFlow
+// to it from the router's one agent address (the LBs' files do not: the
+// VCP gives them the router's export), and the configs load.
 func TestWriteConfigsSFlow(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := WriteConfigs(dir, Options{Prefixes: 3000, SFlow: netip.MustParseAddrPort("10.0.0.40:6343"), SFlowRate: 100}); err != nil {
 		t.Fatal(err)
 	}
-	for i, lb := range []string{"lb1", "lb2"} {
-		b, _ := os.ReadFile(filepath.Join(dir, lb+".yaml"))
-		for _, want := range []string{"sflow:\n  collectors: [\"10.0.0.40:6343\"]\n  agent_address: 192.0.2.1\n  sampling_rate: 100\n", fmt.Sprintf("  sub_agent: %d\n", i+1)} {
-			if !strings.Contains(string(b), want) {
-				t.Errorf("%s.yaml lacks %q:\n%s", lb, want, b)
-			}
+	for _, name := range []string{"vcp1", "vcp2", "lb1", "lb2"} {
+		b, _ := os.ReadFile(filepath.Join(dir, name+".yaml"))
+		want := "sflow:\n  collectors: [\"10.0.0.40:6343\"]\n  agent_address: 192.0.2.1\n  sampling_rate: 100\n"
+		if has := strings.Contains(string(b), want); has != strings.HasPrefix(name, "vcp") {
+			t.Errorf("%s.yaml has the sflow section: %v:\n%s", name, has, b)
 		}
+	}
+	c, err := vcp.LoadConfig(filepath.Join(dir, "vcp1.yaml"))
+	if err != nil || c.SFlow == nil || c.SFlow.SamplingRate != 100 {
+		t.Errorf("vcp1.yaml: %v", err)
 	}
 }

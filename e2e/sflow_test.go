@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -13,11 +14,13 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/lb/lbapi"
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
-// TestSFlow: the default lab's LBs export sFlow, 1 in 100 of the frames
-// into their external ports, to pmacct's sfacctd on mon; iperf3 sends
+// TestSFlow: the default lab's LBs export sFlow as the VCP's config says,
+// 1 in 100 of the frames into their external ports, to pmacct's sfacctd
+// on mon; iperf3 sends
 // from h1 to h3 for 5 s. The collector's bytes from h1 to h3, scaled by
 // the sampling rate (-R), come within 10% to what h1 sent for them: the
 // frames' bytes h1's interface counted, with their FCS (sFlow's frame
@@ -40,6 +43,7 @@ func h1Sent(t *testing.T) float64 {
 
 func TestSFlow(t *testing.T) {
 	upDefaultLabWith(t, demo.Options{Prefixes: 300, SFlow: netip.MustParseAddrPort("10.0.0.40:6343"), SFlowRate: 100})
+	waitRouterExport(t)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777) // sfacctd may drop privileges to write
 	out := filepath.Join(dir, "sfacct.csv")
@@ -125,6 +129,35 @@ func TestSFlow(t *testing.T) {
 	}
 	if len(agents) != 1 || !agents["192.0.2.1"] && !agents["10.0.0.31"] {
 		t.Errorf("the samples came from agents %v, want the router's one, 192.0.2.1", agents)
+	}
+}
+
+// waitRouterExport waits until both LBs export what the VCP's config
+// says: the router's sflow section, in place of their files' (none), each
+// of their external ports at 1 in 100.
+func waitRouterExport(t *testing.T) {
+	t.Helper()
+	ports := map[string]int{"lb1": 2, "lb2": 1}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ready := 0
+		var last []string
+		for lb, n := range ports {
+			s, err := demo.LBStatus(lb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x := s.SFlow; x != nil && x.Export != nil && x.Export.From == lbapi.SFlowFromVCP && len(x.Export.Rates) == n &&
+				x.Export.AgentAddress == netip.MustParseAddr("192.0.2.1") {
+				ready++
+			}
+			last = append(last, fmt.Sprintf("%s: %+v", lb, s.SFlow))
+		}
+		if ready == len(ports) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the LBs do not export the router's sFlow config after 10 s: %v", last)
+		}
 	}
 }
 

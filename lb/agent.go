@@ -41,7 +41,7 @@ type Agent struct {
 	conns  map[string]*dist.Conn
 	log    *slog.Logger
 
-	// sflow is the sFlow export (nil: none configured).
+	// sflow is the sFlow export (sflow.go).
 	sflow *exporter
 	// trace is msr trace's reports (trace.go).
 	trace trace.Recorder
@@ -162,11 +162,6 @@ func (a *Agent) setup(keys dist.Keyring) error {
 		return err
 	}
 	a.dp = dp
-	if a.cfg.SFlow != nil {
-		if a.sflow, err = newExporter(a); err != nil {
-			return fmt.Errorf("sflow: %w", err)
-		}
-	}
 	for _, m := range dp.Migrated {
 		a.log.Warn("data path map of an older layout migrated", "map", m.Map, "entries", m.Entries, "empty", m.Empty, "why", m.Why)
 	}
@@ -177,6 +172,9 @@ func (a *Agent) setup(keys dist.Keyring) error {
 		}
 		a.ports = append(a.ports, &agentPort{name: pc.Name, ifindex: ifi.Index, index: uint8(i), mac: ifi.HardwareAddr, role: pc.Role,
 			vlan: pc.VLAN, prefix: pc.Address, prefix6: pc.Address6, isDefault: pc.Default, speed: pc.CapacityMbps, capPPS: pc.CapacityPPS, auto: pc.Auto, sflowRate: pc.SFlowRate})
+	}
+	if a.sflow, err = newExporter(a); err != nil {
+		return err
 	}
 	a.readLinks()
 	skip := func(ifname string) bool {
@@ -379,17 +377,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopTrace()
-	if a.sflow != nil {
-		rd, err := a.dp.SampleReader()
-		if err != nil {
-			return fmt.Errorf("sflow: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.sflow.run(ctx, rd)
-		}()
+	if err := a.sflow.runFrom(ctx); err != nil {
+		return err
 	}
+	defer a.sflow.wg.Wait()
 	for name, c := range a.conns {
 		wg.Add(1)
 		go func() {
@@ -563,6 +554,9 @@ func (a *Agent) applyPortConfig(m *dist.PortConfig) {
 			p.role, p.vlan, p.prefix, p.prefix6 = uint8(s.Role), s.VLAN, s.Prefix, s.Prefix6
 			p.isDefault = s.Flags&dist.PortFlagDefaultInternal != 0
 			p.urpf = s.Flags&dist.PortFlagURPF != 0
+			if p.role != RoleExternal {
+				p.sflowRate = 0
+			}
 			if err := a.writePort(p); err != nil {
 				a.log.Error("PORT_CONFIG", "port", a.portName(p), "err", err)
 			}
@@ -571,6 +565,7 @@ func (a *Agent) applyPortConfig(m *dist.PortConfig) {
 			}
 		}
 	}
+	a.applySampleRates()
 	a.writeConfig()
 	a.applyPeers()
 }
@@ -798,7 +793,7 @@ func (a *Agent) Close() error {
 		c.Close()
 	}
 	if a.sflow != nil {
-		a.sflow.conn.Close() // run closes it too, if it ran
+		a.sflow.close()
 	}
 	for _, l := range a.links {
 		l.Close()
@@ -881,9 +876,7 @@ func (a *Agent) Status() *lbapi.Status {
 		s.Backends = append(s.Backends, bs)
 	}
 	sort.Slice(s.Backends, func(i, j int) bool { return s.Backends[i].MAC < s.Backends[j].MAC })
-	if a.sflow != nil {
-		s.SFlow = a.sflow.status()
-	}
+	s.SFlow = a.sflow.status()
 	s.Table = lbapi.TableStatus{Generation: a.tableGen, Shares: map[string]int{}}
 	if a.table != nil {
 		s.Table.Mode = a.table.Mode.String()

@@ -11,6 +11,7 @@ import (
 	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/config"
 	"github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/sflow"
 )
 
 // FileConfig is `msr lb --config FILE.yaml` as written: everything an LB
@@ -52,19 +53,9 @@ type FileConfig struct {
 	Pos      config.Pos       `yaml:"-"`
 }
 
-// SFlowFileConfig is the LB's sFlow export as written: the collectors
-// (ADDR:PORT), the router's agent address and this LB's sub-agent id in
-// it (default: the first external port's address, the LB's id), the
-// external ports' sampling rate (1 in N; a port's sflow_rate overrides
-// it, 0 off), and how often each port's counters are sent.
-type SFlowFileConfig struct {
-	Collectors      []netip.AddrPort `yaml:"collectors" msr:"required"`
-	AgentAddress    netip.Addr       `yaml:"agent_address"`
-	SubAgent        uint32           `yaml:"sub_agent"`
-	SamplingRate    uint32           `yaml:"sampling_rate"`
-	CounterInterval time.Duration    `yaml:"counter_interval"`
-	Pos             config.Pos       `yaml:"-"`
-}
+// SFlowFileConfig is the LB's sFlow export as written (sub_agent: default
+// the LB's id).
+type SFlowFileConfig = sflow.FileConfig
 
 // PortConfig is one port in the file.
 type PortConfig struct {
@@ -140,11 +131,10 @@ type SFlowConfig struct {
 	CounterInterval time.Duration
 }
 
-// sFlow's defaults: the specification's counter interval; a sampling
-// rate suited to links of a few Gbit/s.
+// sFlow's defaults (internal/sflow).
 const (
-	DefaultSFlowRate            = 1000
-	DefaultSFlowCounterInterval = 20 * time.Second
+	DefaultSFlowRate            = sflow.DefaultRate
+	DefaultSFlowCounterInterval = sflow.DefaultCounterInterval
 )
 
 // StaticBackend is a back-end the file names.
@@ -275,28 +265,14 @@ func (c *FileConfig) parseSFlow(ports []PortSpec) (*SFlowConfig, error) {
 		}
 		return nil, nil
 	}
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
 	out := &SFlowConfig{Collectors: s.Collectors, AgentAddress: s.AgentAddress, SubAgent: s.SubAgent, CounterInterval: s.CounterInterval}
-	for _, col := range s.Collectors {
-		if !col.IsValid() || col.Port() == 0 || col.Addr().IsUnspecified() || col.Addr().IsMulticast() {
-			return nil, s.Pos.Errorf("sflow collector %s: a unicast ADDR:PORT", col)
-		}
-	}
-	if len(s.Collectors) == 0 {
-		return nil, s.Pos.Errorf("sflow: no collectors")
-	}
-	if out.CounterInterval == 0 {
-		out.CounterInterval = DefaultSFlowCounterInterval
-	}
-	if out.CounterInterval < time.Second || out.CounterInterval > time.Hour {
-		return nil, s.Pos.Errorf("sflow counter_interval %v: 1s to 1h", out.CounterInterval)
-	}
 	if out.SubAgent == 0 {
 		out.SubAgent = uint32(c.ID)
 	}
 	rate := s.SamplingRate
-	if rate == 0 {
-		rate = DefaultSFlowRate
-	}
 	for i := range ports {
 		p := c.Ports[ports[i].Name]
 		if ports[i].Role != RoleExternal {
@@ -307,6 +283,9 @@ func (c *FileConfig) parseSFlow(ports []PortSpec) (*SFlowConfig, error) {
 		}
 		ports[i].SFlowRate = rate
 		if p.SFlowRate != nil {
+			if *p.SFlowRate > sflow.MaxRate {
+				return nil, p.Pos.Errorf("port %s: sflow_rate %d: at most %d", ports[i].Name, *p.SFlowRate, sflow.MaxRate)
+			}
 			ports[i].SFlowRate = *p.SFlowRate
 		}
 		if !out.AgentAddress.IsValid() {

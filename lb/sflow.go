@@ -1,9 +1,12 @@
 package lb
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -27,28 +30,221 @@ const (
 	sflowBatch = 8
 )
 
-// exporter sends the LB's samples and counters.
+// exporter sends the LB's samples and counters. Its export is the LB
+// file's, or the router's the VCP sets in its place (SetSFlow); its
+// reader starts with the first export and runs while the agent does.
 type exporter struct {
-	cfg   *SFlowConfig
 	a     *Agent
-	conn  *net.UDPConn
 	start time.Time
+	// file is the LB file's export (nil: none).
+	file *lbapi.SFlowExport
+	// reconf tells run that the export changed.
+	reconf chan struct{}
+	wg     sync.WaitGroup
 
 	mu sync.Mutex
+	// export is the export in force (nil: none), cfg it as sent.
+	export  *lbapi.SFlowExport
+	cfg     *SFlowConfig
+	ctx     context.Context // the agent's run; nil before
+	running bool
+	conn    *net.UDPConn
 	// seq numbers the datagrams; flowSeq and counterSeq each port's
 	// samples, by index.
 	seq                 uint32
 	flowSeq, counterSeq [MaxPorts]uint32
 	stats               lbapi.SFlowStatus
-	talkers             talkers
+	// refused counts the exports the API refused.
+	refused uint64
+	talkers talkers
 }
 
+// newExporter is the agent's exporter, with the file's export in force.
+// Its socket is opened here, in the agent's network namespace; it only
+// sends, so what comes to it is left to its smallest buffer.
 func newExporter(a *Agent) (*exporter, error) {
 	conn, err := net.ListenUDP("udp", nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sflow: %w", err)
 	}
-	return &exporter{cfg: a.cfg.SFlow, a: a, conn: conn, start: time.Now()}, nil
+	conn.SetReadBuffer(1)
+	e := &exporter{a: a, start: time.Now(), reconf: make(chan struct{}, 1), conn: conn}
+	if c := a.cfg.SFlow; c != nil {
+		e.file = &lbapi.SFlowExport{From: lbapi.SFlowFromFile, Collectors: c.Collectors, AgentAddress: c.AgentAddress, SubAgent: c.SubAgent,
+			CounterInterval: uint32(c.CounterInterval / time.Second), Rates: map[string]uint32{}}
+		for _, p := range a.ports {
+			if p.sflowRate > 0 {
+				e.file.Rates[p.mac.String()] = p.sflowRate
+			}
+		}
+	}
+	e.setExport(e.file)
+	return e, nil
+}
+
+// setExport puts x in force (nil: none).
+func (e *exporter) setExport(x *lbapi.SFlowExport) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.export, e.cfg = x, nil
+	if x != nil {
+		e.cfg = &SFlowConfig{Collectors: x.Collectors, AgentAddress: x.AgentAddress, SubAgent: x.SubAgent,
+			CounterInterval: time.Duration(x.CounterInterval) * time.Second}
+		if e.cfg.SubAgent == 0 {
+			e.cfg.SubAgent = uint32(e.a.cfg.ID)
+		}
+	}
+	select {
+	case e.reconf <- struct{}{}:
+	default:
+	}
+}
+
+// SetSFlow puts the router's export, x, in place of the file's (nil: the
+// file's again) and samples each external port at its rate. An export
+// that does not check is refused and counted.
+func (a *Agent) SetSFlow(x *lbapi.SFlowExport) error {
+	e := a.sflow
+	if x != nil {
+		if err := a.checkExport(x); err != nil {
+			e.countRefused()
+			a.log.Warn("sflow export refused", "err", err)
+			return err
+		}
+		x.From = lbapi.SFlowFromVCP
+	} else {
+		x = e.file
+	}
+	e.setExport(x)
+	a.mu.Lock()
+	a.applySampleRates()
+	a.mu.Unlock()
+	a.log.Info("sflow export", "from", fromOf(x), "collectors", collectorsOf(x))
+	return e.ensureRunning()
+}
+
+func fromOf(x *lbapi.SFlowExport) string {
+	if x == nil {
+		return "none"
+	}
+	return x.From
+}
+
+func collectorsOf(x *lbapi.SFlowExport) []netip.AddrPort {
+	if x == nil {
+		return nil
+	}
+	return x.Collectors
+}
+
+// checkExport checks an export from the API: collectors, agent address,
+// interval, and rates for ports this LB has (their MACs made canonical).
+func (a *Agent) checkExport(x *lbapi.SFlowExport) error {
+	if x.From != "" {
+		return errors.New("sflow: from is the LB's to say")
+	}
+	if len(x.Collectors) == 0 {
+		return errors.New("sflow: no collectors")
+	}
+	if err := sflow.CheckCollectors(x.Collectors); err != nil {
+		return fmt.Errorf("sflow: %w", err)
+	}
+	if !sflow.Unicast(x.AgentAddress) {
+		return fmt.Errorf("sflow agent_address %s: a unicast address", x.AgentAddress)
+	}
+	if err := sflow.CheckInterval(time.Duration(x.CounterInterval) * time.Second); err != nil {
+		return fmt.Errorf("sflow counter_interval_s: %w", err)
+	}
+	if len(x.Rates) > MaxPorts {
+		return fmt.Errorf("sflow: %d rates, at most %d", len(x.Rates), MaxPorts)
+	}
+	rates := map[string]uint32{}
+	for s, rate := range x.Rates {
+		mac, err := net.ParseMAC(s)
+		if err != nil || len(mac) != 6 || a.portByMAC(mac) == nil {
+			return fmt.Errorf("sflow rate of %q: not a port of this LB", s)
+		}
+		if rate > sflow.MaxRate {
+			return fmt.Errorf("sflow rate of %s: %d, at most %d", mac, rate, sflow.MaxRate)
+		}
+		if rate > 0 {
+			rates[mac.String()] = rate
+		}
+	}
+	x.Rates = rates
+	return nil
+}
+
+// portByMAC is the port with the MAC (nil: none).
+func (a *Agent) portByMAC(mac net.HardwareAddr) *agentPort {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.ports {
+		if bytes.Equal(p.mac, mac) {
+			return p
+		}
+	}
+	return nil
+}
+
+// applySampleRates samples each external port at the export's rate for
+// it, the others not at all. Call with a.mu.
+func (a *Agent) applySampleRates() {
+	e := a.sflow
+	e.mu.Lock()
+	x := e.export
+	e.mu.Unlock()
+	for _, p := range a.ports {
+		var rate uint32
+		if x != nil && p.role == RoleExternal {
+			rate = x.Rates[p.mac.String()]
+		}
+		if rate == p.sflowRate {
+			continue
+		}
+		if err := a.dp.SetSampleRate(p.ifindex, rate); err != nil {
+			a.log.Error("sflow rate", "port", a.portName(p), "err", err)
+			continue
+		}
+		p.sflowRate = rate
+	}
+}
+
+// exportOf is the export in force (nil: none).
+func (e *exporter) exportOf() *lbapi.SFlowExport {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.export
+}
+
+// runFrom starts the exporter at the agent's run if an export is in
+// force, else at the first one; it stops with ctx.
+func (e *exporter) runFrom(ctx context.Context) error {
+	e.mu.Lock()
+	e.ctx = ctx
+	e.mu.Unlock()
+	return e.ensureRunning()
+}
+
+// ensureRunning starts the reader and run once there is an export and a
+// run to tie them to.
+func (e *exporter) ensureRunning() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running || e.ctx == nil || e.export == nil {
+		return nil
+	}
+	rd, err := e.a.dp.SampleReader()
+	if err != nil {
+		return fmt.Errorf("sflow: %w", err)
+	}
+	e.running = true
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.run(e.ctx, rd)
+	}()
+	return nil
 }
 
 // run reads the samples and sends them, and the counters each interval,
@@ -58,7 +254,7 @@ func (e *exporter) run(ctx context.Context, rd *perf.Reader) {
 	var pending []portSample
 	flush := time.NewTicker(sflowFlush)
 	defer flush.Stop()
-	counters := time.NewTicker(e.cfg.CounterInterval)
+	counters := time.NewTicker(time.Hour)
 	defer counters.Stop()
 	samples := make(chan portSample, 1024)
 	go e.read(ctx, rd, samples)
@@ -66,6 +262,10 @@ func (e *exporter) run(ctx context.Context, rd *perf.Reader) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-e.reconf:
+			if c := e.config(); c != nil {
+				counters.Reset(c.CounterInterval)
+			}
 		case s := <-samples:
 			if pending = append(pending, s); len(pending) >= sflowBatch {
 				e.sendFlows(pending)
@@ -82,6 +282,13 @@ func (e *exporter) run(ctx context.Context, rd *perf.Reader) {
 			e.sendCounters()
 		}
 	}
+}
+
+// config is the export as sent (nil: none).
+func (e *exporter) config() *SFlowConfig {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cfg
 }
 
 // portSample is a flow sample and the index of the port it was taken on.
@@ -127,18 +334,18 @@ func (e *exporter) read(ctx context.Context, rd *perf.Reader, out chan<- portSam
 			continue
 		}
 		index, length, header, err := ParseSample(rec.RawSample)
-		p := e.a.portByIndex(index)
-		if err != nil || p == nil || p.role != RoleExternal || p.sflowRate == 0 {
+		vlan, rate := e.a.sampling(index)
+		if err != nil || rate == 0 {
 			e.mu.Lock()
 			e.stats.Malformed++
 			e.mu.Unlock()
 			continue
 		}
 		e.mu.Lock()
-		e.talkers.add(time.Now(), header, length, p.sflowRate)
+		e.talkers.add(time.Now(), header, length, rate)
 		e.flowSeq[index]++
-		s := portSample{index, sflow.FlowSample{Sequence: e.flowSeq[index], SourceIndex: uint32(p.vlan), Rate: p.sflowRate,
-			Input: uint32(p.vlan), FrameLength: length + 4, Stripped: 4, Header: header}}
+		s := portSample{index, sflow.FlowSample{Sequence: e.flowSeq[index], SourceIndex: uint32(vlan), Rate: rate,
+			Input: uint32(vlan), FrameLength: length + 4, Stripped: 4, Header: header}}
 		e.stats.Samples++
 		e.mu.Unlock()
 		select {
@@ -180,14 +387,19 @@ func (e *exporter) sendCounters() {
 // collector.
 func (e *exporter) send(d *sflow.Datagram) {
 	e.mu.Lock()
+	cfg := e.cfg
+	if cfg == nil {
+		e.mu.Unlock()
+		return
+	}
 	e.seq++
-	d.Agent, d.SubAgent, d.Sequence, d.UptimeMs = e.cfg.AgentAddress, e.cfg.SubAgent, e.seq, uint32(time.Since(e.start).Milliseconds())
+	d.Agent, d.SubAgent, d.Sequence, d.UptimeMs = cfg.AgentAddress, cfg.SubAgent, e.seq, uint32(time.Since(e.start).Milliseconds())
 	e.mu.Unlock()
 	b, err := d.Marshal()
 	if err != nil {
 		return
 	}
-	for _, c := range e.cfg.Collectors {
+	for _, c := range cfg.Collectors {
 		_, err := e.conn.WriteToUDPAddrPort(b, c)
 		e.mu.Lock()
 		if err != nil {
@@ -199,18 +411,32 @@ func (e *exporter) send(d *sflow.Datagram) {
 	}
 }
 
-// status is the export's counters.
+// status is the export and its counters (nil: no export in force).
 func (e *exporter) status() *lbapi.SFlowStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.export == nil {
+		return nil
+	}
 	s := e.stats
+	s.Export, s.Refused = e.export, e.refused
 	s.Top = e.talkers.top(time.Now())
 	return &s
 }
 
-// portByIndex is the port of an index (nil: none). A port's index, role
-// (an external one's), VLAN and sampling rate do not change while the
-// agent runs.
+// sampling is the VLAN of the port of an index and its sampling rate (0:
+// none, or no such port).
+func (a *Agent) sampling(index uint8) (vlan uint16, rate uint32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if int(index) < len(a.ports) && a.ports[index].role == RoleExternal {
+		return a.ports[index].vlan, a.ports[index].sflowRate
+	}
+	return 0, 0
+}
+
+// portByIndex is the port of an index (nil: none). A port's index and name
+// do not change while the agent runs.
 func (a *Agent) portByIndex(index uint8) *agentPort {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -240,4 +466,16 @@ func (p *agentPort) speedMbps() uint32 {
 		return p.link.SpeedMbps
 	}
 	return p.speed
+}
+
+// close closes the exporter's socket (run closes it too, if it ran).
+func (e *exporter) close() {
+	e.conn.Close()
+}
+
+// countRefused counts an export the API refused.
+func (e *exporter) countRefused() {
+	e.mu.Lock()
+	e.refused++
+	e.mu.Unlock()
 }

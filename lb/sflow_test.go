@@ -4,12 +4,16 @@ import (
 	"encoding/binary"
 	"math"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/msr-router/msr/internal/netns"
 	"github.com/msr-router/msr/lab"
+	"github.com/msr-router/msr/lb/lbapi"
 )
 
 // sflowSeen is what a test collector read of the datagrams: flow samples
@@ -123,4 +127,49 @@ func TestLBSFlow(t *testing.T) {
 	if st := l.agent.Status().SFlow; st == nil || st.Samples != uint64(seen.flows) || st.Lost != 0 || st.SendErrors != 0 {
 		t.Errorf("the LB's sflow status %+v, the collector got %d samples", st, seen.flows)
 	}
+
+	// The router's export, as the VCP sets it: e0 at 1 in 4, the agent
+	// address its own. Hostile PUTs first: each refused and counted, the
+	// export in force unchanged.
+	e0 := l.agent.ports[0].mac.String()
+	col := cfg.SFlow.Collectors[0]
+	for _, body := range []string{
+		`{"collectors":["` + col.String() + `"],"agent_address":"192.0.2.9","counter_interval_s":1,"rates":{"02:00:00:00:99:99":4}}`,
+		`{"collectors":["224.0.0.1:6343"],"agent_address":"192.0.2.9","counter_interval_s":1}`,
+		`{"collectors":["` + col.String() + `"],"agent_address":"0.0.0.0","counter_interval_s":1}`,
+		`{"collectors":["` + col.String() + `"],"agent_address":"192.0.2.9","counter_interval_s":0}`,
+		`{"collectors":["` + col.String() + `"],"agent_address":"192.0.2.9","counter_interval_s":1,"rates":{"` + e0 + `":4294967295}}`,
+		`{"collectors":["` + col.String() + `"],"agent_address":"192.0.2.9","counter_interval_s":1,"from":"file"}`,
+		`{"collectors":["` + col.String() + `"],"agent_address":"192.0.2.9","counter_interval_s":1,"unknown":1}`,
+		`{"collectors":`,
+	} {
+		if code, _ := sflowAPI(l.agent, "PUT", body); code != http.StatusBadRequest {
+			t.Errorf("PUT %s: %d, want 400", body, code)
+		}
+	}
+	st := l.agent.Status().SFlow
+	if st == nil || st.Refused != 8 || st.Export.From != lbapi.SFlowFromFile || l.agent.ports[0].sflowRate != rate {
+		t.Fatalf("after hostile PUTs: %+v, e0 at 1 in %d", st, l.agent.ports[0].sflowRate)
+	}
+	body := `{"collectors":["` + col.String() + `"],"agent_address":"192.0.2.9","counter_interval_s":1,"rates":{"` + strings.ToUpper(e0) + `":4}}`
+	if code, answer := sflowAPI(l.agent, "PUT", body); code != http.StatusOK || !strings.Contains(answer, `"from":"vcp"`) {
+		t.Fatalf("PUT the router's export: %d %s", code, answer)
+	}
+	go func() { seenc <- readSFlow(t, collector, 3*time.Second) }()
+	sent = l.send(time.Second, 20_000)
+	seen = <-seenc
+	want = float64(sent) / 4
+	if sigma := math.Sqrt(float64(sent) * 0.25 * 0.75); math.Abs(float64(seen.flows)-want) > 5*sigma || seen.rates[4] != seen.flows || seen.agent != netip.MustParseAddr("192.0.2.9") {
+		t.Errorf("the router's export: %d samples of %d frames, rates %v, agent %v; want %.0f ± %.0f at 1 in 4 from 192.0.2.9", seen.flows, sent, seen.rates, seen.agent, want, 5*sigma)
+	}
+	if code, answer := sflowAPI(l.agent, "DELETE", ""); code != http.StatusOK || !strings.Contains(answer, `"from":"file"`) || l.agent.ports[0].sflowRate != rate {
+		t.Errorf("DELETE: %d %s, e0 at 1 in %d", code, answer, l.agent.ports[0].sflowRate)
+	}
+}
+
+// sflowAPI asks the agent's API at PathSFlow.
+func sflowAPI(a *Agent, method, body string) (int, string) {
+	w := httptest.NewRecorder()
+	a.Handler().ServeHTTP(w, httptest.NewRequest(method, lbapi.PathSFlow, strings.NewReader(body)))
+	return w.Code, w.Body.String()
 }

@@ -30,8 +30,10 @@ type Agent struct {
 	// election is VRRP between this VCP and its twin (nil: always active).
 	election *Election
 	log      *slog.Logger
-	token    string      // of the management API, for relaying to elements
-	apiTLS   *tls.Config // the elements' APIs' TLS (nil: plain HTTP)
+	// sflowKick has syncSFlow look at the LBs' exports now (sflow.go).
+	sflowKick chan struct{}
+	token     string      // of the management API, for relaying to elements
+	apiTLS    *tls.Config // the elements' APIs' TLS (nil: plain HTTP)
 	// ribPassword is the RIB feed's TCP-MD5 key (dist.Key.RIBPassword).
 	ribPassword string
 
@@ -157,7 +159,7 @@ func NewAgent(cfg *Config, log *slog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: log.With("component", "vcp", "vcp", cfg.Name),
 		elements: topology{}, op: newOperatorState(), links: newMirrorLinks(), loads: map[string]*loadState{},
 		pushed: map[uint64]*lbPush{}, backendPushes: map[uint64]*backendPush{}, limitHits: map[string]uint64{},
-		ribPassword: keys.RIB, started: time.Now(), ports: map[uint16]*PortState{}}
+		ribPassword: keys.RIB, started: time.Now(), ports: map[uint16]*PortState{}, sflowKick: make(chan struct{}, 1)}
 	if a.sender, err = dist.NewSender(cfg.ID, keys.Seal); err != nil {
 		return nil, err
 	}
@@ -225,6 +227,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.mirrors.Run(ctx)
 	go a.applyMirrorLinks(ctx)
 	go a.watchPeers(ctx)
+	go a.syncSFlow(ctx)
 	if a.cfg.SNMP != nil {
 		if err := a.startSNMP(ctx, a.cfg.SNMP, a.cfg.runDir()); err != nil {
 			return err
@@ -325,12 +328,18 @@ func (a *Agent) heard(id uint64, mac net.HardwareAddr, h *dist.Hello, arrived ti
 		a.elements[id] = e
 		a.log.Info("element appeared", "id", fmt.Sprintf("%#x", id), "role", roleName(h.Role), "name", h.Name)
 		a.event("%s %s appeared", roleName(h.Role), h.Name)
+		if h.Role == dist.RoleLB {
+			a.kickSFlow()
+		}
 	case !e.alive:
 		// The silence between two hellos' arrivals: past the hold, the
 		// element (or the interconnect) was late, not this VCP.
 		silent := arrived.Sub(e.last).Round(time.Millisecond)
 		a.log.Info("element came back", "name", h.Name, "silent", silent)
 		a.event("%s %s came back (silent %v)", roleName(h.Role), h.Name, silent)
+		if h.Role == dist.RoleLB {
+			a.kickSFlow()
+		}
 	}
 	if h.Role == dist.RoleRouter && (!a.active || e.hello == nil || h.OperatorVersion > a.op.versions[h.Name]) {
 		if a.active && e.hello != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/config"
 	elementcfg "github.com/msr-router/msr/internal/element"
+	"github.com/msr-router/msr/internal/sflow"
 )
 
 // FileConfig is `msr vcp --config FILE.yaml`: the router as a whole.
@@ -44,6 +45,9 @@ type FileConfig struct {
 	Standby *StandbyConfig `yaml:"standby"`
 	// SNMP makes the router answer SNMP (snmp.go); none: it does not.
 	SNMP *SNMPConfig `yaml:"snmp"`
+	// SFlow has the LBs export sFlow v5 from the router's external ports
+	// as one agent (sflow.go); none: each LB's own file says.
+	SFlow *sflow.FileConfig `yaml:"sflow"`
 	// AsStandby is `msr vcp --standby`: the lower VRRP priority, so the
 	// other VCP wins when both start together.
 	AsStandby bool            `yaml:"-"`
@@ -747,9 +751,12 @@ type ExternalPortConfig struct {
 	// loose on a port with a routing protocol (a BGP peer on it, OSPF or
 	// RIP of either family), off on the others (docs/operations.md,
 	// "Hardening").
-	URPF string           `yaml:"urpf"`
-	Pos  config.Pos       `yaml:"-"`
-	mac  net.HardwareAddr // MAC, parsed by complete
+	URPF string `yaml:"urpf"`
+	// SFlowRate samples 1 in N of the port's frames in for sFlow (0: none)
+	// instead of the sflow section's sampling_rate.
+	SFlowRate *uint32          `yaml:"sflow_rate"`
+	Pos       config.Pos       `yaml:"-"`
+	mac       net.HardwareAddr // MAC, parsed by complete
 }
 
 // StaticNeighborConfig is one static neighbour of an external port: an
@@ -830,7 +837,7 @@ func (c *FileConfig) Parse() (*Config, error) {
 		return nil, err
 	}
 	cfg := &Config{FileConfig: c, LBModes: map[string]dist.BalanceMode{}}
-	for _, step := range []func() error{func() error { return c.parseModes(cfg) }, c.expandPortRanges, c.completePorts, c.completeSNMP, c.completeStandby, c.completeRouting} {
+	for _, step := range []func() error{func() error { return c.parseModes(cfg) }, c.expandPortRanges, c.completePorts, c.completeSNMP, c.completeSFlow, c.completeStandby, c.completeRouting} {
 		if err := step(); err != nil {
 			return nil, err
 		}
@@ -931,6 +938,37 @@ func (c *FileConfig) completeSNMP() error {
 		if err := c.SNMP.complete(c.Name, mgmt); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// completeSFlow checks the sflow section and the ports' rates, and gives
+// the export the first external port's address as its agent's if it
+// names none.
+func (c *FileConfig) completeSFlow() error {
+	s := c.SFlow
+	for _, p := range c.ExternalPorts {
+		switch {
+		case p.SFlowRate != nil && s == nil:
+			return p.Pos.Errorf("sflow_rate without an sflow section: no collector to send to")
+		case p.SFlowRate != nil && *p.SFlowRate > sflow.MaxRate:
+			return p.Pos.Errorf("sflow_rate %d: at most %d", *p.SFlowRate, sflow.MaxRate)
+		}
+	}
+	if s == nil {
+		return nil
+	}
+	if s.SubAgent != 0 {
+		return s.Pos.Errorf("sflow sub_agent: each LB is a sub-agent of its own id")
+	}
+	if err := s.Check(); err != nil {
+		return err
+	}
+	if !s.AgentAddress.IsValid() {
+		if len(c.ExternalPorts) == 0 {
+			return s.Pos.Errorf("sflow: no agent_address and no external port to take one from")
+		}
+		s.AgentAddress = c.ExternalPorts[0].Address.Addr()
 	}
 	return nil
 }

@@ -549,6 +549,7 @@ func (a *Agent) become(active bool) {
 	}
 	if active {
 		a.log.Info("active: this VCP took over")
+		a.kickSFlow()
 	} else {
 		a.log.Info("standby")
 	}

@@ -129,6 +129,7 @@ func (a *Agent) reload(o ReloadOptions, p *pendingConfirm) (*vcpapi.ReloadResult
 	a.cfg, a.suite = next, suite
 	clear(a.op.capacities) // the file's capacities now
 	a.mu.Unlock()
+	a.kickSFlow()
 	if o.data != nil {
 		if err := writeConfigFile(old.Pos.File, data); err != nil {
 			return nil, err
@@ -185,6 +186,7 @@ func diffConfig(old, next *Config) ([]string, error) {
 	ch = append(ch, diffKeyed("external port", portLines(old), portLines(next))...)
 	ch = append(ch, diffKeyed("routing", routingLines(old.Routing), routingLines(next.Routing))...)
 	ch = append(ch, diffKeyed("acl", aclLines(old), aclLines(next))...)
+	ch = append(ch, diffKeyed("sflow", sflowLines(old), sflowLines(next))...)
 	sort.Strings(ch)
 	return ch, nil
 }
@@ -321,12 +323,25 @@ func portLines(c *Config) map[string]string {
 			line += fmt.Sprintf(" description %q", p.Description)
 		}
 		line += " urpf " + c.urpfOf(p).String()
+		if p.SFlowRate != nil {
+			line += fmt.Sprintf(" sflow_rate %d", *p.SFlowRate)
+		}
 		for _, n := range p.Neighbors {
 			line += fmt.Sprintf(" neighbor %s %s", n.Address, n.mac)
 		}
 		m[fmt.Sprintf("VLAN %d", p.VLAN)] = line
 	}
 	return m
+}
+
+// sflowLines are the sflow section's settings (none: no section).
+func sflowLines(c *Config) map[string]string {
+	s := c.SFlow
+	if s == nil {
+		return map[string]string{}
+	}
+	return map[string]string{"collectors": fmt.Sprint(s.Collectors), "agent_address": s.AgentAddress.String(),
+		"sampling_rate": fmt.Sprint(s.SamplingRate), "counter_interval": s.CounterInterval.String()}
 }
 
 func routingLines(r *RoutingConfig) map[string]string {

@@ -7,6 +7,8 @@ package lbapi
 
 import (
 	"cmp"
+	"maps"
+	"net/netip"
 	"slices"
 
 	"github.com/msr-router/msr/internal/api"
@@ -16,6 +18,9 @@ import (
 const (
 	PathStatus = "/status" // GET: Status
 	PathTable  = "/table"  // GET: SlotTable, the installed table slot by slot
+	// PathSFlow: GET the SFlowExport in force; PUT one, the router's from
+	// the VCP, in place of the LB file's; DELETE it, the file's again.
+	PathSFlow = "/sflow"
 )
 
 // Status is what the local API reports.
@@ -211,13 +216,46 @@ type PortStats struct {
 // those the perf buffer lost and those it could not read, datagrams sent
 // (to each collector) and failed.
 type SFlowStatus struct {
-	Samples    uint64 `json:"samples"`
-	Lost       uint64 `json:"lost"`
-	Malformed  uint64 `json:"malformed"`
-	Datagrams  uint64 `json:"datagrams"`
-	SendErrors uint64 `json:"send_errors"`
+	Export     *SFlowExport `json:"export"`
+	Samples    uint64       `json:"samples"`
+	Lost       uint64       `json:"lost"`
+	Malformed  uint64       `json:"malformed"`
+	Datagrams  uint64       `json:"datagrams"`
+	SendErrors uint64       `json:"send_errors"`
+	// Refused counts the exports PUT at PathSFlow that did not check.
+	Refused uint64 `json:"refused"`
 	// Top are the top talkers of the samples over the last minute.
 	Top []Talker `json:"top"`
+}
+
+// SFlowExport is an LB's sFlow export: the collectors, the router's agent
+// address and the LB's sub-agent id in it (0: the LB's id), how often
+// each external port's counters go (seconds), and each external port's
+// sampling rate, 1 in N, by its MAC (absent: none). From says whose it
+// is: "file" (the LB's config) or "vcp" (the router's, which the VCP
+// sets); it is not part of a PUT.
+type SFlowExport struct {
+	From            string            `json:"from,omitempty"`
+	Collectors      []netip.AddrPort  `json:"collectors"`
+	AgentAddress    netip.Addr        `json:"agent_address"`
+	SubAgent        uint32            `json:"sub_agent"`
+	CounterInterval uint32            `json:"counter_interval_s"`
+	Rates           map[string]uint32 `json:"rates"`
+}
+
+// Export's sources.
+const (
+	SFlowFromFile = "file"
+	SFlowFromVCP  = "vcp"
+)
+
+// Same says whether x and y export the same, whoever set them.
+func (x *SFlowExport) Same(y *SFlowExport) bool {
+	if x == nil || y == nil {
+		return x == y
+	}
+	return slices.Equal(x.Collectors, y.Collectors) && x.AgentAddress == y.AgentAddress && x.SubAgent == y.SubAgent &&
+		x.CounterInterval == y.CounterInterval && maps.Equal(x.Rates, y.Rates)
 }
 
 // A Talker is the sampled traffic from Src to Dst of Proto, scaled by the
