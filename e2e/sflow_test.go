@@ -138,6 +138,7 @@ func TestSFlow(t *testing.T) {
 func waitRouterExport(t *testing.T) {
 	t.Helper()
 	ports := map[string]int{"lb1": 2, "lb2": 1}
+	start := time.Now()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		ready := 0
 		var last []string
@@ -153,6 +154,7 @@ func waitRouterExport(t *testing.T) {
 			last = append(last, fmt.Sprintf("%s: %+v", lb, s.SFlow))
 		}
 		if ready == len(ports) {
+			t.Logf("both LBs export the router's config %v after the lab is up", time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {
