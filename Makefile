@@ -60,7 +60,7 @@ test: deps check-generated lint build
 MODULE    := github.com/msr-router/msr
 UNIT_PKGS := ./cmd/msr ./demo ./deploy ./deploy/grafana ./internal/acl ./internal/agentx \
 	./internal/api ./internal/config ./internal/element ./internal/flow ./internal/inet \
-	./internal/logging ./internal/report ./internal/routetable ./internal/sflow \
+	./internal/ipfix ./internal/logging ./internal/report ./internal/routetable ./internal/sflow \
 	./internal/trace ./scripts/hooks ./scripts/testsum ./sim
 
 # test-stress: make test with one core kept half busy by a CPU hog at the

@@ -88,14 +88,16 @@ snmp:
     - {name: msrops, auth: SHA-256, auth_password: msr-auth-secret, priv: AES, priv_password: msr-priv-secret}
   traps:
     - {host: "192.0.2.10:162"}
-{{if .SFlow.IsValid}}# sFlow from the external ports, the router one agent (its address on
-# h1's network), each LB a sub-agent (msr demo up --sflow).
+{{if or .SFlow.IsValid .IPFIX.IsValid}}# sFlow from the external ports, the router one agent (its address on
+# h1's network), each LB a sub-agent (msr demo up --sflow); the samples'
+# flows as IPFIX (--ipfix).
 sflow:
-  collectors: ["{{.SFlow}}"]
+  collectors: [{{if .SFlow.IsValid}}"{{.SFlow}}"{{end}}]
   agent_address: 192.0.2.1
   sampling_rate: {{.SFlowRate}}
   counter_interval: 5s
-{{end}}acl:
+{{if .IPFIX.IsValid}}  ipfix: {collectors: ["{{.IPFIX}}"], idle_timeout: 2s}
+{{end}}{{end}}acl:
   - {action: deny, proto: tcp, dst: 192.0.2.0/24, dport: 23}
 routing:
   asn: 65000
@@ -182,10 +184,10 @@ type Plan struct {
 	// OSPFSecret signs OSPF and OSPFv3 between the router and ospf1
 	// (HMAC-SHA-256), fresh for each lab.
 	OSPFSecret string
-	// SFlow and SFlowRate are the router's sFlow collector and sampling
-	// rate (Options), in the VCPs' configs.
-	SFlow     netip.AddrPort
-	SFlowRate uint32
+	// SFlow, SFlowRate and IPFIX are the router's sFlow collector,
+	// sampling rate and IPFIX collector (Options), in the VCPs' configs.
+	SFlow, IPFIX netip.AddrPort
+	SFlowRate    uint32
 }
 
 // Prefixes6 is how many IPv6 prefixes bgp1 announces unless asked for
@@ -211,7 +213,7 @@ func WriteConfigs(run string, o Options) (*Plan, error) {
 		// with its prefix-length distribution, for a full-table lab.
 		all = routetable.Synthesize(all, n*5/4, 1)
 	}
-	p := &Plan{Run: run, SFlow: o.SFlow, SFlowRate: o.SFlowRate}
+	p := &Plan{Run: run, SFlow: o.SFlow, SFlowRate: o.SFlowRate, IPFIX: o.IPFIX}
 	step := max(len(all)/n, 1)
 	for i := 0; i < len(all) && len(p.Prefixes) < n; i += step {
 		if q := all[i]; peerPrefix(q) {
@@ -290,9 +292,10 @@ func WriteConfigs(run string, o Options) (*Plan, error) {
 		Capacity   int
 		FIB6Lines  int    // 0: the default pool
 		OSPFSecret string // the VCPs'
-		// SFlow and SFlowRate: the VCPs' sFlow export (none: invalid).
-		SFlow     netip.AddrPort
-		SFlowRate uint32
+		// SFlow, SFlowRate and IPFIX: the VCPs' sFlow and IPFIX export
+		// (none: invalid).
+		SFlow, IPFIX netip.AddrPort
+		SFlowRate    uint32
 	}
 	fib6Lines := 0
 	if lines := routerapi.FIB6LinesFor(p.Prefixes6, 16); lines > routerapi.DefaultFIB6Lines*3/4 {
@@ -300,8 +303,8 @@ func WriteConfigs(run string, o Options) (*Plan, error) {
 	}
 	steps := []error{
 		write("lb1.yaml", "lb1", p), write("lb2.yaml", "lb2", p),
-		write("vcp1.yaml", "vcp", element{Run: run, Name: "vcp1", OSPFSecret: p.OSPFSecret, SFlow: p.SFlow, SFlowRate: p.SFlowRate}),
-		write("vcp2.yaml", "vcp", element{Run: run, Name: "vcp2", OSPFSecret: p.OSPFSecret, SFlow: p.SFlow, SFlowRate: p.SFlowRate}),
+		write("vcp1.yaml", "vcp", element{Run: run, Name: "vcp1", OSPFSecret: p.OSPFSecret, SFlow: p.SFlow, SFlowRate: p.SFlowRate, IPFIX: p.IPFIX}),
+		write("vcp2.yaml", "vcp", element{Run: run, Name: "vcp2", OSPFSecret: p.OSPFSecret, SFlow: p.SFlow, SFlowRate: p.SFlowRate, IPFIX: p.IPFIX}),
 		write("ospf1-bird.conf", "ospf1", p),
 		write("bgp1-bgpd.conf", "text", BGP1(p).Config()), write("bgp1.sh", "bgp1.sh", p),
 	}

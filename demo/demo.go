@@ -53,6 +53,9 @@ type Options struct {
 	// 1 in SFlowRate (0: lb.DefaultSFlowRate) of the frames in.
 	SFlow     netip.AddrPort
 	SFlowRate uint32
+	// IPFIX, if set, has the LBs send the flows of their samples (1 in
+	// SFlowRate) to this collector as IPFIX.
+	IPFIX netip.AddrPort
 }
 
 // Up writes the configs and builds the default lab (msr is this binary).

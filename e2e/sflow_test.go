@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,16 +19,9 @@ import (
 	"github.com/msr-router/msr/vcp/vcpapi"
 )
 
-// TestSFlow: the default lab's LBs export sFlow as the VCP's config says,
-// 1 in 100 of the frames into their external ports, to pmacct's sfacctd
-// on mon; iperf3 sends
-// from h1 to h3 for 5 s. The collector's bytes from h1 to h3, scaled by
-// the sampling rate (-R), come within 10% to what h1 sent for them: the
-// frames' bytes h1's interface counted, with their FCS (sFlow's frame
-// length has it). The samples say the router's one agent address. The
-// web view's top talkers put h1 to h3 first, within 15% of h1's bytes.
-// h1Sent is the bytes h1's interface sent, with an FCS for each frame.
-func h1Sent(t *testing.T) float64 {
+// h1Counters are the bytes h1's interface sent, with an FCS for each
+// frame, and the frames.
+func h1Counters(t *testing.T) (bytes, frames float64) {
 	t.Helper()
 	out, err := demo.Exec("h1", "ip", "-j", "-s", "link", "show", "eth0")
 	var links []struct {
@@ -38,25 +32,28 @@ func h1Sent(t *testing.T) float64 {
 	if err != nil || json.Unmarshal([]byte(out), &links) != nil || len(links) != 1 {
 		t.Fatalf("h1's counters: %v %q", err, out)
 	}
-	return links[0].Stats64.TX.Bytes + 4*links[0].Stats64.TX.Packets
+	return links[0].Stats64.TX.Bytes + 4*links[0].Stats64.TX.Packets, links[0].Stats64.TX.Packets
 }
 
+// TestSFlow: the default lab's LBs export sFlow as the VCP's config says,
+// 1 in 100 of the frames into their external ports, to pmacct's sfacctd
+// on mon, and the samples' flows as IPFIX to its nfacctd; iperf3 sends
+// from h1 to h3 for 5 s. sfacctd's bytes from h1 to h3, scaled by the
+// sampling rate (-R), come within 10% of what h1 sent for them: the
+// frames' bytes h1's interface counted, with their FCS (sFlow's frame
+// length has it); the samples say the router's one agent address.
+// nfacctd's come within 10% of h1's IP bytes. The web view's top talkers
+// put h1 to h3 first, within 15% of h1's bytes.
 func TestSFlow(t *testing.T) {
-	upDefaultLabWith(t, demo.Options{Prefixes: 300, SFlow: netip.MustParseAddrPort("10.0.0.40:6343"), SFlowRate: 100})
+	upDefaultLabWith(t, demo.Options{Prefixes: 300, SFlow: netip.MustParseAddrPort("10.0.0.40:6343"), SFlowRate: 100,
+		IPFIX: netip.MustParseAddrPort("10.0.0.40:4739")})
 	waitRouterExport(t)
 	dir := t.TempDir()
-	os.Chmod(dir, 0o777) // sfacctd may drop privileges to write
-	out := filepath.Join(dir, "sfacct.csv")
-	collector := exec.Command(msrBin, "lab", "exec", "--lab", demo.LabName, "mon", "--", "sfacctd", "-L", "10.0.0.40", "-l", "6343",
-		"-P", "print", "-O", "csv", "-c", "src_host,dst_host,proto,peer_src_ip", "-R", "-r", "1", "-A", "-o", out)
-	if err := collector.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stop := func() {
-		demo.Exec("mon", "pkill", "-INT", "-x", "sfacctd")
-		collector.Wait()
-	}
-	defer stop()
+	os.Chmod(dir, 0o777) // the collectors may drop privileges to write
+	sfacct := startCollector(t, "sfacctd", "6343", filepath.Join(dir, "sfacct.csv"))
+	defer sfacct.stop()
+	nfacct := startCollector(t, "nfacctd", "4739", filepath.Join(dir, "nfacct.csv"))
+	defer nfacct.stop()
 	time.Sleep(time.Second)
 
 	// sfacctd renormalizes by the sample pool's growth (the frames the
@@ -69,9 +66,10 @@ func TestSFlow(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	iperf3Server(t)
-	sentBefore := h1Sent(t)
+	bytesBefore, framesBefore := h1Counters(t)
 	res, err := demo.Exec("h1", "iperf3", "-c", demo.H3, "-t", "5", "-J")
-	sent := h1Sent(t) - sentBefore
+	bytesAfter, framesAfter := h1Counters(t)
+	sent, frames := bytesAfter-bytesBefore, framesAfter-framesBefore
 	if err != nil {
 		t.Fatalf("iperf3: %v", err)
 	}
@@ -86,20 +84,83 @@ func TestSFlow(t *testing.T) {
 	if err := json.Unmarshal([]byte(res), &r); err != nil || r.End.SumSent.Bytes == 0 {
 		t.Fatalf("iperf3's answer: %v %.200s", err, res)
 	}
-	time.Sleep(3 * time.Second) // the LBs' last datagrams, sfacctd's last dump
-	stop()
+	// The LBs' last datagrams, the flow's IPFIX record once it is idle
+	// (2 s), the collectors' last dumps.
+	time.Sleep(4 * time.Second)
+	sfacct.stop()
+	nfacct.stop()
 	checkTopTalkers(t, sent)
 
-	b, err := os.ReadFile(out)
+	// sFlow's frame lengths have the FCS; IPFIX's octets are the IP
+	// packets: the frames less their Ethernet header and FCS.
+	bytes, packets, agents := sfacct.h1ToH3(t)
+	t.Logf("iperf3 sent %.0f bytes of payload (%.0f retransmits), h1 %.0f bytes of frames; sfacctd counted %.0f bytes in %.0f packets from h1 to h3 (%.3f of h1's), agents %v",
+		r.End.SumSent.Bytes, r.End.SumSent.Retransmits, sent, bytes, packets, bytes/sent, agents)
+	if ratio := bytes / sent; ratio < 0.9 || ratio > 1.1 {
+		t.Errorf("sFlow's bytes over h1's: %.3f, want 1 ± 0.1\n%s", ratio, sfacct.tail())
+	}
+	if len(agents) != 1 || !agents["192.0.2.1"] {
+		t.Errorf("the samples came from agents %v, want the router's one, 192.0.2.1", agents)
+	}
+	ip := sent - 18*frames
+	bytes, packets, exporters := nfacct.h1ToH3(t)
+	t.Logf("nfacctd counted %.0f bytes in %.0f packets from h1 to h3 (%.3f of h1's %.0f bytes of IP packets), exporters %v", bytes, packets, bytes/ip, ip, exporters)
+	if ratio := bytes / ip; ratio < 0.9 || ratio > 1.1 {
+		t.Errorf("IPFIX's bytes over h1's: %.3f, want 1 ± 0.1\n%s", ratio, nfacct.tail())
+	}
+	if s, err := demo.LBStatus("lb1"); err != nil || s.SFlow == nil || s.SFlow.IPFIX == nil || s.SFlow.IPFIX.Records == 0 || s.SFlow.IPFIX.SendErrors != 0 {
+		t.Errorf("lb1's IPFIX export: %v %+v", err, s.SFlow)
+	}
+}
+
+// collector is pmacct's sfacctd or nfacctd on mon, writing what it counts
+// by source, destination, protocol and exporter to a CSV file each second.
+type collector struct {
+	cmd  *exec.Cmd
+	name string
+	out  string
+	done bool
+}
+
+func startCollector(t *testing.T, name, port, out string) *collector {
+	t.Helper()
+	c := &collector{name: name, out: out, cmd: exec.Command(msrBin, "lab", "exec", "--lab", demo.LabName, "mon", "--", name, "-L", "10.0.0.40", "-l", port,
+		"-P", "print", "-O", "csv", "-c", "src_host,dst_host,proto,peer_src_ip", "-R", "-r", "1", "-A", "-o", out)}
+	if name == "nfacctd" {
+		c.cmd.Args = slices.DeleteFunc(c.cmd.Args, func(a string) bool { return a == "-R" })
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *collector) stop() {
+	if !c.done {
+		c.done = true
+		demo.Exec("mon", "pkill", "-INT", "-x", c.name)
+		c.cmd.Wait()
+	}
+}
+
+func (c *collector) tail() string {
+	b, _ := os.ReadFile(c.out)
+	return lastLines(string(b), 20)
+}
+
+// h1ToH3 sums the collector's bytes and packets of TCP from h1 to h3, and
+// names the exporters (peer_src_ip) that sent them.
+func (c *collector) h1ToH3(t *testing.T) (bytes, packets float64, exporters map[string]bool) {
+	t.Helper()
+	b, err := os.ReadFile(c.out)
 	if err != nil {
-		t.Fatalf("sfacctd wrote nothing: %v", err)
+		t.Fatalf("%s wrote nothing: %v", c.name, err)
 	}
 	rows, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
 	if err != nil {
-		t.Fatalf("sfacctd's CSV: %v\n%s", err, b)
+		t.Fatalf("%s's CSV: %v\n%s", c.name, err, b)
 	}
-	var bytes, packets float64
-	agents := map[string]bool{}
+	exporters = map[string]bool{}
 	var header []string
 	for _, row := range rows {
 		if len(row) > 0 && row[0] == "SRC_IP" || len(row) > 1 && row[1] == "SRC_IP" {
@@ -119,17 +180,10 @@ func TestSFlow(t *testing.T) {
 			bytes += n
 			n, _ = strconv.ParseFloat(field("PACKETS"), 64)
 			packets += n
-			agents[field("PEER_SRC_IP")] = true
+			exporters[field("PEER_SRC_IP")] = true
 		}
 	}
-	t.Logf("iperf3 sent %.0f bytes of payload (%.0f retransmits), h1 %.0f bytes of frames; sfacctd counted %.0f bytes in %.0f packets from h1 to h3 (%.3f of h1's), agents %v",
-		r.End.SumSent.Bytes, r.End.SumSent.Retransmits, sent, bytes, packets, bytes/sent, agents)
-	if ratio := bytes / sent; ratio < 0.9 || ratio > 1.1 {
-		t.Errorf("sFlow's bytes over h1's: %.3f, want 1 ± 0.1\n%s", ratio, lastLines(string(b), 20))
-	}
-	if len(agents) != 1 || !agents["192.0.2.1"] && !agents["10.0.0.31"] {
-		t.Errorf("the samples came from agents %v, want the router's one, 192.0.2.1", agents)
-	}
+	return bytes, packets, exporters
 }
 
 // waitRouterExport waits until both LBs export what the VCP's config

@@ -129,6 +129,7 @@ type SFlowConfig struct {
 	AgentAddress    netip.Addr
 	SubAgent        uint32
 	CounterInterval time.Duration
+	IPFIX           *sflow.IPFIXConfig // nil: none
 }
 
 // sFlow's defaults (internal/sflow).
@@ -268,7 +269,7 @@ func (c *FileConfig) parseSFlow(ports []PortSpec) (*SFlowConfig, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	out := &SFlowConfig{Collectors: s.Collectors, AgentAddress: s.AgentAddress, SubAgent: s.SubAgent, CounterInterval: s.CounterInterval}
+	out := &SFlowConfig{Collectors: s.Collectors, AgentAddress: s.AgentAddress, SubAgent: s.SubAgent, CounterInterval: s.CounterInterval, IPFIX: s.IPFIX}
 	if out.SubAgent == 0 {
 		out.SubAgent = uint32(c.ID)
 	}

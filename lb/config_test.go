@@ -40,7 +40,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\n  i0: {role: internal, sflow_rate: 10}\nsflow: {collectors: [192.0.2.50:6343]}\n", ":5:7: port i0: sflow_rate samples an external port's frames"},
 		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {collectors: [0.0.0.0:6343]}\n", ":5:8: sflow collector 0.0.0.0:6343: a unicast ADDR:PORT"},
 		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {collectors: [192.0.2.50]}\n", ":5:"},
-		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {sampling_rate: 10}\n", ":5:8: missing required key \"collectors\""},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {sampling_rate: 10}\n", ":5:8: sflow: no collectors"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {ipfix: {collectors: [192.0.2.50:4739], active_timeout: 10s, idle_timeout: 20s}}\n", ":5:16: sflow ipfix idle_timeout 20s: 1s to the active_timeout"},
+		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {ipfix: {collectors: [\"[ff02::1]:4739\"]}}\n", ":5:16: sflow ipfix: collector [ff02::1]:4739: a unicast ADDR:PORT"},
 		{"name: a\nkey_file: k\nports:\n  e0: {role: external, address: 192.0.2.1/24, vlan: 10}\nsflow: {collectors: [192.0.2.50:6343], counter_interval: 10ms}\n", ":5:8: sflow counter_interval 10ms: 1s to 1h"},
 	}
 	dir := t.TempDir()

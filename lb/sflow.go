@@ -57,6 +57,7 @@ type exporter struct {
 	// refused counts the exports the API refused.
 	refused uint64
 	talkers talkers
+	flows   flows // IPFIX (ipfix.go)
 }
 
 // newExporter is the agent's exporter, with the file's export in force.
@@ -71,7 +72,7 @@ func newExporter(a *Agent) (*exporter, error) {
 	e := &exporter{a: a, start: time.Now(), reconf: make(chan struct{}, 1), conn: conn}
 	if c := a.cfg.SFlow; c != nil {
 		e.file = &lbapi.SFlowExport{From: lbapi.SFlowFromFile, Collectors: c.Collectors, AgentAddress: c.AgentAddress, SubAgent: c.SubAgent,
-			CounterInterval: uint32(c.CounterInterval / time.Second), Rates: map[string]uint32{}}
+			CounterInterval: uint32(c.CounterInterval / time.Second), Rates: map[string]uint32{}, IPFIX: lbapi.IPFIXOf(c.IPFIX)}
 		for _, p := range a.ports {
 			if p.sflowRate > 0 {
 				e.file.Rates[p.mac.String()] = p.sflowRate
@@ -143,11 +144,22 @@ func (a *Agent) checkExport(x *lbapi.SFlowExport) error {
 	if x.From != "" {
 		return errors.New("sflow: from is the LB's to say")
 	}
-	if len(x.Collectors) == 0 {
-		return errors.New("sflow: no collectors")
+	if len(x.Collectors) == 0 && x.IPFIX == nil {
+		return errors.New("sflow: no collectors (sFlow's, or ipfix's)")
 	}
 	if err := sflow.CheckCollectors(x.Collectors); err != nil {
 		return fmt.Errorf("sflow: %w", err)
+	}
+	if f := x.IPFIX; f != nil {
+		if len(f.Collectors) == 0 {
+			return errors.New("sflow ipfix: no collectors")
+		}
+		if err := sflow.CheckCollectors(f.Collectors); err != nil {
+			return fmt.Errorf("sflow ipfix: %w", err)
+		}
+		if err := sflow.CheckTimeouts(time.Duration(f.ActiveTimeout)*time.Second, time.Duration(f.IdleTimeout)*time.Second); err != nil {
+			return fmt.Errorf("sflow ipfix: %w", err)
+		}
 	}
 	if !sflow.Unicast(x.AgentAddress) {
 		return fmt.Errorf("sflow agent_address %s: a unicast address", x.AgentAddress)
@@ -256,6 +268,8 @@ func (e *exporter) run(ctx context.Context, rd *perf.Reader) {
 	defer flush.Stop()
 	counters := time.NewTicker(time.Hour)
 	defer counters.Stop()
+	records := time.NewTicker(time.Second)
+	defer records.Stop()
 	samples := make(chan portSample, 1024)
 	go e.read(ctx, rd, samples)
 	for {
@@ -280,6 +294,8 @@ func (e *exporter) run(ctx context.Context, rd *perf.Reader) {
 			}
 		case <-counters.C:
 			e.sendCounters()
+		case now := <-records.C:
+			e.reportFlows(now)
 		}
 	}
 }
@@ -342,7 +358,9 @@ func (e *exporter) read(ctx context.Context, rd *perf.Reader, out chan<- portSam
 			continue
 		}
 		e.mu.Lock()
-		e.talkers.add(time.Now(), header, length, rate)
+		now := time.Now()
+		e.talkers.add(now, header, length, rate)
+		e.addFlow(now, header, vlan, rate)
 		e.flowSeq[index]++
 		s := portSample{index, sflow.FlowSample{Sequence: e.flowSeq[index], SourceIndex: uint32(vlan), Rate: rate,
 			Input: uint32(vlan), FrameLength: length + 4, Stripped: 4, Header: header}}
@@ -420,6 +438,10 @@ func (e *exporter) status() *lbapi.SFlowStatus {
 	}
 	s := e.stats
 	s.Export, s.Refused = e.export, e.refused
+	if e.export.IPFIX != nil {
+		ipfix := e.flows.status
+		s.IPFIX = &ipfix
+	}
 	s.Top = e.talkers.top(time.Now())
 	return &s
 }

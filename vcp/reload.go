@@ -340,8 +340,12 @@ func sflowLines(c *Config) map[string]string {
 	if s == nil {
 		return map[string]string{}
 	}
-	return map[string]string{"collectors": fmt.Sprint(s.Collectors), "agent_address": s.AgentAddress.String(),
+	m := map[string]string{"collectors": fmt.Sprint(s.Collectors), "agent_address": s.AgentAddress.String(),
 		"sampling_rate": fmt.Sprint(s.SamplingRate), "counter_interval": s.CounterInterval.String()}
+	if x := s.IPFIX; x != nil {
+		m["ipfix"] = fmt.Sprintf("collectors %v active_timeout %v idle_timeout %v", x.Collectors, x.ActiveTimeout, x.IdleTimeout)
+	}
+	return m
 }
 
 func routingLines(r *RoutingConfig) map[string]string {

@@ -74,7 +74,7 @@ func (a *Agent) sflowWanted() []sflowWant {
 		w := sflowWant{lb: e.hello.Name}
 		if s := a.cfg.SFlow; s != nil {
 			w.export = &lbapi.SFlowExport{Collectors: s.Collectors, AgentAddress: s.AgentAddress,
-				CounterInterval: uint32(s.CounterInterval / time.Second), Rates: map[string]uint32{}}
+				CounterInterval: uint32(s.CounterInterval / time.Second), Rates: map[string]uint32{}, IPFIX: lbapi.IPFIXOf(s.IPFIX)}
 			for _, hp := range e.hello.Ports {
 				if rate := a.cfg.sflowRate(e.hello.Name, hp.MAC.String(), s); rate > 0 {
 					w.export.Rates[hp.MAC.String()] = rate

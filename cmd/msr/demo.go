@@ -24,10 +24,11 @@ var demoCommand = command{
       3 external hosts, a BGP and an OSPF neighbour), wait until it has
       converged, push traffic (ping, traceroute, iperf3 h1 -> h3) with a live
       view, print a summary and tear it down (Ctrl-C too; --keep leaves it up)
-  msr demo up [--prefixes 3000] [--prefixes6 200] [--monitoring] [--lab FILE] [--sflow ADDR:PORT [--sflow-rate N]]
+  msr demo up [--prefixes 3000] [--prefixes6 200] [--monitoring] [--lab FILE] [--sflow ADDR:PORT] [--ipfix ADDR:PORT] [--sflow-rate N]
                                    bring it up and wait; it prints the web view's URL and the console's command;
                                    --monitoring runs Prometheus on mon (10.0.0.40:9090), scraping every agent;
                                    --sflow has the LBs send sFlow to a collector (10.0.0.40:6343: mon), 1 in N sampled;
+                                   --ipfix the flows of those samples as IPFIX (10.0.0.40:4739: mon);
                                    --lab builds FILE in labs/default.yaml's place (a variant of it: every host,
                                    address, MAC, process and link of the default lab kept), as msr soak --lab
   msr demo add-backend NAME [--capacity MBPS]   add a back-end (r4 ... r9) to the running lab: a
@@ -56,7 +57,12 @@ func runDemo(args []string) error {
 		sflowTo, err = netip.ParseAddrPort(s)
 		return err
 	})
-	sflowRate := fs.Uint("sflow-rate", 0, "with --sflow: sample 1 in N frames (0: 1000)")
+	sflowRate := fs.Uint("sflow-rate", 0, "with --sflow or --ipfix: sample 1 in N frames (0: 1000)")
+	var ipfixTo netip.AddrPort
+	fs.Func("ipfix", "the LBs send the flows of their samples as IPFIX to this collector, ADDR:PORT (mon: 10.0.0.40:4739)", func(s string) (err error) {
+		ipfixTo, err = netip.ParseAddrPort(s)
+		return err
+	})
 	labFile := fs.String("lab", "", "a lab file built in place of labs/default.yaml (its variant: every host, address, MAC, process and link of the default lab kept)")
 	capacity := fs.Int("capacity", 10000, "add-backend: the new back-end's capacity, Mbit/s")
 	size := fs.String("size", "default", "which lab: default, or large (16 LBs x 4 ports)")
@@ -94,7 +100,7 @@ func runDemo(args []string) error {
 	if *prefixes < 1 || *prefixes6 < 3 {
 		return cli.Usagef("--prefixes at least 1, --prefixes6 at least 3")
 	}
-	o := demo.Options{Prefixes: *prefixes, Prefixes6: *prefixes6, Monitoring: *monitoring, LabFile: *labFile, SFlow: sflowTo, SFlowRate: uint32(*sflowRate)}
+	o := demo.Options{Prefixes: *prefixes, Prefixes6: *prefixes6, Monitoring: *monitoring, LabFile: *labFile, SFlow: sflowTo, SFlowRate: uint32(*sflowRate), IPFIX: ipfixTo}
 	spec, err := demo.LabSpec(self, o)
 	if err != nil {
 		return err // before a previous run's lab is taken down

@@ -1,6 +1,8 @@
 package sflow
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -13,13 +15,46 @@ import (
 // router's agent address, the sub-agent id (an LB's; default its id), the
 // external ports' sampling rate (1 in N; a port's sflow_rate overrides
 // it, 0 off), and how often each port's counters are sent.
+//
+// IPFIX, if set, has the same samples summed into flows and sent as IPFIX
+// records too; the sFlow collectors may then be none.
 type FileConfig struct {
-	Collectors      []netip.AddrPort `yaml:"collectors" msr:"required"`
+	Collectors      []netip.AddrPort `yaml:"collectors"`
 	AgentAddress    netip.Addr       `yaml:"agent_address"`
 	SubAgent        uint32           `yaml:"sub_agent"`
 	SamplingRate    uint32           `yaml:"sampling_rate"`
 	CounterInterval time.Duration    `yaml:"counter_interval"`
+	IPFIX           *IPFIXConfig     `yaml:"ipfix"`
 	Pos             config.Pos       `yaml:"-"`
+}
+
+// IPFIXConfig is the IPFIX export of the samples' flows: its collectors,
+// and how long a flow is summed before it is reported (active_timeout)
+// and how long it may go unsampled before its last report (idle_timeout).
+type IPFIXConfig struct {
+	Collectors    []netip.AddrPort `yaml:"collectors" msr:"required"`
+	ActiveTimeout time.Duration    `yaml:"active_timeout"`
+	IdleTimeout   time.Duration    `yaml:"idle_timeout"`
+	Pos           config.Pos       `yaml:"-"`
+}
+
+// IPFIX's defaults: a flow reported each minute while it lasts, and 15 s
+// after its last sample.
+const (
+	DefaultActiveTimeout = time.Minute
+	DefaultIdleTimeout   = 15 * time.Second
+)
+
+// CheckTimeouts: an active timeout of 1 s to 1 h, an idle one of 1 s up
+// to the active one.
+func CheckTimeouts(active, idle time.Duration) error {
+	if active < time.Second || active > time.Hour {
+		return fmt.Errorf("active_timeout %v: 1s to 1h", active)
+	}
+	if idle < time.Second || idle > active {
+		return fmt.Errorf("idle_timeout %v: 1s to the active_timeout", idle)
+	}
+	return nil
 }
 
 // The defaults: the specification's counter interval; a sampling rate
@@ -38,8 +73,18 @@ const (
 
 // Check checks c and completes its defaults (rate, interval).
 func (c *FileConfig) Check() error {
-	if len(c.Collectors) == 0 {
-		return c.Pos.Errorf("sflow: no collectors")
+	if len(c.Collectors) == 0 && c.IPFIX == nil {
+		return c.Pos.Errorf("sflow: no collectors (sFlow's, or ipfix's)")
+	}
+	if x := c.IPFIX; x != nil {
+		if err := CheckCollectors(x.Collectors); err != nil || len(x.Collectors) == 0 {
+			return x.Pos.Errorf("sflow ipfix: %v", cmp.Or(err, errors.New("no collectors")))
+		}
+		x.ActiveTimeout = cmp.Or(x.ActiveTimeout, DefaultActiveTimeout)
+		x.IdleTimeout = cmp.Or(x.IdleTimeout, min(DefaultIdleTimeout, x.ActiveTimeout))
+		if err := CheckTimeouts(x.ActiveTimeout, x.IdleTimeout); err != nil {
+			return x.Pos.Errorf("sflow ipfix %v", err)
+		}
 	}
 	if err := CheckCollectors(c.Collectors); err != nil {
 		return c.Pos.Errorf("sflow %v", err)

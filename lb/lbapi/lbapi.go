@@ -10,8 +10,10 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/msr-router/msr/internal/api"
+	"github.com/msr-router/msr/internal/sflow"
 )
 
 // The paths.
@@ -224,6 +226,8 @@ type SFlowStatus struct {
 	SendErrors uint64       `json:"send_errors"`
 	// Refused counts the exports PUT at PathSFlow that did not check.
 	Refused uint64 `json:"refused"`
+	// IPFIX is the flows' export (absent: none).
+	IPFIX *IPFIXStatus `json:"ipfix,omitempty"`
 	// Top are the top talkers of the samples over the last minute.
 	Top []Talker `json:"top"`
 }
@@ -241,6 +245,17 @@ type SFlowExport struct {
 	SubAgent        uint32            `json:"sub_agent"`
 	CounterInterval uint32            `json:"counter_interval_s"`
 	Rates           map[string]uint32 `json:"rates"`
+	// IPFIX, if set, sends the samples summed into flows as IPFIX too.
+	IPFIX *IPFIXExport `json:"ipfix,omitempty"`
+}
+
+// IPFIXExport is where the LB sends the flows of its samples as IPFIX,
+// and after how long (seconds) a flow is reported while it lasts (active)
+// and once it goes unsampled (idle).
+type IPFIXExport struct {
+	Collectors    []netip.AddrPort `json:"collectors"`
+	ActiveTimeout uint32           `json:"active_timeout_s"`
+	IdleTimeout   uint32           `json:"idle_timeout_s"`
 }
 
 // Export's sources.
@@ -255,7 +270,29 @@ func (x *SFlowExport) Same(y *SFlowExport) bool {
 		return x == y
 	}
 	return slices.Equal(x.Collectors, y.Collectors) && x.AgentAddress == y.AgentAddress && x.SubAgent == y.SubAgent &&
-		x.CounterInterval == y.CounterInterval && maps.Equal(x.Rates, y.Rates)
+		x.CounterInterval == y.CounterInterval && maps.Equal(x.Rates, y.Rates) &&
+		(x.IPFIX == nil) == (y.IPFIX == nil) && (x.IPFIX == nil || slices.Equal(x.IPFIX.Collectors, y.IPFIX.Collectors) &&
+		x.IPFIX.ActiveTimeout == y.IPFIX.ActiveTimeout && x.IPFIX.IdleTimeout == y.IPFIX.IdleTimeout)
+}
+
+// IPFIXOf is a config file's IPFIX export as the API has it (nil: none).
+func IPFIXOf(c *sflow.IPFIXConfig) *IPFIXExport {
+	if c == nil {
+		return nil
+	}
+	return &IPFIXExport{Collectors: c.Collectors, ActiveTimeout: uint32(c.ActiveTimeout / time.Second), IdleTimeout: uint32(c.IdleTimeout / time.Second)}
+}
+
+// IPFIXStatus is the IPFIX export of the samples' flows: the flows being
+// summed, the records and messages sent, the messages that failed, and
+// the samples of new flows past the most the LB sums at once (not
+// reported).
+type IPFIXStatus struct {
+	Flows      int    `json:"flows"`
+	Records    uint64 `json:"records"`
+	Messages   uint64 `json:"messages"`
+	SendErrors uint64 `json:"send_errors"`
+	Overflow   uint64 `json:"overflow"`
 }
 
 // A Talker is the sampled traffic from Src to Dst of Proto, scaled by the
