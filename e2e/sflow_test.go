@@ -93,20 +93,29 @@ func TestSFlow(t *testing.T) {
 
 	// sFlow's frame lengths have the FCS; IPFIX's octets are the IP
 	// packets: the frames less their Ethernet header and FCS.
-	bytes, packets, agents := sfacct.h1ToH3(t)
-	t.Logf("iperf3 sent %.0f bytes of payload (%.0f retransmits), h1 %.0f bytes of frames; sfacctd counted %.0f bytes in %.0f packets from h1 to h3 (%.3f of h1's), agents %v",
-		r.End.SumSent.Bytes, r.End.SumSent.Retransmits, sent, bytes, packets, bytes/sent, agents)
-	if ratio := bytes / sent; ratio < 0.9 || ratio > 1.1 {
+	sf := sfacct.h1ToH3(t)
+	t.Logf("iperf3 sent %.0f bytes of payload (%.0f retransmits), h1 %.0f bytes of frames; sfacctd counted %.0f bytes in %.0f packets from h1 to h3 (%.3f of h1's; %.3f with their route), agents %v",
+		r.End.SumSent.Bytes, r.End.SumSent.Retransmits, sent, sf.bytes, sf.packets, sf.bytes/sent, sf.routed/sf.bytes, sf.exporters)
+	if ratio := sf.bytes / sent; ratio < 0.9 || ratio > 1.1 {
 		t.Errorf("sFlow's bytes over h1's: %.3f, want 1 ± 0.1\n%s", ratio, sfacct.tail())
 	}
-	if len(agents) != 1 || !agents["192.0.2.1"] {
-		t.Errorf("the samples came from agents %v, want the router's one, 192.0.2.1", agents)
+	if len(sf.exporters) != 1 || !sf.exporters["192.0.2.1"] {
+		t.Errorf("the samples came from agents %v, want the router's one, 192.0.2.1", sf.exporters)
+	}
+	// The route is asked of a back-end at the flow's first samples: those
+	// go without it.
+	if share := sf.routed / sf.bytes; share < 0.9 {
+		t.Errorf("%.3f of sFlow's bytes with the route out (port 12, next hop h3, /24), want at least 0.9\n%s", share, sfacct.tail())
 	}
 	ip := sent - 18*frames
-	bytes, packets, exporters := nfacct.h1ToH3(t)
-	t.Logf("nfacctd counted %.0f bytes in %.0f packets from h1 to h3 (%.3f of h1's %.0f bytes of IP packets), exporters %v", bytes, packets, bytes/ip, ip, exporters)
-	if ratio := bytes / ip; ratio < 0.9 || ratio > 1.1 {
+	nf := nfacct.h1ToH3(t)
+	t.Logf("nfacctd counted %.0f bytes in %.0f packets from h1 to h3 (%.3f of h1's %.0f bytes of IP packets; %.3f with their route), exporters %v",
+		nf.bytes, nf.packets, nf.bytes/ip, ip, nf.routed/nf.bytes, nf.exporters)
+	if ratio := nf.bytes / ip; ratio < 0.9 || ratio > 1.1 {
 		t.Errorf("IPFIX's bytes over h1's: %.3f, want 1 ± 0.1\n%s", ratio, nfacct.tail())
+	}
+	if share := nf.routed / nf.bytes; share < 0.9 {
+		t.Errorf("%.3f of IPFIX's bytes with the route out, want at least 0.9\n%s", share, nfacct.tail())
 	}
 	if s, err := demo.LBStatus("lb1"); err != nil || s.SFlow == nil || s.SFlow.IPFIX == nil || s.SFlow.IPFIX.Records == 0 || s.SFlow.IPFIX.SendErrors != 0 {
 		t.Errorf("lb1's IPFIX export: %v %+v", err, s.SFlow)
@@ -114,7 +123,10 @@ func TestSFlow(t *testing.T) {
 }
 
 // collector is pmacct's sfacctd or nfacctd on mon, writing what it counts
-// by source, destination, protocol and exporter to a CSV file each second.
+// by source, destination, protocol, exporter, port out, next hop and
+// destination prefix length to a CSV file each second: the ports, next
+// hops and prefixes as the samples or records say them (*_net), sFlow's
+// scaled by the sampling (renormalize).
 type collector struct {
 	cmd  *exec.Cmd
 	name string
@@ -124,11 +136,18 @@ type collector struct {
 
 func startCollector(t *testing.T, name, port, out string) *collector {
 	t.Helper()
-	c := &collector{name: name, out: out, cmd: exec.Command(msrBin, "lab", "exec", "--lab", demo.LabName, "mon", "--", name, "-L", "10.0.0.40", "-l", port,
-		"-P", "print", "-O", "csv", "-c", "src_host,dst_host,proto,peer_src_ip", "-R", "-r", "1", "-A", "-o", out)}
-	if name == "nfacctd" {
-		c.cmd.Args = slices.DeleteFunc(c.cmd.Args, func(a string) bool { return a == "-R" })
+	d := strings.TrimSuffix(name, "d") // sfacct, nfacct
+	conf := fmt.Sprintf("daemonize: false\n%[1]sd_ip: 10.0.0.40\n%[1]sd_port: %[2]s\nplugins: print\nprint_output: csv\nprint_output_file: %[3]s\n"+
+		"print_refresh_time: 1\nprint_output_file_append: true\naggregate: src_host,dst_host,proto,peer_src_ip,out_iface,peer_dst_ip,dst_mask\n"+
+		"%[1]sd_net: %[4]s\nuse_ip_next_hop: true\n", d, port, out, map[string]string{"sfacct": "sflow", "nfacct": "netflow"}[d])
+	if d == "sfacct" {
+		conf += "sfacctd_renormalize: true\n"
 	}
+	path := out + ".conf"
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{name: name, out: out, cmd: exec.Command(msrBin, "lab", "exec", "--lab", demo.LabName, "mon", "--", name, "-f", path)}
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,9 +167,16 @@ func (c *collector) tail() string {
 	return lastLines(string(b), 20)
 }
 
-// h1ToH3 sums the collector's bytes and packets of TCP from h1 to h3, and
-// names the exporters (peer_src_ip) that sent them.
-func (c *collector) h1ToH3(t *testing.T) (bytes, packets float64, exporters map[string]bool) {
+// flowCount is what a collector counted of a flow: bytes, packets, those
+// of the bytes with their route (out by lb2's e0, VLAN 12, to h3 on its
+// /24), and the exporters that sent them (peer_src_ip).
+type flowCount struct {
+	bytes, packets, routed float64
+	exporters              map[string]bool
+}
+
+// h1ToH3 sums the collector's counts of TCP from h1 to h3.
+func (c *collector) h1ToH3(t *testing.T) flowCount {
 	t.Helper()
 	b, err := os.ReadFile(c.out)
 	if err != nil {
@@ -160,10 +186,10 @@ func (c *collector) h1ToH3(t *testing.T) (bytes, packets float64, exporters map[
 	if err != nil {
 		t.Fatalf("%s's CSV: %v\n%s", c.name, err, b)
 	}
-	exporters = map[string]bool{}
+	n := flowCount{exporters: map[string]bool{}}
 	var header []string
 	for _, row := range rows {
-		if len(row) > 0 && row[0] == "SRC_IP" || len(row) > 1 && row[1] == "SRC_IP" {
+		if slices.Contains(row, "SRC_IP") {
 			header = row
 			continue
 		}
@@ -176,14 +202,17 @@ func (c *collector) h1ToH3(t *testing.T) (bytes, packets float64, exporters map[
 			return ""
 		}
 		if field("SRC_IP") == demo.H1 && field("DST_IP") == demo.H3 && field("PROTOCOL") == "tcp" {
-			n, _ := strconv.ParseFloat(field("BYTES"), 64)
-			bytes += n
-			n, _ = strconv.ParseFloat(field("PACKETS"), 64)
-			packets += n
-			exporters[field("PEER_SRC_IP")] = true
+			b, _ := strconv.ParseFloat(field("BYTES"), 64)
+			n.bytes += b
+			if field("OUT_IFACE") == "12" && field("PEER_DST_IP") == demo.H3 && field("DST_MASK") == "24" {
+				n.routed += b
+			}
+			p, _ := strconv.ParseFloat(field("PACKETS"), 64)
+			n.packets += p
+			n.exporters[field("PEER_SRC_IP")] = true
 		}
 	}
-	return bytes, packets, exporters
+	return n
 }
 
 // waitRouterExport waits until both LBs export what the VCP's config

@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/internal/api"
 	"github.com/msr-router/msr/internal/config"
 	"github.com/msr-router/msr/internal/element"
 	"github.com/msr-router/msr/internal/iflink"
@@ -27,6 +28,7 @@ import (
 	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/internal/xdp"
 	"github.com/msr-router/msr/lb/lbapi"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // Agent is `msr lb`: it loads and attaches the data path, keeps its maps
@@ -41,6 +43,8 @@ type Agent struct {
 	conns  map[string]*dist.Conn
 	log    *slog.Logger
 
+	// routes are the samples' routes, asked of the back-ends (routes.go).
+	routes *routeCache
 	// sflow is the sFlow export (sflow.go).
 	sflow *exporter
 	// trace is msr trace's reports (trace.go).
@@ -105,6 +109,7 @@ type agentPort struct {
 
 type backendState struct {
 	mac      net.HardwareAddr
+	api      netip.AddrPort // its management API (invalid: none known)
 	name     string
 	capacity uint32
 	draining bool
@@ -143,6 +148,17 @@ func NewAgent(cfg *AgentConfig, log *slog.Logger) (*Agent, error) {
 	if a.flowletGap == 0 {
 		a.flowletGap = DefaultFlowletGap // until the paths are measured
 	}
+	// The back-ends' APIs (the samples' routes): with the deployment's
+	// read token, else its admin one, and certificate.
+	access, err := cfg.APISecurity.Access(api.Token(keys.Element.Secret))
+	if err != nil {
+		return nil, err
+	}
+	tc, err := api.ClientTLS(cfg.APISecurity.Trust())
+	if err != nil {
+		return nil, err
+	}
+	a.routes = newRouteCache(cmp.Or(access.Read, access.Admin), tc)
 	if err := a.setup(keys.Ring); err != nil {
 		a.Close()
 		return nil, err
@@ -380,6 +396,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.sflow.runFrom(ctx); err != nil {
 		return err
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.routes.run(ctx, a.backendAPIs)
+	}()
 	defer a.sflow.wg.Wait()
 	for name, c := range a.conns {
 		wg.Add(1)
@@ -474,6 +495,7 @@ func (a *Agent) handle(port string, f *dist.Frame) {
 				a.log.Info("back-end up", "mac", f.Src.String(), "name", m.Name)
 			}
 			b.name, b.capacity, b.last = m.Name, m.Capacity, f.Received
+			b.api, _ = routerapi.APIOf(m)
 			b.draining = m.Flags&dist.HelloFlagDraining != 0
 		}
 	case *dist.Probe:

@@ -102,6 +102,14 @@ func (e *exporter) reportFlows(now time.Time) {
 		domain = uint32(e.a.cfg.ID)
 	}
 	e.mu.Unlock()
+	for i := range due {
+		if r, ok := e.a.routes.get(due[i].Dst, now); ok && r.bits >= 0 {
+			due[i].Egress, due[i].NextHop, due[i].DstMask = uint32(r.vlan), r.nextHop, uint8(r.bits)
+			if src, ok := e.a.routes.get(due[i].Src, now); ok && src.bits >= 0 {
+				due[i].SrcMask = uint8(src.bits)
+			}
+		}
+	}
 	for len(due) > 0 {
 		n := min(len(due), ipfix.MaxRecords)
 		e.sendRecords(collectors, domain, now, due[:n])

@@ -24,6 +24,7 @@ func TestIPFIXFlows(t *testing.T) {
 	defer col.Close()
 	a := &Agent{cfg: &AgentConfig{}, log: slog.Default()}
 	a.cfg.ID = 5
+	a.routes = newRouteCache("", nil)
 	e, err := newExporter(a)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func TestIPFIXFlows(t *testing.T) {
 		for o := 16; o+4 <= len(b); {
 			id, l := binary.BigEndian.Uint16(b[o:]), int(binary.BigEndian.Uint16(b[o+2:]))
 			if id == 256 {
-				for r := b[o+4 : o+l]; len(r) >= 57; r = r[57:] {
+				for r := b[o+4 : o+l]; len(r) >= 59; r = r[59:] {
 					out[binary.BigEndian.Uint32(r[32:])<<16|uint32(binary.BigEndian.Uint16(r[52:]))] = [2]uint64{binary.BigEndian.Uint64(r[16:]), binary.BigEndian.Uint64(r[24:])}
 				}
 			}

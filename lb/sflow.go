@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/perf"
 
 	"github.com/msr-router/msr/internal/sflow"
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/lb/lbapi"
 )
 
@@ -327,6 +328,7 @@ func (e *exporter) sendFlows(samples []portSample) {
 			pools[s.index] = p
 		}
 		s.Pool, s.Drops = p.pool, p.drops
+		e.a.routeSample(&s.FlowSample)
 		d.Flows = append(d.Flows, s.FlowSample)
 	}
 	e.send(d)
@@ -437,7 +439,7 @@ func (e *exporter) status() *lbapi.SFlowStatus {
 		return nil
 	}
 	s := e.stats
-	s.Export, s.Refused = e.export, e.refused
+	s.Export, s.Refused, s.Routes = e.export, e.refused, e.a.routes.lookups()
 	if e.export.IPFIX != nil {
 		ipfix := e.flows.status
 		s.IPFIX = &ipfix
@@ -500,4 +502,24 @@ func (e *exporter) countRefused() {
 	e.mu.Lock()
 	e.refused++
 	e.mu.Unlock()
+}
+
+// routeSample gives a sample its route, where known: the port it leaves
+// by (Output) and the extended router data (next hop, the source's and
+// the destination's prefix lengths).
+func (a *Agent) routeSample(s *sflow.FlowSample) {
+	p, err := trace.ParsePacket(s.Header)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	dst, ok := a.routes.get(p.Dst, now)
+	if !ok || dst.bits < 0 {
+		return
+	}
+	src, _ := a.routes.get(p.Src, now)
+	s.Output = uint32(dst.vlan)
+	if dst.nextHop.IsValid() {
+		s.Router = &sflow.RouterData{NextHop: dst.nextHop, DstMask: uint32(dst.bits), SrcMask: uint32(max(src.bits, 0))}
+	}
 }

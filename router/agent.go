@@ -967,12 +967,14 @@ func (a *Agent) withOrigins(rs []routerapi.RouteInfo) []routerapi.RouteInfo {
 func (a *Agent) routeInfo(p netip.Prefix, g uint32) routerapi.RouteInfo {
 	ri := routerapi.RouteInfo{Prefix: p.String()}
 	for _, id := range a.nh.group(g) {
-		if k, _ := a.nh.next(id); k.gw.IsValid() {
+		k, _ := a.nh.next(id)
+		if k.gw.IsValid() {
 			ri.Via = append(ri.Via, k.gw.String())
-		} else {
-			if int(k.port) < len(a.set.Ports) {
-				ri.Port = a.set.Ports[k.port].Name
-			}
+		} else if int(k.port) < len(a.set.Ports) {
+			ri.Port = a.set.Ports[k.port].Name
+		}
+		if ri.VLAN == 0 && int(k.port) < len(a.set.Ports) {
+			ri.VLAN = a.set.Ports[k.port].VLAN
 		}
 	}
 	return ri

@@ -3,7 +3,6 @@ package vcp
 import (
 	"bytes"
 	"fmt"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -285,17 +284,6 @@ func operatorApplied(h *dist.Hello, m *dist.BackendConfig) bool {
 	capacitySet := h.Flags&dist.HelloFlagCapacitySet != 0
 	return (h.Flags&dist.HelloFlagDrained != 0) == m.Drained && capacitySet == (m.Capacity != 0) && (!capacitySet || h.Capacity == m.Capacity) &&
 		h.OperatorVersion == m.OperatorVersion
-}
-
-// backendAPI is a back-end's management API when the config names none:
-// its interconnect address (from its hellos) at the default port.
-func backendAPI(h *dist.Hello) (netip.AddrPort, bool) {
-	for _, p := range h.Ports {
-		if p.Role == dist.PortInternal && p.Prefix.IsValid() {
-			return netip.AddrPortFrom(p.Prefix.Addr(), routerapi.DefaultPort), true
-		}
-	}
-	return netip.AddrPort{}, false
 }
 
 // ACL is the router's ACL with each rule's hits summed over the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/msr-router/msr/dist"
+	"github.com/msr-router/msr/router/routerapi"
 )
 
 // What the VCP gives every back-end: the router's external ports in the
@@ -80,7 +81,7 @@ acl:
 	if backendPortsApplied(h, other, dist.PortsDigest(other)) {
 		t.Error("a back-end with another digest serves the ports")
 	}
-	if api, ok := backendAPI(h); !ok || api.String() != "10.0.0.14:8180" {
+	if api, ok := routerapi.APIOf(h); !ok || api.String() != "10.0.0.14:8180" {
 		t.Errorf("the back-end's API: %v %v", api, ok)
 	}
 	without, _ := load(t, goodVCP)

@@ -209,7 +209,7 @@ func (a *Agent) elementClient(s string) (*api.Client, error) {
 			name := e.hello.Name
 			addr, ok := a.cfg.apiOf(name)
 			if !ok && e.hello.Role == dist.RoleRouter {
-				addr, ok = backendAPI(e.hello)
+				addr, ok = routerapi.APIOf(e.hello)
 			}
 			if !ok {
 				return nil, fmt.Errorf("%s has no management API in the router's config (lbs or backends: %s: {api: ADDR:PORT})", name, name)

@@ -29,13 +29,17 @@ const (
 	ieProtocolIdentifier       = 4
 	ieSourceTransportPort      = 7
 	ieSourceIPv4Address        = 8
+	ieSourceIPv4PrefixLength   = 9
 	ieIngressInterface         = 10
 	ieDestinationTransportPort = 11
 	ieDestinationIPv4Address   = 12
+	ieDestinationIPv4PrefixLen = 13
 	ieEgressInterface          = 14
 	ieIPNextHopIPv4Address     = 15
 	ieSourceIPv6Address        = 27
 	ieDestinationIPv6Address   = 28
+	ieSourceIPv6PrefixLength   = 29
+	ieDestinationIPv6PrefixLen = 30
 	ieIPNextHopIPv6Address     = 62
 	ieFlowStartMilliseconds    = 152
 	ieFlowEndMilliseconds      = 153
@@ -47,26 +51,30 @@ type field struct{ ie, length uint16 }
 // addresses' length is the family's.
 func fields(addrLen uint16) []field {
 	src, dst, nh := uint16(ieSourceIPv4Address), uint16(ieDestinationIPv4Address), uint16(ieIPNextHopIPv4Address)
+	srcLen, dstLen := uint16(ieSourceIPv4PrefixLength), uint16(ieDestinationIPv4PrefixLen)
 	if addrLen == 16 {
 		src, dst, nh = ieSourceIPv6Address, ieDestinationIPv6Address, ieIPNextHopIPv6Address
+		srcLen, dstLen = ieSourceIPv6PrefixLength, ieDestinationIPv6PrefixLen
 	}
 	return []field{{ieFlowStartMilliseconds, 8}, {ieFlowEndMilliseconds, 8}, {ieOctetDeltaCount, 8}, {iePacketDeltaCount, 8},
 		{ieIngressInterface, 4}, {ieEgressInterface, 4}, {src, addrLen}, {dst, addrLen}, {nh, addrLen},
-		{ieSourceTransportPort, 2}, {ieDestinationTransportPort, 2}, {ieProtocolIdentifier, 1}}
+		{ieSourceTransportPort, 2}, {ieDestinationTransportPort, 2}, {ieProtocolIdentifier, 1}, {srcLen, 1}, {dstLen, 1}}
 }
 
 // Record is one flow's report: its packets and octets (IP headers and
 // payload) since its last report, between Start and End; where it came
-// in and went out (ifIndexes; 0: unknown) and its next hop (invalid:
-// unknown, written as zeros).
+// in and went out (ifIndexes; 0: unknown), its next hop (invalid:
+// unknown, written as zeros) and the lengths of its source's and
+// destination's routes (0: unknown).
 type Record struct {
-	Start, End      time.Time
-	Octets, Packets uint64
-	Ingress, Egress uint32
-	Src, Dst        netip.Addr
-	NextHop         netip.Addr
-	SPort, DPort    uint16
-	Proto           uint8
+	Start, End       time.Time
+	Octets, Packets  uint64
+	Ingress, Egress  uint32
+	Src, Dst         netip.Addr
+	NextHop          netip.Addr
+	SPort, DPort     uint16
+	Proto            uint8
+	SrcMask, DstMask uint8
 }
 
 // Message is one IPFIX message: when it was sent, the number of data
@@ -79,7 +87,7 @@ type Message struct {
 }
 
 // MaxRecords is the most records a message of up to about 1,400 bytes
-// carries (IPv6 records are 93 bytes, after 124 of header and templates).
+// carries (IPv6 records are 95 bytes, after 140 of header and templates).
 const MaxRecords = 13
 
 // Marshal encodes m: the header, the template set, a data set per family.
@@ -159,5 +167,5 @@ func (r *Record) append(b []byte, v6 bool) []byte {
 	addr(r.NextHop)
 	b = binary.BigEndian.AppendUint16(b, r.SPort)
 	b = binary.BigEndian.AppendUint16(b, r.DPort)
-	return append(b, r.Proto)
+	return append(b, r.Proto, r.SrcMask, r.DstMask)
 }

@@ -15,7 +15,7 @@ func TestMarshal(t *testing.T) {
 	start := time.UnixMilli(1_700_000_000_123)
 	m := Message{ExportTime: start.Add(time.Minute), Sequence: 41, Domain: 7, Records: []Record{
 		{Start: start, End: start.Add(time.Second), Octets: 15000, Packets: 10, Ingress: 10, Egress: 12, Proto: 6, SPort: 40000, DPort: 5201,
-			Src: netip.MustParseAddr("192.0.2.10"), Dst: netip.MustParseAddr("203.0.113.10"), NextHop: netip.MustParseAddr("203.0.113.10")},
+			Src: netip.MustParseAddr("192.0.2.10"), Dst: netip.MustParseAddr("203.0.113.10"), NextHop: netip.MustParseAddr("203.0.113.10"), SrcMask: 24, DstMask: 16},
 		{Start: start, End: start, Octets: 80, Packets: 1, Ingress: 11, Proto: 17, SPort: 1, DPort: 2,
 			Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8:1::1")},
 	}}
@@ -56,12 +56,12 @@ func TestMarshal(t *testing.T) {
 		}
 		o += n
 	}
-	if lengths[Template4] != 57 || lengths[Template6] != 93 || len(data) != 2 || len(data[0]) != 57 || len(data[1]) != 93 {
+	if lengths[Template4] != 59 || lengths[Template6] != 95 || len(data) != 2 || len(data[0]) != 59 || len(data[1]) != 95 {
 		t.Fatalf("templates %v, data sets %d", lengths, len(data))
 	}
 	r := data[0]
 	if binary.BigEndian.Uint64(r[0:]) != uint64(start.UnixMilli()) || binary.BigEndian.Uint64(r[16:]) != 15000 ||
-		binary.BigEndian.Uint32(r[36:]) != 12 || netip.AddrFrom4([4]byte(r[44:48])) != netip.MustParseAddr("203.0.113.10") || r[56] != 6 {
+		binary.BigEndian.Uint32(r[36:]) != 12 || netip.AddrFrom4([4]byte(r[44:48])) != netip.MustParseAddr("203.0.113.10") || r[56] != 6 || r[57] != 24 || r[58] != 16 {
 		t.Errorf("the IPv4 record % x", r)
 	}
 	if r := data[1]; netip.AddrFrom16([16]byte(r[40:56])) != netip.MustParseAddr("2001:db8::1") || r[92] != 17 {

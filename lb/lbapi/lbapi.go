@@ -228,6 +228,8 @@ type SFlowStatus struct {
 	Refused uint64 `json:"refused"`
 	// IPFIX is the flows' export (absent: none).
 	IPFIX *IPFIXStatus `json:"ipfix,omitempty"`
+	// Routes are the lookups of the samples' routes at the back-ends.
+	Routes RouteLookups `json:"routes"`
 	// Top are the top talkers of the samples over the last minute.
 	Top []Talker `json:"top"`
 }
@@ -273,6 +275,14 @@ func (x *SFlowExport) Same(y *SFlowExport) bool {
 		x.CounterInterval == y.CounterInterval && maps.Equal(x.Rates, y.Rates) &&
 		(x.IPFIX == nil) == (y.IPFIX == nil) && (x.IPFIX == nil || slices.Equal(x.IPFIX.Collectors, y.IPFIX.Collectors) &&
 		x.IPFIX.ActiveTimeout == y.IPFIX.ActiveTimeout && x.IPFIX.IdleTimeout == y.IPFIX.IdleTimeout)
+}
+
+// RouteLookups count the samples' routes asked of the back-ends (the
+// extended router data's): asked, failed, and the answers held.
+type RouteLookups struct {
+	Lookups  uint64 `json:"lookups"`
+	Failures uint64 `json:"failures"`
+	Cached   int    `json:"cached"`
 }
 
 // IPFIXOf is a config file's IPFIX export as the API has it (nil: none).

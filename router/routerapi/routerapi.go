@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/msr-router/msr/dist"
 	"github.com/msr-router/msr/internal/api"
 )
 
@@ -183,11 +184,25 @@ type HelloTiming struct {
 	SendMs     float64 `json:"send_ms"`
 }
 
+// APIOf is a back-end's management API when a config names none: its
+// interconnect address (from its hellos) at the default port.
+func APIOf(h *dist.Hello) (netip.AddrPort, bool) {
+	for _, p := range h.Ports {
+		if p.Role == dist.PortInternal && p.Prefix.IsValid() {
+			return netip.AddrPortFrom(p.Prefix.Addr(), DefaultPort), true
+		}
+	}
+	return netip.AddrPort{}, false
+}
+
 // RouteInfo is one route as the API lists it.
 type RouteInfo struct {
 	Prefix string   `json:"prefix"`
 	Via    []string `json:"via,omitempty"`
 	Port   string   `json:"port,omitempty"` // connected
+	// VLAN is the external port the route's first next hop leaves by
+	// (its VLAN, the router's ifIndex of it; 0: none).
+	VLAN uint16 `json:"vlan,omitempty"`
 	// Protocol is where the route came from: connected, static, ospf,
 	// ospf-ia, ospf-e1, ospf-e2, bgp, rip (what the VCP's suite learned
 	// it by, carried by the RIB feed), rib (the suite did not say), or api
