@@ -42,12 +42,15 @@ func h1Counters(t *testing.T) (bytes, frames float64) {
 // sampling rate (-R), come within 10% of what h1 sent for them: the
 // frames' bytes h1's interface counted, with their FCS (sFlow's frame
 // length has it); the samples say the router's one agent address.
-// nfacctd's come within 10% of h1's IP bytes. The web view's top talkers
+// nfacctd's come within 10% of h1's IP bytes. Both have the route out
+// (port 12, next hop h3, /24) for at least 90% of the bytes. A PUT of an
+// export to an LB by a host without the admin token is refused. The web view's top talkers
 // put h1 to h3 first, within 15% of h1's bytes.
 func TestSFlow(t *testing.T) {
 	upDefaultLabWith(t, demo.Options{Prefixes: 300, SFlow: netip.MustParseAddrPort("10.0.0.40:6343"), SFlowRate: 100,
 		IPFIX: netip.MustParseAddrPort("10.0.0.40:4739")})
 	waitRouterExport(t)
+	checkExportGuarded(t)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777) // the collectors may drop privileges to write
 	sfacct := startCollector(t, "sfacctd", "6343", filepath.Join(dir, "sfacct.csv"))
@@ -243,6 +246,29 @@ func waitRouterExport(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the LBs do not export the router's sFlow config after 10 s: %v", last)
 		}
+	}
+}
+
+// checkExportGuarded: a host of the interconnect (mon) that PUTs lb1 an
+// export of its own, with no token or the read one, is refused (401,
+// 403), and lb1 keeps the router's.
+func checkExportGuarded(t *testing.T) {
+	t.Helper()
+	read, err := os.ReadFile(demo.APIFile("read.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"collectors":["10.0.0.40:9999"],"agent_address":"10.0.0.40","counter_interval_s":1}`
+	for _, token := range []string{"", strings.TrimSpace(string(read))} {
+		code, err := demo.Exec("mon", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", demo.APIFile("ca.crt"),
+			"-X", "PUT", "-H", "Authorization: Bearer "+token, "--data", body, "https://10.0.0.31:8181"+lbapi.PathSFlow)
+		if code != "401" && code != "403" {
+			t.Errorf("mon's PUT %s to lb1 with a token %v: %q %v, want 401 or 403", lbapi.PathSFlow, token != "", code, err)
+		}
+	}
+	s, err := demo.LBStatus("lb1")
+	if err != nil || s.SFlow == nil || s.SFlow.Export == nil || s.SFlow.Export.From != lbapi.SFlowFromVCP || s.SFlow.Export.Collectors[0].Port() != 6343 {
+		t.Errorf("lb1's export after mon's PUTs: %v %+v", err, s.SFlow)
 	}
 }
 
