@@ -60,6 +60,8 @@ type sflowWant struct {
 }
 
 // sflowWanted is the export each live LB should have; none while standby.
+// An LB without an API in the config is left out unless the config has
+// an export (it then fails, and says why).
 func (a *Agent) sflowWanted() []sflowWant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -72,6 +74,9 @@ func (a *Agent) sflowWanted() []sflowWant {
 			continue
 		}
 		w := sflowWant{lb: e.hello.Name}
+		if _, ok := a.cfg.apiOf(w.lb); !ok && a.cfg.SFlow == nil {
+			continue // nothing to take back where nothing could be set
+		}
 		if s := a.cfg.SFlow; s != nil {
 			w.export = &lbapi.SFlowExport{Collectors: s.Collectors, AgentAddress: s.AgentAddress,
 				CounterInterval: uint32(s.CounterInterval / time.Second), Rates: map[string]uint32{}, IPFIX: lbapi.IPFIXOf(s.IPFIX)}

@@ -13,7 +13,8 @@ import (
 // TestSFlowConfig: the sflow section and the ports' rates make each live
 // LB's export: the rate of its external ports by MAC (the section's, or
 // the port's own; 0 none), the first port's address as the agent's; no
-// export from a standby. Bad lines are refused with their line number.
+// export from a standby; without the section, the LBs with an API back to
+// their own. Bad lines are refused with their line number.
 func TestSFlowConfig(t *testing.T) {
 	text := strings.Replace(goodVCP, `vlan: 11, mtu: 1500}`, `vlan: 11, mtu: 1500, sflow_rate: 0}`, 1) +
 		"sflow:\n  collectors: [\"10.0.0.40:6343\"]\n  sampling_rate: 100\n"
@@ -43,8 +44,12 @@ func TestSFlowConfig(t *testing.T) {
 		t.Errorf("a standby wants %+v", got)
 	}
 	a.active, a.cfg.SFlow = true, nil
-	if got := a.sflowWanted(); len(got) != 2 || got[0].export != nil {
-		t.Errorf("without a section: %+v, want the LBs' own", got)
+	if got := a.sflowWanted(); len(got) != 0 {
+		t.Errorf("without a section, no LB with an API: %+v, want none asked", got)
+	}
+	a.cfg.LBs["lb1"] = &LBConfig{API: netip.MustParseAddrPort("10.0.0.31:8181")}
+	if got := a.sflowWanted(); len(got) != 1 || got[0].lb != "lb1" || got[0].export != nil {
+		t.Errorf("without a section: %+v, want lb1 (with an API) to its own", got)
 	}
 
 	for _, c := range []struct{ text, want string }{
