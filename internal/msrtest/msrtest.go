@@ -4,6 +4,7 @@ package msrtest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -77,4 +78,29 @@ type Log struct{ T testing.TB }
 func (l Log) Write(p []byte) (int, error) {
 	l.T.Log(string(p))
 	return len(p), nil
+}
+
+// UDPCapture wraps a datagram in a UDP/IPv4/Ethernet frame to port, in a
+// one-frame capture file (pcap) for a decoder such as tshark to read.
+func UDPCapture(t *testing.T, port uint16, payload []byte) string {
+	t.Helper()
+	udp := make([]byte, 8, 8+len(payload))
+	binary.BigEndian.PutUint16(udp[0:], 40000)
+	binary.BigEndian.PutUint16(udp[2:], port)
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
+	udp = append(udp, payload...)
+	ip := []byte{0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 192, 0, 2, 1, 10, 0, 0, 9}
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(udp)))
+	eth := append([]byte{2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 0x08, 0x00}, append(ip, udp...)...)
+	var b bytes.Buffer
+	for _, v := range []uint32{0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1} {
+		binary.Write(&b, binary.LittleEndian, v)
+	}
+	for _, v := range []uint32{0, 0, uint32(len(eth)), uint32(len(eth))} {
+		binary.Write(&b, binary.LittleEndian, v)
+	}
+	b.Write(eth)
+	path := filepath.Join(t.TempDir(), "udp.pcap")
+	os.WriteFile(path, b.Bytes(), 0o644)
+	return path
 }

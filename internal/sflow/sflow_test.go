@@ -1,14 +1,13 @@
 package sflow
 
 import (
-	"bytes"
 	"encoding/binary"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/msr-router/msr/internal/msrtest"
 )
 
 // frame is a 64-byte Ethernet/IPv4/UDP frame, 192.0.2.10 to 203.0.113.10.
@@ -34,31 +33,6 @@ func frame() []byte {
 	return f
 }
 
-// pcap wraps an sFlow datagram in a UDP/IPv4/Ethernet frame to the
-// collectors' port, in a one-frame capture file.
-func pcap(t *testing.T, payload []byte) string {
-	t.Helper()
-	udp := make([]byte, 8, 8+len(payload))
-	binary.BigEndian.PutUint16(udp[0:], 40000)
-	binary.BigEndian.PutUint16(udp[2:], Port)
-	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
-	udp = append(udp, payload...)
-	ip := []byte{0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 192, 0, 2, 1, 10, 0, 0, 9}
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(udp)))
-	eth := append([]byte{2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 0x08, 0x00}, append(ip, udp...)...)
-	var b bytes.Buffer
-	for _, v := range []uint32{0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1} {
-		binary.Write(&b, binary.LittleEndian, v)
-	}
-	for _, v := range []uint32{0, 0, uint32(len(eth)), uint32(len(eth))} {
-		binary.Write(&b, binary.LittleEndian, v)
-	}
-	b.Write(eth)
-	path := filepath.Join(t.TempDir(), "sflow.pcap")
-	os.WriteFile(path, b.Bytes(), 0o644)
-	return path
-}
-
 // TestDatagramDecodes: a datagram of one flow sample (with switch and
 // router data) and one counter sample, as Wireshark's sFlow dissector
 // (tshark) reads it: every field where it was put, the sampled frame
@@ -79,7 +53,7 @@ func TestDatagramDecodes(t *testing.T) {
 	if len(b)%4 != 0 {
 		t.Errorf("datagram of %d bytes: not whole words", len(b))
 	}
-	out, err := exec.Command(tshark, "-r", pcap(t, b), "-V").CombinedOutput()
+	out, err := exec.Command(tshark, "-r", msrtest.UDPCapture(t, Port, b), "-V").CombinedOutput()
 	if err != nil {
 		t.Fatalf("tshark: %v\n%s", err, out)
 	}
