@@ -283,8 +283,8 @@ func TestRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pids := nsPIDs(Namespace(name, "h1"))
-	for deadline := time.Now().Add(3 * time.Second); (len(pids) != 1 || pids[0] != st.Processes[0].PID) && time.Now().Before(deadline); pids = nsPIDs(Namespace(name, "h1")) {
+	pids := PIDsIn(Namespace(name, "h1"))
+	for deadline := time.Now().Add(3 * time.Second); (len(pids) != 1 || pids[0] != st.Processes[0].PID) && time.Now().Before(deadline); pids = PIDsIn(Namespace(name, "h1")) {
 		time.Sleep(50 * time.Millisecond) // the last one's shell starting, its $(ip ...)
 	}
 	if len(pids) != 1 || pids[0] != st.Processes[0].PID {

@@ -228,35 +228,51 @@ func Down(name string) error {
 // namespace after the other took a second and a half to take the default
 // lab down.
 func killAll(nss ...string) {
-	pids := nsPIDs(nss...)
+	pids := PIDsIn(nss...)
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGTERM)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for len(pids) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
-		pids = nsPIDs(nss...)
+		pids = PIDsIn(nss...)
 	}
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	for i := 0; i < 100 && len(nsPIDs(nss...)) > 0; i++ {
+	for i := 0; i < 100 && len(PIDsIn(nss...)) > 0; i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// nsPIDs lists the processes whose network namespace is one of nss (by
-// the inode of /run/netns/NS, against each process's /proc/PID/ns/net),
-// not this one.
-func nsPIDs(nss ...string) []int {
-	inodes := map[string]bool{}
+// NetnsID is a network namespace's identity as /proc/PID/ns/net links to
+// it ("net:[INODE]"), for the named namespace (/run/netns/NAME); "" if
+// there is none.
+func NetnsID(ns string) string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join("/run/netns", ns), &st); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("net:[%d]", st.Ino)
+}
+
+// ProcNetns is the network namespace the process pid (as /proc names it)
+// runs in, as NetnsID says it ("" if the process is gone).
+func ProcNetns(pid string) string {
+	link, _ := os.Readlink(filepath.Join("/proc", pid, "ns", "net"))
+	return link
+}
+
+// PIDsIn are the processes (but this one) in the named network
+// namespaces, found by their /proc/PID/ns/net, sorted.
+func PIDsIn(nss ...string) []int {
+	ids := map[string]bool{}
 	for _, ns := range nss {
-		var st syscall.Stat_t
-		if err := syscall.Stat(filepath.Join("/run/netns", ns), &st); err == nil {
-			inodes[fmt.Sprintf("net:[%d]", st.Ino)] = true
+		if id := NetnsID(ns); id != "" {
+			ids[id] = true
 		}
 	}
-	if len(inodes) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
 	procs, _ := os.ReadDir("/proc")
@@ -266,7 +282,7 @@ func nsPIDs(nss ...string) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if link, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns", "net")); err == nil && inodes[link] {
+		if ids[ProcNetns(p.Name())] {
 			pids = append(pids, pid)
 		}
 	}

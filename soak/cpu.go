@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/msr-router/msr/demo"
@@ -135,7 +134,7 @@ func watchCPU(ctx context.Context, start time.Time) *cpuWatch {
 			}
 			prevCPU = now
 			for pid, p := range last {
-				host := hosts[netnsOf(pid)]
+				host := hosts[lab.ProcNetns(pid)]
 				d := p.ticks - min(prevTicks[pid], p.ticks)
 				if _, seen := prevTicks[pid]; !seen {
 					d = 0
@@ -195,17 +194,11 @@ func labHosts() map[string]string {
 		return hosts
 	}
 	for _, n := range st.Nodes {
-		var s syscall.Stat_t
-		if syscall.Stat("/var/run/netns/"+n.Namespace, &s) == nil {
-			hosts[fmt.Sprintf("net:[%d]", s.Ino)] = n.Name
+		if id := lab.NetnsID(n.Namespace); id != "" {
+			hosts[id] = n.Name
 		}
 	}
 	return hosts
-}
-
-func netnsOf(pid string) string {
-	ns, _ := os.Readlink("/proc/" + pid + "/ns/net")
-	return ns
 }
 
 // writeCSVs writes cpu.csv and procs.csv into dir.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/msr-router/msr/demo"
+	"github.com/msr-router/msr/lab"
 	"github.com/msr-router/msr/router/routerapi"
 )
 
@@ -360,7 +361,7 @@ func agentRSS() map[string]int64 {
 		if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) != "msr" {
 			continue
 		}
-		h, ok := hosts[netnsOf(pid)]
+		h, ok := hosts[lab.ProcNetns(pid)]
 		if !ok || processAge(pid) < time.Minute {
 			continue
 		}

@@ -3,7 +3,6 @@ package soak
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,16 +25,14 @@ func processesOf(name string) (map[string]int, error) {
 		return nil, err
 	}
 	counts := map[string]int{}
+	var nss []string
 	for _, n := range st.Nodes {
-		out, err := exec.Command("ip", "netns", "pids", n.Namespace).Output()
-		if err != nil {
-			return nil, fmt.Errorf("%s: ip netns pids: %v", n.Name, err)
-		}
-		for _, f := range strings.Fields(string(out)) {
-			comm, err := os.ReadFile("/proc/" + f + "/comm")
-			if err == nil {
-				counts[strings.TrimSpace(string(comm))]++
-			}
+		nss = append(nss, n.Namespace)
+	}
+	for _, pid := range lab.PIDsIn(nss...) {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err == nil {
+			counts[strings.TrimSpace(string(comm))]++
 		}
 	}
 	return counts, nil

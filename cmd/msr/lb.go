@@ -94,7 +94,14 @@ func writeLBStatus(w io.Writer, s *lbapi.Status) {
 		fmt.Fprintf(w, "  capacity %s cap_drop %d\n", capacityText(s.CapacityPPS), s.CapDrop)
 	}
 	if f := s.SFlow; f != nil {
-		fmt.Fprintf(w, "  sflow: %d samples, %d lost, %d malformed; %d datagrams sent, %d failed\n", f.Samples, f.Lost, f.Malformed, f.Datagrams, f.SendErrors)
+		if x := f.Export; x != nil {
+			fmt.Fprintf(w, "  sflow: from %s, to %v as agent %s, rates %v\n", x.From, x.Collectors, x.AgentAddress, x.Rates)
+		}
+		fmt.Fprintf(w, "  sflow: %d samples, %d lost, %d malformed; %d datagrams sent, %d failed; %d exports refused\n", f.Samples, f.Lost, f.Malformed, f.Datagrams, f.SendErrors, f.Refused)
+		fmt.Fprintf(w, "  sflow routes: %d asked of the back-ends, %d failed, %d held\n", f.Routes.Lookups, f.Routes.Failures, f.Routes.Cached)
+		if x := f.IPFIX; x != nil {
+			fmt.Fprintf(w, "  ipfix: to %v, %d flows, %d records in %d messages, %d failed, %d samples past the flows held\n", f.Export.IPFIX.Collectors, x.Flows, x.Records, x.Messages, x.SendErrors, x.Overflow)
+		}
 	}
 	for _, p := range s.Ports {
 		capText := ""
