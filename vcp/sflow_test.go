@@ -1,7 +1,11 @@
 package vcp
 
 import (
+	"encoding/json"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -62,5 +66,64 @@ func TestSFlowConfig(t *testing.T) {
 		if _, err := load(t, c.text); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v, want %q", err, c.want)
 		}
+	}
+}
+
+// TestSyncSFlowOf: against an LB's API (a fake that keeps what it is
+// given), the VCP PUTs the router's export where the LB has its file's,
+// leaves an LB that has it alone, PUTs again where it differs, and
+// DELETEs it when the config has none.
+func TestSyncSFlowOf(t *testing.T) {
+	var got *lbapi.SFlowExport
+	file := &lbapi.SFlowExport{From: lbapi.SFlowFromFile, Collectors: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.50:6343")}}
+	got = file
+	var calls []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls = append(calls, r.Method)
+		switch r.Method {
+		case "PUT":
+			var x lbapi.SFlowExport
+			if err := json.NewDecoder(r.Body).Decode(&x); err != nil || x.From != "" {
+				http.Error(w, "bad export", http.StatusBadRequest)
+				return
+			}
+			x.From = lbapi.SFlowFromVCP
+			got = &x
+		case "DELETE":
+			got = file
+		}
+		json.NewEncoder(w).Encode(got)
+	}))
+	defer srv.Close()
+	c, err := load(t, goodVCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.LBs["lb1"] = &LBConfig{API: netip.MustParseAddrPort(strings.TrimPrefix(srv.URL, "http://"))}
+	a := &Agent{cfg: c, elements: topology{}, active: true, log: slog.New(slog.DiscardHandler)}
+	a.elements[1] = &element{alive: true, hello: &dist.Hello{Role: dist.RoleLB, Name: "lb1"}}
+	want := &lbapi.SFlowExport{Collectors: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.40:6343")}, AgentAddress: netip.MustParseAddr("192.0.2.1"),
+		CounterInterval: 20, Rates: map[string]uint32{"02:00:00:00:e0:00": 100}}
+	steps := []struct {
+		want  *lbapi.SFlowExport
+		calls string
+	}{
+		{want, "GET PUT"}, // the file's in force: the router's put
+		{want, "GET"},     // the same: left alone
+		{&lbapi.SFlowExport{Collectors: want.Collectors, AgentAddress: want.AgentAddress, CounterInterval: 5}, "GET PUT"},
+		{nil, "GET DELETE"}, // no section: taken back
+		{nil, "GET"},        // the file's: left alone
+	}
+	for i, s := range steps {
+		calls = nil
+		if err := a.syncSFlowOf("lb1", s.want); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if strings.Join(calls, " ") != s.calls {
+			t.Errorf("step %d: %v, want %s", i, calls, s.calls)
+		}
+	}
+	if got != file {
+		t.Errorf("at the end the LB has %+v, want its file's", got)
 	}
 }
