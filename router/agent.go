@@ -270,10 +270,7 @@ func (a *Agent) program(ifi *net.Interface) error {
 		return err
 	}
 	// Every VLAN's check, a previous run's too, as the settings say.
-	if err := a.dp.ClearURPF(); err != nil {
-		return err
-	}
-	if err := a.writeURPF(nil); err != nil {
+	if err := a.writeURPF(); err != nil {
 		return err
 	}
 	if err := a.dp.SetACL(a.mac, a.set.ACL); err != nil {

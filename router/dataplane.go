@@ -222,13 +222,24 @@ func (d *Dataplane) SetURPF(vlan uint16, external bool, mode dist.URPFMode) erro
 	return d.objs.RtVlans.Put(uint32(vlan), v)
 }
 
-// ClearURPF turns every VLAN's unicast RPF off.
-func (d *Dataplane) ClearURPF() error {
+// SetURPFs sets every VLAN at once: those of ports external, each with
+// its unicast RPF, every other not. Each entry is written once, from what
+// it held to what it should: a frame tagged with a port's VLAN never finds
+// it cleared on the way (an agent started again on a running data path,
+// a change of ports).
+func (d *Dataplane) SetURPFs(ports map[uint16]dist.URPFMode) error {
 	keys := make([]uint32, 4096)
+	vals := make([]rtxdpRtVlan, len(keys))
 	for i := range keys {
 		keys[i] = uint32(i)
+		if m, ok := ports[uint16(i)]; ok && i > 0 && i < 4095 {
+			if m > dist.URPFStrict {
+				return fmt.Errorf("uRPF %v on VLAN %d", m, i)
+			}
+			vals[i] = rtxdpRtVlan{External: 1, Urpf: uint8(m)}
+		}
 	}
-	_, err := d.objs.RtVlans.BatchUpdate(keys, make([]rtxdpRtVlan, len(keys)), nil)
+	_, err := d.objs.RtVlans.BatchUpdate(keys, vals, nil)
 	return err
 }
 

@@ -146,9 +146,7 @@ func newRouterStateSized(t *testing.T, prefixes []netip.Prefix, r *rand.Rand, si
 	}
 	must(dp.SetACL(macSelf, m.ACL))
 	m.URPF = map[uint16]dist.URPFMode{10: dist.URPFStrict, 11: dist.URPFLoose, 12: dist.URPFOff}
-	for vlan, mode := range m.URPF {
-		must(dp.SetURPF(vlan, true, mode))
-	}
+	must(dp.SetURPFs(m.URPF))
 	return s
 }
 

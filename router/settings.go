@@ -363,20 +363,15 @@ func (a *Agent) writePorts(previous int) error {
 	return nil
 }
 
-// writeURPF sets rt_vlans to the unicast RPF of a.set's ports, and
-// clears the VLANs only old had. Call with a.mu held.
-func (a *Agent) writeURPF(old []PortSpec) error {
-	for _, p := range old {
-		if err := a.dp.SetURPF(p.VLAN, false, dist.URPFOff); err != nil {
-			return err
-		}
-	}
+// writeURPF sets rt_vlans to the unicast RPF of a.set's ports, every
+// other VLAN not external (a previous run's, or a port gone). Call with
+// a.mu held.
+func (a *Agent) writeURPF() error {
+	ports := map[uint16]dist.URPFMode{}
 	for _, p := range a.set.Ports {
-		if err := a.dp.SetURPF(p.VLAN, true, p.URPF); err != nil {
-			return err
-		}
+		ports[p.VLAN] = p.URPF
 	}
-	return nil
+	return a.dp.SetURPFs(ports)
 }
 
 // samePorts says whether two lists of ports are the same but for their
@@ -398,7 +393,7 @@ func samePorts(a, b []PortSpec) bool {
 // only their connected routes come. Call with a.mu held; it says whether
 // the FIB started again.
 func (a *Agent) changePorts(old []PortSpec) (bool, error) {
-	if err := a.writeURPF(old); err != nil {
+	if err := a.writeURPF(); err != nil {
 		return false, err
 	}
 	if samePorts(old, a.set.Ports) {
