@@ -30,7 +30,7 @@ func (a *Agent) Trace(spec trace.Spec, wait time.Duration) (*vcpapi.TraceResult,
 	if err := spec.Check(); err != nil {
 		return nil, err
 	}
-	res := &vcpapi.TraceResult{Spec: spec, Walks: []trace.Walk{}}
+	res := &vcpapi.TraceResult{Spec: spec, Walks: []trace.Walk{}, Reports: map[string]int{}}
 	var on []string
 	defer func() {
 		for _, name := range on {
@@ -60,9 +60,14 @@ func (a *Agent) Trace(spec trace.Spec, wait time.Duration) (*vcpapi.TraceResult,
 	}
 	in := 0
 	for _, name := range lbs {
-		if slices.Contains(on, name) && arm(name, spec) == nil {
-			in++
+		if !slices.Contains(on, name) {
+			continue
 		}
+		if err := arm(name, spec); err != nil {
+			res.Errors = append(res.Errors, fmt.Sprintf("%s, following packets in: %v", name, err))
+			continue
+		}
+		in++
 	}
 	if in == 0 {
 		return nil, fmt.Errorf("trace: no LB took the trace: %v", res.Errors)
@@ -77,6 +82,7 @@ func (a *Agent) Trace(spec trace.Spec, wait time.Duration) (*vcpapi.TraceResult,
 				continue
 			}
 			events = append(events, c.Events...)
+			res.Reports[name] = len(c.Events)
 		}
 		res.Walks = trace.Join(events)
 		if trace.Done(res.Walks, int(spec.Count)) || time.Now().After(deadline) {

@@ -498,6 +498,10 @@ type TraceResult struct {
 	Walks    []trace.Walk `json:"walks"`
 	Elements []string     `json:"elements"`
 	Errors   []string     `json:"errors,omitempty"`
+	// Reports are how many matches each element reported at the last
+	// gathering, the packets not followed in too (absent: its API did
+	// not answer).
+	Reports map[string]int `json:"reports"`
 }
 
 // Trace follows spec's packets through the router for at most wait.
