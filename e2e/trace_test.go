@@ -33,12 +33,15 @@ func TestTrace(t *testing.T) {
 	run := func(send func(), args ...string) trace.Walk {
 		t.Helper()
 		done, stop := make(chan struct{}), make(chan struct{})
+		start := time.Now()
+		var sends []string // when each send ended, for a trace that caught nothing
 		go func() {
 			defer close(done)
 			// Again until the trace ends: the trace is on once the
 			// console's call reaches every element.
 			for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(150 * time.Millisecond) {
 				send()
+				sends = append(sends, time.Since(start).Round(time.Millisecond).String())
 				select {
 				case <-stop:
 					return
@@ -47,6 +50,7 @@ func TestTrace(t *testing.T) {
 			}
 		}()
 		out, errOut, code := msr(t, append([]string{"ctl", "--name", "vcp1", "trace", "--wait", "6s", "-o", "json"}, args...)...)
+		answered := time.Since(start)
 		close(stop)
 		<-done
 		if code != 0 {
@@ -57,7 +61,8 @@ func TestTrace(t *testing.T) {
 			t.Fatalf("trace -o json: %v\n%s", err, out)
 		}
 		if len(res.Walks) != 1 || len(res.Elements) != 5 || len(res.Errors) != 0 {
-			t.Fatalf("trace %v: %d walks at %v (not: %v), want 1 at the 2 LBs and 3 back-ends:\n%s", args, len(res.Walks), res.Elements, res.Errors, out)
+			t.Fatalf("trace %v: %d walks at %v (not: %v), want 1 at the 2 LBs and 3 back-ends; the console answered after %v, the packets were sent by %v:\n%s",
+				args, len(res.Walks), res.Elements, res.Errors, answered.Round(time.Millisecond), sends, out)
 		}
 		w := res.Walks[0]
 		for i := 1; i < len(w.Stages); i++ {
