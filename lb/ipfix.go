@@ -28,7 +28,7 @@ type flowKey struct {
 }
 
 type flowCount struct {
-	first, last     time.Time // the flow's first and last sample
+	last            time.Time // the flow's last sample
 	since           time.Time // the start of the count not yet reported
 	octets, packets uint64
 }
@@ -40,13 +40,9 @@ type flows struct {
 	status lbapi.IPFIXStatus
 }
 
-// addFlow sums a sample into its flow. Call with e.mu.
-func (e *exporter) addFlow(now time.Time, header []byte, vlan uint16, rate uint32) {
+// addFlow sums a sampled packet into its flow. Call with e.mu.
+func (e *exporter) addFlow(now time.Time, p trace.Packet, vlan uint16, rate uint32) {
 	if e.export == nil || e.export.IPFIX == nil {
-		return
-	}
-	p, err := trace.ParsePacket(header)
-	if err != nil {
 		return
 	}
 	f := &e.flows
@@ -60,7 +56,7 @@ func (e *exporter) addFlow(now time.Time, header []byte, vlan uint16, rate uint3
 			f.status.Overflow++
 			return
 		}
-		c = &flowCount{first: now, since: now}
+		c = &flowCount{since: now}
 		f.table[k] = c
 	}
 	c.last = now
@@ -96,11 +92,7 @@ func (e *exporter) reportFlows(now time.Time) {
 		}
 	}
 	e.flows.status.Flows = len(e.flows.table)
-	collectors := x.IPFIX.Collectors
-	domain := x.SubAgent
-	if domain == 0 {
-		domain = uint32(e.a.cfg.ID)
-	}
+	collectors, domain := x.IPFIX.Collectors, e.cfg.SubAgent // the sub-agent id, defaulted
 	e.mu.Unlock()
 	for i := range due {
 		if r, ok := e.a.routes.get(due[i].Dst, now); ok && r.bits >= 0 {
@@ -127,15 +119,10 @@ func (e *exporter) sendRecords(collectors []netip.AddrPort, domain uint32, now t
 	if err != nil {
 		return
 	}
-	for _, c := range collectors {
-		_, err := e.conn.WriteToUDPAddrPort(b, c)
-		e.mu.Lock()
-		if err != nil {
-			e.flows.status.SendErrors++
-		} else {
-			e.flows.status.Messages++
-			e.flows.status.Records += uint64(len(records))
-		}
-		e.mu.Unlock()
-	}
+	sent, failed := e.writeTo(collectors, b)
+	e.mu.Lock()
+	e.flows.status.Messages += sent
+	e.flows.status.Records += sent * uint64(len(records))
+	e.flows.status.SendErrors += failed
+	e.mu.Unlock()
 }

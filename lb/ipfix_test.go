@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msr-router/msr/internal/trace"
 	"github.com/msr-router/msr/lb/lbapi"
 )
 
@@ -32,14 +33,21 @@ func TestIPFIXFlows(t *testing.T) {
 	defer e.close()
 	e.setExport(&lbapi.SFlowExport{From: lbapi.SFlowFromVCP, AgentAddress: netip.MustParseAddr("192.0.2.1"), CounterInterval: 20,
 		IPFIX: &lbapi.IPFIXExport{Collectors: []netip.AddrPort{col.LocalAddr().(*net.UDPAddr).AddrPort()}, ActiveTimeout: 10, IdleTimeout: 2}})
+	pkt := func(f []byte) trace.Packet {
+		p, err := trace.ParsePacket(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	frame := eth(macExt0, macHost, 0x0800, udp(ipHostA, ipHostB, 1000, 2000)) // 46 bytes of IP
 	other := eth(macExt0, macHost, 0x0800, udp(ipHostA, ipHostB, 1001, 2000))
 	t0 := time.Now()
 	e.mu.Lock()
-	e.addFlow(t0, frame, 10, 100)
-	e.addFlow(t0.Add(time.Second), frame, 10, 100)
-	e.addFlow(t0.Add(time.Second), frame, 11, 100) // another port in: another flow
-	e.addFlow(t0.Add(time.Second), other, 10, 50)
+	e.addFlow(t0, pkt(frame), 10, 100)
+	e.addFlow(t0.Add(time.Second), pkt(frame), 10, 100)
+	e.addFlow(t0.Add(time.Second), pkt(frame), 11, 100) // another port in: another flow
+	e.addFlow(t0.Add(time.Second), pkt(other), 10, 50)
 	e.mu.Unlock()
 
 	read := func() map[uint32][2]uint64 { // by ingress and source port: octets, packets
@@ -78,7 +86,7 @@ func TestIPFIXFlows(t *testing.T) {
 	// A flow sampled every second: reported at its active timeout, summed anew.
 	e.mu.Lock()
 	for i := range 11 {
-		e.addFlow(t0.Add(time.Duration(i)*time.Second), frame, 10, 10)
+		e.addFlow(t0.Add(time.Duration(i)*time.Second), pkt(frame), 10, 10)
 	}
 	e.mu.Unlock()
 	e.reportFlows(t0.Add(10500 * time.Millisecond))
@@ -91,7 +99,7 @@ func TestIPFIXFlows(t *testing.T) {
 	e.mu.Lock()
 	clear(e.flows.table)
 	for i := range maxFlows + 5 {
-		e.addFlow(t0, eth(macExt0, macHost, 0x0800, udp(ipHostA, ipHostB, uint16(i), uint16(i>>16))), 10, 1)
+		e.addFlow(t0, pkt(eth(macExt0, macHost, 0x0800, udp(ipHostA, ipHostB, uint16(i), uint16(i>>16)))), 10, 1)
 	}
 	e.mu.Unlock()
 	if e.flows.status.Overflow != 5 || len(e.flows.table) != maxFlows {

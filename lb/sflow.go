@@ -152,14 +152,8 @@ func (a *Agent) checkExport(x *lbapi.SFlowExport) error {
 		return fmt.Errorf("sflow: %w", err)
 	}
 	if f := x.IPFIX; f != nil {
-		if len(f.Collectors) == 0 {
-			return errors.New("sflow ipfix: no collectors")
-		}
-		if err := sflow.CheckCollectors(f.Collectors); err != nil {
-			return fmt.Errorf("sflow ipfix: %w", err)
-		}
-		if err := sflow.CheckTimeouts(time.Duration(f.ActiveTimeout)*time.Second, time.Duration(f.IdleTimeout)*time.Second); err != nil {
-			return fmt.Errorf("sflow ipfix: %w", err)
+		if err := sflow.CheckIPFIX(f.Collectors, time.Duration(f.ActiveTimeout)*time.Second, time.Duration(f.IdleTimeout)*time.Second); err != nil {
+			return fmt.Errorf("sflow %w", err)
 		}
 	}
 	if !sflow.Unicast(x.AgentAddress) {
@@ -310,7 +304,8 @@ func (e *exporter) config() *SFlowConfig {
 
 // portSample is a flow sample and the index of the port it was taken on.
 type portSample struct {
-	index uint8
+	index    uint8
+	src, dst netip.Addr // the sampled packet's (invalid: not IP)
 	sflow.FlowSample
 }
 
@@ -328,7 +323,7 @@ func (e *exporter) sendFlows(samples []portSample) {
 			pools[s.index] = p
 		}
 		s.Pool, s.Drops = p.pool, p.drops
-		e.a.routeSample(&s.FlowSample)
+		e.a.routeSample(&s.FlowSample, s.src, s.dst)
 		d.Flows = append(d.Flows, s.FlowSample)
 	}
 	e.send(d)
@@ -359,13 +354,17 @@ func (e *exporter) read(ctx context.Context, rd *perf.Reader, out chan<- portSam
 			e.mu.Unlock()
 			continue
 		}
-		e.mu.Lock()
-		now := time.Now()
-		e.talkers.add(now, header, length, rate)
-		e.addFlow(now, header, vlan, rate)
-		e.flowSeq[index]++
-		s := portSample{index, sflow.FlowSample{Sequence: e.flowSeq[index], SourceIndex: uint32(vlan), Rate: rate,
+		s := portSample{index: index, FlowSample: sflow.FlowSample{SourceIndex: uint32(vlan), Rate: rate,
 			Input: uint32(vlan), FrameLength: length + 4, Stripped: 4, Header: header}}
+		p, perr := trace.ParsePacket(header)
+		e.mu.Lock()
+		if now := time.Now(); perr == nil {
+			s.src, s.dst = p.Src, p.Dst
+			e.talkers.addPacket(now, p, length, rate)
+			e.addFlow(now, p, vlan, rate)
+		}
+		e.flowSeq[index]++
+		s.Sequence = e.flowSeq[index]
 		e.stats.Samples++
 		e.mu.Unlock()
 		select {
@@ -419,16 +418,23 @@ func (e *exporter) send(d *sflow.Datagram) {
 	if err != nil {
 		return
 	}
-	for _, c := range cfg.Collectors {
-		_, err := e.conn.WriteToUDPAddrPort(b, c)
-		e.mu.Lock()
-		if err != nil {
-			e.stats.SendErrors++
+	sent, failed := e.writeTo(cfg.Collectors, b)
+	e.mu.Lock()
+	e.stats.Datagrams += sent
+	e.stats.SendErrors += failed
+	e.mu.Unlock()
+}
+
+// writeTo sends b to every collector: how many took it, how many failed.
+func (e *exporter) writeTo(collectors []netip.AddrPort, b []byte) (sent, failed uint64) {
+	for _, c := range collectors {
+		if _, err := e.conn.WriteToUDPAddrPort(b, c); err != nil {
+			failed++
 		} else {
-			e.stats.Datagrams++
+			sent++
 		}
-		e.mu.Unlock()
 	}
+	return sent, failed
 }
 
 // status is the export and its counters (nil: no export in force).
@@ -504,22 +510,21 @@ func (e *exporter) countRefused() {
 	e.mu.Unlock()
 }
 
-// routeSample gives a sample its route, where known: the port it leaves
-// by (Output) and the extended router data (next hop, the source's and
-// the destination's prefix lengths).
-func (a *Agent) routeSample(s *sflow.FlowSample) {
-	p, err := trace.ParsePacket(s.Header)
-	if err != nil {
+// routeSample gives a sample of a packet from src to dst its route,
+// where known: the port it leaves by (Output) and the extended router
+// data (next hop, the source's and the destination's prefix lengths).
+func (a *Agent) routeSample(s *sflow.FlowSample, src, dst netip.Addr) {
+	if !dst.IsValid() {
 		return
 	}
 	now := time.Now()
-	dst, ok := a.routes.get(p.Dst, now)
-	if !ok || dst.bits < 0 {
+	to, ok := a.routes.get(dst, now)
+	if !ok || to.bits < 0 {
 		return
 	}
-	src, _ := a.routes.get(p.Src, now)
-	s.Output = uint32(dst.vlan)
-	if dst.nextHop.IsValid() {
-		s.Router = &sflow.RouterData{NextHop: dst.nextHop, DstMask: uint32(dst.bits), SrcMask: uint32(max(src.bits, 0))}
+	from, _ := a.routes.get(src, now)
+	s.Output = uint32(to.vlan)
+	if to.nextHop.IsValid() {
+		s.Router = &sflow.RouterData{NextHop: to.nextHop, DstMask: uint32(to.bits), SrcMask: uint32(max(from.bits, 0))}
 	}
 }

@@ -36,10 +36,13 @@ type talkers struct {
 
 // add counts a sampled frame of length bytes, 1 in rate, at now.
 func (t *talkers) add(now time.Time, header []byte, length, rate uint32) {
-	p, err := trace.ParsePacket(header)
-	if err != nil {
-		return
+	if p, err := trace.ParsePacket(header); err == nil {
+		t.addPacket(now, p, length, rate)
 	}
+}
+
+// addPacket is add of a frame already parsed.
+func (t *talkers) addPacket(now time.Time, p trace.Packet, length, rate uint32) {
 	t.turn(now)
 	k := talkerKey{p.Src.String(), p.Dst.String(), p.Proto}
 	c := t.halves[0][k]

@@ -45,14 +45,21 @@ const (
 	DefaultIdleTimeout   = 15 * time.Second
 )
 
-// CheckTimeouts: an active timeout of 1 s to 1 h, an idle one of 1 s up
-// to the active one.
-func CheckTimeouts(active, idle time.Duration) error {
+// CheckIPFIX: one to MaxCollectors unicast collectors, an active timeout
+// of 1 s to 1 h, an idle one of 1 s up to the active one. Its errors
+// begin "ipfix".
+func CheckIPFIX(collectors []netip.AddrPort, active, idle time.Duration) error {
+	if len(collectors) == 0 {
+		return errors.New("ipfix: no collectors")
+	}
+	if err := CheckCollectors(collectors); err != nil {
+		return fmt.Errorf("ipfix: %w", err)
+	}
 	if active < time.Second || active > time.Hour {
-		return fmt.Errorf("active_timeout %v: 1s to 1h", active)
+		return fmt.Errorf("ipfix active_timeout %v: 1s to 1h", active)
 	}
 	if idle < time.Second || idle > active {
-		return fmt.Errorf("idle_timeout %v: 1s to the active_timeout", idle)
+		return fmt.Errorf("ipfix idle_timeout %v: 1s to the active_timeout", idle)
 	}
 	return nil
 }
@@ -77,13 +84,10 @@ func (c *FileConfig) Check() error {
 		return c.Pos.Errorf("sflow: no collectors (sFlow's, or ipfix's)")
 	}
 	if x := c.IPFIX; x != nil {
-		if err := CheckCollectors(x.Collectors); err != nil || len(x.Collectors) == 0 {
-			return x.Pos.Errorf("sflow ipfix: %v", cmp.Or(err, errors.New("no collectors")))
-		}
 		x.ActiveTimeout = cmp.Or(x.ActiveTimeout, DefaultActiveTimeout)
 		x.IdleTimeout = cmp.Or(x.IdleTimeout, min(DefaultIdleTimeout, x.ActiveTimeout))
-		if err := CheckTimeouts(x.ActiveTimeout, x.IdleTimeout); err != nil {
-			return x.Pos.Errorf("sflow ipfix %v", err)
+		if err := CheckIPFIX(x.Collectors, x.ActiveTimeout, x.IdleTimeout); err != nil {
+			return x.Pos.Errorf("sflow %v", err)
 		}
 	}
 	if err := CheckCollectors(c.Collectors); err != nil {
