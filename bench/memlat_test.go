@@ -74,3 +74,49 @@ func BenchmarkMemLat(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMemLatPool: what one dependent read costs by the size of the
+// table it falls in, a million places spread over it (a million
+// destinations over a FIB of that size): the curve a FIB's design for
+// many destinations is chosen on (docs/router.md, "How big a FIB stays
+// flat").
+//
+//	go test ./bench -run - -bench MemLatPool -benchtime 7x
+func BenchmarkMemLatPool(b *testing.B) {
+	spec, err := loadMemlat()
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec.Maps["memlat_groups"].MaxEntries = 65536 // 64 MiB, DIR-24-8's tbl24
+	delete(spec.Maps, "memlat_outer")
+	delete(spec.Programs, "chase_nested")
+	delete(spec.Programs, "probe")
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer coll.Close()
+	frame := make([]byte, 64)
+	for _, kib := range []uint32{16, 256, 1024, 4096, 8192, 16384, 32768, 65536} {
+		for _, reads := range []uint32{1, 2} {
+			b.Run(fmt.Sprintf("pool=%dKiB/reads=%d", kib, reads), func(b *testing.B) {
+				cfg := memlatMemlatCfg{Keys: 1 << 20, Reads: reads, Groups: kib}
+				if err := coll.Maps["memlat_config"].Put(uint32(0), cfg); err != nil {
+					b.Fatal(err)
+				}
+				var runs []time.Duration
+				for i := 0; i < b.N; i++ {
+					ret, d, err := coll.Programs["chase"].Benchmark(frame, 20_000, nil)
+					if err != nil || ret != 2 { // XDP_PASS
+						b.Fatalf("run: verdict %d, %v", ret, err)
+					}
+					runs = append(runs, d)
+				}
+				slices.Sort(runs)
+				perLookup := float64(runs[len(runs)/2].Nanoseconds()) / 64 // MEMLAT_STEPS
+				b.ReportMetric(perLookup, "ns/lookup")
+				b.ReportMetric(perLookup/float64(reads), "ns/read")
+			})
+		}
+	}
+}

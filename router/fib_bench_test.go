@@ -1,7 +1,9 @@
 package router
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,5 +91,84 @@ func BenchmarkWithdrawTable(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(len(base)), "ns/withdrawal")
+	}
+}
+
+// BenchmarkLayoutSize sizes the IPv4 FIB layouts weighed against
+// DIR-24-8 for a million destinations (docs/router.md, "How big a FIB
+// stays flat"): a first level indexed by the address's first bits, then
+// for each of its entries that holds longer routes a group over the bits
+// to /24, compressed into runs as the IPv6 FIB's groups are (a bitmap of
+// where runs start, then one entry a run), in 64-byte lines. Each route
+// is its own next hop: no aggregation. Reported per first level and
+// entry width: MiB of groups, runs a group, the share of groups that fit
+// in one line (half line), and the first level's KiB.
+//
+//	go test ./router -run - -bench LayoutSize -benchtime 1x
+func BenchmarkLayoutSize(b *testing.B) {
+	base, err := routetable.Load(routetable.PyASN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ps := routetable.Synthesize(base, 1_000_000, 1)
+	slices.SortStableFunc(ps, func(p, q netip.Prefix) int { return p.Bits() - q.Bits() })
+	for _, first := range []int{16, 18, 20} {
+		stride := 24 - first
+		// Each group's entries: the id of the longest route over /first
+		// covering it (0: none), -1 where a /24 holds longer routes.
+		groups := map[uint32][]int32{}
+		group := func(g uint32) []int32 {
+			if groups[g] == nil {
+				groups[g] = make([]int32, 1<<stride)
+			}
+			return groups[g]
+		}
+		for id, p := range ps {
+			a := p.Addr().As4()
+			v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8
+			if p.Bits() <= first {
+				continue
+			}
+			e, lo := group(v>>(32-first)), (v>>8)&(1<<stride-1)
+			if p.Bits() > 24 {
+				e[lo] = -1
+				continue
+			}
+			for i := lo; i < lo+1<<(24-p.Bits()); i++ {
+				if e[i] >= 0 {
+					e[i] = int32(id + 1)
+				}
+			}
+		}
+		// 4-byte entries (today's) in 64-byte lines; 2-byte ones (a
+		// next-hop group's number) in 32-byte half lines.
+		for _, width := range []int{4, 2} {
+			slot := 16 * width
+			b.Run(fmt.Sprintf("first=%d/entry=%dB", first, width), func(b *testing.B) {
+				for b.Loop() {
+					var runs, oneLine, bytes int
+					for _, e := range groups {
+						r := 1
+						for i := 1; i < len(e); i++ {
+							if e[i] != e[i-1] {
+								r++
+							}
+						}
+						// The IPv6 lines' header: the bitmap, then a word
+						// of run counts before each 64 bits of it.
+						size := 1<<stride/8 + 8 + width*r
+						runs += r
+						bytes += (size + slot - 1) / slot * slot
+						if size <= slot {
+							oneLine++
+						}
+					}
+					b.ReportMetric(float64(bytes)/(1<<20), "MiB")
+					b.ReportMetric(float64(runs)/float64(len(groups)), "runs/group")
+					b.ReportMetric(float64(oneLine)/float64(len(groups)), "one-line")
+					b.ReportMetric(float64(int(4)<<first)/1024, "first-KiB")
+				}
+			})
+		}
 	}
 }
