@@ -33,6 +33,10 @@ type RFC2544Options struct {
 	Trials int
 	// Confirmations is how many times NDR is searched, for its spread.
 	Confirmations int
+	// PDROnly searches PDR alone, once: the headline where no rate meets
+	// NDR's goal (these VMs' stalls lose frames at any load) and NDR's
+	// search would take the whole budget. The throughput test alone.
+	PDROnly bool `json:"pdr_only,omitempty"`
 	// MaxTrials bounds each NDR search's trials (the first, which finds
 	// PDR too, half as many again); 0: unbounded (SearchConfig.MaxTrials).
 	MaxTrials int
@@ -236,6 +240,9 @@ func (o *RFC2544Options) complete() error {
 	if o.Trial <= 0 || o.Resolution <= 0 || o.Resolution >= 0.5 || o.Trials < 1 || o.Confirmations < 1 {
 		return fmt.Errorf("rfc2544: a positive trial length, a resolution below 50%%, at least one trial and one search")
 	}
+	if o.PDROnly && !slices.Equal(o.Tests, []string{"throughput"}) {
+		return fmt.Errorf("rfc2544: a PDR-only search runs the throughput test alone (the others are taken at shares of NDR)")
+	}
 	if o.Flows == 0 {
 		o.Flows = 1000
 	}
@@ -362,10 +369,13 @@ func (d *dutSearch) search(o RFC2544Options, ceiling float64) (*Search, error) {
 	if n > 0 && !d.searches[n-1].Done() {
 		return d.searches[n-1], nil
 	}
-	if n == o.Confirmations {
+	if n == o.Confirmations || o.PDROnly && n == 1 {
 		return nil, nil
 	}
 	goals, start := []Goal{NDR, PDR}, d.row.MRRPPS
+	if o.PDROnly {
+		goals = []Goal{PDR}
+	}
 	if n > 0 {
 		goals = []Goal{NDR}
 		if ndr := d.searches[n-1].Results()[0].Rate; ndr > 0 {
@@ -454,6 +464,10 @@ func (d *dutSearch) finish(size int, ceiling float64) {
 		for _, g := range res {
 			r.Converged = r.Converged && g.Converged
 		}
+		if res[0].Goal == PDR { // a PDR-only search
+			r.Goals, r.PDRPPS = res, res[0].OfferedPPS
+			continue
+		}
 		r.NDRs = append(r.NDRs, res[0].OfferedPPS)
 		if i == 0 {
 			r.Goals = res
@@ -488,8 +502,12 @@ func spread(xs []float64) float64 {
 
 // WriteText prints the results for people: the DUTs side by side.
 func (r *RFC2544Result) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "RFC 2544, %d flows, trials of %v, resolution %.1f%%, %d trials a rate (half may exceed the goal), %d NDR searches; %.0f s\n",
-		r.Options.Flows, r.Options.Trial, 100*r.Options.Resolution, r.Options.Trials, r.Options.Confirmations, r.Seconds)
+	searches := fmt.Sprintf("%d NDR searches", r.Options.Confirmations)
+	if r.Options.PDROnly {
+		searches = "one PDR search, no NDR"
+	}
+	fmt.Fprintf(w, "RFC 2544, %d flows, trials of %v, resolution %.1f%%, %d trials a rate (half may exceed the goal), %s; %.0f s\n",
+		r.Options.Flows, r.Options.Trial, 100*r.Options.Resolution, r.Options.Trials, searches, r.Seconds)
 	fmt.Fprintf(w, "%-8s %5s %12s %12s %10s %8s %9s  %s\n", "DUT", "SIZE", "NDR PPS", "PDR PPS", "NDR MBIT/S", "SPREAD", "CEILING", "STABILITY (LOSS AT 10% OF CEILING)")
 	for _, row := range r.Results {
 		if row.Test != "throughput" {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // simDUT is a DUT with a known loss curve: below its capacity it loses
@@ -251,4 +252,58 @@ func TestSearchBudget(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A DUT that loses a burst in most trials at every rate (these VMs'
+// stalls, where NDR never passes) is searched for PDR alone as CSIT
+// would (21 trials a rate, half may exceed): the search converges within
+// a budget an NDR search with PDR spends without converging, and the
+// DUT's row says PDR, no NDR.
+func TestSearchPDROnly(t *testing.T) {
+	const capacity, max, res, trials, budget = 1_000_000.0, 1_600_000.0, 0.005, 21, 240
+	pdr := capacity / (1 - PDR.LossRatio)
+	bad := RFC2544Options{DUTs: []string{"router"}, Sizes: []int{64}, Tests: []string{"throughput", "latency"}, PDROnly: true,
+		Trial: time.Second, Resolution: res, Trials: trials, Confirmations: 1}
+	if err := bad.complete(); err == nil {
+		t.Errorf("a PDR-only search with the latency test (taken at shares of NDR) was taken")
+	}
+	converged := map[bool]int{}
+	for seed := uint64(1); seed <= 20; seed++ {
+		for _, pdrOnly := range []bool{true, false} {
+			d := &simDUT{capacity: capacity, burst: 0.6, r: rand.New(rand.NewPCG(seed, 5))}
+			o := RFC2544Options{PDROnly: pdrOnly, Confirmations: 1, Resolution: res, Trials: trials, MaxTrials: budget * 2 / 3}
+			ds := &dutSearch{row: &RFC2544Row{MRRPPS: capacity * 1.2}}
+			for {
+				s, err := ds.search(o, max)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s == nil {
+					break
+				}
+				run(t, s, d)
+			}
+			ds.finish(64, max)
+			r := ds.row
+			if r.Converged {
+				converged[pdrOnly]++
+			}
+			if !pdrOnly {
+				continue
+			}
+			if r.NDRPPS != 0 || len(r.NDRs) != 0 || len(r.Goals) != 1 {
+				t.Errorf("seed %d: a PDR-only search's row has NDR %.0f, %v, goals %+v", seed, r.NDRPPS, r.NDRs, r.Goals)
+			}
+			if !r.Converged || r.Trials > budget+trials {
+				t.Errorf("seed %d: PDR alone: converged %v in %d trials", seed, r.Converged, r.Trials)
+			}
+			if r.PDRPPS > pdr*(1+res) || r.PDRPPS < pdr*(1-3*res) {
+				t.Errorf("seed %d: PDR %.0f, the DUT's is %.0f", seed, r.PDRPPS, pdr)
+			}
+		}
+	}
+	if converged[false] > 0 {
+		t.Errorf("NDR and PDR searched together converged %d times of 20 in %d trials: the test does not show what PDR alone gains", converged[false], budget)
+	}
+	t.Logf("converged in 20 searches: PDR alone %d, NDR then PDR %d", converged[true], converged[false])
 }
