@@ -69,8 +69,8 @@ func setupDUT(o FwdOptions, spec *lab.Spec, routes []netip.Prefix) (*loadedDUT, 
 			}
 		}
 		return l, nil
-	case "router", "router-c18":
-		dp, undo, err := setupRouter(spec, routes, ipv6, o.URPF, dut == "router-c18")
+	case "router":
+		dp, undo, err := setupRouter(spec, routes, ipv6, o.URPF)
 		if err != nil {
 			return nil, err
 		}
@@ -188,9 +188,6 @@ func writeRoutes(b *strings.Builder, routes []netip.Prefix, via4, via6, dev stri
 type dataPaths struct {
 	links   []link.Link
 	closers []interface{ Close() error }
-	// fib4c has a back-end look IPv4 up in the compressed FIB
-	// (router.FIB4C) in place of DIR-24-8: the DUT router-c18.
-	fib4c bool
 }
 
 func (d *dataPaths) undo() {
@@ -236,23 +233,7 @@ func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []be
 			v6 = append(v6, p)
 		}
 	}
-	sizes := router.Sizes{FIB6Lines: max(router.DefaultFIB6Lines, routerapi.FIB6LinesFor(v6, 16)*5/4)}
-	routes4, routes6 := map[netip.Prefix]uint32{}, map[netip.Prefix]uint32{}
-	for p, g := range routes {
-		if p.Addr().Is6() {
-			routes6[p] = g
-		} else {
-			routes4[p] = g
-		}
-	}
-	if d.fib4c {
-		f, err := router.BuildFIB4C(routes4)
-		if err != nil {
-			return nil, err
-		}
-		sizes.FIB4C = f
-	}
-	dp, err := router.LoadDataplane("", sizes, false)
+	dp, err := router.LoadDataplane("", router.Sizes{FIB6Lines: max(router.DefaultFIB6Lines, routerapi.FIB6LinesFor(v6, 16)*5/4)}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +257,14 @@ func (d *dataPaths) loadRouterHops(ifname string, ports []router.Port, hops []be
 			if err := step(); err != nil {
 				return nil, err
 			}
+		}
+	}
+	routes4, routes6 := map[netip.Prefix]uint32{}, map[netip.Prefix]uint32{}
+	for p, g := range routes {
+		if p.Addr().Is6() {
+			routes6[p] = g
+		} else {
+			routes4[p] = g
 		}
 	}
 	if err := dp.FIB.SetAll(routes4); err != nil {
@@ -408,7 +397,7 @@ func benchGateway(gw netip.Addr, ipv6 bool) netip.Addr {
 // setupRouter loads the back-end router's data path on host dut: one
 // external port (VLAN 10), one next hop (the generator's side, whose MAC
 // is the sink's), the routes all through it.
-func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool, urpf string, fib4c bool) (*router.Dataplane, func(), error) {
+func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool, urpf string) (*router.Dataplane, func(), error) {
 	m, err := macs(spec, lab.Endpoint{Node: "gen", Iface: "g0"})
 	if err != nil {
 		return nil, nil, err
@@ -423,7 +412,7 @@ func setupRouter(spec *lab.Spec, routes []netip.Prefix, ipv6 bool, urpf string, 
 		all = append(slices.Clone(all), src)
 	}
 	mode, _ := dist.ParseURPF(urpf)
-	d := dataPaths{fib4c: fib4c}
+	var d dataPaths
 	var dp *router.Dataplane
 	err = netns.Do(lab.Namespace(spec.Name, "dut"), func() (err error) {
 		dp, err = d.loadRouter("eth0", []router.Port{{Index: 0, VLAN: routerBenchVLAN, MTU: 1500, Addr: netip.MustParsePrefix("10.10.1.1/24"),

@@ -98,7 +98,7 @@ type FlatResult struct {
 }
 
 // flatDUTs are the DUTs bench flat takes: those that route over a table.
-var flatDUTs = []string{"router", "router-c18", "xdp-fib", "linux"}
+var flatDUTs = []string{"router", "xdp-fib", "linux"}
 
 // complete fills in the defaults and checks the options.
 func (o *FlatOptions) complete() error {

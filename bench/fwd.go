@@ -29,14 +29,10 @@ import (
 // FIB (bench/xdpfib.go). xdp-min is the least an XDP forwarder does (both
 // MACs, a redirect: bpf/minfwd.bpf.c) on the LB's topology, the ceiling
 // the LB is measured against.
-var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "router-c18", "xdp-fib", "xdp-min", "msr", "msr-switch", "msr-xdpswitch"}
+var DUTs = []string{"none", "linux", "lb", "lb-int-ext", "lb-both", "router", "xdp-fib", "xdp-min", "msr", "msr-switch", "msr-xdpswitch"}
 
 // fibDUTs are the DUTs that hold a routing table (--fib).
-var fibDUTs = []string{"linux", "router", "router-c18", "xdp-fib", "msr", "msr-switch", "msr-xdpswitch"}
-
-// isRouter says whether dut is the back-end alone: with its own FIB
-// (router) or the compressed one it is weighed against (router-c18).
-func isRouter(dut string) bool { return dut == "router" || dut == "router-c18" }
+var fibDUTs = []string{"linux", "router", "xdp-fib", "msr", "msr-switch", "msr-xdpswitch"}
 
 // FwdOptions is one forwarding benchmark run.
 type FwdOptions struct {
@@ -220,13 +216,13 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 	if !slices.Contains(DUTs, o.DUT) {
 		return nil, nil, nil, fmt.Errorf("unknown DUT %q: use one of %v", o.DUT, DUTs)
 	}
-	if _, err := dist.ParseURPF(o.URPF); err != nil || o.URPF != "" && !isRouter(o.DUT) {
+	if _, err := dist.ParseURPF(o.URPF); err != nil || o.URPF != "" && o.DUT != "router" {
 		return nil, nil, nil, fmt.Errorf("--urpf %q: off, loose or strict, for the router DUT", o.URPF)
 	}
 	if o.SFlowRate > 0 && o.DUT != "lb" {
 		return nil, nil, nil, fmt.Errorf("--sflow-rate is for the lb DUT")
 	}
-	if o.CapPPS > 0 && !slices.Contains([]string{"lb", "lb-int-ext", "lb-both", "router", "router-c18"}, o.DUT) {
+	if o.CapPPS > 0 && !slices.Contains([]string{"lb", "lb-int-ext", "lb-both", "router"}, o.DUT) {
 		return nil, nil, nil, fmt.Errorf("--cap is for the lb and router DUTs, whose element it caps")
 	}
 	if o.Queues < 0 || o.Queues > min(runtime.NumCPU(), lab.MaxQueues) {
@@ -235,11 +231,7 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 	if o.Queues > o.flowIDs() {
 		return nil, nil, nil, fmt.Errorf("%d queues for %d flows: each queue's generator sends flows of its own", o.Queues, o.flowIDs())
 	}
-	name := o.DUT
-	if isRouter(name) {
-		name = "router"
-	}
-	spec, err := labs.Load("bench-" + name)
+	spec, err := labs.Load("bench-" + o.DUT)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -273,7 +265,7 @@ func (o FwdOptions) check() (*lab.Spec, []netip.Prefix, net.HardwareAddr, error)
 // generator's two interfaces both receive.
 func openSink(spec *lab.Spec, o FwdOptions) (*traffic.Sink, lab.Endpoint, error) {
 	end := lab.Endpoint{Node: "sink", Iface: "s0"}
-	if isRouter(o.DUT) || o.DUT == "xdp-fib" || o.DUT == "lb-both" {
+	if o.DUT == "router" || o.DUT == "xdp-fib" || o.DUT == "lb-both" {
 		end = lab.Endpoint{Node: "gen", Iface: "g0"}
 	}
 	var sink *traffic.Sink

@@ -41,11 +41,6 @@ const (
 	lookupLkWhatLK_KERNEL6 lookupLkWhat = 4
 )
 
-type lookupRt4cL1Chunk struct {
-	_ structs.HostLayout
-	E [4096]uint32
-}
-
 type lookupRt6Line struct {
 	_ structs.HostLayout
 	W [16]uint32
@@ -82,15 +77,11 @@ type lookupXdpMd struct {
 const (
 	lookupMapLkConfig           = "lk_config"
 	lookupMapLkDsts             = "lk_dsts"
-	lookupMapRt4cL1             = "rt4c_l1"
-	lookupMapRt4cPool           = "rt4c_pool"
-	lookupMapRt4cTbl8           = "rt4c_tbl8"
 	lookupMapRt6Pool            = "rt6_pool"
 	lookupMapRt6Tbl16           = "rt6_tbl16"
 	lookupMapRtTbl24            = "rt_tbl24"
 	lookupMapRtTbl8             = "rt_tbl8"
 	lookupProgLookup            = "lookup"
-	lookupVarRtFib4c            = "rt_fib4c"
 	lookupVarUnusedFlowSeed     = "unused_flow_seed"
 	lookupVarUnusedLkWhat       = "unused_lk_what"
 	lookupVarUnusedMsrEthertype = "unused_msr_ethertype"
@@ -147,9 +138,6 @@ type lookupProgramSpecs struct {
 type lookupMapSpecs struct {
 	LkConfig *ebpf.MapSpec `ebpf:"lk_config"`
 	LkDsts   *ebpf.MapSpec `ebpf:"lk_dsts"`
-	Rt4cL1   *ebpf.MapSpec `ebpf:"rt4c_l1"`
-	Rt4cPool *ebpf.MapSpec `ebpf:"rt4c_pool"`
-	Rt4cTbl8 *ebpf.MapSpec `ebpf:"rt4c_tbl8"`
 	Rt6Pool  *ebpf.MapSpec `ebpf:"rt6_pool"`
 	Rt6Tbl16 *ebpf.MapSpec `ebpf:"rt6_tbl16"`
 	RtTbl24  *ebpf.MapSpec `ebpf:"rt_tbl24"`
@@ -160,7 +148,6 @@ type lookupMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookupVariableSpecs struct {
-	RtFib4c            *ebpf.VariableSpec `ebpf:"rt_fib4c"`
 	UnusedFlowSeed     *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
 	UnusedLkWhat       *ebpf.VariableSpec `ebpf:"unused_lk_what"`
 	UnusedMsrEthertype *ebpf.VariableSpec `ebpf:"unused_msr_ethertype"`
@@ -188,9 +175,6 @@ func (o *lookupObjects) Close() error {
 type lookupMaps struct {
 	LkConfig *ebpf.Map `ebpf:"lk_config"`
 	LkDsts   *ebpf.Map `ebpf:"lk_dsts"`
-	Rt4cL1   *ebpf.Map `ebpf:"rt4c_l1"`
-	Rt4cPool *ebpf.Map `ebpf:"rt4c_pool"`
-	Rt4cTbl8 *ebpf.Map `ebpf:"rt4c_tbl8"`
 	Rt6Pool  *ebpf.Map `ebpf:"rt6_pool"`
 	Rt6Tbl16 *ebpf.Map `ebpf:"rt6_tbl16"`
 	RtTbl24  *ebpf.Map `ebpf:"rt_tbl24"`
@@ -201,9 +185,6 @@ func (m *lookupMaps) Close() error {
 	return _LookupClose(
 		m.LkConfig,
 		m.LkDsts,
-		m.Rt4cL1,
-		m.Rt4cPool,
-		m.Rt4cTbl8,
 		m.Rt6Pool,
 		m.Rt6Tbl16,
 		m.RtTbl24,
@@ -215,7 +196,6 @@ func (m *lookupMaps) Close() error {
 //
 // It can be passed to loadLookupObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookupVariables struct {
-	RtFib4c            *ebpf.Variable `ebpf:"rt_fib4c"`
 	UnusedFlowSeed     *ebpf.Variable `ebpf:"unused_flow_seed"`
 	UnusedLkWhat       *ebpf.Variable `ebpf:"unused_lk_what"`
 	UnusedMsrEthertype *ebpf.Variable `ebpf:"unused_msr_ethertype"`

@@ -52,78 +52,6 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rt6_pool SEC(".maps");
 
-/* The compressed IPv4 FIB, weighed against DIR-24-8 at many destinations
- * (docs/router.md, "How big a FIB stays flat at a million destinations")
- * and loaded by the bench alone (`bench flat --duts router-c18`), so its
- * maps are not pinned and hold one element unless the loader sizes them.
- * rt4c_l1 has an entry per /18: a next-hop group, or RT_TBL8_FLAG | the
- * first line in rt4c_pool of the /18's group. A group covers /19-/24 as an
- * IPv6 group its 8 bits: a 64-bit bitmap of where each run of equal
- * entries begins (words 0-1), then the runs' values, into the lines after.
- * A value with RT_TBL8_FLAG names a /24's 256 entries in rt4c_tbl8. */
-const volatile __u32 rt_fib4c = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rt4c_l1_chunk);
-} rt4c_l1 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rt6_line);
-} rt4c_pool SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rt_tbl8_group);
-} rt4c_tbl8 SEC(".maps");
-
-/* fib4c_lookup: the first level, then at most one line of the /18's group
- * (two when its value lies past the first line), then a /24's entries for
- * the longer prefixes. Returns the next-hop group, 0 for no route. */
-static __always_inline __u32 fib4c_lookup(__be32 daddr)
-{
-	__u32 d = bpf_ntohl(daddr), i = d >> (32 - RT4C_L1_BITS);
-	__u32 chunk = i >> RT4C_L1_CHUNK_BITS;
-	struct rt4c_l1_chunk *c = bpf_map_lookup_elem(&rt4c_l1, &chunk);
-
-	if (!c)
-		return 0;
-	__u32 v = c->e[i & ((1 << RT4C_L1_CHUNK_BITS) - 1)];
-	if (!(v & RT_TBL8_FLAG))
-		return v;
-	__u32 line = v & ~RT_TBL8_FLAG;
-	struct rt6_line *l = bpf_map_lookup_elem(&rt4c_pool, &line);
-	if (!l)
-		return 0;
-	__u32 b = (d >> 8) & 63;
-	__u32 pos = RT4C_HEADER_WORDS - 1 + (__u32)__builtin_popcountll(l->bm[0] & ((2ULL << b) - 1));
-	if (pos >= RT6_LINE_WORDS) {
-		line += pos / RT6_LINE_WORDS;
-		l = bpf_map_lookup_elem(&rt4c_pool, &line);
-		if (!l)
-			return 0;
-	}
-	v = l->w[pos % RT6_LINE_WORDS];
-	if (v & RT_TBL8_FLAG) {
-		__u32 g = v & ~RT_TBL8_FLAG;
-		struct rt_tbl8_group *grp = bpf_map_lookup_elem(&rt4c_tbl8, &g);
-		if (!grp)
-			return 0;
-		v = grp->e[d & 0xff];
-	}
-	return v;
-}
-
 /* fib_lookup is DIR-24-8: one or two array reads. Returns the next-hop
  * group, 0 for no route. */
 static __always_inline __u32 fib_lookup(__be32 daddr)
@@ -144,14 +72,6 @@ static __always_inline __u32 fib_lookup(__be32 daddr)
 		v = grp->e[d & 0xff];
 	}
 	return v;
-}
-
-/* fib4_lookup is the IPv4 lookup the data path uses: DIR-24-8, or the
- * compressed FIB where the bench loaded it (rt_fib4c: the verifier keeps
- * one of the two). */
-static __always_inline __u32 fib4_lookup(__be32 daddr)
-{
-	return rt_fib4c ? fib4c_lookup(daddr) : fib_lookup(daddr);
 }
 
 /* fib6_lookup walks the IPv6 trie: rt6_tbl16, then one compressed group

@@ -625,7 +625,7 @@ static __always_inline int route(struct pkt *p, struct iphdr *ip, void *end, str
 	__u32 s = bpf_ntohl(ip->saddr), d = bpf_ntohl(ip->daddr);
 	if (martian_src(s))
 		return drop(p, RT_DROP_MARTIAN_SRC);
-	if (p->urpf && !urpf_ok(fib4_lookup(ip->saddr), p->in_vlan, p->urpf))
+	if (p->urpf && !urpf_ok(fib_lookup(ip->saddr), p->in_vlan, p->urpf))
 		return drop(p, RT_DROP_URPF);
 
 	__u32 *local = bpf_map_lookup_elem(&rt_local, &ip->daddr);
@@ -640,7 +640,7 @@ static __always_inline int route(struct pkt *p, struct iphdr *ip, void *end, str
 	if (acl(p, ip, end, ihl, cfg->acl_rules))
 		return deny(p);
 
-	__u32 g = fib4_lookup(ip->daddr);
+	__u32 g = fib_lookup(ip->daddr);
 	if (!g)
 		return slow(p, RT_SLOW_NO_ROUTE, 0);
 	struct rt_nhgroup *grp = nhgroup(g);

@@ -64,12 +64,6 @@ enum rt_limit {
 	RT6_HEADER_WORDS = 9,
 	RT_MAX_NEIGHBORS6 = 65536,
 	RT_MAX_LOCAL6 = 1024,
-	/* The compressed IPv4 FIB weighed against DIR-24-8 (fib.h): one
-	 * first-level entry per /18, in chunks of 2^12; groups over /19-/24. */
-	RT4C_L1_BITS = 18,
-	RT4C_L1_CHUNK_BITS = 12,
-	RT4C_L1_CHUNKS = 1 << (RT4C_L1_BITS - RT4C_L1_CHUNK_BITS),
-	RT4C_HEADER_WORDS = 2,
 };
 #define RT_TBL8_FLAG (1u << RT_TBL8_FLAG_BIT)
 
@@ -129,10 +123,6 @@ struct rt_tbl24_chunk {
 
 struct rt_tbl8_group {
 	__u32 e[256];
-};
-
-struct rt4c_l1_chunk {
-	__u32 e[1 << RT4C_L1_CHUNK_BITS];
 };
 
 /* A line of rt6_pool: words, or a group's bitmap as 64-bit words. */

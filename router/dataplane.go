@@ -72,10 +72,6 @@ type Sizes struct {
 	// Ports is how many external ports rt_ports holds (DefaultPorts, at
 	// most MaxPorts).
 	Ports int
-	// FIB4C, if set, is the IPv4 FIB the data path looks up in place of
-	// DIR-24-8: the compressed layout the bench weighs (router-c18). Its
-	// maps are sized for it and written before the program runs.
-	FIB4C *FIB4C
 }
 
 // LayoutVersion is the layout of the back-end's pinned maps: bumped with
@@ -120,14 +116,6 @@ func LoadDataplane(pinDir string, sizes Sizes, force bool) (*Dataplane, error) {
 	if nextLayout > 0 {
 		spec.Maps[rtxdpMapRtNeighbors].ValueSize += 8
 	}
-	if f := sizes.FIB4C; f != nil {
-		spec.Maps[rtxdpMapRt4cL1].MaxEntries = uint32(rtxdpRtLimitRT4C_L1CHUNKS)
-		spec.Maps[rtxdpMapRt4cPool].MaxEntries = uint32(max(1, len(f.Lines)/fib6LineWords))
-		spec.Maps[rtxdpMapRt4cTbl8].MaxEntries = uint32(max(1, len(f.Tbl8)))
-		if err := spec.Variables[rtxdpVarRtFib4c].Set(uint32(1)); err != nil {
-			return nil, fmt.Errorf("load router program: %w", err)
-		}
-	}
 	o := xdp.LoadOptions{Layout: MapLayout(), Force: force, Resizable: resizableMaps}
 	if d.Migrated, err = xdp.Load(spec, &d.objs, pinDir, o); err != nil {
 		return nil, fmt.Errorf("load router program: %w", err)
@@ -160,35 +148,7 @@ func LoadDataplane(pinDir string, sizes Sizes, force bool) (*Dataplane, error) {
 		d.Close()
 		return nil, err
 	}
-	if sizes.FIB4C != nil {
-		if err := d.writeFIB4C(sizes.FIB4C); err != nil {
-			d.Close()
-			return nil, err
-		}
-	}
 	return d, nil
-}
-
-// writeFIB4C copies the compressed IPv4 FIB into its maps.
-func (d *Dataplane) writeFIB4C(f *FIB4C) error {
-	tbl8 := make([]uint32, 0, 256*len(f.Tbl8))
-	for _, g := range f.Tbl8 {
-		tbl8 = append(tbl8, g[:]...)
-	}
-	for _, a := range []struct {
-		m     *ebpf.Map
-		words []uint32
-	}{{d.objs.Rt4cL1, f.L1}, {d.objs.Rt4cPool, f.Lines}, {d.objs.Rt4cTbl8, tbl8}} {
-		if len(a.words) == 0 {
-			continue
-		}
-		w, err := d.mmap(a.m, len(a.words))
-		if err != nil {
-			return err
-		}
-		copy(w, a.words)
-	}
-	return nil
 }
 
 // mmap maps an mmapable array of n u32 entries into this process.

@@ -45,35 +45,8 @@ func newRouterState(t *testing.T, prefixes []netip.Prefix, r *rand.Rand) *router
 	return newRouterStateSized(t, prefixes, r, Sizes{})
 }
 
-// newRouterStateSized is newRouterState with the maps sized; a non-nil
-// sizes.FIB4C has the data path look IPv4 up in the compressed FIB, built
-// from the routes given here.
 func newRouterStateSized(t *testing.T, prefixes []netip.Prefix, r *rand.Rand, sizes Sizes) *routerState {
 	t.Helper()
-	routes, routes6 := map[netip.Prefix]uint32{}, map[netip.Prefix]uint32{}
-	for _, p := range prefixes {
-		if p.Addr().Is6() {
-			routes6[p] = uint32(9 + r.IntN(5))
-		} else {
-			routes[p] = uint32(1 + r.IntN(5))
-		}
-	}
-	ports := []Port{
-		{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("192.0.2.1/24"), Addr6: ports6[0]},
-		{Index: 1, VLAN: 11, MTU: 1500, Addr: netip.MustParsePrefix("198.51.100.1/24"), Addr6: ports6[1]},
-		{Index: 2, VLAN: 12, MTU: 1400, Addr: netip.MustParsePrefix("203.0.113.1/24"), Addr6: ports6[2]},
-	}
-	for i, p := range ports {
-		routes[p.Addr.Masked()] = uint32(6 + i)
-		routes6[p.Addr6.Masked()] = uint32(14 + i)
-	}
-	if sizes.FIB4C != nil {
-		f, err := BuildFIB4C(routes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sizes.FIB4C = f
-	}
 	dp, err := LoadDataplane("", sizes, false)
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +60,11 @@ func newRouterStateSized(t *testing.T, prefixes []netip.Prefix, r *rand.Rand, si
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	ports := []Port{
+		{Index: 0, VLAN: 10, MTU: 1500, Addr: netip.MustParsePrefix("192.0.2.1/24"), Addr6: ports6[0]},
+		{Index: 1, VLAN: 11, MTU: 1500, Addr: netip.MustParsePrefix("198.51.100.1/24"), Addr6: ports6[1]},
+		{Index: 2, VLAN: 12, MTU: 1400, Addr: netip.MustParsePrefix("203.0.113.1/24"), Addr6: ports6[2]},
 	}
 	for _, p := range ports {
 		must(dp.SetPort(p))
@@ -133,9 +111,19 @@ func newRouterStateSized(t *testing.T, prefixes []netip.Prefix, r *rand.Rand, si
 		must(dp.SetGroup(g, nhs))
 		m.Groups[g] = nhs
 	}
-	if sizes.FIB4C == nil { // else DIR-24-8 stays empty: unused, or the test fails
-		must(dp.FIB.SetAll(routes))
+	routes, routes6 := map[netip.Prefix]uint32{}, map[netip.Prefix]uint32{}
+	for _, p := range prefixes {
+		if p.Addr().Is6() {
+			routes6[p] = uint32(9 + r.IntN(5))
+		} else {
+			routes[p] = uint32(1 + r.IntN(5))
+		}
 	}
+	for i, p := range ports {
+		routes[p.Addr.Masked()] = uint32(6 + i)
+		routes6[p.Addr6.Masked()] = uint32(14 + i)
+	}
+	must(dp.FIB.SetAll(routes))
 	must(dp.FIB6.SetAll(routes6))
 	maps.Copy(routes, routes6)
 	m.Routes = routes
@@ -757,43 +745,6 @@ func TestRouterDifferential(t *testing.T) {
 // with a full table of today's shape (250,000 prefixes, clustered) and
 // random prefixes of every length nested in it: 30,000 IPv6 frames, with
 // an IPv6 route added, changed or deleted every 20.
-// The data path with the compressed IPv4 FIB the bench weighs
-// (router-c18) agrees with the model as with DIR-24-8, over the RouteViews
-// table and prefixes of every length nested in it; DIR-24-8 is left empty.
-func TestRouterDifferential4C(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	all, err := routetable.Load(routetable.PyASN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(9, 9))
-	ps := all[:len(all):len(all)]
-	for range 5000 {
-		p := all[r.IntN(len(all))]
-		a := p.Addr().As4()
-		a[2], a[3] = byte(r.Uint32()), byte(r.Uint32())
-		q, _ := netip.AddrFrom4(a).Prefix(max(p.Bits(), 16) + r.IntN(33-max(p.Bits(), 16)))
-		ps = append(ps, q)
-	}
-	s := newRouterStateSized(t, ps, r, Sizes{FIB4C: &FIB4C{}})
-	fails := 0
-	for i := 0; i < 30_000 && fails < 5; i++ {
-		if _, err := s.compare(randomRouterFrame(r, ps), i%1000 == 999); err != nil {
-			t.Errorf("frame %d: %v", i, err)
-			fails++
-		}
-	}
-	got, _ := s.stats()
-	if got != s.m.Stats {
-		t.Errorf("final counters\n got %+v\nwant %+v", got, s.m.Stats)
-	}
-	if got.Forwarded < 3000 {
-		t.Errorf("only %d of 30,000 frames forwarded: the generator misses the fast path", got.Forwarded)
-	}
-	t.Logf("forwarded %d, slow %v, drops %v", got.Forwarded, got.Slow, got.Drop)
-}
-
 func TestRouterDifferential6(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -122,11 +122,6 @@ const (
 	rtxdpMsrTraceVerdictMSR_TRACE_PASSED  rtxdpMsrTraceVerdict = 4
 )
 
-type rtxdpRt4cL1Chunk struct {
-	_ structs.HostLayout
-	E [4096]uint32
-}
-
 type rtxdpRt6Line struct {
 	_ structs.HostLayout
 	W [16]uint32
@@ -217,10 +212,6 @@ const (
 	rtxdpRtLimitRT6HEADER_WORDS    rtxdpRtLimit = 9
 	rtxdpRtLimitRT_MAX_NEIGHBORS6  rtxdpRtLimit = 65536
 	rtxdpRtLimitRT_MAX_LOCAL6      rtxdpRtLimit = 1024
-	rtxdpRtLimitRT4C_L1BITS        rtxdpRtLimit = 18
-	rtxdpRtLimitRT4C_L1CHUNK_BITS  rtxdpRtLimit = 12
-	rtxdpRtLimitRT4C_L1CHUNKS      rtxdpRtLimit = 64
-	rtxdpRtLimitRT4C_HEADER_WORDS  rtxdpRtLimit = 2
 )
 
 type rtxdpRtLocalKind uint32
@@ -349,9 +340,6 @@ type rtxdpXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	rtxdpMapRt4cL1                = "rt4c_l1"
-	rtxdpMapRt4cPool              = "rt4c_pool"
-	rtxdpMapRt4cTbl8              = "rt4c_tbl8"
 	rtxdpMapRt6Pool               = "rt6_pool"
 	rtxdpMapRt6Tbl16              = "rt6_tbl16"
 	rtxdpMapRtAcl                 = "rt_acl"
@@ -374,7 +362,6 @@ const (
 	rtxdpMapRtTraceEvents         = "rt_trace_events"
 	rtxdpMapRtVlans               = "rt_vlans"
 	rtxdpProgRouter               = "router"
-	rtxdpVarRtFib4c               = "rt_fib4c"
 	rtxdpVarUnusedDistWire        = "unused_dist_wire"
 	rtxdpVarUnusedFlowSeed        = "unused_flow_seed"
 	rtxdpVarUnusedIp6Limit        = "unused_ip6_limit"
@@ -446,9 +433,6 @@ type rtxdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpMapSpecs struct {
-	Rt4cL1        *ebpf.MapSpec `ebpf:"rt4c_l1"`
-	Rt4cPool      *ebpf.MapSpec `ebpf:"rt4c_pool"`
-	Rt4cTbl8      *ebpf.MapSpec `ebpf:"rt4c_tbl8"`
 	Rt6Pool       *ebpf.MapSpec `ebpf:"rt6_pool"`
 	Rt6Tbl16      *ebpf.MapSpec `ebpf:"rt6_tbl16"`
 	RtAcl         *ebpf.MapSpec `ebpf:"rt_acl"`
@@ -476,7 +460,6 @@ type rtxdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rtxdpVariableSpecs struct {
-	RtFib4c               *ebpf.VariableSpec `ebpf:"rt_fib4c"`
 	UnusedDistWire        *ebpf.VariableSpec `ebpf:"unused_dist_wire"`
 	UnusedFlowSeed        *ebpf.VariableSpec `ebpf:"unused_flow_seed"`
 	UnusedIp6Limit        *ebpf.VariableSpec `ebpf:"unused_ip6_limit"`
@@ -519,9 +502,6 @@ func (o *rtxdpObjects) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpMaps struct {
-	Rt4cL1        *ebpf.Map `ebpf:"rt4c_l1"`
-	Rt4cPool      *ebpf.Map `ebpf:"rt4c_pool"`
-	Rt4cTbl8      *ebpf.Map `ebpf:"rt4c_tbl8"`
 	Rt6Pool       *ebpf.Map `ebpf:"rt6_pool"`
 	Rt6Tbl16      *ebpf.Map `ebpf:"rt6_tbl16"`
 	RtAcl         *ebpf.Map `ebpf:"rt_acl"`
@@ -547,9 +527,6 @@ type rtxdpMaps struct {
 
 func (m *rtxdpMaps) Close() error {
 	return _RtxdpClose(
-		m.Rt4cL1,
-		m.Rt4cPool,
-		m.Rt4cTbl8,
 		m.Rt6Pool,
 		m.Rt6Tbl16,
 		m.RtAcl,
@@ -578,7 +555,6 @@ func (m *rtxdpMaps) Close() error {
 //
 // It can be passed to loadRtxdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rtxdpVariables struct {
-	RtFib4c               *ebpf.Variable `ebpf:"rt_fib4c"`
 	UnusedDistWire        *ebpf.Variable `ebpf:"unused_dist_wire"`
 	UnusedFlowSeed        *ebpf.Variable `ebpf:"unused_flow_seed"`
 	UnusedIp6Limit        *ebpf.Variable `ebpf:"unused_ip6_limit"`
