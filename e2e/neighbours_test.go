@@ -449,8 +449,11 @@ func peerFloods(t *testing.T) {
 	if p1.Passed == p0.Passed || p1.Dropped != p0.Dropped {
 		t.Errorf("bgp1's bucket during the flood: passed %d, dropped %d; want its session's packets, none dropped", p1.Passed-p0.Passed, p1.Dropped-p0.Dropped)
 	}
-	if p1.GTSMDropped-p0.GTSMDropped != 20 {
-		t.Errorf("bgp1's gtsm_dropped +%d, want the 20 forged at TTL 64", p1.GTSMDropped-p0.GTSMDropped)
+	// At least the 20 forged. More can be bgp1's own kernel: a reset or a
+	// TIME_WAIT's ACK of an earlier session leaves at its default TTL
+	// (CI once saw +21); the session's own packets at 255 pass (above).
+	if got := p1.GTSMDropped - p0.GTSMDropped; got < 20 {
+		t.Errorf("bgp1's gtsm_dropped +%d, want the 20 forged at TTL 64", got)
 	}
 	if got := s2.GTSMDropped - s1.GTSMDropped; got < uint64(bfd)*9/10 {
 		t.Errorf("lb2 dropped %d of %d single-hop BFD packets at TTL 64 as GTSM", got, bfd)

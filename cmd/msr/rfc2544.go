@@ -25,7 +25,7 @@ func runBenchRFC2544(args []string) error {
 	res := fs.String("ndr-resolution", "1%", "the search's resolution, relative")
 	fs.IntVar(&o.Trials, "trials", 3, "trials that judge a rate (half of them may exceed the loss goal)")
 	fs.IntVar(&o.Confirmations, "confirmations", 3, "NDR searches, for NDR's run-to-run spread")
-	fs.BoolVar(&o.PDROnly, "pdr-only", false, "search PDR alone, once (CSIT's headline where no rate passes NDR's goal); the throughput test only")
+	fs.BoolVar(&o.PDROnly, "pdr-only", false, "search PDR alone, once (CSIT's headline where no rate passes NDR's goal); --tests then defaults to throughput, the only one it runs")
 	fs.IntVar(&o.MaxTrials, "max-trials", 40, "trials an NDR search may make (the first, which finds PDR too, half as many again); 0: no bound")
 	fs.Float64Var(&o.Overload, "overload", 1.1, "the recovery test's overload, a multiple of NDR")
 	fs.DurationVar(&o.OverloadTime, "overload-time", 30*time.Second, "how long the overload test runs at 150% of NDR")
@@ -36,6 +36,9 @@ func runBenchRFC2544(args []string) error {
 	}
 	if o.IPv6 && !flagSet(fs, "sizes") {
 		*sizes = "82,128,256,512,1024,1280,1518"
+	}
+	if o.PDROnly && !flagSet(fs, "tests") {
+		*tests = "throughput"
 	}
 	o.DUTs = strings.Split(*duts, ",")
 	o.Tests = strings.Split(*tests, ",")
