@@ -48,27 +48,12 @@ func BenchmarkMemLat(b *testing.B) {
 		}
 	}
 	progs := map[string]*ebpf.Program{"chase": objs.Chase, "probe": objs.Probe, "chase_nested": objs.ChaseNested}
-	frame := make([]byte, 64)
 	for _, layout := range []string{"chase", "probe", "chase_nested"} {
 		for _, reads := range []uint32{1, 3, 5} {
 			for _, keys := range []uint32{1, 1000, 4000, 64000} {
 				b.Run(fmt.Sprintf("%s/reads=%d/keys=%d", layout, reads, keys), func(b *testing.B) {
 					cfg := memlatMemlatCfg{Keys: keys, Reads: reads, Groups: memlatPool, Inner: uint32(inner)}
-					if err := objs.MemlatConfig.Put(uint32(0), cfg); err != nil {
-						b.Fatal(err)
-					}
-					var runs []time.Duration
-					for i := 0; i < b.N; i++ {
-						ret, d, err := progs[layout].Benchmark(frame, 20_000, nil)
-						if err != nil || ret != 2 { // XDP_PASS
-							b.Fatalf("run: verdict %d, %v", ret, err)
-						}
-						runs = append(runs, d)
-					}
-					slices.Sort(runs)
-					perLookup := float64(runs[len(runs)/2].Nanoseconds()) / 64 // MEMLAT_STEPS
-					b.ReportMetric(perLookup, "ns/lookup")
-					b.ReportMetric(perLookup/float64(reads), "ns/read")
+					runMemlat(b, objs.MemlatConfig, progs[layout], cfg)
 				})
 			}
 		}
@@ -96,27 +81,33 @@ func BenchmarkMemLatPool(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer coll.Close()
-	frame := make([]byte, 64)
 	for _, kib := range []uint32{16, 256, 1024, 4096, 8192, 16384, 32768, 65536} {
 		for _, reads := range []uint32{1, 2} {
 			b.Run(fmt.Sprintf("pool=%dKiB/reads=%d", kib, reads), func(b *testing.B) {
 				cfg := memlatMemlatCfg{Keys: 1 << 20, Reads: reads, Groups: kib}
-				if err := coll.Maps["memlat_config"].Put(uint32(0), cfg); err != nil {
-					b.Fatal(err)
-				}
-				var runs []time.Duration
-				for i := 0; i < b.N; i++ {
-					ret, d, err := coll.Programs["chase"].Benchmark(frame, 20_000, nil)
-					if err != nil || ret != 2 { // XDP_PASS
-						b.Fatalf("run: verdict %d, %v", ret, err)
-					}
-					runs = append(runs, d)
-				}
-				slices.Sort(runs)
-				perLookup := float64(runs[len(runs)/2].Nanoseconds()) / 64 // MEMLAT_STEPS
-				b.ReportMetric(perLookup, "ns/lookup")
-				b.ReportMetric(perLookup/float64(reads), "ns/read")
+				runMemlat(b, coll.Maps["memlat_config"], coll.Programs["chase"], cfg)
 			})
 		}
 	}
+}
+
+// runMemlat sets cfg and runs prog b.N times, reporting the median run's
+// ns per lookup and per read.
+func runMemlat(b *testing.B, config *ebpf.Map, prog *ebpf.Program, cfg memlatMemlatCfg) {
+	if err := config.Put(uint32(0), cfg); err != nil {
+		b.Fatal(err)
+	}
+	frame := make([]byte, 64)
+	var runs []time.Duration
+	for i := 0; i < b.N; i++ {
+		ret, d, err := prog.Benchmark(frame, 20_000, nil)
+		if err != nil || ret != 2 { // XDP_PASS
+			b.Fatalf("run: verdict %d, %v", ret, err)
+		}
+		runs = append(runs, d)
+	}
+	slices.Sort(runs)
+	perLookup := float64(runs[len(runs)/2].Nanoseconds()) / 64 // MEMLAT_STEPS
+	b.ReportMetric(perLookup, "ns/lookup")
+	b.ReportMetric(perLookup/float64(cfg.Reads), "ns/read")
 }
