@@ -133,7 +133,7 @@ protocol ospf v3 ospf6 {
 {{end}}	};
 }
 {{end}}{{if .RIP}}
-protocol rip {
+protocol rip rip4 {
 	# What it learned by RIP, and rip_export: {{.RIPExports}}.
 	ipv4 { import all; export {{.BIRDRIPExport}}; };
 {{range .RIP}}	interface "x{{.VLAN}}" { version 2;{{template "auth" .Auth}} };   # {{$.PortName .VLAN}}
@@ -506,8 +506,10 @@ func (s *BIRD) Status() vcpapi.SuiteStatus {
 }
 
 // AskRIP restarts BIRD's RIP protocols, which then send their requests
-// (BIRD has no command that sends one alone). What they learned before is
-// learned again within a round trip. A RIPv2 with authentication on any
+// and their own tables (BIRD has no command that sends one alone). What
+// they learned before is learned again within a round trip. The IPv4 one
+// is named rip4: `rip` is a keyword to birdc, and `restart rip` a syntax
+// error. A RIPv2 with authentication on any
 // port is left alone: the restarted protocol numbers its packets from the
 // clock's second again (RFC 4822's sequence number), not above what it
 // sent in the second before, and its neighbours dropped its updates as
@@ -519,7 +521,7 @@ func (s *BIRD) AskRIP() {
 	for _, p := range []struct {
 		name  string
 		ports []RIPPort
-	}{{"rip", cfg.RIP}, {"ripng", cfg.RIPng}} {
+	}{{"rip4", cfg.RIP}, {"ripng", cfg.RIPng}} {
 		if len(p.ports) == 0 || slices.ContainsFunc(p.ports, func(r RIPPort) bool { return r.Auth != nil }) {
 			continue
 		}

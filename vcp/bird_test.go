@@ -45,7 +45,7 @@ func TestBirdConfParses(t *testing.T) {
 	if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
 		t.Fatalf("bird -p: %v: %s\n%s", err, out, b.String())
 	}
-	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal;\n\tpassword \"0123abcd\";", "graceful restart on;\n\tpassword \"pw&-0\";", "hold time 6", "connect retry time 5;", "error wait time 5, 300;", "protocol bfd {\n\tinterface \"x*\" { interval 300 ms; multiplier 3;\n\t\t# Signed and checked (bfd_auth), key 5.\n\t\tauthentication meticulous keyed sha1;\n\t\tpassword \"bfd-k3y\" { id 5; };\n\t };\n}", "graceful restart on;\n\tbfd on;", "protocol rip {", "ipv4 { import all; export where source ~ [RTS_RIP, RTS_DEVICE, RTS_STATIC]; };\n\tinterface \"x11\" { version 2;\n\t\t\t# Signed and checked (the port's auth), key 1.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"rip-k3y\" { id 1; algorithm keyed md5; };\n\t\t };   # lb2/e3", "ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_BGP]; };", "add paths tx", "graceful restart on", "rr client;\n\tgraceful restart on;\n\terror wait time 1, 10;", "disabled;",
+	for _, want := range []string{"neighbor 192.0.2.10 as 65010", "route 203.0.113.0/24 via 192.0.2.254", `interface "x11" { cost 5`, "neighbor range 10.0.0.0/24 internal;\n\tpassword \"0123abcd\";", "graceful restart on;\n\tpassword \"pw&-0\";", "hold time 6", "connect retry time 5;", "error wait time 5, 300;", "protocol bfd {\n\tinterface \"x*\" { interval 300 ms; multiplier 3;\n\t\t# Signed and checked (bfd_auth), key 5.\n\t\tauthentication meticulous keyed sha1;\n\t\tpassword \"bfd-k3y\" { id 5; };\n\t };\n}", "graceful restart on;\n\tbfd on;", "protocol rip rip4 {", "ipv4 { import all; export where source ~ [RTS_RIP, RTS_DEVICE, RTS_STATIC]; };\n\tinterface \"x11\" { version 2;\n\t\t\t# Signed and checked (the port's auth), key 1.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"rip-k3y\" { id 1; algorithm keyed md5; };\n\t\t };   # lb2/e3", "ipv4 { import all; export where source ~ [RTS_DEVICE, RTS_BGP]; };", "add paths tx", "graceful restart on", "rr client;\n\tgraceful restart on;\n\terror wait time 1, 10;", "disabled;",
 		`description "lb1/e0"`, "# lb2/e3\n\t\tinterface \"x11\"",
 		"interface \"x10\" { cost 10; hello 1; dead 4;\n\t\t\t# Signed and checked (the port's auth), key 3.\n\t\t\tauthentication cryptographic;\n\t\t\tpassword \"ospf-k3y\" { id 3; algorithm hmac sha256; };\n\t\t };",
 		"interface \"x11\" { cost 5; hello 1; dead 4; stub yes; };",
@@ -169,6 +169,47 @@ func TestBIRDRestartAfterStop(t *testing.T) {
 	if running() {
 		exec.Command("pkill", "-f", "^bird -f -c "+filepath.Join(cfg.RunDir, "bird.conf")).Run()
 		t.Fatal("a BIRD started after Stop is still running")
+	}
+}
+
+// TestBIRDAskRIP: AskRIP restarts BIRD's RIP and RIPng, so each sends
+// its request and its table again; a birdc refusal (as `restart rip` was:
+// a keyword) is a warning, and none is logged.
+func TestBIRDAskRIP(t *testing.T) {
+	cfg := &RoutingConfig{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), RunDir: t.TempDir(),
+		RIP: []RIPPort{{VLAN: 10}}, RIPng: []RIPPort{{VLAN: 10}}}
+	var logged bytes.Buffer
+	s, err := StartBIRD(cfg, false, slog.New(slog.NewTextHandler(&logged, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	since := func() map[string]string {
+		m := map[string]string{}
+		for _, p := range s.Protocols() {
+			if p.Proto == "RIP" {
+				m[p.Name] = p.Since
+			}
+		}
+		return m
+	}
+	before := since()
+	for deadline := time.Now().Add(5 * time.Second); len(before) != 2; before = since() {
+		if time.Now().After(deadline) {
+			t.Fatalf("RIP protocols %v, want rip4 and ripng", before)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // BIRD's times are to the millisecond
+	s.AskRIP()
+	after := since()
+	for name, at := range before {
+		if after[name] == at {
+			t.Errorf("%s not restarted: since %s before and after", name, at)
+		}
+	}
+	if strings.Contains(logged.String(), "asking the RIP neighbours again") {
+		t.Errorf("AskRIP warned:\n%s", logged.String())
 	}
 }
 
