@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,15 +166,17 @@ func checkInsideFromOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	inside := []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.31", "10.0.0.32", "10.0.0.40"}
+	var runs [][]string
 	sent := 0
 	for _, addr := range inside {
 		for _, port := range []string{"8179", "8180", "8181", "179", "22"} {
-			hping(t, "h1", "-S", "-p", port, "-c", "2", "-i", "u2000", addr)
+			runs = append(runs, []string{"-S", "-p", port, "-c", "2", "-i", "u2000", addr})
 			sent += 2
 		}
 	}
-	hping(t, "h1", "-S", "-a", "10.0.0.2", "-p", "80", "-c", "5", "-i", "u2000", demo.H3)
+	runs = append(runs, []string{"-S", "-a", "10.0.0.2", "-p", "80", "-c", "5", "-i", "u2000", demo.H3})
 	sent += 5
+	hping(t, "h1", runs...)
 	lbAfter, err := demo.LBStatus("lb1")
 	if err != nil {
 		t.Fatal(err)
@@ -340,8 +343,8 @@ func spoofedSources(t *testing.T) {
 		return backendSum(t, func(s *routerapi.Status) map[string]uint64 { return map[string]uint64{"urpf": s.URPFDropped} })
 	}
 	before := urpf()["urpf"]
-	hping(t, "h1", "-S", "-a", "198.51.100.99", "-p", "80", "-c", "20", "-i", "u5000", demo.H3)
-	hping(t, "h1", "-S", "-a", "100.99.0.1", "-p", "80", "-c", "20", "-i", "u5000", demo.H3)
+	hping(t, "h1", []string{"-S", "-a", "198.51.100.99", "-p", "80", "-c", "20", "-i", "u5000", demo.H3},
+		[]string{"-S", "-a", "100.99.0.1", "-p", "80", "-c", "20", "-i", "u5000", demo.H3})
 	scapy(t, "h1", fmt.Sprintf(`
 sendp([Ether(dst="02:00:00:00:e0:00")/IPv6(src=s, dst="%s")/UDP(sport=4000, dport=5000) for s in ["2001:db8:11::99", "2001:db8:99::1"] for i in range(10)], iface="eth0", verbose=False)
 `, demo.H3v6))
@@ -426,7 +429,7 @@ func peerFloods(t *testing.T) {
 		}
 	}
 	synOut, _ := demo.Exec("h3", "timeout", "-s", "INT", "6", "hping3", "--flood", "--rand-source", "-S", "-p", "179", router)
-	hping(t, "h3", "-S", "-a", bgp1, "-p", "179", "-c", "20", "-i", "u10000", router)
+	hping(t, "h3", []string{"-S", "-a", bgp1, "-p", "179", "-c", "20", "-i", "u10000", router})
 	s1 := status()
 	bfdOut, _ := demo.Exec("h3", "timeout", "-s", "INT", "3", "hping3", "--flood", "--rand-source", "-2", "-p", "3784", router)
 	s2 := status()
@@ -486,12 +489,25 @@ func scapy(t *testing.T, host, script string) {
 	}
 }
 
-// hping runs hping3 in a lab host; it exits 1 when nothing answers,
-// which is what the probes expect.
-func hping(t *testing.T, host string, args ...string) {
+// hping runs hping3 in a lab host with each of runs' arguments, all at
+// once: each waits a second for answers after its last packet. It exits
+// 1 when nothing answers, which is what the probes expect.
+func hping(t *testing.T, host string, runs ...[]string) {
 	t.Helper()
-	if out, err := demo.Exec(host, append([]string{"hping3", "-q"}, args...)...); err != nil && !strings.Contains(out, "packets transmitted") {
-		t.Fatalf("hping3 %s in %s: %v\n%s", strings.Join(args, " "), host, err, out)
+	failed := make([]string, len(runs))
+	var wg sync.WaitGroup
+	for i, args := range runs {
+		wg.Go(func() {
+			if out, err := demo.Exec(host, append([]string{"hping3", "-q"}, args...)...); err != nil && !strings.Contains(out, "packets transmitted") {
+				failed[i] = fmt.Sprintf("hping3 %s in %s: %v\n%s", strings.Join(args, " "), host, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range failed {
+		if f != "" {
+			t.Fatal(f)
+		}
 	}
 }
 
