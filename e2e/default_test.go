@@ -35,13 +35,13 @@ func TestDefaultLab(t *testing.T) {
 	checkDownload(t)
 	vcpFile := filepath.Join(demo.RunDir, "vcp1.yaml")
 	mode := checkFlowOrder(t, vcpFile)
-	// Spread in proportion to capacity: iperf3 with 16 streams for 20 s,
+	// Spread in proportion to capacity: iperf3 with 16 streams for 10 s,
 	// the LBs in WRR (per packet; by reload), back-end shares from their
 	// counters within 10% of 2:2:1.
 	reloadMode(t, vcpFile, mode, "wrr")
 	iperf3Server(t)
 	first := demo.Look()
-	if _, _, err := iperf3(t, "h1", 20*time.Second, 16); err != nil {
+	if _, _, err := iperf3(t, "h1", 10*time.Second, 16); err != nil {
 		t.Fatal(err)
 	}
 	sh := demo.Shares(first, demo.Look())
