@@ -20,3 +20,13 @@ func TestLayoutVersion(t *testing.T) {
 	}
 	msrtest.CheckLayout(t, fmt.Sprintf("version %d\n%s", LayoutVersion, xdp.Layout(spec)), *updateLayout)
 }
+
+// TestVerifierHeadroom: the verifier checks the data path well within its
+// limit (msrtest.CheckVerifierHeadroom).
+func TestVerifierHeadroom(t *testing.T) {
+	spec, err := loadLbxdp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msrtest.CheckVerifierHeadroom(t, spec)
+}
