@@ -58,7 +58,7 @@ func testOSPFAndTransit(t *testing.T, suite string) {
 	// RIPv2 both ways: h3 learns the router's networks by RIP. BIRD's RIP
 	// sends them again when the VCP restarts it once the LB relays its
 	// mirrors; a restart birdc refused is in the VCP's log.
-	if l, _ := os.ReadFile("/run/msr/labs/t-ospf/logs/vcp.vcp.log"); strings.Contains(string(l), "asking the RIP neighbours again") {
+	if l := labLogs("t-ospf", "vcp.vcp"); strings.Contains(l, "asking the RIP neighbours again") {
 		t.Errorf("the VCP could not have its RIP ask again:\n%s", l)
 	}
 	for start := time.Now(); !strings.Contains(h3("show", "route", "192.0.2.0/24", "protocol", "rip1"), "192.0.2.0/24"); time.Sleep(200 * time.Millisecond) {
